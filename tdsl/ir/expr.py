@@ -1,0 +1,335 @@
+"""Expression nodes. Frozen, slotted, compared by identity; `structural_equal` compares meaning.
+
+Python operators build nodes (`i * 32 + j`), converting Python numbers to immediates of the
+other operand's dtype. `==` keeps Python identity semantics (nodes are dict keys); use
+`.eq()` / `.ne()` to build comparisons.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..dtypes import DataType, bool_, float32, int32
+
+if TYPE_CHECKING:
+    from ..errors import Span
+    from .buffer import Buffer
+
+ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
+COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+LOGIC_OPS = ("and", "or")
+BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS
+
+# Pure math calls: name -> number of arguments. Result dtype = first argument's dtype.
+MATH_CALLS = {
+    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1, "abs": 1,
+    "floor": 1, "ceil": 1, "pow": 2, "exp2": 1, "log2": 1, "sin": 1, "cos": 1, "round": 1,
+    "trunc": 1, "fma": 3,
+}
+
+
+class Node:
+    """Base of every IR node; `span` (the user's source place) never takes part in equality."""
+
+    __slots__ = ()
+
+
+class PrimExpr(Node):
+    """A typed scalar or vector expression."""
+
+    __slots__ = ()
+    dtype: DataType
+
+    # arithmetic sugar -------------------------------------------------------
+    def __add__(self, o):
+        return binary("add", self, o)
+
+    def __radd__(self, o):
+        return binary("add", o, self)
+
+    def __sub__(self, o):
+        return binary("sub", self, o)
+
+    def __rsub__(self, o):
+        return binary("sub", o, self)
+
+    def __mul__(self, o):
+        return binary("mul", self, o)
+
+    def __rmul__(self, o):
+        return binary("mul", o, self)
+
+    def __truediv__(self, o):
+        return binary("div", self, o)
+
+    def __rtruediv__(self, o):
+        return binary("div", o, self)
+
+    def __floordiv__(self, o):
+        return binary("floordiv", self, o)
+
+    def __rfloordiv__(self, o):
+        return binary("floordiv", o, self)
+
+    def __mod__(self, o):
+        return binary("floormod", self, o)
+
+    def __rmod__(self, o):
+        return binary("floormod", o, self)
+
+    def __neg__(self):
+        return binary("sub", const(0, self.dtype), self)
+
+    def __lt__(self, o):
+        return binary("lt", self, o)
+
+    def __le__(self, o):
+        return binary("le", self, o)
+
+    def __gt__(self, o):
+        return binary("gt", self, o)
+
+    def __ge__(self, o):
+        return binary("ge", self, o)
+
+    def eq(self, o):
+        return binary("eq", self, o)
+
+    def ne(self, o):
+        return binary("ne", self, o)
+
+    def __bool__(self):
+        raise TypeError("an IR expression has no truth value; use tdsl.arith to prove facts about it")
+
+    __hash__ = object.__hash__
+
+
+def _span_field():
+    return field(default=None, kw_only=True, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Var(PrimExpr):
+    """A variable: loop variable, block iterator, symbolic dimension, scalar parameter, let name."""
+
+    name: str
+    dtype: DataType = int32
+    span: Span | None = _span_field()
+
+    def __repr__(self) -> str:
+        return f"Var({self.name!r}, {self.dtype})"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IntImm(PrimExpr):
+    """An integer or boolean constant."""
+
+    value: int
+    dtype: DataType = int32
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FloatImm(PrimExpr):
+    """A floating-point constant (inf and nan allowed)."""
+
+    value: float
+    dtype: DataType = float32
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StringImm(PrimExpr):
+    """A string argument of an extern call (e.g. a CUDA layout name)."""
+
+    value: str
+    dtype: DataType = DataType("handle", 64)
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Binary(PrimExpr):
+    """`a op b` for op in BINARY_OPS; comparisons give bool, the rest the operands' dtype."""
+
+    op: str
+    a: PrimExpr
+    b: PrimExpr
+    span: Span | None = _span_field()
+
+    def __post_init__(self):
+        if self.op not in BINARY_OPS:
+            raise ValueError(f"unknown binary op {self.op!r}")
+        if self.a.dtype != self.b.dtype:
+            raise TypeError(f"operands of {self.op} differ in dtype: {self.a.dtype} and {self.b.dtype}")
+
+    @property
+    def dtype(self) -> DataType:
+        if self.op in COMPARE_OPS:
+            return bool_.with_lanes(self.a.dtype.lanes)
+        return self.a.dtype
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Not(PrimExpr):
+    a: PrimExpr
+    span: Span | None = _span_field()
+
+    @property
+    def dtype(self) -> DataType:
+        return self.a.dtype
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Select(PrimExpr):
+    """Both branches evaluated, one chosen (T.Select). See Call("if_then_else") for the lazy form."""
+
+    condition: PrimExpr
+    true_value: PrimExpr
+    false_value: PrimExpr
+    span: Span | None = _span_field()
+
+    @property
+    def dtype(self) -> DataType:
+        return self.true_value.dtype
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Cast(PrimExpr):
+    dtype: DataType
+    value: PrimExpr
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Call(PrimExpr):
+    """A call: math functions (MATH_CALLS), "if_then_else" (lazy select), or an extern/intrinsic
+    name used by tensor intrinsic implementations (e.g. "llvm.x86.avx512.vpdpbusd.512")."""
+
+    dtype: DataType
+    op: str
+    args: tuple[PrimExpr, ...]
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BufferLoad(PrimExpr):
+    buffer: Buffer
+    indices: tuple[PrimExpr, ...]
+    span: Span | None = _span_field()
+
+    @property
+    def dtype(self) -> DataType:
+        lanes = 1
+        for idx in self.indices:
+            lanes = max(lanes, idx.dtype.lanes)
+        return self.buffer.dtype.with_lanes(lanes * self.buffer.dtype.lanes) if lanes > 1 else self.buffer.dtype
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Ramp(PrimExpr):
+    """The vector [base, base + stride, ..., base + (lanes-1)*stride]."""
+
+    base: PrimExpr
+    stride: PrimExpr
+    lanes: int
+    span: Span | None = _span_field()
+
+    @property
+    def dtype(self) -> DataType:
+        return self.base.dtype.with_lanes(self.lanes)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Broadcast(PrimExpr):
+    """A scalar repeated in every lane."""
+
+    value: PrimExpr
+    lanes: int
+    span: Span | None = _span_field()
+
+    @property
+    def dtype(self) -> DataType:
+        return self.value.dtype.with_lanes(self.lanes)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Range(Node):
+    """The half-open interval [min, min + extent)."""
+
+    min: PrimExpr
+    extent: PrimExpr
+    span: Span | None = _span_field()
+
+    @staticmethod
+    def from_extent(extent, dtype: DataType = int32) -> "Range":
+        return Range(const(0, dtype), as_expr(extent, dtype))
+
+
+# constructors -------------------------------------------------------------------
+
+def const(value, dtype: DataType | str = int32) -> PrimExpr:
+    """An immediate of `dtype` (a bool for bool, a float for float types)."""
+    from ..dtypes import as_dtype
+
+    dt = as_dtype(dtype)
+    if dt.is_float:
+        return FloatImm(float(value), dt)
+    if dt.is_bool:
+        return IntImm(int(bool(value)), dt)
+    return IntImm(int(value), dt)
+
+
+def as_expr(value, dtype: DataType | None = None) -> PrimExpr:
+    """Python numbers become immediates (of `dtype` when given); expressions pass through."""
+    if isinstance(value, PrimExpr):
+        return value
+    if isinstance(value, bool):
+        return const(value, dtype or bool_)
+    if isinstance(value, int):
+        return const(value, dtype or int32)
+    if isinstance(value, float):
+        return const(value, dtype if dtype is not None and dtype.is_float else float32)
+    raise TypeError(f"cannot convert {type(value).__name__} {value!r} to an IR expression")
+
+
+def binary(op: str, a, b) -> Binary:
+    """Build `a op b`; a Python number takes the dtype of the other operand."""
+    if not isinstance(a, PrimExpr):
+        a = as_expr(a, b.dtype if isinstance(b, PrimExpr) else None)
+    if not isinstance(b, PrimExpr):
+        b = as_expr(b, a.dtype)
+    return Binary(op, a, b)
+
+
+def is_const(e, value=None) -> bool:
+    """True when `e` is an immediate (equal to `value` when given)."""
+    if not isinstance(e, (IntImm, FloatImm)):
+        return False
+    return value is None or e.value == value
+
+
+def call(op: str, *args, dtype: DataType | None = None) -> Call:
+    args = tuple(as_expr(a) for a in args)
+    return Call(dtype if dtype is not None else args[0].dtype, op, args)
+
+
+def if_then_else(cond, t, f) -> Call:
+    t = as_expr(t, f.dtype if isinstance(f, PrimExpr) else None)
+    f = as_expr(f, t.dtype)
+    return Call(t.dtype, "if_then_else", (as_expr(cond), t, f))
+
+
+def logical_and(a, b) -> PrimExpr:
+    return binary("and", a, b)
+
+
+def logical_or(a, b) -> PrimExpr:
+    return binary("or", a, b)
+
+
+def min_(a, b) -> PrimExpr:
+    return binary("min", a, b)
+
+
+def max_(a, b) -> PrimExpr:
+    return binary("max", a, b)

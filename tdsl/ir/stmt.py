@@ -1,0 +1,189 @@
+"""Statement nodes, blocks and the PrimFunc."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..dtypes import bool_
+from .buffer import Buffer, BufferRegion
+from .expr import IntImm, Node, PrimExpr, Range, Var
+
+if TYPE_CHECKING:
+    from ..errors import Span
+
+FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
+               "vthread.x", "vthread.y", "vthread.z")
+
+Annotations = tuple[tuple[str, Any], ...]
+
+
+def _span_field():
+    return field(default=None, kw_only=True, compare=False, repr=False)
+
+
+class Stmt(Node):
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BufferStore(Stmt):
+    buffer: Buffer
+    value: PrimExpr
+    indices: tuple[PrimExpr, ...]
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Evaluate(Stmt):
+    """Evaluate an expression for its effect (an extern call in a tensor intrinsic)."""
+
+    value: PrimExpr
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class For(Stmt):
+    """`for loop_var in [min, min + extent)`; kind in FOR_KINDS; thread_tag for thread_binding."""
+
+    loop_var: Var
+    min: PrimExpr
+    extent: PrimExpr
+    kind: str
+    body: Stmt
+    thread_tag: str | None = None
+    annotations: Annotations = ()
+    span: Span | None = _span_field()
+
+    def __post_init__(self):
+        if self.kind not in FOR_KINDS:
+            raise ValueError(f"unknown loop kind {self.kind!r}")
+        if (self.kind == "thread_binding") != (self.thread_tag is not None):
+            raise ValueError("a thread_binding loop needs a thread_tag, and only it")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SeqStmt(Stmt):
+    seq: tuple[Stmt, ...]
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IfThenElse(Stmt):
+    condition: PrimExpr
+    then_case: Stmt
+    else_case: Stmt | None = None
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LetStmt(Stmt):
+    """`var = value` scoped over `body` (the script's local names)."""
+
+    var: Var
+    value: PrimExpr
+    body: Stmt
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Allocate(Stmt):
+    """Storage for `buffer` over `body` (lowered IR only; blocks allocate with alloc_buffers)."""
+
+    buffer: Buffer
+    body: Stmt
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IterVar(Node):
+    """A block iterator: `var` ranges over `dom`; kind "S" (spatial) or "R" (reduce)."""
+
+    var: Var
+    dom: Range
+    kind: str
+    span: Span | None = _span_field()
+
+    def __post_init__(self):
+        if self.kind not in ("S", "R"):
+            raise ValueError(f"iterator kind must be 'S' or 'R', not {self.kind!r}")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Block(Stmt):
+    """The unit of computation schedules act on. Its iterators are bound by a BlockRealize."""
+
+    name: str
+    iter_vars: tuple[IterVar, ...]
+    reads: tuple[BufferRegion, ...]
+    writes: tuple[BufferRegion, ...]
+    body: Stmt
+    init: Stmt | None = None
+    alloc_buffers: tuple[Buffer, ...] = ()
+    annotations: Annotations = ()
+    span: Span | None = _span_field()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BlockRealize(Stmt):
+    """Runs `block` with its iterators bound to `iter_values` when `predicate` holds."""
+
+    iter_values: tuple[PrimExpr, ...]
+    predicate: PrimExpr
+    block: Block
+    span: Span | None = _span_field()
+
+
+TRUE = IntImm(1, bool_)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PrimFunc(Node):
+    """A tensor program: parameters (Buffers and scalar Vars) and a body.
+
+    The body of a parsed function is a BlockRealize of the implicit root block, which holds
+    the function-level `T.alloc_buffer`s. Symbolic dimensions are the Vars found in the
+    parameter buffers' shapes.
+    """
+
+    name: str
+    params: tuple[Buffer | Var, ...]
+    body: Stmt
+    attrs: Annotations = ()
+    span: Span | None = _span_field()
+
+    # user-facing conveniences (defined in tdsl.script to keep the IR free of printing) ------
+    def script(self) -> str:
+        from ..script.printer import script
+
+        return script(self)
+
+    def __str__(self) -> str:
+        return self.script()
+
+    def show(self, style: str | None = None) -> None:
+        from ..script.highlight import show
+
+        show(self.script(), style=style)
+
+    def _repr_html_(self) -> str:
+        from ..script.highlight import to_html
+
+        return to_html(self.script())
+
+    def with_body(self, body: Stmt) -> "PrimFunc":
+        from dataclasses import replace
+
+        return replace(self, body=body)
+
+    @property
+    def buffer_params(self) -> tuple[Buffer, ...]:
+        return tuple(p for p in self.params if isinstance(p, Buffer))
+
+    @property
+    def root_block(self) -> Block | None:
+        return self.body.block if isinstance(self.body, BlockRealize) else None
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"prim_func {self.name!r} is IR, not a compiled kernel: call "
+                        f"tdsl.interpret({self.name}, ...) or tdsl.build({self.name})(...)")

@@ -1,0 +1,176 @@
+"""structural_equal / structural_hash: equality of meaning, up to renaming (alpha-equivalence).
+
+Variable, buffer and function names do not matter; block names and everything else do.
+`structural_diff` says where two programs first differ.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+
+from ..dtypes import DataType
+from .buffer import Buffer
+from .expr import FloatImm, Node, Var
+from .functor import node_fields
+from .stmt import PrimFunc
+
+_BUFFER_FIELDS = ("shape", "dtype", "strides", "elem_offset", "scope")
+
+
+class _Differ:
+    def __init__(self):
+        self.lhs_map: dict[int, object] = {}
+        self.rhs_map: dict[int, object] = {}
+        self.path: list[str] = []
+
+    def fail(self, what: str, a, b):
+        return "/".join(self.path) or "<root>", what, a, b
+
+    def bind(self, a, b):
+        """Map definition a <-> b on first sight; afterwards they must agree."""
+        ma, mb = self.lhs_map.get(id(a)), self.rhs_map.get(id(b))
+        if ma is None and mb is None:
+            self.lhs_map[id(a)] = b
+            self.rhs_map[id(b)] = a
+            return None, True
+        if ma is b and mb is a:
+            return None, False
+        return self.fail("a variable or buffer refers to different definitions", a, b), False
+
+    def cmp(self, a, b):
+        if type(a) is not type(b):
+            return self.fail(f"{type(a).__name__} vs {type(b).__name__}", a, b)
+        if isinstance(a, Var):
+            if a.dtype != b.dtype:
+                return self.fail(f"variable dtype {a.dtype} vs {b.dtype}", a, b)
+            err, _ = self.bind(a, b)
+            return err
+        if isinstance(a, Buffer):
+            err, first = self.bind(a, b)
+            if err or not first:
+                return err
+            for name in _BUFFER_FIELDS:
+                self.path.append(f"buffer {a.name}.{name}")
+                err = self.cmp(getattr(a, name), getattr(b, name))
+                self.path.pop()
+                if err:
+                    return err
+            return None
+        if isinstance(a, Node):
+            for name in node_fields(type(a)):
+                if name == "name" and isinstance(a, PrimFunc):
+                    continue
+                self.path.append(f"{type(a).__name__}.{name}")
+                err = self.cmp(getattr(a, name), getattr(b, name))
+                self.path.pop()
+                if err:
+                    return err
+            return None
+        if isinstance(a, tuple):
+            if len(a) != len(b):
+                return self.fail(f"{len(a)} items vs {len(b)}", a, b)
+            for i, (x, y) in enumerate(zip(a, b)):
+                self.path.append(f"[{i}]")
+                err = self.cmp(x, y)
+                self.path.pop()
+                if err:
+                    return err
+            return None
+        if isinstance(a, float):
+            if a == b or (math.isnan(a) and math.isnan(b)):
+                return None
+            return self.fail(f"{a!r} vs {b!r}", a, b)
+        if a != b:
+            return self.fail(f"{a!r} vs {b!r}", a, b)
+        return None
+
+
+def structural_diff(a, b) -> str | None:
+    """None when `a` and `b` are structurally equal, else a description of the first difference."""
+    err = _Differ().cmp(a, b)
+    if err is None:
+        return None
+    path, what, x, y = err
+    return f"first difference at {path}: {what}\n  lhs: {_short(x)}\n  rhs: {_short(y)}"
+
+
+def _short(x) -> str:
+    try:
+        from ..script.printer import expr_str
+
+        if isinstance(x, Node):
+            text = expr_str(x)
+        else:
+            text = repr(x)
+    except Exception:  # the printer may not handle a fragment; fall back to repr
+        text = repr(x)
+    return text if len(text) < 300 else text[:297] + "..."
+
+
+def structural_equal(a, b) -> bool:
+    """True when `a` and `b` mean the same program up to renaming."""
+    return _Differ().cmp(a, b) is None
+
+
+def assert_structural_equal(a, b) -> None:
+    """Raise AssertionError saying where `a` and `b` first differ."""
+    diff = structural_diff(a, b)
+    if diff is not None:
+        raise AssertionError(diff)
+
+
+class _Hasher:
+    def __init__(self):
+        self.ids: dict[int, int] = {}
+        self.h = hashlib.blake2b(digest_size=16)
+        self.keep: list = []
+
+    def emit(self, token: str):
+        self.h.update(token.encode())
+        self.h.update(b"\x00")
+
+    def define(self, x) -> tuple[int, bool]:
+        key = id(x)
+        if key in self.ids:
+            return self.ids[key], False
+        self.ids[key] = len(self.ids)
+        self.keep.append(x)
+        return self.ids[key], True
+
+    def visit(self, x):
+        if isinstance(x, Var):
+            idx, _ = self.define(x)
+            self.emit(f"var{idx}:{x.dtype}")
+        elif isinstance(x, Buffer):
+            idx, first = self.define(x)
+            self.emit(f"buf{idx}")
+            if first:
+                for name in _BUFFER_FIELDS:
+                    self.visit(getattr(x, name))
+        elif isinstance(x, Node):
+            self.emit(type(x).__name__)
+            for name in node_fields(type(x)):
+                if name == "name" and isinstance(x, PrimFunc):
+                    continue
+                self.visit(getattr(x, name))
+        elif isinstance(x, tuple):
+            self.emit(f"({len(x)}")
+            for item in x:
+                self.visit(item)
+            self.emit(")")
+        elif isinstance(x, float) and math.isnan(x):
+            self.emit("nan")
+        elif isinstance(x, DataType):
+            self.emit(str(x))
+        else:
+            self.emit(f"{type(x).__name__}:{x!r}")
+
+
+def structural_hash(node) -> str:
+    """A hex digest equal for structurally equal programs."""
+    hasher = _Hasher()
+    hasher.visit(node)
+    return hasher.h.hexdigest()
+
+
+__all__ = ["structural_equal", "structural_hash", "structural_diff", "assert_structural_equal", "FloatImm"]
