@@ -35,11 +35,13 @@ class ScriptError(SyntaxError):
         self.message = message
         self.span = span
         self.hint = hint
+        full = message if not hint else f"{message}\n{hint}"
         if span is not None:
-            args = (span.file, span.line, span.col + 1, span.source_line)
-            super().__init__(message, args)
+            end = span.end_col + 1 if span.end_col is not None else span.col + 2
+            args = (span.file, span.line, span.col + 1, span.source_line, span.line, end)
+            super().__init__(full, args)
         else:
-            super().__init__(message)
+            super().__init__(full)
 
     def __str__(self) -> str:
         parts = [self.message]

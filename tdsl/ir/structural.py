@@ -12,7 +12,7 @@ from ..dtypes import DataType
 from .buffer import Buffer
 from .expr import FloatImm, Node, Var
 from .functor import node_fields
-from .stmt import PrimFunc
+from .stmt import PrimFunc, SeqStmt
 
 _BUFFER_FIELDS = ("shape", "dtype", "strides", "elem_offset", "scope")
 
@@ -38,6 +38,7 @@ class _Differ:
         return self.fail("a variable or buffer refers to different definitions", a, b), False
 
     def cmp(self, a, b):
+        a, b = _normalize(a), _normalize(b)
         if type(a) is not type(b):
             return self.fail(f"{type(a).__name__} vs {type(b).__name__}", a, b)
         if isinstance(a, Var):
@@ -83,6 +84,27 @@ class _Differ:
         if a != b:
             return self.fail(f"{a!r} vs {b!r}", a, b)
         return None
+
+
+def _flatten(stmt, out: list) -> list:
+    for s in stmt.seq:
+        if isinstance(s, SeqStmt):
+            _flatten(s, out)
+        else:
+            out.append(s)
+    return out
+
+
+def _normalize(x):
+    """Nested statement sequences mean their concatenation; a sequence of one is that statement."""
+    if not isinstance(x, SeqStmt):
+        return x
+    flat = _flatten(x, [])
+    if len(flat) == 1:
+        return flat[0]
+    if len(flat) == len(x.seq):
+        return x
+    return SeqStmt(tuple(flat))
 
 
 def structural_diff(a, b) -> str | None:
@@ -138,6 +160,7 @@ class _Hasher:
         return self.ids[key], True
 
     def visit(self, x):
+        x = _normalize(x)
         if isinstance(x, Var):
             idx, _ = self.define(x)
             self.emit(f"var{idx}:{x.dtype}")

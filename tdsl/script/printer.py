@@ -1,0 +1,416 @@
+"""IR -> tdsl script text. `tdsl.parse(script(f))` is structurally equal to `f`.
+
+Every Var and Buffer prints under a name unique in the function, so the text means exactly
+the IR even when a schedule has made two loops called `i`.
+"""
+from __future__ import annotations
+
+import keyword
+import math
+import re
+
+from ..ir.buffer import Buffer, BufferRegion
+from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Node, Not,
+                       PrimExpr, Ramp, Range, Select, StringImm, Var)
+from ..ir.stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
+                       SeqStmt, Stmt)
+
+INDENT = "    "
+_RESERVED = set(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None"}
+
+_BINARY_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%",
+                  "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or"}
+_PREC = {"or": 1, "and": 2, "not": 3, "eq": 4, "ne": 4, "lt": 4, "le": 4, "gt": 4, "ge": 4,
+         "add": 5, "sub": 5, "mul": 6, "div": 6, "floordiv": 6, "floormod": 6, "neg": 7}
+_ATOM = 9
+_FOR_FUNCS = {"serial": "T.serial", "parallel": "T.parallel", "vectorized": "T.vectorized",
+              "unrolled": "T.unroll", "thread_binding": "T.thread_binding"}
+
+
+def _sanitize(name: str) -> str:
+    name = re.sub(r"\W", "_", name) or "v"
+    if name[0].isdigit():
+        name = "v_" + name
+    return name
+
+
+class _Namer:
+    """Gives each Var/Buffer a unique printable name, first come first served."""
+
+    def __init__(self):
+        self.names: dict[int, str] = {}
+        self.used: set[str] = set(_RESERVED)
+        self.keep: list = []
+
+    def name(self, obj) -> str:
+        key = id(obj)
+        if key not in self.names:
+            base = _sanitize(obj.name)
+            name, k = base, 1
+            while name in self.used:
+                name = f"{base}_{k}"
+                k += 1
+            self.used.add(name)
+            self.names[key] = name
+            self.keep.append(obj)
+        return self.names[key]
+
+
+def _float_literal(value: float) -> str:
+    if math.isnan(value):
+        return '"nan"'
+    if math.isinf(value):
+        return '"inf"' if value > 0 else '"-inf"'
+    return repr(float(value))
+
+
+class ScriptPrinter:
+    def __init__(self, namer: _Namer | None = None):
+        self.namer = namer or _Namer()
+        self.loops: dict[int, For] = {}
+        self.lines: list[str] = []
+
+    # expressions ------------------------------------------------------------------------
+    def expr(self, e: PrimExpr) -> str:
+        return self._expr(e)[0]
+
+    def _expr(self, e) -> tuple[str, int]:
+        """(text, precedence of its top operator)."""
+        if isinstance(e, Var):
+            return self.namer.name(e), _ATOM
+        if isinstance(e, IntImm):
+            if e.dtype.is_bool:
+                return ("True" if e.value else "False"), _ATOM
+            if str(e.dtype) == "int32":
+                return str(e.value), (_PREC["neg"] if e.value < 0 else _ATOM)
+            return f"T.{e.dtype}({e.value})", _ATOM
+        if isinstance(e, FloatImm):
+            return f"T.{e.dtype}({_float_literal(e.value)})", _ATOM
+        if isinstance(e, StringImm):
+            return repr(e.value), _ATOM
+        if isinstance(e, Binary):
+            if e.op in ("min", "max"):
+                return f"T.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", _ATOM
+            p = _PREC[e.op]
+            a, pa = self._expr(e.a)
+            b, pb = self._expr(e.b)
+            if p == 4:  # comparisons chain in Python: parenthesise any comparison operand
+                if pa <= p:
+                    a = f"({a})"
+                if pb <= p:
+                    b = f"({b})"
+            else:
+                if pa < p:
+                    a = f"({a})"
+                if pb <= p:
+                    b = f"({b})"
+            return f"{a} {_BINARY_SYMBOL[e.op]} {b}", p
+        if isinstance(e, Not):
+            a, pa = self._expr(e.a)
+            if pa < _PREC["not"]:
+                a = f"({a})"
+            return f"not {a}", _PREC["not"]
+        if isinstance(e, Select):
+            return (f"T.Select({self.expr(e.condition)}, {self.expr(e.true_value)}, "
+                    f"{self.expr(e.false_value)})"), _ATOM
+        if isinstance(e, Cast):
+            return f'T.cast({self.expr(e.value)}, "{e.dtype}")', _ATOM
+        if isinstance(e, Call):
+            args = ", ".join(self.expr(a) for a in e.args)
+            if e.op == "if_then_else" or (e.op in MATH_CALLS and e.dtype == e.args[0].dtype):
+                return f"T.{e.op}({args})", _ATOM
+            sep = ", " if args else ""
+            return f'T.call_extern("{e.dtype}", "{e.op}"{sep}{args})', _ATOM
+        if isinstance(e, BufferLoad):
+            return self.buffer_access(e.buffer, e.indices), _ATOM
+        if isinstance(e, Ramp):
+            return f"T.Ramp({self.expr(e.base)}, {self.expr(e.stride)}, {e.lanes})", _ATOM
+        if isinstance(e, Broadcast):
+            return f"T.Broadcast({self.expr(e.value)}, {e.lanes})", _ATOM
+        raise TypeError(f"cannot print {type(e).__name__}")
+
+    def buffer_access(self, buffer: Buffer, indices) -> str:
+        name = self.namer.name(buffer)
+        if not indices:
+            return f"{name}[()]"
+        return f"{name}[{', '.join(self.expr(i) for i in indices)}]"
+
+    def region(self, r: BufferRegion) -> str:
+        parts = []
+        for rng in r.region:
+            if isinstance(rng.extent, IntImm) and rng.extent.value == 1:
+                parts.append(self.expr(rng.min))
+            else:
+                parts.append(f"{self.expr(rng.min)}:{self.expr(_end(rng))}")
+        name = self.namer.name(r.buffer)
+        return f"{name}[{', '.join(parts)}]" if parts else f"{name}[()]"
+
+    def shape_entry(self, e: PrimExpr, in_signature: bool) -> str:
+        text = self.expr(e)
+        if in_signature and not isinstance(e, IntImm):
+            return f'"{text}"'
+        return text
+
+    def shape(self, shape, in_signature: bool = False) -> str:
+        items = [self.shape_entry(s, in_signature) for s in shape]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+    def buffer_decl_args(self, b: Buffer, in_signature: bool, with_scope_kw: bool = True) -> str:
+        args = [self.shape(b.shape, in_signature), f'"{b.dtype}"']
+        if b.strides:
+            args.append(f"strides={self.shape(b.strides, in_signature)}")
+        if b.elem_offset is not None:
+            args.append(f"offset={self.shape_entry(b.elem_offset, in_signature)}")
+        if b.scope != "global" and with_scope_kw:
+            args.append(f'scope="{b.scope}"')
+        return ", ".join(args)
+
+    # statements ----------------------------------------------------------------------------
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append(INDENT * depth + text)
+
+    def stmt(self, s: Stmt, depth: int) -> None:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise TypeError(f"cannot print {type(s).__name__}")
+        method(s, depth)
+
+    def body(self, s: Stmt | None, depth: int) -> None:
+        start = len(self.lines)
+        if s is not None:
+            self.stmt(s, depth)
+        if len(self.lines) == start:
+            self.emit(depth, "pass")
+
+    def stmt_SeqStmt(self, s: SeqStmt, depth: int) -> None:
+        items = _flatten(s)
+        for k, item in enumerate(items):
+            last = k == len(items) - 1
+            if isinstance(item, LetStmt) and not last:
+                self.emit(depth, f"with T.LetStmt({self.expr(item.value)}) as {self.namer.name(item.var)}:")
+                self.body(item.body, depth + 1)
+            elif isinstance(item, Allocate) and not last:
+                b = item.buffer
+                self.emit(depth, f'with T.allocate({self.shape(b.shape)}, "{b.dtype}", "{b.scope}") as '
+                                 f"{self.namer.name(b)}:")
+                self.body(item.body, depth + 1)
+            else:
+                self.stmt(item, depth)
+
+    def stmt_BufferStore(self, s: BufferStore, depth: int) -> None:
+        self.emit(depth, f"{self.buffer_access(s.buffer, s.indices)} = {self.expr(s.value)}")
+
+    def stmt_Evaluate(self, s: Evaluate, depth: int) -> None:
+        self.emit(depth, f"T.evaluate({self.expr(s.value)})")
+
+    def stmt_LetStmt(self, s: LetStmt, depth: int) -> None:
+        self.emit(depth, f"{self.namer.name(s.var)} = {self.expr(s.value)}")
+        self.stmt(s.body, depth)
+
+    def stmt_Allocate(self, s: Allocate, depth: int) -> None:
+        b = s.buffer
+        self.emit(depth, f'{self.namer.name(b)} = T.allocate({self.shape(b.shape)}, "{b.dtype}", "{b.scope}")')
+        self.stmt(s.body, depth)
+
+    def stmt_IfThenElse(self, s: IfThenElse, depth: int, keyword_: str = "if") -> None:
+        self.emit(depth, f"{keyword_} {self.expr(s.condition)}:")
+        self.body(s.then_case, depth + 1)
+        if s.else_case is None:
+            return
+        if isinstance(s.else_case, IfThenElse):
+            self.stmt_IfThenElse(s.else_case, depth, "elif")
+        else:
+            self.emit(depth, "else:")
+            self.body(s.else_case, depth + 1)
+
+    def _is_plain_serial(self, s) -> bool:
+        return (isinstance(s, For) and s.kind == "serial" and not s.annotations
+                and isinstance(s.min, IntImm) and s.min.value == 0)
+
+    def stmt_For(self, s: For, depth: int) -> None:
+        self.loops[id(s.loop_var)] = s
+        if self._is_plain_serial(s):
+            chain = [s]
+            while self._is_plain_serial(chain[-1].body):
+                chain.append(chain[-1].body)
+                self.loops[id(chain[-1].loop_var)] = chain[-1]
+            if len(chain) > 1:
+                names = ", ".join(self.namer.name(f.loop_var) for f in chain)
+                extents = ", ".join(self.expr(f.extent) for f in chain)
+                self.emit(depth, f"for {names} in T.grid({extents}):")
+                self.body(chain[-1].body, depth + 1)
+                return
+            self.emit(depth, f"for {self.namer.name(s.loop_var)} in range({self.expr(s.extent)}):")
+            self.body(s.body, depth + 1)
+            return
+        starts_at_zero = isinstance(s.min, IntImm) and s.min.value == 0
+        if s.kind == "serial" and not s.annotations:
+            rng = f"range({self.expr(s.min)}, {self.expr(_end(s))})"
+        else:
+            args = [self.expr(s.extent)] if starts_at_zero else [self.expr(s.min), self.expr(_end(s))]
+            if s.thread_tag is not None:
+                args.append(f'thread="{s.thread_tag}"')
+            if s.annotations:
+                args.append(f"annotations={_dict_literal(s.annotations)}")
+            rng = f"{_FOR_FUNCS[s.kind]}({', '.join(args)})"
+        self.emit(depth, f"for {self.namer.name(s.loop_var)} in {rng}:")
+        self.body(s.body, depth + 1)
+
+    def stmt_BlockRealize(self, s: BlockRealize, depth: int) -> None:
+        block = s.block
+        self.emit(depth, f'with T.block("{block.name}"):')
+        d = depth + 1
+        self.iter_vars(s, d)
+        if not (isinstance(s.predicate, IntImm) and s.predicate.value == 1):
+            self.emit(d, f"T.where({self.expr(s.predicate)})")
+        self.emit(d, f"T.reads({', '.join(self.region(r) for r in block.reads)})")
+        self.emit(d, f"T.writes({', '.join(self.region(r) for r in block.writes)})")
+        if block.annotations:
+            self.emit(d, f"T.block_attr({_dict_literal(block.annotations)})")
+        for b in block.alloc_buffers:
+            self.emit(d, f"{self.namer.name(b)} = T.alloc_buffer({self.buffer_decl_args(b, False)})")
+        if block.init is not None:
+            self.emit(d, "with T.init():")
+            self.body(block.init, d + 1)
+        self.body(block.body, d)
+
+    def stmt_Block(self, s: Block, depth: int) -> None:
+        raise TypeError(f'block "{s.name}" appears without its BlockRealize')
+
+    def iter_vars(self, s: BlockRealize, depth: int) -> None:
+        ivs = s.block.iter_vars
+        if ivs and self._remappable(s):
+            names = ", ".join(self.namer.name(iv.var) for iv in ivs)
+            kinds = "".join(iv.kind for iv in ivs)
+            values = ", ".join(self.expr(v) for v in s.iter_values)
+            self.emit(depth, f'{names} = T.axis.remap("{kinds}", [{values}])')
+            return
+        for iv, value in zip(ivs, s.iter_values):
+            kind = "spatial" if iv.kind == "S" else "reduce"
+            dom = iv.dom
+            if isinstance(dom.min, IntImm) and dom.min.value == 0 and dom.min.dtype == iv.var.dtype:
+                dom_text = self.expr(dom.extent)
+            else:
+                dom_text = f"({self.expr(dom.min)}, {self.expr(_end(dom))})"
+            self.emit(depth, f"{self.namer.name(iv.var)} = T.axis.{kind}({dom_text}, {self.expr(value)})")
+
+    def _remappable(self, s: BlockRealize) -> bool:
+        seen = set()
+        for iv, value in zip(s.block.iter_vars, s.iter_values):
+            if not isinstance(value, Var) or id(value) in seen or id(value) not in self.loops:
+                return False
+            seen.add(id(value))
+            loop = self.loops[id(value)]
+            if iv.var.dtype != value.dtype or not (_same_const(iv.dom.min, loop.min)
+                                                   and _same_const(iv.dom.extent, loop.extent)):
+                from ..ir.structural import structural_equal
+
+                if iv.var.dtype != value.dtype or not (structural_equal(iv.dom.min, loop.min)
+                                                       and structural_equal(iv.dom.extent, loop.extent)):
+                    return False
+        return True
+
+    # functions -------------------------------------------------------------------------------
+    def function(self, f: PrimFunc) -> str:
+        params = []
+        for p in f.params:
+            if isinstance(p, Buffer):
+                for dim in (*p.shape, *p.strides, *(() if p.elem_offset is None else (p.elem_offset,))):
+                    for v in _vars_in(dim):
+                        self.namer.name(v)
+        for p in f.params:
+            if isinstance(p, Buffer):
+                params.append(f"{self.namer.name(p)}: T.Buffer({self.buffer_decl_args(p, True)})")
+            else:
+                params.append(f"{self.namer.name(p)}: T.{p.dtype}")
+        name = _sanitize(f.name)
+        header = f"def {name}({', '.join(params)}):"
+        if len(header) > 100 and params:
+            self.lines.append(f"def {name}(")
+            for p in params:
+                self.emit(1, p + ",")
+            self.lines.append("):")
+        else:
+            self.lines.append(header)
+        self.lines.insert(0, "@T.prim_func")
+        if f.attrs:
+            self.emit(1, f"T.func_attr({_dict_literal(f.attrs)})")
+        body = f.body
+        if _is_root(body):
+            for b in body.block.alloc_buffers:
+                self.emit(1, f"{self.namer.name(b)} = T.alloc_buffer({self.buffer_decl_args(b, False)})")
+            body = body.block.body
+        self.body(body, 1)
+        return "\n".join(self.lines) + "\n"
+
+
+def _is_root(body) -> bool:
+    return (isinstance(body, BlockRealize) and body.block.name == "root" and not body.block.iter_vars
+            and body.block.init is None and not body.block.annotations)
+
+
+def _same_const(a, b) -> bool:
+    return isinstance(a, IntImm) and isinstance(b, IntImm) and a.value == b.value and a.dtype == b.dtype
+
+
+def _end(r) -> PrimExpr:
+    """min + extent, folded when both are constants or min is 0."""
+    lo, ext = r.min, r.extent
+    if isinstance(lo, IntImm) and lo.value == 0:
+        return ext
+    if isinstance(lo, IntImm) and isinstance(ext, IntImm):
+        return IntImm(lo.value + ext.value, lo.dtype)
+    try:
+        from ..arith import simplify
+
+        return simplify(lo + ext)
+    except ImportError:  # arith not available: print the plain sum
+        return lo + ext
+
+
+def _flatten(s: SeqStmt) -> list:
+    out = []
+    for item in s.seq:
+        if isinstance(item, SeqStmt):
+            out.extend(_flatten(item))
+        else:
+            out.append(item)
+    return out
+
+
+def _vars_in(e) -> list:
+    from ..ir.functor import post_order_visit
+
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, Var) else None)
+    return found
+
+
+def _dict_literal(pairs) -> str:
+    return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in pairs) + "}"
+
+
+def script(func: PrimFunc) -> str:
+    """The function as tdsl script text."""
+    return ScriptPrinter().function(func)
+
+
+def expr_str(node: Node) -> str:
+    """One expression, statement or region as text (names are those the node itself carries)."""
+    printer = ScriptPrinter()
+    if isinstance(node, PrimExpr):
+        return printer.expr(node)
+    if isinstance(node, BufferRegion):
+        return printer.region(node)
+    if isinstance(node, Range):
+        return f"{printer.expr(node.min)}:{printer.expr(_end(node))}"
+    if isinstance(node, Buffer):
+        return printer.namer.name(node)
+    if isinstance(node, Stmt):
+        printer.stmt(node, 0)
+        return "\n".join(printer.lines)
+    return repr(node)
+
+
+def stmt_str(stmt: Stmt) -> str:
+    return expr_str(stmt)
