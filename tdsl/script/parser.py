@@ -159,8 +159,7 @@ class Parser:
         return PrimFunc(fn.name, tuple(params), body, attrs, span=self.span(fn))
 
     def _is_dtype_annotation(self, node) -> bool:
-        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "T" \
-            and node.attr in _DTYPE_NAMES
+        return self._t_name(node) in _DTYPE_NAMES
 
     def _dtype_of_annotation(self, node) -> DataType:
         return _dt.DataType.parse(node.attr)
@@ -210,6 +209,9 @@ class Parser:
                                      f"refer to it by its bare name: {text}")
                 if text not in sym:
                     sym[text] = Var(text, _dt.int32, span=self.span(node))
+                if not sym[text].dtype.is_integer:
+                    raise self.error(node, f"dimension '{text}' is a {sym[text].dtype} parameter; it must be an "
+                                           "integer", f"declare it as {text}: T.int32")
                 return sym[text]
             try:
                 sub = ast.parse(text, mode="eval").body
@@ -691,7 +693,7 @@ class Parser:
         frame = self.blocks[-1] if self.blocks else None
         if frame is None:
             raise self.error(node, "T.alloc_buffer must be inside a block or at the top of the function")
-        if frame is self.root and len(self.scopes) > 2:
+        if frame is self.root and len(self.scopes) > 1:
             raise self.error(node, "T.alloc_buffer must be inside a block or at the top of the function",
                              "move it out of the loop, or into a T.block")
         call = node.value
@@ -1222,8 +1224,11 @@ class Parser:
 
     def _t_name(self, func) -> str | None:
         """'exp' for T.exp, 'axis.remap' style names are not returned (see _is_axis_call)."""
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "T":
-            return func.attr
+        if isinstance(func, ast.Attribute):
+            owner = func.value
+            if (isinstance(owner, ast.Name) and owner.id == "T") or (isinstance(owner, ast.Attribute)
+                                                                     and owner.attr == "T"):
+                return func.attr
         return None
 
     def _is_t_attr(self, node, attr: str) -> bool:

@@ -1,0 +1,11 @@
+"""What the schedule and lowering need to prove things: the index simplifier, integer bounds,
+symbolic relaxation over loop ranges, affine forms and block region inference.
+
+`ranges` arguments are always `dict[Var, Range] | None`.
+"""
+from .region import infer_block_regions, region_covers, region_union
+from .relax import linear_form, relax
+from .simplify import const_bound, prove, simplify
+
+__all__ = ["simplify", "const_bound", "prove", "relax", "linear_form", "infer_block_regions", "region_union",
+           "region_covers"]

@@ -1,0 +1,211 @@
+"""Region inference for blocks (TensorIR's rules) and region helpers for the schedule."""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from ..ir.buffer import Buffer, BufferRegion
+from ..ir.expr import Binary, BufferLoad, IntImm, PrimExpr, Range, Var
+from ..ir.functor import IRVisitor, substitute
+from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, For, LetStmt
+from .analyzer import Analyzer
+from .relax import Relaxer
+
+# per dimension: (lo, hi) inclusive, or None for "the whole dimension"
+DimBound = Optional[tuple[PrimExpr, PrimExpr]]
+
+
+class _Accumulator:
+    """Per buffer, the union of the accessed intervals, in order of first appearance."""
+
+    def __init__(self, an: Analyzer):
+        self.an = an
+        self.dims: dict[Buffer, list[DimBound]] = {}
+
+    def add(self, buffer: Buffer, bounds: list[DimBound]) -> None:
+        old = self.dims.get(buffer)
+        if old is None:
+            self.dims[buffer] = list(bounds)
+            return
+        self.dims[buffer] = [self._union(a, b) for a, b in zip(old, bounds)]
+
+    def _union(self, a: DimBound, b: DimBound) -> DimBound:
+        if a is None or b is None:
+            return None
+        lo = _pick(self.an, "min", a[0], b[0])
+        hi = _pick(self.an, "max", a[1], b[1])
+        if lo is None or hi is None:
+            return None
+        return lo, hi
+
+    def regions(self) -> tuple[BufferRegion, ...]:
+        return tuple(BufferRegion(buf, tuple(_to_range(self.an, buf, d, b) for d, b in enumerate(bounds)))
+                     for buf, bounds in self.dims.items())
+
+
+def _pick(an: Analyzer, op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
+    """min/max of two bounds when the analyzer can decide which one it is; else None."""
+    if a.dtype != b.dtype:
+        return None
+    r = an.simplify(Binary(op, a, b))
+    if isinstance(r, Binary) and r.op == op:
+        return None
+    return r
+
+
+def _to_range(an: Analyzer, buf: Buffer, dim: int, b: DimBound) -> Range:
+    shape = buf.shape[dim]
+    if b is not None and b[0].dtype == b[1].dtype:
+        lo, hi = b
+        return Range(lo, an.simplify(hi - lo + 1))
+    return Range(IntImm(0, shape.dtype), shape)
+
+
+class _Detector(IRVisitor):
+    """Walks a block's body and init, relaxing the loops and lets inside the block."""
+
+    def __init__(self, block: Block):
+        self.iter_ranges = {iv.var: iv.dom for iv in block.iter_vars}
+        self.keep = tuple(self.iter_ranges)
+        self.loop_ranges: dict[Var, Range] = {}
+        self.lets: dict[Var, PrimExpr] = {}
+        self.excluded: set[Buffer] = set(block.alloc_buffers)
+        self.an = Analyzer(self.iter_ranges, keep=self.keep)
+        self.reads = _Accumulator(self.an)
+        self.writes = _Accumulator(self.an)
+        self._relaxer: Relaxer | None = None
+
+    # helpers -------------------------------------------------------------------------
+    def relaxer(self) -> Relaxer:
+        if self._relaxer is None:
+            self._relaxer = Relaxer({**self.iter_ranges, **self.loop_ranges}, keep=self.keep)
+        return self._relaxer
+
+    def _scoped(self, table: dict, var: Var, value, body) -> None:
+        old = table.get(var)
+        table[var] = value
+        self._relaxer = None
+        try:
+            self.visit(body)
+        finally:
+            if old is None:
+                del table[var]
+            else:
+                table[var] = old
+            self._relaxer = None
+
+    def _subst(self, e: PrimExpr) -> PrimExpr:
+        return substitute(e, self.lets) if self.lets else e
+
+    def _point(self, index: PrimExpr) -> DimBound:
+        if not (index.dtype.lanes == 1 and index.dtype.is_integer):
+            return None  # a vector index (Ramp) or odd type: the whole dimension
+        lo, hi = self.relaxer().relax(self._subst(index))
+        return None if lo is None or hi is None else (lo, hi)
+
+    def _interval(self, r: Range) -> DimBound:
+        if r.min.dtype != r.extent.dtype or not r.min.dtype.is_integer:
+            return None
+        lo = self.relaxer().relax(self._subst(r.min))[0]
+        hi = self.relaxer().relax(self._subst(r.min + r.extent - 1))[1]
+        return None if lo is None or hi is None else (lo, hi)
+
+    def _record(self, acc: _Accumulator, buffer: Buffer, bounds: list[DimBound]) -> None:
+        if buffer not in self.excluded:
+            acc.add(buffer, bounds)
+
+    # visitors ------------------------------------------------------------------------
+    def visit_BufferLoad(self, node: BufferLoad) -> None:
+        self._record(self.reads, node.buffer, [self._point(i) for i in node.indices])
+        self.generic_visit(node)
+
+    def visit_BufferStore(self, node: BufferStore) -> None:
+        self.visit(node.value)
+        for i in node.indices:
+            self.visit(i)
+        self._record(self.writes, node.buffer, [self._point(i) for i in node.indices])
+
+    def visit_For(self, node: For) -> None:
+        self.visit(node.min)
+        self.visit(node.extent)
+        self._scoped(self.loop_ranges, node.loop_var, Range(self._subst(node.min), self._subst(node.extent)),
+                     node.body)
+
+    def visit_LetStmt(self, node: LetStmt) -> None:
+        self.visit(node.value)
+        self._scoped(self.lets, node.var, self._subst(node.value), node.body)
+
+    def visit_Allocate(self, node: Allocate) -> None:
+        self.excluded.add(node.buffer)
+        self.visit(node.body)
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:
+        for v in node.iter_values:
+            self.visit(v)
+        self.visit(node.predicate)
+        inner = node.block
+        reads, writes = inner.reads, inner.writes
+        if not reads and not writes:
+            reads, writes = infer_block_regions(inner)
+        vmap = {iv.var: self._subst(v) for iv, v in zip(inner.iter_vars, node.iter_values)}
+        for acc, regions in ((self.reads, reads), (self.writes, writes)):
+            for region in regions:
+                bounds = [self._interval(substitute(r, vmap)) for r in region.region]
+                self._record(acc, region.buffer, bounds)
+
+    def visit_Block(self, node: Block) -> None:
+        # only reached for the block being inferred: nested blocks come through BlockRealize
+        if node.init is not None:
+            self.visit(node.init)
+        self.visit(node.body)
+
+
+def infer_block_regions(block: Block) -> tuple[tuple[BufferRegion, ...], tuple[BufferRegion, ...]]:
+    """(reads, writes) of `block` inferred from its body and init, as TensorIR does.
+
+    Loops and lets inside the block are relaxed over their ranges; the block's own iterators
+    stay symbolic; nested blocks contribute their declared regions; the block's own
+    alloc_buffers are left out. One region per buffer per list, in order of first appearance;
+    a dimension whose bounds cannot be compared symbolically covers the whole dimension.
+    """
+    det = _Detector(block)
+    det.visit_Block(block)
+    return det.reads.regions(), det.writes.regions()
+
+
+def region_union(regions: Iterable[BufferRegion], ranges: dict | None = None) -> BufferRegion:
+    """The smallest region covering all `regions` (all of one buffer), dimension by dimension;
+    a dimension whose bounds cannot be ordered symbolically covers the whole buffer dimension."""
+    regions = list(regions)
+    if not regions:
+        raise ValueError("region_union needs at least one region")
+    buffer = regions[0].buffer
+    for r in regions[1:]:
+        if r.buffer is not buffer:
+            raise ValueError(f"region_union of different buffers: {buffer.name!r} and {r.buffer.name!r}")
+    an = Analyzer(ranges)
+    acc = _Accumulator(an)
+    for r in regions:
+        acc.add(buffer, [_closed(an, rng) for rng in r.region])
+    return acc.regions()[0]
+
+
+def _closed(an: Analyzer, r: Range) -> DimBound:
+    if r.min.dtype != r.extent.dtype:
+        return None
+    return an.simplify(r.min), an.simplify(r.min + r.extent - 1)
+
+
+def region_covers(outer: BufferRegion, inner: BufferRegion, ranges: dict | None = None) -> bool:
+    """True when `outer` provably contains `inner` for every assignment within `ranges`
+    (an empty inner dimension is covered by anything)."""
+    if outer.buffer is not inner.buffer or len(outer.region) != len(inner.region):
+        return False
+    an = Analyzer(ranges)
+    for o, i in zip(outer.region, inner.region):
+        if o.min.dtype != i.min.dtype or o.extent.dtype != i.extent.dtype:
+            return False
+        if an.prove(i.extent <= 0):
+            continue
+        if not (an.prove(o.min <= i.min) and an.prove(i.min + i.extent <= o.min + o.extent)):
+            return False
+    return True

@@ -1,0 +1,173 @@
+"""relax (symbolic bounds of an expression over ranges of some of its Vars) and linear_form."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir.expr import Binary, Call, Cast, IntImm, PrimExpr, Select, Var, as_expr
+from .analyzer import Analyzer, dtype_bound, is_index
+
+# None marks a side with no bound
+SymBound = tuple[Optional[PrimExpr], Optional[PrimExpr]]
+
+
+class Relaxer:
+    """Symbolic interval evaluation: Vars in `ranges` vary, every other Var stays symbolic.
+
+    `keep` lists Vars that take part in proofs (their ranges are known) but are never relaxed,
+    e.g. the block iterators during region inference.
+    """
+
+    def __init__(self, ranges: dict, keep=()):
+        self.keep = frozenset(keep)
+        self.ranges = {v: r for v, r in ranges.items() if v not in self.keep}
+        self.an = Analyzer(ranges, keep=keep)
+        self._vars: dict[int, tuple] = {}
+        self._active: set[int] = set()
+
+    def relax(self, e: PrimExpr) -> SymBound:
+        """Inclusive symbolic (lo, hi) of `e` (simplified), None where unbounded."""
+        s = self.an.simplify(e)
+        lo, hi = self._relax(s)
+        return (None if lo is None else self.an.simplify(lo)), (None if hi is None else self.an.simplify(hi))
+
+    def _depends(self, e: PrimExpr) -> bool:
+        """Whether `e` mentions a relaxed Var."""
+        hit = self._vars.get(id(e))
+        if hit is not None:
+            return hit[1]
+        if isinstance(e, Var):
+            r = e in self.ranges
+        else:
+            from ..ir.functor import free_vars
+
+            r = any(v in self.ranges for v in free_vars(e))
+        self._vars[id(e)] = (e, r)
+        return r
+
+    def _relax(self, e: PrimExpr) -> SymBound:
+        if not self._depends(e):
+            return e, e
+        if not is_index(e.dtype):
+            return self._fallback(e)
+        if isinstance(e, Var):
+            return self._relax_var(e)
+        if isinstance(e, Binary):
+            r = self._relax_binary(e)
+            if r is not None:
+                return r
+        if isinstance(e, Select) or (isinstance(e, Call) and e.op == "if_then_else"):
+            t, f = (e.true_value, e.false_value) if isinstance(e, Select) else e.args[1:]
+            (tl, th), (fl, fh) = self._relax(t), self._relax(f)
+            return _combine("min", tl, fl, lo_side=True), _combine("max", th, fh, lo_side=False)
+        if isinstance(e, Cast) and is_index(e.value.dtype) and e.value.dtype.bits <= e.dtype.bits:
+            lo, hi = self._relax(e.value)
+            return (None if lo is None else Cast(e.dtype, lo)), (None if hi is None else Cast(e.dtype, hi))
+        return self._fallback(e)
+
+    def _relax_var(self, v: Var) -> SymBound:
+        if id(v) in self._active:  # a range that refers to itself: give up on it
+            return self._fallback(v)
+        r = self.ranges[v]
+        if r.min.dtype != v.dtype or r.extent.dtype != v.dtype:
+            return self._fallback(v)
+        self._active.add(id(v))
+        try:
+            lo = self._relax(self.an.simplify(r.min))[0]
+            hi = self._relax(self.an.simplify(r.min + r.extent - 1))[1]
+        finally:
+            self._active.discard(id(v))
+        return lo, hi
+
+    def _relax_binary(self, e: Binary) -> SymBound | None:
+        op = e.op
+        if op in ("add", "sub"):
+            (al, ah), (bl, bh) = self._relax(e.a), self._relax(e.b)
+            if op == "add":
+                return _arith("add", al, bl), _arith("add", ah, bh)
+            return _arith("sub", al, bh), _arith("sub", ah, bl)
+        if op == "mul":
+            for x, c in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(c, IntImm):
+                    lo, hi = self._relax(x)
+                    if c.value < 0:
+                        lo, hi = hi, lo
+                    return _arith("mul", lo, c), _arith("mul", hi, c)
+            return None
+        if op in ("min", "max"):
+            (al, ah), (bl, bh) = self._relax(e.a), self._relax(e.b)
+            return _combine(op, al, bl, lo_side=True), _combine(op, ah, bh, lo_side=False)
+        if op in ("floordiv", "floormod") and isinstance(e.b, IntImm) and e.b.value > 0:
+            lo, hi = self._relax(e.a)
+            if op == "floordiv":
+                return _arith("floordiv", lo, e.b), _arith("floordiv", hi, e.b)
+            return self._relax_mod(e, lo, hi)
+        return None
+
+    def _relax_mod(self, e: Binary, lo, hi) -> SymBound:
+        """x % c is monotone only while x stays in one period of c."""
+        c = e.b
+        if lo is not None and hi is not None:
+            same = self.an.simplify(Binary("floordiv", hi, c) - Binary("floordiv", lo, c))
+            if isinstance(same, IntImm) and same.value == 0:
+                return Binary("floormod", lo, c), Binary("floormod", hi, c)
+        return IntImm(0, c.dtype), IntImm(c.value - 1, c.dtype)
+
+    def _fallback(self, e: PrimExpr) -> SymBound:
+        lo, hi = self.an.bound(e) if e.dtype.lanes == 1 and e.dtype.is_integer else (None, None)
+        dt = e.dtype
+        return (None if lo is None else IntImm(lo, dt)), (None if hi is None else IntImm(hi, dt))
+
+
+def _arith(op: str, a, b):
+    if a is None or b is None:
+        return None
+    return Binary(op, a, b)
+
+
+def _combine(op: str, a, b, lo_side: bool):
+    """min/max of two sides where None is -inf on the low side and +inf on the high side."""
+    if a is None or b is None:
+        unbounded_wins = (op == "min") == lo_side
+        if unbounded_wins:
+            return None
+        return b if a is None else a
+    return Binary(op, a, b)
+
+
+def relax(expr: PrimExpr, ranges: dict) -> tuple[PrimExpr, PrimExpr]:
+    """Inclusive symbolic (lo, hi) of `expr` as the Vars in `ranges` vary over their Ranges and
+    every other Var stays symbolic. A side with no bound is the dtype's min / max value."""
+    expr = as_expr(expr)
+    lo, hi = Relaxer(ranges).relax(expr)
+    dt = expr.dtype
+    dlo, dhi = dtype_bound(dt)
+    if lo is None:
+        lo = IntImm(dlo if dlo is not None else -(1 << (dt.bits - 1)), dt)
+    if hi is None:
+        hi = IntImm(dhi if dhi is not None else (1 << (dt.bits - 1)) - 1, dt)
+    return lo, hi
+
+
+def linear_form(expr: PrimExpr, vars) -> tuple[dict[Var, int], PrimExpr] | None:
+    """(coeffs, rest) with expr == sum(coeffs[v] * v) + rest and no `vars` in rest; every Var of
+    `vars` is a key (coefficient 0 when absent). None when expr is not affine in `vars`."""
+    from ..ir.functor import free_vars
+
+    expr = as_expr(expr)
+    if not is_index(expr.dtype):
+        return None
+    an = Analyzer()
+    form = an.lin(expr)
+    wanted = {id(v): v for v in vars}
+    coeffs = {v: 0 for v in vars}
+    rest_terms = {}
+    for k, (t, c) in form.terms.items():
+        if t.plain and isinstance(t.src, Var) and id(t.src) in wanted:
+            coeffs[t.src] += c
+        elif any(id(v) in wanted for v in free_vars(t.src)):
+            return None
+        else:
+            rest_terms[k] = (t, c)
+    from .analyzer import Lin
+
+    return coeffs, an.emit(Lin(rest_terms, form.const, form.dtype))

@@ -1,0 +1,126 @@
+"""The compile cache: in memory, and on disk under ~/.cache/tdsl (or $TDSL_CACHE_DIR).
+
+A disk entry is one file: a header line with a SHA-256 of the rest, a JSON metadata block and
+the object code. The key covers everything the machine code depends on: tdsl's version, the
+llvmlite and LLVM versions, the target triple, CPU name and features, the ABI version of the
+generated code, and a hash of the program and options. Entries are written atomically (a
+temporary file renamed into place); a corrupted, truncated or stale entry fails its checksum
+or its key check and is rebuilt, never trusted.
+
+`TDSL_CACHE_DIR=""` or `TDSL_DISABLE_DISK_CACHE=1` turns the disk cache off.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+
+ABI_VERSION = "1"
+_MAGIC = b"TDSLCACHE1"
+_MEMORY: dict[str, object] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+@dataclass
+class DiskEntry:
+    obj: bytes
+    meta: dict
+
+
+def cache_dir() -> str | None:
+    """The disk cache directory, or None when the disk cache is disabled."""
+    if os.environ.get("TDSL_DISABLE_DISK_CACHE", "").strip() not in ("", "0"):
+        return None
+    env = os.environ.get("TDSL_CACHE_DIR")
+    if env is not None:
+        return env or None
+    return os.path.join(os.path.expanduser("~"), ".cache", "tdsl")
+
+
+def disk_key(kind: str, program_hash: str, options: str = "") -> str:
+    """The cache key of a compiled artifact for this machine, toolchain and tdsl version."""
+    from .. import __version__
+    from .llvm import jit
+
+    host = jit.host_info()
+    parts = [kind, __version__, ABI_VERSION, host.llvmlite_version, host.llvm_version, host.triple,
+             host.cpu, host.features, program_hash, options]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def _path(root: str, key: str) -> str:
+    return os.path.join(root, key[:2], key + ".tdslobj")
+
+
+def disk_load(key: str) -> DiskEntry | None:
+    """The entry stored under `key`, or None when absent, disabled, or not intact."""
+    root = cache_dir()
+    if root is None:
+        return None
+    try:
+        with open(_path(root, key), "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    return _decode(data, key)
+
+
+def _decode(data: bytes, key: str) -> DiskEntry | None:
+    # Layout: MAGIC \n sha256(body) \n body; body = len(json) \n json obj
+    try:
+        magic, digest, body = data.split(b"\n", 2)
+        if magic != _MAGIC or hashlib.sha256(body).hexdigest().encode() != digest:
+            return None
+        size, rest = body.split(b"\n", 1)
+        n = int(size)
+        meta = json.loads(rest[:n].decode())
+        if meta.get("key") != key:
+            return None
+        return DiskEntry(rest[n:], meta)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def disk_store(key: str, obj: bytes, meta: dict) -> None:
+    """Store an entry atomically; any I/O failure just means no disk cache."""
+    root = cache_dir()
+    if root is None:
+        return
+    meta = dict(meta, key=key)
+    blob = json.dumps(meta).encode()
+    body = str(len(blob)).encode() + b"\n" + blob + obj
+    data = _MAGIC + b"\n" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    path = _path(root, key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError:
+        pass
+
+
+def memory_get(key: str):
+    return _MEMORY.get(key)
+
+
+def memory_put(key: str, value) -> None:
+    with _MEMORY_LOCK:
+        _MEMORY[key] = value
+
+
+def clear_memory() -> None:
+    """Forget the in-memory cache (the JIT keeps loaded code; tests use this to force disk hits)."""
+    with _MEMORY_LOCK:
+        _MEMORY.clear()

@@ -1,0 +1,128 @@
+"""The process-wide LLVM JIT: one target machine, one MCJIT engine, O3 through the new pass manager.
+
+Everything that touches llvmlite.binding lives here. Two llvmlite facts shape it
+(see TOOLCHAIN.md): a second MCJIT engine on the same target machine kills the process, so
+there is exactly one engine and modules are added to it; and the wheel's LLVM has assertions
+on, so every module is verified before it is optimised (invalid IR would abort the process).
+Machine code is always produced as an object file and loaded with `add_object_file`, so a
+fresh build and a disk-cache hit take the same path.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from llvmlite import binding as llvm
+
+from ...errors import TargetError
+
+_LOCK = threading.RLock()
+_STATE: dict = {}
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """What the generated code is specialised for; part of every cache key."""
+
+    triple: str
+    cpu: str
+    features: str
+    llvm_version: str
+    llvmlite_version: str
+
+
+def _init() -> dict:
+    with _LOCK:
+        if _STATE:
+            return _STATE
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        triple = llvm.get_process_triple()
+        cpu = llvm.get_host_cpu_name()
+        features = llvm.get_host_cpu_features().flatten()
+        target = llvm.Target.from_triple(triple)
+        # The engine owns this target machine; a second one serves optimisation and emission.
+        engine_tm = target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
+        tm = target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), engine_tm)
+        import llvmlite
+
+        _STATE.update(
+            tm=tm, engine=engine, objects=[], symbols={},
+            host=HostInfo(triple, cpu, features, ".".join(map(str, llvm.llvm_version_info)),
+                          llvmlite.__version__),
+            datalayout=str(tm.target_data))
+        return _STATE
+
+
+def host_info() -> HostInfo:
+    return _init()["host"]
+
+
+def data_layout() -> str:
+    return _init()["datalayout"]
+
+
+def parse_and_verify(text: str, what: str):
+    """Parse IR text and verify it; a failure is a TargetError, never a crash."""
+    _init()
+    try:
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+    except RuntimeError as exc:
+        raise TargetError(f"internal error: the LLVM IR generated for {what} is invalid:\n{exc}") from None
+    return mod
+
+
+def optimize(mod) -> None:
+    """O3 with loop and SLP vectorisation (the new pass manager leaves SLP off by default)."""
+    state = _init()
+    tm = state["tm"]
+    with _LOCK:
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+
+
+def emit_object(mod) -> bytes:
+    with _LOCK:
+        return _init()["tm"].emit_object(mod)
+
+
+def emit_assembly(ir_text: str) -> str:
+    mod = parse_and_verify(ir_text, "the assembly listing")
+    with _LOCK:
+        return _init()["tm"].emit_assembly(mod)
+
+
+def load_object(obj: bytes, symbols: list[str]) -> dict[str, int]:
+    """Load machine code into the engine; return the addresses of `symbols` (functions or globals).
+
+    An object whose symbols are already loaded (an alpha-equivalent kernel) is not loaded twice.
+    """
+    state = _init()
+    with _LOCK:
+        known = state["symbols"]
+        if all(s in known for s in symbols):
+            return {s: known[s] for s in symbols}
+        engine = state["engine"]
+        ref = llvm.ObjectFileRef.from_data(obj)
+        engine.add_object_file(ref)
+        state["objects"].append(ref)
+        engine.finalize_object()
+        out = {}
+        for s in symbols:
+            addr = engine.get_function_address(s) or engine.get_global_value_address(s)
+            if not addr:
+                raise TargetError(f"internal error: symbol {s!r} missing from the compiled kernel")
+            known[s] = addr
+            out[s] = addr
+        return out
+
+
+def loaded_symbol(name: str) -> int | None:
+    """The address of an already loaded symbol, or None."""
+    return _init()["symbols"].get(name)

@@ -1,0 +1,232 @@
+"""Lowering: block IR -> the flat, loop-level IR the backends compile.
+
+``tdsl.lower(func_or_schedule, target="cpu")`` runs an ordered list of named passes, each a
+``PrimFunc -> PrimFunc``, and returns the lowered ``PrimFunc``::
+
+    lowered = tdsl.lower(sch, target="cpu")
+    lowered.show()                        # the lowered IR, as script
+    tdsl.lower(sch, show=True)            # the same, plus the notes below
+    tdsl.lower(sch, trace=True)           # print the IR after every pass
+    tdsl.lower(sch, trace=lambda name, f: ...)   # or receive every stage
+    for name, f in tdsl.lower.stages(sch): ...   # every stage, as a list
+    [p.name for p in passes_for("cpu")]   # the pipeline itself
+
+Notes. Things a user may want to know but that are not errors (a ``vectorized`` loop that
+stayed scalar, and why) are collected in the lowered function's attrs under
+``"tdsl.lower_notes"``; ``notes(lowered)`` returns them and ``show=True`` prints them.
+
+The CPU pipeline, in order:
+
+``thread_bindings_to_serial``
+    (CPU only) GPU ``thread_binding`` loops become serial loops, so a GPU-scheduled function
+    runs on the CPU with the same results; GPU scopes are handled by ``storage``.
+``convert_blocks``
+    Blocks become plain code. Block iterators are replaced by their bound values; the
+    predicate (``T.where``) becomes an ``if`` around the block; ``T.init()`` becomes
+    ``if <every reduce iterator == its domain min>: init`` before the body (TensorIR
+    semantics; the condition folds away when the bindings are constants); a block's
+    ``alloc_buffer``s become ``Allocate`` around its code (the root block's at the top).
+``flatten_buffers``
+    Every buffer becomes 1-d. ``A[i, j]`` -> ``A[i * stride_0 + j * stride_1 + elem_offset]``
+    with the strides from ``buffer.strides`` or row-major from the shape (symbolic shapes
+    included). Indices keep their integer type (int32 unless the program uses int64); widening
+    address arithmetic to int64 is the codegen's job. Parameter buffers are replaced by new
+    flat Buffers of the same name, dtype and scope.
+``simplify``
+    ``tdsl.arith.simplify`` on every integer and boolean expression, knowing the ranges of the
+    enclosing loops. Float arithmetic is left as written.
+``vectorize``
+    A ``vectorized`` loop of constant extent whose body is straight-line code (stores, lets,
+    ``if`` with a lane-uniform condition) becomes vector code: the loop variable becomes
+    ``Ramp(min, 1, lanes)``, loads and stores contiguous in it become vector loads/stores,
+    loop-invariant values are ``Broadcast``, math calls and ``Select`` take vector operands.
+    Lanes are powers of two up to 64 (4 on CUDA): an extent of 24 becomes a 16-lane and an
+    8-lane body, an extent of 256 a serial loop ``i_c`` over four 64-lane bodies. A loop that
+    cannot be rewritten stays a ``serial`` loop and adds a note (``loop j in block C was not
+    vectorized: every iteration stores into the same element of 'C' ...``). Refused: a
+    non-constant extent, a reduction into a loop-invariant location, a load or store not
+    contiguous in the loop variable (strided or gathered), inner loops or allocations, a
+    lane-dependent ``if``, extern calls, accesses to a written buffer at different places.
+``unroll``
+    ``unrolled`` loops with a constant extent up to 64 become copies of their body (the
+    variables defined inside get fresh copies); longer ones keep the kind for codegen.
+``storage``
+    (CPU) Intermediates of constant size up to 16 KiB get scope ``local`` (stack), the
+    others ``global`` (heap); ``shared`` becomes one of those. Heap allocations move out of
+    serial loops and branches up to the nearest enclosing ``parallel`` loop (each parallel
+    iteration keeps its own copy) or the function top, unless their size depends on a
+    variable bound on the way.
+``simplify``, ``remove_no_op``
+    Clean up: constant conditions, empty and zero-trip loops, one-trip loops (not thread
+    bindings), unused lets and allocations, ``X[i] = X[i]``.
+
+The CUDA pipeline is ``convert_blocks, flatten_buffers, simplify, vectorize (4 lanes),
+unroll, simplify, remove_no_op``; thread bindings and GPU scopes are kept. A backend adds its
+own passes with ``register_pass(target, Pass(name, fn), after="...")``.
+
+What the lowered form adds to docs/internals.md:
+
+* ``attrs["tdsl.flat_params"]``: the original (n-d) parameter Buffers, in the order of
+  ``func.buffer_params``. Their shapes hold the symbolic dimension Vars that the flat body
+  uses, so codegen and the interpreter bind those from the arguments' shapes, and check
+  dtypes and shapes against them. The flat parameter buffer has shape ``(prod(shape),)``
+  (for explicit strides: the last reachable element + 1; ``elem_offset`` added).
+* ``attrs["tdsl.lower_notes"]``: a tuple of strings (see Notes).
+* Scopes after ``storage`` on the CPU are only ``local`` (stack) and ``global`` (heap).
+* Vector loads/stores have a ``Ramp`` index of stride 1; a lane-uniform
+  ``T.if_then_else(cond, vec_a, vec_b)`` keeps a scalar condition; ``Select`` has all
+  operands with the same lanes.
+"""
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import TargetError
+from ..ir import PrimFunc
+from ._util import NOTES_ATTR, get_attr
+from .blocks import convert_blocks, thread_bindings_to_serial
+from .flatten import flatten_buffers
+from .simplify import remove_no_op, simplify
+from .storage import storage
+from .unroll import unroll
+from .vectorize import make_vectorize, vectorize
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named lowering step, PrimFunc -> PrimFunc."""
+
+    name: str
+    fn: Callable[[PrimFunc], PrimFunc]
+
+    def __call__(self, func: PrimFunc) -> PrimFunc:
+        return self.fn(func)
+
+
+_PIPELINES: dict[str, list[Pass]] = {
+    "cpu": [
+        Pass("thread_bindings_to_serial", thread_bindings_to_serial),
+        Pass("convert_blocks", convert_blocks),
+        Pass("flatten_buffers", flatten_buffers),
+        Pass("simplify", simplify),
+        Pass("vectorize", vectorize),
+        Pass("unroll", unroll),
+        Pass("storage", storage),
+        Pass("simplify", simplify),
+        Pass("remove_no_op", remove_no_op),
+    ],
+    "cuda": [
+        Pass("convert_blocks", convert_blocks),
+        Pass("flatten_buffers", flatten_buffers),
+        Pass("simplify", simplify),
+        Pass("vectorize", make_vectorize(max_lanes=4)),
+        Pass("unroll", unroll),
+        Pass("simplify", simplify),
+        Pass("remove_no_op", remove_no_op),
+    ],
+}
+
+
+def _target_name(target) -> str:
+    name = target if isinstance(target, str) else getattr(target, "kind", getattr(target, "name", None))
+    if not isinstance(name, str) or name not in _PIPELINES:
+        raise TargetError(f"unknown target {target!r}; expected one of {', '.join(map(repr, _PIPELINES))}")
+    return name
+
+
+def passes_for(target="cpu") -> list[Pass]:
+    """The ordered passes `lower` runs for `target` (a copy: editing it changes nothing)."""
+    return list(_PIPELINES[_target_name(target)])
+
+
+def register_pass(target: str, new: Pass, *, after: str | None = None, before: str | None = None) -> None:
+    """Add a pass to `target`'s pipeline: after the (first) pass named `after`, before the one
+    named `before`, or at the end. Registering a name again replaces that pass."""
+    pipeline = _PIPELINES[_target_name(target)]
+    pipeline[:] = [p for p in pipeline if p.name != new.name]
+    names = [p.name for p in pipeline]
+    anchor = after if after is not None else before
+    if anchor is None:
+        pipeline.append(new)
+        return
+    if anchor not in names:
+        raise ValueError(f"no pass named {anchor!r} in the {target!r} pipeline; passes: {', '.join(names)}")
+    index = names.index(anchor) + (1 if after is not None else 0)
+    pipeline.insert(index, new)
+
+
+def _as_func(func_or_schedule) -> PrimFunc:
+    func = func_or_schedule if isinstance(func_or_schedule, PrimFunc) else getattr(func_or_schedule, "func", None)
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"lower() takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
+    return func
+
+
+def _run(func: PrimFunc, p: Pass) -> PrimFunc:
+    try:
+        return p(func)
+    except Exception as exc:
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"(in lowering pass {p.name!r} of function {func.name!r})")
+        raise
+
+
+def _print_stage(name: str, func: PrimFunc) -> None:
+    print(f"# ---- after {name} ----")
+    print(func.script())
+
+
+def stages(func_or_schedule, target="cpu") -> list[tuple[str, PrimFunc]]:
+    """[("input", func), (pass name, func after that pass), ...] for every pass of `target`."""
+    func = _as_func(func_or_schedule)
+    out = [("input", func)]
+    for p in passes_for(target):
+        func = _run(func, p)
+        out.append((p.name, func))
+    return out
+
+
+def lower(func_or_schedule, target="cpu", *, show: bool = False,
+          trace: bool | Callable[[str, PrimFunc], None] = False) -> PrimFunc:
+    """Lower a PrimFunc or Schedule for `target` ("cpu" or "cuda"); see the module docs.
+
+    show: print the lowered IR and the notes. trace: True prints the IR after every pass; a
+    callable is called as trace(pass_name, func) after every pass."""
+    func = _as_func(func_or_schedule)
+    report = _print_stage if trace is True else (trace or None)
+    for p in passes_for(target):
+        func = _run(func, p)
+        if report is not None:
+            report(p.name, func)
+    if show:
+        func.show()
+        for note in notes(func):
+            print(f"note: {note}")
+    return func
+
+
+def notes(func: PrimFunc) -> list[str]:
+    """The notes lowering left on `func` (e.g. loops that stayed scalar, and why)."""
+    return list(get_attr(func, NOTES_ATTR, ()))
+
+
+# `tdsl.lower` is both this package and (via tdsl's lazy attributes) the `lower` function; which
+# one a user gets depends on import order. Make both callable and both carry the helpers.
+lower.stages = stages  # type: ignore[attr-defined]
+lower.notes = notes  # type: ignore[attr-defined]
+lower.passes_for = passes_for  # type: ignore[attr-defined]
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, *args, **kwargs) -> PrimFunc:
+        return lower(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+__all__ = ["lower", "stages", "notes", "passes_for", "register_pass", "Pass", "convert_blocks",
+           "thread_bindings_to_serial", "flatten_buffers", "simplify", "vectorize", "make_vectorize", "unroll",
+           "storage", "remove_no_op"]

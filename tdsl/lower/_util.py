@@ -1,0 +1,246 @@
+"""Helpers shared by the lowering passes: lane-aware index arithmetic, statement building,
+fresh copies of statements, expression identity, function attributes."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..dtypes import DataType, int32
+from ..ir import (Allocate, Binary, Broadcast, Buffer, Cast, Evaluate, For, IntImm, IRMutator, LetStmt, Node,
+                  PrimExpr, PrimFunc, Ramp, SeqStmt, Stmt, Var, node_fields)
+
+# ----------------------------------------------------------------------------- attributes
+
+NOTES_ATTR = "tdsl.lower_notes"
+FLAT_PARAMS_ATTR = "tdsl.flat_params"
+
+
+def get_attr(func: PrimFunc, key: str, default: Any = None) -> Any:
+    for k, v in func.attrs:
+        if k == key:
+            return v
+    return default
+
+
+def set_attr(func: PrimFunc, key: str, value: Any) -> PrimFunc:
+    attrs = tuple((k, v) for k, v in func.attrs if k != key) + ((key, value),)
+    return replace(func, attrs=attrs)
+
+
+def add_notes(func: PrimFunc, notes: list[str]) -> PrimFunc:
+    """Append lowering notes (things the user may want to know, e.g. a loop left scalar)."""
+    if not notes:
+        return func
+    return set_attr(func, NOTES_ATTR, tuple(get_attr(func, NOTES_ATTR, ())) + tuple(notes))
+
+
+# ----------------------------------------------------------------------------- statements
+
+def nop() -> Stmt:
+    """The statement that does nothing."""
+    return Evaluate(IntImm(0, int32))
+
+
+def is_nop(stmt: Stmt | None) -> bool:
+    if stmt is None:
+        return True
+    if isinstance(stmt, Evaluate) and isinstance(stmt.value, IntImm):
+        return True
+    return isinstance(stmt, SeqStmt) and all(is_nop(s) for s in stmt.seq)
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    """A flat SeqStmt of the non-empty statements (the statement itself when only one)."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None or is_nop(s):
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.seq)
+        else:
+            flat.append(s)
+    if not flat:
+        return nop()
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
+
+
+def is_true(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.dtype.is_bool and e.value == 1
+
+
+def is_false(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.dtype.is_bool and e.value == 0
+
+
+# ----------------------------------------------------------------------------- expressions
+
+def same_expr(a, b) -> bool:
+    """Syntactic equality with variables and buffers compared by identity (not alpha-equivalence)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (Var, Buffer)):
+        return False
+    if isinstance(a, Node):
+        return all(same_expr(getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def cast_to(dtype: DataType, e: PrimExpr) -> PrimExpr:
+    """`e` converted to `dtype` (constants folded; a no-op when the dtype already matches)."""
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, IntImm) and dtype.is_integer and dtype.lanes == 1:
+        return IntImm(e.value, dtype)
+    return Cast(dtype, e)
+
+
+def _int_lanes(e: PrimExpr) -> int:
+    return e.dtype.lanes
+
+
+def broadcast(e: PrimExpr, lanes: int) -> PrimExpr:
+    """A scalar expression repeated over `lanes` (vectors pass through)."""
+    if lanes == 1 or e.dtype.lanes == lanes:
+        return e
+    if e.dtype.lanes != 1:
+        raise ValueError(f"cannot broadcast a {e.dtype} value to {lanes} lanes")
+    return Broadcast(e, lanes)
+
+
+def _fold(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
+    """Fold integer constants and the identities x+0, x*1, x*0 on scalars."""
+    if a.dtype.lanes != 1 or b.dtype.lanes != 1 or not a.dtype.is_integer:
+        return None
+    ca = a.value if isinstance(a, IntImm) else None
+    cb = b.value if isinstance(b, IntImm) else None
+    if ca is not None and cb is not None:
+        value = {"add": ca + cb, "sub": ca - cb, "mul": ca * cb}[op]
+        return IntImm(value, a.dtype)
+    if op == "add":
+        if ca == 0:
+            return b
+        if cb == 0:
+            return a
+    if op == "sub" and cb == 0:
+        return a
+    if op == "mul":
+        if ca == 1:
+            return b
+        if cb == 1:
+            return a
+        if ca == 0 or cb == 0:
+            return IntImm(0, a.dtype)
+    return None
+
+
+def ramp(base: PrimExpr, stride: PrimExpr, lanes: int) -> PrimExpr:
+    """Ramp(base, stride, lanes); a zero stride is a Broadcast."""
+    if isinstance(stride, IntImm) and stride.value == 0:
+        return Broadcast(base, lanes)
+    return Ramp(base, stride, lanes)
+
+
+def arith(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    """`a op b` for add/sub/mul keeping Ramp/Broadcast form where it is affine, folding constants,
+    and broadcasting a scalar operand against a vector one."""
+    la, lb = _int_lanes(a), _int_lanes(b)
+    if la == 1 and lb == 1:
+        folded = _fold(op, a, b)
+        return folded if folded is not None else Binary(op, a, b)
+    if la != 1 and lb != 1 and la != lb:
+        raise ValueError(f"lane counts differ: {a.dtype} and {b.dtype}")
+    lanes = max(la, lb)
+    sa, sb = _affine(a), _affine(b)
+    if sa is not None and sb is not None:
+        (ba, ta), (bb, tb) = sa, sb
+        if op in ("add", "sub"):
+            return ramp(arith(op, ba, bb), arith(op, ta, tb), lanes)
+        if op == "mul":
+            # (ba + ta*l) * (bb + tb*l) is affine in the lane l only when one side is uniform
+            if _is_zero(tb):
+                return ramp(arith("mul", ba, bb), arith("mul", ta, bb), lanes)
+            if _is_zero(ta):
+                return ramp(arith("mul", ba, bb), arith("mul", ba, tb), lanes)
+    return Binary(op, broadcast(a, lanes), broadcast(b, lanes))
+
+
+def _is_zero(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 0
+
+
+def _affine(e: PrimExpr) -> tuple[PrimExpr, PrimExpr] | None:
+    """(base, stride) of a value that is `base + stride * lane`, for scalars, Ramp and Broadcast."""
+    if e.dtype.lanes == 1:
+        return e, IntImm(0, e.dtype)
+    if isinstance(e, Ramp):
+        return e.base, e.stride
+    if isinstance(e, Broadcast):
+        return e.value, IntImm(0, e.value.dtype)
+    return None
+
+
+def promote_ints(exprs: list[PrimExpr]) -> list[PrimExpr]:
+    """Cast integer index expressions to the widest integer type among them (lanes kept)."""
+    bits = max((e.dtype.bits for e in exprs if e.dtype.is_integer), default=32)
+    code = "int"
+    out = []
+    for e in exprs:
+        target = DataType(code, bits, e.dtype.lanes)
+        out.append(e if e.dtype == target else _cast_lanes(target, e))
+    return out
+
+
+def _cast_lanes(dtype: DataType, e: PrimExpr) -> PrimExpr:
+    if isinstance(e, Ramp):
+        scalar = dtype.element
+        return Ramp(cast_to(scalar, e.base), cast_to(scalar, e.stride), e.lanes)
+    if isinstance(e, Broadcast):
+        return Broadcast(cast_to(dtype.element, e.value), e.lanes)
+    return cast_to(dtype, e)
+
+
+# ----------------------------------------------------------------------------- fresh copies
+
+class _Freshener(IRMutator):
+    """Copies a statement giving every variable and buffer it defines a new identity, so that
+    duplicated code (unrolled or chunked loop bodies) never defines one Var twice."""
+
+    def __init__(self, vmap: dict[Var, PrimExpr]):
+        self.vmap: dict[Var, PrimExpr] = dict(vmap)
+        self.bmap: dict[Buffer, Buffer] = {}
+
+    def visit_Var(self, var: Var) -> PrimExpr:
+        return self.vmap.get(var, var)
+
+    def visit_buffer(self, buffer: Buffer) -> Buffer:
+        return self.bmap.get(buffer, buffer)
+
+    def _fresh(self, var: Var) -> Var:
+        new = Var(var.name, var.dtype, span=var.span)
+        self.vmap[var] = new
+        return new
+
+    def visit_For(self, op: For) -> Stmt:
+        lo, ext = self.visit(op.min), self.visit(op.extent)
+        var = self._fresh(op.loop_var)
+        return replace(op, loop_var=var, min=lo, extent=ext, body=self.visit(op.body))
+
+    def visit_LetStmt(self, op: LetStmt) -> Stmt:
+        value = self.visit(op.value)
+        var = self._fresh(op.var)
+        return replace(op, var=var, value=value, body=self.visit(op.body))
+
+    def visit_Allocate(self, op: Allocate) -> Stmt:
+        buf = op.buffer
+        shape = tuple(self.visit(s) for s in buf.shape)
+        self.bmap[buf] = buf.with_(shape=shape)
+        return replace(op, buffer=self.bmap[buf], body=self.visit(op.body))
+
+
+def fresh_copy(stmt: Stmt, vmap: dict[Var, PrimExpr]) -> Stmt:
+    """`stmt` with `vmap` substituted and every variable/buffer it defines renewed."""
+    return _Freshener(vmap).visit(stmt)

@@ -1,0 +1,99 @@
+"""Passes that remove the block structure: `convert_blocks` and, for CPU targets,
+`thread_bindings_to_serial`."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import (TRUE, Allocate, Binary, Block, BlockRealize, For, IfThenElse, IntImm, IRMutator, PrimExpr,
+                  PrimFunc, Stmt, collect, substitute)
+from ._util import cast_to, is_true, seq
+
+# Loops marked vectorized carry the names of the blocks they enclose until `vectorize` reads
+# them, so that its notes can say "loop j in block C".
+BLOCKS_ANNOTATION = "tdsl.vectorize.blocks"
+
+
+def _init_condition(block: Block, values: tuple[PrimExpr, ...]) -> PrimExpr | None:
+    """`all reduce iterators == their domain minimum`, in terms of the bound values;
+    None when it holds trivially, IntImm(False) when it never holds."""
+    cond: PrimExpr | None = None
+    for iv, value in zip(block.iter_vars, values):
+        if iv.kind != "R":
+            continue
+        value = cast_to(iv.dom.min.dtype, value)
+        lo = iv.dom.min
+        if isinstance(value, IntImm) and isinstance(lo, IntImm):
+            if value.value == lo.value:
+                continue
+            return IntImm(0, Binary("eq", value, lo).dtype)
+        term = Binary("eq", value, lo)
+        cond = term if cond is None else Binary("and", cond, term)
+    return cond
+
+
+class _BlockConverter(IRMutator):
+    def visit_BlockRealize(self, realize: BlockRealize) -> Stmt:
+        block = realize.block
+        if len(block.iter_vars) != len(realize.iter_values):
+            raise ValueError(f"block {block.name!r} has {len(block.iter_vars)} iterators but "
+                             f"{len(realize.iter_values)} bound values")
+        body = self.visit(block.body)
+        stmt = body
+        if block.init is not None:
+            init = self.visit(block.init)
+            cond = _init_condition(block, realize.iter_values)
+            if cond is None:
+                stmt = seq(init, body)
+            else:
+                stmt = seq(IfThenElse(cond, init), body)
+        for buf in reversed(block.alloc_buffers):
+            stmt = Allocate(buf, stmt)
+        vmap = {iv.var: cast_to(iv.var.dtype, v) for iv, v in zip(block.iter_vars, realize.iter_values)}
+        # buffers=True: an allocation whose shape uses an iterator gets the bound value too
+        stmt = substitute(stmt, vmap, buffers=True)
+        if not is_true(realize.predicate):
+            stmt = IfThenElse(realize.predicate, stmt)
+        return stmt
+
+    def visit_Block(self, block: Block) -> Stmt:
+        # A block without a realize (never made by the parser): run it once, nothing bound.
+        if block.iter_vars:
+            raise ValueError(f"block {block.name!r} has iterators but no BlockRealize binding them")
+        return self.visit_BlockRealize(BlockRealize((), TRUE, block))
+
+    def visit_For(self, loop: For) -> Stmt:
+        body = self.visit(loop.body)
+        annotations = loop.annotations
+        if loop.kind == "vectorized":
+            names = _block_names(loop.body)
+            if names:
+                annotations = annotations + ((BLOCKS_ANNOTATION, ", ".join(names)),)
+        if body is loop.body and annotations is loop.annotations:
+            return loop
+        return replace(loop, body=body, annotations=annotations)
+
+
+def _block_names(stmt: Stmt) -> list[str]:
+    return [b.name for b in collect(stmt, Block)]
+
+
+def convert_blocks(func: PrimFunc) -> PrimFunc:
+    """Blocks -> plain code: iterators substituted by their bindings, predicate -> `if`,
+    init -> `if all reduce iterators are at their minimum: init` before the body,
+    alloc_buffers -> Allocate around the block's code."""
+    body = _BlockConverter().visit(func.body)
+    return func.with_body(body)
+
+
+class _Serializer(IRMutator):
+    def visit_For(self, loop: For) -> Stmt:
+        body = self.visit(loop.body)
+        if loop.kind == "thread_binding":
+            return replace(loop, kind="serial", thread_tag=None, body=body)
+        return loop if body is loop.body else replace(loop, body=body)
+
+
+def thread_bindings_to_serial(func: PrimFunc) -> PrimFunc:
+    """CPU targets: GPU thread_binding loops run as serial loops (the bound loops of one
+    launch are separated by implicit barriers in TensorIR, so running them in order is exact)."""
+    return func.with_body(_Serializer().visit(func.body))

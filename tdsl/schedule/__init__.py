@@ -1,0 +1,6 @@
+"""Schedules: transform a PrimFunc step by step with TensorIR's primitives."""
+from .schedule import Schedule, ScriptDiff
+from .state import BlockRV, LoopRV
+from .trace import Instruction, Trace
+
+__all__ = ["Schedule", "ScriptDiff", "BlockRV", "LoopRV", "Trace", "Instruction"]

@@ -1,0 +1,389 @@
+"""Loop primitives: split, fuse, reorder, parallel, vectorize, unroll, bind.
+
+New loops are named TVM-style from the loops they replace (`i` -> `i_0, i_1`; `i, j` ->
+`i_j_fused`), made unique in the function. Loops that survive a primitive keep their Var.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from ...arith import prove, simplify
+from ...ir import (THREAD_TAGS, Block, BlockRealize, Buffer, For, IntImm, PrimExpr, PrimFunc, SeqStmt, Stmt, Var,
+                   const, free_vars, substitute)
+from ..analysis import (and_predicate, check_affine_bindings, check_parallelizable, expr_text, path_ranges,
+                        refresh_regions, simplify_realizes, uses_any)
+from ..errors import block_name, loop_name, schedule_error
+from ..state import Path, all_realizes, children, fresh_name, find_loop, var_names
+
+
+# split -------------------------------------------------------------------------------------
+
+def _check_factor(func: PrimFunc, loop: For, factor, allowed: set[Var]) -> PrimExpr | None:
+    var = loop.loop_var
+    if factor is None:
+        return None
+    if isinstance(factor, bool) or not isinstance(factor, (int, PrimExpr)):
+        raise schedule_error(func, "split", f"factor {factor!r} of {loop_name(var)} is not an int, None or an "
+                             "expression", loops=(var,), rule="split factors are positive ints, one None, or "
+                             "symbolic expressions of the function's dimensions")
+    if isinstance(factor, int):
+        if factor <= 0:
+            raise schedule_error(func, "split", f"factor {factor} of {loop_name(var)} is not positive",
+                                 loops=(var,), rule="split factors must be positive")
+        return const(factor, var.dtype)
+    if not factor.dtype.is_integer:
+        raise schedule_error(func, "split", f"factor {expr_text(factor)} of {loop_name(var)} has dtype "
+                             f"{factor.dtype}, not an integer type", loops=(var,),
+                             rule="split factors are integers")
+    stray = free_vars(factor) - allowed
+    if stray:
+        names = ", ".join(sorted(v.name for v in stray))
+        raise schedule_error(func, "split", f"factor {expr_text(factor)} of {loop_name(var)} uses {names}, "
+                             "which is not a parameter or dimension of the function", loops=(var,),
+                             rule="a symbolic split factor may only use the function's dimensions and scalar "
+                                  "parameters")
+    if isinstance(factor, IntImm) and factor.value <= 0:
+        raise schedule_error(func, "split", f"factor {factor.value} of {loop_name(var)} is not positive",
+                             loops=(var,), rule="split factors must be positive")
+    return factor if factor.dtype == var.dtype else _cast(factor, var.dtype)
+
+
+def _cast(expr: PrimExpr, dtype) -> PrimExpr:
+    from ...ir import Cast
+
+    return Cast(dtype, expr)
+
+
+def _function_vars(func: PrimFunc) -> set[Var]:
+    out = {p for p in func.params if isinstance(p, Var)}
+    for p in func.params:
+        if isinstance(p, Buffer):
+            for s in p.shape:
+                out |= free_vars(s)
+    return out
+
+
+def _product(values: Sequence[PrimExpr]) -> PrimExpr:
+    result = values[0]
+    for v in values[1:]:
+        result = result * v
+    return result
+
+
+def _infer_factors(func: PrimFunc, loop: For, factors: list[PrimExpr | None],
+                   ranges) -> tuple[list[PrimExpr], bool]:
+    """The factors with None filled in, and whether a predicate is needed."""
+    var, extent = loop.loop_var, loop.extent
+    known = [f for f in factors if f is not None]
+    if all(isinstance(f, IntImm) for f in known) and isinstance(extent, IntImm):
+        return _infer_const(func, loop, factors)
+    if len(known) < len(factors):
+        rest = _product(known) if known else const(1, var.dtype)
+        inferred = simplify((extent + rest - 1) // rest, ranges)
+        full = [inferred if f is None else f for f in factors]
+    else:
+        full = list(factors)  # type: ignore[arg-type]
+        total = simplify(_product(full), ranges)
+        if not prove(total >= extent, ranges):
+            raise schedule_error(func, "split", f"cannot prove that the factors "
+                                 f"[{', '.join(expr_text(f) for f in full)}] cover {loop_name(var)} of extent "
+                                 f"{expr_text(extent)}", loops=(var,),
+                                 rule="the product of the split factors must be at least the loop's extent",
+                                 fix="leave one factor None to let tdsl infer it")
+    needed = not prove(simplify(_product(full), ranges).eq(extent), ranges)
+    return full, needed
+
+
+def _infer_const(func: PrimFunc, loop: For, factors: list) -> tuple[list[PrimExpr], bool]:
+    var, extent = loop.loop_var, loop.extent.value
+    known = [f.value for f in factors if f is not None]
+    rest = math.prod(known)
+    if len(known) < len(factors):
+        inferred = -(-extent // rest)
+        full = [const(inferred, var.dtype) if f is None else f for f in factors]
+        return full, inferred * rest != extent
+    if rest != extent:
+        shown = "[" + ", ".join(str(k) for k in known) + "]"
+        hint = "[None, " + ", ".join(str(k) for k in known[1:]) + "]"
+        raise schedule_error(func, "split", f"factors {shown} multiply to {rest}, but {loop_name(var)} has "
+                             f"extent {extent}", loops=(var,),
+                             rule="without a None factor, the factors of a split must multiply to the loop's "
+                                  "extent",
+                             fix=f"write factors={hint} to let tdsl infer the outer factor (a non-dividing split "
+                                 "adds a T.where predicate)")
+    return list(factors), False
+
+
+def _check_leaves_are_blocks(func: PrimFunc, loop: For) -> None:
+    """A predicate can only guard blocks: every statement at loop level must be a loop or a block."""
+    stack: list[Stmt] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (For, SeqStmt)):
+            stack.extend(children(node))
+        elif not isinstance(node, BlockRealize):
+            raise schedule_error(func, "split", f"{loop_name(loop.loop_var)} holds a {type(node).__name__} "
+                                 "outside any block, which a non-dividing split cannot guard",
+                                 loops=(loop.loop_var,),
+                                 rule="a non-dividing split adds a predicate to the blocks under the loop",
+                                 fix="choose factors that divide the extent")
+
+
+class _PredicateAdder:
+    """Adds `cond` to the predicate of every block realize under a statement (not nested ones)."""
+
+    def __init__(self, cond: PrimExpr):
+        self.cond = cond
+
+    def visit(self, node: Stmt) -> Stmt:
+        if isinstance(node, BlockRealize):
+            return and_predicate(node, self.cond)
+        if isinstance(node, For):
+            return dataclasses.replace(node, body=self.visit(node.body))
+        if isinstance(node, SeqStmt):
+            return dataclasses.replace(node, seq=tuple(self.visit(s) for s in node.seq))
+        return node
+
+
+def split(func: PrimFunc, loop_var: Var, factors: Sequence) -> tuple[PrimFunc, list[Var]]:
+    """Split a loop into len(factors) nested loops, outer to inner."""
+    loop, path = find_loop(func, loop_var, "split")
+    factors = list(factors)
+    if len(factors) < 2:
+        raise schedule_error(func, "split", f"{loop_name(loop_var)} needs at least 2 factors, got {len(factors)}",
+                             loops=(loop_var,), rule="split makes one loop per factor")
+    if sum(f is None for f in factors) > 1:
+        raise schedule_error(func, "split", f"factors {factors} of {loop_name(loop_var)} have more than one None",
+                             loops=(loop_var,), rule="at most one split factor can be inferred (None)",
+                             fix="give every factor but one")
+    allowed = _function_vars(func)
+    checked = [_check_factor(func, loop, f, allowed) for f in factors]
+    ranges = path_ranges(path)
+    full, needs_predicate = _infer_factors(func, loop, checked, ranges)
+    taken = var_names(func)
+    new_vars = [Var(fresh_name(f"{loop_var.name}_{k}", taken), loop_var.dtype) for k in range(len(full))]
+    fused: PrimExpr = new_vars[0]
+    for v, f in zip(new_vars[1:], full[1:]):
+        fused = fused * f + v
+    value = fused if isinstance(loop.min, IntImm) and loop.min.value == 0 else loop.min + fused
+    body = substitute(loop.body, {loop_var: value})
+    if needs_predicate:
+        _check_leaves_are_blocks(func, loop)
+        body = _PredicateAdder(fused < loop.extent).visit(body)
+    for v, f in reversed(list(zip(new_vars, full))):
+        body = For(v, const(0, v.dtype), f, "serial", body)
+    inner_ranges = dict(ranges)
+    body = simplify_realizes(body, inner_ranges)
+    body = refresh_regions(body, {loop_var})
+    return _replace(func, path, loop, body), new_vars
+
+
+def _replace(func: PrimFunc, path: Path, old: Stmt, new: Stmt) -> PrimFunc:
+    from ..state import replace_at
+
+    return replace_at(func, path, old, new)
+
+
+# fuse --------------------------------------------------------------------------------------
+
+def fuse(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, Var]:
+    """Fuse perfectly nested loops (outer to inner) into one loop."""
+    if len(loop_vars) < 2:
+        raise schedule_error(func, "fuse", f"fuse needs at least 2 loops, got {len(loop_vars)}",
+                             loops=tuple(loop_vars), rule="fuse joins a chain of nested loops into one")
+    if len(set(map(id, loop_vars))) != len(loop_vars):
+        names = ", ".join(v.name for v in loop_vars)
+        raise schedule_error(func, "fuse", f"the loops ({names}) name a loop twice", loops=tuple(loop_vars),
+                             rule="each loop can be fused once")
+    outer, path = find_loop(func, loop_vars[0], "fuse")
+    loops = [outer]
+    for prev_var, var in zip(loop_vars, loop_vars[1:]):
+        find_loop(func, var, "fuse")
+        body = loops[-1].body
+        if not (isinstance(body, For) and body.loop_var is var):
+            raise schedule_error(
+                func, "fuse", f"{loop_name(var)} is not the only statement directly inside {loop_name(prev_var)}",
+                loops=(prev_var, var),
+                rule="fuse needs adjacent, perfectly nested loops given outer to inner",
+                fix="list the loops in the order sch.get_loops returns them; move other statements out first")
+        loops.append(body)
+    fused_vars = {f.loop_var for f in loops}
+    for f in loops[1:]:
+        if uses_any(f.min, fused_vars) or uses_any(f.extent, fused_vars):
+            raise schedule_error(func, "fuse", f"the range of {loop_name(f.loop_var)} depends on an outer loop "
+                                 "being fused", loops=(f.loop_var,),
+                                 rule="fused loops must have independent ranges")
+    check_affine_bindings(func, "fuse", outer, outer.loop_var)
+    taken = var_names(func)
+    name = fresh_name("_".join(v.name for v in loop_vars) + "_fused", taken)
+    fused = Var(name, loop_vars[0].dtype)
+    ranges = path_ranges(path)
+    extent = simplify(_product([f.extent for f in loops]), ranges)
+    vmap: dict[Var, PrimExpr] = {}
+    stride: PrimExpr | None = None
+    for f in reversed(loops):
+        value = fused if stride is None else fused // stride
+        if f is not loops[0]:
+            value = value % f.extent
+        vmap[f.loop_var] = value if _is_zero(f.min) else f.min + value
+        stride = f.extent if stride is None else stride * f.extent
+    body = substitute(loops[-1].body, vmap)
+    new_loop = For(fused, const(0, fused.dtype), extent, "serial", body)
+    new_loop = simplify_realizes(new_loop, ranges)
+    new_loop = refresh_regions(new_loop, fused_vars)
+    return _replace(func, path, outer, new_loop), fused
+
+
+def _is_zero(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 0
+
+
+# reorder -----------------------------------------------------------------------------------
+
+def _chain(func: PrimFunc, loop_vars: Sequence[Var]) -> tuple[list[For], Path]:
+    """The loops from the outermost to the innermost given one, checking they form one chain."""
+    found = {v: find_loop(func, v, "reorder") for v in loop_vars}
+    by_depth = sorted(loop_vars, key=lambda v: len(found[v][1]))
+    top, top_path = found[by_depth[0]]
+    bottom_var = by_depth[-1]
+    bottom, bottom_path = found[bottom_var]
+    for v in by_depth[1:]:
+        if not any(p is top for p in found[v][1]):
+            raise schedule_error(func, "reorder", f"{loop_name(v)} is not nested inside {loop_name(top.loop_var)}",
+                                 loops=(top.loop_var, v),
+                                 rule="reorder takes loops of one nest: each must be inside the others")
+    chain_nodes = bottom_path[len(top_path):] + (bottom,)
+    chain: list[For] = []
+    for node in chain_nodes:
+        if isinstance(node, Block):
+            raise schedule_error(func, "reorder", f"{loop_name(bottom_var)} is inside {block_name(node.name)}, "
+                                 f"below {loop_name(top.loop_var)}", loops=(top.loop_var, bottom_var),
+                                 blocks=(node.name,),
+                                 rule="reorder cannot move a loop past a block")
+        if isinstance(node, For):
+            chain.append(node)
+    for outer, inner in zip(chain, chain[1:]):
+        if outer.body is not inner:
+            raise schedule_error(
+                func, "reorder", f"{loop_name(outer.loop_var)} holds more than {loop_name(inner.loop_var)} "
+                f"(a {type(outer.body).__name__} between them), so the nest is not perfect there",
+                loops=(outer.loop_var, inner.loop_var),
+                rule="reorder only permutes a perfect nest: every loop between the outermost and the "
+                     "innermost reordered loop must have exactly one child, the next loop")
+    for v in by_depth:
+        if sum(1 for f in chain if f.loop_var is v) != 1:
+            raise schedule_error(func, "reorder", f"{loop_name(v)} is not in the nest of the other loops",
+                                 loops=(v,), rule="reorder takes loops of one nest")
+    return chain, top_path
+
+
+def _check_no_cross_block_dependence(func: PrimFunc, chain: list[For]) -> None:
+    realizes = all_realizes(chain[-1].body)
+    if len(realizes) < 2:
+        return
+    for w in realizes:
+        written = {r.buffer for r in w.block.writes}
+        for other in realizes:
+            if other is w:
+                continue
+            touched = {r.buffer for r in other.block.reads + other.block.writes}
+            shared = written & touched
+            if shared:
+                buf = sorted(b.name for b in shared)[0]
+                raise schedule_error(
+                    func, "reorder", f"{block_name(w.block.name)} writes {buf} and {block_name(other.block.name)} "
+                    "uses it inside the reordered loops; a new order could change what the reader sees",
+                    loops=tuple(f.loop_var for f in chain), blocks=(w.block.name, other.block.name),
+                    rule="reorder keeps the order of dependent blocks only when they are not both inside "
+                         "the reordered loops",
+                    fix="reorder before compute_at, or reorder the loops of each block separately")
+
+
+def reorder(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, None]:
+    """Permute loops of one perfect nest; loops between them that are not named stay in place."""
+    if len(set(map(id, loop_vars))) != len(loop_vars):
+        names = ", ".join(v.name for v in loop_vars)
+        raise schedule_error(func, "reorder", f"the loops ({names}) name a loop twice", loops=tuple(loop_vars),
+                             rule="each loop appears once in a reorder")
+    if len(loop_vars) < 2:
+        for v in loop_vars:
+            find_loop(func, v, "reorder")
+        return func, None
+    chain, path = _chain(func, loop_vars)
+    named = {id(v) for v in loop_vars}
+    by_var = {f.loop_var: f for f in chain}
+    queue = iter(loop_vars)
+    order = [by_var[next(queue)] if id(f.loop_var) in named else f for f in chain]
+    for pos, f in enumerate(order):
+        inner = {g.loop_var for g in order[pos + 1:]}
+        if uses_any(f.min, inner) or uses_any(f.extent, inner):
+            dep = next(g.loop_var for g in order[pos + 1:] if uses_any(f.min, {g.loop_var}) or
+                       uses_any(f.extent, {g.loop_var}))
+            raise schedule_error(func, "reorder", f"the range of {loop_name(f.loop_var)} depends on "
+                                 f"{loop_name(dep)}, which the new order puts inside it",
+                                 loops=(f.loop_var, dep), rule="a loop must stay inside the loops its range uses")
+    check_affine_bindings(func, "reorder", chain[0], chain[0].loop_var)
+    _check_no_cross_block_dependence(func, chain)
+    body = chain[-1].body
+    for f in reversed(order):
+        body = dataclasses.replace(f, body=body)
+    return _replace(func, path, chain[0], body), None
+
+
+# loop kinds --------------------------------------------------------------------------------
+
+def _set_kind(func: PrimFunc, loop_var: Var, primitive: str, kind: str, what: str,
+              thread: str | None = None) -> tuple[PrimFunc, None]:
+    loop, path = find_loop(func, loop_var, primitive)
+    if kind != "unrolled":
+        check_parallelizable(func, primitive, loop, what)
+    new = dataclasses.replace(loop, kind=kind, thread_tag=thread)
+    return _replace(func, path, loop, new), None
+
+
+def parallel(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, None]:
+    """Run the iterations of a loop on the CPU's threads."""
+    return _set_kind(func, loop_var, "parallel", "parallel", "parallelized")
+
+
+def vectorize(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, None]:
+    """Run the iterations of a loop as SIMD lanes."""
+    return _set_kind(func, loop_var, "vectorize", "vectorized", "vectorized")
+
+
+def unroll(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, None]:
+    """Unroll a loop (always legal)."""
+    return _set_kind(func, loop_var, "unroll", "unrolled", "unrolled")
+
+
+def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> tuple[PrimFunc, None]:
+    """Bind a loop to a GPU thread axis (blockIdx.x, threadIdx.y, vthread.z, ...)."""
+    loop, path = find_loop(func, loop_var, "bind")
+    if thread_axis not in THREAD_TAGS:
+        import difflib
+
+        close = difflib.get_close_matches(str(thread_axis), THREAD_TAGS, n=1)
+        raise schedule_error(func, "bind", f"unknown thread axis {thread_axis!r} for {loop_name(loop_var)}",
+                             loops=(loop_var,), rule="thread axes are " + ", ".join(THREAD_TAGS),
+                             fix=f"did you mean {close[0]!r}?" if close else None)
+    nested = [f for f in path if isinstance(f, For)] + _inner_loops(loop)
+    for f in nested:
+        if f.thread_tag == thread_axis:
+            raise schedule_error(func, "bind", f"{loop_name(f.loop_var)} around or inside {loop_name(loop_var)} "
+                                 f"is already bound to {thread_axis}", loops=(f.loop_var, loop_var),
+                                 rule="nested loops cannot be bound to the same thread axis",
+                                 fix="fuse the two loops first, or bind another axis")
+    return _set_kind(func, loop_var, "bind", "thread_binding", f"bound to {thread_axis}", thread_axis)
+
+
+def _inner_loops(loop: For) -> list[For]:
+    out: list[For] = []
+    stack: list[Stmt] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, For):
+            out.append(node)
+        stack.extend(children(node))  # loops inside child blocks still nest physically
+    return out

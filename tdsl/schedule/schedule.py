@@ -1,0 +1,493 @@
+"""The Schedule facade: one short method per primitive, a trace, undo and diffs.
+
+Each method checks its handles, runs the pure primitive on the current function and commits
+the result only when the primitive succeeded: a refused step leaves the schedule untouched.
+Adding a primitive = a pure function in `primitives/<family>.py` + one method here calling
+`self._apply(...)`.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Callable, Sequence
+
+from ..errors import ScheduleError
+from ..ir import PrimExpr, PrimFunc, Var
+from .primitives import annotate as _annotate
+from .primitives import lookup as _lookup
+from .primitives import loops as _loops
+from .state import BlockRV, LoopRV
+from .trace import Instruction, Trace
+
+_SERIAL = itertools.count()
+
+
+class ScriptDiff:
+    """What one schedule step changed: `str()` is a unified diff; notebooks render it as HTML."""
+
+    def __init__(self, before: str, after: str, title: str = ""):
+        self.before, self.after, self.title = before, after, title
+
+    @property
+    def text(self) -> str:
+        from ..script.highlight import diff
+
+        return diff(self.before, self.after, "before", f"after {self.title}".rstrip())
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text if self.before != self.after else "(no change)"
+
+    def show(self) -> None:
+        """Print the diff, highlighted in a terminal."""
+        from ..script.highlight import show_diff
+
+        show_diff(self.before, self.after)
+
+    def _repr_html_(self) -> str:
+        from ..script.highlight import diff_html
+
+        return diff_html(self.before, self.after)
+
+
+class Schedule:
+    """Transforms a PrimFunc step by step. `sch.func` is the current function.
+
+    >>> sch = tdsl.Schedule(matmul)
+    >>> i, j, k = sch.get_loops(sch.get_block("C"))
+    >>> i0, i1 = sch.split(i, factors=[None, 32])
+    """
+
+    def __init__(self, func: PrimFunc):
+        if not isinstance(func, PrimFunc):
+            raise TypeError(f"tdsl.Schedule takes a PrimFunc (a @T.prim_func), not {type(func).__name__}")
+        self._func = func
+        self._history: list[tuple[PrimFunc, int]] = []  # (function before, trace length before) per step
+        self._trace: list[Instruction] = []
+        self._live: set[int] = set()
+        self._dead: set[int] = set()
+
+    # state --------------------------------------------------------------------------------
+    @property
+    def func(self) -> PrimFunc:
+        """The function as scheduled so far."""
+        return self._func
+
+    @property
+    def trace(self) -> Trace:
+        """The steps so far; `print(sch.trace)` shows them as Python."""
+        return Trace(list(self._trace))
+
+    def copy(self) -> "Schedule":
+        """An independent schedule at the same point; handles of this one work on it too."""
+        other = Schedule(self._func)
+        other._history = list(self._history)
+        other._trace = list(self._trace)
+        other._live = set(self._live)
+        other._dead = set(self._dead)
+        return other
+
+    def undo(self) -> None:
+        """Go back one step; the handles that step (and later lookups) produced die."""
+        if not self._history:
+            raise ScheduleError("undo: there is no step to undo")
+        func, length = self._history.pop()
+        for ins in self._trace[length:]:
+            self._live.discard(ins.serial)
+            self._dead.add(ins.serial)
+        del self._trace[length:]
+        self._func = func
+
+    # showing ------------------------------------------------------------------------------
+    def diff(self) -> ScriptDiff:
+        """What the last step changed, as a unified diff of the script."""
+        if not self._history:
+            text = self._func.script()
+            return ScriptDiff(text, text, "(no step yet)")
+        before, length = self._history[-1]
+        step = Trace(self._trace[: length + 1]).as_python()[-1] if len(self._trace) > length else ""
+        return ScriptDiff(before.script(), self._func.script(), step)
+
+    def show(self, diff: bool = False, style: str | None = None) -> None:
+        """Print the function (highlighted), or with diff=True what the last step changed."""
+        if diff:
+            self.diff().show()
+            return
+        try:
+            from ..script.highlight import show
+        except ImportError:  # highlighting is a nicety; the text is what matters
+            print(self._func.script())
+            return
+        show(self._func.script(), style=style) if style else show(self._func.script())
+
+    def __repr__(self) -> str:
+        return f"# Schedule of {self._func.name}, {len(self._history)} steps\n{self._func.script()}"
+
+    def _repr_html_(self) -> str:
+        try:
+            from ..script.highlight import to_html
+        except ImportError:
+            import html
+
+            return f"<pre>{html.escape(self._func.script())}</pre>"
+        return to_html(self._func.script())
+
+    # machinery ----------------------------------------------------------------------------
+    def _resolve(self, x, primitive: str):
+        """A handle's identity (block name / loop Var), after checking the handle is alive here."""
+        if isinstance(x, (BlockRV, LoopRV)):
+            if x.serial not in self._live:
+                why = ("the step that made it was undone" if x.serial in self._dead
+                       else "it belongs to another schedule (replay with trace.apply)")
+                raise ScheduleError(f"{primitive}: the handle {x!r} is no longer valid: {why}")
+            return x.name if isinstance(x, BlockRV) else x.var
+        if isinstance(x, (list, tuple)):
+            return [self._resolve(v, primitive) for v in x]
+        return x
+
+    @staticmethod
+    def _expect(primitive: str, x, kinds: tuple[type, ...], what: str) -> None:
+        if not isinstance(x, kinds):
+            shown = repr(x) if isinstance(x, (BlockRV, LoopRV, str, int)) else type(x).__name__
+            raise ScheduleError(f"{primitive}: expected {what}, got {shown}")
+
+    def _wrap(self, result, serial: int):
+        if result is None:
+            return (), "none", None
+        if isinstance(result, (str, Var)):
+            h = self._handle(result, serial)
+            return (h,), "one", h
+        handles = [self._handle(r, serial) for r in result]
+        return tuple(handles), "list", handles
+
+    @staticmethod
+    def _handle(identity, serial: int):
+        return BlockRV(identity, serial) if isinstance(identity, str) else LoopRV(identity, serial)
+
+    def _apply(self, kind: str, fn: Callable, inputs: Sequence, attrs: dict | None = None, *, step: bool = True):
+        """Run pure primitive `fn` on the current function; commit and record it only on success."""
+        attrs = attrs or {}
+        resolved = [self._resolve(x, kind) for x in inputs]
+        new_func, result = fn(self._func, *resolved, **{k: self._resolve(v, kind) for k, v in attrs.items()})
+        serial = next(_SERIAL)
+        outputs, shape, wrapped = self._wrap(result, serial)
+        if step:
+            self._history.append((self._func, len(self._trace)))
+        self._trace.append(Instruction(kind, tuple(inputs), tuple(attrs.items()), outputs, shape, serial))
+        self._live.add(serial)
+        self._func = new_func
+        return wrapped
+
+    # lookup -------------------------------------------------------------------------------
+    def get_block(self, name: str) -> BlockRV:
+        """The block called `name`: ``b = sch.get_block("C")``."""
+        return self._apply("get_block", _lookup.get_block, [name], step=False)
+
+    def get_loops(self, block: BlockRV) -> list[LoopRV]:
+        """The loops around `block` (up to its enclosing block), outer to inner:
+        ``i, j, k = sch.get_loops(b)``."""
+        self._expect("get_loops", block, (BlockRV,), "a block handle (from sch.get_block)")
+        return self._apply("get_loops", _lookup.get_loops, [block], step=False)
+
+    def get_child_blocks(self, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
+        """The blocks directly under a block or a loop, in program order."""
+        self._expect("get_child_blocks", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
+        return self._apply("get_child_blocks", _lookup.get_child_blocks, [block_or_loop], step=False)
+
+    def get_producers(self, block: BlockRV) -> list[BlockRV]:
+        """The blocks of the same scope that write what `block` reads, before it."""
+        self._expect("get_producers", block, (BlockRV,), "a block handle")
+        return self._apply("get_producers", _lookup.get_producers, [block], step=False)
+
+    def get_consumers(self, block: BlockRV) -> list[BlockRV]:
+        """The blocks of the same scope that read what `block` writes, after it."""
+        self._expect("get_consumers", block, (BlockRV,), "a block handle")
+        return self._apply("get_consumers", _lookup.get_consumers, [block], step=False)
+
+    # loops --------------------------------------------------------------------------------
+    def split(self, loop: LoopRV, factors: Sequence[int | PrimExpr | None]) -> list[LoopRV]:
+        """Split a loop into one loop per factor, outer to inner; one factor may be None (inferred).
+        A factor product above the extent (a None on a non-dividing extent) adds a T.where predicate.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((100,), "float32"), B: T.Buffer((100,), "float32")):
+                for i in range(100):
+                    with T.block("B"):
+                        vi = T.axis.spatial(100, i)
+                        B[vi] = A[vi] * T.float32(2)
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            (i,) = sch.get_loops(sch.get_block("B"))
+            i_0, i_1 = sch.split(i, factors=[None, 32])
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((100,), "float32"), B: T.Buffer((100,), "float32")):
+                for i_0, i_1 in T.grid(4, 32):
+                    with T.block("B"):
+                        vi = T.axis.spatial(100, i_0 * 32 + i_1)
+                        T.where(i_0 * 32 + i_1 < 100)
+                        B[vi] = A[vi] * T.float32(2)
+        """
+        self._expect("split", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
+        if not isinstance(factors, (list, tuple)):
+            raise ScheduleError(f"split: factors must be a list such as [None, 32], not {type(factors).__name__}")
+        return self._apply("split", _loops.split, [loop], {"factors": list(factors)})
+
+    def fuse(self, *loops: LoopRV) -> LoopRV:
+        """Fuse adjacent, perfectly nested loops (outer to inner) into one.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((16, 8), "float32"), B: T.Buffer((16, 8), "float32")):
+                for i, j in T.grid(16, 8):
+                    with T.block("B"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        B[vi, vj] = A[vi, vj] + T.float32(1)
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            i, j = sch.get_loops(sch.get_block("B"))
+            i_j_fused = sch.fuse(i, j)
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((16, 8), "float32"), B: T.Buffer((16, 8), "float32")):
+                for i_j_fused in range(128):
+                    with T.block("B"):
+                        vi = T.axis.spatial(16, i_j_fused // 8)
+                        vj = T.axis.spatial(8, i_j_fused % 8)
+                        B[vi, vj] = A[vi, vj] + T.float32(1)
+        """
+        for x in loops:
+            self._expect("fuse", x, (LoopRV,), "loop handles")
+        return self._apply("fuse", _loops.fuse, list(loops))
+
+    def reorder(self, *loops: LoopRV) -> None:
+        """Reorder loops of one perfect nest; the named loops take each other's places, the loops
+        between them that are not named stay where they are.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((16, 8), "float32"), B: T.Buffer((8, 16), "float32")):
+                for i, j in T.grid(16, 8):
+                    with T.block("B"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        B[vj, vi] = A[vi, vj]
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            i, j = sch.get_loops(sch.get_block("B"))
+            sch.reorder(j, i)
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((16, 8), "float32"), B: T.Buffer((8, 16), "float32")):
+                for j, i in T.grid(8, 16):
+                    with T.block("B"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        B[vj, vi] = A[vi, vj]
+        """
+        for x in loops:
+            self._expect("reorder", x, (LoopRV,), "loop handles")
+        return self._apply("reorder", _loops.reorder, list(loops))
+
+    def parallel(self, loop: LoopRV) -> None:
+        """Run a loop's iterations on all CPU cores; its blocks must not carry a dependence over it.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+                for i in range(64):
+                    with T.block("B"):
+                        vi = T.axis.spatial(64, i)
+                        B[vi] = A[vi] + T.float32(1)
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            (i,) = sch.get_loops(sch.get_block("B"))
+            sch.parallel(i)
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+                for i in T.parallel(64):
+                    with T.block("B"):
+                        vi = T.axis.spatial(64, i)
+                        B[vi] = A[vi] + T.float32(1)
+        """
+        self._expect("parallel", loop, (LoopRV,), "a loop handle")
+        return self._apply("parallel", _loops.parallel, [loop])
+
+    def vectorize(self, loop: LoopRV) -> None:
+        """Run a loop's iterations as SIMD lanes; same legality as parallel.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+                for i, j in T.grid(4, 16):
+                    with T.block("B"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        B[vi, vj] = A[vi, vj] * T.float32(3)
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            i, j = sch.get_loops(sch.get_block("B"))
+            sch.vectorize(j)
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+                for i in range(4):
+                    for j in T.vectorized(16):
+                        with T.block("B"):
+                            vi, vj = T.axis.remap("SS", [i, j])
+                            B[vi, vj] = A[vi, vj] * T.float32(3)
+        """
+        self._expect("vectorize", loop, (LoopRV,), "a loop handle")
+        return self._apply("vectorize", _loops.vectorize, [loop])
+
+    def unroll(self, loop: LoopRV) -> None:
+        """Unroll a loop (always legal).
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+                for i in range(4):
+                    with T.block("B"):
+                        vi = T.axis.spatial(4, i)
+                        B[vi] = A[vi] - T.float32(1)
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            (i,) = sch.get_loops(sch.get_block("B"))
+            sch.unroll(i)
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+                for i in T.unroll(4):
+                    with T.block("B"):
+                        vi = T.axis.spatial(4, i)
+                        B[vi] = A[vi] - T.float32(1)
+        """
+        self._expect("unroll", loop, (LoopRV,), "a loop handle")
+        return self._apply("unroll", _loops.unroll, [loop])
+
+    def bind(self, loop: LoopRV, thread_axis: str) -> None:
+        """Bind a loop to a GPU thread axis: blockIdx.x/y/z, threadIdx.x/y/z or vthread.x/y/z.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((256,), "float32"), B: T.Buffer((256,), "float32")):
+                for i in range(256):
+                    with T.block("B"):
+                        vi = T.axis.spatial(256, i)
+                        B[vi] = A[vi] * A[vi]
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            (i,) = sch.get_loops(sch.get_block("B"))
+            bx, tx = sch.split(i, factors=[None, 64])
+            sch.bind(bx, "blockIdx.x")
+            sch.bind(tx, "threadIdx.x")
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((256,), "float32"), B: T.Buffer((256,), "float32")):
+                for i_0 in T.thread_binding(4, thread="blockIdx.x"):
+                    for i_1 in T.thread_binding(64, thread="threadIdx.x"):
+                        with T.block("B"):
+                            vi = T.axis.spatial(256, i_0 * 64 + i_1)
+                            B[vi] = A[vi] * A[vi]
+        """
+        self._expect("bind", loop, (LoopRV,), "a loop handle")
+        return self._apply("bind", _loops.bind, [loop], {"thread_axis": thread_axis})
+
+    # annotations --------------------------------------------------------------------------
+    def annotate(self, block_or_loop: BlockRV | LoopRV, key: str, value: int | float | str | bool) -> None:
+        """Attach `key = value` to a block (T.block_attr) or a loop (annotations=).
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+                for i in range(8):
+                    with T.block("B"):
+                        vi = T.axis.spatial(8, i)
+                        B[vi] = A[vi]
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            b = sch.get_block("B")
+            (i,) = sch.get_loops(b)
+            sch.annotate(b, "note", "copy")
+            sch.annotate(i, "pragma_unroll", 2)
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+                for i in T.serial(8, annotations={"pragma_unroll": 2}):
+                    with T.block("B"):
+                        vi = T.axis.spatial(8, i)
+                        T.block_attr({"note": "copy"})
+                        B[vi] = A[vi]
+        """
+        self._expect("annotate", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
+        return self._apply("annotate", _annotate.annotate, [block_or_loop], {"key": key, "value": value})
+
+    def unannotate(self, block_or_loop: BlockRV | LoopRV, key: str) -> None:
+        """Remove annotation `key` from a block or a loop.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+                for i in T.serial(8, annotations={"pragma_unroll": 2}):
+                    with T.block("B"):
+                        vi = T.axis.spatial(8, i)
+                        B[vi] = A[vi]
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            (i,) = sch.get_loops(sch.get_block("B"))
+            sch.unannotate(i, "pragma_unroll")
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+                for i in range(8):
+                    with T.block("B"):
+                        vi = T.axis.spatial(8, i)
+                        B[vi] = A[vi]
+        """
+        self._expect("unannotate", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
+        return self._apply("unannotate", _annotate.unannotate, [block_or_loop], {"key": key})

@@ -1,0 +1,132 @@
+"""The one check every schedule test passes its result through, plus shared kernels.
+
+`check(sch_or_func, original)`: the print -> parse round trip is structurally equal, and the
+scheduled function computes what `original` computes on random inputs (tdsl.interpret).
+`expect_error(sch, step, *names)`: the step raises ScheduleError naming `names`, and the
+schedule is left exactly as it was (same function object, same trace).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tdsl
+from tdsl.ir import Buffer, Var
+
+MATMUL = '''
+@T.prim_func
+def matmul(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+    for i, j, k in T.grid(16, 16, 16):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+ELEMWISE2 = '''
+@T.prim_func
+def elemwise(A: T.Buffer((12, 10), "float32"), C: T.Buffer((12, 10), "float32")):
+    B = T.alloc_buffer((12, 10), "float32")
+    for i, j in T.grid(12, 10):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(12, 10):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+
+ROWSUM = '''
+@T.prim_func
+def rowsum(A: T.Buffer((9, 20), "float32"), B: T.Buffer((9,), "float32")):
+    for i, k in T.grid(9, 20):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk]
+'''
+
+SYMBOLIC = '''
+@T.prim_func
+def scale(A: T.Buffer(("n", 8), "float32"), B: T.Buffer(("n", 8), "float32")):
+    for i, j in T.grid(n, 8):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(3)
+'''
+
+THREE_BLOCKS = '''
+@T.prim_func
+def mlp(A: T.Buffer((32, 32), "float32"), W: T.Buffer((32, 32), "float32"), D: T.Buffer((32, 32), "float32")):
+    C = T.alloc_buffer((32, 32), "float32")
+    E = T.alloc_buffer((32, 32), "float32")
+    for i, j, k in T.grid(32, 32, 32):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * W[vk, vj]
+    for i, j in T.grid(32, 32):
+        with T.block("E"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            E[vi, vj] = T.max(C[vi, vj], T.float32(0))
+    for i, j in T.grid(32, 32):
+        with T.block("D"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            D[vi, vj] = E[vi, vj] + A[vi, vj]
+'''
+
+KERNELS = {"matmul": MATMUL, "elemwise": ELEMWISE2, "rowsum": ROWSUM}
+
+
+def kernel(name_or_text: str) -> tdsl.PrimFunc:
+    """A kernel of this file by name (see KERNELS), or parsed from script text."""
+    return tdsl.parse(KERNELS.get(name_or_text, name_or_text))
+
+
+def _inputs(func: tdsl.PrimFunc, dims: dict[str, int], rng) -> list[np.ndarray]:
+    arrays = []
+    for p in func.params:
+        assert isinstance(p, Buffer), f"test kernels take buffers only, not scalar {p.name}"
+        shape = tuple(int(s.value) if not isinstance(s, Var) else dims[s.name] for s in p.shape)
+        arrays.append(rng.standard_normal(shape).astype(p.dtype.__str__()))
+    return arrays
+
+
+def check(scheduled, original: tdsl.PrimFunc, dims: dict[str, int] | None = None, seed: int = 0) -> None:
+    """Round trip (parse(script(f)) == f) and same results as `original` on random inputs."""
+    func = scheduled.func if isinstance(scheduled, tdsl.Schedule) else scheduled
+    text = func.script()
+    back = tdsl.parse(text)
+    diff = tdsl.structural_diff(back, func)
+    assert diff is None, f"print -> parse round trip changed the function:\n{diff}\n{text}"
+    try:
+        interpret = tdsl.interpret
+    except (ImportError, AttributeError):  # the interpreter lands separately; the round trip still ran
+        pytest.skip("tdsl.interpret is not available yet")
+    rng = np.random.default_rng(seed)
+    args = _inputs(original, dims or {}, rng)
+    want = [a.copy() for a in args]
+    got = [a.copy() for a in args]
+    interpret(original, *want)
+    interpret(func, *got)
+    for p, w, g in zip(original.params, want, got):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"buffer {p.name} differs\n{text}")
+
+
+def expect_error(sch: tdsl.Schedule, step, *names: str) -> str:
+    """`step()` raises ScheduleError mentioning every one of `names`; `sch` is left untouched."""
+    before = sch.func
+    trace_len = len(sch.trace)
+    with pytest.raises(tdsl.ScheduleError) as info:
+        step()
+    message = str(info.value)
+    for name in names:
+        assert name in message, f"{name!r} is not in the message:\n{message}"
+    assert sch.func is before, "a refused step replaced the function"
+    assert tdsl.structural_equal(sch.func, before)
+    assert len(sch.trace) == trace_len, "a refused step was recorded in the trace"
+    return message
