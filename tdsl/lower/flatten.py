@@ -15,7 +15,7 @@ def row_major_strides(shape: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
     acc: PrimExpr | None = None
     for extent in reversed(shape):
         strides.append(IntImm(1, extent.dtype) if acc is None else acc)
-        acc = extent if acc is None else arith("mul", cast_to(acc.dtype, acc), cast_to(acc.dtype, extent))
+        acc = extent if acc is None else arith("mul", *promote_ints([extent, acc]))
     return tuple(reversed(strides))
 
 

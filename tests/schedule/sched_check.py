@@ -92,7 +92,7 @@ def _inputs(func: tdsl.PrimFunc, dims: dict[str, int], rng) -> list[np.ndarray]:
     for p in func.params:
         assert isinstance(p, Buffer), f"test kernels take buffers only, not scalar {p.name}"
         shape = tuple(int(s.value) if not isinstance(s, Var) else dims[s.name] for s in p.shape)
-        arrays.append(rng.standard_normal(shape).astype(p.dtype.__str__()))
+        arrays.append(rng.standard_normal(shape).astype(str(p.dtype)))
     return arrays
 
 

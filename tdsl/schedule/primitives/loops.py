@@ -301,6 +301,29 @@ def _check_no_cross_block_dependence(func: PrimFunc, chain: list[For]) -> None:
                     fix="reorder before compute_at, or reorder the loops of each block separately")
 
 
+def _check_init_order(func: PrimFunc, chain: list[For]) -> None:
+    """A reduction's T.init runs at the first step of its reduction; a loop that feeds both a
+    spatial and a reduction iterator (a fused or split-after-fuse loop) pins that first step to
+    the current order, so such nests cannot be permuted."""
+    for realize in all_realizes(chain[-1].body):
+        block = realize.block
+        if block.init is None:
+            continue
+        spatial: set[Var] = set()
+        reduce: set[Var] = set()
+        for iv, value in zip(block.iter_vars, realize.iter_values):
+            (reduce if iv.kind == "R" else spatial).update(free_vars(value))
+        mixed = [f.loop_var for f in chain if f.loop_var in spatial and f.loop_var in reduce]
+        if mixed:
+            raise schedule_error(
+                func, "reorder", f"{loop_name(mixed[0])} feeds both spatial and reduction iterators of "
+                f"{block_name(block.name)}, so a new order could run steps of the reduction before its "
+                "T.init", loops=tuple(mixed), blocks=(block.name,),
+                rule="reorder cannot permute loops above a reduction block when a loop mixes its spatial "
+                     "and reduction iterators",
+                fix="reorder before fusing spatial and reduction loops")
+
+
 def reorder(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, None]:
     """Permute loops of one perfect nest; loops between them that are not named stay in place."""
     if len(set(map(id, loop_vars))) != len(loop_vars):
@@ -324,7 +347,10 @@ def reorder(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, None]:
             raise schedule_error(func, "reorder", f"the range of {loop_name(f.loop_var)} depends on "
                                  f"{loop_name(dep)}, which the new order puts inside it",
                                  loops=(f.loop_var, dep), rule="a loop must stay inside the loops its range uses")
+    if all(a is b for a, b in zip(order, chain)):
+        return func, None
     check_affine_bindings(func, "reorder", chain[0], chain[0].loop_var)
+    _check_init_order(func, chain)
     _check_no_cross_block_dependence(func, chain)
     body = chain[-1].body
     for f in reversed(order):

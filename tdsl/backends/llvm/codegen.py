@@ -1,0 +1,1243 @@
+"""Lowered PrimFunc -> LLVM IR text (llvmlite.ir), with two entry points per kernel.
+
+* `<sym>_raw(ptr noalias A, ..., scalars, i64 dims...) -> i32`: the kernel on raw pointers.
+  Integer and bool scalars arrive as i64, floats as double; symbolic dimensions as i64.
+* `<sym>(ptr objA, ..., scalars) -> i32`: the fast entry Kernel calls with the numpy arrays
+  themselves (ctypes `py_object`). It checks type, dtype, shape, flags and overlap by reading
+  the ndarray struct and returns -1 when anything is unusual, so the Python side re-checks
+  slowly with clear messages and calls `_raw`. It never writes to the objects.
+
+Return codes: 0 ok, -1 "check slowly", -2 out of memory, k > 0 run-time bounds check k failed.
+
+Process-specific addresses (the thread pool's launch function, numpy's ndarray type and dtype
+descriptors) are never baked into the code, so the object code can be cached on disk: they
+sit in the global `<sym>_ctx`, filled by the Kernel after loading.
+
+Value representation in registers: bool is i1 (i8 in memory); bfloat16 is a float rounded to
+bfloat16 after every operation (i16 in memory), which is what ml_dtypes computes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import llvmlite.ir as ir
+
+from ...dtypes import DataType, float32, int64
+from ...errors import TargetError
+from ...ir import (MATH_CALLS, Allocate, Binary, Block, BlockRealize, Broadcast, Buffer, BufferLoad, BufferStore,
+                   Call, Cast, Evaluate, FloatImm, For, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
+                   Select, SeqStmt, StringImm, Var)
+from ...ir.functor import IRVisitor
+
+# numpy's PyArrayObject layout (stable public ABI; checked at run time by the Kernel)
+ND_DATA, ND_NDIM, ND_DIMS, ND_DESCR, ND_FLAGS, OB_TYPE = 16, 24, 32, 56, 64, 8
+NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
+
+ERR_SLOW, ERR_NOMEM = -1, -2
+STACK_LIMIT = 64 * 1024          # constant-size allocations up to this many bytes go on the stack
+UNROLL_LIMIT = 64
+
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+F32, F64, PTR = ir.FloatType(), ir.DoubleType(), ir.PointerType()
+
+
+@dataclass
+class ParamInfo:
+    """What the Kernel needs to know about one parameter."""
+
+    name: str
+    kind: str                    # "buffer" or "scalar"
+    dtype: str
+    shape: list                  # ints and dimension names (buffers)
+    written: bool = False
+
+
+@dataclass
+class CodegenResult:
+    ir: str
+    symbol: str
+    raw_symbol: str
+    ctx_symbol: str
+    params: list[ParamInfo]
+    dims: list[str]              # symbolic dimension names, in the raw entry's order
+    checks: list[dict]           # bounds check k (1-based) -> {"buffer", "param", "index", "extent"}
+    parallel: bool
+    descr_dtypes: list[str]      # ctx[2 + k] holds numpy's descriptor of descr_dtypes[k]
+
+
+# ----------------------------------------------------------------------------- types
+
+def lltype(dt: DataType) -> ir.Type:
+    """The register type of a dtype."""
+    if dt.code == "bool":
+        base = I1
+    elif dt.code == "bfloat":
+        base = F32
+    elif dt.code == "float":
+        base = {16: ir.HalfType(), 32: F32, 64: F64}[dt.bits]
+    elif dt.code == "handle":
+        base = PTR
+    else:
+        base = ir.IntType(dt.bits)
+    return ir.VectorType(base, dt.lanes) if dt.lanes > 1 else base
+
+
+def memtype(dt: DataType) -> ir.Type:
+    """The in-memory type of a dtype (bool takes a byte, bfloat16 is raw i16)."""
+    if dt.code == "bool":
+        base = I8
+    elif dt.code == "bfloat":
+        base = I16
+    else:
+        return lltype(dt)
+    return ir.VectorType(base, dt.lanes) if dt.lanes > 1 else base
+
+
+def _suffix(ty: ir.Type) -> str:
+    """The overload suffix of an intrinsic name: f32, v16f32, i64..."""
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{_suffix(ty.element)}"
+    if isinstance(ty, ir.HalfType):
+        return "f16"
+    if isinstance(ty, ir.FloatType):
+        return "f32"
+    if isinstance(ty, ir.DoubleType):
+        return "f64"
+    if isinstance(ty, ir.IntType):
+        return f"i{ty.width}"
+    raise TargetError(f"internal error: no intrinsic suffix for {ty}")
+
+
+def _const(ty: ir.Type, value) -> ir.Constant:
+    """A scalar or splatted vector constant of `ty`."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [_const(ty.element, value) for _ in range(ty.count)])
+    if isinstance(ty, ir.IntType):
+        v = int(value) & ((1 << ty.width) - 1)
+        if ty.width > 1 and v >= 1 << (ty.width - 1):
+            v -= 1 << ty.width
+        return ir.Constant(ty, v)
+    if isinstance(ty, ir.HalfType):
+        import numpy as np
+
+        return ir.Constant(ty, float(np.float16(value)))
+    return ir.Constant(ty, float(value))
+
+
+def _tanh_coeffs(n: int) -> list[float]:
+    """Taylor coefficients of tanh: x, x^3, ... (2^2k (2^2k - 1) B_2k / (2k)!)."""
+    bern = [Fraction(1)]
+    for m in range(1, 2 * n + 2):
+        bern.append(-sum(math.comb(m + 1, k) * bern[k] for k in range(m)) / (m + 1))
+    return [float(4 ** k * (4 ** k - 1) * bern[2 * k] / math.factorial(2 * k)) for k in range(1, n + 1)]
+
+
+_TANH_TAYLOR = _tanh_coeffs(10)
+_ERF_TAYLOR = [2 / math.sqrt(math.pi) * (-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(13)]
+# Numerical Recipes' erfc Chebyshev fit: fractional error below 1.2e-7 everywhere.
+_ERFC_NR = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
+            -0.82215223, 0.17087277)
+
+
+def expr_text(e) -> str:
+    """The script form of an expression for messages (the printer's when it is available)."""
+    try:
+        from ...script.printer import expr_str
+
+        return expr_str(e)
+    except Exception:  # the printer is optional here; messages fall back to a compact form
+        return _fallback_text(e)
+
+
+_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%", "eq": "==",
+        "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or"}
+
+
+def _fallback_text(e) -> str:
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, (IntImm, FloatImm)):
+        return repr(e.value)
+    if isinstance(e, Binary):
+        if e.op in ("min", "max"):
+            return f"T.{e.op}({_fallback_text(e.a)}, {_fallback_text(e.b)})"
+        return f"({_fallback_text(e.a)} {_OPS[e.op]} {_fallback_text(e.b)})"
+    if isinstance(e, BufferLoad):
+        return f"{e.buffer.name}[{', '.join(_fallback_text(i) for i in e.indices)}]"
+    if isinstance(e, Ramp):
+        return f"T.Ramp({_fallback_text(e.base)}, {_fallback_text(e.stride)}, {e.lanes})"
+    if isinstance(e, Broadcast):
+        return f"T.Broadcast({_fallback_text(e.value)}, {e.lanes})"
+    if isinstance(e, Cast):
+        return f"T.cast({_fallback_text(e.value)}, \"{e.dtype}\")"
+    if isinstance(e, Call):
+        return f"T.{e.op}({', '.join(_fallback_text(a) for a in e.args)})"
+    return type(e).__name__
+
+
+def _has_load(e) -> bool:
+    """True when evaluating `e` may touch memory or call unknown code (not safe to speculate)."""
+    found = []
+
+    class _V(IRVisitor):
+        def visit_BufferLoad(self, n):
+            found.append(n)
+
+        def visit_Call(self, n):
+            if n.op not in MATH_CALLS:
+                found.append(n)
+            self.generic_visit(n)
+
+    _V().visit(e)
+    return bool(found)
+
+
+def _used_vars_and_buffers(node) -> tuple[list[Var], list[Buffer]]:
+    vars_: dict[Var, None] = {}
+    bufs: dict[Buffer, None] = {}
+
+    class _V(IRVisitor):
+        def visit_Var(self, v):
+            vars_[v] = None
+
+        def visit_buffer(self, b):
+            bufs[b] = None
+            for s in b.shape:
+                self.visit(s)
+
+    _V().visit(node)
+    return list(vars_), list(bufs)
+
+
+def lane_expr(e: PrimExpr, lane: int) -> PrimExpr:
+    """The scalar expression computing lane `lane` of a vector expression."""
+    from dataclasses import replace
+
+    if e.dtype.lanes == 1:
+        return e
+    if isinstance(e, Ramp):
+        return e.base + e.stride * lane if lane else e.base
+    if isinstance(e, Broadcast):
+        return e.value
+    if isinstance(e, Binary):
+        return Binary(e.op, lane_expr(e.a, lane), lane_expr(e.b, lane))
+    if isinstance(e, Not):
+        return Not(lane_expr(e.a, lane))
+    if isinstance(e, Select):
+        return Select(lane_expr(e.condition, lane), lane_expr(e.true_value, lane), lane_expr(e.false_value, lane))
+    if isinstance(e, Cast):
+        return Cast(e.dtype.element, lane_expr(e.value, lane))
+    if isinstance(e, Call) and (e.op in MATH_CALLS or e.op == "if_then_else"):
+        return Call(e.dtype.element, e.op, tuple(lane_expr(a, lane) for a in e.args))
+    if isinstance(e, BufferLoad) and e.buffer.dtype.lanes == 1:
+        return replace(e, indices=tuple(lane_expr(i, lane) for i in e.indices))
+    raise TargetError(f"cannot split the vector expression {expr_text(e)} into lanes")
+
+
+# ----------------------------------------------------------------------------- module context
+
+@dataclass
+class _Module:
+    module: ir.Module
+    symbol: str
+    bounds_check: bool
+    ctx: ir.GlobalVariable
+    checks: list[dict] = field(default_factory=list)
+    param_index: dict = field(default_factory=dict)
+    n_outlined: int = 0
+    parallel: bool = False
+
+    def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        """Declare (once) an intrinsic or extern function; vector overloads by their full name."""
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return fn
+
+    def add_check(self, buffer: Buffer, index: PrimExpr, extent) -> int:
+        self.checks.append({"buffer": buffer.name, "param": self.param_index.get(buffer),
+                            "index": expr_text(index), "extent": expr_text(extent)})
+        return len(self.checks)
+
+
+class _Emitter:
+    """Emits one LLVM function: a kernel body or an outlined parallel loop body."""
+
+    def __init__(self, mod: _Module, fn: ir.Function, in_parallel: bool):
+        self.m = mod
+        self.fn = fn
+        self.in_parallel = in_parallel
+        entry = fn.append_basic_block("entry")
+        self.alloca_block = entry
+        self.b = ir.IRBuilder(fn.append_basic_block("body"))
+        self.env: dict[Var, ir.Value] = {}
+        self.bufs: dict[Buffer, tuple[ir.Value, ir.Value]] = {}   # buffer -> (pointer, extent as i64)
+        self.heap: list[ir.Value] = []                               # live heap allocations
+
+    def finish(self) -> None:
+        """Close the entry block (allocas) and return 0 from the body's end."""
+        if not self.b.block.is_terminated:
+            self._free_all()
+            self.b.ret(ir.Constant(I32, 0))
+        ir.IRBuilder(self.alloca_block).branch(self.fn.blocks[1])
+
+    def alloca(self, ty: ir.Type, count: int = 1, align: int = 64) -> ir.Value:
+        b = ir.IRBuilder(self.alloca_block)
+        slot = b.alloca(ty, size=ir.Constant(I64, count) if count != 1 else None)
+        slot.align = align
+        return slot
+
+    # -- exits -----------------------------------------------------------------------------
+    def _free_all(self) -> None:
+        free = self.m.intrinsic("free", ir.VoidType(), [PTR])
+        for p in reversed(self.heap):
+            self.b.call(free, [p])
+
+    def fail_if(self, cond: ir.Value, code: ir.Value | int) -> None:
+        """Return `code` (freeing live heap buffers) when `cond` holds."""
+        if isinstance(code, int):
+            code = ir.Constant(I32, code)
+        bad = self.fn.append_basic_block("fail")
+        ok = self.fn.append_basic_block("ok")
+        self.b.cbranch(cond, bad, ok)
+        self.b.position_at_end(bad)
+        self._free_all()
+        self.b.ret(code)
+        self.b.position_at_end(ok)
+
+    # -- statements ------------------------------------------------------------------------
+    def stmt(self, s) -> None:
+        method = getattr(self, "s_" + type(s).__name__, None)
+        if method is None:
+            if isinstance(s, (Block, BlockRealize)):
+                raise TargetError(f"the CPU code generator takes lowered IR, but found block "
+                                  f"{getattr(s, 'name', None) or s.block.name!r}: call tdsl.lower first")
+            raise TargetError(f"the CPU code generator cannot compile a {type(s).__name__} statement")
+        method(s)
+
+    def s_SeqStmt(self, s: SeqStmt) -> None:
+        for x in s.seq:
+            self.stmt(x)
+
+    def s_Evaluate(self, s: Evaluate) -> None:
+        if isinstance(s.value, (IntImm, FloatImm)):
+            return
+        self.expr(s.value)
+
+    def s_LetStmt(self, s: LetStmt) -> None:
+        self.env[s.var] = self.expr(s.value)
+        self.stmt(s.body)
+        del self.env[s.var]
+
+    def s_IfThenElse(self, s: IfThenElse) -> None:
+        cond = self.expr(s.condition)
+        if isinstance(cond.type, ir.VectorType):
+            raise TargetError(f"an if statement needs a scalar condition, not {expr_text(s.condition)}")
+        if s.else_case is None:
+            with self.b.if_then(cond):
+                self.stmt(s.then_case)
+        else:
+            with self.b.if_else(cond) as (then, otherwise):
+                with then:
+                    self.stmt(s.then_case)
+                with otherwise:
+                    self.stmt(s.else_case)
+
+    def s_BufferStore(self, s: BufferStore) -> None:
+        value = self.expr(s.value)
+        self.store(s.buffer, s.indices, value, s.value.dtype)
+
+    def s_Allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        count = self.extent_of(buf)
+        size_bytes = None
+        if isinstance(count, ir.Constant):
+            size_bytes = int(count.constant) * buf.dtype.itemsize * max(buf.dtype.lanes, 1)
+        elem = memtype(buf.dtype)
+        if size_bytes is not None and (size_bytes <= STACK_LIMIT or (buf.scope == "local" and size_bytes <= 1 << 20)):
+            ptr = self.alloca(elem, max(int(count.constant), 1))
+            self.bufs[buf] = (ptr, count)
+            self.stmt(s.body)
+            del self.bufs[buf]
+            return
+        nbytes = self.b.mul(count, ir.Constant(I64, buf.dtype.itemsize * buf.dtype.lanes))
+        rounded = self.b.and_(self.b.add(nbytes, ir.Constant(I64, 127)), ir.Constant(I64, -64))
+        aligned_alloc = self.m.intrinsic("aligned_alloc", PTR, [I64, I64])
+        ptr = self.b.call(aligned_alloc, [ir.Constant(I64, 64), rounded])
+        self.fail_if(self.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None)), ERR_NOMEM)
+        self.heap.append(ptr)
+        self.bufs[buf] = (ptr, count)
+        self.stmt(s.body)
+        del self.bufs[buf]
+        self.heap.pop()
+        if not self.b.block.is_terminated:
+            self.b.call(self.m.intrinsic("free", ir.VoidType(), [PTR]), [ptr])
+
+    def s_For(self, s: For) -> None:
+        if s.kind == "parallel" and not self.in_parallel:
+            self.parallel_for(s)
+            return
+        if s.kind == "unrolled" and isinstance(s.extent, IntImm) and s.extent.value <= UNROLL_LIMIT:
+            lo = self.expr(s.min)
+            for k in range(s.extent.value):
+                self.env[s.loop_var] = self.b.add(lo, _const(lo.type, k)) if k else lo
+                self.stmt(s.body)
+            self.env.pop(s.loop_var, None)
+            return
+        lo = self.expr(s.min)
+        hi = self.b.add(lo, self.expr(s.extent))
+        self.serial_loop(s.loop_var, lo, hi, s.body)
+
+    def serial_loop(self, var: Var, lo: ir.Value, hi: ir.Value, body) -> None:
+        pre = self.b.block
+        head = self.fn.append_basic_block(f"for_{var.name}")
+        loop = self.fn.append_basic_block(f"for_{var.name}_body")
+        end = self.fn.append_basic_block(f"for_{var.name}_end")
+        signed = not var.dtype.is_uint
+        cmp = self.b.icmp_signed if signed else self.b.icmp_unsigned
+        self.b.cbranch(cmp("<", lo, hi), head, end)
+        self.b.position_at_end(head)
+        phi = self.b.phi(lo.type, name=var.name)
+        phi.add_incoming(lo, pre)
+        self.b.branch(loop)
+        self.b.position_at_end(loop)
+        self.env[var] = phi
+        self.stmt(body)
+        del self.env[var]
+        nxt = self.b.add(phi, _const(lo.type, 1))
+        phi.add_incoming(nxt, self.b.block)
+        self.b.cbranch(cmp("<", nxt, hi), head, end)
+        self.b.position_at_end(end)
+
+    # -- parallel loops --------------------------------------------------------------------
+    def parallel_for(self, s: For) -> None:
+        """Outline the loop body into (lo, hi, closure) and run it on the thread pool."""
+        m = self.m
+        m.parallel = True
+        k = m.n_outlined
+        m.n_outlined += 1
+        used_vars, used_bufs = _used_vars_and_buffers(s)
+        vars_ = [v for v in used_vars if v in self.env and v is not s.loop_var]
+        bufs = [b for b in used_bufs if b in self.bufs]
+        var_vals = [self.env[v] for v in vars_]
+        # body(lo, hi, ptr noalias bufs..., i64 extents..., captured vars...) -> i32
+        arg_tys = [I64, I64] + [PTR] * len(bufs) + [I64] * len(bufs) + [v.type for v in var_vals]
+        body_fn = ir.Function(m.module, ir.FunctionType(I32, arg_tys), f"{m.symbol}_par{k}_body")
+        body_fn.linkage = "internal"
+        for a in body_fn.args[2:2 + len(bufs)]:
+            a.add_attribute("noalias")
+        sub = _Emitter(m, body_fn, in_parallel=True)
+        args = body_fn.args
+        for i, b in enumerate(bufs):
+            sub.bufs[b] = (args[2 + i], args[2 + len(bufs) + i])
+        for i, v in enumerate(vars_):
+            sub.env[v] = args[2 + 2 * len(bufs) + i]
+        lo = sub.b.add(sub.cast_int(args[0], s.loop_var.dtype), sub.expr_in(s.min, sub))
+        hi = sub.b.add(sub.cast_int(args[1], s.loop_var.dtype), sub.expr_in(s.min, sub))
+        sub.serial_loop(s.loop_var, lo, hi, s.body)
+        sub.finish()
+
+        # closure {i32 err, ptr bufs..., i64 extents..., vars...}
+        cl_ty = ir.LiteralStructType([I32] + [PTR] * len(bufs) + [I64] * len(bufs) + [v.type for v in var_vals])
+        tramp = ir.Function(m.module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR]), f"{m.symbol}_par{k}")
+        tramp.linkage = "internal"
+        tb = ir.IRBuilder(tramp.append_basic_block("entry"))
+        cl = tramp.args[2]
+        fields = [tb.load(tb.gep(cl, [ir.Constant(I32, 0), ir.Constant(I32, i + 1)], source_etype=cl_ty),
+                      typ=t) for i, t in enumerate(cl_ty.elements[1:])]
+        rc = tb.call(body_fn, [tramp.args[0], tramp.args[1]] + fields)
+        with tb.if_then(tb.icmp_signed("!=", rc, ir.Constant(I32, 0))):
+            err = tb.gep(cl, [ir.Constant(I32, 0), ir.Constant(I32, 0)], source_etype=cl_ty)
+            tb.cmpxchg(err, ir.Constant(I32, 0), rc, "monotonic", "monotonic")
+        tb.ret_void()
+
+        slot = self.alloca(cl_ty, align=8)
+        values = ([ir.Constant(I32, 0)] + [self.bufs[b][0] for b in bufs] + [self.bufs[b][1] for b in bufs]
+                  + var_vals)
+        for i, v in enumerate(values):
+            self.b.store(v, self.b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, i)], source_etype=cl_ty))
+        launch_addr = self.b.load(self.b.gep(m.ctx, [ir.Constant(I32, 0), ir.Constant(I32, 0)]), typ=I64)
+        launch_ty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64])
+        launch = self.b.inttoptr(launch_addr, PTR)
+        extent = self.to_i64(self.expr(s.extent), s.extent.dtype)
+        self.b.call(launch, [tramp, slot, extent], cconv=None) if False else \
+            self.b.call(ir.CastInstr.__new__(ir.CastInstr) if False else launch, [tramp, slot, extent],
+                        ) if False else self._indirect_call(launch, launch_ty, [tramp, slot, extent])
+        err = self.b.load(self.b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, 0)], source_etype=cl_ty), typ=I32)
+        self.fail_if(self.b.icmp_signed("!=", err, ir.Constant(I32, 0)), err)
+
+    def _indirect_call(self, fnptr, fnty, args):
+        """Call through a pointer: llvmlite needs the function type for an opaque pointer."""
+        from llvmlite.ir.instructions import CallInstr
+
+        instr = CallInstr(self.b.block, fnty.return_type if False else fnptr, args, "")
+        instr._fnty = fnty  # noqa: SLF001 - llvmlite takes the callee type from here for opaque pointers
+        self.b._insert(instr)  # noqa: SLF001
+        return instr
+
+    def expr_in(self, e: PrimExpr, emitter: "_Emitter") -> ir.Value:
+        return emitter.expr(e)
+
+    # -- buffers ---------------------------------------------------------------------------
+    def extent_of(self, buf: Buffer) -> ir.Value:
+        """The number of elements of a buffer, as i64 (a constant when the shape is)."""
+        total = None
+        for s in buf.shape:
+            v = self.to_i64(self.expr(s), s.dtype)
+            total = v if total is None else self.b.mul(total, v)
+        if total is None:
+            return ir.Constant(I64, 1)
+        if isinstance(total, ir.Constant):
+            return total
+        return total
+
+    def flat_index(self, buf: Buffer, indices) -> PrimExpr:
+        """The one flat index of an access (lowered IR has one already)."""
+        if len(indices) == 1 and not buf.strides and buf.elem_offset is None:
+            return indices[0]
+        if len(indices) != len(buf.shape):
+            raise TargetError(f"buffer {buf.name!r} has {len(buf.shape)} dimensions but is indexed with "
+                              f"{len(indices)} indices")
+        strides = list(buf.strides)
+        if not strides:
+            acc = None
+            for s in reversed(buf.shape):
+                strides.insert(0, acc if acc is not None else IntImm(1, s.dtype))
+                acc = s if acc is None else acc * s
+        idx = None
+        for i, st in zip(indices, strides):
+            st = st if st.dtype == i.dtype.element else Cast(i.dtype.element, st)
+            if i.dtype.lanes > 1:
+                st = Broadcast(st, i.dtype.lanes)
+            term = i * st
+            idx = term if idx is None else idx + term
+        if buf.elem_offset is not None:
+            off = buf.elem_offset if buf.elem_offset.dtype == idx.dtype.element else Cast(idx.dtype.element,
+                                                                                             buf.elem_offset)
+            idx = idx + (Broadcast(off, idx.dtype.lanes) if idx.dtype.lanes > 1 else off)
+        return idx
+
+    def buffer_ptr(self, buf: Buffer) -> tuple[ir.Value, ir.Value]:
+        if buf not in self.bufs:
+            raise TargetError(f"buffer {buf.name!r} is used outside its allocation (or is not a parameter)")
+        return self.bufs[buf]
+
+    def check_bounds(self, buf: Buffer, index: PrimExpr, lo: ir.Value, hi: ir.Value, extent: ir.Value) -> None:
+        """Fail with the check's code unless lo >= 0 and hi < extent (i64 values)."""
+        code = self.m.add_check(buf, index, Var("n") if not isinstance(extent, ir.Constant) else
+                                IntImm(int(extent.constant), int64))
+        if not isinstance(extent, ir.Constant):
+            self.m.checks[-1]["extent"] = " * ".join(expr_text(s) for s in buf.shape) or "1"
+        bad = self.b.or_(self.b.icmp_signed("<", lo, ir.Constant(I64, 0)), self.b.icmp_signed(">=", hi, extent))
+        self.fail_if(bad, code)
+
+    def address(self, buf: Buffer, indices) -> tuple[str, ir.Value, int]:
+        """Classify an access: ("scalar", i64 index), ("contig", i64 base), ("lanes", <n x i64>)."""
+        ptr, extent = self.buffer_ptr(buf)
+        index = self.flat_index(buf, indices)
+        lanes = index.dtype.lanes
+        if lanes == 1:
+            i = self.to_i64(self.expr(index), index.dtype)
+            if self.m.bounds_check:
+                self.check_bounds(buf, index, i, i, extent)
+            return "scalar", i, 1
+        if isinstance(index, Ramp) and isinstance(index.stride, IntImm) and index.stride.value == 1:
+            base = self.to_i64(self.expr(index.base), index.base.dtype)
+            if self.m.bounds_check:
+                last = self.b.add(base, ir.Constant(I64, lanes - 1))
+                self.check_bounds(buf, index, base, last, extent)
+            return "contig", base, lanes
+        if isinstance(index, Broadcast):
+            i = self.to_i64(self.expr(index.value), index.value.dtype)
+            if self.m.bounds_check:
+                self.check_bounds(buf, index, i, i, extent)
+            return "bcast", i, lanes
+        vec = self.expr(index)
+        vec64 = self.to_i64(vec, index.dtype)
+        if self.m.bounds_check:
+            vty = vec64.type
+            neg = self.b.icmp_signed("<", vec64, _const(vty, 0))
+            over = self.b.icmp_signed(">=", vec64, self._splat(extent, lanes))
+            anybad = self.b.or_(neg, over)
+            red = self.m.intrinsic(f"llvm.vector.reduce.or.v{lanes}i1", I1, [anybad.type])
+            code = self.m.add_check(buf, index, IntImm(0, int64))
+            self.m.checks[-1]["extent"] = " * ".join(expr_text(s) for s in buf.shape) or "1"
+            self.fail_if(self.b.call(red, [anybad]), code)
+        return "lanes", vec64, lanes
+
+    def load(self, e: BufferLoad) -> ir.Value:
+        buf = e.buffer
+        ptr, _ = self.buffer_ptr(buf)
+        kind, where, lanes = self.address(buf, e.indices)
+        elem = memtype(buf.dtype)
+        align = buf.dtype.itemsize
+        if kind == "scalar":
+            raw = self.b.load(self.b.gep(ptr, [where], source_etype=elem), typ=elem, align=align)
+        elif kind == "contig":
+            vty = ir.VectorType(elem, lanes)
+            raw = self.b.load(self.b.gep(ptr, [where], source_etype=elem), typ=vty, align=align)
+        elif kind == "bcast":
+            one = self.b.load(self.b.gep(ptr, [where], source_etype=elem), typ=elem, align=align)
+            raw = self._splat(one, lanes)
+        else:
+            raw = ir.Constant(ir.VectorType(elem, lanes), None)
+            for j in range(lanes):
+                ij = self.b.extract_element(where, ir.Constant(I32, j))
+                v = self.b.load(self.b.gep(ptr, [ij], source_etype=elem), typ=elem, align=align)
+                raw = self.b.insert_element(raw, v, ir.Constant(I32, j))
+        return self.from_memory(raw, e.dtype)
+
+    def store(self, buf: Buffer, indices, value: ir.Value, vdt: DataType) -> None:
+        ptr, _ = self.buffer_ptr(buf)
+        kind, where, lanes = self.address(buf, indices)
+        elem = memtype(buf.dtype)
+        align = buf.dtype.itemsize
+        raw = self.to_memory(value, vdt)
+        if kind == "scalar" or kind == "contig":
+            if kind == "contig" and not isinstance(raw.type, ir.VectorType):
+                raw = self._splat(raw, lanes)
+            self.b.store(raw, self.b.gep(ptr, [where], source_etype=elem), align=align)
+            return
+        for j in range(lanes):
+            if kind == "bcast":
+                ij = where
+            else:
+                ij = self.b.extract_element(where, ir.Constant(I32, j))
+            v = self.b.extract_element(raw, ir.Constant(I32, j)) if isinstance(raw.type, ir.VectorType) else raw
+            self.b.store(v, self.b.gep(ptr, [ij], source_etype=elem), align=align)
+
+    def from_memory(self, raw: ir.Value, dt: DataType) -> ir.Value:
+        if dt.code == "bool":
+            return self.b.icmp_unsigned("!=", raw, _const(raw.type, 0))
+        if dt.code == "bfloat":
+            wide = self.b.shl(self.b.zext(raw, self._same_shape(raw.type, I32)), _const(self._same_shape(raw.type, I32), 16))
+            return self.b.bitcast(wide, self._same_shape(raw.type, F32))
+        return raw
+
+    def to_memory(self, v: ir.Value, dt: DataType) -> ir.Value:
+        if dt.code == "bool":
+            return self.b.zext(v, self._same_shape(v.type, I8))
+        if dt.code == "bfloat":
+            return self.bf16_bits(v)
+        return v
+
+    # -- helpers ---------------------------------------------------------------------------
+    @staticmethod
+    def _same_shape(ty: ir.Type, elem: ir.Type) -> ir.Type:
+        return ir.VectorType(elem, ty.count) if isinstance(ty, ir.VectorType) else elem
+
+    def _splat(self, v: ir.Value, lanes: int) -> ir.Value:
+        vty = ir.VectorType(v.type, lanes)
+        one = self.b.insert_element(ir.Constant(vty, None), v, ir.Constant(I32, 0))
+        return self.b.shuffle_vector(one, ir.Constant(vty, None), ir.Constant(ir.VectorType(I32, lanes), None))
+
+    def to_i64(self, v: ir.Value, dt: DataType) -> ir.Value:
+        ety = v.type.element if isinstance(v.type, ir.VectorType) else v.type
+        if not isinstance(ety, ir.IntType):
+            raise TargetError(f"an index must be an integer, not {dt}")
+        target = self._same_shape(v.type, I64)
+        if ety.width == 64:
+            return v
+        if dt.is_uint or dt.is_bool:
+            return self.b.zext(v, target)
+        return self.b.sext(v, target)
+
+    def cast_int(self, v: ir.Value, dt: DataType) -> ir.Value:
+        """An i64 to the integer type of `dt`."""
+        ty = lltype(dt)
+        if ty.width == 64:
+            return v
+        return self.b.trunc(v, ty)
+
+    def bf16_bits(self, v: ir.Value) -> ir.Value:
+        """float -> bfloat16 bits, rounding to nearest even, NaN kept quiet."""
+        i32ty = self._same_shape(v.type, I32)
+        bits = self.b.bitcast(v, i32ty)
+        lsb = self.b.and_(self.b.lshr(bits, _const(i32ty, 16)), _const(i32ty, 1))
+        rounded = self.b.add(self.b.add(bits, _const(i32ty, 0x7FFF)), lsb)
+        isnan = self.b.fcmp_unordered("uno", v, v)
+        quiet = self.b.or_(self.b.lshr(bits, _const(i32ty, 16)), _const(i32ty, 0x40))
+        top = self.b.select(isnan, quiet, self.b.lshr(rounded, _const(i32ty, 16)))
+        return self.b.trunc(top, self._same_shape(v.type, I16))
+
+    def bf16_round(self, v: ir.Value) -> ir.Value:
+        """A float rounded to the nearest bfloat16, still as a float."""
+        bits = self.bf16_bits(v)
+        i32ty = self._same_shape(v.type, I32)
+        return self.b.bitcast(self.b.shl(self.b.zext(bits, i32ty), _const(i32ty, 16)), v.type)
+
+    def _fix(self, v: ir.Value, dt: DataType) -> ir.Value:
+        """Round the result of a float32 computation that stands for a bfloat16 value."""
+        return self.bf16_round(v) if dt.code == "bfloat" else v
+
+    # -- expressions -----------------------------------------------------------------------
+    def expr(self, e: PrimExpr) -> ir.Value:
+        method = getattr(self, "e_" + type(e).__name__, None)
+        if method is None:
+            raise TargetError(f"the CPU code generator cannot compile a {type(e).__name__} expression")
+        return method(e)
+
+    def e_Var(self, e: Var) -> ir.Value:
+        if e not in self.env:
+            raise TargetError(f"variable {e.name!r} is used outside its scope")
+        return self.env[e]
+
+    def e_IntImm(self, e: IntImm) -> ir.Value:
+        return _const(lltype(e.dtype), e.value)
+
+    def e_FloatImm(self, e: FloatImm) -> ir.Value:
+        v = e.value
+        if e.dtype.code == "bfloat":
+            import ml_dtypes
+            import numpy as np
+
+            v = float(np.array(v, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32))
+        return _const(lltype(e.dtype), v)
+
+    def e_StringImm(self, e: StringImm) -> ir.Value:
+        raise TargetError(f"string argument {e.value!r} is not supported by the CPU code generator")
+
+    def e_Ramp(self, e: Ramp) -> ir.Value:
+        base = self._splat(self.expr(e.base), e.lanes)
+        stride = self._splat(self.expr(e.stride), e.lanes)
+        ety = lltype(e.base.dtype)
+        steps = ir.Constant(ir.VectorType(ety, e.lanes), [_const(ety, i) for i in range(e.lanes)])
+        return self.b.add(base, self.b.mul(stride, steps))
+
+    def e_Broadcast(self, e: Broadcast) -> ir.Value:
+        return self._splat(self.expr(e.value), e.lanes)
+
+    def e_BufferLoad(self, e: BufferLoad) -> ir.Value:
+        return self.load(e)
+
+    def e_Not(self, e: Not) -> ir.Value:
+        return self.b.not_(self.expr(e.a))
+
+    def e_Select(self, e: Select) -> ir.Value:
+        c, t, f = self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
+        if isinstance(t.type, ir.VectorType) and not isinstance(c.type, ir.VectorType):
+            c = self._splat(c, t.type.count)
+        return self.b.select(c, t, f)
+
+    def e_Cast(self, e: Cast) -> ir.Value:
+        return self.convert(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def convert(self, v: ir.Value, src: DataType, dst: DataType) -> ir.Value:
+        if src.element == dst.element:
+            return v
+        dty = lltype(dst)
+        b = self.b
+        if dst.is_bool:
+            if src.is_float:
+                return b.fcmp_unordered("!=", v, _const(v.type, 0.0))
+            return b.icmp_unsigned("!=", v, _const(v.type, 0))
+        if src.is_bool:
+            return b.uitofp(v, dty) if dst.is_float else b.zext(v, dty)
+        if src.is_float and dst.is_float:
+            sw, dw = v.type, dty
+            sbits = 32 if src.code == "bfloat" else src.bits
+            dbits = 32 if dst.code == "bfloat" else dst.bits
+            if sbits < dbits:
+                out = b.fpext(v, dw)
+            elif sbits > dbits:
+                out = b.fptrunc(v, dw)
+            else:
+                out = v if sw == dw else b.bitcast(v, dw)
+            return self._fix(out, dst)
+        if src.is_float:
+            out = b.fptoui(v, dty) if dst.is_uint else b.fptosi(v, dty)
+            return out
+        if dst.is_float:
+            out = b.uitofp(v, dty) if src.is_uint else b.sitofp(v, dty)
+            return self._fix(out, dst)
+        if src.bits > dst.bits:
+            return b.trunc(v, dty)
+        if src.bits < dst.bits:
+            return b.zext(v, dty) if src.is_uint else b.sext(v, dty)
+        return v
+
+    def e_Binary(self, e: Binary) -> ir.Value:
+        dt = e.a.dtype
+        if e.op in ("and", "or") and dt.lanes == 1 and _has_load(e.b):
+            return self._short_circuit(e)
+        a, c = self.expr(e.a), self.expr(e.b)
+        b = self.b
+        op = e.op
+        if op in ("eq", "ne", "lt", "le", "gt", "ge"):
+            sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
+            if dt.is_float:
+                return b.fcmp_unordered(sym, a, c) if op == "ne" else b.fcmp_ordered(sym, a, c)
+            if dt.is_uint or dt.is_bool:
+                return b.icmp_unsigned(sym, a, c)
+            return b.icmp_signed(sym, a, c)
+        if op == "and":
+            return b.and_(a, c)
+        if op == "or":
+            return b.or_(a, c)
+        if dt.is_float:
+            return self._fix(self._float_binary(op, a, c), dt)
+        if dt.is_bool:
+            dt = DataType("uint", 1, dt.lanes)
+        return self._int_binary(op, a, c, dt, e.b)
+
+    def _short_circuit(self, e: Binary) -> ir.Value:
+        lhs = self.expr(e.a)
+        start = self.b.block
+        rhs_block = self.fn.append_basic_block("sc_rhs")
+        end = self.fn.append_basic_block("sc_end")
+        if e.op == "and":
+            self.b.cbranch(lhs, rhs_block, end)
+        else:
+            self.b.cbranch(lhs, end, rhs_block)
+        self.b.position_at_end(rhs_block)
+        rhs = self.expr(e.b)
+        rhs_end = self.b.block
+        self.b.branch(end)
+        self.b.position_at_end(end)
+        phi = self.b.phi(I1)
+        phi.add_incoming(ir.Constant(I1, 0 if e.op == "and" else 1), start)
+        phi.add_incoming(rhs, rhs_end)
+        return phi
+
+    def _float_binary(self, op: str, a: ir.Value, c: ir.Value) -> ir.Value:
+        b = self.b
+        if op == "add":
+            return b.fadd(a, c)
+        if op == "sub":
+            return b.fsub(a, c)
+        if op == "mul":
+            return b.fmul(a, c)
+        if op == "div":
+            return b.fdiv(a, c)
+        if op in ("min", "max"):
+            name = "llvm.minimum." if op == "min" else "llvm.maximum."
+            fn = self.m.intrinsic(name + _suffix(a.type), a.type, [a.type, a.type])
+            return b.call(fn, [a, c])
+        if op == "floormod":
+            return self._float_floormod(a, c)[0]
+        if op == "floordiv":
+            return self._float_floordiv(a, c)
+        raise TargetError(f"unknown float operator {op}")
+
+    def _float_floormod(self, a, c):
+        """numpy's divmod: mod = fmod(a, b), moved into b's sign."""
+        b = self.b
+        ty = a.type
+        zero = _const(ty, 0.0)
+        mod = b.frem(a, c)
+        nonzero = b.fcmp_unordered("!=", mod, zero)
+        differ = b.xor(b.fcmp_ordered("<", c, zero), b.fcmp_ordered("<", mod, zero))
+        fix = b.and_(nonzero, differ)
+        mod2 = b.select(fix, b.fadd(mod, c), mod)
+        copysign = self.m.intrinsic("llvm.copysign." + _suffix(ty), ty, [ty, ty])
+        mod3 = b.select(nonzero, mod2, b.call(copysign, [zero, c]))
+        return mod3, mod, fix
+
+    def _float_floordiv(self, a, c):
+        """numpy's floor_divide for floats (npy_divmod)."""
+        b = self.b
+        ty = a.type
+        zero = _const(ty, 0.0)
+        mod = b.frem(a, c)
+        div = b.fdiv(b.fsub(a, mod), c)
+        nonzero = b.fcmp_unordered("!=", mod, zero)
+        differ = b.xor(b.fcmp_ordered("<", c, zero), b.fcmp_ordered("<", mod, zero))
+        div = b.select(b.and_(nonzero, differ), b.fsub(div, _const(ty, 1.0)), div)
+        floor = self.m.intrinsic("llvm.floor." + _suffix(ty), ty, [ty])
+        fl = b.call(floor, [div])
+        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), _const(ty, 0.5)), b.fadd(fl, _const(ty, 1.0)), fl)
+        copysign = self.m.intrinsic("llvm.copysign." + _suffix(ty), ty, [ty, ty])
+        signed_zero = b.call(copysign, [zero, b.fdiv(a, c)])
+        out = b.select(b.fcmp_unordered("!=", div, zero), fl, signed_zero)
+        # b == 0: a / b (inf or nan), as numpy gives
+        return b.select(b.fcmp_ordered("==", c, zero), b.fdiv(a, c), out)
+
+    def _int_binary(self, op: str, a, c, dt: DataType, rhs: PrimExpr) -> ir.Value:
+        b = self.b
+        signed = dt.is_int
+        if op == "add":
+            return b.add(a, c)
+        if op == "sub":
+            return b.sub(a, c)
+        if op == "mul":
+            return b.mul(a, c)
+        if op in ("min", "max"):
+            cmp = (b.icmp_signed if signed else b.icmp_unsigned)("<" if op == "min" else ">", a, c)
+            return b.select(cmp, a, c)
+        if op not in ("div", "floordiv", "floormod"):
+            raise TargetError(f"unknown integer operator {op}")
+        ty = a.type
+        const_rhs = isinstance(rhs, IntImm) or (isinstance(rhs, Broadcast) and isinstance(rhs.value, IntImm))
+        rv = rhs.value if isinstance(rhs, IntImm) else rhs.value.value if const_rhs else None
+        safe = const_rhs and rv != 0 and not (signed and rv == -1)
+        if safe:
+            den = c
+        else:
+            # x // 0 is 0 (as numpy gives) and MIN // -1 wraps; neither may trap the process
+            bad = b.icmp_signed("==", c, _const(ty, 0))
+            if signed:
+                bad = b.or_(bad, b.icmp_signed("==", c, _const(ty, -1)))
+            den = b.select(bad, _const(ty, 1), c)
+        if not signed:
+            q = b.udiv(a, den) if op in ("div", "floordiv") else b.urem(a, den)
+        elif op == "div":
+            q = b.sdiv(a, den)
+        else:
+            q = b.sdiv(a, den)
+            r = b.srem(a, den)
+            adjust = b.and_(b.icmp_signed("!=", r, _const(ty, 0)),
+                            b.xor(b.icmp_signed("<", r, _const(ty, 0)), b.icmp_signed("<", den, _const(ty, 0))))
+            if op == "floordiv":
+                q = b.sub(q, b.zext(adjust, ty) if not isinstance(ty, ir.VectorType) else b.zext(adjust, ty))
+            else:
+                q = b.select(adjust, b.add(r, den), r)
+        if safe:
+            return q
+        zero_div = b.icmp_signed("==", c, _const(ty, 0))
+        result = q
+        if signed:
+            minus_one = b.icmp_signed("==", c, _const(ty, -1))
+            by_minus_one = b.sub(_const(ty, 0), a) if op != "floormod" else _const(ty, 0)
+            result = b.select(minus_one, by_minus_one, result)
+        return b.select(zero_div, _const(ty, 0), result)
+
+    # -- calls -----------------------------------------------------------------------------
+    def e_Call(self, e: Call) -> ir.Value:
+        if e.op == "if_then_else":
+            return self._if_then_else(e)
+        if e.op in MATH_CALLS:
+            return self._math(e)
+        return self._extern(e)
+
+    def _if_then_else(self, e: Call) -> ir.Value:
+        cond, t, f = e.args
+        lanes = e.dtype.lanes
+        if not (_has_load(t) or _has_load(f)):
+            return self.e_Select(Select(cond, t, f))
+        if lanes > 1:
+            # unsafe vector branches: each lane decides lazily on its own
+            out = ir.Constant(lltype(e.dtype), None)
+            for j in range(lanes):
+                lane = Call(e.dtype.element, "if_then_else",
+                            (lane_expr(cond, j) if cond.dtype.lanes > 1 else cond, lane_expr(t, j), lane_expr(f, j)))
+                out = self.b.insert_element(out, self.expr(lane), ir.Constant(I32, j))
+            return out
+        c = self.expr(cond)
+        then_b = self.fn.append_basic_block("ite_then")
+        else_b = self.fn.append_basic_block("ite_else")
+        end = self.fn.append_basic_block("ite_end")
+        self.b.cbranch(c, then_b, else_b)
+        self.b.position_at_end(then_b)
+        tv = self.expr(t)
+        t_end = self.b.block
+        self.b.branch(end)
+        self.b.position_at_end(else_b)
+        fv = self.expr(f)
+        f_end = self.b.block
+        self.b.branch(end)
+        self.b.position_at_end(end)
+        phi = self.b.phi(tv.type)
+        phi.add_incoming(tv, t_end)
+        phi.add_incoming(fv, f_end)
+        return phi
+
+    def _unary_intrinsic(self, name: str, x: ir.Value) -> ir.Value:
+        fn = self.m.intrinsic(f"llvm.{name}.{_suffix(x.type)}", x.type, [x.type])
+        return self.b.call(fn, [x])
+
+    def _math(self, e: Call) -> ir.Value:
+        dt = e.dtype
+        args = [self.expr(a) for a in e.args]
+        op = e.op
+        if not dt.is_float:
+            return self._int_math(op, args, dt)
+        x = args[0]
+        b = self.b
+        if dt.code == "float" and dt.bits == 16 and op in ("tanh", "erf", "sigmoid"):
+            wide = b.fpext(x, self._same_shape(x.type, F32))
+            return b.fptrunc(self._special(op, wide), x.type)
+        direct = {"exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil",
+                  "exp2": "exp2", "log2": "log2", "sin": "sin", "cos": "cos", "round": "roundeven", "trunc": "trunc"}
+        if op in direct:
+            out = self._unary_intrinsic(direct[op], x)
+        elif op == "rsqrt":
+            out = b.fdiv(_const(x.type, 1.0), self._unary_intrinsic("sqrt", x))
+        elif op == "pow":
+            fn = self.m.intrinsic(f"llvm.pow.{_suffix(x.type)}", x.type, [x.type, x.type])
+            out = b.call(fn, args)
+        elif op == "fma":
+            fn = self.m.intrinsic(f"llvm.fma.{_suffix(x.type)}", x.type, [x.type] * 3)
+            out = b.call(fn, args)
+        else:
+            out = self._special(op, x)
+        return self._fix(out, dt)
+
+    def _int_math(self, op: str, args, dt: DataType) -> ir.Value:
+        x = args[0]
+        b = self.b
+        if op in ("floor", "ceil", "round", "trunc"):
+            return x
+        if op == "abs":
+            if not dt.is_int:
+                return x
+            return b.select(b.icmp_signed("<", x, _const(x.type, 0)), b.sub(_const(x.type, 0), x), x)
+        if op == "fma":
+            return b.add(b.mul(args[0], args[1]), args[2])
+        raise TargetError(f"T.{op} needs a floating-point argument, not {dt}")
+
+    def _poly(self, x: ir.Value, coeffs) -> ir.Value:
+        """Horner evaluation of sum(coeffs[k] * x**k)."""
+        acc = _const(x.type, coeffs[-1])
+        for cf in reversed(coeffs[:-1]):
+            acc = self.b.fadd(self.b.fmul(acc, x), _const(x.type, cf))
+        return acc
+
+    def _special(self, op: str, x: ir.Value) -> ir.Value:
+        """tanh, sigmoid and erf written in IR on top of llvm.exp, so they vectorise."""
+        b = self.b
+        ty = x.type
+        one = _const(ty, 1.0)
+        if op == "sigmoid":
+            return b.fdiv(one, b.fadd(one, self._unary_intrinsic("exp", b.fneg(x))))
+        ax = self._unary_intrinsic("fabs", x)
+        copysign = self.m.intrinsic("llvm.copysign." + _suffix(ty), ty, [ty, ty])
+        x2 = b.fmul(x, x)
+        if op == "tanh":
+            # small |x|: odd Taylor series (no cancellation); else (1 - e^-2|x|) / (1 + e^-2|x|)
+            small = b.fmul(x, self._poly(x2, _TANH_TAYLOR))
+            t = self._unary_intrinsic("exp", b.fmul(ax, _const(ty, -2.0)))
+            big = b.call(copysign, [b.fdiv(b.fsub(one, t), b.fadd(one, t)), x])
+            return b.select(b.fcmp_ordered("<", ax, _const(ty, 0.625)), small, big)
+        if op == "erf":
+            small = b.fmul(x, self._poly(x2, _ERF_TAYLOR))
+            t = b.fdiv(one, b.fadd(one, b.fmul(_const(ty, 0.5), ax)))
+            inner = b.fsub(self._poly(t, _ERFC_NR), x2)
+            erfc = b.fmul(t, self._unary_intrinsic("exp", inner))
+            big = b.call(copysign, [b.fsub(one, erfc), x])
+            return b.select(b.fcmp_ordered("<", ax, one), small, big)
+        raise TargetError(f"unknown math function T.{op}")
+
+    def _extern(self, e: Call) -> ir.Value:
+        """An LLVM intrinsic or a C function, declared from the argument and result dtypes."""
+        if any(isinstance(a, StringImm) for a in e.args):
+            raise TargetError(f"extern call {e.op!r} takes a string argument, which the CPU backend cannot pass")
+        args = [self.expr(a) for a in e.args]
+        ret = lltype(e.dtype)
+        existing = self.m.module.globals.get(e.op)
+        fn = existing if existing is not None else self.m.intrinsic(e.op, ret, [a.type for a in args])
+        if [a.type for a in fn.function_type.args] != [a.type for a in args]:
+            raise TargetError(f"extern call {e.op!r} is used with different argument types")
+        return self.b.call(fn, args)
+
+
+# ----------------------------------------------------------------------------- entry points
+
+def _dims_of(func: PrimFunc) -> list[Var]:
+    """Symbolic dimensions: Vars in parameter buffer shapes that are not scalar parameters."""
+    scalars = {p for p in func.params if isinstance(p, Var)}
+    seen: dict[str, Var] = {}
+    for p in func.params:
+        if isinstance(p, Buffer):
+            for s in p.shape:
+                for v, _ in ((v, None) for v in _used_vars_and_buffers(s)[0]):
+                    if v not in scalars and v.name not in seen:
+                        seen[v.name] = v
+    return list(seen.values())
+
+
+def _written_buffers(func: PrimFunc) -> set:
+    out = set()
+
+    class _V(IRVisitor):
+        def visit_BufferStore(self, s):
+            out.add(s.buffer)
+            self.generic_visit(s)
+
+        def visit_Call(self, c):
+            # an extern call given a buffer element's address may write it: be conservative
+            self.generic_visit(c)
+
+    _V().visit(func.body)
+    return out
+
+
+def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_check: bool = False,
+            triple: str = "", datalayout: str = "") -> CodegenResult:
+    """Compile a lowered PrimFunc to an LLVM module (text) with the two entry points.
+
+    `api` is the function as the user wrote it (n-d parameter shapes, checked by the fast
+    entry); it defaults to `lowered`. Parameters correspond by position.
+    """
+    api = api or lowered
+    if len(api.params) != len(lowered.params):
+        raise TargetError(f"internal error: lowering changed the parameters of {api.name!r}")
+    module = ir.Module(name=symbol)
+    module.triple = triple
+    module.data_layout = datalayout
+    dims = _dims_of(lowered)
+    api_dim_names = {v.name for v in _dims_of(api)} | {p.name for p in api.params if isinstance(p, Var)}
+    for d in dims:
+        if d.name not in api_dim_names:
+            raise TargetError(f"symbolic dimension {d.name!r} of {api.name!r} is not bound by any parameter")
+
+    written = _written_buffers(lowered)
+    params: list[ParamInfo] = []
+    descr_dtypes: list[str] = []
+    for p_api, p in zip(api.params, lowered.params):
+        if isinstance(p, Buffer):
+            shape = [int(s.value) if isinstance(s, IntImm) else s.name if isinstance(s, Var) else expr_text(s)
+                     for s in p_api.shape]
+            params.append(ParamInfo(p_api.name, "buffer", str(p.dtype), shape, p in written))
+            if str(p.dtype) not in descr_dtypes:
+                descr_dtypes.append(str(p.dtype))
+        else:
+            params.append(ParamInfo(p_api.name, "scalar", str(p.dtype), []))
+
+    ctx_ty = ir.ArrayType(I64, 2 + len(descr_dtypes))
+    ctx = ir.GlobalVariable(module, ctx_ty, f"{symbol}_ctx")
+    ctx.initializer = ir.Constant(ctx_ty, None)
+    ctx.align = 64
+    m = _Module(module, symbol, bounds_check, ctx)
+    m.param_index = {p: i for i, p in enumerate(lowered.params) if isinstance(p, Buffer)}
+
+    raw = _emit_raw(m, lowered, dims)
+    _emit_fast(m, api, lowered, params, dims, descr_dtypes, raw)
+    return CodegenResult(str(module), symbol, f"{symbol}_raw", f"{symbol}_ctx", params, [d.name for d in dims],
+                         m.checks, m.parallel, descr_dtypes)
+
+
+def _scalar_abi(dt: DataType) -> ir.Type:
+    return F64 if dt.is_float else I64
+
+
+def _emit_raw(m: _Module, func: PrimFunc, dims: list[Var]) -> ir.Function:
+    arg_tys = []
+    for p in func.params:
+        arg_tys.append(PTR if isinstance(p, Buffer) else _scalar_abi(p.dtype))
+    arg_tys += [I64] * len(dims)
+    fn = ir.Function(m.module, ir.FunctionType(I32, arg_tys), f"{m.symbol}_raw")
+    em = _Emitter(m, fn, in_parallel=False)
+    b = em.b
+    for d, a in zip(dims, fn.args[len(func.params):]):
+        a.name = f"dim_{d.name}"
+        em.env[d] = em.cast_int(a, d.dtype) if not d.dtype.is_float else b.sitofp(a, lltype(d.dtype))
+    scalar_args = []
+    for p, a in zip(func.params, fn.args):
+        a.name = p.name
+        if isinstance(p, Var):
+            scalar_args.append((p, a))
+    for p, a in scalar_args:
+        dt = p.dtype
+        if dt.is_float:
+            v = a
+            if dt.code == "bfloat":
+                v = em.bf16_round(b.fptrunc(a, F32))
+            elif dt.bits < 64:
+                v = b.fptrunc(a, lltype(dt))
+            em.env[p] = v
+        elif dt.is_bool:
+            em.env[p] = b.icmp_unsigned("!=", a, ir.Constant(I64, 0))
+        else:
+            em.env[p] = em.cast_int(a, dt)
+    for p, a in zip(func.params, fn.args):
+        if isinstance(p, Buffer):
+            a.add_attribute("noalias")
+            a.add_attribute("nocapture") if False else None
+            em.bufs[p] = (a, em.extent_of(p))
+    em.stmt(func.body)
+    em.finish()
+    fn.attributes.add("nounwind")
+    return fn
+
+
+def _emit_fast(m: _Module, api: PrimFunc, lowered: PrimFunc, params: list[ParamInfo], dims: list[Var],
+               descr_dtypes: list[str], raw: ir.Function) -> None:
+    """The entry taking numpy arrays: validate cheaply, else return -1 for the slow path."""
+    arg_tys = [PTR if isinstance(p, Buffer) else _scalar_abi(p.dtype) for p in lowered.params]
+    fn = ir.Function(m.module, ir.FunctionType(I32, arg_tys), m.symbol)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    slow = fn.append_basic_block("slow")
+    ir.IRBuilder(slow).ret(ir.Constant(I32, ERR_SLOW))
+
+    def require(cond):
+        ok = fn.append_basic_block("ok")
+        b.cbranch(cond, ok, slow)
+        b.position_at_end(ok)
+
+    def field(obj, offset, ty):
+        return b.load(b.gep(obj, [ir.Constant(I64, offset)], source_etype=I8), typ=ty)
+
+    def ctx(i):
+        return b.load(b.gep(m.ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)]), typ=I64)
+
+    bound: dict[str, ir.Value] = {}
+    for p, a in zip(lowered.params, fn.args):
+        if isinstance(p, Var):
+            bound[p.name] = a if p.dtype.is_float else a   # scalars used as dimensions are ints
+    nd_type = ctx(1)
+    datas, sizes = [], []
+    pending = []   # (dimension value, shape expr) checked once every name is bound
+    for i, (p_api, p, info) in enumerate(zip(api.params, lowered.params, params)):
+        if not isinstance(p, Buffer):
+            continue
+        obj = fn.args[i]
+        require(b.icmp_unsigned("==", b.ptrtoint(field(obj, OB_TYPE, PTR), I64), nd_type))
+        require(b.icmp_unsigned("==", b.ptrtoint(field(obj, ND_DESCR, PTR), I64),
+                                ctx(2 + descr_dtypes.index(info.dtype))))
+        require(b.icmp_signed("==", field(obj, ND_NDIM, I32), ir.Constant(I32, len(p_api.shape))))
+        flags = field(obj, ND_FLAGS, I32)
+        need = NPY_C_CONTIGUOUS | NPY_ALIGNED | (NPY_WRITEABLE if info.written else 0)
+        require(b.icmp_unsigned("==", b.and_(flags, ir.Constant(I32, need)), ir.Constant(I32, need)))
+        dims_ptr = field(obj, ND_DIMS, PTR)
+        count = ir.Constant(I64, 1)
+        for k, s in enumerate(p_api.shape):
+            d = b.load(b.gep(dims_ptr, [ir.Constant(I64, k)], source_etype=I64), typ=I64)
+            count = b.mul(count, d)
+            if isinstance(s, Var) and s.name not in bound:
+                limit = (1 << (s.dtype.bits - 1)) - 1 if s.dtype.is_int else (1 << s.dtype.bits) - 1
+                require(b.icmp_unsigned("<=", d, ir.Constant(I64, limit)))
+                bound[s.name] = d
+            else:
+                pending.append((d, s))
+        datas.append((i, field(obj, ND_DATA, PTR)))
+        sizes.append((i, b.mul(count, ir.Constant(I64, p.dtype.itemsize)), info.written))
+    for d, s in pending:
+        require(b.icmp_signed("==", d, _fast_shape_value(b, s, bound)))
+    # an output must not overlap any other array (noalias): such calls go the slow way
+    starts = {i: b.ptrtoint(ptr, I64) for i, ptr in datas}
+    for i, size_i, w_i in sizes:
+        for j, size_j, w_j in sizes:
+            if j <= i or not (w_i or w_j):
+                continue
+            lo_i, lo_j = starts[i], starts[j]
+            overlap = b.and_(b.icmp_unsigned("<", lo_i, b.add(lo_j, size_j)),
+                             b.icmp_unsigned("<", lo_j, b.add(lo_i, size_i)))
+            nonempty = b.and_(b.icmp_unsigned("!=", size_i, ir.Constant(I64, 0)),
+                              b.icmp_unsigned("!=", size_j, ir.Constant(I64, 0)))
+            require(b.not_(b.and_(overlap, nonempty)))
+    call_args = []
+    data_by_index = dict(datas)
+    for i, p in enumerate(lowered.params):
+        call_args.append(data_by_index[i] if isinstance(p, Buffer) else fn.args[i])
+    for d in dims:
+        call_args.append(bound[d.name])
+    b.ret(b.call(raw, call_args))
+
+
+def _fast_shape_value(b: ir.IRBuilder, s: PrimExpr, bound: dict[str, ir.Value]) -> ir.Value:
+    """An expected dimension (a constant, a bound name, or arithmetic on them) as i64."""
+    if isinstance(s, IntImm):
+        return ir.Constant(I64, s.value)
+    if isinstance(s, Var):
+        return bound[s.name]
+    if isinstance(s, Binary) and s.op in ("add", "sub", "mul"):
+        x, y = _fast_shape_value(b, s.a, bound), _fast_shape_value(b, s.b, bound)
+        return {"add": b.add, "sub": b.sub, "mul": b.mul}[s.op](x, y)
+    if isinstance(s, Cast):
+        return _fast_shape_value(b, s.value, bound)
+    raise TargetError(f"a parameter shape entry must be a constant or a name, not {expr_text(s)}")
+
+
+__all__ = ["codegen", "CodegenResult", "ParamInfo", "lltype", "memtype", "lane_expr", "expr_text", "float32"]

@@ -1,0 +1,18 @@
+"""Every tutorial runs as a plain script (small sizes) and checks its own results."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+TUTORIALS = sorted((pathlib.Path(__file__).parent.parent / "tutorials").glob("[0-9][0-9]_*.py"))
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+def test_tutorial_runs(path, tmp_path):
+    env = dict(os.environ, TDSL_TUTORIAL_SMALL="1", TDSL_CACHE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "all checks passed" in proc.stdout
