@@ -14,6 +14,8 @@ floor modulo. Every access outside a buffer's shape raises `tdsl.BoundsError`.
 """
 from __future__ import annotations
 
+import itertools
+import linecache
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -26,7 +28,7 @@ from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.stmt import PrimFunc
 
-__all__ = ["interpret", "python_source", "InterpretError", "ExternCallError", "GARBAGE_BYTE"]
+__all__ = ["GARBAGE_BYTE", "ExternCallError", "InterpretError", "interpret", "python_source"]
 
 _CACHE_SIZE = 256
 
@@ -39,9 +41,20 @@ class _Compiled:
     sig_buffers: list[Buffer]
     sig_vars: list[Var]
     written: set[Buffer]
+    filename: str
 
 
 _cache: OrderedDict[int, _Compiled] = OrderedDict()
+_serial = itertools.count()
+
+
+def _as_func(func) -> PrimFunc:
+    """A PrimFunc, or the current function of anything holding one in `.func` (a Schedule)."""
+    if not isinstance(func, PrimFunc) and isinstance(getattr(func, "func", None), PrimFunc):
+        return func.func
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"tdsl.interpret expects a PrimFunc or a Schedule, got {type(func).__name__}")
+    return func
 
 
 def _compile(func: PrimFunc) -> _Compiled:
@@ -49,38 +62,42 @@ def _compile(func: PrimFunc) -> _Compiled:
     if hit is not None and hit.func is func:
         _cache.move_to_end(id(func))
         return hit
-    if not isinstance(func, PrimFunc):
-        raise TypeError(f"tdsl.interpret expects a PrimFunc, got {type(func).__name__}")
     gen = PythonCodegen(func)
     source = gen.generate()
     namespace = dict(BASE_GLOBALS)
     namespace.update(gen.globals)
-    code = compile(source, f"<tdsl interpreter: {func.name}>", "exec")
-    exec(code, namespace)
+    filename = f"<tdsl interpreter: {func.name} #{next(_serial)}>"
+    # Registered so that tracebacks through the generated code show its lines.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
     compiled = _Compiled(func, namespace[gen.entry_name], source, gen.sig_buffers, gen.sig_vars,
-                         written_buffers(func))
+                         written_buffers(func), filename)
     _cache[id(func)] = compiled
     if len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
+        _, old = _cache.popitem(last=False)
+        linecache.cache.pop(old.filename, None)
     return compiled
 
 
 def python_source(func: PrimFunc) -> str:
     """The Python code the interpreter runs for `func` (useful to see what a program means)."""
-    return _compile(func).source
+    return _compile(_as_func(func)).source
 
 
 def interpret(func: PrimFunc, *args, **kwargs):
-    """Run `func` on numpy arrays, following SPEC section 4's calling convention.
+    """Run `func` (a PrimFunc, or a Schedule's current function) on numpy arrays, following
+    SPEC section 4's calling convention.
 
     Arguments match parameters in order (or by name). Buffers the function writes may be left
     out: they are allocated and returned (one -> the array, several -> a tuple in parameter
     order, none left out -> None). Wrong arguments raise `tdsl.ArgumentError`.
     """
+    func = _as_func(func)
     compiled = _compile(func)
     call = bind_arguments(func, compiled.sig_buffers, compiled.sig_vars, compiled.written, args, kwargs)
     with np.errstate(all="ignore"):
         compiled.run(*call.storages, *call.values)
+    call.finish()
     if not call.allocated:
         return None
     if len(call.allocated) == 1:

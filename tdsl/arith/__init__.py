@@ -7,5 +7,13 @@ from .region import infer_block_regions, region_covers, region_union
 from .relax import linear_form, relax
 from .simplify import const_bound, prove, simplify
 
-__all__ = ["simplify", "const_bound", "prove", "relax", "linear_form", "infer_block_regions", "region_union",
-           "region_covers"]
+__all__ = [
+           "const_bound",
+           "infer_block_regions",
+           "linear_form",
+           "prove",
+           "region_covers",
+           "region_union",
+           "relax",
+           "simplify",
+]

@@ -12,7 +12,6 @@ wraps around per dtype, so folded constants mean exactly what the machine comput
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from ..dtypes import DataType, bool_
 from ..ir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr, Ramp, Select,
                        StringImm, Var)
 
-Bound = tuple[Optional[int], Optional[int]]
+Bound = tuple[int | None, int | None]
 _UNBOUNDED: Bound = (None, None)
 _FLIP = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 _SWAP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -93,6 +92,14 @@ def _minmax(op: str, a: Bound, b: Bound) -> Bound:
     return lo, hi
 
 
+def _tighter(pick, a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return pick(a, b)
+
+
 def _floordiv_bound(a: Bound, c: int) -> Bound:
     """Bounds of a // c for a constant c > 0."""
     return (None if a[0] is None else a[0] // c), (None if a[1] is None else a[1] // c)
@@ -103,7 +110,7 @@ def _floordiv_bound(a: Bound, c: int) -> Bound:
 class Term:
     """`(src // lower) % upper`; upper None means no modulo. `skey` is src's structural key."""
 
-    __slots__ = ("src", "skey", "lower", "upper", "key")
+    __slots__ = ("key", "lower", "skey", "src", "upper")
 
     def __init__(self, src: PrimExpr, skey, lower: int = 1, upper: int | None = None):
         self.src, self.skey, self.lower, self.upper = src, skey, lower, upper
@@ -126,7 +133,7 @@ class Term:
 class Lin:
     """const + sum(coeff * term); `terms` maps term key -> (Term, coeff), in first-seen order."""
 
-    __slots__ = ("terms", "const", "dtype")
+    __slots__ = ("const", "dtype", "terms")
 
     def __init__(self, terms: dict, const: int, dtype: DataType):
         self.terms, self.const, self.dtype = terms, const, dtype
@@ -206,6 +213,8 @@ class Analyzer:
         self._term_bounds: dict = {}
         self._var_bounds: dict[int, Bound] = {}
         self._points: dict[int, PrimExpr | None] = {}
+        self._shifting: set[int] = set()
+        self._inlining: set[int] = set()
 
     # keys -------------------------------------------------------------------------------
     def key(self, e: PrimExpr):
@@ -258,8 +267,13 @@ class Analyzer:
             return _lin_const(e.value, dt)
         if isinstance(e, Var):
             point = self._point(e)
-            if point is not None:
-                return self.lin(point)
+            if point is not None and id(e) not in self._inlining:
+                # a range that mentions its own Var must not inline forever
+                self._inlining.add(id(e))
+                try:
+                    return self.lin(point)
+                finally:
+                    self._inlining.discard(id(e))
             return self._plain(e)
         if isinstance(e, Binary):
             op = e.op
@@ -492,6 +506,23 @@ class Analyzer:
 
     # bounds -------------------------------------------------------------------------------
     def bound_lin(self, a: Lin) -> Bound:
+        b = self._bound_terms(a)
+        moves = self._symbolic_range_terms(a)
+        if moves:
+            # Replace each Var whose range is symbolic by the end of its range that bounds
+            # its term; exact when the ends cancel against other terms (j - i*4 for j in
+            # [i*4, i*4 + 4), or v - n for v in [0, n)). Keep the tighter of both bounds.
+            ids = [id(t.src) for _, t, _ in moves]
+            self._shifting.update(ids)
+            try:
+                lo_form, hi_form = self._range_ends(a, moves)
+                alt = (self.bound_lin(lo_form)[0], self.bound_lin(hi_form)[1])
+            finally:
+                self._shifting.difference_update(ids)
+            b = (_tighter(max, b[0], alt[0]), _tighter(min, b[1], alt[1]))
+        return b
+
+    def _bound_terms(self, a: Lin) -> Bound:
         lo = hi = a.const
         for t, c in a.terms.values():
             tlo, thi = _scale(self._term_bound(t), c)
@@ -500,6 +531,35 @@ class Analyzer:
             if lo is None and hi is None:
                 break
         return lo, hi
+
+    def _symbolic_range_terms(self, a: Lin) -> list:
+        """(key, term, coeff) of the plain Var terms whose range has a non-constant end."""
+        moves = []
+        for k, (t, c) in a.terms.items():
+            v = t.src
+            if not (t.plain and isinstance(v, Var)) or id(v) in self._shifting:
+                continue
+            r = self.ranges.get(v)
+            if r is None or (isinstance(r.min, IntImm) and isinstance(r.extent, IntImm)):
+                continue
+            if is_index(r.min.dtype) and is_index(r.extent.dtype):
+                moves.append((k, t, c))
+        return moves
+
+    def _range_ends(self, a: Lin, moves: list) -> tuple[Lin, Lin]:
+        """`a` with each moved Var replaced by its range end that minimizes (first) and
+        maximizes (second) its term."""
+        moved = {k for k, _, _ in moves}
+        rest = Lin({k: tc for k, tc in a.terms.items() if k not in moved}, a.const, a.dtype)
+        lo_form = hi_form = rest
+        for _, t, c in moves:
+            r = self.ranges[t.src]
+            first = self.lin(r.min)
+            last = self.add(first, self.add(self.lin(r.extent), _lin_const(-1, a.dtype)))
+            small, large = (first, last) if c > 0 else (last, first)
+            lo_form = self.add(lo_form, _scale_lin(small, c))
+            hi_form = self.add(hi_form, _scale_lin(large, c))
+        return lo_form, hi_form
 
     def _term_bound(self, t: Term) -> Bound:
         hit = self._term_bounds.get(t.key)
@@ -607,7 +667,13 @@ class Analyzer:
             return e
         if isinstance(e, Var):
             point = self._point(e)
-            return e if point is None else self.simplify(point)
+            if point is None or id(e) in self._inlining:
+                return e
+            self._inlining.add(id(e))
+            try:
+                return self.simplify(point)
+            finally:
+                self._inlining.discard(id(e))
         if isinstance(e, Binary):
             return self._simp_binary(e)
         if isinstance(e, Not):

@@ -1,17 +1,17 @@
 """Region inference for blocks (TensorIR's rules) and region helpers for the schedule."""
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.expr import Binary, BufferLoad, IntImm, PrimExpr, Range, Var
+from ..ir.expr import Binary, Broadcast, BufferLoad, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
 from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
 
 # per dimension: (lo, hi) inclusive, or None for "the whole dimension"
-DimBound = Optional[tuple[PrimExpr, PrimExpr]]
+DimBound = tuple[PrimExpr, PrimExpr] | None
 
 
 class _Accumulator:
@@ -97,8 +97,16 @@ class _Detector(IRVisitor):
         return substitute(e, self.lets) if self.lets else e
 
     def _point(self, index: PrimExpr) -> DimBound:
+        if isinstance(index, Broadcast):
+            return self._point(index.value)
+        if isinstance(index, Ramp) and isinstance(index.stride, IntImm):
+            # the lanes span base .. base + stride * (lanes - 1)
+            first, last = self._point(index.base), self._point(index.base + index.stride * (index.lanes - 1))
+            if first is None or last is None:
+                return None
+            return (first[0], last[1]) if index.stride.value >= 0 else (last[0], first[1])
         if not (index.dtype.lanes == 1 and index.dtype.is_integer):
-            return None  # a vector index (Ramp) or odd type: the whole dimension
+            return None  # another vector index or an odd type: the whole dimension
         lo, hi = self.relaxer().relax(self._subst(index))
         return None if lo is None or hi is None else (lo, hi)
 

@@ -1,13 +1,12 @@
 """relax (symbolic bounds of an expression over ranges of some of its Vars) and linear_form."""
 from __future__ import annotations
 
-from typing import Optional
 
 from ..ir.expr import Binary, Call, Cast, IntImm, PrimExpr, Select, Var, as_expr
 from .analyzer import Analyzer, dtype_bound, is_index
 
 # None marks a side with no bound
-SymBound = tuple[Optional[PrimExpr], Optional[PrimExpr]]
+SymBound = tuple[PrimExpr | None, PrimExpr | None]
 
 
 class Relaxer:

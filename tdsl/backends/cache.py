@@ -11,6 +11,7 @@ or its key check and is rebuilt, never trusted.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -46,9 +47,23 @@ def disk_key(kind: str, program_hash: str, options: str = "") -> str:
     from .llvm import jit
 
     host = jit.host_info()
-    parts = [kind, __version__, ABI_VERSION, host.llvmlite_version, host.llvm_version, host.triple,
-             host.cpu, host.features, program_hash, options]
+    parts = [kind, __version__, ABI_VERSION, _code_version(), host.llvmlite_version, host.llvm_version,
+             host.triple, host.cpu, host.features, program_hash, options]
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _code_version() -> str:
+    """A hash of the code generator's own source: changing the backend invalidates old entries."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    files = [os.path.join(here, "cache.py")]
+    llvm_dir = os.path.join(here, "llvm")
+    files += sorted(os.path.join(llvm_dir, f) for f in os.listdir(llvm_dir) if f.endswith(".py"))
+    h = hashlib.sha256()
+    for path in files:
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()[:16]
 
 
 def _path(root: str, key: str) -> str:

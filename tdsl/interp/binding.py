@@ -47,12 +47,35 @@ class BoundCall:
     storages: list[np.ndarray]
     values: list
     allocated: list[np.ndarray]
+    copy_back: list[tuple[np.ndarray, np.ndarray]]  # (the caller's array, the contiguous copy run on)
+
+    def finish(self) -> None:
+        """Copy results computed on contiguous copies back into the caller's arrays."""
+        for dst, src in self.copy_back:
+            dst[...] = src.reshape(dst.shape)
+
+
+FLAT_PARAMS_ATTR = "tdsl.flat_params"
+
+
+def declared_params(func: PrimFunc) -> dict[Buffer, Buffer]:
+    """For each buffer parameter, the buffer arguments are checked against: itself, or for a
+    flattened (lowered) function the original n-d buffer kept in attrs["tdsl.flat_params"]."""
+    originals = dict(func.attrs).get(FLAT_PARAMS_ATTR)
+    params = func.buffer_params
+    if originals is None:
+        return {p: p for p in params}
+    if len(originals) != len(params):
+        raise ArgumentError(f"{func.name}: attrs[{FLAT_PARAMS_ATTR!r}] lists {len(originals)} buffers for "
+                            f"{len(params)} buffer parameters")
+    return dict(zip(params, originals))
 
 
 def bind_arguments(func: PrimFunc, sig_buffers: list[Buffer], sig_vars: list[Var], written: set[Buffer],
                    args: tuple, kwargs: dict) -> BoundCall:
     """Turn a call's arguments into what the generated function takes."""
     given = _match_params(func, args, kwargs, written)
+    decls = declared_params(func)
     env = _Env()
     for p in func.params:
         if isinstance(p, Var):
@@ -60,22 +83,23 @@ def bind_arguments(func: PrimFunc, sig_buffers: list[Buffer], sig_vars: list[Var
             env.origin[p] = f"scalar parameter {p.name!r}"
     pending: list[tuple[PrimExpr, int, str]] = []
     storages: dict[Buffer, np.ndarray] = {}
+    copy_back: list[tuple[np.ndarray, np.ndarray]] = []
     for p in sig_buffers:
         if p in given:
-            storages[p] = _bind_array(p, given[p], p in written, env, pending)
+            storages[p] = _bind_array(p, decls[p], given[p], p in written, env, pending, copy_back)
     _solve_pending(env, pending)
     allocated = []
     for p in sig_buffers:
         if p not in given:
-            arr = _allocate_output(p, env)
-            storages[p] = arr.reshape(-1) if flat_mode(p) else arr
+            arr = _allocate_output(decls[p], env)
+            storages[p] = arr if p is decls[p] and not flat_mode(p) else arr.reshape(-1)
             allocated.append(arr)
     values = []
     for v in sig_vars:
         if v not in env.values:
             raise ArgumentError(f"{func.name}(): cannot determine the value of {v.name!r} from the arguments")
         values.append(_typed(v, env.values[v]))
-    return BoundCall([storages[p] for p in sig_buffers], values, allocated)
+    return BoundCall([storages[p] for p in sig_buffers], values, allocated, copy_back)
 
 
 def _match_params(func: PrimFunc, args: tuple, kwargs: dict, written: set[Buffer]) -> dict:
@@ -144,33 +168,36 @@ def _as_array(p: Buffer, value) -> np.ndarray:
     return arr
 
 
-def _bind_array(p: Buffer, value, written: bool, env: _Env, pending: list) -> np.ndarray:
-    arr = _as_array(p, value)
+def _bind_array(p: Buffer, decl: Buffer, value, written: bool, env: _Env, pending: list,
+                copy_back: list) -> np.ndarray:
+    """Check an array against the declared buffer `decl`, bind its symbolic sizes, and return
+    the storage the generated code indexes: the array itself, or a flat view of its memory."""
+    arr = _as_array(decl, value)
     if written and not arr.flags.writeable:
-        raise ArgumentError(f"parameter {p.name!r} is written by the function but the array is read-only")
-    if arr.ndim != p.ndim:
-        if p.ndim != 1 or flat_mode(p):
-            raise ArgumentError(f"parameter {p.name!r} expects a {p.ndim}-d array, got shape {arr.shape}")
-        arr = _flatten(p, arr, written)
-    for axis, (expr, actual) in enumerate(zip(p.shape, arr.shape)):
-        _match(expr, int(actual), f"parameter {p.name!r} axis {axis}", env, pending)
-    if not flat_mode(p):
-        return arr
-    if p.elem_offset is not None:
-        _match(p.elem_offset, 0, f"parameter {p.name!r} elem_offset (an array starts at its element 0)",
+        raise ArgumentError(f"parameter {decl.name!r} is written by the function but the array is read-only")
+    if arr.ndim != decl.ndim:
+        raise ArgumentError(f"parameter {decl.name!r} expects a {decl.ndim}-d array of shape "
+                            f"({', '.join(map(str, decl.shape))}), got shape {arr.shape}")
+    for axis, (expr, actual) in enumerate(zip(decl.shape, arr.shape)):
+        _match(expr, int(actual), f"parameter {decl.name!r} axis {axis}", env, pending)
+    if decl.elem_offset is not None:
+        _match(decl.elem_offset, 0, f"parameter {decl.name!r} elem_offset (an array starts at its element 0)",
                env, pending)
-    if not p.strides:
-        return _flatten(p, arr, written)
-    return _strided_storage(p, arr, env, pending)
+    if decl.strides:
+        return _strided_storage(decl, arr, env, pending)
+    if p is decl and not flat_mode(p):
+        return arr  # n-d indexing through numpy handles any layout
+    return _flatten(arr, written, copy_back)
 
 
-def _flatten(p: Buffer, arr: np.ndarray, written: bool) -> np.ndarray:
+def _flatten(arr: np.ndarray, written: bool, copy_back: list) -> np.ndarray:
+    """A row-major flat view; a non-contiguous array is run on a copy (copied back if written)."""
     if arr.flags.c_contiguous:
         return arr.reshape(-1)
+    flat = np.ascontiguousarray(arr).reshape(-1)
     if written:
-        raise ArgumentError(f"parameter {p.name!r} is written through a flat or offset view, so its array must be "
-                            f"C-contiguous (got strides {arr.strides})")
-    return np.ascontiguousarray(arr).reshape(-1)
+        copy_back.append((arr, flat))
+    return flat
 
 
 def _strided_storage(p: Buffer, arr: np.ndarray, env: _Env, pending: list) -> np.ndarray:

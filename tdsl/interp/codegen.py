@@ -59,6 +59,8 @@ class Val:
     code: str
     py: bool = False
     rng: Rng = None
+    upper: str | None = None  # code of a bound known to hold, value < upper (e.g. `n` for a loop over range(n))
+    chain: tuple[str, str] | None = None  # (precedence group, code without the outer parentheses)
 
 
 @dataclass(frozen=True)
@@ -345,6 +347,8 @@ class PythonCodegen:
             hi = ext.rng[1] if ext.rng is not None else _dtype_range(s.loop_var.dtype)[1]
             rng = (lo.rng[0], lo.rng[1] + hi - 1) if ext.rng is not None else (lo.rng[0], hi)
         name = self.bind_var(s.loop_var, py=True, rng=rng)
+        if lo.code == "0" and _SIMPLE.match(ext.code):
+            self.vars[s.loop_var] = Val(name, True, rng, ext.code)
         bounds = ext.code if lo.code == "0" else f"{lo.code}, {lo.code} + {ext.code}"
         note = ""
         if s.kind != "serial":
@@ -375,21 +379,23 @@ class PythonCodegen:
                                  f"{len(s.iter_values)} values")
         saved_where = self.where
         self.emit(f"# block {blk.name!r}")
-        if not (isinstance(s.predicate, IntImm) and s.predicate.value == 1):
+        guarded = not (isinstance(s.predicate, IntImm) and s.predicate.value == 1)
+        if guarded:
             self.emit(f"if {self.expr(s.predicate).code}:  # T.where")
             self.depth += 1
-            self.where = f"block {blk.name!r}"
-            self.block_contents(blk, s.iter_values)
-            self.depth -= 1
-        else:
-            self.where = f"block {blk.name!r}"
-            self.block_contents(blk, s.iter_values)
+        self.where = self.block_where(blk)
+        self.block_contents(blk, s.iter_values)
+        self.depth -= guarded
         self.where = saved_where
+
+    def block_where(self, blk: Block) -> str:
+        """How messages name a place inside a block."""
+        return f"prim_func {self.func.name!r}, block {blk.name!r}"
 
     def stmt_Block(self, blk: Block) -> None:
         if blk.iter_vars:
             raise InterpretError(f"block {blk.name!r} has iterators but no BlockRealize binding them")
-        saved_where, self.where = self.where, f"block {blk.name!r}"
+        saved_where, self.where = self.where, self.block_where(blk)
         self.emit(f"# block {blk.name!r}")
         self.block_contents(blk, ())
         self.where = saved_where
@@ -424,6 +430,8 @@ class PythonCodegen:
         if lo.rng is not None and ext.rng is not None:
             dom = (lo.rng[1], lo.rng[0] + ext.rng[0] - 1)
         proven = v.rng is not None and dom is not None and dom[0] <= v.rng[0] and v.rng[1] <= dom[1]
+        symbolic = lo.code == "0" and v.rng is not None and v.rng[0] >= 0 and v.upper == ext.code
+        proven = proven or symbolic
         if not proven:
             upper = ext.code if lo.code == "0" else f"{lo.code} + {ext.code}"
             self.emit(f"if not ({lo.code} <= {name} < {upper}):")
@@ -431,7 +439,8 @@ class PythonCodegen:
         rng = v.rng
         if dom is not None:
             rng = dom if rng is None else (max(rng[0], dom[0]), min(rng[1], dom[1]))
-        self.vars[iv.var] = Val(name, v.py, rng)
+        upper = ext.code if lo.code == "0" and _SIMPLE.match(ext.code) else None
+        self.vars[iv.var] = Val(name, v.py, rng, upper)
 
     def stmt_BufferStore(self, s: BufferStore) -> None:
         info = self.buffer(s.buffer)
@@ -496,22 +505,26 @@ class PythonCodegen:
             fn = f"np.{e.op}imum" if vector else e.op
             rng = _int_binary_range(e.op, a.rng, b.rng) if dt.is_integer else None
             return Val(f"{fn}({a.code}, {b.code})", a.py or b.py, rng)
-        if e.op == "div":
-            if dt.is_float:
-                return Val(f"({a.code} / {b.code})")
+        chain = None
+        if e.op == "div" and not dt.is_float:
             code = f"_truncdiv({a.code}, {b.code})"
             self.helper("_truncdiv", runtime.truncdiv)
         else:
-            code = f"({a.code} {_PY_BINOPS[e.op]} {b.code})"
+            # Left-nested chains of one precedence level drop their inner parentheses
+            # (`a + b + c`): CPython refuses expressions nested 200 parentheses deep.
+            group = "add" if e.op in ("add", "sub") else "mul"
+            left = a.chain[1] if a.chain is not None and a.chain[0] == group else a.code
+            bare = f"{left} {'/' if e.op == 'div' else _PY_BINOPS[e.op]} {b.code}"
+            code, chain = f"({bare})", (group, bare)
         if not dt.is_integer:
-            return Val(code)
+            return Val(code, chain=chain)
         py = a.py and b.py
         rng = _int_binary_range(e.op, a.rng, b.rng)
         if not _fits(rng, dt):
             if py:
-                code = f"{self.wrap(dt)}({code})"
+                code, chain = f"{self.wrap(dt)}({code})", None
             rng = None
-        return Val(code, py, rng)
+        return Val(code, py, rng, chain=chain)
 
     def expr_Not(self, e: Not) -> Val:
         a = self.expr(e.a)
@@ -663,7 +676,9 @@ class PythonCodegen:
 
 
 def _in_bounds(v: Val, dim: Val) -> bool:
-    return v.rng is not None and dim.rng is not None and v.rng[0] >= 0 and v.rng[1] < dim.rng[0]
+    if v.rng is None or v.rng[0] < 0:
+        return False
+    return (dim.rng is not None and v.rng[1] < dim.rng[0]) or (v.upper is not None and v.upper == dim.code)
 
 
 def _row_major(shape: tuple[Val, ...]) -> tuple[str, ...]:

@@ -35,21 +35,28 @@ The CPU pipeline, in order:
 ``simplify``
     ``tdsl.arith.simplify`` on every integer and boolean expression, knowing the ranges of the
     enclosing loops. Float arithmetic is left as written.
-``vectorize``
-    A ``vectorized`` loop of constant extent whose body is straight-line code (stores, lets,
-    ``if`` with a lane-uniform condition) becomes vector code: the loop variable becomes
-    ``Ramp(min, 1, lanes)``, loads and stores contiguous in it become vector loads/stores,
-    loop-invariant values are ``Broadcast``, math calls and ``Select`` take vector operands.
-    Lanes are powers of two up to 64 (4 on CUDA): an extent of 24 becomes a 16-lane and an
-    8-lane body, an extent of 256 a serial loop ``i_c`` over four 64-lane bodies. A loop that
-    cannot be rewritten stays a ``serial`` loop and adds a note (``loop j in block C was not
-    vectorized: every iteration stores into the same element of 'C' ...``). Refused: a
-    non-constant extent, a reduction into a loop-invariant location, a load or store not
-    contiguous in the loop variable (strided or gathered), inner loops or allocations, a
-    lane-dependent ``if``, extern calls, accesses to a written buffer at different places.
 ``unroll``
     ``unrolled`` loops with a constant extent up to 64 become copies of their body (the
     variables defined inside get fresh copies); longer ones keep the kind for codegen.
+    Unrolling first lets a vectorized loop around a small unrolled one become vector code.
+``vectorize``
+    A ``vectorized`` loop of constant extent becomes vector code: the loop variable becomes
+    ``Ramp(min, 1, lanes)``, loads and stores contiguous in it become vector loads/stores,
+    loop-invariant values are ``Broadcast``, math calls, casts and ``Select`` take vector
+    operands. The body may hold stores, lets, ``if``s and serial loops (a loop inside runs once
+    for all lanes, when no written place moves with it). An ``if`` whose condition differs
+    between lanes is handled in two cases: a comparison affine in the loop variable (the tail
+    guard of a non-dividing split) runs the vector body when every lane passes and the lanes
+    one by one otherwise; ``if c: X[i] = a else: X[i] = b`` becomes ``X[i] = Select(c, a, b)``
+    when a and b only load what c or the store already touch. Lanes are powers of two up to
+    64 (4 on CUDA): an extent of 24 becomes a 16-lane and an 8-lane body, 256 a serial loop
+    ``j_c`` over four 64-lane bodies. Accesses to a written buffer must not meet across lanes
+    (places a constant distance d apart, with d <= 0 or d >= lanes for a later access).
+    A loop that cannot be rewritten stays a ``serial`` loop and adds a note (``loop j in
+    block C was not vectorized: the load from 'A' is not contiguous in j``); refused are: a
+    non-constant extent, a reduction into a loop-invariant location, strided or gathered
+    accesses, allocations or non-serial loops inside, other lane-dependent ``if``s, extern
+    calls, lane-dependent ``T.if_then_else`` guarding a load.
 ``storage``
     (CPU) Intermediates of constant size up to 16 KiB get scope ``local`` (stack), the
     others ``global`` (heap); ``shared`` becomes one of those. Heap allocations move out of
@@ -60,8 +67,8 @@ The CPU pipeline, in order:
     Clean up: constant conditions, empty and zero-trip loops, one-trip loops (not thread
     bindings), unused lets and allocations, ``X[i] = X[i]``.
 
-The CUDA pipeline is ``convert_blocks, flatten_buffers, simplify, vectorize (4 lanes),
-unroll, simplify, remove_no_op``; thread bindings and GPU scopes are kept. A backend adds its
+The CUDA pipeline is ``convert_blocks, flatten_buffers, simplify, unroll, vectorize (4 lanes),
+simplify, remove_no_op``; thread bindings and GPU scopes are kept. A backend adds its
 own passes with ``register_pass(target, Pass(name, fn), after="...")``.
 
 What the lowered form adds to docs/internals.md:
@@ -81,8 +88,8 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import TargetError
 from ..ir import PrimFunc
@@ -112,8 +119,8 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("convert_blocks", convert_blocks),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),
-        Pass("vectorize", vectorize),
         Pass("unroll", unroll),
+        Pass("vectorize", vectorize),
         Pass("storage", storage),
         Pass("simplify", simplify),
         Pass("remove_no_op", remove_no_op),
@@ -122,8 +129,8 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("convert_blocks", convert_blocks),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),
-        Pass("vectorize", make_vectorize(max_lanes=4)),
         Pass("unroll", unroll),
+        Pass("vectorize", make_vectorize(max_lanes=4)),
         Pass("simplify", simplify),
         Pass("remove_no_op", remove_no_op),
     ],
@@ -144,10 +151,13 @@ def passes_for(target="cpu") -> list[Pass]:
 
 def register_pass(target: str, new: Pass, *, after: str | None = None, before: str | None = None) -> None:
     """Add a pass to `target`'s pipeline: after the (first) pass named `after`, before the one
-    named `before`, or at the end. Registering a name again replaces that pass."""
+    named `before`, or at the end. Registering a name that is already there replaces that pass
+    in place (so re-importing a backend does not add it twice)."""
     pipeline = _PIPELINES[_target_name(target)]
-    pipeline[:] = [p for p in pipeline if p.name != new.name]
     names = [p.name for p in pipeline]
+    if new.name in names:
+        pipeline[names.index(new.name)] = new
+        return
     anchor = after if after is not None else before
     if anchor is None:
         pipeline.append(new)
@@ -227,6 +237,20 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["lower", "stages", "notes", "passes_for", "register_pass", "Pass", "convert_blocks",
-           "thread_bindings_to_serial", "flatten_buffers", "simplify", "vectorize", "make_vectorize", "unroll",
-           "storage", "remove_no_op"]
+__all__ = [
+    "Pass",
+    "convert_blocks",
+    "flatten_buffers",
+    "lower",
+    "make_vectorize",
+    "notes",
+    "passes_for",
+    "register_pass",
+    "remove_no_op",
+    "simplify",
+    "stages",
+    "storage",
+    "thread_bindings_to_serial",
+    "unroll",
+    "vectorize",
+]

@@ -6,8 +6,26 @@ from dataclasses import replace
 from typing import Any
 
 from ..dtypes import DataType, int32
-from ..ir import (Allocate, Binary, Broadcast, Buffer, Cast, Evaluate, For, IntImm, IRMutator, LetStmt, Node,
-                  PrimExpr, PrimFunc, Ramp, SeqStmt, Stmt, Var, node_fields)
+from ..ir import (
+    Allocate,
+    Binary,
+    Broadcast,
+    Buffer,
+    Cast,
+    Evaluate,
+    For,
+    IntImm,
+    IRMutator,
+    LetStmt,
+    Node,
+    PrimExpr,
+    PrimFunc,
+    Ramp,
+    SeqStmt,
+    Stmt,
+    Var,
+    node_fields,
+)
 
 # ----------------------------------------------------------------------------- attributes
 
@@ -31,7 +49,9 @@ def add_notes(func: PrimFunc, notes: list[str]) -> PrimFunc:
     """Append lowering notes (things the user may want to know, e.g. a loop left scalar)."""
     if not notes:
         return func
-    return set_attr(func, NOTES_ATTR, tuple(get_attr(func, NOTES_ATTR, ())) + tuple(notes))
+    old = tuple(get_attr(func, NOTES_ATTR, ()))
+    new = tuple(dict.fromkeys(n for n in notes if n not in old))  # unrolled copies repeat a note
+    return set_attr(func, NOTES_ATTR, old + new)
 
 
 # ----------------------------------------------------------------------------- statements

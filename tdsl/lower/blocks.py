@@ -4,8 +4,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import (TRUE, Allocate, Binary, Block, BlockRealize, For, IfThenElse, IntImm, IRMutator, PrimExpr,
-                  PrimFunc, Stmt, collect, substitute)
+from ..ir import (
+    TRUE,
+    Allocate,
+    Binary,
+    Block,
+    BlockRealize,
+    For,
+    IfThenElse,
+    IntImm,
+    IRMutator,
+    PrimExpr,
+    PrimFunc,
+    Stmt,
+    collect,
+    substitute,
+)
 from ._util import cast_to, is_true, seq
 
 # Loops marked vectorized carry the names of the blocks they enclose until `vectorize` reads

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import (Block, BlockRealize, Buffer, BufferLoad, BufferStore, IntImm, IRMutator, PrimExpr, PrimFunc,
-                  collect)
-from ._util import FLAT_PARAMS_ATTR, arith, cast_to, get_attr, promote_ints, set_attr
+from ..ir import Block, BlockRealize, Buffer, BufferLoad, BufferStore, IntImm, IRMutator, PrimExpr, PrimFunc, collect
+from ._util import FLAT_PARAMS_ATTR, arith, get_attr, promote_ints, set_attr
 from .simplify import simplify_index
 
 

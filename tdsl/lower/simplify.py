@@ -1,11 +1,31 @@
 """`simplify` (tdsl.arith on every integer expression) and `remove_no_op`."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
-from ..ir import (Allocate, Buffer, BufferLoad, BufferStore, Evaluate, For, IfThenElse, IntImm, IRMutator,
-                  IRVisitor, LetStmt, Not, PrimExpr, PrimFunc, Range, SeqStmt, Stmt, Var, substitute, uses_var)
+from ..ir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    IntImm,
+    IRMutator,
+    IRVisitor,
+    LetStmt,
+    Not,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Stmt,
+    Var,
+    substitute,
+    uses_var,
+)
 from ._util import is_false, is_nop, is_true, nop, same_expr, seq
 
 

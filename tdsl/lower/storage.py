@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import (Allocate, Buffer, For, IfThenElse, IntImm, LetStmt, PrimFunc, SeqStmt, Stmt, Var, replace_buffers,
-                  uses_var)
+from ..ir import (
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    IntImm,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+    replace_buffers,
+    uses_var,
+)
 
 LOCAL_LIMIT_BYTES = 16 * 1024
 """Intermediates of constant size up to this many bytes live on the stack (scope `local`);

@@ -2,14 +2,41 @@
 with a note saying why."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
-from ..ir import (MATH_CALLS, Allocate, Binary, Broadcast, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm,
-                  For, IfThenElse, IntImm, IRMutator, LetStmt, Not, PrimExpr, PrimFunc, Ramp, Select, SeqStmt, Stmt,
-                  Var, collect)
-from ._util import add_notes, arith, broadcast, cast_to, fresh_copy, same_expr, seq
+from ..ir import (
+    MATH_CALLS,
+    Allocate,
+    Binary,
+    Broadcast,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    Evaluate,
+    For,
+    IfThenElse,
+    IntImm,
+    IRMutator,
+    IRVisitor,
+    LetStmt,
+    Not,
+    PrimExpr,
+    PrimFunc,
+    Ramp,
+    Select,
+    SeqStmt,
+    Stmt,
+    Var,
+    collect,
+    post_order_visit,
+    substitute,
+    uses_var,
+)
+from ._util import add_notes, arith, broadcast, cast_to, fresh_copy, promote_ints, same_expr, seq
 from .blocks import BLOCKS_ANNOTATION
+from .simplify import simplify_index
 
 MAX_LANES = 64
 
@@ -22,6 +49,12 @@ def _has_load(e: PrimExpr) -> bool:
     return bool(collect(e, BufferLoad))
 
 
+def _may_trap(e: PrimExpr) -> bool:
+    """Integer division by a non-constant may trap when a lane that did not need it runs it."""
+    return any(b.op in ("div", "floordiv", "floormod") and b.dtype.is_integer and not isinstance(b.b, IntImm)
+               for b in collect(e, Binary))
+
+
 class _Lanes:
     """Rewrites one copy of a loop body with the loop variable standing for `lanes` lanes."""
 
@@ -29,6 +62,9 @@ class _Lanes:
         self.var = var
         self.lanes = lanes
         self.env: dict[Var, PrimExpr] = {var: Ramp(base, IntImm(1, base.dtype), lanes)}
+        self.inner_vars: list[Var] = []
+        self.base = base
+        self.scalar_parts: set[int] = set()  # lane-by-lane fallbacks, exempt from the lane checks
 
     # expressions -------------------------------------------------------------------
     def expr(self, e: PrimExpr) -> PrimExpr:
@@ -96,6 +132,9 @@ class _Lanes:
         if _has_load(e.args[1]) or _has_load(e.args[2]):
             raise NotVectorizable("T.if_then_else with a condition that differs between lanes guards a load "
                                   "(evaluating every lane could read out of bounds)")
+        if _may_trap(e.args[1]) or _may_trap(e.args[2]):
+            raise NotVectorizable("T.if_then_else with a condition that differs between lanes guards an "
+                                  "integer division")
         return Select(cond, broadcast(t, self.lanes), broadcast(f, self.lanes))
 
     def expr_BufferLoad(self, e: BufferLoad) -> PrimExpr:
@@ -120,22 +159,64 @@ class _Lanes:
             return SeqStmt(tuple(self.stmt(x) for x in s.seq))
         if isinstance(s, LetStmt):
             value = self.expr(s.value)
+            if isinstance(value, (Ramp, Broadcast)):
+                # an affine index stays visible to the contiguity check below
+                self.env[s.var] = value
+                return self.stmt(s.body)
             var = Var(s.var.name, value.dtype, span=s.var.span)
             self.env[s.var] = var
             return LetStmt(var, value, self.stmt(s.body))
         if isinstance(s, IfThenElse):
             cond = self.expr(s.condition)
             if cond.dtype.lanes != 1:
-                raise NotVectorizable(f"an `if` condition differs between the lanes of {self.var.name}")
+                return self._lane_dependent_if(s, cond)
             else_case = None if s.else_case is None else self.stmt(s.else_case)
             return IfThenElse(cond, self.stmt(s.then_case), else_case)
         if isinstance(s, Evaluate) and isinstance(s.value, IntImm):
             return s
         if isinstance(s, For):
-            raise NotVectorizable(f"its body contains the loop {s.loop_var.name}")
+            return self._inner_loop(s)
         if isinstance(s, Allocate):
             raise NotVectorizable(f"its body allocates {s.buffer.name!r}")
         raise NotVectorizable(f"its body contains a {type(s).__name__} statement")
+
+    def _lane_dependent_if(self, s: IfThenElse, cond: PrimExpr) -> Stmt:
+        """`if c: body` where c differs between lanes (the tail guard of a non-dividing split):
+        when c holds in every lane run the vector body, otherwise the lanes one by one."""
+        what = f"an `if` condition differs between the lanes of {self.var.name}"
+        if s.else_case is not None:
+            return self._store(_if_else_as_select(s, what))
+        if not _monotone(cond):
+            raise NotVectorizable(f"{what} and is not a comparison affine in {self.var.name}")
+        scalars = {}
+        for v in free_vars_stmt(s):
+            value = self.env.get(v)
+            if v is not self.var and value is not None:
+                if value.dtype.lanes != 1:
+                    raise NotVectorizable(f"{what} and its body uses the vector value {v.name}")
+                scalars[v] = value
+        last = arith("add", self.base, IntImm(self.lanes - 1, self.base.dtype))
+        every_lane = Binary("and", substitute(s.condition, {**scalars, self.var: self.base}),
+                            substitute(s.condition, {**scalars, self.var: last}))
+        lane = Var(self.var.name + "_l", self.var.dtype)
+        one_by_one = For(lane, IntImm(0, lane.dtype), IntImm(self.lanes, lane.dtype), "serial",
+                         fresh_copy(s, {**scalars, self.var: arith("add", self.base, lane)}))
+        self.scalar_parts.add(id(one_by_one))
+        return IfThenElse(every_lane, self.stmt(s.then_case), one_by_one)
+
+    def _inner_loop(self, s: For) -> Stmt:
+        """A loop inside runs once for all lanes (the loops are interchanged), which
+        `_check_independent` makes sure is legal."""
+        name = s.loop_var.name
+        if s.kind not in ("serial", "unrolled"):
+            raise NotVectorizable(f"its body contains the {s.kind} loop {name}")
+        lo, ext = self.expr(s.min), self.expr(s.extent)
+        if lo.dtype.lanes != 1 or ext.dtype.lanes != 1:
+            raise NotVectorizable(f"the range of the inner loop {name} differs between lanes")
+        var = Var(name, s.loop_var.dtype, span=s.loop_var.span)
+        self.env[s.loop_var] = var
+        self.inner_vars.append(var)
+        return For(var, lo, ext, s.kind, self.stmt(s.body), annotations=s.annotations, span=s.span)
 
     def _store(self, s: BufferStore) -> Stmt:
         if s.buffer.dtype.lanes != 1:
@@ -150,18 +231,97 @@ class _Lanes:
         return BufferStore(s.buffer, broadcast(value, self.lanes), (idx,))
 
 
-def _check_independent(stmt: Stmt, var: Var) -> None:
-    """Lanes run at once, so every access to a written buffer must touch the lane's own element."""
+def _if_else_as_select(s: IfThenElse, what: str) -> BufferStore:
+    """`if c: X[i] = a else: X[i] = b` as `X[i] = Select(c, a, b)`, when evaluating both a and b
+    in every lane is safe: their loads are X[i] itself or loads the condition already makes,
+    and they divide integers only by constants."""
+    then_case, else_case = s.then_case, s.else_case
+    if not (isinstance(then_case, BufferStore) and isinstance(else_case, BufferStore)
+            and then_case.buffer is else_case.buffer and same_expr(then_case.indices, else_case.indices)):
+        raise NotVectorizable(f"{what} and its branches are not two stores to the same place")
+    if _may_trap(then_case.value) or _may_trap(else_case.value):
+        raise NotVectorizable(f"{what} and a branch divides integers (every lane would run it)")
+    safe = collect(s.condition, BufferLoad)
+    for load in collect(then_case.value, BufferLoad) + collect(else_case.value, BufferLoad):
+        at_store = load.buffer is then_case.buffer and same_expr(load.indices, then_case.indices)
+        if not at_store and not any(load.buffer is x.buffer and same_expr(load.indices, x.indices) for x in safe):
+            raise NotVectorizable(f"{what} and a branch loads from {load.buffer.name!r} where the condition "
+                                  "does not (every lane would run it)")
+    return BufferStore(then_case.buffer, Select(s.condition, then_case.value, else_case.value), then_case.indices,
+                       span=then_case.span)
+
+
+def _monotone(cond: PrimExpr) -> bool:
+    """True for conjunctions of <, <=, >, >= between lane-affine values: such a condition holds
+    in every lane exactly when it holds in the first and the last."""
+    if not isinstance(cond, Binary):
+        return False
+    if cond.op == "and":
+        return _monotone(cond.a) and _monotone(cond.b)
+    return cond.op in ("lt", "le", "gt", "ge") and all(
+        x.dtype.lanes == 1 or isinstance(x, (Ramp, Broadcast)) for x in (cond.a, cond.b))
+
+
+def free_vars_stmt(stmt: Stmt) -> set[Var]:
+    out: set[Var] = set()
+    post_order_visit(stmt, lambda n: out.add(n) if isinstance(n, Var) else None)
+    return out
+
+
+def _vector_accesses(stmt: Stmt, skip: set[int]) -> list:
+    out: list = []
+
+    class _Collect(IRVisitor):
+        def visit(self, node):
+            if id(node) in skip:
+                return
+            self.generic_visit(node)  # children first: the order in which accesses happen
+            if isinstance(node, (BufferStore, BufferLoad)):
+                out.append(node)
+
+    _Collect().visit(stmt)
+    return out
+
+
+def _check_independent(stmt: Stmt, var: Var, inner_vars: list[Var], skip: set[int], lanes: int) -> None:
+    """All lanes of one statement run before the next statement, so two accesses to a written
+    buffer, the first at lane p and the second at lane q < p, must not meet: their places may
+    differ by 0, by <= 0 or by >= lanes. With loops inside, the place must also stay put."""
     accesses: dict = {}
-    for node in collect(stmt, (BufferStore, BufferLoad)):
+    for node in _vector_accesses(stmt, skip):
         accesses.setdefault(node.buffer, []).append(node)
     for buf, nodes in accesses.items():
         if not any(isinstance(n, BufferStore) for n in nodes):
             continue
-        first = nodes[0].indices[0]
-        if not all(same_expr(n.indices[0], first) for n in nodes[1:]):
-            raise NotVectorizable(f"its iterations depend on each other through buffer {buf.name!r} "
-                                  f"(it is written and read at different places in {var.name})")
+        clash = f"its iterations depend on each other through buffer {buf.name!r} " \
+                f"(it is written and read at places that overlap across the lanes of {var.name})"
+        if inner_vars:
+            first = nodes[0].indices[0]
+            if not all(same_expr(n.indices[0], first) for n in nodes[1:]):
+                raise NotVectorizable(clash)
+            moving = [v.name for v in inner_vars if uses_var(first, v)]
+            if moving:
+                raise NotVectorizable(f"buffer {buf.name!r} is written at a place that moves with the inner "
+                                      f"loop {moving[0]}, so the lanes could overlap")
+            continue
+        for i, a in enumerate(nodes):
+            for b in nodes[i + 1:]:
+                if isinstance(a, BufferLoad) and isinstance(b, BufferLoad):
+                    continue
+                d = _distance(a.indices[0], b.indices[0])
+                if d is None or 0 < d < lanes:
+                    raise NotVectorizable(clash)
+
+
+def _distance(first: PrimExpr, second: PrimExpr) -> int | None:
+    """second's place minus first's, when both are unit-stride ramps a constant apart."""
+    if same_expr(first, second):
+        return 0
+    if not (isinstance(first, Ramp) and isinstance(second, Ramp)):
+        return None
+    a, b = promote_ints([first.base, second.base])
+    d = simplify_index(arith("sub", b, a))
+    return d.value if isinstance(d, IntImm) else None
 
 
 def _pieces(extent: int, max_lanes: int) -> list[tuple[int, int, int]]:
@@ -184,8 +344,9 @@ def _pieces(extent: int, max_lanes: int) -> list[tuple[int, int, int]]:
 def _vector_body(loop: For, base: PrimExpr, lanes: int) -> Stmt:
     if lanes == 1:
         return fresh_copy(loop.body, {loop.loop_var: base})
-    body = _Lanes(loop.loop_var, base, lanes).stmt(loop.body)
-    _check_independent(body, loop.loop_var)
+    rewriter = _Lanes(loop.loop_var, base, lanes)
+    body = rewriter.stmt(loop.body)
+    _check_independent(body, loop.loop_var, rewriter.inner_vars, rewriter.scalar_parts, lanes)
     return body
 
 

@@ -3,4 +3,4 @@ from .schedule import Schedule, ScriptDiff
 from .state import BlockRV, LoopRV
 from .trace import Instruction, Trace
 
-__all__ = ["Schedule", "ScriptDiff", "BlockRV", "LoopRV", "Trace", "Instruction"]
+__all__ = ["BlockRV", "Instruction", "LoopRV", "Schedule", "ScriptDiff", "Trace"]

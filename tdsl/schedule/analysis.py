@@ -8,9 +8,27 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..arith import infer_block_regions, linear_form, simplify
-from ..ir import (TRUE, Binary, Block, BlockRealize, For, IRMutator, PrimExpr, PrimFunc, Range, Stmt, Var,
-                  free_vars, logical_and)
+from ..arith import infer_block_regions, linear_form, relax, simplify
+from ..ir import (
+    TRUE,
+    Binary,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    For,
+    IntImm,
+    IRMutator,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    Stmt,
+    Var,
+    free_vars,
+    logical_and,
+    structural_equal,
+    substitute,
+)
 from .errors import block_name, loop_name, schedule_error
 from .state import Path, all_realizes, children
 
@@ -88,9 +106,11 @@ def check_affine_bindings(func: PrimFunc, primitive: str, stmt: Stmt, culprit: V
                     fix="rewrite the binding in the script (T.axis.spatial(dom, affine value))")
 
 
-def check_parallelizable(func: PrimFunc, primitive: str, loop: For, what: str) -> None:
+def check_parallelizable(func: PrimFunc, primitive: str, loop: For, what: str, path: Path = ()) -> None:
     """`loop` may run its iterations concurrently (parallel, vectorized, thread-bound)."""
     check_affine_bindings(func, primitive, loop, loop.loop_var)
+    if isinstance(loop.extent, IntImm) and loop.extent.value == 1:
+        return  # a single iteration carries no dependence
     var = loop.loop_var
     for realize in all_realizes(loop.body):
         block = realize.block
@@ -116,6 +136,109 @@ def check_parallelizable(func: PrimFunc, primitive: str, loop: For, what: str) -
                 loops=(var,), blocks=(block.name,),
                 rule=f"a loop can be {what} only when it carries no dependence between its iterations",
                 fix="choose a loop bound to a spatial iterator of the block")
+    ranges = path_ranges(path + (loop,))
+    ranges[var] = Range(loop.min, loop.extent)
+    conflict = find_conflict(loop, ranges, private_to=var)
+    if conflict is not None:
+        writer, other, buf = conflict
+        raise schedule_error(
+            func, primitive, f"{block_name(writer)} writes {buf} and {block_name(other)} accesses it at elements "
+            f"that other iterations of {loop_name(var)} may write, so the loop carries a dependence",
+            loops=(var,), blocks=tuple(dict.fromkeys((writer, other))),
+            rule=f"a loop can be {what} only when each iteration touches its own elements",
+            fix="keep this loop serial")
+
+
+@dataclasses.dataclass
+class _Access:
+    block: str
+    region: BufferRegion  # in block iterator terms, as the block declares it
+    is_write: bool
+    vmap: dict  # block iterator -> binding
+    inner: dict  # ranges of the loops between the analysed loop and the block
+
+    def in_loop_terms(self) -> BufferRegion:
+        """The region with bindings substituted and the inner loops relaxed to their range."""
+        return _relax_region(substitute(self.region, self.vmap), self.inner)
+
+
+def _accesses(loop: For) -> list[_Access]:
+    """Every access of the blocks under `loop`. A nested block's accesses are inside its
+    parent's regions; buffers allocated under the loop are private to an iteration."""
+    out: list[_Access] = []
+    private: set[Buffer] = set()
+    for inner in all_realizes(loop):
+        private.update(inner.block.alloc_buffers)
+
+    def walk(node: Stmt, inner: dict[Var, Range]) -> None:
+        if isinstance(node, BlockRealize):
+            block = node.block
+            vmap = {iv.var: v for iv, v in zip(block.iter_vars, node.iter_values)}
+            for region, is_write in [(r, False) for r in block.reads] + [(w, True) for w in block.writes]:
+                if region.buffer not in private:
+                    out.append(_Access(block.name, region, is_write, vmap, inner))
+            return
+        if isinstance(node, For):
+            inner = {**inner, node.loop_var: Range(node.min, node.extent)}
+        for c in children(node):
+            walk(c, inner)
+
+    walk(loop.body, {})
+    return out
+
+
+def _relax_region(region: BufferRegion, inner: dict[Var, Range]) -> BufferRegion:
+    """The region covered over all values of the `inner` loops."""
+    if not inner or not uses_any_region(region, set(inner)):
+        return region
+    dims = []
+    for r in region.region:
+        lo, _ = relax(r.min, inner)
+        _, hi = relax(r.min + r.extent - 1, inner)
+        dims.append(Range(lo, simplify(hi - lo + 1)))
+    return BufferRegion(region.buffer, tuple(dims))
+
+
+def _same_region(a: BufferRegion, b: BufferRegion, ranges: dict[Var, Range]) -> bool:
+    return all(structural_equal(simplify(x.min, ranges), simplify(y.min, ranges)) and
+               structural_equal(simplify(x.extent, ranges), simplify(y.extent, ranges))
+               for x, y in zip(a.region, b.region))
+
+
+def find_conflict(loop: For, ranges: dict[Var, Range],
+                  private_to: Var | None = None) -> tuple[str, str, str] | None:
+    """Two accesses under `loop`, at least one a write, to one buffer that may touch different
+    elements in different iterations: (writer block, other block, buffer name), or None. With
+    `private_to`, accesses to the same elements must also depend on that loop (each iteration
+    has its own)."""
+    accesses = _accesses(loop)
+    cache: dict[int, BufferRegion] = {}
+
+    def resolved(a: _Access) -> BufferRegion:
+        if id(a) not in cache:
+            cache[id(a)] = a.in_loop_terms()
+        return cache[id(a)]
+
+    for w in accesses:
+        if not w.is_write:
+            continue
+        for o in accesses:
+            if o is w or o.region.buffer is not w.region.buffer:
+                continue
+            # a block reading what it writes at the same place (a reduction) needs no arithmetic
+            trivially_same = o.block == w.block and structural_equal(o.region, w.region)
+            if trivially_same and private_to is None:
+                continue
+            wr = resolved(w)
+            if not trivially_same and not _same_region(wr, resolved(o), ranges):
+                return w.block, o.block, w.region.buffer.name
+            if private_to is not None and not uses_any_region(wr, {private_to}):
+                return w.block, o.block, w.region.buffer.name
+    return None
+
+
+def uses_any_region(region: BufferRegion, variables: set[Var]) -> bool:
+    return any(uses_any(r.min, variables) or uses_any(r.extent, variables) for r in region.region)
 
 
 class _RealizeSimplifier(IRMutator):
@@ -161,8 +284,6 @@ class _RealizeSimplifier(IRMutator):
 
 
 def _is_true(expr: PrimExpr) -> bool:
-    from ..ir import IntImm
-
     return isinstance(expr, IntImm) and expr.dtype.is_bool and expr.value == 1
 
 

@@ -54,9 +54,7 @@ def _marked_lines(lines: list[str], loops: tuple[Var, ...], blocks: tuple[str, .
     marked = set()
     for idx, line in enumerate(lines):
         m = _FOR_LINE.match(line)
-        if m and names & {n.strip() for n in m.group(1).split(",")}:
-            marked.add(idx)
-        elif any(q in line for q in quoted):
+        if m and names & {n.strip() for n in m.group(1).split(",")} or any(q in line for q in quoted):
             marked.add(idx)
     return marked
 

@@ -8,17 +8,26 @@ Adding a primitive = a pure function in `primitives/<family>.py` + one method he
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import ScheduleError
 from ..ir import PrimExpr, PrimFunc, Var
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
 from .primitives import loops as _loops
-from .state import BlockRV, LoopRV
+from .state import BlockRV, LoopRV, unique_names
+from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
 
 _SERIAL = itertools.count()
+
+
+def _in_notebook() -> bool:
+    """True inside a Jupyter kernel (where HTML renders), False in a terminal or a script."""
+    import sys
+
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 
 class ScriptDiff:
@@ -40,7 +49,12 @@ class ScriptDiff:
         return self.text if self.before != self.after else "(no change)"
 
     def show(self) -> None:
-        """Print the diff, highlighted in a terminal."""
+        """Print the diff, highlighted in a terminal; in a notebook, display it as HTML."""
+        if _in_notebook():
+            from IPython.display import display
+
+            display(self)
+            return
         from ..script.highlight import show_diff
 
         show_diff(self.before, self.after)
@@ -51,8 +65,11 @@ class ScriptDiff:
         return diff_html(self.before, self.after)
 
 
-class Schedule:
+class Schedule(TensorizeMethods):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
+
+    Loops written with the same name in two nests are told apart as the printer shows them
+    (`i`, `i_1`), so messages and traces use the names `sch.show()` prints.
 
     >>> sch = tdsl.Schedule(matmul)
     >>> i, j, k = sch.get_loops(sch.get_block("C"))
@@ -62,7 +79,7 @@ class Schedule:
     def __init__(self, func: PrimFunc):
         if not isinstance(func, PrimFunc):
             raise TypeError(f"tdsl.Schedule takes a PrimFunc (a @T.prim_func), not {type(func).__name__}")
-        self._func = func
+        self._func = unique_names(func)
         self._history: list[tuple[PrimFunc, int]] = []  # (function before, trace length before) per step
         self._trace: list[Instruction] = []
         self._live: set[int] = set()
@@ -79,7 +96,7 @@ class Schedule:
         """The steps so far; `print(sch.trace)` shows them as Python."""
         return Trace(list(self._trace))
 
-    def copy(self) -> "Schedule":
+    def copy(self) -> Schedule:
         """An independent schedule at the same point; handles of this one work on it too."""
         other = Schedule(self._func)
         other._history = list(self._history)
@@ -114,24 +131,14 @@ class Schedule:
         if diff:
             self.diff().show()
             return
-        try:
-            from ..script.highlight import show
-        except ImportError:  # highlighting is a nicety; the text is what matters
-            print(self._func.script())
-            return
-        show(self._func.script(), style=style) if style else show(self._func.script())
+        self._func.show(style=style)
 
     def __repr__(self) -> str:
-        return f"# Schedule of {self._func.name}, {len(self._history)} steps\n{self._func.script()}"
+        n = len(self._history)
+        return f"# Schedule of {self._func.name}, {n} step{'s' if n != 1 else ''}\n{self._func.script()}"
 
     def _repr_html_(self) -> str:
-        try:
-            from ..script.highlight import to_html
-        except ImportError:
-            import html
-
-            return f"<pre>{html.escape(self._func.script())}</pre>"
-        return to_html(self._func.script())
+        return self._func._repr_html_()
 
     # machinery ----------------------------------------------------------------------------
     def _resolve(self, x, primitive: str):
@@ -429,7 +436,7 @@ class Schedule:
         return self._apply("bind", _loops.bind, [loop], {"thread_axis": thread_axis})
 
     # annotations --------------------------------------------------------------------------
-    def annotate(self, block_or_loop: BlockRV | LoopRV, key: str, value: int | float | str | bool) -> None:
+    def annotate(self, block_or_loop: BlockRV | LoopRV, key: str, value: float | str | bool) -> None:
         """Attach `key = value` to a block (T.block_attr) or a loop (annotations=).
 
         Before::

@@ -182,3 +182,37 @@ def fresh_name(base: str, taken: set[str]) -> str:
 def block_names(func: PrimFunc) -> list[str]:
     """The names of all blocks, in program order (the implicit root block excluded)."""
     return [r.block.name for r in all_realizes(func.body) if r is not func.body]
+
+
+def unique_names(func: PrimFunc) -> PrimFunc:
+    """`func` with every loop, block iterator and let variable under a name of its own.
+
+    Parsing gives two nests written `for i, j` two pairs of Vars both called i and j; the
+    printer shows the second pair as i_1, j_1. Renaming them the same way up front makes the
+    names in error messages and traces the names the user sees in `sch.show()`. A function
+    whose names are already unique is returned as is.
+    """
+    taken = {p.name for p in func.params if isinstance(p, Var)}
+    for p in func.params:
+        if isinstance(p, Buffer):
+            taken.update(v.name for s in p.shape for v in collect(s, Var))
+    renames: dict[Var, Var] = {}
+    stack: list[Stmt] = [func.body]
+    while stack:
+        node = stack.pop()
+        defined: list[Var] = []
+        if isinstance(node, For) or node.__class__.__name__ == "LetStmt":
+            defined.append(node.loop_var if isinstance(node, For) else node.var)  # type: ignore[attr-defined]
+        elif isinstance(node, BlockRealize):
+            defined.extend(iv.var for iv in node.block.iter_vars)
+        for var in defined:
+            if var.name in taken:
+                renames[var] = Var(fresh_name(var.name, taken), var.dtype)
+            else:
+                taken.add(var.name)
+        stack.extend(reversed(children(node)))
+    if not renames:
+        return func
+    from ..ir import substitute
+
+    return func.with_body(substitute(func.body, renames))

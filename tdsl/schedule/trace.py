@@ -75,17 +75,12 @@ class Trace:
         return f"Trace({len(self.instructions)} steps)\n{self}"
 
     def _repr_html_(self) -> str:
-        try:
-            from ..script.highlight import to_html
+        from ..script.highlight import to_html
 
-            return to_html(str(self))
-        except ImportError:  # highlighting is optional in a notebook
-            import html
-
-            return f"<pre>{html.escape(str(self))}</pre>"
+        return to_html(str(self))
 
     # replay -----------------------------------------------------------------------------
-    def apply(self, sch: "Schedule") -> dict:
+    def apply(self, sch: Schedule) -> dict:
         """Replay every step on `sch`; returns the map from recorded handles to the new ones."""
         mapping: dict[int, Any] = {}
         for step, ins in enumerate(self.instructions):
@@ -103,7 +98,7 @@ class Trace:
                 mapping[id(old)] = new
         return mapping
 
-    def apply_to(self, func: "PrimFunc") -> "Schedule":
+    def apply_to(self, func: PrimFunc) -> Schedule:
         """A new Schedule of `func` with every step replayed."""
         from .schedule import Schedule
 

@@ -118,3 +118,24 @@ def test_relax_bounds_every_value(e, spec, n_relaxed):
     for env in _assignments(spec):
         v = ev(e, env)
         assert ev(lo, env) <= v <= ev(hi, env), (e, lo, hi, env)
+
+
+@SETTINGS
+@given(exprs, st.integers(-4, 4), st.integers(1, 6), st.tuples(st.integers(-5, 20), st.integers(1, 6)),
+       st.sampled_from(["lt", "le", "ge", "gt"]), exprs)
+def test_symbolic_range_mins(e, shift, y_ext, x_spec, op, other):
+    """y ranges over [x + shift, x + shift + y_ext): simplify, bounds and proofs stay sound."""
+    ranges = {X: Range(IntImm(x_spec[0]), IntImm(x_spec[1])), Y: Range(X + shift, IntImm(y_ext)),
+              Z: Range(IntImm(0), IntImm(3))}
+    s = simplify(e, ranges)
+    lo, hi = const_bound(e, ranges)
+    cond = Binary(op, e, other)
+    proved = prove(cond, ranges)
+    for x in range(x_spec[0], x_spec[0] + x_spec[1]):
+        for y in range(x + shift, x + shift + y_ext):
+            for z in range(3):
+                env = {X: x, Y: y, Z: z}
+                v = ev(e, env)
+                assert ev(s, env) == v, (e, s, env)
+                assert (lo is None or lo <= v) and (hi is None or v <= hi), (e, lo, hi, env)
+                assert not proved or ev(cond, env), (cond, env)

@@ -3,8 +3,17 @@ import pytest
 
 import tdsl
 from tdsl import T
-from tdsl.lower import (convert_blocks, flatten_buffers, notes, remove_no_op, simplify, storage,
-                        thread_bindings_to_serial, unroll, vectorize)
+from tdsl.lower import (
+    convert_blocks,
+    flatten_buffers,
+    notes,
+    remove_no_op,
+    simplify,
+    storage,
+    thread_bindings_to_serial,
+    unroll,
+    vectorize,
+)
 
 
 def assert_same(got, expected):
@@ -183,6 +192,22 @@ def test_flatten_symbolic_shape_strides_offset_and_scalar_buffer():
     assert store.indices[0].value == 0
 
 
+def test_flatten_keeps_vector_indices_as_ramps_and_lowering_twice_changes_nothing():
+    @T.prim_func
+    def before(A: T.Buffer((4, 16), "float32"), C: T.Buffer((4, 16), "float32")):
+        for i in range(4):
+            C[i, T.Ramp(0, 1, 16)] = A[i, T.Ramp(0, 1, 16)] * T.Broadcast(T.float32(2), 16)
+
+    @T.prim_func
+    def expected(A: T.Buffer((64,), "float32"), C: T.Buffer((64,), "float32")):
+        for i in range(4):
+            C[T.Ramp(i * 16, 1, 16)] = A[T.Ramp(i * 16, 1, 16)] * T.Broadcast(T.float32(2), 16)
+
+    lowered = tdsl.lower(before)
+    assert_same(lowered, expected)
+    tdsl.assert_structural_equal(tdsl.lower(lowered), lowered)
+
+
 def test_flatten_refuses_blocks():
     with pytest.raises(ValueError, match="convert_blocks"):
         flatten_buffers(matmul)
@@ -280,6 +305,19 @@ def test_vectorize_refuses_non_contiguous_and_lane_dependent_conditions():
     assert "load from 'A' is not contiguous in j" in note
 
     @T.prim_func
+    def data_dependent(A: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+        for i in T.vectorized(16):
+            with T.block("C"):
+                vi = T.axis.spatial(16, i)
+                if A[vi] > T.float32(0):
+                    C[vi] = A[vi]
+
+    (note,) = notes(lowered_until_vectorize(data_dependent))
+    assert "condition differs between the lanes of i and is not a comparison affine in i" in note
+
+
+def test_vectorize_tail_guard_runs_full_vectors_and_the_rest_lane_by_lane():
+    @T.prim_func
     def tail(A: T.Buffer((10,), "float32"), C: T.Buffer((10,), "float32")):
         for i0 in range(3):
             for i1 in T.vectorized(4):
@@ -288,8 +326,19 @@ def test_vectorize_refuses_non_contiguous_and_lane_dependent_conditions():
                     T.where(i0 * 4 + i1 < 10)
                     C[vi] = A[vi]
 
-    (note,) = notes(lowered_until_vectorize(tail))
-    assert "`if` condition differs between the lanes of i1" in note
+    @T.prim_func
+    def expected(A: T.Buffer((10,), "float32"), C: T.Buffer((10,), "float32")):
+        for i0 in range(3):
+            if i0 * 4 + 3 < 10:
+                C[T.Ramp(i0 * 4, 1, 4)] = A[T.Ramp(i0 * 4, 1, 4)]
+            else:
+                for i1_l in range(4):
+                    if i0 * 4 + i1_l < 10:
+                        C[i0 * 4 + i1_l] = A[i0 * 4 + i1_l]
+
+    got = simplify(lowered_until_vectorize(tail))
+    assert_same(got, expected)
+    assert notes(got) == []
 
 
 def test_vectorize_refuses_loop_carried_dependence():
@@ -304,6 +353,100 @@ def test_vectorize_refuses_loop_carried_dependence():
     (note,) = notes(got)
     assert "depend on each other through buffer 'A'" in note
     assert got.body.kind == "serial"
+
+
+def test_vectorize_through_an_inner_loop_when_lanes_stay_apart():
+    @T.prim_func
+    def before(A: T.Buffer((4, 8), "float32"), B: T.Buffer((8, 16), "float32"), C: T.Buffer((4, 16), "float32")):
+        for i in range(4):
+            for j in T.vectorized(16):
+                for k in range(8):
+                    with T.block("C"):
+                        vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                        with T.init():
+                            C[vi, vj] = T.float32(0)
+                        C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+    @T.prim_func
+    def expected(A: T.Buffer((32,), "float32"), B: T.Buffer((128,), "float32"), C: T.Buffer((64,), "float32")):
+        for i in range(4):
+            for k in range(8):
+                if k == 0:
+                    C[T.Ramp(i * 16, 1, 16)] = T.Broadcast(T.float32(0), 16)
+                C[T.Ramp(i * 16, 1, 16)] = (C[T.Ramp(i * 16, 1, 16)]
+                                            + T.Broadcast(A[i * 8 + k], 16) * B[T.Ramp(k * 16, 1, 16)])
+
+    got = lowered_until_vectorize(before)
+    assert_same(got, expected)
+    assert notes(got) == []
+
+
+def test_vectorize_refuses_inner_loop_moving_the_written_place():
+    @T.prim_func
+    def before(A: T.Buffer((24,), "float32")):
+        for j in T.vectorized(16):
+            for k in range(8):
+                A[j + k] = A[j + k] + T.float32(1)
+
+    got = lowered_until_vectorize(before)
+    (note,) = notes(got)
+    assert "written at a place that moves with the inner loop k" in note
+
+
+def test_vectorize_allows_accesses_that_never_meet_across_lanes():
+    @T.prim_func
+    def before(A: T.Buffer((17,), "float32"), O: T.Buffer((2, 16), "float32")):
+        for i in T.vectorized(16):
+            with T.block("O"):
+                vi = T.axis.spatial(16, i)
+                O[0, vi] = A[vi] + T.float32(1)
+                O[1, vi] = O[0, vi] * T.float32(2)
+                A[vi] = A[vi + 1]  # reads ahead of the writes: each lane sees the old value
+
+    @T.prim_func
+    def expected(A: T.Buffer((17,), "float32"), O: T.Buffer((32,), "float32")):
+        O[T.Ramp(0, 1, 16)] = A[T.Ramp(0, 1, 16)] + T.Broadcast(T.float32(1), 16)
+        O[T.Ramp(16, 1, 16)] = O[T.Ramp(0, 1, 16)] * T.Broadcast(T.float32(2), 16)
+        A[T.Ramp(0, 1, 16)] = A[T.Ramp(1, 1, 16)]
+
+    got = lowered_until_vectorize(before)
+    assert notes(got) == []
+    assert_same(simplify(got), expected)
+
+
+def test_vectorize_if_else_storing_one_place_becomes_select():
+    @T.prim_func
+    def before(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+        for i in T.vectorized(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                if A[vi] > T.float32(0):
+                    B[vi] = A[vi]
+                else:
+                    B[vi] = A[vi] * T.float32(0.5)
+        for i in T.vectorized(8):
+            with T.block("C"):
+                vi = T.axis.spatial(8, i)
+                if A[vi] > T.float32(0):
+                    C[vi] = A[vi]
+                else:
+                    C[vi] = B[7 - vi]
+
+    @T.prim_func
+    def expected(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+        B[T.Ramp(0, 1, 8)] = T.Select(A[T.Ramp(0, 1, 8)] > T.Broadcast(T.float32(0), 8), A[T.Ramp(0, 1, 8)],
+                                      A[T.Ramp(0, 1, 8)] * T.Broadcast(T.float32(0.5), 8))
+        for i in range(8):
+            if A[i] > T.float32(0):
+                C[i] = A[i]
+            else:
+                C[i] = B[7 - i]
+
+    got = lowered_until_vectorize(before)
+    assert_same(got, expected)
+    (note,) = notes(got)
+    assert note == ("loop i in block C was not vectorized: an `if` condition differs between the lanes of i and "
+                    "a branch loads from 'B' where the condition does not (every lane would run it)")
 
 
 def test_vectorize_if_then_else_becomes_select_only_without_loads():
@@ -435,7 +578,7 @@ def test_remove_no_op():
                 A[j] = T.float32(1)
             if True:
                 A[i] = A[i]
-                unused = i + 1
+                unused = i + 1  # noqa: F841 - the unused let under test
                 A[i + 1] = T.float32(2)
             else:
                 A[i] = T.float32(3)
@@ -445,3 +588,25 @@ def test_remove_no_op():
         A[0 + 1] = T.float32(2)
 
     assert_same(simplify(remove_no_op(before)), expected)
+
+
+def test_vectorize_never_runs_a_guarded_integer_division_in_every_lane():
+    @T.prim_func
+    def before(A: T.Buffer((8,), "int32"), B: T.Buffer((8,), "int32"), C: T.Buffer((8,), "int32")):
+        for i in T.vectorized(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                if A[vi] != 0:
+                    B[vi] = 100 // A[vi]
+                else:
+                    B[vi] = 0
+        for i in T.vectorized(8):
+            with T.block("C"):
+                vi = T.axis.spatial(8, i)
+                C[vi] = T.if_then_else(vi > 2, 100 // (vi - 2), 7)
+
+    got = lowered_until_vectorize(before)
+    assert [loop.kind for loop in got.body.seq] == ["serial", "serial"]
+    first, second = notes(got)
+    assert first.endswith("and a branch divides integers (every lane would run it)")
+    assert second.endswith("guards an integer division")

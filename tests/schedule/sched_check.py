@@ -96,8 +96,10 @@ def _inputs(func: tdsl.PrimFunc, dims: dict[str, int], rng) -> list[np.ndarray]:
     return arrays
 
 
-def check(scheduled, original: tdsl.PrimFunc, dims: dict[str, int] | None = None, seed: int = 0) -> None:
-    """Round trip (parse(script(f)) == f) and same results as `original` on random inputs."""
+def check(scheduled, original: tdsl.PrimFunc, dims: dict[str, int] | None = None, seed: int = 0,
+          args: list | None = None, tol: float = 1e-5) -> None:
+    """Round trip (parse(script(f)) == f) and same results as `original` on random inputs
+    (or on `args`, the arguments in parameter order, scalars included)."""
     func = scheduled.func if isinstance(scheduled, tdsl.Schedule) else scheduled
     text = func.script()
     back = tdsl.parse(text)
@@ -107,14 +109,16 @@ def check(scheduled, original: tdsl.PrimFunc, dims: dict[str, int] | None = None
         interpret = tdsl.interpret
     except (ImportError, AttributeError):  # the interpreter lands separately; the round trip still ran
         pytest.skip("tdsl.interpret is not available yet")
-    rng = np.random.default_rng(seed)
-    args = _inputs(original, dims or {}, rng)
-    want = [a.copy() for a in args]
-    got = [a.copy() for a in args]
+    if args is None:
+        args = _inputs(original, dims or {}, np.random.default_rng(seed))
+    want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     interpret(original, *want)
     interpret(func, *got)
     for p, w, g in zip(original.params, want, got):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"buffer {p.name} differs\n{text}")
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g.astype("float64"), w.astype("float64"), rtol=tol, atol=tol,
+                                       err_msg=f"buffer {p.name} differs\n{text}")
 
 
 def expect_error(sch: tdsl.Schedule, step, *names: str) -> str:

@@ -126,6 +126,34 @@ def _const(ty: ir.Type, value) -> ir.Constant:
     return ir.Constant(ty, float(value))
 
 
+def _gep(b: ir.IRBuilder, ptr: ir.Value, indices: list, etype: ir.Type) -> ir.Value:
+    """getelementptr with an opaque result, so that loads and stores of any type accept it."""
+    g = b.gep(ptr, indices, source_etype=etype)
+    g.type = PTR
+    return g
+
+
+class _Callee(ir.instructions.CastInstr):
+    """`inttoptr` of a function address that llvmlite can call (it needs the function type)."""
+
+    def __init__(self, parent, address: ir.Value, fnty: ir.FunctionType):
+        super().__init__(parent, "inttoptr", address, PTR)
+        self._fnty = fnty
+
+    @property
+    def function_type(self) -> ir.FunctionType:
+        return self._fnty
+
+
+def _size_of(ty: ir.Type) -> int:
+    """Bytes a register value takes in memory (an upper bound is enough: closure slots)."""
+    if isinstance(ty, ir.VectorType):
+        return ty.count * _size_of(ty.element)
+    if isinstance(ty, ir.IntType):
+        return max(ty.width // 8, 1)
+    return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(ty), 8)
+
+
 def _tanh_coeffs(n: int) -> list[float]:
     """Taylor coefficients of tanh: x, x^3, ... (2^2k (2^2k - 1) B_2k / (2k)!)."""
     bern = [Fraction(1)]
@@ -439,43 +467,33 @@ class _Emitter:
         sub.serial_loop(s.loop_var, lo, hi, s.body)
         sub.finish()
 
-        # closure {i32 err, ptr bufs..., i64 extents..., vars...}
-        cl_ty = ir.LiteralStructType([I32] + [PTR] * len(bufs) + [I64] * len(bufs) + [v.type for v in var_vals])
+        # closure: one 64-byte slot per value (slot 0: the error code), addressed by byte offset
+        values = [ir.Constant(I32, 0)] + [self.bufs[b][0] for b in bufs] + [self.bufs[b][1] for b in bufs] + var_vals
+        offsets, total = [], 0
+        for v in values:
+            offsets.append(total)
+            total += -(-_size_of(v.type) // 64) * 64
         tramp = ir.Function(m.module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR]), f"{m.symbol}_par{k}")
         tramp.linkage = "internal"
         tb = ir.IRBuilder(tramp.append_basic_block("entry"))
         cl = tramp.args[2]
-        fields = [tb.load(tb.gep(cl, [ir.Constant(I32, 0), ir.Constant(I32, i + 1)], source_etype=cl_ty),
-                      typ=t) for i, t in enumerate(cl_ty.elements[1:])]
+        fields = [tb.load(_gep(tb, cl, [ir.Constant(I64, off)], I8), typ=v.type)
+                  for off, v in zip(offsets[1:], values[1:])]
         rc = tb.call(body_fn, [tramp.args[0], tramp.args[1]] + fields)
         with tb.if_then(tb.icmp_signed("!=", rc, ir.Constant(I32, 0))):
-            err = tb.gep(cl, [ir.Constant(I32, 0), ir.Constant(I32, 0)], source_etype=cl_ty)
-            tb.cmpxchg(err, ir.Constant(I32, 0), rc, "monotonic", "monotonic")
+            tb.cmpxchg(cl, ir.Constant(I32, 0), rc, "monotonic", "monotonic")
         tb.ret_void()
 
-        slot = self.alloca(cl_ty, align=8)
-        values = ([ir.Constant(I32, 0)] + [self.bufs[b][0] for b in bufs] + [self.bufs[b][1] for b in bufs]
-                  + var_vals)
-        for i, v in enumerate(values):
-            self.b.store(v, self.b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, i)], source_etype=cl_ty))
-        launch_addr = self.b.load(self.b.gep(m.ctx, [ir.Constant(I32, 0), ir.Constant(I32, 0)]), typ=I64)
-        launch_ty = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64])
-        launch = self.b.inttoptr(launch_addr, PTR)
+        slot = self.alloca(I8, total)
+        for off, v in zip(offsets, values):
+            self.b.store(v, _gep(self.b, slot, [ir.Constant(I64, off)], I8))
+        launch_addr = self.b.load(_gep(self.b, m.ctx, [ir.Constant(I64, 0)], I64), typ=I64)
+        launch = _Callee(self.b.block, launch_addr, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]))
+        self.b._insert(launch)  # noqa: SLF001 - llvmlite has no builder method for a typed callee
         extent = self.to_i64(self.expr(s.extent), s.extent.dtype)
-        self.b.call(launch, [tramp, slot, extent], cconv=None) if False else \
-            self.b.call(ir.CastInstr.__new__(ir.CastInstr) if False else launch, [tramp, slot, extent],
-                        ) if False else self._indirect_call(launch, launch_ty, [tramp, slot, extent])
-        err = self.b.load(self.b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, 0)], source_etype=cl_ty), typ=I32)
+        self.b.call(launch, [tramp, slot, extent])
+        err = self.b.load(slot, typ=I32)
         self.fail_if(self.b.icmp_signed("!=", err, ir.Constant(I32, 0)), err)
-
-    def _indirect_call(self, fnptr, fnty, args):
-        """Call through a pointer: llvmlite needs the function type for an opaque pointer."""
-        from llvmlite.ir.instructions import CallInstr
-
-        instr = CallInstr(self.b.block, fnty.return_type if False else fnptr, args, "")
-        instr._fnty = fnty  # noqa: SLF001 - llvmlite takes the callee type from here for opaque pointers
-        self.b._insert(instr)  # noqa: SLF001
-        return instr
 
     def expr_in(self, e: PrimExpr, emitter: "_Emitter") -> ir.Value:
         return emitter.expr(e)
@@ -483,6 +501,8 @@ class _Emitter:
     # -- buffers ---------------------------------------------------------------------------
     def extent_of(self, buf: Buffer) -> ir.Value:
         """The number of elements of a buffer, as i64 (a constant when the shape is)."""
+        if all(isinstance(s, IntImm) for s in buf.shape):
+            return ir.Constant(I64, math.prod(s.value for s in buf.shape))
         total = None
         for s in buf.shape:
             v = self.to_i64(self.expr(s), s.dtype)
@@ -574,18 +594,18 @@ class _Emitter:
         elem = memtype(buf.dtype)
         align = buf.dtype.itemsize
         if kind == "scalar":
-            raw = self.b.load(self.b.gep(ptr, [where], source_etype=elem), typ=elem, align=align)
+            raw = self.b.load(_gep(self.b, ptr, [where], elem), typ=elem, align=align)
         elif kind == "contig":
             vty = ir.VectorType(elem, lanes)
-            raw = self.b.load(self.b.gep(ptr, [where], source_etype=elem), typ=vty, align=align)
+            raw = self.b.load(_gep(self.b, ptr, [where], elem), typ=vty, align=align)
         elif kind == "bcast":
-            one = self.b.load(self.b.gep(ptr, [where], source_etype=elem), typ=elem, align=align)
+            one = self.b.load(_gep(self.b, ptr, [where], elem), typ=elem, align=align)
             raw = self._splat(one, lanes)
         else:
             raw = ir.Constant(ir.VectorType(elem, lanes), None)
             for j in range(lanes):
                 ij = self.b.extract_element(where, ir.Constant(I32, j))
-                v = self.b.load(self.b.gep(ptr, [ij], source_etype=elem), typ=elem, align=align)
+                v = self.b.load(_gep(self.b, ptr, [ij], elem), typ=elem, align=align)
                 raw = self.b.insert_element(raw, v, ir.Constant(I32, j))
         return self.from_memory(raw, e.dtype)
 
@@ -598,7 +618,7 @@ class _Emitter:
         if kind == "scalar" or kind == "contig":
             if kind == "contig" and not isinstance(raw.type, ir.VectorType):
                 raw = self._splat(raw, lanes)
-            self.b.store(raw, self.b.gep(ptr, [where], source_etype=elem), align=align)
+            self.b.store(raw, _gep(self.b, ptr, [where], elem), align=align)
             return
         for j in range(lanes):
             if kind == "bcast":
@@ -606,7 +626,7 @@ class _Emitter:
             else:
                 ij = self.b.extract_element(where, ir.Constant(I32, j))
             v = self.b.extract_element(raw, ir.Constant(I32, j)) if isinstance(raw.type, ir.VectorType) else raw
-            self.b.store(v, self.b.gep(ptr, [ij], source_etype=elem), align=align)
+            self.b.store(v, _gep(self.b, ptr, [ij], elem), align=align)
 
     def from_memory(self, raw: ir.Value, dt: DataType) -> ir.Value:
         if dt.code == "bool":
@@ -739,7 +759,9 @@ class _Emitter:
             sw, dw = v.type, dty
             sbits = 32 if src.code == "bfloat" else src.bits
             dbits = 32 if dst.code == "bfloat" else dst.bits
-            if sbits < dbits:
+            if sbits == 64 and dbits == 16:
+                out = b.fptrunc(self._to_f32_round_to_odd(v), dw)
+            elif sbits < dbits:
                 out = b.fpext(v, dw)
             elif sbits > dbits:
                 out = b.fptrunc(v, dw)
@@ -757,6 +779,26 @@ class _Emitter:
         if src.bits < dst.bits:
             return b.zext(v, dty) if src.is_uint else b.sext(v, dty)
         return v
+
+    def _to_f32_round_to_odd(self, v: ir.Value) -> ir.Value:
+        """double -> float rounding to odd, so that a further rounding to half is exact.
+
+        LLVM lowers double -> half to a libcall (__truncdfhf2) that the JIT cannot resolve
+        here; double rounding through float is exact only with round-to-odd in the middle.
+        """
+        b = self.b
+        f32ty, i32ty = self._same_shape(v.type, F32), self._same_shape(v.type, I32)
+        t = b.fptrunc(v, f32ty)
+        back = b.fpext(t, v.type)
+        fabs = self.m.intrinsic("llvm.fabs." + _suffix(v.type), v.type, [v.type])
+        too_big = b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [v]))
+        bits = b.bitcast(t, i32ty)
+        bits = b.select(too_big, b.sub(bits, _const(i32ty, 1)), bits)       # toward zero
+        inexact = b.fcmp_ordered("!=", back, v)
+        finite = b.fcmp_ordered("<", b.call(fabs, [back]), _const(v.type, float("inf")))
+        sticky = b.and_(inexact, finite)
+        bits = b.select(sticky, b.or_(bits, _const(i32ty, 1)), bits)
+        return b.bitcast(bits, f32ty)
 
     def e_Binary(self, e: Binary) -> ir.Value:
         dt = e.a.dtype
@@ -1134,6 +1176,8 @@ def _emit_raw(m: _Module, func: PrimFunc, dims: list[Var]) -> ir.Function:
             v = a
             if dt.code == "bfloat":
                 v = em.bf16_round(b.fptrunc(a, F32))
+            elif dt.bits == 16:
+                v = b.fptrunc(em._to_f32_round_to_odd(a), lltype(dt))
             elif dt.bits < 64:
                 v = b.fptrunc(a, lltype(dt))
             em.env[p] = v
@@ -1144,7 +1188,6 @@ def _emit_raw(m: _Module, func: PrimFunc, dims: list[Var]) -> ir.Function:
     for p, a in zip(func.params, fn.args):
         if isinstance(p, Buffer):
             a.add_attribute("noalias")
-            a.add_attribute("nocapture") if False else None
             em.bufs[p] = (a, em.extent_of(p))
     em.stmt(func.body)
     em.finish()
@@ -1167,15 +1210,15 @@ def _emit_fast(m: _Module, api: PrimFunc, lowered: PrimFunc, params: list[ParamI
         b.position_at_end(ok)
 
     def field(obj, offset, ty):
-        return b.load(b.gep(obj, [ir.Constant(I64, offset)], source_etype=I8), typ=ty)
+        return b.load(_gep(b, obj, [ir.Constant(I64, offset)], I8), typ=ty)
 
     def ctx(i):
-        return b.load(b.gep(m.ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)]), typ=I64)
+        return b.load(_gep(b, m.ctx, [ir.Constant(I64, i)], I64), typ=I64)
 
     bound: dict[str, ir.Value] = {}
     for p, a in zip(lowered.params, fn.args):
         if isinstance(p, Var):
-            bound[p.name] = a if p.dtype.is_float else a   # scalars used as dimensions are ints
+            bound[p.name] = a   # a scalar parameter may size a buffer
     nd_type = ctx(1)
     datas, sizes = [], []
     pending = []   # (dimension value, shape expr) checked once every name is bound
@@ -1193,7 +1236,7 @@ def _emit_fast(m: _Module, api: PrimFunc, lowered: PrimFunc, params: list[ParamI
         dims_ptr = field(obj, ND_DIMS, PTR)
         count = ir.Constant(I64, 1)
         for k, s in enumerate(p_api.shape):
-            d = b.load(b.gep(dims_ptr, [ir.Constant(I64, k)], source_etype=I64), typ=I64)
+            d = b.load(_gep(b, dims_ptr, [ir.Constant(I64, k)], I64), typ=I64)
             count = b.mul(count, d)
             if isinstance(s, Var) and s.name not in bound:
                 limit = (1 << (s.dtype.bits - 1)) - 1 if s.dtype.is_int else (1 << s.dtype.bits) - 1

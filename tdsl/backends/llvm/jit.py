@@ -98,6 +98,48 @@ def emit_assembly(ir_text: str) -> str:
         return _init()["tm"].emit_assembly(mod)
 
 
+def undefined_symbols(obj: bytes) -> list[str]:
+    """The undefined symbols of an ELF64 little-endian object file (others: none known)."""
+    import struct
+
+    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        return []
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + k * shentsize) for k in range(shnum)]
+    out = []
+    for sh in sections:
+        if sh[1] != 2:   # SHT_SYMTAB
+            continue
+        offset, size, link, entsize = sh[4], sh[5], sh[6], sh[9]
+        strtab = sections[link][4]
+        for k in range(1, size // entsize):
+            name_off, info, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", obj, offset + k * entsize)
+            if shndx == 0 and name_off:
+                end = obj.index(b"\0", strtab + name_off)
+                out.append(obj[strtab + name_off:end].decode())
+    return out
+
+
+def _check_resolvable(obj: bytes) -> None:
+    """A symbol the JIT cannot resolve would crash the process at the first call: refuse it."""
+    import ctypes
+
+    process = ctypes.CDLL(None)
+    known = _init()["symbols"]
+    missing = []
+    for name in undefined_symbols(obj):
+        if name in known or name.startswith("_GLOBAL_OFFSET_TABLE_"):
+            continue
+        try:
+            getattr(process, name)
+        except AttributeError:
+            missing.append(name)
+    if missing:
+        raise TargetError(f"the compiled kernel needs the function(s) {', '.join(missing)}, which this process "
+                          f"does not provide (an operation LLVM lowers to a runtime-library call)")
+
+
 def load_object(obj: bytes, symbols: list[str]) -> dict[str, int]:
     """Load machine code into the engine; return the addresses of `symbols` (functions or globals).
 
@@ -109,6 +151,7 @@ def load_object(obj: bytes, symbols: list[str]) -> dict[str, int]:
         if all(s in known for s in symbols):
             return {s: known[s] for s in symbols}
         engine = state["engine"]
+        _check_resolvable(obj)
         ref = llvm.ObjectFileRef.from_data(obj)
         engine.add_object_file(ref)
         state["objects"].append(ref)

@@ -28,7 +28,11 @@ def annotate(func: PrimFunc, target: str | Var, key: str, value) -> tuple[PrimFu
     if not isinstance(value, _VALUE_TYPES):
         raise schedule_error(func, "annotate", f"annotation {key!r} on {what} has a {type(value).__name__} value",
                              rule="annotation values are int, float, str or bool", **culprit)
-    pairs = tuple((k, v) for k, v in node.annotations if k != key) + ((key, value),)
+    keys = [k for k, _ in node.annotations]
+    if key in keys:  # a new value keeps the key's place
+        pairs = tuple((k, value if k == key else v) for k, v in node.annotations)
+    else:
+        pairs = (*node.annotations, (key, value))
     return replace_at(func, path, node, dataclasses.replace(node, annotations=pairs)), None
 
 

@@ -16,7 +16,8 @@ def get_block(func: PrimFunc, name: str) -> tuple[PrimFunc, str]:
     if not isinstance(name, str):
         raise schedule_error(func, "get_block", f"a block name is a string, not {type(name).__name__} {name!r}")
     names = block_names(func)
-    if name not in names:
+    root = func.root_block
+    if name not in names and not (root is not None and root.name == name):
         listed = ", ".join(f'"{n}"' for n in names) or "none"
         close = difflib.get_close_matches(name, names, n=1)
         fix = f'did you mean "{close[0]}"?' if close else None

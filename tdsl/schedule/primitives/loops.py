@@ -6,21 +6,46 @@ New loops are named TVM-style from the loops they replace (`i` -> `i_0, i_1`; `i
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from ...arith import prove, simplify
-from ...ir import (THREAD_TAGS, Block, BlockRealize, Buffer, For, IntImm, PrimExpr, PrimFunc, SeqStmt, Stmt, Var,
-                   const, free_vars, substitute)
-from ..analysis import (and_predicate, check_affine_bindings, check_parallelizable, expr_text, path_ranges,
-                        refresh_regions, simplify_realizes, uses_any)
+from ...ir import (
+    THREAD_TAGS,
+    Block,
+    BlockRealize,
+    Buffer,
+    For,
+    IntImm,
+    PrimExpr,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+    const,
+    free_vars,
+    substitute,
+)
+from ..analysis import (
+    and_predicate,
+    check_affine_bindings,
+    check_parallelizable,
+    expr_text,
+    find_conflict,
+    path_ranges,
+    refresh_regions,
+    simplify_realizes,
+    uses_any,
+)
 from ..errors import block_name, loop_name, schedule_error
-from ..state import Path, all_realizes, children, fresh_name, find_loop, var_names
-
+from ..state import Path, all_realizes, children, find_loop, fresh_name, var_names
 
 # split -------------------------------------------------------------------------------------
 
 def _check_factor(func: PrimFunc, loop: For, factor, allowed: set[Var]) -> PrimExpr | None:
+    """A factor as an expression of the loop's dtype. A symbolic factor is taken to be positive,
+    as the dimensions it is made of are."""
     var = loop.loop_var
     if factor is None:
         return None
@@ -186,6 +211,16 @@ def _replace(func: PrimFunc, path: Path, old: Stmt, new: Stmt) -> PrimFunc:
     return replace_at(func, path, old, new)
 
 
+def _check_distinct(func: PrimFunc, primitive: str, loop_vars: Sequence[Var]) -> None:
+    seen: set[int] = set()
+    for v in loop_vars:
+        if id(v) in seen:
+            names = ", ".join(x.name for x in loop_vars)
+            raise schedule_error(func, primitive, f"{loop_name(v)} appears twice in {primitive}({names})",
+                                 loops=(v,), rule=f"each loop appears once in a {primitive}")
+        seen.add(id(v))
+
+
 # fuse --------------------------------------------------------------------------------------
 
 def fuse(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, Var]:
@@ -193,13 +228,10 @@ def fuse(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, Var]:
     if len(loop_vars) < 2:
         raise schedule_error(func, "fuse", f"fuse needs at least 2 loops, got {len(loop_vars)}",
                              loops=tuple(loop_vars), rule="fuse joins a chain of nested loops into one")
-    if len(set(map(id, loop_vars))) != len(loop_vars):
-        names = ", ".join(v.name for v in loop_vars)
-        raise schedule_error(func, "fuse", f"the loops ({names}) name a loop twice", loops=tuple(loop_vars),
-                             rule="each loop can be fused once")
+    _check_distinct(func, "fuse", loop_vars)
     outer, path = find_loop(func, loop_vars[0], "fuse")
     loops = [outer]
-    for prev_var, var in zip(loop_vars, loop_vars[1:]):
+    for prev_var, var in itertools.pairwise(loop_vars):
         find_loop(func, var, "fuse")
         body = loops[-1].body
         if not (isinstance(body, For) and body.loop_var is var):
@@ -264,7 +296,7 @@ def _chain(func: PrimFunc, loop_vars: Sequence[Var]) -> tuple[list[For], Path]:
                                  rule="reorder cannot move a loop past a block")
         if isinstance(node, For):
             chain.append(node)
-    for outer, inner in zip(chain, chain[1:]):
+    for outer, inner in itertools.pairwise(chain):
         if outer.body is not inner:
             raise schedule_error(
                 func, "reorder", f"{loop_name(outer.loop_var)} holds more than {loop_name(inner.loop_var)} "
@@ -279,26 +311,19 @@ def _chain(func: PrimFunc, loop_vars: Sequence[Var]) -> tuple[list[For], Path]:
     return chain, top_path
 
 
-def _check_no_cross_block_dependence(func: PrimFunc, chain: list[For]) -> None:
-    realizes = all_realizes(chain[-1].body)
-    if len(realizes) < 2:
-        return
-    for w in realizes:
-        written = {r.buffer for r in w.block.writes}
-        for other in realizes:
-            if other is w:
-                continue
-            touched = {r.buffer for r in other.block.reads + other.block.writes}
-            shared = written & touched
-            if shared:
-                buf = sorted(b.name for b in shared)[0]
-                raise schedule_error(
-                    func, "reorder", f"{block_name(w.block.name)} writes {buf} and {block_name(other.block.name)} "
-                    "uses it inside the reordered loops; a new order could change what the reader sees",
-                    loops=tuple(f.loop_var for f in chain), blocks=(w.block.name, other.block.name),
-                    rule="reorder keeps the order of dependent blocks only when they are not both inside "
-                         "the reordered loops",
-                    fix="reorder before compute_at, or reorder the loops of each block separately")
+def _check_no_carried_dependence(func: PrimFunc, chain: list[For], path: Path) -> None:
+    """Blocks under the nest may not read elements that other iterations write: a new order
+    could run the reader before the writer."""
+    ranges = path_ranges(path + tuple(chain))
+    conflict = find_conflict(chain[-1], ranges)
+    if conflict is not None:
+        writer, other, buf = conflict
+        raise schedule_error(
+            func, "reorder", f"{block_name(writer)} writes {buf} and {block_name(other)} accesses other elements "
+            "of it inside the reordered loops; a new order could change what is read",
+            loops=tuple(f.loop_var for f in chain), blocks=tuple(dict.fromkeys((writer, other))),
+            rule="reorder needs the iterations of the nest to be independent (each touches its own elements)",
+            fix="reorder before compute_at, or reorder the loops of each block separately")
 
 
 def _check_init_order(func: PrimFunc, chain: list[For]) -> None:
@@ -326,10 +351,7 @@ def _check_init_order(func: PrimFunc, chain: list[For]) -> None:
 
 def reorder(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, None]:
     """Permute loops of one perfect nest; loops between them that are not named stay in place."""
-    if len(set(map(id, loop_vars))) != len(loop_vars):
-        names = ", ".join(v.name for v in loop_vars)
-        raise schedule_error(func, "reorder", f"the loops ({names}) name a loop twice", loops=tuple(loop_vars),
-                             rule="each loop appears once in a reorder")
+    _check_distinct(func, "reorder", loop_vars)
     if len(loop_vars) < 2:
         for v in loop_vars:
             find_loop(func, v, "reorder")
@@ -351,7 +373,7 @@ def reorder(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, None]:
         return func, None
     check_affine_bindings(func, "reorder", chain[0], chain[0].loop_var)
     _check_init_order(func, chain)
-    _check_no_cross_block_dependence(func, chain)
+    _check_no_carried_dependence(func, chain, path)
     body = chain[-1].body
     for f in reversed(order):
         body = dataclasses.replace(f, body=body)
@@ -364,7 +386,7 @@ def _set_kind(func: PrimFunc, loop_var: Var, primitive: str, kind: str, what: st
               thread: str | None = None) -> tuple[PrimFunc, None]:
     loop, path = find_loop(func, loop_var, primitive)
     if kind != "unrolled":
-        check_parallelizable(func, primitive, loop, what)
+        check_parallelizable(func, primitive, loop, what, path)
     new = dataclasses.replace(loop, kind=kind, thread_tag=thread)
     return _replace(func, path, loop, new), None
 

@@ -1,0 +1,67 @@
+"""build(): lower a function, generate code for the target, compile it, and wrap it in a Kernel.
+
+Importing this package is light: llvmlite is imported only when a CPU kernel is built, and
+cuda-python only when a CUDA one is.
+"""
+from __future__ import annotations
+
+from ..errors import TargetError
+from .target import KNOWN_TARGETS, Target, parse_target
+
+
+def _as_func(func_or_schedule):
+    from ..ir import PrimFunc
+
+    if isinstance(func_or_schedule, PrimFunc):
+        return func_or_schedule
+    inner = getattr(func_or_schedule, "func", None)
+    if isinstance(inner, PrimFunc):
+        return inner
+    raise TypeError(f"tdsl.build takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
+
+
+def _lower(func, target: str):
+    from ..lower import lower
+
+    return lower(func, target=target)
+
+
+def build(func_or_schedule, target="cpu", **options):
+    """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel.
+
+    `target` is "cpu" (LLVM for the host CPU, every feature it has) or "cuda" (NVRTC).
+    CPU options: `bounds_check=True` adds run-time bounds checks (a bad index raises
+    tdsl.BoundsError naming the buffer instead of crashing).
+    """
+    func = _as_func(func_or_schedule)
+    tgt = parse_target(target)
+    if tgt.kind == "cuda":
+        return _build_cuda(func_or_schedule, func, options)
+    return _build_cpu(func, options)
+
+
+def _build_cpu(func, options: dict):
+    from .kernel import Kernel
+    from .llvm.compile import compile_lowered
+    from .target import check_cpu_options
+
+    opts = check_cpu_options(options)
+    lowered = _lower(func, "cpu")
+    compiled = compile_lowered(lowered, func, bounds_check=opts["bounds_check"])
+    return Kernel(func, lowered, compiled, opts)
+
+
+def _build_cuda(func_or_schedule, func, options: dict):
+    try:
+        from . import cuda
+    except ImportError as exc:
+        raise TargetError(f"target 'cuda' is not available in this installation ({exc}); "
+                          "build for target='cpu' instead") from None
+    build_cuda = getattr(cuda, "build", None)
+    if build_cuda is None:
+        raise TargetError("target 'cuda' is not available in this installation (tdsl.backends.cuda has no "
+                          "build()); build for target='cpu' instead")
+    return build_cuda(func, **options)
+
+
+__all__ = ["build", "Target", "KNOWN_TARGETS", "TargetError"]

@@ -1,0 +1,66 @@
+"""The CUDA backend: GPU lowering, CUDA C++ codegen, NVRTC (CUBIN), driver runtime, DLPack.
+
+`build_cuda(func, arch=None, ptx=False)` is what `tdsl.build(func, target="cuda", ...)` calls.
+Nothing here imports cuda-python at import time: NVRTC and the driver load on first use.
+"""
+from __future__ import annotations
+
+from ...errors import TargetError
+from ...ir import PrimFunc
+
+__all__ = ["build_cuda", "build", "lower_cuda", "cuda_source"]
+
+_OPTIONS = ("arch", "ptx", "use_cache")
+
+
+def _as_func(func_or_schedule) -> PrimFunc:
+    if isinstance(func_or_schedule, PrimFunc):
+        return func_or_schedule
+    inner = getattr(func_or_schedule, "func", None)
+    if isinstance(inner, PrimFunc):
+        return inner
+    raise TypeError(f"build_cuda takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
+
+
+def lower_cuda(func_or_schedule):
+    """The GPU lowering of a function: a HostPlan (kernels with barriers, launch dimensions)."""
+    from .lower_gpu import lower_for_cuda
+
+    return lower_for_cuda(_as_func(func_or_schedule))
+
+
+def cuda_source(func_or_schedule) -> str:
+    """The CUDA C++ `build_cuda` would compile (no NVRTC, no GPU needed)."""
+    from .codegen import generate
+
+    return generate(lower_cuda(func_or_schedule))[0]
+
+
+def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, use_cache: bool = True,
+               **options):
+    """Compile for CUDA: GPU lowering -> CUDA C++ -> NVRTC CUBIN -> CudaKernel.
+
+    arch: "sm_80", "sm_90", ... (compile only; no GPU needed); None means the GPU present
+    (TargetError without one). ptx=True also keeps the PTX as `kernel.ptx`.
+    """
+    if options:
+        raise TargetError(f"unknown option(s) for target 'cuda': {', '.join(sorted(options))}; "
+                          f"known: {', '.join(_OPTIONS)}")
+    from .codegen import generate
+    from .kernel import CudaKernel
+    from .nvrtc import check_arch, compile_cuda
+
+    func = _as_func(func_or_schedule)
+    plan = lower_cuda(func)
+    source, vector_params = generate(plan)
+    if arch is None:
+        from .runtime import device_info
+
+        arch = device_info().arch
+    check_arch(arch)
+    compiled = compile_cuda(source, arch, want_ptx=ptx, name=f"{func.name}.cu", use_cache=use_cache)
+    return CudaKernel(func, plan, source, compiled.cubin, compiled.ptx, arch, vector_params,
+                      {"arch": arch, "ptx": ptx})
+
+
+build = build_cuda

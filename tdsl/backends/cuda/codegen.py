@@ -1,0 +1,585 @@
+"""Lowered, kernel-split IR (`HostPlan`) -> readable CUDA C++.
+
+One `extern "C" __global__` function per kernel: buffer parameters are `__restrict__`
+pointers (`const` when only read), symbolic dimensions and scalar parameters are passed by
+value. Index arithmetic is 32-bit unless a buffer may hold 2**31 elements or more (symbolic or
+large sizes), where it is done in `long long`. Floor division and modulo use helper functions
+unless both operands are provably non-negative. Vector code (4-lane `Ramp` loads/stores from
+`vectorize`) uses float4/int4/... transactions where the alignment is provable and is written
+lane by lane otherwise.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ...dtypes import DataType, int32, int64
+from ...errors import TargetError
+from ...ir import (Allocate, Binary, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm,
+                   For, IfThenElse, IntImm, IRMutator, LetStmt, Not, PrimExpr, Ramp, Range, Select, SeqStmt, Stmt,
+                   StringImm, Var, collect)
+from .lower_gpu import SYNC, HostPlan, KernelSpec
+
+_SCALAR_TYPES = {
+    "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
+    "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long",
+    "float16": "half", "bfloat16": "nv_bfloat16", "float32": "float", "float64": "double",
+}
+# native CUDA vector types with .x/.y/.z/.w fields
+_VECTOR_TYPES = {("float32", 2): "float2", ("float32", 4): "float4", ("int32", 2): "int2", ("int32", 4): "int4",
+                 ("uint32", 2): "uint2", ("uint32", 4): "uint4", ("float64", 2): "double2"}
+_LANE_FIELDS = "xyzw"
+
+_BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
+           "gt": ">", "ge": ">=", "and": "&&", "or": "||"}
+
+# float32 names; float64 drops the "f"
+_MATH = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "erf": "erff",
+         "abs": "fabsf", "floor": "floorf", "ceil": "ceilf", "pow": "powf", "exp2": "exp2f", "log2": "log2f",
+         "sin": "sinf", "cos": "cosf", "round": "rintf", "trunc": "truncf", "fma": "fmaf"}
+
+_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto if
+inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
+volatile while bool true false class delete new template this typename namespace operator private public
+protected virtual friend using half nv_bfloat16 threadIdx blockIdx blockDim gridDim warpSize min max abs
+float2 float4 int2 int4 uint2 uint4 double2 main""".split())
+
+_HELPERS = {
+    "floordiv": """template <typename T> __device__ __forceinline__ T tdsl_floordiv(T a, T b) {
+  T q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}""",
+    "floormod": """template <typename T> __device__ __forceinline__ T tdsl_floormod(T a, T b) {
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}""",
+}
+
+
+def c_type(dt: DataType) -> str:
+    """The C type of one lane of `dt`."""
+    name = str(dt.element)
+    if name not in _SCALAR_TYPES:
+        raise TargetError(f"dtype {dt} has no CUDA C type")
+    return _SCALAR_TYPES[name]
+
+
+def needs_int64(buf: Buffer) -> bool:
+    """Index arithmetic for `buf` must be 64-bit: its size is symbolic or at least 2**31."""
+    (size,) = buf.shape
+    return not isinstance(size, IntImm) or size.value >= 2**31
+
+
+class _Widen(IRMutator):
+    """An int32 index expression rebuilt in int64 (leaves cast), so that it cannot overflow."""
+
+    def visit_Var(self, v: Var) -> PrimExpr:
+        return Cast(int64, v) if v.dtype == int32 else v
+
+    def visit_IntImm(self, e: IntImm) -> PrimExpr:
+        return IntImm(e.value, int64) if e.dtype == int32 else e
+
+    def visit_BufferLoad(self, e: BufferLoad) -> PrimExpr:
+        return Cast(int64, e) if e.dtype == int32 else e
+
+    def visit_Cast(self, e: Cast) -> PrimExpr:
+        if e.dtype == int32:
+            return Cast(int64, e.value) if e.value.dtype != int64 else e.value
+        return e
+
+    def visit_Call(self, e: Call) -> PrimExpr:
+        args = tuple(self.visit(a) for a in e.args)
+        dtype = int64 if e.dtype == int32 else e.dtype
+        if e.op == "if_then_else":
+            args = (e.args[0],) + args[1:]
+        return Call(dtype, e.op, args)
+
+
+def widen(e: PrimExpr) -> PrimExpr:
+    if e.dtype.element != int32:
+        return e
+    return _Widen().visit(e)
+
+
+@dataclass
+class _Kernel:
+    """Per-kernel code generation state."""
+
+    spec: KernelSpec
+    names: dict[object, str] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+    lines: list[str] = field(default_factory=list)
+    ranges: dict[Var, Range] = field(default_factory=dict)
+    tmp: int = 0
+
+
+class CudaCodegen:
+    """Prints a HostPlan as one CUDA C++ translation unit."""
+
+    def __init__(self, plan: HostPlan):
+        self.plan = plan
+        self.helpers: set[str] = set()
+        self.fp16 = False
+        self.bf16 = False
+        self.k: _Kernel | None = None
+        self.vector_params: dict[str, set[str]] = {}   # kernel -> params loaded/stored as vectors
+
+    # naming --------------------------------------------------------------------------
+    def name(self, obj) -> str:
+        k = self.k
+        if obj in k.names:
+            return k.names[obj]
+        base = re.sub(r"\W", "_", obj.name) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        if base in _KEYWORDS or base.startswith("tdsl_") or base.startswith("__"):
+            base = base.strip("_") + "_"
+        cand, i = base, 1
+        while cand in k.used:
+            cand, i = f"{base}_{i}", i + 1
+        k.used.add(cand)
+        k.names[obj] = cand
+        return cand
+
+    def fresh(self, prefix: str) -> str:
+        k = self.k
+        while True:
+            k.tmp += 1
+            cand = f"{prefix}{k.tmp}"
+            if cand not in k.used:
+                k.used.add(cand)
+                return cand
+
+    def emit(self, depth: int, text: str) -> None:
+        self.k.lines.append("  " * depth + text)
+
+    def type_of(self, dt: DataType) -> str:
+        if dt.code == "float" and dt.bits == 16:
+            self.fp16 = True
+        if dt.code == "bfloat":
+            self.bf16 = True
+        return c_type(dt)
+
+    # top level ----------------------------------------------------------------------
+    def generate(self) -> str:
+        kernels = [self.kernel(spec) for spec in self.plan.kernels]
+        head = [f"// generated by tdsl from prim_func {self.plan.func.name!r}"]
+        if self.fp16:
+            head.append("#include <cuda_fp16.h>")
+        if self.bf16:
+            head.append("#include <cuda_bf16.h>")
+        helpers = [_HELPERS[h] for h in sorted(self.helpers)]
+        return "\n\n".join(["\n".join(head)] + helpers + kernels) + "\n"
+
+    def kernel(self, spec: KernelSpec) -> str:
+        self.k = _Kernel(spec)
+        self.vector_params[spec.name] = set()
+        for tag, var in spec.tag_vars.items():
+            ext = spec.launch[tag]
+            self.k.ranges[var] = Range(IntImm(0, var.dtype), ext)
+        stored = {n.buffer for n in collect(spec.body, BufferStore)}
+        params = []
+        for p in spec.params:
+            if isinstance(p, Buffer):
+                const = "" if p in stored else "const "
+                params.append(f"{const}{self.type_of(p.dtype)}* __restrict__ {self.name(p)}")
+            else:
+                params.append(f"{self.type_of(p.dtype)} {self.name(p)}")
+        for tag, var in spec.tag_vars.items():
+            self.emit(1, f"const {self.type_of(var.dtype)} {self.name(var)} = {tag};")
+        for buf in spec.shared:
+            self.emit(1, f"__shared__ __align__(16) {self.type_of(buf.dtype)} {self.name(buf)}[{buf.shape[0].value}];")
+        self.stmt(spec.body, 1)
+        threads = 1
+        for e in spec.dims("threadIdx"):
+            threads = threads * e.value if isinstance(e, IntImm) and threads else 0
+        bounds = f"__launch_bounds__({threads}) " if threads else ""
+        sig = f'extern "C" __global__ void {bounds}{spec.name}({", ".join(params)}) {{'
+        return "\n".join([sig] + self.k.lines + ["}"])
+
+    # statements ------------------------------------------------------------------------
+    def stmt(self, s: Stmt, d: int) -> None:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise TargetError(f"the CUDA backend cannot generate a {type(s).__name__} statement here")
+        method(s, d)
+
+    def stmt_SeqStmt(self, s: SeqStmt, d: int) -> None:
+        for x in s.seq:
+            self.stmt(x, d)
+
+    def stmt_Evaluate(self, s: Evaluate, d: int) -> None:
+        v = s.value
+        if isinstance(v, IntImm):
+            return
+        if isinstance(v, Call) and v.op == SYNC:
+            self.emit(d, "__syncthreads();")
+            return
+        self.emit(d, f"{self.expr(v)};")
+
+    def stmt_For(self, s: For, d: int) -> None:
+        var = self.name(s.loop_var)
+        ty = self.type_of(s.loop_var.dtype)
+        lo = self.expr(s.min)
+        if isinstance(s.min, IntImm) and s.min.value == 0:
+            end = self.expr(s.extent)
+        else:
+            end = self.expr(s.min + s.extent)
+        if s.kind == "unrolled":
+            self.emit(d, "#pragma unroll")
+        self.emit(d, f"for ({ty} {var} = {lo}; {var} < {end}; ++{var}) {{")
+        self.k.ranges[s.loop_var] = Range(s.min, s.extent)
+        self.stmt(s.body, d + 1)
+        del self.k.ranges[s.loop_var]
+        self.emit(d, "}")
+
+    def stmt_IfThenElse(self, s: IfThenElse, d: int) -> None:
+        self.emit(d, f"if ({_strip(self.expr(s.condition))}) {{")
+        self.stmt(s.then_case, d + 1)
+        if s.else_case is not None:
+            self.emit(d, "} else {")
+            self.stmt(s.else_case, d + 1)
+        self.emit(d, "}")
+
+    def stmt_LetStmt(self, s: LetStmt, d: int) -> None:
+        var = self.name(s.var)
+        dt = s.value.dtype
+        if dt.lanes == 1:
+            self.emit(d, f"const {self.type_of(dt)} {var} = {_strip(self.expr(s.value))};")
+        else:
+            lanes = self.lanes(s.value, d)
+            self.emit(d, f"{self.type_of(dt)} {var}[{dt.lanes}] = {{{', '.join(lanes)}}};")
+        self.stmt(s.body, d)
+
+    def stmt_Allocate(self, s: Allocate, d: int) -> None:
+        buf = s.buffer
+        if buf.scope != "local":
+            raise TargetError(f"buffer {buf.name!r}: scope {buf.scope!r} cannot be allocated here")
+        self.emit(d, f"__align__(16) {self.type_of(buf.dtype)} {self.name(buf)}[{buf.shape[0].value}];")
+        self.stmt(s.body, d)
+
+    def stmt_BufferStore(self, s: BufferStore, d: int) -> None:
+        buf = self.name(s.buffer)
+        (index,) = s.indices
+        if s.value.dtype.lanes == 1 and index.dtype.lanes == 1:
+            self.emit(d, f"{buf}[{_strip(self.index(s.buffer, index))}] = {_strip(self.expr(s.value))};")
+            return
+        lanes = index.dtype.lanes
+        vec = self.native_vector(s.buffer, index)
+        self.emit(d, "{")
+        values = self.lanes(s.value, d + 1)
+        if vec is not None:
+            tmp = self.fresh("vst")
+            self.emit(d + 1, f"{vec} {tmp};")
+            for k in range(lanes):
+                self.emit(d + 1, f"{tmp}.{_LANE_FIELDS[k]} = {_strip(values[k])};")
+            self.emit(d + 1, f"*({vec}*)({buf} + {_atom(self.index(s.buffer, index.base))}) = {tmp};")
+        else:
+            for k in range(lanes):
+                self.emit(d + 1, f"{buf}[{_strip(self.index(s.buffer, self.lane_index(index, k)))}] = "
+                                 f"{_strip(values[k])};")
+        self.emit(d, "}")
+
+    # vectors ------------------------------------------------------------------------------
+    def native_vector(self, buf: Buffer, index: PrimExpr) -> str | None:
+        """The CUDA vector type for a contiguous, provably aligned access, else None."""
+        if not isinstance(index, Ramp) or not (isinstance(index.stride, IntImm) and index.stride.value == 1):
+            return None
+        vec = _VECTOR_TYPES.get((str(buf.dtype.element), index.lanes))
+        if vec is None:
+            return None
+        from ...arith import prove
+
+        if not prove((index.base % index.lanes).eq(0), self.k.ranges or None):
+            return None
+        if buf in self.k.spec.params:
+            self.vector_params[self.k.spec.name].add(buf.name)
+        return vec
+
+    def lanes(self, value: PrimExpr, d: int) -> list[str]:
+        """C expressions for each lane of `value`; vector loads outside lazy branches are
+        hoisted into native vector temporaries first."""
+        hoisted: dict[BufferLoad, str] = {}
+        for load in _eager_vector_loads(value):
+            vec = self.native_vector(load.buffer, load.indices[0])
+            if vec is None:
+                continue
+            tmp = self.fresh("vld")
+            ptr = f"({self.name(load.buffer)} + {_atom(self.index(load.buffer, load.indices[0].base))})"
+            self.emit(d, f"const {vec} {tmp} = *(const {vec}*){ptr};")
+            hoisted[load] = tmp
+        return [self.lane(value, k, hoisted) for k in range(value.dtype.lanes)]
+
+    def lane_index(self, index: PrimExpr, k: int) -> PrimExpr:
+        if isinstance(index, Ramp):
+            return index.base + index.stride * k if k else index.base
+        if isinstance(index, Broadcast):
+            return index.value
+        raise TargetError(f"unsupported vector index {type(index).__name__}")
+
+    def lane(self, e: PrimExpr, k: int, hoisted: dict) -> str:
+        """Lane `k` of a (possibly scalar) expression."""
+        if e.dtype.lanes == 1:
+            return self.expr(e)
+        if isinstance(e, Ramp):
+            return self.expr(self.lane_index(e, k))
+        if isinstance(e, Broadcast):
+            return self.expr(e.value)
+        if isinstance(e, Var):
+            return f"{self.name(e)}[{k}]"
+        if isinstance(e, BufferLoad):
+            if e in hoisted:
+                return f"{hoisted[e]}.{_LANE_FIELDS[k]}"
+            return f"{self.name(e.buffer)}[{_strip(self.index(e.buffer, self.lane_index(e.indices[0], k)))}]"
+        sub = lambda x: self.lane(x, k, hoisted)  # noqa: E731
+        if isinstance(e, Binary):
+            return self.binary(e.op, e.a.dtype.element, sub(e.a), sub(e.b), e.a, e.b)
+        if isinstance(e, Not):
+            return f"!{_atom(sub(e.a))}"
+        if isinstance(e, Select):
+            return f"({sub(e.condition)} ? {sub(e.true_value)} : {sub(e.false_value)})"
+        if isinstance(e, Cast):
+            return self.cast(e.dtype.element, e.value.dtype.element, sub(e.value))
+        if isinstance(e, Call):
+            if e.op == "if_then_else":
+                c, t, f = e.args
+                return f"({sub(c)} ? {sub(t)} : {sub(f)})"
+            return self.call(e.op, e.args[0].dtype.element, [sub(a) for a in e.args], e.dtype.element)
+        raise TargetError(f"the CUDA backend cannot generate a vector {type(e).__name__}")
+
+    # expressions -----------------------------------------------------------------------
+    def index(self, buf: Buffer, index: PrimExpr) -> str:
+        return self.expr(widen(index) if needs_int64(buf) else index)
+
+    def expr(self, e: PrimExpr) -> str:
+        if e.dtype.lanes != 1:
+            raise TargetError(f"unexpected vector value ({e.dtype}) outside a vector store")
+        method = getattr(self, "expr_" + type(e).__name__, None)
+        if method is None:
+            raise TargetError(f"the CUDA backend cannot generate a {type(e).__name__} expression")
+        return method(e)
+
+    def expr_Var(self, e: Var) -> str:
+        return self.name(e)
+
+    def expr_IntImm(self, e: IntImm) -> str:
+        dt, v = e.dtype, e.value
+        if dt.is_bool:
+            return "true" if v else "false"
+        if dt == int32:
+            return str(v) if v >= 0 else f"({v})"
+        if dt == int64:
+            return f"{v}LL" if v >= 0 else f"({v}LL)"
+        if dt.is_uint and dt.bits >= 32:
+            return f"{v}U" if dt.bits == 32 else f"{v}ULL"
+        return f"({c_type(dt)}){v}"
+
+    def expr_FloatImm(self, e: FloatImm) -> str:
+        return self.float_const(e.value, e.dtype)
+
+    def float_const(self, v: float, dt: DataType) -> str:
+        import math
+
+        if dt.bits == 64:
+            if math.isnan(v):
+                return "__longlong_as_double(0x7ff8000000000000LL)"
+            if math.isinf(v):
+                return f"{'-' if v < 0 else ''}__longlong_as_double(0x7ff0000000000000LL)"
+            return f"({v!r})" if v < 0 else repr(v)
+        if math.isnan(v):
+            f32 = "__int_as_float(0x7fc00000)"
+        elif math.isinf(v):
+            f32 = f"{'-' if v < 0 else ''}__int_as_float(0x7f800000)"
+        else:
+            f32 = f"({v!r}f)" if v < 0 or repr(v).startswith("-") else f"{v!r}f"
+        if dt.bits == 32 and dt.code == "float":
+            return f32
+        return self.cast(dt.element, DataType("float", 32), f32)
+
+    def expr_StringImm(self, e: StringImm) -> str:
+        return '"' + e.value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def expr_Binary(self, e: Binary) -> str:
+        return self.binary(e.op, e.a.dtype.element, self.expr(e.a), self.expr(e.b), e.a, e.b)
+
+    def binary(self, op: str, dt: DataType, a: str, b: str, ea: PrimExpr, eb: PrimExpr) -> str:
+        half = dt.is_float and dt.bits == 16
+        if op in ("min", "max"):
+            if half:
+                return f"__h{op}({a}, {b})"
+            if dt.is_float:
+                return f"f{op}{'f' if dt.bits == 32 else ''}({a}, {b})"
+            if dt.is_bool:
+                return _infix(a, "&&" if op == "min" else "||", b)
+            return f"{op}({a}, {b})"
+        if op in ("floordiv", "floormod"):
+            if dt.is_float:
+                q = f"{_MATH['floor'] if dt.bits == 32 else 'floor'}({_infix(a, '/', b)})"
+                if half:
+                    q = self.cast(dt, DataType("float", 32), f"floorf({self.cast(DataType('float', 32), dt, a)} / "
+                                                            f"{self.cast(DataType('float', 32), dt, b)})")
+                return q if op == "floordiv" else _infix(a, "-", _infix(q, "*", b))
+            if dt.is_uint or self.nonnegative(ea, eb):
+                return _infix(a, "/" if op == "floordiv" else "%", b)
+            self.helpers.add(op)
+            return f"tdsl_{op}({a}, {b})"
+        return _infix(a, _BINOPS[op], b)
+
+    def nonnegative(self, a: PrimExpr, b: PrimExpr) -> bool:
+        from ...arith import const_bound
+
+        if a.dtype.lanes != 1:
+            return False
+        lo_a, _ = const_bound(a, self.k.ranges or None)
+        lo_b, _ = const_bound(b, self.k.ranges or None)
+        return lo_a is not None and lo_a >= 0 and lo_b is not None and lo_b > 0
+
+    def expr_Not(self, e: Not) -> str:
+        return f"!{_atom(self.expr(e.a))}"
+
+    def expr_Select(self, e: Select) -> str:
+        return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+
+    def expr_Cast(self, e: Cast) -> str:
+        return self.cast(e.dtype, e.value.dtype, self.expr(e.value))
+
+    def cast(self, dst: DataType, src: DataType, x: str) -> str:
+        if dst == src:
+            return x
+        f32 = DataType("float", 32)
+        if src.code == "float" and src.bits == 16:
+            self.fp16 = True
+            return self.cast(dst, f32, f"__half2float({x})")
+        if src.code == "bfloat":
+            self.bf16 = True
+            return self.cast(dst, f32, f"__bfloat162float({x})")
+        if dst.code == "float" and dst.bits == 16:
+            self.fp16 = True
+            return f"__float2half_rn({self.cast(f32, src, x)})"
+        if dst.code == "bfloat":
+            self.bf16 = True
+            return f"__float2bfloat16_rn({self.cast(f32, src, x)})"
+        if dst.is_bool:
+            return f"({_infix(x, '!=', '0')})"
+        return f"({c_type(dst)}){_atom(x)}"
+
+    def expr_Call(self, e: Call) -> str:
+        if e.op == "if_then_else":
+            c, t, f = e.args
+            return f"({self.expr(c)} ? {self.expr(t)} : {self.expr(f)})"
+        if e.op == SYNC:
+            return "__syncthreads()"
+        args = [self.expr(a) for a in e.args]
+        if e.op not in _MATH and e.op != "sigmoid":
+            return f"{e.op}({', '.join(args)})"
+        return self.call(e.op, e.args[0].dtype.element, args, e.dtype.element)
+
+    def call(self, op: str, dt: DataType, args: list[str], out: DataType) -> str:
+        if dt.is_integer or dt.is_bool:
+            if op == "abs":
+                return f"llabs({args[0]})" if dt.bits == 64 else self.cast(dt, int32, f"abs({args[0]})")
+            if op in ("floor", "ceil", "round", "trunc"):
+                return args[0]
+            raise TargetError(f"math function {op} needs a float argument, got {dt}")
+        if dt.bits == 16:  # half / bfloat16: compute in float
+            f32 = DataType("float", 32)
+            return self.cast(out, f32, self.call(op, f32, [self.cast(f32, dt, a) for a in args], f32))
+        suffix_f = dt.bits == 32
+        if op == "sigmoid":
+            one = "1.0f" if suffix_f else "1.0"
+            return f"({one} / ({one} + {'expf' if suffix_f else 'exp'}(-{_atom(args[0])})))"
+        name = _MATH[op] if suffix_f else _MATH[op][:-1]
+        return f"{name}({', '.join(args)})"
+
+    def expr_BufferLoad(self, e: BufferLoad) -> str:
+        return f"{self.name(e.buffer)}[{_strip(self.index(e.buffer, e.indices[0]))}]"
+
+    def expr_Ramp(self, e: Ramp) -> str:
+        raise TargetError("a vector index outside a vector load/store")
+
+    expr_Broadcast = expr_Ramp
+
+
+_PREC = {"||": 0, "&&": 1, "==": 2, "!=": 2, "<": 3, "<=": 3, ">": 3, ">=": 3, "+": 4, "-": 4, "*": 5, "/": 5,
+         "%": 5}
+
+
+def _top_prec(code: str) -> int | None:
+    """Precedence of the loosest infix operator outside brackets (infix operators are always
+    printed with spaces around them); None for an atom."""
+    depth, best, i = 0, None, 0
+    while i < len(code):
+        ch = code[i]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == " " and depth == 0:
+            end = code.find(" ", i + 1)
+            tok = code[i + 1:end] if end > 0 else ""
+            if tok in _PREC:
+                best = _PREC[tok] if best is None else min(best, _PREC[tok])
+                i = end
+                continue
+        i += 1
+    return best
+
+
+def _atom(code: str) -> str:
+    return code if _top_prec(code) is None else f"({code})"
+
+
+def _infix(a: str, sym: str, b: str) -> str:
+    p = _PREC[sym]
+    pa, pb = _top_prec(a), _top_prec(b)
+    if pa is not None and pa < p:
+        a = f"({a})"
+    if pb is not None and pb <= p:
+        b = f"({b})"
+    return f"{a} {sym} {b}"
+
+
+def _eager_vector_loads(e: PrimExpr) -> list[BufferLoad]:
+    """Vector loads in `e` that are always evaluated (not inside a lazy if_then_else branch)."""
+    out: list[BufferLoad] = []
+
+    def walk(x) -> None:
+        if isinstance(x, BufferLoad):
+            if x.dtype.lanes > 1 and x not in out:
+                out.append(x)
+            return
+        if isinstance(x, Call) and x.op == "if_then_else":
+            walk(x.args[0])
+            return
+        from ...ir import node_fields
+
+        for f in node_fields(type(x)):
+            v = getattr(x, f)
+            if isinstance(v, PrimExpr):
+                walk(v)
+            elif isinstance(v, tuple):
+                for item in v:
+                    if isinstance(item, PrimExpr):
+                        walk(item)
+
+    walk(e)
+    return out
+
+
+def _strip(code: str) -> str:
+    """Drop one pair of redundant outer parentheses."""
+    if code.startswith("(") and code.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(code):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(code) - 1:
+                return code
+        return code[1:-1]
+    return code
+
+
+def generate(plan: HostPlan) -> tuple[str, dict[str, set[str]]]:
+    """(CUDA C++ source, {kernel name: names of parameters accessed with vector instructions})."""
+    gen = CudaCodegen(plan)
+    return gen.generate(), gen.vector_params

@@ -1,0 +1,521 @@
+"""GPU-specific lowering: thread-binding checks, kernel extraction, `__syncthreads()` placement.
+
+The steps, in the order `build_cuda` runs them:
+
+``verify_thread_bindings`` (block IR, before `tdsl.lower`)
+    Every block that computes something sits under a ``threadIdx`` loop; otherwise a
+    `UnboundBlockError` names the block and the `bind` that is missing.
+``tdsl.lower(target="cuda")``
+    The common passes (blocks -> loops, flatten, simplify, 4-lane vectorize, unroll).
+``split_kernels`` (lowered IR -> `HostPlan`)
+    Each outermost thread-bound loop nest becomes one kernel; sibling nests become launches in
+    order. Inside a kernel every loop bound to one thread tag becomes that tag's index (one Var
+    per tag), guarded by ``if (tag < extent)`` when the loop is shorter than the launch
+    dimension. ``shared`` allocations are hoisted to the kernel top, ``local`` ones stay where
+    they are; function-level ``shared``/``local`` buffers move into the kernels that use them;
+    function-level ``global`` buffers become device workspaces the runtime allocates.
+``insert_barriers`` (per kernel)
+    A ``__syncthreads()`` goes before a statement whose shared-memory accesses conflict with
+    accesses made since the last barrier by other threads (read after write, write after read,
+    write after write), and at the end of a loop body whose tail conflicts with its head (the
+    next iteration). Barriers go only where all threads of a block run the same control flow.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ...errors import ScheduleError, TargetError
+from ...ir import (Allocate, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Call, Evaluate, For,
+                   IfThenElse, IntImm, IRMutator, IRVisitor, LetStmt, PrimExpr, PrimFunc, Ramp, SeqStmt, Stmt,
+                   Var, collect, free_vars, substitute)
+from ...dtypes import int32
+
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
+MAX_GRID_DIM = {"x": 2**31 - 1, "y": 65535, "z": 65535}
+MAX_STATIC_SHARED_BYTES = 48 * 1024
+SYNC = "__syncthreads"
+
+
+class UnboundBlockError(ScheduleError, TargetError):
+    """A block that is not under the thread bindings a CUDA kernel needs (both a ScheduleError
+    and a TargetError, so either `except` catches it)."""
+
+
+# ----------------------------------------------------------------------------- block-level check
+
+def _computes(block: Block) -> bool:
+    """True when the block itself (not a nested block) stores something."""
+    found: list[bool] = []
+
+    class _Finder(IRVisitor):
+        def visit_BlockRealize(self, op):
+            pass  # nested blocks are checked on their own
+
+        def visit_BufferStore(self, op):
+            found.append(True)
+
+    finder = _Finder()
+    finder.visit(block.body)
+    if block.init is not None:
+        finder.visit(block.init)
+    return bool(found)
+
+
+def verify_thread_bindings(func: PrimFunc) -> None:
+    """Raise `UnboundBlockError` for the first computing block not under a threadIdx loop."""
+    root = func.root_block
+
+    def walk(stmt: Stmt, tags: tuple[str, ...], loops: tuple[str, ...]) -> None:
+        if isinstance(stmt, For):
+            tag = stmt.thread_tag if stmt.kind == "thread_binding" else None
+            walk(stmt.body, tags + ((tag,) if tag else ()), loops + (stmt.loop_var.name,))
+            return
+        if isinstance(stmt, BlockRealize):
+            block = stmt.block
+            if block is not root and _computes(block) and not any(t.startswith("threadIdx") for t in tags):
+                raise UnboundBlockError(_unbound_message(block.name, tags, loops))
+            walk(block.body, tags, loops)
+            if block.init is not None:
+                walk(block.init, tags, loops)
+            return
+        for child in _children(stmt):
+            walk(child, tags, loops)
+
+    walk(func.body, (), ())
+
+
+def _unbound_message(name: str, tags: tuple[str, ...], loops: tuple[str, ...]) -> str:
+    where = f"inside loops {', '.join(loops)}" if loops else "not inside any loop"
+    missing = 'sch.bind(loop, "threadIdx.x")'
+    if not any(t.startswith("blockIdx") for t in tags):
+        missing += ' (and usually an outer one with sch.bind(loop, "blockIdx.x"))'
+    return (f'block "{name}" is not under any threadIdx loop ({where}): a CUDA kernel runs every block on '
+            f"GPU threads; bind a loop with {missing}")
+
+
+def _children(stmt: Stmt) -> list[Stmt]:
+    if isinstance(stmt, SeqStmt):
+        return list(stmt.seq)
+    if isinstance(stmt, IfThenElse):
+        return [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
+    if isinstance(stmt, (LetStmt, Allocate, For)):
+        return [stmt.body]
+    if isinstance(stmt, Block):
+        return [stmt.body]
+    return []
+
+
+# ----------------------------------------------------------------------------- kernels
+
+@dataclass
+class KernelSpec:
+    """One `__global__` function: its body with thread indices as free Vars, and its launch."""
+
+    name: str
+    body: Stmt
+    tag_vars: dict[str, Var]            # "blockIdx.x" -> the Var standing for it in `body`
+    launch: dict[str, PrimExpr]         # "blockIdx.x" -> extent (over symbolic dims / scalar params)
+    shared: list[Buffer] = field(default_factory=list)
+    params: list[Buffer | Var] = field(default_factory=list)
+
+    def dims(self, kind: str) -> tuple[PrimExpr, PrimExpr, PrimExpr]:
+        """(x, y, z) extents for kind "blockIdx" (grid) or "threadIdx" (block)."""
+        one = IntImm(1, int32)
+        return tuple(self.launch.get(f"{kind}.{a}", one) for a in "xyz")  # type: ignore[return-value]
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(int(b.shape[0].value) * b.dtype.itemsize * b.dtype.lanes for b in self.shared)
+
+
+@dataclass
+class HostPlan:
+    """What the host does: allocate the workspaces, launch the kernels in order."""
+
+    func: PrimFunc                      # the lowered function (flat parameter buffers)
+    kernels: list[KernelSpec]
+    workspaces: list[Buffer]            # function-level global intermediates (device allocations)
+
+
+def _is_nop(stmt: Stmt) -> bool:
+    return isinstance(stmt, Evaluate) and isinstance(stmt.value, IntImm)
+
+
+def split_kernels(func: PrimFunc) -> HostPlan:
+    """Cut the lowered function into kernels (see the module docs)."""
+    roots: list[tuple[For, list[Buffer]]] = []
+    workspaces: list[Buffer] = []
+
+    def host(stmt: Stmt, scoped: list[Buffer]) -> None:
+        if isinstance(stmt, SeqStmt):
+            for s in stmt.seq:
+                host(s, scoped)
+        elif isinstance(stmt, Allocate):
+            if stmt.buffer.scope == "global":
+                workspaces.append(stmt.buffer)
+                host(stmt.body, scoped)
+            else:
+                host(stmt.body, scoped + [stmt.buffer])
+        elif isinstance(stmt, For) and stmt.kind == "thread_binding" and not stmt.thread_tag.startswith("vthread"):
+            roots.append((stmt, scoped))
+        elif _is_nop(stmt):
+            pass
+        else:
+            raise TargetError(f"function {func.name!r}: {_describe(stmt)} runs outside any thread-bound loop; "
+                              f"on CUDA all computation runs in kernels: bind its loops with "
+                              f'sch.bind(loop, "blockIdx.x") and sch.bind(loop, "threadIdx.x")')
+
+    host(func.body, [])
+    if not roots:
+        raise TargetError(f"function {func.name!r} has no thread-bound loop, so no CUDA kernel: bind loops with "
+                          f'sch.bind(loop, "blockIdx.x") and sch.bind(loop, "threadIdx.x")')
+    param_vars = _param_vars(func)
+    kernels = []
+    for i, (root, scoped) in enumerate(roots):
+        name = f"{func.name}_kernel" if len(roots) == 1 else f"{func.name}_kernel_{i}"
+        kernels.append(_make_kernel(name, root, scoped, func, param_vars, workspaces))
+    return HostPlan(func, kernels, workspaces)
+
+
+def _describe(stmt: Stmt) -> str:
+    if isinstance(stmt, For):
+        return f"loop {stmt.loop_var.name}"
+    if isinstance(stmt, BufferStore):
+        return f"a store into {stmt.buffer.name!r}"
+    return f"a {type(stmt).__name__} statement"
+
+
+def _param_vars(func: PrimFunc) -> set[Var]:
+    """Vars that are uniform over a whole launch: scalar params and symbolic dimensions."""
+    out = {p for p in func.params if isinstance(p, Var)}
+    from ...lower._util import FLAT_PARAMS_ATTR, get_attr
+
+    for buf in get_attr(func, FLAT_PARAMS_ATTR, ()) or func.buffer_params:
+        for e in tuple(buf.shape) + tuple(buf.strides) + ((buf.elem_offset,) if buf.elem_offset is not None else ()):
+            out |= free_vars(e)
+    return out
+
+
+def _uses_buffer(stmt: Stmt, buf: Buffer) -> bool:
+    return any(n.buffer is buf for n in collect(stmt, (BufferLoad, BufferStore)))
+
+
+def _make_kernel(name: str, root: For, scoped: list[Buffer], func: PrimFunc, param_vars: set[Var],
+                 workspaces: list[Buffer]) -> KernelSpec:
+    loops = [f for f in collect(root, For) if f.kind == "thread_binding" and not f.thread_tag.startswith("vthread")]
+    launch: dict[str, PrimExpr] = {}
+    for tag in sorted({f.thread_tag for f in loops}):
+        launch[tag] = _launch_extent(tag, [f for f in loops if f.thread_tag == tag], param_vars, func.name)
+    # the outermost loop of each tag names its Var (post-order collect: the last one is outermost)
+    tag_vars = {}
+    for f in reversed(loops):
+        tag_vars.setdefault(f.thread_tag, Var(f.loop_var.name, f.loop_var.dtype))
+    _check_static_limits(name, launch)
+    body = _ThreadLoopRewriter(tag_vars, launch).visit(root)
+    local = [b for b in scoped if _uses_buffer(body, b)]
+    for buf in reversed(local):
+        body = Allocate(buf, body)
+    hoister = _SharedHoister(name)
+    body = hoister.visit(body)
+    spec = KernelSpec(name, body, tag_vars, launch, hoister.shared)
+    spec.params = _kernel_params(spec, func, workspaces)
+    if spec.shared_bytes > MAX_STATIC_SHARED_BYTES:
+        raise TargetError(f"kernel {name!r} uses {spec.shared_bytes} bytes of shared memory "
+                          f"({', '.join(b.name for b in spec.shared)}); at most {MAX_STATIC_SHARED_BYTES} bytes "
+                          "of static shared memory per block are allowed: use smaller tiles")
+    return spec
+
+
+def _launch_extent(tag: str, loops: list[For], param_vars: set[Var], fname: str) -> PrimExpr:
+    from ...lower._util import same_expr
+
+    for f in loops:
+        bad = free_vars(f.extent) - param_vars
+        if bad or collect(f.extent, BufferLoad):
+            what = ", ".join(sorted(v.name for v in bad)) or "buffer contents"
+            raise TargetError(f"loop {f.loop_var.name} is bound to {tag} but its extent depends on {what}; "
+                              "launch dimensions may depend only on symbolic dimensions and scalar parameters")
+        if not (isinstance(f.min, IntImm) and f.min.value == 0):
+            # the rewriter adds the minimum; nothing to check here beyond uniformity
+            if free_vars(f.min) - param_vars:
+                raise TargetError(f"loop {f.loop_var.name} is bound to {tag} but its start depends on "
+                                  f"{', '.join(sorted(v.name for v in free_vars(f.min) - param_vars))}")
+    first = loops[0].extent
+    if all(same_expr(f.extent, first) for f in loops):
+        return first
+    if all(isinstance(f.extent, IntImm) for f in loops):
+        return IntImm(max(f.extent.value for f in loops), first.dtype)
+    names = ", ".join(f"{f.loop_var.name} ({f.extent})" for f in loops)
+    raise TargetError(f"{tag} is bound to loops of different, non-constant extents in one kernel of {fname!r}: "
+                      f"{names}; give them the same extent")
+
+
+def _check_static_limits(name: str, launch: dict[str, PrimExpr]) -> None:
+    total = 1
+    for tag, ext in launch.items():
+        if not isinstance(ext, IntImm):
+            continue
+        kind, axis = tag.split(".")
+        limit = (MAX_BLOCK_DIM if kind == "threadIdx" else MAX_GRID_DIM)[axis]
+        if ext.value > limit:
+            raise TargetError(f"kernel {name!r}: {tag} has extent {ext.value}, more than the CUDA limit {limit}")
+        if kind == "threadIdx":
+            total *= ext.value
+    if total > MAX_THREADS_PER_BLOCK:
+        dims = " x ".join(f"{t}={e.value}" for t, e in launch.items() if t.startswith("threadIdx")
+                          and isinstance(e, IntImm))
+        raise TargetError(f"kernel {name!r} has {total} threads per block ({dims}); CUDA allows at most "
+                          f"{MAX_THREADS_PER_BLOCK}: split the bound loops further")
+
+
+class _ThreadLoopRewriter(IRMutator):
+    """thread_binding loops -> the tag's Var (+ min), guarded when shorter than the launch;
+    vthread loops -> serial loops."""
+
+    def __init__(self, tag_vars: dict[str, Var], launch: dict[str, PrimExpr]):
+        self.tag_vars = tag_vars
+        self.launch = launch
+
+    def visit_For(self, loop: For) -> Stmt:
+        from ...lower._util import same_expr
+
+        body = self.visit(loop.body)
+        if loop.kind != "thread_binding":
+            return loop if body is loop.body else replace(loop, body=body)
+        if loop.thread_tag.startswith("vthread"):
+            return replace(loop, kind="serial", thread_tag=None, body=body)
+        var = self.tag_vars[loop.thread_tag]
+        value = var if isinstance(loop.min, IntImm) and loop.min.value == 0 else var + loop.min
+        value = value if value.dtype == loop.loop_var.dtype else _cast(loop.loop_var.dtype, value)
+        body = substitute(body, {loop.loop_var: value}, buffers=True)
+        if same_expr(loop.extent, self.launch[loop.thread_tag]):
+            return body
+        return IfThenElse(var < _cast(var.dtype, loop.extent), body)
+
+
+def _cast(dtype, e: PrimExpr) -> PrimExpr:
+    from ...lower._util import cast_to
+
+    return cast_to(dtype, e)
+
+
+class _SharedHoister(IRMutator):
+    def __init__(self, kernel: str):
+        self.kernel = kernel
+        self.shared: list[Buffer] = []
+
+    def visit_Allocate(self, op: Allocate) -> Stmt:
+        buf = op.buffer
+        if buf.scope == "shared":
+            self.shared.append(buf)
+        body = self.visit(op.body)
+        if buf.scope == "global":
+            raise TargetError(f"buffer {buf.name!r} (scope global) is allocated inside kernel {self.kernel!r}; "
+                              "a kernel cannot allocate global memory: allocate it at function level, or use "
+                              'scope "shared" or "local"')
+        if not all(isinstance(s, IntImm) for s in buf.shape):
+            raise TargetError(f"buffer {buf.name!r} (scope {buf.scope}) in kernel {self.kernel!r} has a size that "
+                              f"is not a constant ({', '.join(map(str, buf.shape))}); shared and local buffers "
+                              "need constant sizes")
+        if buf.scope == "shared":
+            return body
+        return op if body is op.body else replace(op, body=body)
+
+
+def _kernel_params(spec: KernelSpec, func: PrimFunc, workspaces: list[Buffer]) -> list[Buffer | Var]:
+    """The function parameters (and workspaces) the kernel uses, in parameter order."""
+    used_bufs = {n.buffer for n in collect(spec.body, (BufferLoad, BufferStore))}
+    used_vars = free_vars_stmt(spec.body)
+    out: list[Buffer | Var] = []
+    for p in func.params:
+        if (isinstance(p, Buffer) and p in used_bufs) or (isinstance(p, Var) and p in used_vars):
+            out.append(p)
+    out += [w for w in workspaces if w in used_bufs]
+    param_set = set(func.params)
+    tag_set = set(spec.tag_vars.values())
+    sym = sorted((v for v in used_vars if v not in param_set and v not in tag_set and v in _param_vars(func)),
+                 key=lambda v: v.name)
+    return out + sym
+
+
+def free_vars_stmt(stmt) -> set[Var]:
+    """Vars used but not defined under `stmt` (loop and let variables excluded)."""
+    used: set[Var] = set()
+    defined: set[Var] = set()
+
+    class _V(IRVisitor):
+        def visit_Var(self, v):
+            used.add(v)
+
+        def visit_For(self, op):
+            defined.add(op.loop_var)
+            self.generic_visit(op)
+
+        def visit_LetStmt(self, op):
+            defined.add(op.var)
+            self.generic_visit(op)
+
+        def visit_buffer(self, buf):
+            for e in buf.shape:
+                self.visit(e)
+
+    _V().visit(stmt)
+    return used - defined
+
+
+# ----------------------------------------------------------------------------- barriers
+
+@dataclass(frozen=True)
+class _Access:
+    buffer: Buffer
+    index: PrimExpr
+    write: bool
+
+
+def _sync() -> Stmt:
+    return Evaluate(Call(int32, SYNC, ()))
+
+
+class _Planner:
+    """Computes, for a statement, its shared accesses before its first barrier (head) and after
+    its last one (tail), inserting barriers inside where needed."""
+
+    def __init__(self, spec: KernelSpec, func_vars: set[Var]):
+        self.threads = {v: spec.launch[t] for t, v in spec.tag_vars.items() if t.startswith("threadIdx")}
+        self.uniform: set[Var] = set(func_vars) | {v for t, v in spec.tag_vars.items() if t.startswith("blockIdx")}
+        self.count = 0
+
+    # uniformity --------------------------------------------------------------------
+    def is_uniform(self, e: PrimExpr) -> bool:
+        return not collect(e, BufferLoad) and free_vars(e) <= self.uniform
+
+    # accesses ----------------------------------------------------------------------
+    @staticmethod
+    def accesses(stmt: Stmt) -> list[_Access]:
+        out = []
+        for n in collect(stmt, (BufferLoad, BufferStore)):
+            if n.buffer.scope == "shared":
+                out.append(_Access(n.buffer, n.indices[0], isinstance(n, BufferStore)))
+        return out
+
+    def same_thread(self, a: _Access, b: _Access) -> bool:
+        """Both accesses touch an element only the executing thread touches."""
+        from ...lower._util import same_expr
+
+        if not same_expr(a.index, b.index):
+            return False
+        index = a.index
+        lanes = [(1, 1)]
+        if isinstance(index, Ramp):
+            if not isinstance(index.stride, IntImm):
+                return False
+            lanes = [(index.stride.value, index.lanes)]
+            index = index.base
+        if index.dtype.lanes != 1 or not free_vars(index) <= set(self.threads) | self.uniform:
+            return False
+        return self._injective(index, lanes)
+
+    def _injective(self, index: PrimExpr, lanes: list[tuple[int, int]]) -> bool:
+        from ...arith import linear_form
+
+        varying = [v for v, ext in self.threads.items() if not (isinstance(ext, IntImm) and ext.value == 1)]
+        if not all(isinstance(self.threads[v], IntImm) for v in varying):
+            return False
+        form = linear_form(index, varying)
+        if form is None:
+            return False
+        coeffs, _ = form
+        terms = sorted([(abs(coeffs[v]), self.threads[v].value) for v in varying] + lanes)
+        span = 0
+        for c, ext in terms:
+            if ext == 1:
+                continue
+            if c <= span:
+                return False
+            span += c * (ext - 1)
+        return True
+
+    def conflict(self, pending: list[_Access], new: list[_Access]) -> bool:
+        for a in pending:
+            for b in new:
+                if a.buffer is b.buffer and (a.write or b.write) and not self.same_thread(a, b):
+                    return True
+        return False
+
+    # planning ----------------------------------------------------------------------
+    def plan(self, stmt: Stmt) -> tuple[Stmt, list[_Access], list[_Access], bool]:
+        """(new stmt, head, tail, surely_syncs)."""
+        if isinstance(stmt, SeqStmt):
+            return self._seq(list(stmt.seq))
+        if isinstance(stmt, For) and self.is_uniform(stmt.min) and self.is_uniform(stmt.extent):
+            return self._loop(stmt)
+        if isinstance(stmt, IfThenElse) and self.is_uniform(stmt.condition):
+            then, h1, t1, s1 = self.plan(stmt.then_case)
+            if stmt.else_case is None:
+                return replace(stmt, then_case=then), h1, t1, False
+            other, h2, t2, s2 = self.plan(stmt.else_case)
+            return replace(stmt, then_case=then, else_case=other), h1 + h2, t1 + t2, s1 and s2
+        if isinstance(stmt, LetStmt):
+            if self.is_uniform(stmt.value):
+                self.uniform.add(stmt.var)
+            body, h, t, s = self.plan(stmt.body)
+            return replace(stmt, body=body), h, t, s
+        if isinstance(stmt, Allocate):
+            body, h, t, s = self.plan(stmt.body)
+            return replace(stmt, body=body), h, t, s
+        acc = self.accesses(stmt)
+        return stmt, acc, acc, False
+
+    def _seq(self, stmts: list[Stmt]) -> tuple[Stmt, list[_Access], list[_Access], bool]:
+        out: list[Stmt] = []
+        head: list[_Access] = []
+        pending: list[_Access] = []
+        synced = False
+        for s in stmts:
+            new, h, t, s_sync = self.plan(s)
+            if self.conflict(pending, h):
+                out.append(_sync())
+                self.count += 1
+                pending = []
+                synced = True
+            if not synced:
+                head += h
+            out.append(new)
+            if s_sync:
+                synced = True
+                pending = list(t)
+            else:
+                pending += t
+        return SeqStmt(tuple(out)) if len(out) > 1 else out[0], head, pending, synced
+
+    def _loop(self, loop: For) -> tuple[Stmt, list[_Access], list[_Access], bool]:
+        self.uniform.add(loop.loop_var)
+        body, head, tail, synced = self.plan(loop.body)
+        if self.conflict(tail, head):
+            # the next iteration's head conflicts with this iteration's tail
+            body = SeqStmt((*(body.seq if isinstance(body, SeqStmt) else (body,)), _sync()))
+            self.count += 1
+            tail, synced = [], True
+        runs = isinstance(loop.extent, IntImm) and loop.extent.value > 0
+        return replace(loop, body=body), head, tail, synced and runs
+
+
+def insert_barriers(spec: KernelSpec, func: PrimFunc) -> int:
+    """Insert `__syncthreads()` into `spec.body` where shared memory needs it; returns how many."""
+    planner = _Planner(spec, _param_vars(func))
+    spec.body, _, _, _ = planner.plan(spec.body)
+    return planner.count
+
+
+def lower_for_cuda(func: PrimFunc) -> HostPlan:
+    """Block IR -> kernels with barriers: the whole GPU lowering."""
+    import importlib
+
+    lower = importlib.import_module("tdsl.lower").lower
+    verify_thread_bindings(func)
+    lowered = lower(func, target="cuda")
+    plan = split_kernels(lowered)
+    for spec in plan.kernels:
+        insert_barriers(spec, lowered)
+    return plan

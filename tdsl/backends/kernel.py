@@ -1,0 +1,444 @@
+"""Kernel: a compiled CPU function, called like a numpy function (SPEC section 4).
+
+The common call (numpy arrays of the right dtype, shape and layout) takes one ctypes call: the
+generated entry receives the arrays themselves and checks them by reading numpy's array
+struct. Anything unusual (a DLPack tensor, a non-contiguous input, a wrong argument) takes the
+slow path here, which checks everything with messages that name the parameter, converts what
+it may (copies of non-contiguous inputs, scalars to the parameter dtype) and calls the kernel
+on raw pointers.
+"""
+from __future__ import annotations
+
+import ctypes
+import statistics
+import time as _time
+
+import numpy as np
+
+from ..dtypes import DataType
+from ..errors import ArgumentError, BoundsError
+from ..ir import Buffer, IntImm, PrimFunc, Var
+
+_MISSING = object()
+_CPU_DEVICES = (1, 3)   # DLPack kDLCPU, kDLCUDAHost (pinned host memory)
+
+
+def _numpy_layout_ok() -> bool:
+    """True when numpy's array struct has the layout the fast entry reads (checked, not assumed)."""
+    from .llvm.codegen import ND_DATA, ND_DESCR, ND_DIMS, ND_FLAGS, ND_NDIM, NPY_C_CONTIGUOUS, OB_TYPE
+
+    x = np.zeros((3, 5), np.float32)
+    base = id(x)
+    try:
+        ok = (ctypes.c_void_p.from_address(base + OB_TYPE).value == id(np.ndarray)
+              and ctypes.c_void_p.from_address(base + ND_DATA).value == x.__array_interface__["data"][0]
+              and ctypes.c_int32.from_address(base + ND_NDIM).value == 2
+              and ctypes.c_void_p.from_address(base + ND_DESCR).value == id(x.dtype)
+              and ctypes.c_int32.from_address(base + ND_FLAGS).value & NPY_C_CONTIGUOUS == NPY_C_CONTIGUOUS)
+        dims = ctypes.c_void_p.from_address(base + ND_DIMS).value
+        return ok and tuple((ctypes.c_int64 * 2).from_address(dims)) == (3, 5)
+    except (ValueError, OSError):
+        return False
+
+
+_FAST_OK: bool | None = None
+
+
+def _ctype_of(dt: DataType):
+    if dt.is_float:
+        return ctypes.c_double
+    return ctypes.c_uint64 if dt.is_uint else ctypes.c_int64
+
+
+class _Param:
+    """One parameter as the Kernel checks it."""
+
+    __slots__ = ("index", "name", "is_buffer", "dtype", "np_dtype", "shape", "written", "lo", "hi")
+
+    def __init__(self, index: int, p, written: bool):
+        self.index = index
+        self.name = p.name
+        self.is_buffer = isinstance(p, Buffer)
+        self.dtype: DataType = p.dtype
+        self.np_dtype = p.dtype.numpy if not p.dtype.is_handle else None
+        self.shape = tuple(p.shape) if self.is_buffer else ()
+        self.written = written
+        self.lo = self.hi = None
+        if not self.is_buffer and p.dtype.is_integer:
+            bits = p.dtype.bits
+            self.lo, self.hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if p.dtype.is_int else (0, (1 << bits) - 1)
+
+    def shape_text(self) -> str:
+        parts = [str(s.value) if isinstance(s, IntImm) else getattr(s, "name", str(s)) for s in self.shape]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+class Kernel:
+    """A compiled function. Call it with arrays (destination passing) or leave outputs out.
+
+    Attributes: `func` (the PrimFunc as given), `lowered` (what was compiled), `source` (LLVM IR
+    as generated), `optimized_ir`, `asm`, `time(*args)`.
+    """
+
+    def __init__(self, func: PrimFunc, lowered: PrimFunc, compiled, options: dict | None = None):
+        global _FAST_OK
+        if _FAST_OK is None:
+            _FAST_OK = _numpy_layout_ok()
+        self.func = func
+        self.lowered = lowered
+        self.target = "cpu"
+        self.options = dict(options or {})
+        self._compiled = compiled
+        meta = compiled.meta
+        written = [p["written"] for p in meta["params"]]
+        self._params = [_Param(i, p, w) for i, (p, w) in enumerate(zip(func.params, written))]
+        self._by_name = {p.name: p for p in self._params}
+        self._inputs = [p for p in self._params if not p.written]
+        self._outputs = [p for p in self._params if p.written and p.is_buffer]
+        self._dims: list[str] = meta["dims"]
+        self._checks: list[dict] = meta["checks"]
+        argtypes = [ctypes.py_object if p.is_buffer else _ctype_of(p.dtype) for p in self._params]
+        self._fast = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(compiled.addresses[meta["symbol"]])
+        raw_types = [ctypes.c_void_p if p.is_buffer else _ctype_of(p.dtype) for p in self._params]
+        raw_types += [ctypes.c_int64] * len(self._dims)
+        self._raw = ctypes.CFUNCTYPE(ctypes.c_int32, *raw_types)(compiled.addresses[meta["raw_symbol"]])
+        self._asm: str | None = None
+        self.__class__ = _specialised_class(self)
+
+    # -- public ----------------------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """The LLVM IR as generated, before optimisation."""
+        return self._compiled.source
+
+    @property
+    def optimized_ir(self) -> str:
+        """The LLVM IR after O3."""
+        return self._compiled.optimized_ir
+
+    @property
+    def asm(self) -> str:
+        """The assembly for the host CPU."""
+        if self._asm is None:
+            from .llvm import jit
+
+            self._asm = jit.emit_assembly(self.optimized_ir)
+        return self._asm
+
+    @property
+    def from_cache(self) -> bool:
+        """True when the machine code came from the disk cache."""
+        return self._compiled.from_disk
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{p.name}: {p.dtype}{p.shape_text() if p.is_buffer else ''}" for p in self._params)
+        return f"<tdsl.Kernel {self.func.name}({sig}) target='cpu'>"
+
+    def time(self, *args, number: int | None = None, repeat: int = 5, **kwargs) -> float:
+        """Median seconds per call over `repeat` runs of `number` calls, after a warm-up call."""
+        full = self._complete(args, kwargs)
+        call = self.__call__
+        call(*full)
+        if number is None:
+            number, elapsed = 1, 0.0
+            while True:
+                t0 = _time.perf_counter()
+                for _ in range(number):
+                    call(*full)
+                elapsed = _time.perf_counter() - t0
+                if elapsed >= 0.02 or number >= 1 << 20:
+                    break
+                number *= 2 if elapsed > 0.002 else 10
+        samples = []
+        for _ in range(max(repeat, 1)):
+            t0 = _time.perf_counter()
+            for _ in range(number):
+                call(*full)
+            samples.append((_time.perf_counter() - t0) / number)
+        return statistics.median(samples)
+
+    # -- slow path -------------------------------------------------------------------------
+    def _complete(self, args, kwargs) -> list:
+        """Bind and check the arguments; allocate left-out outputs. Returns one value per param."""
+        values = self._bind(args, kwargs)
+        dims: dict[str, tuple[int, str]] = {}
+        arrays: list = [None] * len(self._params)
+        for p in self._params:
+            v = values[p.index]
+            if p.is_buffer:
+                if v is not _MISSING:
+                    arrays[p.index] = self._check_array(p, v, dims)
+            else:
+                arrays[p.index] = self._check_scalar(p, v)
+                dims.setdefault(p.name, (arrays[p.index], f"scalar parameter {p.name!r}"))
+        for p in self._params:
+            if p.is_buffer and arrays[p.index] is None:
+                shape = tuple(self._dim_value(s, dims, p) for s in p.shape)
+                arrays[p.index] = np.empty(shape, p.np_dtype)
+        self._separate_overlaps(arrays)
+        return arrays
+
+    def _bind(self, args, kwargs) -> list:
+        n = len(self._params)
+        values = [_MISSING] * n
+        positional = self._params if len(args) == n or len(args) > len(self._inputs) else self._inputs
+        if len(args) > n:
+            raise ArgumentError(f"{self.func.name}() takes {n} arguments ({self._signature()}) but "
+                                f"{len(args)} were given")
+        for p, v in zip(positional, args):
+            values[p.index] = v
+        for name, v in kwargs.items():
+            p = self._by_name.get(name)
+            if p is None:
+                raise ArgumentError(f"{self.func.name}() has no parameter {name!r}; parameters: {self._signature()}")
+            if values[p.index] is not _MISSING:
+                raise ArgumentError(f"{self.func.name}() got two values for parameter {name!r}")
+            values[p.index] = v
+        missing = [p.name for p in self._params if values[p.index] is _MISSING and not (p.is_buffer and p.written)]
+        if missing:
+            raise ArgumentError(f"{self.func.name}() is missing a value for parameter(s) "
+                                f"{', '.join(map(repr, missing))} ({self._signature()}); only outputs "
+                                f"({', '.join(repr(p.name) for p in self._outputs) or 'none'}) may be left out")
+        return values
+
+    def _signature(self) -> str:
+        return ", ".join(p.name + (" (output)" if p.written and p.is_buffer else "") for p in self._params)
+
+    def _as_array(self, p: _Param, v):
+        if isinstance(v, np.ndarray):
+            return v
+        if hasattr(v, "__dlpack__"):
+            device = getattr(v, "__dlpack_device__", None)
+            if device is not None:
+                try:
+                    dev_type, dev_id = device()
+                except Exception as exc:  # a broken exporter must not crash the call
+                    raise ArgumentError(f"parameter {p.name!r}: cannot query the tensor's DLPack device ({exc})")
+                if int(dev_type) not in _CPU_DEVICES:
+                    raise ArgumentError(f"parameter {p.name!r}: expected a CPU tensor, got a tensor on DLPack "
+                                        f"device type {int(dev_type)} (id {dev_id}); copy it to the host first "
+                                        f"or build for target='cuda'")
+            try:
+                return np.from_dlpack(v)
+            except Exception as exc:  # e.g. an unsupported dtype or device in the capsule
+                raise ArgumentError(f"parameter {p.name!r}: cannot read the tensor through DLPack: {exc}") from None
+        raise ArgumentError(f"parameter {p.name!r}: expected a numpy array or a DLPack tensor of {p.dtype} with "
+                            f"shape {p.shape_text()}, got {type(v).__name__} {_short(v)}")
+
+    def _check_array(self, p: _Param, v, dims: dict) -> np.ndarray:
+        arr = self._as_array(p, v)
+        if arr.dtype != p.np_dtype:
+            raise ArgumentError(f"parameter {p.name!r}: expected dtype {p.dtype}, got {arr.dtype}")
+        if arr.ndim != len(p.shape):
+            raise ArgumentError(f"parameter {p.name!r}: expected {len(p.shape)} dimensions {p.shape_text()}, "
+                                f"got {arr.ndim} with shape {tuple(arr.shape)}")
+        for axis, (want, got) in enumerate(zip(p.shape, arr.shape)):
+            self._check_dim(p, axis, want, int(got), dims)
+        if p.written:
+            if not arr.flags.writeable:
+                raise ArgumentError(f"parameter {p.name!r} is written by the kernel but the array is read-only")
+            if not (arr.flags.c_contiguous and arr.flags.aligned):
+                raise ArgumentError(f"parameter {p.name!r} is written by the kernel and must be a C-contiguous "
+                                    f"array; got strides {arr.strides} for shape {arr.shape} (pass a contiguous "
+                                    f"array, e.g. np.ascontiguousarray(x), and copy the result back)")
+        elif not (arr.flags.c_contiguous and arr.flags.aligned):
+            arr = np.ascontiguousarray(arr)
+            if not arr.flags.aligned:
+                arr = arr.copy()
+        return arr
+
+    def _check_dim(self, p: _Param, axis: int, want, got: int, dims: dict) -> None:
+        where = f"{p.name}.shape[{axis}]"
+        if isinstance(want, IntImm):
+            if got != want.value:
+                raise ArgumentError(f"parameter {p.name!r}: expected shape {p.shape_text()}, got shape with "
+                                    f"{where} = {got} (expected {want.value})")
+            return
+        if isinstance(want, Var):
+            if want.name in dims:
+                value, source = dims[want.name]
+                if value != got:
+                    raise ArgumentError(f"inconsistent symbolic dimension {want.name!r}: {source} = {value} but "
+                                        f"{where} = {got} (parameter {p.name!r}, shape {p.shape_text()})")
+                return
+            limit = (1 << (want.dtype.bits - 1)) - 1
+            if got > limit:
+                raise ArgumentError(f"parameter {p.name!r}: {where} = {got} exceeds the {want.dtype} range of "
+                                    f"dimension {want.name!r}")
+            dims[want.name] = (got, where)
+            return
+        expected = self._dim_value(want, dims, p)
+        if expected != got:
+            raise ArgumentError(f"parameter {p.name!r}: expected shape {p.shape_text()}, got {where} = {got} "
+                                f"(expected {expected})")
+
+    def _dim_value(self, s, dims: dict, p: _Param) -> int:
+        from .llvm.codegen import expr_text
+
+        if isinstance(s, IntImm):
+            return s.value
+        if isinstance(s, Var):
+            if s.name not in dims:
+                raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: dimension "
+                                    f"{s.name!r} is not given by any input; pass {p.name!r} explicitly")
+            return dims[s.name][0]
+        ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+               "floordiv": lambda a, b: a // b}
+        op = getattr(s, "op", None)
+        if op in ops:
+            return ops[op](self._dim_value(s.a, dims, p), self._dim_value(s.b, dims, p))
+        raise ArgumentError(f"parameter {p.name!r}: cannot evaluate the shape entry {expr_text(s)}")
+
+    def _check_scalar(self, p: _Param, v):
+        dt = p.dtype
+        if isinstance(v, np.ndarray) and v.ndim == 0:
+            v = v[()]
+        if dt.is_bool:
+            if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and int(v) in (0, 1)):
+                return int(bool(v))
+            raise ArgumentError(f"parameter {p.name!r}: expected a bool, got {type(v).__name__} {_short(v)}")
+        if dt.is_float:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise ArgumentError(f"parameter {p.name!r}: expected a {dt} number, got {type(v).__name__} "
+                                    f"{_short(v)}")
+            try:
+                return float(v)
+            except OverflowError:
+                raise ArgumentError(f"parameter {p.name!r}: {_short(v)} is too large for {dt}") from None
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            if isinstance(v, (float, np.floating)) and float(v).is_integer():
+                v = int(v)
+            else:
+                raise ArgumentError(f"parameter {p.name!r}: expected an integer ({dt}), got {type(v).__name__} "
+                                    f"{_short(v)}")
+        v = int(v)
+        if not p.lo <= v <= p.hi:
+            raise ArgumentError(f"parameter {p.name!r}: {v} is out of the range of {dt} [{p.lo}, {p.hi}]")
+        return v
+
+    def _separate_overlaps(self, arrays: list) -> None:
+        """An output may not share memory with another argument: copy inputs, refuse two outputs."""
+        bufs = [p for p in self._params if p.is_buffer]
+        for p in bufs:
+            if not p.written:
+                continue
+            for q in bufs:
+                if q is p or not np.may_share_memory(arrays[p.index], arrays[q.index]):
+                    continue
+                if arrays[p.index].size == 0 or arrays[q.index].size == 0:
+                    continue
+                if q.written:
+                    raise ArgumentError(f"parameters {p.name!r} and {q.name!r} are both written by the kernel "
+                                        f"but share memory; pass separate arrays")
+                arrays[q.index] = arrays[q.index].copy()
+
+    def _slow_call(self, args, kwargs, rc):
+        if rc is not None and rc != -1:
+            self._raise(rc)
+        values = self._complete(args, kwargs)
+        raw_args = []
+        for p in self._params:
+            v = values[p.index]
+            raw_args.append(v.__array_interface__["data"][0] if p.is_buffer else v)
+        dims = self._bound_dims(values)
+        rc = self._raw(*raw_args, *dims)
+        if rc:
+            self._raise(rc)
+        given = len(args) + len(kwargs)
+        if given == len(self._params):
+            return None
+        left_out = [values[p.index] for p in self._params
+                    if p.is_buffer and p.written and not self._was_given(p, args, kwargs)]
+        return left_out[0] if len(left_out) == 1 else tuple(left_out)
+
+    def _was_given(self, p: _Param, args, kwargs) -> bool:
+        if p.name in kwargs:
+            return True
+        n = len(self._params)
+        positional = self._params if len(args) == n or len(args) > len(self._inputs) else self._inputs
+        return p in positional[:len(args)]
+
+    def _bound_dims(self, values: list) -> list[int]:
+        dims: dict[str, int] = {}
+        for p in self._params:
+            if p.is_buffer:
+                for s, got in zip(p.shape, values[p.index].shape):
+                    if isinstance(s, Var):
+                        dims.setdefault(s.name, int(got))
+            else:
+                dims.setdefault(p.name, values[p.index])
+        return [dims[name] for name in self._dims]
+
+    def _raise(self, rc: int):
+        if rc == -2:
+            raise MemoryError(f"kernel {self.func.name!r}: allocating an intermediate buffer failed")
+        if 1 <= rc <= len(self._checks):
+            c = self._checks[rc - 1]
+            name = self._params[c["param"]].name if c.get("param") is not None else c["buffer"]
+            raise BoundsError(f"kernel {self.func.name!r}: index out of bounds in buffer {name!r}: index "
+                              f"{c['index']} is outside [0, {c['extent']}) (flattened)")
+        raise RuntimeError(f"kernel {self.func.name!r} failed with code {rc}")
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _specialised_class(k: Kernel) -> type:
+    """A Kernel subclass whose __call__ is generated for this signature (one ctypes call)."""
+    params = k._params
+    names = [f"a{i}" for i in range(len(params))]
+    lines = ["def __call__(self, *args, **kwargs):"]
+    if _FAST_OK:
+        lines.append("    if not kwargs:")
+        lines.append("        n = len(args)")
+        lines.append(f"        if n == {len(params)}:")
+        lines.append(f"            {', '.join(names)}{',' if len(names) == 1 else ''} = args")
+        lines += _scalar_guards(params, names, "            ")
+        lines.append(f"            rc = fast({', '.join(names)})")
+        lines.append("            if rc == 0:")
+        lines.append("                return None")
+        lines.append("            return self._slow_call(args, kwargs, rc)")
+        consts = all(isinstance(s, IntImm) for p in k._outputs for s in p.shape)
+        if k._outputs and consts and len(k._inputs) < len(params):
+            env_names = [f"a{p.index}" for p in k._inputs]
+            lines.append(f"        if n == {len(k._inputs)}:")
+            if env_names:
+                lines.append(f"            {', '.join(env_names)}{',' if len(env_names) == 1 else ''} = args")
+            lines += _scalar_guards(k._inputs, env_names, "            ")
+            for p in k._outputs:
+                shape = tuple(s.value for s in p.shape)
+                lines.append(f"            a{p.index} = empty({shape!r}, dt{p.index})")
+            lines.append(f"            rc = fast({', '.join(names)})")
+            lines.append("            if rc == 0:")
+            outs = [f"a{p.index}" for p in k._outputs]
+            lines.append(f"                return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
+            lines.append("            return self._slow_call(args, kwargs, rc)")
+    lines.append("    return self._slow_call(args, kwargs, None)")
+    env = {"fast": k._fast, "empty": np.empty, "int": int, "float": float}
+    for p in params:
+        env[f"dt{p.index}"] = p.np_dtype
+        if p.lo is not None:
+            env[f"lo{p.index}"], env[f"hi{p.index}"] = p.lo, p.hi
+    exec("\n".join(lines), env)  # noqa: S102 - generated from the signature only, no user text
+    fn = env["__call__"]
+    fn.__doc__ = f"Call {k.func.name}({k._signature()})."
+    return type("Kernel", (Kernel,), {"__call__": fn, "__module__": Kernel.__module__,
+                                      "__qualname__": "Kernel"})
+
+
+def _scalar_guards(params, names, indent: str) -> list[str]:
+    """Scalars of exactly the expected Python type go fast; anything else is checked slowly."""
+    out = []
+    for p, name in zip(params, names):
+        if p.is_buffer:
+            continue
+        if p.dtype.is_bool:
+            out.append(f"{indent}if {name} is not True and {name} is not False:")
+        elif p.dtype.is_float:
+            out.append(f"{indent}if type({name}) is not float:")
+        else:
+            out.append(f"{indent}if type({name}) is not int or not lo{p.index} <= {name} <= hi{p.index}:")
+        out.append(f"{indent}    return self._slow_call(args, kwargs, None)")
+    return out

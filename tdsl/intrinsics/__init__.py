@@ -1,0 +1,15 @@
+"""Built-in tensor intrinsics, registered on import (tdsl.TensorIntrin.get imports this lazily).
+
+* `tdsl.intrinsics.x86`: fp32 register-tile micro-kernels (AVX-512, AVX2) and the int8
+  u8 x s8 -> s32 dot product (AVX512-VNNI, AVX-VNNI); `x86.fp32_microkernel(kc)` and
+  `x86.int8_dot()` pick the variant this CPU runs.
+* `tdsl.intrinsics.cuda`: WMMA m16n16k16 fp16 -> fp32 (fill, load_a, load_b, mma, store).
+"""
+from __future__ import annotations
+
+from . import cuda, x86
+
+x86._register_builtins()
+cuda._register_builtins()
+
+__all__ = ["x86", "cuda"]

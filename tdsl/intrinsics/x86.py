@@ -1,0 +1,183 @@
+"""x86 tensor intrinsics for the CPU backend.
+
+fp32 register-tile micro-kernel ``x86.<isa>.fp32_<MR>x<NR>x<KC>`` (isa ``avx512`` or
+``avx2``): ``C[MR, NR] += A[MR, KC] @ B[KC, NR]``. The implementation keeps the MR x NR tile
+of C in vector registers (a small ``local`` accumulator that LLVM promotes to registers) and,
+for each k, broadcasts ``A[i, k]`` and FMAs it with the NR/lanes vectors of row k of B
+(``llvm.fma.v16f32`` / ``llvm.fma.v8f32``). B and C rows must be contiguous (unit inner stride).
+Any MR, KC and any NR that is a multiple of the lanes is made on first use; the defaults are
+``x86.avx512.fp32_8x32x<KC>`` (16 zmm accumulators) and ``x86.avx2.fp32_4x16x<KC>``.
+
+int8 dot product ``x86.<isa>.dot_u8s8s32_<N>x4`` (isa ``avx512vnni``: N=16, ``avxvnni``: N=8):
+``C[N] += sum_k u8(A[k]) * s8(B[N, k])`` in int32, one ``vpdpbusd`` (``llvm.x86.avx512.vpdpbusd.512``
+/ ``.256``, which LLVM encodes as the VEX AVX-VNNI form on CPUs without AVX-512). B's tile is
+N rows of 4 bytes, contiguous (a packed layout such as ``B[n // N, k // 4, n % N, k % 4]``).
+
+`fp32_microkernel(kc)` and `int8_dot()` return the best variant's name for this CPU, or raise
+a TargetError naming what the CPU lacks; `available()` lists what the host can run.
+"""
+from __future__ import annotations
+
+from ..errors import TargetError
+from ..schedule.tensor_intrin import TensorIntrin
+
+ISAS = {
+    # isa: (vector lanes of fp32, CPU features the implementation needs)
+    "avx512": (16, ("avx512f",)),
+    "avx2": (8, ("avx2", "fma")),
+}
+VNNI = {
+    # isa: (int32 lanes, LLVM intrinsic, CPU features)
+    "avx512vnni": (16, "llvm.x86.avx512.vpdpbusd.512", ("avx512f", "avx512vnni")),
+    "avxvnni": (8, "llvm.x86.avx512.vpdpbusd.256", ("avxvnni",)),
+}
+DEFAULT_TILE = {"avx512": (8, 32), "avx2": (4, 16)}
+
+
+def _fp32_desc(mr: int, nr: int, kc: int) -> str:
+    return f'''
+@T.prim_func
+def fp32_desc(A: T.Buffer(({mr}, {kc}), "float32", strides=("a_s", "a_t")),
+              B: T.Buffer(({kc}, {nr}), "float32", strides=("b_s", 1)),
+              C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
+    for i, j, k in T.grid({mr}, {nr}, {kc}):
+        with T.block("update"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+
+def _fp32_impl(mr: int, nr: int, kc: int, lanes: int) -> str:
+    nv = nr // lanes
+    vec = f"T.Ramp(v * {lanes}, 1, {lanes})"
+    fma = f"llvm.fma.v{lanes}f32"
+    return f'''
+@T.prim_func
+def fp32_impl(A: T.Buffer(({mr}, {kc}), "float32", strides=("a_s", "a_t")),
+              B: T.Buffer(({kc}, {nr}), "float32", strides=("b_s", 1)),
+              C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
+    acc = T.alloc_buffer(({mr}, {nr}), "float32", scope="local")
+    for i in T.unroll({mr}):
+        for v in T.unroll({nv}):
+            acc[i, {vec}] = C[i, {vec}]
+    for k in range({kc}):
+        for i in T.unroll({mr}):
+            for v in T.unroll({nv}):
+                acc[i, {vec}] = T.call_extern("float32x{lanes}", "{fma}", T.Broadcast(A[i, k], {lanes}),
+                                              B[k, {vec}], acc[i, {vec}])
+    for i in T.unroll({mr}):
+        for v in T.unroll({nv}):
+            C[i, {vec}] = acc[i, {vec}]
+'''
+
+
+def fp32_name(isa: str, mr: int, nr: int, kc: int) -> str:
+    return f"x86.{isa}.fp32_{mr}x{nr}x{kc}"
+
+
+def register_fp32(isa: str, mr: int, nr: int, kc: int) -> str:
+    """Register (once) the fp32 micro-kernel for `isa` with an MR x NR tile and KC steps of k."""
+    from ..script import parse
+
+    name = fp32_name(isa, mr, nr, kc)
+    if TensorIntrin.exists(name):
+        return name
+    lanes, features = ISAS[isa]
+    if nr % lanes or mr <= 0 or nr <= 0 or kc <= 0:
+        raise ValueError(f"{name}: NR must be a positive multiple of {lanes} (the {isa} fp32 lanes); MR, KC positive")
+    TensorIntrin.register(name, parse(_fp32_desc(mr, nr, kc)), parse(_fp32_impl(mr, nr, kc, lanes)),
+                          target="cpu", features=features,
+                          doc=f"C[{mr},{nr}] += A[{mr},{kc}] @ B[{kc},{nr}] in {isa} registers")
+    return name
+
+
+def _dot_desc(n: int) -> str:
+    return f'''
+@T.prim_func
+def dot_desc(A: T.Buffer((4,), "uint8"), B: T.Buffer(({n}, 4), "int8", strides=(4, 1)),
+             C: T.Buffer(({n},), "int32")):
+    for j, k in T.grid({n}, 4):
+        with T.block("update"):
+            vj, vk = T.axis.remap("SR", [j, k])
+            C[vj] = C[vj] + T.cast(A[vk], "int32") * T.cast(B[vj, vk], "int32")
+'''
+
+
+def _dot_impl(n: int, llvm_name: str) -> str:
+    return f'''
+@T.prim_func
+def dot_impl(A: T.Buffer((4,), "uint8"), B: T.Buffer(({n}, 4), "int8", strides=(4, 1)),
+             C: T.Buffer(({n},), "int32")):
+    C[T.Ramp(0, 1, {n})] = T.call_extern("int32x{n}", "{llvm_name}", C[T.Ramp(0, 1, {n})],
+                                         A[T.Ramp(0, 1, {4 * n}) % T.Broadcast(4, {4 * n})],
+                                         B[0, T.Ramp(0, 1, {4 * n})])
+'''
+
+
+def dot_name(isa: str) -> str:
+    return f"x86.{isa}.dot_u8s8s32_{VNNI[isa][0]}x4"
+
+
+def register_dot(isa: str) -> str:
+    """Register (once) the u8 x s8 -> s32 dot product of `isa` ("avx512vnni" or "avxvnni")."""
+    from ..script import parse
+
+    name = dot_name(isa)
+    if TensorIntrin.exists(name):
+        return name
+    n, llvm_name, features = VNNI[isa]
+    TensorIntrin.register(name, parse(_dot_desc(n)), parse(_dot_impl(n, llvm_name)), target="cpu",
+                          features=features, doc=f"C[{n}] += A[4] . B[{n}, 4], u8 x s8 -> s32 ({isa} vpdpbusd)")
+    return name
+
+
+# choosing by the host's features -----------------------------------------------------------
+
+def _host() -> tuple[str, set[str]]:
+    from llvmlite import binding as llvm
+
+    from ..schedule.tensorize_lower import host_features
+
+    return llvm.get_host_cpu_name(), host_features()
+
+
+def available() -> list[str]:
+    """The ISAs of this module that the host CPU can run (e.g. ["avx2", "avxvnni"])."""
+    _, feats = _host()
+    out = [isa for isa, (_, need) in ISAS.items() if all(f in feats for f in need)]
+    out += [isa for isa, (_, _, need) in VNNI.items() if all(f in feats for f in need)]
+    return out
+
+
+def fp32_microkernel(kc: int = 64, isa: str | None = None) -> str:
+    """The name of the fp32 micro-kernel for this CPU (AVX-512 8x32 if it has AVX-512F, else
+    AVX2 4x16), registered with `kc` steps of k; TargetError when the CPU has neither."""
+    cpu, feats = _host()
+    for candidate in ([isa] if isa else ["avx512", "avx2"]):
+        need = ISAS[candidate][1]
+        if all(f in feats for f in need):
+            mr, nr = DEFAULT_TILE[candidate]
+            return register_fp32(candidate, mr, nr, kc)
+    raise TargetError(f"this CPU ({cpu}) has neither AVX-512F nor AVX2+FMA"
+                      if isa is None else f"this CPU ({cpu}) lacks {', '.join(ISAS[isa][1])} for the {isa} micro-kernel")
+
+
+def int8_dot(isa: str | None = None) -> str:
+    """The name of the int8 VNNI dot product for this CPU (AVX512-VNNI, else AVX-VNNI); a
+    TargetError when the CPU has neither."""
+    cpu, feats = _host()
+    for candidate in ([isa] if isa else ["avx512vnni", "avxvnni"]):
+        if all(f in feats for f in VNNI[candidate][2]):
+            return register_dot(candidate)
+    raise TargetError(f"this CPU ({cpu}) has no AVX512-VNNI and no AVX-VNNI, which the int8 dot-product "
+                      "intrinsic needs (vpdpbusd); compute the int8 GEMM without tensorize here")
+
+
+def _register_builtins() -> None:
+    for isa, (mr, nr) in DEFAULT_TILE.items():
+        for kc in (1, 4, 16, 64, 256):
+            register_fp32(isa, mr, nr, kc)
+    for isa in VNNI:
+        register_dot(isa)
+    TensorIntrin.register_family(r"x86\.(avx512|avx2)\.fp32_(\d+)x(\d+)x(\d+)",
+                                 lambda m: register_fp32(m[1], int(m[2]), int(m[3]), int(m[4])))

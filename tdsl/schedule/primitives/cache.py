@@ -1,0 +1,459 @@
+"""Caching primitives: cache_read, cache_write, set_scope; and the block-tree helpers the other
+dataflow families (compute location, reduction, layout) share.
+
+A cache is a new buffer of the chosen scope plus a copy block named TVM-style after it
+(`A_shared`, `C_local`), placed right before the reading block's loop nest (cache_read) or right
+after the writing block's loop nest (cache_write), in the same scope. The copy covers the region
+the block touches, relaxed over its loops and clipped to the buffer.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+
+from ...arith import const_bound, infer_block_regions, prove, relax, simplify
+from ...ir import (
+    SCOPES,
+    TRUE,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    For,
+    IntImm,
+    IRMutator,
+    IterVar,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Stmt,
+    Var,
+    collect,
+    const,
+    logical_and,
+    replace_buffers,
+    substitute,
+)
+from ..analysis import path_ranges, simplify_realizes
+from ..errors import block_name, schedule_error
+from ..state import Path, all_realizes, child_realizes, find_block, fresh_name, loops_in_scope, replace_at, var_names
+
+# shared helpers ------------------------------------------------------------------------------
+
+
+def is_true(expr: PrimExpr) -> bool:
+    """True for the constant `True` predicate."""
+    return isinstance(expr, IntImm) and expr.dtype.is_bool and expr.value == 1
+
+
+def buffer_names(func: PrimFunc) -> set[str]:
+    """Every buffer name in the function (parameters and allocations)."""
+    names = {p.name for p in func.params if isinstance(p, Buffer)}
+    for r in all_realizes(func.body):
+        names.update(b.name for b in r.block.alloc_buffers)
+    return names
+
+
+def resolve_buffer(func: PrimFunc, block: Block, buffer, primitive: str, which: str = "any") -> Buffer:
+    """The buffer a primitive's `buffer` argument names: an index among the block's reads
+    (which="read") or writes (which="write"), or a buffer name (SPEC 6)."""
+    regions = {"read": block.reads, "write": block.writes, "any": block.reads + block.writes}[which]
+    listed = [r.buffer for r in regions]
+    shown = ", ".join(dict.fromkeys(b.name for b in listed)) or "nothing"
+    where = {"read": "reads", "write": "writes", "any": "reads or writes"}[which]
+    if isinstance(buffer, bool) or not isinstance(buffer, (int, str)):
+        raise schedule_error(func, primitive, f"a buffer is named by its name or its index among the {where} of "
+                             f"{block_name(block.name)}, not {type(buffer).__name__} {buffer!r}",
+                             blocks=(block.name,))
+    if isinstance(buffer, int):
+        if not 0 <= buffer < len(listed):
+            raise schedule_error(func, primitive, f"{block_name(block.name)} {where} {len(listed)} buffer(s) "
+                                 f"({shown}); index {buffer} is out of range", blocks=(block.name,),
+                                 rule=f"a buffer index counts the block's T.{where.split()[0]}(...) entries from 0")
+        return listed[buffer]
+    for b in listed:
+        if b.name == buffer:
+            return b
+    close = difflib.get_close_matches(buffer, [b.name for b in listed], n=1)
+    raise schedule_error(func, primitive, f"{block_name(block.name)} {where} no buffer named {buffer!r}; it "
+                         f"{where} {shown}", blocks=(block.name,),
+                         fix=f"did you mean {close[0]!r}?" if close else None)
+
+
+def check_scope(func: PrimFunc, primitive: str, scope) -> str:
+    """A storage scope: global, shared, local, or an intrinsic's dotted scope (wmma.accumulator)."""
+    if isinstance(scope, str) and (scope in SCOPES or ("." in scope and scope.replace(".", "").replace("_", "")
+                                                       .isalnum())):
+        return scope
+    close = difflib.get_close_matches(str(scope), SCOPES, n=1)
+    raise schedule_error(func, primitive, f"unknown storage scope {scope!r}",
+                         rule="scopes are " + ", ".join(f'"{s}"' for s in SCOPES) +
+                              ", or the dotted scope a tensor intrinsic declares (\"wmma.accumulator\")",
+                         fix=f"did you mean {close[0]!r}?" if close else None)
+
+
+def alloc_site(func: PrimFunc, buffer: Buffer) -> BlockRealize | None:
+    """The realize of the block that allocates `buffer`; None for a function parameter."""
+    for r in all_realizes(func.body):
+        if any(b is buffer for b in r.block.alloc_buffers):
+            return r
+    return None
+
+
+def scope_of(path: Path) -> tuple[BlockRealize | None, Stmt]:
+    """The realize of the enclosing block of a statement (None at function level) and the
+    statement directly inside it that holds the path (its 'top statement' container)."""
+    for idx in range(len(path) - 1, -1, -1):
+        if isinstance(path[idx], BlockRealize):
+            return path[idx], path[idx].block.body
+    return None, path[0] if path else None  # type: ignore[return-value]
+
+
+def top_index(path: Path, stmt: Stmt) -> tuple[Path, int]:
+    """Where `stmt` (reached through `path`) sits in its scope: the path up to and including the
+    enclosing Block, and the index of the statement of that block's body that holds `stmt`."""
+    scope_pos = max(i for i, p in enumerate(path) if isinstance(p, Block))
+    inside = path[scope_pos + 1:] + (stmt,)
+    body = inside[0]
+    if isinstance(body, SeqStmt):
+        top = inside[1]
+        return path[:scope_pos + 1], next(i for i, s in enumerate(body.seq) if s is top)
+    return path[:scope_pos + 1], 0
+
+
+def remove_realize(stmt: Stmt, target: BlockRealize) -> Stmt | None:
+    """`stmt` without `target`; loops and sequences left empty disappear (None when all is gone)."""
+    if stmt is target:
+        return None
+    if isinstance(stmt, For):
+        body = remove_realize(stmt.body, target)
+        if body is None:
+            return None
+        return stmt if body is stmt.body else dataclasses.replace(stmt, body=body)
+    if isinstance(stmt, SeqStmt):
+        kept = []
+        changed = False
+        for s in stmt.seq:
+            new = remove_realize(s, target)
+            changed |= new is not s
+            if new is not None:
+                kept.append(new)
+        if not changed:
+            return stmt
+        if not kept:
+            return None
+        return kept[0] if len(kept) == 1 else SeqStmt(tuple(kept))
+    if isinstance(stmt, BlockRealize):
+        block = stmt.block
+        body = remove_realize(block.body, target)
+        if body is block.body:
+            return stmt
+        body = body if body is not None else SeqStmt(())
+        return dataclasses.replace(stmt, block=dataclasses.replace(block, body=body))
+    if hasattr(stmt, "body") and isinstance(stmt.body, Stmt):
+        body = remove_realize(stmt.body, target)
+        if body is None:
+            return None
+        return stmt if body is stmt.body else dataclasses.replace(stmt, body=body)
+    return stmt
+
+
+def seq_insert(body: Stmt, index: int, new: Stmt) -> SeqStmt:
+    """`body` as a sequence with `new` inserted before position `index`."""
+    items = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    items.insert(index, new)
+    return SeqStmt(tuple(items))
+
+
+def refresh_block(block: Block) -> Block:
+    """`block` with its reads/writes inferred again from its body."""
+    reads, writes = infer_block_regions(block)
+    return dataclasses.replace(block, reads=tuple(reads), writes=tuple(writes))
+
+
+class _Refresher(IRMutator):
+    """Re-infers the regions of the blocks (inner first) that touch one of `buffers`."""
+
+    def __init__(self, buffers: set[Buffer]):
+        self.buffers = buffers
+
+    def visit_Block(self, node: Block):
+        node = self.generic_visit(node)
+        touched = {r.buffer for r in node.reads + node.writes}
+        if node.name != "root" and touched & self.buffers:
+            return refresh_block(node)
+        return node
+
+    def generic_visit(self, node):
+        if not isinstance(node, Stmt):
+            return node
+        return super().generic_visit(node)
+
+
+def refresh_touching(stmt: Stmt, buffers: set[Buffer]) -> Stmt:
+    """Re-infer the regions of every block under `stmt` that reads or writes one of `buffers`."""
+    return _Refresher(buffers).visit(stmt)
+
+
+def add_alloc(func: PrimFunc, scope: BlockRealize | None, buffer: Buffer) -> PrimFunc:
+    """The function with `buffer` allocated in the block of realize `scope` (None: the root)."""
+    target = scope if scope is not None else func.body
+    if not isinstance(target, BlockRealize):
+        raise ValueError("a function without a root block cannot allocate")  # lowered IR is not scheduled
+    found = find_block(func, target.block.name, "alloc") if target is not func.body else (func.body, ())
+    realize, path = found
+    block = dataclasses.replace(realize.block, alloc_buffers=realize.block.alloc_buffers + (buffer,))
+    return replace_at(func, path, realize, dataclasses.replace(realize, block=block))
+
+
+def drop_unused_allocs(func: PrimFunc) -> PrimFunc:
+    """Remove allocations of intermediate buffers nothing reads or writes any more."""
+
+    used: set[Buffer] = set()
+    for node in collect(func.body, BufferLoad) + collect(func.body, BufferStore):
+        used.add(node.buffer)
+
+    class _Dropper(IRMutator):
+        def visit_Block(self, node: Block):
+            node = self.generic_visit(node)
+            kept = tuple(b for b in node.alloc_buffers if b in used)
+            return node if len(kept) == len(node.alloc_buffers) else dataclasses.replace(node, alloc_buffers=kept)
+
+        def generic_visit(self, node):
+            if not isinstance(node, Stmt):
+                return node
+            return super().generic_visit(node)
+
+    return func.with_body(_Dropper().visit(func.body))
+
+
+def outer_ranges(path: Path) -> dict[Var, Range]:
+    """The ranges of the loops and iterators outside the scope (enclosing block) of a statement."""
+    scope_pos = max((i for i, p in enumerate(path) if isinstance(p, Block)), default=-1)
+    return path_ranges(path[:scope_pos + 1])
+
+
+def relaxed_region(region: BufferRegion, realize: BlockRealize, loops: list[For],
+                   ranges: dict[Var, Range] | None = None) -> list[tuple[PrimExpr, PrimExpr]]:
+    """Inclusive (lo, hi) per dimension of a block's region, its iterators replaced by their
+    bindings and `loops` relaxed over their ranges (other variables stay symbolic)."""
+    vmap = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
+    relax_ranges = {f.loop_var: Range(f.min, f.extent) for f in loops}
+    out = []
+    for r in region.region:
+        lo_e = substitute(r.min, vmap)
+        hi_e = substitute(r.min + r.extent - 1, vmap)
+        lo = relax(lo_e, relax_ranges)[0]
+        hi = relax(hi_e, relax_ranges)[1]
+        out.append((simplify(lo, ranges), simplify(hi, ranges)))
+    return out
+
+
+def clip(bounds: list[tuple[PrimExpr, PrimExpr]], buffer: Buffer,
+         ranges: dict[Var, Range]) -> list[tuple[PrimExpr, PrimExpr]]:
+    """Per dimension bounds inside the buffer: the whole dimension where they cannot be shown to fit."""
+    out = []
+    for (lo, hi), dim in zip(bounds, buffer.shape):
+        if prove(lo >= 0, ranges) and prove(hi < dim, ranges):
+            out.append((lo, hi))
+        else:
+            out.append((const(0, dim.dtype), simplify(dim - 1)))
+    return out
+
+
+def copy_nest(func: PrimFunc, name: str, src: Buffer, dst: Buffer, bounds: list[tuple[PrimExpr, PrimExpr]],
+              ranges: dict[Var, Range]) -> BlockRealize | For:
+    """Loops `ax0, ax1, ...` over `bounds` around a block `name` doing dst[v] = src[v]; a loop whose
+    extent is not constant runs to its upper bound under a T.where."""
+    taken = var_names(func)
+    loops: list[tuple[Var, PrimExpr]] = []
+    ivs: list[IterVar] = []
+    values: list[PrimExpr] = []
+    preds: list[PrimExpr] = []
+    for d, ((lo, hi), dim) in enumerate(zip(bounds, src.shape)):
+        extent = simplify(hi - lo + 1, ranges)
+        ax = Var(fresh_name(f"ax{d}", taken), dim.dtype)
+        if not isinstance(extent, IntImm):
+            cb = const_bound(extent, ranges)[1]
+            if cb is not None:
+                preds.append(ax < extent)
+                extent = const(cb, dim.dtype)
+        loops.append((ax, extent))
+        v = Var(fresh_name(f"v{d}", taken), dim.dtype)
+        ivs.append(IterVar(v, Range(const(0, dim.dtype), dim), "S"))
+        values.append(simplify(lo + ax, ranges))
+    indices = tuple(iv.var for iv in ivs)
+    body = BufferStore(dst, BufferLoad(src, indices), indices)
+    block = refresh_block(Block(name, tuple(ivs), (), (), body))
+    pred: PrimExpr = TRUE
+    for p in preds:
+        pred = p if pred is TRUE else logical_and(pred, p)
+    stmt: Stmt = BlockRealize(tuple(values), pred, block)
+    for ax, extent in reversed(loops):
+        stmt = For(ax, const(0, ax.dtype), extent, "serial", stmt)
+    return simplify_realizes(stmt, ranges)  # type: ignore[return-value]
+
+
+def accessed_region(func: PrimFunc, realize: BlockRealize, path: Path, buffer: Buffer,
+                    which: str) -> list[tuple[PrimExpr, PrimExpr]]:
+    """The part of `buffer` a block reads/writes over its whole loop nest in its scope, clipped."""
+    regions = realize.block.reads if which == "read" else realize.block.writes
+    region = next(r for r in regions if r.buffer is buffer)
+    outer = outer_ranges(path)
+    bounds = relaxed_region(region, realize, loops_in_scope(path), outer)
+    return clip(bounds, buffer, outer)
+
+
+# cache_read / cache_write --------------------------------------------------------------------
+
+class _LoadRedirect(IRMutator):
+    def __init__(self, old: Buffer, new: Buffer):
+        self.old, self.new = old, new
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.generic_visit(node)
+        return BufferLoad(self.new, node.indices) if node.buffer is self.old else node
+
+
+def _insert_at_scope(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: bool) -> PrimFunc:
+    """Insert `new` right before (or after) the top statement of `stmt`'s scope that holds it."""
+    scope_path, idx = top_index(path, stmt)
+    container = scope_path[-1]  # the Block whose body is the scope body
+    new_body = seq_insert(container.body, idx + (1 if after else 0), new)
+    return replace_at(func, scope_path[:-1], container, dataclasses.replace(container, body=new_body))
+
+
+def cache_read(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, str]:
+    """Read `buffer` through a `scope` copy made right before `block`'s loop nest."""
+    realize, path = find_block(func, block, "cache_read")
+    buf = resolve_buffer(func, realize.block, buffer, "cache_read", "read")
+    scope = check_scope(func, "cache_read", scope)
+    if any(r.buffer is buf for r in realize.block.writes):
+        raise schedule_error(func, "cache_read", f"{block_name(block)} also writes {buf.name}, so a read cache "
+                             "would hide its own updates from it", blocks=(block,),
+                             rule="cache_read needs a block that only reads the buffer",
+                             fix=f"use sch.cache_write(block, {buf.name!r}, {scope!r}) for a buffer the block "
+                                 "updates")
+    if _in_scope_chain_writes(path, buf):
+        raise schedule_error(func, "cache_read", f"{buf.name} is written inside the loop nest that holds "
+                             f"{block_name(block)}, so one copy before the nest would be stale", blocks=(block,),
+                             rule="cache_read copies the buffer once, before the reading block's loop nest",
+                             fix="apply cache_read before compute_at")
+    bounds = accessed_region(func, realize, path, buf, "read")
+    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
+    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    ranges = outer_ranges(path)
+    nest = copy_nest(func, name, buf, cache, bounds, ranges)
+    new_block = refresh_block(dataclasses.replace(realize.block, body=_LoadRedirect(buf, cache).visit(
+        realize.block.body), init=None if realize.block.init is None else _LoadRedirect(buf, cache).visit(
+        realize.block.init)))
+    func2 = replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
+    realize2, path2 = find_block(func2, block, "cache_read")
+    func3 = _insert_at_scope(func2, path2, realize2, nest, after=False)
+    scope_realize = scope_of(path2)[0]
+    func4 = add_alloc(func3, scope_realize, cache)
+    return _refresh_scope_regions(func4, {buf, cache}), name
+
+
+def _refresh_scope_regions(func: PrimFunc, buffers: set[Buffer]) -> PrimFunc:
+    return func.with_body(refresh_touching(func.body, buffers))
+
+
+def block_names_of(func: PrimFunc) -> list[str]:
+    return [r.block.name for r in all_realizes(func.body)]
+
+
+def _in_scope_chain_writes(path: Path, buf: Buffer) -> bool:
+    """True when a block under the loops around the statement (within its scope) writes `buf`."""
+    loops = loops_in_scope(path)
+    if not loops:
+        return False
+    return any(any(w.buffer is buf for w in r.block.writes) for r in all_realizes(loops[0]))
+
+
+def cache_write(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, str]:
+    """Write `buffer` through a `scope` buffer copied back right after `block`'s loop nest."""
+    realize, path = find_block(func, block, "cache_write")
+    b = realize.block
+    buf = resolve_buffer(func, b, buffer, "cache_write", "write")
+    scope = check_scope(func, "cache_write", scope)
+    if child_realizes(realize):
+        raise schedule_error(func, "cache_write", f"{block_name(block)} holds other blocks", blocks=(block,),
+                             rule="cache_write applies to a block without nested blocks")
+    if any(r.buffer is buf for r in b.reads) and b.init is None:
+        raise schedule_error(func, "cache_write", f"{block_name(block)} reads {buf.name} before writing it and "
+                             "has no T.init, so a fresh cache would start from garbage", blocks=(block,),
+                             rule="cache_write needs a block whose result does not depend on the old contents "
+                                  "of the buffer (a plain store, or a reduction with T.init)",
+                             fix="cache_read the buffer first, or keep the block writing it directly")
+    loops = loops_in_scope(path)
+    if loops:
+        others = [r for r in all_realizes(loops[0]) if r is not realize and
+                  any(x.buffer is buf for x in r.block.reads + r.block.writes)]
+        if others:
+            raise schedule_error(func, "cache_write", f"{block_name(others[0].block.name)} uses {buf.name} inside "
+                                 f"the loop nest of {block_name(block)}, before the cache would be copied back",
+                                 blocks=(block, others[0].block.name),
+                                 rule="cache_write copies the cache back after the writing block's loop nest",
+                                 fix="apply cache_write before compute_at / reverse_compute_at")
+    _check_dense_write(func, realize, path, buf)
+    bounds = accessed_region(func, realize, path, buf, "write")
+    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
+    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    ranges = outer_ranges(path)
+    nest = copy_nest(func, name, cache, buf, bounds, ranges)
+    new_block = refresh_block(replace_buffers(b, {buf: cache}))
+    func2 = replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
+    realize2, path2 = find_block(func2, block, "cache_write")
+    func3 = _insert_at_scope(func2, path2, realize2, nest, after=True)
+    func4 = add_alloc(func3, scope_of(path2)[0], cache)
+    return _refresh_scope_regions(func4, {buf, cache}), name
+
+
+def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: Buffer) -> None:
+    """The copy back writes every element of the written box, so the block must write all of them:
+    each index a distinct spatial iterator, and (for constant nests) no more box elements than
+    iterations."""
+    b = realize.block
+    spatial = {iv.var for iv in b.iter_vars if iv.kind == "S"}
+    stores = [s for s in collect(b.body, BufferStore) if s.buffer is buf]
+    ok = bool(stores) and all(all(isinstance(i, Var) and i in spatial for i in s.indices) and
+                              len(set(s.indices)) == len(s.indices) for s in stores)
+    if ok:
+        bounds = accessed_region(func, realize, path, buf, "write")
+        points = 1
+        for lo, hi in bounds:
+            ext = simplify(hi - lo + 1)
+            points = points * ext.value if isinstance(ext, IntImm) and isinstance(points, int) else None
+        iters = 1
+        for f in loops_in_scope(path):
+            iters = iters * f.extent.value if isinstance(f.extent, IntImm) and isinstance(iters, int) else None
+        if points is not None and iters is not None and points > iters:
+            ok = False
+    if not ok:
+        raise schedule_error(func, "cache_write", f"{block_name(b.name)} does not write every element of the "
+                             f"part of {buf.name} it touches (its store indices are not distinct spatial "
+                             "iterators covering that part)", blocks=(b.name,),
+                             rule="the copy back writes a whole box, so the block must fill it",
+                             fix="cache_write a block that stores to buf[vi, vj, ...] with its spatial iterators")
+
+
+# set_scope -----------------------------------------------------------------------------------
+
+def set_scope(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, None]:
+    """Change the storage scope of an intermediate buffer."""
+    realize, _ = find_block(func, block, "set_scope")
+    buf = resolve_buffer(func, realize.block, buffer, "set_scope")
+    scope = check_scope(func, "set_scope", scope)
+    if alloc_site(func, buf) is None:
+        raise schedule_error(func, "set_scope", f"{buf.name} is a parameter of {func.name}; its storage belongs "
+                             "to the caller", blocks=(block,),
+                             rule="set_scope changes buffers the function allocates (T.alloc_buffer)",
+                             fix=f"sch.cache_read / sch.cache_write the parameter into a {scope!r} buffer")
+    if buf.scope == scope:
+        return func, None
+    new = buf.with_(scope=scope)
+    return func.with_body(replace_buffers(func.body, {buf: new})), None

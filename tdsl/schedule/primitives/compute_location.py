@@ -1,0 +1,785 @@
+"""Compute location primitives: compute_at, reverse_compute_at, compute_inline, reverse_compute_inline.
+
+compute_at / reverse_compute_at move a block under a loop of the same scope and give it new loops
+(`ax0, ax1, ...`, one per iterator) over just the instances needed (compute_at: what the
+consumers under the loop read) or possible (reverse_compute_at: what the producers under the
+loop have written) at each iteration of that loop. Whatever TVM leaves to the user's care is
+checked here (see apache/tvm#15911): every element a moved consumer reads must have been written
+by the producers under the loop at that iteration or an earlier one, every instance of the
+block still runs, and no other block's view of the data changes. When constant, the check
+walks the loop iterations one by one; symbolic extents are handled by proofs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+from ...arith import const_bound, linear_form, prove, relax, simplify
+from ...ir import (TRUE, Binary, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Cast, For, IntImm,
+                   IRMutator, IterVar, Not, PrimExpr, PrimFunc, Range, Select, SeqStmt, Stmt, Var, collect, const,
+                   free_vars, logical_and, max_, min_, structural_equal, substitute)
+from ..analysis import check_affine_bindings, expr_text, path_ranges, simplify_realizes
+from ..errors import block_name, loop_name, schedule_error
+from ..state import (Path, all_realizes, child_realizes, children, find_block, find_loop, fresh_name,
+                     loops_in_scope, replace_at, var_names)
+from .cache import (alloc_site, drop_unused_allocs, is_true, outer_ranges, refresh_block, refresh_touching,
+                    remove_realize, top_index)
+
+Box = list[tuple[PrimExpr, PrimExpr]]  # inclusive (lo, hi) per dimension
+_ENUM_LIMIT = 20_000  # loop iterations walked by the exact checks
+_CELL_LIMIT = 2_000_000  # buffer elements tracked by the exact checks
+
+
+# small helpers -------------------------------------------------------------------------------
+
+def _reads(block: Block) -> set[Buffer]:
+    return {r.buffer for r in block.reads}
+
+
+def _writes(block: Block) -> set[Buffer]:
+    return {r.buffer for r in block.writes}
+
+
+def _names(buffers) -> str:
+    return ", ".join(sorted(b.name for b in buffers))
+
+
+def eval_int(expr: PrimExpr, env: dict[Var, int]) -> int:
+    """The value of an integer expression under `env` (floor division and modulo, as in Python)."""
+    if isinstance(expr, IntImm):
+        return expr.value
+    if isinstance(expr, Var):
+        return env[expr]
+    if isinstance(expr, Cast):
+        return eval_int(expr.value, env)
+    if isinstance(expr, Not):
+        return int(not eval_int(expr.a, env))
+    if isinstance(expr, Select):
+        return eval_int(expr.true_value if eval_int(expr.condition, env) else expr.false_value, env)
+    if isinstance(expr, Binary):
+        a, b = eval_int(expr.a, env), eval_int(expr.b, env)
+        return _BINOPS[expr.op](a, b)
+    raise ValueError(f"cannot evaluate {type(expr).__name__}")
+
+
+_BINOPS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min, "max": max,
+    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b), "lt": lambda a, b: int(a < b),
+    "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
+    "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
+}
+
+
+def _below(path: Path, anchor: Stmt) -> Path:
+    """The part of `path` strictly below `anchor`."""
+    idx = next(i for i, p in enumerate(path) if p is anchor)
+    return path[idx + 1:]
+
+
+def _region_box(realize: BlockRealize, region, below: Path) -> Box:
+    """A block's region with its bindings substituted, relaxed over the loops and iterators of
+    `below` (the statements between an anchor loop and the block)."""
+    vmap = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
+    ranges = path_ranges(below)
+    out = []
+    for r in region.region:
+        lo = relax(substitute(r.min, vmap), ranges)[0]
+        hi = relax(substitute(r.min + r.extent - 1, vmap), ranges)[1]
+        out.append((simplify(lo), simplify(hi)))
+    return out
+
+
+def _buffer_box(block: Block, regions, buf: Buffer) -> object:
+    return next(r for r in regions if r.buffer is buf)
+
+
+def _child_realizes_with_paths(stmt: Stmt) -> list[tuple[BlockRealize, Path]]:
+    """The block realizes under `stmt` (not inside other blocks), with paths relative to `stmt`."""
+    out: list[tuple[BlockRealize, Path]] = []
+
+    def walk(node: Stmt, path: Path) -> None:
+        if isinstance(node, BlockRealize):
+            out.append((node, path))
+            return
+        for c in children(node):
+            walk(c, path + (node,))
+
+    walk(stmt, ())
+    return out
+
+
+def _body_items(loop: For) -> list[Stmt]:
+    return list(loop.body.seq) if isinstance(loop.body, SeqStmt) else [loop.body]
+
+
+# legality shared by compute_at and reverse_compute_at ---------------------------------------
+
+def _check_movable(func: PrimFunc, primitive: str, realize: BlockRealize, path: Path) -> None:
+    """The block's instances can be regenerated from its iterator domains: no nested blocks, no
+    predicate, affine bindings that visit every point of the domain once, and running an
+    instance again gives the same result."""
+    b = realize.block
+    if child_realizes(realize):
+        raise schedule_error(func, primitive, f"{block_name(b.name)} holds other blocks", blocks=(b.name,),
+                             rule=f"{primitive} moves a block without nested blocks")
+    if not is_true(realize.predicate):
+        raise schedule_error(func, primitive, f"{block_name(b.name)} has the predicate "
+                             f"T.where({expr_text(realize.predicate)}), which {primitive} cannot carry to new loops",
+                             blocks=(b.name,), rule=f"{primitive} regenerates the loops of a block from its "
+                             "iterator domains, so the block must run on its whole domain",
+                             fix=f"apply {primitive} before the split that added the predicate")
+    loops = loops_in_scope(path)
+    if loops:
+        check_affine_bindings(func, primitive, loops[0], loops[0].loop_var)
+    ranges = path_ranges(path)
+    used: set[Var] = set()
+    for iv, value in zip(b.iter_vars, realize.iter_values):
+        lo, hi = relax(value, {f.loop_var: Range(f.min, f.extent) for f in loops})
+        if not (prove(lo >= iv.dom.min, ranges) and prove(hi <= iv.dom.min + iv.dom.extent - 1, ranges)):
+            raise schedule_error(func, primitive, f"{block_name(b.name)} binds {iv.var.name} to "
+                                 f"{expr_text(value)}, which leaves its domain", blocks=(b.name,),
+                                 rule="the bindings of a moved block must stay inside their domains")
+        used |= free_vars(value) & {f.loop_var for f in loops}
+    points = [f.extent for f in loops if f.loop_var in used]
+    doms = [iv.dom.extent for iv in b.iter_vars]
+    if all(isinstance(e, IntImm) for e in points + doms):
+        n_loops = math.prod(e.value for e in points)
+        n_dom = math.prod(e.value for e in doms)
+        if n_loops != n_dom:
+            raise schedule_error(func, primitive, f"the loops of {block_name(b.name)} run {n_loops} instances "
+                                 f"but its iterator domains hold {n_dom}", blocks=(b.name,),
+                                 rule=f"{primitive} regenerates every instance of the domain exactly once",
+                                 fix="bind each iterator to its whole domain")
+    if b.init is None and _reads(b) & _writes(b):
+        shared = _names(_reads(b) & _writes(b))
+        raise schedule_error(func, primitive, f"{block_name(b.name)} reads and updates {shared} without a "
+                             "T.init, so running an instance again would change the result", blocks=(b.name,),
+                             rule=f"{primitive} may run some instances more than once (overlapping regions)",
+                             fix="give the reduction a T.init, or leave the block where it is")
+
+
+def _same_scope(func: PrimFunc, primitive: str, block: Block, bpath: Path, loop: For, lpath: Path) -> None:
+    bscope = next((p for p in reversed(bpath) if isinstance(p, Block)), None)
+    lscope = next((p for p in reversed(lpath) if isinstance(p, Block)), None)
+    if any(p is loop for p in bpath):
+        raise schedule_error(func, primitive, f"{block_name(block.name)} is already under {loop_name(loop.loop_var)}",
+                             loops=(loop.loop_var,), blocks=(block.name,),
+                             rule=f"{primitive} moves a block under a loop of another loop nest")
+    if bscope is not lscope:
+        raise schedule_error(func, primitive, f"{loop_name(loop.loop_var)} and {block_name(block.name)} are in "
+                             "different blocks", loops=(loop.loop_var,), blocks=(block.name,),
+                             rule=f"{primitive} moves a block within its own scope (enclosing block)")
+
+
+def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[PrimExpr, PrimExpr]],
+              ranges: dict[Var, Range]) -> tuple[Stmt, dict[Var, tuple[PrimExpr, PrimExpr]]]:
+    """Loops `ax0, ...` (one per iterator, in order) around the block: an iterator in `boxes` runs
+    over its (lo, hi) clipped to its domain (a T.where where the clip is not constant), the others
+    over their whole domain. Also returns the clipped (lo, hi) of every iterator."""
+    b = realize.block
+    taken = var_names(func)
+    loops: list[tuple[Var, PrimExpr]] = []
+    values: list[PrimExpr] = []
+    preds: list[PrimExpr] = []
+    spans: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
+    for k, iv in enumerate(b.iter_vars):
+        dt = iv.var.dtype
+        dmin, dmax = iv.dom.min, simplify(iv.dom.min + iv.dom.extent - 1)
+        lo, hi = boxes.get(iv.var, (dmin, dmax))
+        low_ok, high_ok = prove(lo >= dmin, ranges), prove(hi <= dmax, ranges)
+        spans[iv.var] = (lo if low_ok else simplify(max_(lo, dmin), ranges),
+                         hi if high_ok else simplify(min_(hi, dmax), ranges))
+        if not low_ok and not high_ok and prove(lo <= dmin, ranges) and prove(hi >= dmax, ranges):
+            lo, hi, low_ok, high_ok = dmin, dmax, True, True  # the box holds the whole domain
+        extent = simplify(hi - lo + 1, ranges)
+        if isinstance(extent, IntImm) and extent.value == 1:
+            values.append(lo)
+            continue
+        ax = Var(fresh_name(f"ax{k}", taken), dt)
+        value = simplify(lo + ax, ranges)
+        if not isinstance(extent, IntImm):
+            cb = const_bound(extent, ranges)[1]
+            if cb is not None:
+                preds.append(ax < extent)
+                extent = const(cb, dt)
+        if not low_ok:
+            preds.append(value >= dmin)
+        if not high_ok:
+            preds.append(value <= dmax)
+        loops.append((ax, extent))
+        values.append(value)
+    pred: PrimExpr = TRUE
+    for p in preds:
+        pred = p if pred is TRUE else logical_and(pred, p)
+    stmt: Stmt = BlockRealize(tuple(values), pred, b)
+    for ax, extent in reversed(loops):
+        stmt = For(ax, const(0, ax.dtype), extent, "serial", stmt)
+    return simplify_realizes(stmt, ranges), spans
+
+
+def _insert_in_loop(func: PrimFunc, loop_var: Var, pos: int, nest: Stmt) -> PrimFunc:
+    loop, lpath = find_loop(func, loop_var, "insert")
+    items = _body_items(loop)
+    items.insert(pos, nest)
+    return replace_at(func, lpath, loop, dataclasses.replace(loop, body=SeqStmt(tuple(items))))
+
+
+def _without(func: PrimFunc, realize: BlockRealize) -> PrimFunc:
+    body = remove_realize(func.body, realize)
+    return func.with_body(body if body is not None else SeqStmt(()))
+
+
+def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path, loop: For, lpath: Path,
+                       moved_first: bool) -> None:
+    """Blocks of the scope between the block's old place and the loop (those in the loop's nest but
+    not under the loop included) must not share data with the moved block."""
+    bscope, bidx = top_index(bpath, block)
+    _, lidx = top_index(lpath, loop)
+    body = bscope[-1].body
+    items = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    lo, hi = (bidx, lidx) if moved_first else (lidx, bidx)
+    if lo >= hi:
+        where = "before" if moved_first else "after"
+        other = "reverse_compute_at" if moved_first else "compute_at"
+        raise schedule_error(func, primitive, f"{block_name(block.name)} does not come {where} the loop nest of "
+                             f"{loop_name(loop.loop_var)}", loops=(loop.loop_var,), blocks=(block.name,),
+                             rule=f"{primitive} moves a {'producer into a later' if moved_first else 'consumer into an earlier'} "
+                                  "loop nest",
+                             fix=f"use sch.{other}")
+    between = [r for s in items[lo + 1:hi] for r in all_realizes(s)]
+    under = {id(r) for r in all_realizes(loop)}
+    between += [r for r in all_realizes(items[lidx]) if id(r) not in under]
+    for r in between:
+        o = r.block
+        if o is block:
+            continue
+        clash = (_writes(o) & (_reads(block) | _writes(block))) | (_reads(o) & _writes(block))
+        if clash:
+            raise schedule_error(func, primitive, f"{block_name(o.name)} uses {_names(clash)} between the place of "
+                                 f"{block_name(block.name)} and {loop_name(loop.loop_var)}, so moving the block "
+                                 "would change what one of them sees", loops=(loop.loop_var,),
+                                 blocks=(block.name, o.name),
+                                 rule=f"{primitive} cannot move a block across another that shares its data")
+
+
+# the exact / symbolic checks of the new program ---------------------------------------------
+
+class _Site:
+    """A block realize under the anchor loop: its position in the loop body and its path below."""
+
+    def __init__(self, realize: BlockRealize, below: Path, pos: int):
+        self.realize, self.below, self.pos = realize, below, pos
+        self.block = realize.block
+
+
+def _sites(loop: For) -> list[_Site]:
+    out = []
+    for pos, item in enumerate(_body_items(loop)):
+        for realize, path in _child_realizes_with_paths(item):
+            out.append(_Site(realize, path, pos))
+    return out
+
+
+def _produced_box(site: _Site, buf: Buffer) -> Box:
+    """What one instance of the site's nest writes to `buf` per anchor iteration, relaxed, and
+    kept inside the block's domain-implied write region when the block has a predicate."""
+    region = _buffer_box(site.block, site.block.writes, buf)
+    return _clip_to_domain(site, region, _region_box(site.realize, region, site.below))
+
+
+def _needed_box(site: _Site, buf: Buffer, clip: bool = True) -> Box:
+    """What the site reads of `buf` per anchor iteration (kept inside its domain-implied read
+    region when the block has a predicate and `clip`)."""
+    region = _buffer_box(site.block, site.block.reads, buf)
+    box = _region_box(site.realize, region, site.below)
+    return _clip_to_domain(site, region, box) if clip else box
+
+
+def _clip_to_domain(site: _Site, region, box: Box) -> Box:
+    if is_true(site.realize.predicate):
+        return box
+    dom = {iv.var: iv.dom for iv in site.block.iter_vars}
+    out = []
+    for (lo, hi), r in zip(box, region.region):
+        dlo, dhi = relax(r.min, dom)[0], relax(r.min + r.extent - 1, dom)[1]
+        out.append((simplify(max_(lo, dlo)), simplify(min_(hi, dhi))))
+    return out
+
+
+def _anchor_vars(lpath: Path, loop: For) -> list[For]:
+    """The anchor loop and the loops around it in its scope, outer to inner."""
+    return loops_in_scope(lpath + (loop,)) + [loop]
+
+
+def _walk(loops: list[For], ranges: dict[Var, Range]):
+    """Every assignment of `loops` in execution order, or None when not constant and small."""
+    extents = []
+    for f in loops:
+        if not (isinstance(f.min, IntImm) and isinstance(f.extent, IntImm)):
+            return None
+        extents.append(range(f.min.value, f.min.value + f.extent.value))
+    if math.prod(len(e) for e in extents) > _ENUM_LIMIT:
+        return None
+    return [dict(zip([f.loop_var for f in loops], vals)) for vals in itertools.product(*extents)]
+
+
+def _shape_of(buf: Buffer) -> tuple[int, ...] | None:
+    if all(isinstance(s, IntImm) for s in buf.shape) and math.prod(s.value for s in buf.shape) <= _CELL_LIMIT:
+        return tuple(s.value for s in buf.shape)
+    return None
+
+
+def _box_slices(box: Box, env, shape) -> tuple[slice, ...] | None:
+    out = []
+    for (lo, hi), n in zip(box, shape):
+        a, b = eval_int(lo, env), eval_int(hi, env)
+        if b < a:
+            return None
+        out.append(slice(max(a, 0), min(b, n - 1) + 1))
+    return tuple(out)
+
+
+def _box_inside(box: Box, env, shape) -> bool:
+    return all(0 <= eval_int(lo, env) and eval_int(hi, env) < n for (lo, hi), n in zip(box, shape))
+
+
+def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: _Site, reader: _Site,
+                buf: Buffer, produced: Box) -> None:
+    """Every element of `buf` the reader reads at an iteration of the anchor loop (and its outer
+    loops) was written by the writer at that iteration or an earlier one."""
+    needed = _needed_box(reader, buf)
+    fail = schedule_error(
+        func, primitive, f"{block_name(reader.block.name)} would read elements of {buf.name} that "
+        f"{block_name(writer.block.name)} has not written yet at that iteration of {loop_name(loop.loop_var)}",
+        loops=(loop.loop_var,), blocks=(writer.block.name, reader.block.name),
+        rule="a block moved under a loop must only read what the blocks under that loop have already produced",
+        fix="choose an outer loop, or split the producer so that each iteration produces what the consumer "
+            "reads (tdsl refuses the silent wrong result TVM gives here, apache/tvm#15911)")
+    anchors = _anchor_vars(lpath, loop)
+    ranges = path_ranges(lpath + (loop,))
+    shape = _shape_of(buf)
+    walk = _walk(anchors, ranges) if shape is not None else None
+    if walk is not None:
+        import numpy as np
+
+        done = np.zeros(shape, dtype=bool)
+        try:
+            for env in walk:
+                sl = _box_slices(produced, env, shape)
+                if sl is not None:
+                    done[sl] = True
+                need = _box_slices(needed, env, shape)
+                if need is not None and not (_box_inside(needed, env, shape) and done[need].all()):
+                    raise fail
+            return
+        except ValueError:
+            pass  # an expression the evaluator does not know: fall back to proofs
+    if not _covers_symbolic(produced, needed, ranges):
+        raise fail
+
+
+def _covers_symbolic(outer: Box, inner: Box, ranges) -> bool:
+    return all(prove(o_lo <= i_lo, ranges) and prove(i_hi <= o_hi, ranges)
+               for (o_lo, o_hi), (i_lo, i_hi) in zip(outer, inner))
+
+
+def _check_under_loop(func: PrimFunc, primitive: str, loop_var: Var, moved: str, moved_first: bool,
+                      moved_box: dict[Buffer, Box]) -> None:
+    """Dependences between the moved block and every other block under the anchor loop."""
+    loop, lpath = find_loop(func, loop_var, primitive)
+    sites = _sites(loop)
+    me = next(s for s in sites if s.block.name == moved)
+    for other in sites:
+        if other is me:
+            continue
+        first, second = (me, other) if moved_first else (other, me)
+        anti = _reads(first.block) & _writes(second.block)
+        out = _writes(first.block) & _writes(second.block)
+        if anti or out:
+            raise schedule_error(func, primitive, f"{block_name(second.block.name)} overwrites {_names(anti | out)}, "
+                                 f"which {block_name(first.block.name)} uses, and both would run under "
+                                 f"{loop_name(loop_var)}", loops=(loop_var,),
+                                 blocks=(first.block.name, second.block.name),
+                                 rule="a moved block cannot interleave with blocks that overwrite its data")
+        for buf in _writes(first.block) & _reads(second.block):
+            if first.pos > second.pos:
+                raise schedule_error(func, primitive, f"{block_name(first.block.name)} must run before "
+                                     f"{block_name(second.block.name)} under {loop_name(loop_var)} but cannot",
+                                     loops=(loop_var,), blocks=(first.block.name, second.block.name),
+                                     rule="a producer stays before its consumers")
+            produced = moved_box[buf] if first is me and buf in moved_box else _produced_box(first, buf)
+            _check_flow(func, primitive, loop, lpath, first, second, buf, produced)
+
+
+def _check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str) -> None:
+    """Over all iterations of the anchor loop and its outer loops, the moved block's new nest still
+    visits every point of its domain (the regions of consecutive iterations leave no gap)."""
+    loop, lpath = find_loop(func, loop_var, primitive)
+    me = next(s for s in _sites(loop) if s.block.name == moved)
+    b = me.block
+    vmap_box = _region_box(me.realize, _iter_region(b), me.below)
+    anchors = _anchor_vars(lpath, loop)
+    ranges = path_ranges(lpath + (loop,))
+    dom_shape = [iv.dom.extent.value if isinstance(iv.dom.extent, IntImm) else None for iv in b.iter_vars]
+    fail = schedule_error(func, primitive, f"the new loops of {block_name(moved)} under {loop_name(loop_var)} "
+                          "would skip some of its instances", loops=(loop_var,), blocks=(moved,),
+                          rule="every instance of the moved block must still run",
+                          fix="choose another loop")
+    walk = _walk(anchors, ranges)
+    mins = [iv.dom.min.value if isinstance(iv.dom.min, IntImm) else None for iv in b.iter_vars]
+    if walk is not None and None not in dom_shape and None not in mins and math.prod(dom_shape) <= _CELL_LIMIT:
+        import numpy as np
+
+        seen = np.zeros(dom_shape or [1], dtype=bool)
+        try:
+            shifted = [(simplify(lo - m), simplify(hi - m)) for (lo, hi), m in zip(vmap_box, mins)]
+            for env in walk:
+                sl = _box_slices(shifted, env, dom_shape)
+                if sl is not None:
+                    seen[sl] = True
+            if not seen.all():
+                raise fail
+            return
+        except ValueError:
+            pass
+    relax_ranges = {f.loop_var: Range(f.min, f.extent) for f in anchors}
+    for (lo, hi), iv in zip(vmap_box, b.iter_vars):
+        tlo, thi = relax(lo, relax_ranges)[0], relax(hi, relax_ranges)[1]
+        if not (prove(tlo <= iv.dom.min, ranges) and prove(thi >= iv.dom.min + iv.dom.extent - 1, ranges)):
+            raise fail
+        step = substitute(lo, {loop_var: loop_var + 1})
+        if free_vars(lo) & {loop_var} and not prove(step <= hi + 1, ranges):
+            raise fail
+
+
+def _iter_region(block: Block):
+    """A pseudo region whose dimensions are the block's iterators (to relax them like a region)."""
+    from ...ir import BufferRegion
+
+    fake = Buffer("__iters", tuple(iv.dom.extent for iv in block.iter_vars), block.iter_vars[0].var.dtype
+                  if block.iter_vars else IntImm(0).dtype)
+    return BufferRegion(fake, tuple(Range(iv.var, const(1, iv.var.dtype)) for iv in block.iter_vars))
+
+
+# compute_at ----------------------------------------------------------------------------------
+
+def _store_iters(func: PrimFunc, primitive: str, block: Block) -> dict[Buffer, list[Var]]:
+    """For each buffer the block writes, the spatial iterator indexing each dimension."""
+    spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
+    out: dict[Buffer, list[Var]] = {}
+    for st in collect(block.body, BufferStore) + (collect(block.init, BufferStore) if block.init else []):
+        idx = list(st.indices)
+        ok = all(isinstance(i, Var) and i in spatial for i in idx) and len(set(idx)) == len(idx)
+        if not ok or (st.buffer in out and out[st.buffer] != idx):
+            raise schedule_error(func, primitive, f"{block_name(block.name)} stores to {st.buffer.name}"
+                                 f"[{', '.join(expr_text(i) for i in st.indices)}], not at distinct spatial "
+                                 "iterators", blocks=(block.name,),
+                                 rule=f"{primitive} derives the instances to compute from the written elements, "
+                                      "so each index of a store must be its own spatial iterator")
+        out[st.buffer] = idx
+    return out
+
+
+def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, None]:
+    """Move a producer under `loop`, computing at each iteration what the consumers there read."""
+    realize, bpath = find_block(func, block, "compute_at")
+    loop, lpath = find_loop(func, loop_var, "compute_at")
+    b = realize.block
+    _same_scope(func, "compute_at", b, bpath, loop, lpath)
+    _between_conflicts(func, "compute_at", b, bpath, loop, lpath, moved_first=True)
+    _check_movable(func, "compute_at", realize, bpath)
+    iters = _store_iters(func, "compute_at", b)
+    consumers = [s for s in _sites(loop) if _reads(s.block) & _writes(b)]
+    if not consumers:
+        raise schedule_error(func, "compute_at", f"no block under {loop_name(loop_var)} reads what "
+                             f"{block_name(block)} writes ({_names(_writes(b))})", loops=(loop_var,),
+                             blocks=(block,), rule="compute_at places a producer next to its consumers",
+                             fix="pick a loop around a consumer (sch.get_consumers(block))")
+    ranges = path_ranges(lpath + (loop,))
+    boxes: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
+    for site in consumers:
+        for buf in _reads(site.block) & _writes(b):
+            for (lo, hi), v in zip(_needed_box(site, buf, clip=False), iters.get(buf, [])):
+                if v in boxes:
+                    lo = simplify(min_(boxes[v][0], lo), ranges)
+                    hi = simplify(max_(boxes[v][1], hi), ranges)
+                boxes[v] = (lo, hi)
+    _check_outside_readers(func, b, bpath, loop, lpath, boxes)
+    nest, spans = _new_nest(func, realize, boxes, ranges)
+    items = _body_items(loop)
+    last_w = max((i for i, it in enumerate(items) for r in all_realizes(it) if _writes(r.block) & _reads(b)),
+                 default=-1)
+    first_r = min((i for i, it in enumerate(items) for r in all_realizes(it)
+                   if (_reads(r.block) | _writes(r.block)) & _writes(b)), default=len(items))
+    if last_w >= first_r:
+        raise schedule_error(func, "compute_at", f"under {loop_name(loop_var)}, a block writing what "
+                             f"{block_name(block)} reads comes after a block reading what it writes",
+                             loops=(loop_var,), blocks=(block,),
+                             rule="compute_at needs a place after the producers and before the consumers")
+    new = _insert_in_loop(_without(func, realize), loop_var, last_w + 1, nest)
+    moved = {buf: [spans[v] for v in iters[buf]] for buf in _writes(b)}
+    _check_under_loop(new, "compute_at", loop_var, block, True, moved)
+    return new, None
+
+
+def _check_outside_readers(func: PrimFunc, b: Block, bpath: Path, loop: For, lpath: Path, boxes) -> None:
+    """When the producer's output is seen outside the loop (a parameter, or a later reader), the
+    instances under the loop must still cover its whole domain."""
+    scope_path, lidx = top_index(lpath, loop)
+    body = scope_path[-1].body
+    items = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    later = [r.block.name for s in items[lidx + 1:] for r in all_realizes(s) if _reads(r.block) & _writes(b)]
+    params = [buf for buf in _writes(b) if alloc_site(func, buf) is None]
+    if not later and not params:
+        return
+    anchors = _anchor_vars(lpath, loop)
+    relax_ranges = {f.loop_var: Range(f.min, f.extent) for f in anchors}
+    ranges = outer_ranges(lpath)
+    for iv in b.iter_vars:
+        if iv.var not in boxes:
+            continue
+        lo, hi = boxes[iv.var]
+        tlo, thi = relax(lo, relax_ranges)[0], relax(hi, relax_ranges)[1]
+        if not (prove(tlo <= iv.dom.min, ranges) and prove(thi >= iv.dom.min + iv.dom.extent - 1, ranges)):
+            who = f"{block_name(later[0])} reads it after the loop" if later else \
+                f"{_names(params)} is a parameter of {func.name}"
+            raise schedule_error(func, "compute_at", f"the consumers under {loop_name(loop.loop_var)} need only "
+                                 f"part of what {block_name(b.name)} writes, but {who}",
+                                 loops=(loop.loop_var,), blocks=(b.name,),
+                                 rule="compute_at may leave out elements only nobody else reads",
+                                 fix="compute it at a loop around every reader")
+
+
+# reverse_compute_at --------------------------------------------------------------------------
+
+def _read_iters(block: Block, buf: Buffer) -> list[tuple[Var, PrimExpr, int] | None]:
+    """Per dimension of `buf` in the block's read region: (spatial iterator v, offset c, width w)
+    when the dimension is the window [v + c, v + c + w), else None."""
+    spatial = [iv.var for iv in block.iter_vars if iv.kind == "S"]
+    region = _buffer_box(block, block.reads, buf)
+    out: list[tuple[Var, PrimExpr] | None] = []
+    for r in region.region:
+        if not (isinstance(r.extent, IntImm) and r.extent.value >= 1):
+            out.append(None)
+            continue
+        form = linear_form(r.min, [iv.var for iv in block.iter_vars])
+        if form is None:
+            out.append(None)
+            continue
+        coeffs, rest = form
+        hits = [v for v, c in coeffs.items() if c != 0]
+        if len(hits) == 1 and coeffs[hits[0]] == 1 and hits[0] in spatial:
+            out.append((hits[0], rest, r.extent.value))
+        else:
+            out.append(None)
+    return out
+
+
+def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, None]:
+    """Move a consumer under `loop`, computing at each iteration what the producers there wrote."""
+    realize, bpath = find_block(func, block, "reverse_compute_at")
+    loop, lpath = find_loop(func, loop_var, "reverse_compute_at")
+    b = realize.block
+    _same_scope(func, "reverse_compute_at", b, bpath, loop, lpath)
+    _between_conflicts(func, "reverse_compute_at", b, bpath, loop, lpath, moved_first=False)
+    _check_movable(func, "reverse_compute_at", realize, bpath)
+    producers = [s for s in _sites(loop) if _writes(s.block) & _reads(b)]
+    if not producers:
+        raise schedule_error(func, "reverse_compute_at", f"no block under {loop_name(loop_var)} writes what "
+                             f"{block_name(block)} reads ({_names(_reads(b))})", loops=(loop_var,),
+                             blocks=(block,), rule="reverse_compute_at places a consumer next to its producers",
+                             fix="pick a loop around a producer (sch.get_producers(block))")
+    ranges = path_ranges(lpath + (loop,))
+    boxes: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
+    for site in producers:
+        for buf in sorted(_writes(site.block) & _reads(b), key=lambda x: x.name):
+            for (lo, hi), hit in zip(_produced_box(site, buf), _read_iters(b, buf)):
+                if hit is not None and hit[0] not in boxes:
+                    v, c, ext = hit
+                    last = simplify(hi - c - (ext - 1), ranges)
+                    if loop_var in free_vars(hi):
+                        # the instances whose window became complete at this iteration
+                        first = simplify(substitute(hi, {loop_var: loop_var - 1}) - c - (ext - 1) + 1, ranges)
+                    else:
+                        first = simplify(lo - c, ranges)
+                    boxes[v] = (first, last)
+    nest, _ = _new_nest(func, realize, boxes, ranges)
+    new = _insert_in_loop(_without(func, realize), loop_var, len(_body_items(loop)), nest)
+    _check_complete(new, "reverse_compute_at", loop_var, block)
+    _check_under_loop(new, "reverse_compute_at", loop_var, block, False, {})
+    return new, None
+
+
+# compute_inline ------------------------------------------------------------------------------
+
+def _single_store(func: PrimFunc, primitive: str, realize: BlockRealize, role: str) -> BufferStore:
+    b = realize.block
+    if child_realizes(realize):
+        raise schedule_error(func, primitive, f"{block_name(b.name)} holds other blocks", blocks=(b.name,),
+                             rule=f"{primitive} inlines a leaf block")
+    if b.init is not None or any(iv.kind == "R" for iv in b.iter_vars):
+        raise schedule_error(func, primitive, f"{block_name(b.name)} is a reduction", blocks=(b.name,),
+                             rule=f"only a block computing each element once (no T.init, no reduce iterators) "
+                                  f"can be inlined as {role}",
+                             fix="keep the reduction as a block (compute_at it instead)")
+    if not isinstance(b.body, BufferStore):
+        raise schedule_error(func, primitive, f"{block_name(b.name)} does more than one store "
+                             f"(its body is a {type(b.body).__name__})", blocks=(b.name,),
+                             rule=f"{primitive} needs a block whose body is a single store")
+    return b.body
+
+
+def _writers(func: PrimFunc, buf: Buffer) -> list[Block]:
+    return [r.block for r in all_realizes(func.body) if r is not func.body and buf in _writes(r.block)]
+
+
+def _readers(func: PrimFunc, buf: Buffer) -> list[Block]:
+    return [r.block for r in all_realizes(func.body) if r is not func.body and buf in _reads(r.block)]
+
+
+class _Inliner(IRMutator):
+    def __init__(self, buf: Buffer, iters: list[Var], value: PrimExpr):
+        self.buf, self.iters, self.value = buf, iters, value
+
+    def visit_BufferLoad(self, node: BufferLoad):
+        node = self.generic_visit(node)
+        if node.buffer is not self.buf:
+            return node
+        return substitute(self.value, dict(zip(self.iters, node.indices)))
+
+
+def compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
+    """Replace every read of the block's output by the expression it stores; the block disappears."""
+    realize, _ = find_block(func, block, "compute_inline")
+    b = realize.block
+    store = _single_store(func, "compute_inline", realize, "a producer")
+    buf = store.buffer
+    idx = list(store.indices)
+    iter_vars = [iv.var for iv in b.iter_vars]
+    if not (all(isinstance(i, Var) and i in iter_vars for i in idx) and len(set(idx)) == len(idx)):
+        raise schedule_error(func, "compute_inline", f"{block_name(block)} stores to {buf.name}"
+                             f"[{', '.join(expr_text(i) for i in idx)}], not at distinct block iterators",
+                             blocks=(block,), rule="compute_inline needs a store whose indices are distinct "
+                             "iterators, so that each read names exactly one computed value")
+    stray = (free_vars(store.value) & set(iter_vars)) - set(idx)
+    if stray:
+        raise schedule_error(func, "compute_inline", f"{block_name(block)} uses iterator "
+                             f"{sorted(v.name for v in stray)[0]}, which does not index {buf.name}",
+                             blocks=(block,), rule="every iterator the stored value uses must index the store")
+    if alloc_site(func, buf) is None:
+        raise schedule_error(func, "compute_inline", f"{block_name(block)} writes {buf.name}, a parameter of "
+                             f"{func.name}: its result must stay in memory", blocks=(block,),
+                             rule="compute_inline removes the block, so it cannot produce a function output",
+                             fix="reverse_compute_inline its consumer instead")
+    others = [w.name for w in _writers(func, buf) if w is not b]
+    if others:
+        raise schedule_error(func, "compute_inline", f"{buf.name} is also written by {block_name(others[0])}",
+                             blocks=(block, others[0]), rule="compute_inline needs the only writer of a buffer")
+    if any(load.buffer is buf for load in collect(store.value, BufferLoad)):
+        raise schedule_error(func, "compute_inline", f"{block_name(block)} reads {buf.name}, which it writes",
+                             blocks=(block,), rule="an inlined value cannot depend on its own buffer")
+    new = _without(func, realize)
+    new = func.with_body(_Inliner(buf, idx, store.value).visit(new.body))
+    new = func.with_body(refresh_touching(new.body, {buf}))
+    return drop_unused_allocs(new), None
+
+
+# reverse_compute_inline ----------------------------------------------------------------------
+
+def reverse_compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
+    """Fold a consumer into its producer: the producer stores the consumer's result directly."""
+    realize, cpath = find_block(func, block, "reverse_compute_inline")
+    c = realize.block
+    store = _single_store(func, "reverse_compute_inline", realize, "a consumer")
+    produced = [buf for buf in _reads(c) if _writers(func, buf) and buf is not store.buffer]
+    if len(produced) != 1:
+        what = "no buffer written by another block" if not produced else f"several ({_names(produced)})"
+        raise schedule_error(func, "reverse_compute_inline", f"{block_name(block)} reads {what}",
+                             blocks=(block,), rule="reverse_compute_inline folds a consumer into its one producer")
+    buf = produced[0]
+    writers = _writers(func, buf)
+    if len(writers) != 1:
+        raise schedule_error(func, "reverse_compute_inline", f"{buf.name} has {len(writers)} writers "
+                             f"({', '.join(w.name for w in writers)})", blocks=(block,),
+                             rule="reverse_compute_inline needs a buffer with a single producer")
+    p_realize, ppath = find_block(func, writers[0].name, "reverse_compute_inline")
+    p = p_realize.block
+    p_store = _single_store(func, "reverse_compute_inline", p_realize, "the producer")
+    loads = [ld for ld in collect(store.value, BufferLoad) if ld.buffer is buf]
+    spatial = [iv.var for iv in c.iter_vars]
+    first = list(loads[0].indices)
+    if not (all(isinstance(i, Var) and i in spatial for i in first) and len(set(first)) == len(first)
+            and set(first) == set(spatial)
+            and all(all(a is b for a, b in zip(ld.indices, first)) for ld in loads)):
+        raise schedule_error(func, "reverse_compute_inline", f"{block_name(block)} reads {buf.name}"
+                             f"[{', '.join(expr_text(i) for i in loads[0].indices)}]"
+                             + ("" if len(loads) == 1 else " among other index patterns"), blocks=(block,),
+                             rule="reverse_compute_inline needs every read of the producer's buffer to use the same "
+                                  "indices: each of the consumer's iterators, once",
+                             fix="compute_inline the producer instead, or keep both blocks")
+    others = [r.name for r in _readers(func, buf) if r is not c]
+    if others or alloc_site(func, buf) is None:
+        who = f"{block_name(others[0])} reads it too" if others else f"it is a parameter of {func.name}"
+        raise schedule_error(func, "reverse_compute_inline", f"{buf.name} must stay in memory: {who}",
+                             blocks=(block,) + tuple(others[:1]),
+                             rule="reverse_compute_inline removes the producer's buffer, so the consumer must be its "
+                                  "only reader")
+    _check_full_cover(func, realize, cpath, p, p_store, buf)
+    _check_order(func, p_realize, realize, store.buffer)
+    vmap = {v: i for v, i in zip(first, p_store.indices)}
+    value = substitute(_replace_loads(store.value, buf, p_store.value), vmap)
+    indices = tuple(substitute(i, vmap) for i in store.indices)
+    new_p = refresh_block(dataclasses.replace(p, body=BufferStore(store.buffer, value, indices)))
+    new = replace_at(func, ppath, p_realize, dataclasses.replace(p_realize, block=new_p))
+    realize2, _ = find_block(new, block, "reverse_compute_inline")
+    new = _without(new, realize2)
+    return drop_unused_allocs(new), None
+
+
+def _replace_loads(expr: PrimExpr, buf: Buffer, value: PrimExpr) -> PrimExpr:
+    class _R(IRMutator):
+        def visit_BufferLoad(self, node):
+            return value if node.buffer is buf else self.generic_visit(node)
+
+    return _R().visit(expr)
+
+
+def _check_full_cover(func: PrimFunc, realize: BlockRealize, cpath: Path, p: Block, p_store: BufferStore,
+                      buf: Buffer) -> None:
+    """The consumer runs on exactly the elements the producer writes, once each."""
+    c = realize.block
+    if not is_true(realize.predicate):
+        raise schedule_error(func, "reverse_compute_inline", f"{block_name(c.name)} has a T.where predicate",
+                             blocks=(c.name,), rule="the consumer must run on every element the producer writes")
+    doms = {iv.var: iv.dom for iv in p.iter_vars}
+    loads = [ld for ld in collect(c.body, BufferLoad) if ld.buffer is buf]
+    cdom = {iv.var: iv.dom for iv in c.iter_vars}
+    for d, (i, ci) in enumerate(zip(p_store.indices, loads[0].indices)):
+        lo, hi = relax(i, doms)
+        dom = cdom[ci]
+        if not (prove(lo.eq(dom.min)) and prove(hi.eq(dom.min + dom.extent - 1))):
+            raise schedule_error(func, "reverse_compute_inline", f"{block_name(p.name)} writes {buf.name} over "
+                                 f"[{expr_text(lo)}, {expr_text(hi)}] in dimension {d}, but "
+                                 f"{block_name(c.name)} runs over [{expr_text(dom.min)}, "
+                                 f"{expr_text(simplify(dom.min + dom.extent - 1))}]", blocks=(p.name, c.name),
+                             rule="the consumer must cover exactly what the producer writes")
+    _check_movable(func, "reverse_compute_inline", realize, cpath)
+
+
+def _check_order(func: PrimFunc, p_realize: BlockRealize, c_realize: BlockRealize, out: Buffer) -> None:
+    """No block between producer and consumer touches the consumer's data."""
+    order = [r for r in all_realizes(func.body) if r is not func.body]
+    i, j = order.index(p_realize), order.index(c_realize)
+    c = c_realize.block
+    for r in order[i + 1:j]:
+        o = r.block
+        clash = (_writes(o) & _reads(c)) | ((_reads(o) | _writes(o)) & {out})
+        if clash:
+            raise schedule_error(func, "reverse_compute_inline", f"{block_name(o.name)} uses {_names(clash)} between "
+                                 f"{block_name(p_realize.block.name)} and {block_name(c.name)}",
+                                 blocks=(o.name, c.name), rule="the consumer's work would move before that block")
+    if out in _reads(p_realize.block):
+        raise schedule_error(func, "reverse_compute_inline", f"{block_name(p_realize.block.name)} reads {out.name}",
+                             blocks=(p_realize.block.name,), rule="the producer cannot read the consumer's output")

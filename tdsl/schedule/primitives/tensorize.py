@@ -1,0 +1,751 @@
+"""Tensorize primitives: blockize and tensorize, and the structural matcher behind them.
+
+blockize(loop)
+    The subtree under `loop` (loops down to exactly one block) becomes an inner block inside a
+    new outer block `<name>_o` (TensorIR semantics). Each iterator binding of the block is
+    divided into an outer part (the enclosing loops) and an inner part (the loops under
+    `loop`): `v = vo * E + vi`, where E is the extent the inner loops cover. The outer block
+    gets one iterator per outer part; the inner block keeps the inner parts. A block with a
+    `T.init()` hands it to the outer block, as a loop nest `<name>_init` over the inner spatial
+    loops, so that it still runs once before the first update of each tile.
+
+tensorize(block_or_loop, intrin)
+    (A loop is blockized first.) The block's body must equal the intrinsic's description up to
+    renaming and a base offset per buffer dimension: every access `X[e_1, ..., e_n]` of the code
+    is `D[d_1, ..., d_n]` of the description with `e_k = base_k + d_k`, where the bases depend
+    only on what is outside the block (a real buffer may have more leading dimensions than the
+    description's, indexed by bases only: a tile of a packed layout). The buffers' dtypes and
+    scopes must agree, and constant strides declared by the intrinsic's buffers must be the real
+    ones. A mismatch is a ScheduleError that says what differs and which primitive fixes it.
+
+Representation. A tensorized block keeps the description's computation as its body (the
+user's own code, which matched it) and records the intrinsic in the block annotation
+``"tdsl.tensor_intrin"``. So the meaning is never lost: `tdsl.interpret` and any backend that
+cannot run the implementation compute through the description, and printing/parsing round
+trips. Lowering (`tdsl.schedule.tensorize_lower.apply_tensor_intrinsics(func, target)`, the
+first lowering pass) matches again and swaps in the implementation, with its buffers bound to
+the matched regions, when the intrinsic's target is the one being built for (and the host CPU
+has its features). An init the description does not cover stays ordinary code.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ...arith import infer_block_regions, linear_form, prove, simplify
+from ...ir import (TRUE, Binary, Block, BlockRealize, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
+                   Evaluate, FloatImm, For, IfThenElse, IntImm, IterVar, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
+                   Range, Select, SeqStmt, Stmt, StringImm, Var, collect, const, free_vars, substitute)
+from ..analysis import expr_text, path_ranges
+from ..errors import block_name, loop_name, schedule_error
+from ..state import Path, block_names, child_realizes, fresh_name, find_block, find_loop, replace_at
+from ..tensor_intrin import TensorIntrin
+
+INTRIN_ANNOTATION = "tdsl.tensor_intrin"
+
+
+# blockize ----------------------------------------------------------------------------------
+
+@dataclass
+class _Division:
+    """How one block iterator divides: outer binding/extent (None: no outer part), inner binding,
+    inner extent, and the expression that replaces the iterator in the block's code."""
+
+    iv: IterVar
+    outer: PrimExpr | None = None
+    outer_dom: Range | None = None
+    inner: PrimExpr | None = None
+    inner_extent: PrimExpr | None = None
+    outer_var: Var | None = None
+    inner_var: Var | None = None
+
+
+def _loop_chain(func: PrimFunc, loop: For, primitive: str) -> tuple[list[For], BlockRealize]:
+    """The loops from `loop` down to the single block under it."""
+    chain = [loop]
+    node: Stmt = loop.body
+    while isinstance(node, For):
+        chain.append(node)
+        node = node.body
+    if isinstance(node, BlockRealize):
+        return chain, node
+    inner = child_realizes(loop)
+    names = ", ".join(f'"{r.block.name}"' for r in inner) or "none"
+    raise schedule_error(
+        func, primitive, f"{loop_name(loop.loop_var)} holds more than one loop nest with a single block "
+        f"(a {type(node).__name__} under {loop_name(chain[-1].loop_var)}; blocks: {names})",
+        loops=(loop.loop_var,),
+        rule=f"{primitive} takes a loop whose body is a perfect loop nest around exactly one block",
+        fix="choose a loop inside the nest of one block, or split the other statements out first")
+
+
+def _divide(func: PrimFunc, primitive: str, loop: For, iv: IterVar, value: PrimExpr, inner: list[For],
+            ranges: dict) -> _Division:
+    inner_vars = [f.loop_var for f in inner]
+    form = linear_form(value, inner_vars)
+    if form is None:
+        raise schedule_error(func, primitive, f"the binding {iv.var.name} = {expr_text(value)} is not an affine "
+                             f"function of the loops under {loop_name(loop.loop_var)}", loops=(loop.loop_var,),
+                             rule="blockize divides each binding into outer and inner parts (v = vo * E + vi)",
+                             fix="blockize a loop above the non-affine part")
+    coeffs, rest = form
+    terms = sorted(((c, f) for f, c in zip(inner, (coeffs[v] for v in inner_vars)) if c != 0), key=lambda t: t[0])
+    div = _Division(iv)
+    if not terms:  # bound by the outer loops only
+        div.outer, div.outer_dom = value, iv.dom
+        return div
+    expected = 1
+    for c, f in terms:
+        ext = simplify(f.extent)
+        if c != expected or not isinstance(ext, IntImm) or not _is_zero(f.min):
+            raise schedule_error(
+                func, primitive, f"the inner part of {iv.var.name} = {expr_text(value)} does not cover a "
+                f"contiguous range (coefficient {c} of {loop_name(f.loop_var)}, expected {expected})",
+                loops=(loop.loop_var,), rule="the loops under the blockized loop must cover 0 .. E-1 of each "
+                "iterator they drive, like the loops a split makes", fix="fuse or reorder the inner loops first")
+        expected *= ext.value
+    extent = const(expected, value.dtype)
+    inner_value = simplify(sum((f.loop_var * c for c, f in terms[1:]), terms[0][1].loop_var * terms[0][0]))
+    loop_vars_outside = {v for v in ranges}
+    if not (free_vars(rest) & loop_vars_outside):  # the inner loops alone (plus a constant)
+        div.inner = simplify(inner_value + rest) if not _is_zero(rest) else inner_value
+        div.inner_extent = iv.dom.extent
+        return div
+    if not (_is_zero(iv.dom.min) and prove(Binary("eq", simplify(rest % extent, ranges), const(0, rest.dtype)),
+                                           ranges)
+            and prove(Binary("eq", simplify(iv.dom.extent % extent), const(0, extent.dtype)))):
+        raise schedule_error(
+            func, primitive, f"{iv.var.name} = {expr_text(value)} does not divide into an outer part times "
+            f"{expected} plus the inner loops", loops=(loop.loop_var,),
+            rule="blockize needs v = vo * E + vi with E the extent the inner loops cover",
+            fix=f"split the loops so that their factors divide the iterator's extent ({expr_text(iv.dom.extent)})")
+    div.outer = simplify(rest // extent, ranges)
+    div.outer_dom = Range(const(0, extent.dtype), simplify(iv.dom.extent // extent))
+    div.inner, div.inner_extent = inner_value, extent
+    return div
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, IntImm) and e.value == 0
+
+
+def blockize(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, str]:
+    """Turn the subtree under `loop_var` into an inner block of a new outer block `<name>_o`."""
+    return _blockize(func, loop_var, "blockize")
+
+
+def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, str]:
+    loop, path = find_loop(func, loop_var, primitive)
+    chain, realize = _loop_chain(func, loop, primitive)
+    block = realize.block
+    ranges = path_ranges(path)
+    divs = [_divide(func, primitive, loop, iv, v, chain, ranges) for iv, v in zip(block.iter_vars, realize.iter_values)]
+    taken = {v.name for v in collect(func.body, Var)}
+    vmap: dict[Var, PrimExpr] = {}
+    outer_ivs: list[IterVar] = []
+    outer_values: list[PrimExpr] = []
+    inner_ivs: list[IterVar] = []
+    inner_values: list[PrimExpr] = []
+    for d in divs:
+        iv = d.iv
+        if d.outer is not None:
+            d.outer_var = Var(fresh_name(f"{iv.var.name}_o", taken), iv.var.dtype)
+            outer_ivs.append(IterVar(d.outer_var, d.outer_dom, iv.kind))
+            outer_values.append(d.outer)
+        if d.inner is None:
+            vmap[iv.var] = d.outer_var
+            continue
+        if d.outer is None:
+            inner_ivs.append(iv)
+            inner_values.append(d.inner)
+            continue
+        d.inner_var = Var(fresh_name(f"{iv.var.name}_i", taken), iv.var.dtype)
+        inner_ivs.append(IterVar(d.inner_var, Range(const(0, d.inner_extent.dtype), d.inner_extent), iv.kind))
+        inner_values.append(d.inner)
+        vmap[iv.var] = d.outer_var * d.inner_extent + d.inner_var
+    body = substitute(block.body, vmap)
+    inner_block = dataclasses.replace(block, iter_vars=tuple(inner_ivs), body=body, init=None)
+    reads, writes = infer_block_regions(inner_block)
+    inner_block = dataclasses.replace(inner_block, reads=reads, writes=writes)
+    inner_realize = BlockRealize(tuple(inner_values), realize.predicate, inner_block)
+    nest: Stmt = inner_realize
+    for f in reversed(chain):
+        nest = dataclasses.replace(f, body=nest)
+    init = None
+    if block.init is not None:
+        init = _lift_init(func, primitive, loop, block, chain, divs, vmap, taken)
+    names = set(block_names(func))
+    outer_name = fresh_name(f"{block.name}_o", names)
+    outer = Block(outer_name, tuple(outer_ivs), (), (), nest, init)
+    reads, writes = infer_block_regions(outer)
+    outer = dataclasses.replace(outer, reads=reads, writes=writes)
+    new_realize = BlockRealize(tuple(outer_values), TRUE, outer)
+    return replace_at(func, path, loop, new_realize), outer_name
+
+
+def _lift_init(func: PrimFunc, primitive: str, loop: For, block: Block, chain: list[For], divs: list[_Division],
+               vmap: dict[Var, PrimExpr], taken: set[str]) -> Stmt:
+    """The block's init as a loop nest over the inner spatial loops, for the outer block."""
+    spatial_loops: set[Var] = set()
+    reduce_loops: set[Var] = set()
+    for d in divs:
+        if d.inner is not None:
+            (reduce_loops if d.iv.kind == "R" else spatial_loops).update(free_vars(d.inner))
+    mixed = spatial_loops & reduce_loops
+    if mixed:
+        v = next(iter(mixed))
+        raise schedule_error(func, primitive, f"{loop_name(v)} drives both spatial and reduction iterators of "
+                             f"{block_name(block.name)}, so its T.init cannot be separated",
+                             loops=(v,), blocks=(block.name,),
+                             rule="blockize moves the init over the inner spatial loops only",
+                             fix="split spatial and reduction loops apart before blockize")
+    loops = [f for f in chain if f.loop_var in spatial_loops]
+    lmap = {f.loop_var: Var(fresh_name(f"{f.loop_var.name}_init", taken), f.loop_var.dtype) for f in loops}
+    ivs: list[IterVar] = []
+    values: list[PrimExpr] = []
+    init_map: dict[Var, PrimExpr] = {}
+    for d in divs:
+        if d.inner is None:
+            init_map[d.iv.var] = d.outer_var
+        elif d.iv.kind == "S":
+            var = Var(fresh_name(f"{d.iv.var.name}_init", taken), d.iv.var.dtype)
+            dom = d.iv.dom if d.outer is None else Range(const(0, d.inner_extent.dtype), d.inner_extent)
+            ivs.append(IterVar(var, dom, "S"))
+            values.append(substitute(d.inner, lmap))
+            init_map[d.iv.var] = var if d.outer is None else d.outer_var * d.inner_extent + var
+    init_body = substitute(block.init, init_map)
+    stray = free_vars_stmt(init_body) & {d.iv.var for d in divs}
+    if stray:
+        raise schedule_error(func, primitive, f"the T.init of {block_name(block.name)} uses the reduction iterator "
+                             f"{next(iter(stray)).name}", blocks=(block.name,),
+                             rule="an init may only use the spatial iterators of its block")
+    init_block = Block(f"{block.name}_init", tuple(ivs), (), (), init_body)
+    reads, writes = infer_block_regions(init_block)
+    init_block = dataclasses.replace(init_block, reads=reads, writes=writes)
+    stmt: Stmt = BlockRealize(tuple(values), TRUE, init_block)
+    for f in reversed(loops):
+        stmt = For(lmap[f.loop_var], f.min, f.extent, "serial", stmt)
+    return stmt
+
+
+def free_vars_stmt(stmt) -> set[Var]:
+    return set(collect(stmt, Var))
+
+
+# matching ----------------------------------------------------------------------------------
+
+class Mismatch(Exception):
+    """Why a subtree does not match a description: message, fix, and the culprits to mark."""
+
+    def __init__(self, message: str, fix: str | None = None, loops: tuple[Var, ...] = (),
+                 blocks: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.message, self.fix, self.loops, self.blocks = message, fix, loops, blocks
+
+
+@dataclass
+class Binding:
+    """Where a description parameter landed: the real buffer and the base index per dimension
+    (leading real dimensions beyond the description's come first)."""
+
+    param: Buffer
+    buffer: Buffer
+    base: list[PrimExpr] = field(default_factory=list)
+
+
+class Matcher:
+    """Compares a block's body with an intrinsic's description (see the module docstring)."""
+
+    def __init__(self, intrin: TensorIntrin, block: Block, ranges: dict[Var, Range]):
+        self.intrin = intrin
+        self.block = block
+        self.ranges = ranges  # what is outside the block (plus the block's own iterators)
+        self.vmap: dict[Var, Var] = {}
+        self.inner: set[Var] = set()
+        self.bindings: dict[Buffer, Binding] = {}
+        self.real_loops: list[For] = []
+        self.desc_loops: list[For] = []
+
+    # entry --------------------------------------------------------------------------------
+    def run(self) -> list[Binding]:
+        desc = self.intrin.desc_body
+        self._check_buffer_count(desc)
+        self._nest(desc, self.block.body)
+        params = [p for p in self.intrin.desc.params if isinstance(p, Buffer)]
+        out = []
+        for p in params:
+            if p not in self.bindings:
+                raise Mismatch(f"the description's buffer {p.name} is never accessed by the code",
+                               fix="check that the intrinsic's description uses all its parameters")
+            out.append(self.bindings[p])
+        self._check_layouts(out)
+        return out
+
+    def _check_buffer_count(self, desc: Stmt) -> None:
+        desc_bufs = _buffers_of(desc)
+        real_bufs = [b for b in _buffers_of(self.block.body) if b not in self.block.alloc_buffers]
+        if len(desc_bufs) != len(real_bufs):
+            raise Mismatch(
+                f"the code uses {len(real_bufs)} buffers ({', '.join(b.name for b in real_bufs)}) where the "
+                f"description of {self.intrin.name!r} uses {len(desc_bufs)} "
+                f"({', '.join(b.name for b in desc_bufs)})",
+                fix="tensorize a loop whose block computes exactly what the intrinsic does (an epilogue or a "
+                    "fused operation belongs in another block: compute it separately)",
+                blocks=(self.block.name,))
+
+    # loop nests ---------------------------------------------------------------------------
+    def _nest(self, desc: Stmt, real: Stmt) -> None:
+        dl, dnode = _chain(desc)
+        rl, rnode = _chain(real)
+        self.desc_loops, self.real_loops = dl, rl
+        if not isinstance(rnode, BlockRealize):
+            raise Mismatch(f"the code under {block_name(self.block.name)} is not a loop nest around one block "
+                           f"(found a {type(rnode).__name__})",
+                           fix="tensorize a loop whose body is a perfect nest around a single block",
+                           blocks=(self.block.name,))
+        assert isinstance(dnode, BlockRealize)
+        real_names = ", ".join(f"{f.loop_var.name} ({expr_text(f.extent)})" for f in rl) or "none"
+        desc_ext = ", ".join(expr_text(f.extent) for f in dl) or "none"
+        if len(dl) != len(rl):
+            more = "split one of them" if len(rl) < len(dl) else "fuse some of them"
+            raise Mismatch(f"the code has {len(rl)} loops [{real_names}] where the description of "
+                           f"{self.intrin.name!r} has {len(dl)} with extents [{desc_ext}]",
+                           fix=f"reshape the loop nest to the intrinsic's ({more}, e.g. with sch.split/sch.fuse) "
+                               "and tensorize the outermost loop of the tile",
+                           loops=tuple(f.loop_var for f in rl))
+        self._check_order(dl, dnode, rl, rnode)
+        for d, r in zip(dl, rl):
+            de, re_ = simplify(d.extent), simplify(r.extent)
+            if not _same_const(de, re_):
+                if isinstance(re_, IntImm) and isinstance(de, IntImm) and re_.value > de.value \
+                        and re_.value % de.value == 0:
+                    fix = (f"sch.split({r.loop_var.name}, factors=[None, {de.value}]) and tensorize the inner "
+                           "loops (the tile must match the intrinsic)")
+                else:
+                    fix = f"split the loops so that this one has extent {expr_text(de)}"
+                raise Mismatch(f"{loop_name(r.loop_var)} has extent {expr_text(re_)} where the description's "
+                               f"loop {d.loop_var.name} has {expr_text(de)}", fix=fix, loops=(r.loop_var,))
+            if not _is_zero(simplify(r.min)) or not _is_zero(simplify(d.min)):
+                raise Mismatch(f"{loop_name(r.loop_var)} starts at {expr_text(r.min)} where the description's "
+                               f"starts at {expr_text(d.min)}", loops=(r.loop_var,),
+                               fix="blockize/tensorize a loop nest that starts at 0")
+            self.vmap[d.loop_var] = r.loop_var
+            self.inner.add(r.loop_var)
+        self._realize(dnode, rnode)
+
+    def _check_order(self, dl: list[For], dnode: BlockRealize, rl: list[For], rnode: BlockRealize) -> None:
+        """When both nests bind each iterator to one loop, a different order means: reorder."""
+        d_pos = _loop_of_iter(dl, dnode)
+        r_pos = _loop_of_iter(rl, rnode)
+        if d_pos is None or r_pos is None or len(d_pos) != len(r_pos) or d_pos == r_pos:
+            return
+        if sorted(x for x in d_pos if x is not None) != sorted(x for x in r_pos if x is not None):
+            return
+        wanted = []
+        for loop_index in range(len(dl)):
+            it = d_pos.index(loop_index) if loop_index in d_pos else None
+            if it is None or r_pos[it] is None:
+                return
+            wanted.append(rl[r_pos[it]].loop_var)
+        names = ", ".join(v.name for v in wanted)
+        have = ", ".join(f.loop_var.name for f in rl)
+        raise Mismatch(f"the loops are ordered ({have}) but the description of {self.intrin.name!r} nests the "
+                       f"corresponding loops as ({names})", fix=f"sch.reorder({names})",
+                       loops=tuple(f.loop_var for f in rl))
+
+    def _realize(self, d: BlockRealize, r: BlockRealize) -> None:
+        db, rb = d.block, r.block
+        culprit = {"blocks": (rb.name,)}
+        if not _is_true(r.predicate):
+            raise Mismatch(f"{block_name(rb.name)} has the predicate T.where({expr_text(r.predicate)}) (a split "
+                           "that does not divide the extent), so its tile is partial",
+                           fix="split by factors that divide the loop extents (the intrinsic computes whole tiles)",
+                           **culprit)
+        if len(db.iter_vars) != len(rb.iter_vars):
+            raise Mismatch(f"{block_name(rb.name)} has {len(rb.iter_vars)} iterators where the description's block "
+                           f"has {len(db.iter_vars)}", fix="tensorize a block of the same shape", **culprit)
+        for div, riv in zip(db.iter_vars, rb.iter_vars):
+            if div.kind != riv.kind:
+                kinds = {"S": "spatial", "R": "a reduction"}
+                raise Mismatch(f"iterator {riv.var.name} of {block_name(rb.name)} is {kinds[riv.kind]} where the "
+                               f"description's {div.var.name} is {kinds[div.kind]}",
+                               fix="order the block's iterators as the description does", **culprit)
+            if not _same_const(simplify(div.dom.extent), simplify(riv.dom.extent)):
+                raise Mismatch(f"iterator {riv.var.name} of {block_name(rb.name)} ranges over "
+                               f"{expr_text(riv.dom.extent)} values where the description's {div.var.name} ranges "
+                               f"over {expr_text(div.dom.extent)}",
+                               fix="split the loops to the intrinsic's tile before tensorize", **culprit)
+            self.vmap[div.var] = riv.var
+            self.inner.add(riv.var)
+        for div, dv, rv in zip(db.iter_vars, d.iter_values, r.iter_values):
+            want = substitute(dv, self.vmap)
+            if not _equal(want, rv, self.ranges):
+                raise Mismatch(f"iterator {self.vmap[div.var].name} of {block_name(rb.name)} is bound to "
+                               f"{expr_text(rv)} where the description binds it to {expr_text(want)}",
+                               fix="reorder the loops to the description's order (sch.reorder)", **culprit)
+        if (db.init is None) != (rb.init is None):
+            if rb.init is None:
+                raise Mismatch(f"{block_name(rb.name)} has no T.init() but the description of {self.intrin.name!r} "
+                               "initialises its output", fix="tensorize the loop above the whole reduction tile "
+                               "(so that the init is part of it), or use an intrinsic without init", **culprit)
+            raise Mismatch(f"{block_name(rb.name)} has a T.init() the description of {self.intrin.name!r} lacks",
+                           fix="sch.decompose_reduction(block, loop) to move the init into its own block, then "
+                               "tensorize the update", **culprit)
+        if db.init is not None:
+            self._stmt(db.init, rb.init)
+        self._stmt(db.body, rb.body)
+
+    # statements and expressions -----------------------------------------------------------
+    def _stmt(self, d: Stmt, r: Stmt) -> None:
+        if type(d) is not type(r):
+            raise Mismatch(f"the code has a {_what(r)} where the description has a {_what(d)}",
+                           blocks=(self.block.name,))
+        if isinstance(d, BufferStore):
+            self._access(d.buffer, d.indices, r.buffer, r.indices, "stores into")
+            self._expr(d.value, r.value)
+        elif isinstance(d, SeqStmt):
+            if len(d.seq) != len(r.seq):
+                raise Mismatch(f"the code has {len(r.seq)} statements where the description has {len(d.seq)}",
+                               blocks=(self.block.name,))
+            for a, b in zip(d.seq, r.seq):
+                self._stmt(a, b)
+        elif isinstance(d, LetStmt):
+            self._expr(d.value, r.value)
+            self.vmap[d.var] = r.var
+            self.inner.add(r.var)
+            self._stmt(d.body, r.body)
+        elif isinstance(d, IfThenElse):
+            self._expr(d.condition, r.condition)
+            self._stmt(d.then_case, r.then_case)
+            if (d.else_case is None) != (r.else_case is None):
+                raise Mismatch("an if has an else branch in only one of the code and the description",
+                               blocks=(self.block.name,))
+            if d.else_case is not None:
+                self._stmt(d.else_case, r.else_case)
+        elif isinstance(d, Evaluate):
+            self._expr(d.value, r.value)
+        else:
+            raise Mismatch(f"the description contains a {_what(d)}, which tensorize cannot match",
+                           blocks=(self.block.name,))
+
+    def _expr(self, d: PrimExpr, r: PrimExpr) -> None:
+        if isinstance(d, BufferLoad) and isinstance(r, BufferLoad):
+            self._access(d.buffer, d.indices, r.buffer, r.indices, "reads")
+            return
+        if type(d) is not type(r) or d.dtype != r.dtype:
+            self._differ(d, r)
+        if isinstance(d, Var):
+            if self.vmap.get(d) is not r:
+                self._differ(d, r)
+        elif isinstance(d, (IntImm, FloatImm, StringImm)):
+            if d.value != r.value:
+                self._differ(d, r)
+        elif isinstance(d, Binary):
+            if d.op != r.op:
+                self._differ(d, r)
+            self._expr(d.a, r.a)
+            self._expr(d.b, r.b)
+        elif isinstance(d, (Cast, Not)):
+            self._expr(d.value if isinstance(d, Cast) else d.a, r.value if isinstance(r, Cast) else r.a)
+        elif isinstance(d, Call):
+            if d.op != r.op or len(d.args) != len(r.args):
+                self._differ(d, r)
+            for a, b in zip(d.args, r.args):
+                self._expr(a, b)
+        elif isinstance(d, Select):
+            for name in ("condition", "true_value", "false_value"):
+                self._expr(getattr(d, name), getattr(r, name))
+        else:
+            self._differ(d, r)
+
+    def _differ(self, d: PrimExpr, r: PrimExpr) -> None:
+        what = "dtype" if type(d) is type(r) and d.dtype != r.dtype else "expression"
+        extra = f" ({r.dtype} vs {d.dtype})" if what == "dtype" else ""
+        raise Mismatch(f"the code computes {expr_text(r)} where the description of {self.intrin.name!r} computes "
+                       f"{expr_text(substitute(d, self.vmap))}{extra}",
+                       fix="tensorize only code that computes exactly the intrinsic's operation (same operands in "
+                           "the same order, same dtypes)", blocks=(self.block.name,))
+
+    def _access(self, dbuf: Buffer, didx: tuple, rbuf: Buffer, ridx: tuple, verb: str) -> None:
+        culprit = {"blocks": (self.block.name,)}
+        if dbuf.dtype != rbuf.dtype:
+            raise Mismatch(f"buffer {rbuf.name} has dtype {rbuf.dtype} where the description's {dbuf.name} is "
+                           f"{dbuf.dtype}", fix=f"choose an intrinsic for {rbuf.dtype}, or cast {rbuf.name} into "
+                           f"a {dbuf.dtype} buffer in a block of its own first", **culprit)
+        if len(ridx) < len(didx):
+            raise Mismatch(f"buffer {rbuf.name} has {len(ridx)} dimensions where the description's {dbuf.name} "
+                           f"has {len(didx)}", fix="transform_layout the buffer to the intrinsic's layout",
+                           **culprit)
+        binding = self.bindings.get(dbuf)
+        if binding is None:
+            for other in self.bindings.values():
+                if other.buffer is rbuf:
+                    raise Mismatch(f"buffer {rbuf.name} plays the roles of both {other.param.name} and {dbuf.name} "
+                                   f"of the description of {self.intrin.name!r}",
+                                   fix="give each operand its own buffer (cache_read makes a copy)", **culprit)
+            binding = self.bindings[dbuf] = Binding(dbuf, rbuf)
+        elif binding.buffer is not rbuf:
+            raise Mismatch(f"the code {verb} {rbuf.name} where the description {verb} {dbuf.name}, which the code "
+                           f"elsewhere accesses as {binding.buffer.name}", **culprit)
+        lead = len(ridx) - len(didx)
+        bases = list(ridx[:lead])
+        for k, (d, r) in enumerate(zip(didx, ridx[lead:])):
+            bases.append(simplify(r - substitute(d, self.vmap), self.ranges))
+        for k, b in enumerate(bases):
+            inner = free_vars(b) & self.inner
+            if inner:
+                shown_real = ", ".join(expr_text(i) for i in ridx)
+                shown_desc = ", ".join(expr_text(substitute(i, self.vmap)) for i in didx)
+                raise Mismatch(f"the code {verb} {rbuf.name}[{shown_real}] where the description {verb} "
+                               f"{dbuf.name}[{shown_desc}] (plus a fixed offset): dimension {k} differs by "
+                               f"{expr_text(b)}, which varies inside the tile",
+                               fix=f"make the access pattern of {rbuf.name} match the intrinsic: reorder the loops, "
+                                   "or transform_layout / cache_read the buffer into the intrinsic's layout",
+                               **culprit)
+        if not binding.base:
+            binding.base = bases
+            return
+        for k, (old, new) in enumerate(zip(binding.base, bases)):
+            if not _equal(old, new, self.ranges):
+                raise Mismatch(f"buffer {rbuf.name} is accessed at two different offsets in dimension {k} "
+                               f"({expr_text(old)} and {expr_text(new)}) where the description uses one tile",
+                               **culprit)
+
+    # layouts ------------------------------------------------------------------------------
+    def _check_layouts(self, bindings: list[Binding]) -> None:
+        impl_params = [p for p in self.intrin.impl.params if isinstance(p, Buffer)]
+        for b, ip in zip(bindings, impl_params):
+            p, real = b.param, b.buffer
+            if p.scope != real.scope:
+                raise Mismatch(f"buffer {real.name} is in scope {real.scope!r} where the intrinsic "
+                               f"{self.intrin.name!r} needs its operand {p.name} in {p.scope!r}",
+                               fix=f"copy it with sch.cache_read/cache_write(block, {real.name!r}, {p.scope!r}) or "
+                                   f"sch.set_scope(block, {real.name!r}, {p.scope!r})", blocks=(self.block.name,))
+            strides = real_strides(real)[len(real.shape) - len(p.shape):]
+            for decl in (p, ip):
+                for k, (want, have) in enumerate(zip(decl.strides, strides)):
+                    if isinstance(want, IntImm) and not _equal(want, have, self.ranges):
+                        raise Mismatch(f"buffer {real.name} has stride {expr_text(have)} in dimension "
+                                       f"{k + len(real.shape) - len(p.shape)} where the intrinsic "
+                                       f"{self.intrin.name!r} needs {expr_text(want)} for its operand {p.name}",
+                                       fix=f"transform_layout/cache_read {real.name} into a compact tile layout",
+                                       blocks=(self.block.name,))
+
+
+def real_strides(buf: Buffer) -> tuple[PrimExpr, ...]:
+    """The element strides of a buffer: its own, or row-major from its shape."""
+    if buf.strides:
+        return buf.strides
+    out: list[PrimExpr] = []
+    acc: PrimExpr = const(1, buf.shape[-1].dtype if buf.shape else "int32")
+    for extent in reversed(buf.shape):
+        out.append(acc)
+        acc = simplify(acc * extent)
+    return tuple(reversed(out))
+
+
+def _chain(stmt: Stmt) -> tuple[list[For], Stmt]:
+    loops = []
+    while isinstance(stmt, For):
+        loops.append(stmt)
+        stmt = stmt.body
+    return loops, stmt
+
+
+def _loop_of_iter(loops: list[For], realize: BlockRealize) -> list[int | None] | None:
+    """For each block iterator, the index of the loop it is bound to (None for a constant)."""
+    index = {f.loop_var: k for k, f in enumerate(loops)}
+    out: list[int | None] = []
+    for v in realize.iter_values:
+        if isinstance(v, Var) and v in index:
+            out.append(index[v])
+        elif not (free_vars(v) & set(index)):
+            out.append(None)
+        else:
+            return None
+    return out
+
+
+def _buffers_of(stmt: Stmt) -> list[Buffer]:
+    seen: dict[int, Buffer] = {}
+    for node in collect(stmt, (BufferLoad, BufferStore)):
+        seen.setdefault(id(node.buffer), node.buffer)
+    return list(seen.values())
+
+
+def _what(s) -> str:
+    names = {"BufferStore": "store", "SeqStmt": "sequence of statements", "LetStmt": "local name (let)",
+             "IfThenElse": "if", "Evaluate": "call statement", "For": "loop", "BlockRealize": "block"}
+    return names.get(type(s).__name__, type(s).__name__)
+
+
+def _same_const(a: PrimExpr, b: PrimExpr) -> bool:
+    return isinstance(a, IntImm) and isinstance(b, IntImm) and a.value == b.value
+
+
+def _is_true(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 1
+
+
+def _equal(a: PrimExpr, b: PrimExpr, ranges: dict) -> bool:
+    if a.dtype != b.dtype:
+        return False
+    if a.dtype.is_integer and a.dtype.lanes == 1:
+        return _is_zero(simplify(a - b, ranges))
+    from ...ir import structural_equal
+
+    return structural_equal(a, b)
+
+
+def block_ranges(path: Path, block: Block) -> dict[Var, Range]:
+    """The ranges of everything outside `block` and of its own iterators."""
+    ranges = path_ranges(path)
+    for iv in block.iter_vars:
+        ranges[iv.var] = iv.dom
+    return ranges
+
+
+def match(intrin: TensorIntrin, block: Block, path: Path) -> list[Binding]:
+    """Match `block`'s body against `intrin`'s description; raises Mismatch."""
+    return Matcher(intrin, block, block_ranges(path, block)).run()
+
+
+# tensorize ---------------------------------------------------------------------------------
+
+def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[PrimFunc, None]:
+    """Mark a block (or the block blockize makes of a loop) as computed by tensor intrinsic
+    `intrin_name` after checking that it computes the intrinsic's description."""
+    if not isinstance(intrin_name, str):
+        raise schedule_error(func, "tensorize", f"the intrinsic name must be a string, not {intrin_name!r}")
+    try:
+        intrin = TensorIntrin.get(intrin_name)
+    except Exception as exc:  # unknown name: re-raise with the schedule's context
+        culprit = {"loops": (target,)} if isinstance(target, Var) else {"blocks": (target,)}
+        raise schedule_error(func, "tensorize", str(exc), **culprit) from None
+    original = func
+    if isinstance(target, Var):
+        find_loop(func, target, "tensorize")
+        func, name = _blockize(func, target, "tensorize")
+        culprit = {"loops": (target,)}
+    else:
+        name = target
+        culprit = {"blocks": (target,)}
+    realize, path = find_block(func, name, "tensorize")
+    block = realize.block
+    try:
+        match(intrin, block, path + (realize,))
+    except Mismatch as m:
+        loops = m.loops or culprit.get("loops", ())
+        blocks = m.blocks if not loops else ()
+        shown_blocks = tuple(b for b in blocks if b in block_names(original)) or culprit.get("blocks", ())
+        raise schedule_error(original, "tensorize",
+                             f"{_where(target)} does not match the description of {intrin_name!r}: {m.message}",
+                             rule="tensorize replaces code that computes exactly the intrinsic's description (up to "
+                                  "renaming and a base offset per buffer dimension)",
+                             fix=m.fix, loops=tuple(v for v in loops if _has_loop(original, v)),
+                             blocks=shown_blocks) from None
+    from .. import tensorize_lower  # noqa: F401  (registers the lowering pass that swaps in the impl)
+
+    pairs = tuple((k, v) for k, v in block.annotations if k != INTRIN_ANNOTATION) + ((INTRIN_ANNOTATION, intrin_name),)
+    new_block = dataclasses.replace(block, annotations=pairs)
+    return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block)), None
+
+
+def _where(target) -> str:
+    return loop_name(target) if isinstance(target, Var) else block_name(target)
+
+
+def _has_loop(func: PrimFunc, var: Var) -> bool:
+    return any(f.loop_var is var for f in collect(func.body, For))
+
+
+# binding an implementation -----------------------------------------------------------------
+
+def instantiate_impl(intrin: TensorIntrin, bindings: list[Binding]) -> tuple[Stmt, tuple[Buffer, ...]]:
+    """The implementation's body with its parameters bound to the matched regions (fresh loop
+    variables and allocations, so that one intrinsic can be used in many places)."""
+    params = [p for p in intrin.impl.params if isinstance(p, Buffer)]
+    vmap: dict[Var, PrimExpr] = {}
+    bmap: dict[Buffer, Binding] = {}
+    for p, b in zip(params, bindings):
+        bmap[p] = b
+        strides = real_strides(b.buffer)
+        own = strides[len(strides) - len(p.shape):]
+        for s, real in zip(p.strides, own):
+            if isinstance(s, Var):
+                vmap[s] = real
+        if isinstance(p.elem_offset, Var):
+            offset: PrimExpr = b.buffer.elem_offset if b.buffer.elem_offset is not None else const(0)
+            for base, stride in zip(b.base, strides):
+                offset = offset + base * stride
+            vmap[p.elem_offset] = simplify(offset)
+    allocs = {a: a.with_(name=a.name) for a in intrin.impl_allocs}
+    body = _Binder(vmap, bmap, allocs).visit(intrin.impl_body)
+    return body, tuple(allocs.values())
+
+
+class _Binder:
+    """Rewrites impl accesses P[idx] into Real[base + idx] and renews loop/let variables."""
+
+    def __init__(self, vmap: dict[Var, PrimExpr], bmap: dict[Buffer, Binding], allocs: dict[Buffer, Buffer]):
+        from ...ir import IRMutator
+
+        outer = self
+
+        class _M(IRMutator):
+            def visit_Var(self, v):
+                return outer.vmap.get(v, v)
+
+            def visit_buffer(self, b):
+                return outer.allocs.get(b, b)
+
+            def visit_BufferLoad(self, e):
+                idx = tuple(self.visit(i) for i in e.indices)
+                buf, idx = outer.rebase(e.buffer, idx)
+                return BufferLoad(buf, idx)
+
+            def visit_BufferStore(self, s):
+                idx = tuple(self.visit(i) for i in s.indices)
+                buf, idx = outer.rebase(s.buffer, idx)
+                return BufferStore(buf, self.visit(s.value), idx)
+
+            def visit_For(self, s):
+                new = Var(s.loop_var.name, s.loop_var.dtype)
+                outer.vmap[s.loop_var] = new
+                return dataclasses.replace(s, loop_var=new, min=self.visit(s.min), extent=self.visit(s.extent),
+                                           body=self.visit(s.body))
+
+            def visit_LetStmt(self, s):
+                value = self.visit(s.value)
+                new = Var(s.var.name, s.var.dtype)
+                outer.vmap[s.var] = new
+                return LetStmt(new, value, self.visit(s.body))
+
+        self.vmap, self.bmap, self.allocs = vmap, bmap, allocs
+        self.mutator = _M()
+
+    def visit(self, stmt: Stmt) -> Stmt:
+        return self.mutator.visit(stmt)
+
+    def rebase(self, buf: Buffer, idx: tuple) -> tuple[Buffer, tuple]:
+        b = self.bmap.get(buf)
+        if b is None:
+            return self.allocs.get(buf, buf), idx
+        lead = len(b.base) - len(idx)
+        out = list(b.base[:lead])
+        for base, i in zip(b.base[lead:], idx):
+            out.append(_offset(base, i))
+        return b.buffer, tuple(out)
+
+
+def _offset(base: PrimExpr, index: PrimExpr) -> PrimExpr:
+    """base + index, keeping vector indices in Ramp/Broadcast form."""
+    if _is_zero(base):
+        return index
+    if isinstance(index, Ramp):
+        return Ramp(simplify(base + index.base), index.stride, index.lanes)
+    if isinstance(index, Broadcast):
+        return Broadcast(simplify(base + index.value), index.lanes)
+    if index.dtype.lanes > 1:
+        return Binary("add", Broadcast(base, index.dtype.lanes), index)
+    return simplify(base + index)

@@ -1,0 +1,131 @@
+"""Lowering hook for tensorized blocks: `apply_tensor_intrinsics(func, target) -> func`.
+
+A tensorized block keeps its description's code and names its intrinsic in the block
+annotation "tdsl.tensor_intrin" (see tdsl.schedule.primitives.tensorize). This pass, the first
+of a lowering pipeline (before `convert_blocks`), decides per block:
+
+* the intrinsic's target is the one being built for ("cpu" intrinsics on "cpu", "cuda" ones on
+  "cuda") -> the block's body is matched again and replaced by the implementation, its buffers
+  bound to the matched regions (an init the description does not cover stays as it is);
+* a "cuda" intrinsic built for "cpu" -> the description stays (so a GPU-scheduled function
+  builds and runs on the CPU with the same results);
+* a "cpu" intrinsic whose CPU features the host lacks, or a "cpu" intrinsic built for "cuda"
+  -> TargetError naming the block, the intrinsic and what is missing.
+
+Importing this module registers the pass in the "cpu" and "cuda" pipelines of tdsl.lower
+(before "convert_blocks"), so it runs whenever tensorize has been used in the process.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import ScheduleError, TargetError
+from ..ir import Block, BlockRealize, IRMutator, PrimFunc, Stmt
+from .primitives.tensorize import INTRIN_ANNOTATION, Mismatch, block_ranges, instantiate_impl, match
+from .state import find_block
+from .tensor_intrin import TensorIntrin
+
+PASS_NAME = "apply_tensor_intrinsics"
+
+
+def host_features() -> set[str]:
+    """The host CPU's features as LLVM names them (e.g. "avx512f", "avxvnni")."""
+    from llvmlite import binding as llvm
+
+    llvm.initialize_native_target()
+    feats = llvm.get_host_cpu_features()
+    return {k for k in feats if feats[k]}
+
+
+def missing_features(intrin: TensorIntrin) -> list[str]:
+    """The CPU features `intrin` needs that the host lacks."""
+    if not intrin.features:
+        return []
+    have = host_features()
+    return [f for f in intrin.features if f not in have]
+
+
+def _target_kind(target) -> str:
+    name = target if isinstance(target, str) else getattr(target, "kind", getattr(target, "name", "cpu"))
+    return "cuda" if str(name).startswith("cuda") else "cpu"
+
+
+def intrin_of(block: Block) -> str | None:
+    for k, v in block.annotations:
+        if k == INTRIN_ANNOTATION:
+            return v
+    return None
+
+
+def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
+    """Swap in the implementation of every tensorized block the target can run (module docs)."""
+    names = [r.block.name for r in _tensorized(func.body)]
+    kind = _target_kind(target)
+    for name in names:
+        realize, path = find_block(func, name, "lower")
+        block = realize.block
+        intrin_name = intrin_of(block)
+        try:
+            intrin = TensorIntrin.get(intrin_name)
+        except ScheduleError as exc:
+            raise TargetError(f'block "{name}" is tensorized with {intrin_name!r}, which is not registered in this '
+                              f"process:\n{exc}") from None
+        if intrin.target != kind:
+            if intrin.target == "cuda":
+                continue  # the description computes the same on the CPU
+            raise TargetError(f'block "{name}" is tensorized with the CPU intrinsic {intrin.name!r}, which cannot '
+                              f"run on {kind!r}; tensorize it with a {kind} intrinsic for this target")
+        if kind == "cpu":
+            missing = missing_features(intrin)
+            if missing:
+                raise TargetError(
+                    f'block "{name}" is tensorized with {intrin.name!r}, which needs the CPU features '
+                    f"{', '.join(missing)} that this CPU lacks; use a variant this CPU has (see "
+                    "tdsl.intrinsics.x86.available()) or leave the block untensorized")
+        try:
+            bindings = match(intrin, block, path + (realize, block))
+        except Mismatch as m:
+            raise TargetError(f'block "{name}" no longer computes the description of {intrin.name!r} '
+                              f"(a later schedule step changed it): {m.message}") from None
+        body, allocs = instantiate_impl(intrin, bindings)
+        new_block = dataclasses.replace(block, body=body, alloc_buffers=block.alloc_buffers + allocs)
+        func = _replace(func, path, realize, dataclasses.replace(realize, block=new_block))
+    return func
+
+
+def _tensorized(stmt: Stmt) -> list[BlockRealize]:
+    out: list[BlockRealize] = []
+
+    class _Finder(IRMutator):
+        def visit_BlockRealize(self, node):
+            if intrin_of(node.block) is not None:
+                out.append(node)
+                return node  # nothing inside a tensorized block is tensorized on its own
+            return self.generic_visit(node)
+
+        def generic_visit(self, node):
+            if not isinstance(node, Stmt):
+                return node
+            return super().generic_visit(node)
+
+    _Finder().visit(stmt)
+    return out
+
+
+def _replace(func: PrimFunc, path, old, new) -> PrimFunc:
+    from .state import replace_at
+
+    return replace_at(func, path, old, new)
+
+
+def _register() -> None:
+    """Put the pass first in the cpu and cuda pipelines (idempotent)."""
+    try:
+        from ..lower import Pass, register_pass
+    except ImportError:  # lowering not available: nothing to hook into
+        return
+    register_pass("cpu", Pass(PASS_NAME, lambda f: apply_tensor_intrinsics(f, "cpu")), before="convert_blocks")
+    register_pass("cuda", Pass(PASS_NAME, lambda f: apply_tensor_intrinsics(f, "cuda")), before="convert_blocks")
+
+
+_register()

@@ -1,0 +1,89 @@
+"""The Schedule methods of the tensorize family (a mixin of `Schedule`): blockize, tensorize."""
+from __future__ import annotations
+
+from .primitives import tensorize as _tensorize
+from .state import BlockRV, LoopRV
+
+
+class TensorizeMethods:
+    """blockize / tensorize; see `tdsl.schedule.primitives.tensorize` for the semantics."""
+
+    def blockize(self, loop: LoopRV) -> BlockRV:
+        """Make the subtree under `loop` an inner block of a new outer block `<name>_o`, whose
+        iterators are the outer parts of the bindings (v = vo * E + vi).
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+                for i_0, i_1 in T.grid(4, 16):
+                    with T.block("B"):
+                        vi = T.axis.spatial(64, i_0 * 16 + i_1)
+                        B[vi] = A[vi] * T.float32(2)
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            i_0, i_1 = sch.get_loops(sch.get_block("B"))
+            b_o = sch.blockize(i_1)
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+                for i_0 in range(4):
+                    with T.block("B_o"):
+                        vi_o = T.axis.spatial(4, i_0)
+                        T.reads(A[vi_o * 16:vi_o * 16 + 16])
+                        T.writes(B[vi_o * 16:vi_o * 16 + 16])
+                        for i_1 in range(16):
+                            with T.block("B"):
+                                vi_i = T.axis.spatial(16, i_1)
+                                T.reads(A[vi_o * 16 + vi_i])
+                                T.writes(B[vi_o * 16 + vi_i])
+                                B[vi_o * 16 + vi_i] = A[vi_o * 16 + vi_i] * T.float32(2)
+        """
+        self._expect("blockize", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
+        return self._apply("blockize", _tensorize.blockize, [loop])
+
+    def tensorize(self, block_or_loop: BlockRV | LoopRV, intrin_name: str) -> None:
+        """Compute a block (or the block `blockize(loop)` makes) with the tensor intrinsic
+        `intrin_name`, after checking that the code computes exactly its description. The block
+        keeps the description's code and is annotated ``"tdsl.tensor_intrin"``; lowering swaps in
+        the implementation where the target can run it.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+                for i, j in T.grid(4, 16):
+                    with T.block("B"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        B[vi, vj] = A[vi, vj] * T.float32(2)
+
+        Call::
+
+            tdsl.TensorIntrin.register("double16", double16_desc, double16_impl)
+            sch = tdsl.Schedule(before)
+            i, j = sch.get_loops(sch.get_block("B"))
+            sch.tensorize(j, "double16")
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
+                for i in range(4):
+                    with T.block("B_o"):
+                        vi = T.axis.spatial(4, i)
+                        T.reads(A[vi, 0:16])
+                        T.writes(B[vi, 0:16])
+                        T.block_attr({"tdsl.tensor_intrin": "double16"})
+                        for j in range(16):
+                            with T.block("B"):
+                                vj = T.axis.spatial(16, j)
+                                T.reads(A[vi, vj])
+                                T.writes(B[vi, vj])
+                                B[vi, vj] = A[vi, vj] * T.float32(2)
+        """
+        self._expect("tensorize", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
+        return self._apply("tensorize", _tensorize.tensorize, [block_or_loop], {"intrin_name": intrin_name})
