@@ -1,7 +1,12 @@
-"""Shared pytest fixtures. Loading this file puts tests/ on sys.path (pytest's rootdir-relative
-import mode), so every test module can `from corpus import CORPUS, check_case`."""
+"""Shared pytest fixtures; puts tests/ on sys.path so every test module can
+`from corpus import CORPUS, check_case` (the shared kernel corpus)."""
+import os
+import sys
+
 import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture

@@ -215,6 +215,7 @@ class Analyzer:
         self._points: dict[int, PrimExpr | None] = {}
         self._shifting: set[int] = set()
         self._inlining: set[int] = set()
+        self._range_var_sets: dict[int, set] = {}
 
     # keys -------------------------------------------------------------------------------
     def key(self, e: PrimExpr):
@@ -507,18 +508,19 @@ class Analyzer:
     # bounds -------------------------------------------------------------------------------
     def bound_lin(self, a: Lin) -> Bound:
         b = self._bound_terms(a)
-        moves = self._symbolic_range_terms(a)
-        if moves:
-            # Replace each Var whose range is symbolic by the end of its range that bounds
-            # its term; exact when the ends cancel against other terms (j - i*4 for j in
-            # [i*4, i*4 + 4), or v - n for v in [0, n)). Keep the tighter of both bounds.
-            ids = [id(t.src) for _, t, _ in moves]
-            self._shifting.update(ids)
+        move = self._symbolic_range_term(a)
+        if move is not None:
+            # Replace a Var whose range is symbolic by the end of its range that bounds its
+            # term (then the next such Var, recursively); exact when the ends cancel against
+            # other terms (j - i*4 for j in [i*4, i*4 + 4), or v - n for v in [0, n)).
+            # Keep the tighter of both bounds.
+            key = id(move[1].src)
+            self._shifting.add(key)
             try:
-                lo_form, hi_form = self._range_ends(a, moves)
+                lo_form, hi_form = self._range_ends(a, move)
                 alt = (self.bound_lin(lo_form)[0], self.bound_lin(hi_form)[1])
             finally:
-                self._shifting.difference_update(ids)
+                self._shifting.discard(key)
             b = (_tighter(max, b[0], alt[0]), _tighter(min, b[1], alt[1]))
         return b
 
@@ -532,8 +534,10 @@ class Analyzer:
                 break
         return lo, hi
 
-    def _symbolic_range_terms(self, a: Lin) -> list:
-        """(key, term, coeff) of the plain Var terms whose range has a non-constant end."""
+    def _symbolic_range_term(self, a: Lin):
+        """(key, term, coeff) of a plain Var term whose range has a non-constant end, preferring
+        a Var that the other such ranges do not mention (substituted first, it lets theirs
+        cancel later); None when there is none."""
         moves = []
         for k, (t, c) in a.terms.items():
             v = t.src
@@ -544,22 +548,34 @@ class Analyzer:
                 continue
             if is_index(r.min.dtype) and is_index(r.extent.dtype):
                 moves.append((k, t, c))
-        return moves
+        if len(moves) <= 1:
+            return moves[0] if moves else None
+        for move in moves:
+            v = move[1].src
+            if not any(v in self._range_vars(other[1].src) for other in moves if other is not move):
+                return move
+        return moves[0]
 
-    def _range_ends(self, a: Lin, moves: list) -> tuple[Lin, Lin]:
-        """`a` with each moved Var replaced by its range end that minimizes (first) and
+    def _range_vars(self, v: Var) -> set:
+        hit = self._range_var_sets.get(id(v))
+        if hit is None:
+            from ..ir.functor import free_vars
+
+            r = self.ranges[v]
+            hit = free_vars(r.min) | free_vars(r.extent)
+            self._range_var_sets[id(v)] = hit
+        return hit
+
+    def _range_ends(self, a: Lin, move) -> tuple[Lin, Lin]:
+        """`a` with the moved Var replaced by its range end that minimizes (first) and
         maximizes (second) its term."""
-        moved = {k for k, _, _ in moves}
-        rest = Lin({k: tc for k, tc in a.terms.items() if k not in moved}, a.const, a.dtype)
-        lo_form = hi_form = rest
-        for _, t, c in moves:
-            r = self.ranges[t.src]
-            first = self.lin(r.min)
-            last = self.add(first, self.add(self.lin(r.extent), _lin_const(-1, a.dtype)))
-            small, large = (first, last) if c > 0 else (last, first)
-            lo_form = self.add(lo_form, _scale_lin(small, c))
-            hi_form = self.add(hi_form, _scale_lin(large, c))
-        return lo_form, hi_form
+        k, t, c = move
+        rest = Lin({kk: tc for kk, tc in a.terms.items() if kk != k}, a.const, a.dtype)
+        r = self.ranges[t.src]
+        first = self.lin(r.min)
+        last = self.add(first, self.add(self.lin(r.extent), _lin_const(-1, a.dtype)))
+        small, large = (first, last) if c > 0 else (last, first)
+        return self.add(rest, _scale_lin(small, c)), self.add(rest, _scale_lin(large, c))
 
     def _term_bound(self, t: Term) -> Bound:
         hit = self._term_bounds.get(t.key)
@@ -603,7 +619,7 @@ class Analyzer:
         r = self.ranges.get(v)
         point = None
         if r is not None and v not in self.keep and r.min.dtype == v.dtype and _int_scalar(r.extent):
-            ext = self.simplify(r.extent)
+            ext = r.extent if isinstance(r.extent, IntImm) else self.simplify(r.extent)
             if isinstance(ext, IntImm) and ext.value == 1:
                 point = r.min
         self._points[id(v)] = point

@@ -106,7 +106,9 @@ def make_fma(nptype):
 
 def ramp(base, stride, lanes: int, nptype):
     """The vector [base, base + stride, ...] in `nptype` (wrapping like the IR's integers)."""
-    return (np.arange(lanes, dtype=np.int64) * int(stride) + int(base)).astype(nptype)
+    if np.issubdtype(nptype, np.integer):
+        return (np.arange(lanes, dtype=np.int64) * int(stride) + int(base)).astype(nptype)
+    return np.arange(lanes).astype(nptype) * nptype(stride) + nptype(base)
 
 
 def broadcast(value, lanes: int, nptype):

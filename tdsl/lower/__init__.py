@@ -77,7 +77,9 @@ What the lowered form adds to docs/internals.md:
   ``func.buffer_params``. Their shapes hold the symbolic dimension Vars that the flat body
   uses, so codegen and the interpreter bind those from the arguments' shapes, and check
   dtypes and shapes against them. The flat parameter buffer has shape ``(prod(shape),)``
-  (for explicit strides: the last reachable element + 1; ``elem_offset`` added).
+  (for explicit strides: the last reachable element + 1; ``elem_offset`` added). The value
+  is a tuple (subclass) that prints as the parameter annotations, ``(T.Buffer(("n", 40),
+  "float32"), ...)``.
 * ``attrs["tdsl.lower_notes"]``: a tuple of strings (see Notes).
 * Scopes after ``storage`` on the CPU are only ``local`` (stack) and ``global`` (heap).
 * Vector loads/stores have a ``Ramp`` index of stride 1; a lane-uniform

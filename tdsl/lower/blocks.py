@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..dtypes import bool_
 from ..ir import (
     TRUE,
     Allocate,
@@ -39,7 +40,7 @@ def _init_condition(block: Block, values: tuple[PrimExpr, ...]) -> PrimExpr | No
         if isinstance(value, IntImm) and isinstance(lo, IntImm):
             if value.value == lo.value:
                 continue
-            return IntImm(0, Binary("eq", value, lo).dtype)
+            return IntImm(0, bool_)
         term = Binary("eq", value, lo)
         cond = term if cond is None else Binary("and", cond, term)
     return cond

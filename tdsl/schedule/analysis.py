@@ -137,7 +137,6 @@ def check_parallelizable(func: PrimFunc, primitive: str, loop: For, what: str, p
                 rule=f"a loop can be {what} only when it carries no dependence between its iterations",
                 fix="choose a loop bound to a spatial iterator of the block")
     ranges = path_ranges(path + (loop,))
-    ranges[var] = Range(loop.min, loop.extent)
     conflict = find_conflict(loop, ranges, private_to=var)
     if conflict is not None:
         writer, other, buf = conflict

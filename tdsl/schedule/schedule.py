@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ..errors import ScheduleError
 from ..ir import PrimExpr, PrimFunc, Var
+from .dataflow import DataflowMethods
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
 from .primitives import loops as _loops
@@ -65,7 +66,7 @@ class ScriptDiff:
         return diff_html(self.before, self.after)
 
 
-class Schedule(TensorizeMethods):
+class Schedule(TensorizeMethods, DataflowMethods):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
 
     Loops written with the same name in two nests are told apart as the printer shows them

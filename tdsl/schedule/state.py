@@ -158,8 +158,9 @@ def replace_at(func: PrimFunc, path: Path, old: Stmt, new: Stmt) -> PrimFunc:
 
 
 def var_names(func: PrimFunc) -> set[str]:
-    """Every variable name used in the function (parameters, dimensions, loops, iterators)."""
+    """Every name in the function's namespace (parameters, dimensions, loops, iterators, buffers)."""
     names = {v.name for v in collect(func.body, Var)}
+    names.update(b.name for r in all_realizes(func.body) for b in r.block.alloc_buffers)
     for p in func.params:
         if isinstance(p, Var):
             names.add(p.name)
@@ -192,10 +193,13 @@ def unique_names(func: PrimFunc) -> PrimFunc:
     names in error messages and traces the names the user sees in `sch.show()`. A function
     whose names are already unique is returned as is.
     """
-    taken = {p.name for p in func.params if isinstance(p, Var)}
+    taken = {p.name for p in func.params}
     for p in func.params:
         if isinstance(p, Buffer):
             taken.update(v.name for s in p.shape for v in collect(s, Var))
+    root = func.root_block
+    if root is not None:  # function-level buffers print before the loops
+        taken.update(b.name for b in root.alloc_buffers)
     renames: dict[Var, Var] = {}
     stack: list[Stmt] = [func.body]
     while stack:

@@ -74,16 +74,16 @@ class TensorizeMethods:
             def after(A: T.Buffer((4, 16), "float32"), B: T.Buffer((4, 16), "float32")):
                 for i in range(4):
                     with T.block("B_o"):
-                        vi = T.axis.spatial(4, i)
-                        T.reads(A[vi, 0:16])
-                        T.writes(B[vi, 0:16])
+                        vi_o = T.axis.spatial(4, i)
+                        T.reads(A[vi_o, 0:16])
+                        T.writes(B[vi_o, 0:16])
                         T.block_attr({"tdsl.tensor_intrin": "double16"})
                         for j in range(16):
                             with T.block("B"):
                                 vj = T.axis.spatial(16, j)
-                                T.reads(A[vi, vj])
-                                T.writes(B[vi, vj])
-                                B[vi, vj] = A[vi, vj] * T.float32(2)
+                                T.reads(A[vi_o, vj])
+                                T.writes(B[vi_o, vj])
+                                B[vi_o, vj] = A[vi_o, vj] * T.float32(2)
         """
         self._expect("tensorize", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
         return self._apply("tensorize", _tensorize.tensorize, [block_or_loop], {"intrin_name": intrin_name})

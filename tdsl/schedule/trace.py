@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ScheduleError
-from ..ir import PrimExpr
+from ..ir import Buffer, PrimExpr, Var, free_vars, substitute
 from .state import BlockRV, LoopRV
 
 if TYPE_CHECKING:
@@ -83,9 +83,10 @@ class Trace:
     def apply(self, sch: Schedule) -> dict:
         """Replay every step on `sch`; returns the map from recorded handles to the new ones."""
         mapping: dict[int, Any] = {}
+        dims = _dimensions(sch.func)
         for step, ins in enumerate(self.instructions):
-            inputs = [_map(x, mapping) for x in ins.inputs]
-            attrs = {k: _map(v, mapping) for k, v in ins.attrs}
+            inputs = [_map(x, mapping, dims) for x in ins.inputs]
+            attrs = {k: _map(v, mapping, dims) for k, v in ins.attrs}
             try:
                 result = getattr(sch, ins.kind)(*inputs, **attrs)
             except ScheduleError as err:
@@ -107,13 +108,25 @@ class Trace:
         return sch
 
 
-def _map(x, mapping: dict):
+def _dimensions(func: PrimFunc) -> dict[str, Var]:
+    """The scalar parameters and symbolic dimensions of `func`, by name."""
+    out = {p.name: p for p in func.params if isinstance(p, Var)}
+    for p in func.params:
+        if isinstance(p, Buffer):
+            out.update((v.name, v) for s in p.shape for v in free_vars(s))
+    return out
+
+
+def _map(x, mapping: dict, dims: dict[str, Var]):
+    """A recorded argument for the replay: handles mapped, dimensions taken from the target."""
     if _is_handle(x):
         return mapping[id(x)]
     if isinstance(x, list):
-        return [_map(v, mapping) for v in x]
+        return [_map(v, mapping, dims) for v in x]
     if isinstance(x, tuple):
-        return tuple(_map(v, mapping) for v in x)
+        return tuple(_map(v, mapping, dims) for v in x)
+    if isinstance(x, PrimExpr):
+        return substitute(x, {v: dims[v.name] for v in free_vars(x) if v.name in dims})
     return x
 
 

@@ -64,7 +64,7 @@ def _assignments(spec):
         yield dict(zip(VARS, values))
 
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
@@ -134,6 +134,26 @@ def test_symbolic_range_mins(e, shift, y_ext, x_spec, op, other):
     for x in range(x_spec[0], x_spec[0] + x_spec[1]):
         for y in range(x + shift, x + shift + y_ext):
             for z in range(3):
+                env = {X: x, Y: y, Z: z}
+                v = ev(e, env)
+                assert ev(s, env) == v, (e, s, env)
+                assert (lo is None or lo <= v) and (hi is None or v <= hi), (e, lo, hi, env)
+                assert not proved or ev(cond, env), (cond, env)
+
+
+@SETTINGS
+@given(exprs, exprs, st.sampled_from(["lt", "le", "ge", "gt", "eq", "ne"]), st.integers(1, 5),
+       st.integers(-2, 3), st.integers(1, 4))
+def test_symbolic_range_extents(e, other, op, z_hi, scale, y_ext):
+    """z in [1, z_hi], x in [0, z), y in [x * scale, x * scale + y_ext): nested symbolic ranges."""
+    ranges = {Z: Range(IntImm(1), IntImm(z_hi)), X: Range(IntImm(0), Z), Y: Range(X * scale, IntImm(y_ext))}
+    s = simplify(e, ranges)
+    lo, hi = const_bound(e, ranges)
+    cond = Binary(op, e, other)
+    proved = prove(cond, ranges)
+    for z in range(1, z_hi + 1):
+        for x in range(z):
+            for y in range(x * scale, x * scale + y_ext):
                 env = {X: x, Y: y, Z: z}
                 v = ev(e, env)
                 assert ev(s, env) == v, (e, s, env)

@@ -33,7 +33,7 @@ def test_runtime_bounds_error_names_the_buffer(rng):
 def test_bounds_check_is_off_by_default_and_changes_the_code():
     func = tdsl.parse(GATHER)
     checked, plain = tdsl.build(func, bounds_check=True), tdsl.build(func)
-    assert "fail" in checked.source and "fail" not in plain.source   # the blocks that return an error
+    assert checked.source.count("fail") > plain.source.count("fail")   # blocks that return an error code
 
 
 def test_guarded_accesses_pass_the_checks(rng):

@@ -5,12 +5,14 @@ from corpus import CORPUS, check_case
 
 import tdsl
 from tdsl.ir import Block, collect
+from tdsl.ir.verify import verify
 
 
 def run_lowered(target):
     def runner(func, *args):
         lowered = tdsl.lower(func, target=target)
         assert not collect(lowered.body, Block)
+        verify(lowered)
         return tdsl.interpret(lowered, *args)
 
     return runner

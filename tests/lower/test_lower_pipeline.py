@@ -11,6 +11,7 @@ import pytest
 import tdsl
 from tdsl import T
 from tdsl.ir import Block, BlockRealize, Buffer, BufferLoad, BufferStore, For, Ramp, collect
+from tdsl.ir.verify import verify
 from tdsl.lower import Pass, notes, passes_for, register_pass, stages
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -202,7 +203,9 @@ CASES = {
 # ----------------------------------------------------------------------------- checks
 
 def assert_lowered_form(func, target):
-    """The contract of docs/internals.md: no blocks, flat buffers, allowed loop kinds."""
+    """The contract of docs/internals.md: no blocks, flat buffers, allowed loop kinds; and
+    well-formed (every variable defined once, before use)."""
+    verify(func)
     assert not collect(func.body, (Block, BlockRealize))
     kinds = {"serial", "parallel", "unrolled"} | ({"thread_binding"} if target == "cuda" else set())
     for loop in collect(func.body, For):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from sched_check import MATMUL, check, kernel
+from sched_check import MATMUL, SYMBOLIC, check, kernel
 
 import tdsl
 from tdsl import T
@@ -110,3 +110,15 @@ def test_single_output_list_prints_as_tuple():
     sch = tdsl.Schedule(copy)
     sch.get_loops(sch.get_block("B"))
     assert str(sch.trace).splitlines()[1] == "(l1,) = sch.get_loops(b0)"
+
+
+def test_symbolic_factor_replays_on_a_fresh_parse():
+    f = kernel(SYMBOLIC)
+    n = f.params[0].shape[0]
+    sch = tdsl.Schedule(f)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.split(i, factors=[1, n])
+    assert "sch.split(l1, factors=[1, n])" in str(sch.trace)
+    again = tdsl.parse(SYMBOLIC)  # new Var objects for n
+    replayed = sch.trace.apply_to(again)
+    check(replayed, again, dims={"n": 6})

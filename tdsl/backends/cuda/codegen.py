@@ -312,7 +312,9 @@ class CudaCodegen:
 
     def lane_index(self, index: PrimExpr, k: int) -> PrimExpr:
         if isinstance(index, Ramp):
-            return index.base + index.stride * k if k else index.base
+            from ...arith import simplify
+
+            return simplify(index.base + index.stride * k) if k else index.base
         if isinstance(index, Broadcast):
             return index.value
         raise TargetError(f"unsupported vector index {type(index).__name__}")

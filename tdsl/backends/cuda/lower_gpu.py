@@ -161,6 +161,10 @@ def split_kernels(func: PrimFunc) -> HostPlan:
             roots.append((stmt, scoped))
         elif _is_nop(stmt):
             pass
+        elif any(f.kind == "thread_binding" for f in collect(stmt, For)):
+            raise TargetError(f"function {func.name!r}: {_describe(stmt)} is outside every kernel but contains "
+                              "thread-bound loops; a kernel starts at an outermost bound loop, so put it inside "
+                              'one (e.g. a loop bound with sch.bind(loop, "blockIdx.x"), extent 1 for one block)')
         else:
             raise TargetError(f"function {func.name!r}: {_describe(stmt)} runs outside any thread-bound loop; "
                               f"on CUDA all computation runs in kernels: bind its loops with "
@@ -355,10 +359,6 @@ def free_vars_stmt(stmt) -> set[Var]:
         def visit_LetStmt(self, op):
             defined.add(op.var)
             self.generic_visit(op)
-
-        def visit_buffer(self, buf):
-            for e in buf.shape:
-                self.visit(e)
 
     _V().visit(stmt)
     return used - defined

@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import math
 
+from ...errors import ScheduleError
 from ...arith import const_bound, linear_form, prove, relax, simplify
 from ...ir import (TRUE, Binary, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Cast, For, IntImm,
                    IRMutator, IterVar, Not, PrimExpr, PrimFunc, Range, Select, SeqStmt, Stmt, Var, collect, const,
@@ -194,22 +195,22 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[Prim
         if not low_ok and not high_ok and prove(lo <= dmin, ranges) and prove(hi >= dmax, ranges):
             lo, hi, low_ok, high_ok = dmin, dmax, True, True  # the box holds the whole domain
         extent = simplify(hi - lo + 1, ranges)
-        if isinstance(extent, IntImm) and extent.value == 1:
-            values.append(lo)
+        single = isinstance(extent, IntImm) and extent.value == 1
+        ax = None if single else Var(fresh_name(f"ax{k}", taken), dt)
+        value = lo if ax is None else simplify(lo + ax, ranges)
+        if not low_ok:
+            preds.append(value >= dmin)
+        if not high_ok:
+            preds.append(value <= dmax)
+        values.append(value)
+        if ax is None:
             continue
-        ax = Var(fresh_name(f"ax{k}", taken), dt)
-        value = simplify(lo + ax, ranges)
         if not isinstance(extent, IntImm):
             cb = const_bound(extent, ranges)[1]
             if cb is not None:
                 preds.append(ax < extent)
                 extent = const(cb, dt)
-        if not low_ok:
-            preds.append(value >= dmin)
-        if not high_ok:
-            preds.append(value <= dmax)
         loops.append((ax, extent))
-        values.append(value)
     pred: PrimExpr = TRUE
     for p in preds:
         pred = p if pred is TRUE else logical_and(pred, p)
@@ -614,8 +615,15 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimF
 
 # compute_inline ------------------------------------------------------------------------------
 
-def _single_store(func: PrimFunc, primitive: str, realize: BlockRealize, role: str) -> BufferStore:
+def _single_store(func: PrimFunc, primitive: str, realize: BlockRealize, role: str,
+                  consumer: str | None = None) -> BufferStore:
     b = realize.block
+    if consumer is not None:
+        try:
+            return _single_store(func, primitive, realize, role)
+        except ScheduleError as err:
+            raise ScheduleError(str(err).replace(f"{primitive}: ", f"{primitive}: cannot fold "
+                                                 f"{block_name(consumer)} into its producer: ", 1)) from None
     if child_realizes(realize):
         raise schedule_error(func, primitive, f"{block_name(b.name)} holds other blocks", blocks=(b.name,),
                              rule=f"{primitive} inlines a leaf block")
@@ -706,7 +714,7 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
                              rule="reverse_compute_inline needs a buffer with a single producer")
     p_realize, ppath = find_block(func, writers[0].name, "reverse_compute_inline")
     p = p_realize.block
-    p_store = _single_store(func, "reverse_compute_inline", p_realize, "the producer")
+    p_store = _single_store(func, "reverse_compute_inline", p_realize, "the producer", consumer=block)
     loads = [ld for ld in collect(store.value, BufferLoad) if ld.buffer is buf]
     spatial = [iv.var for iv in c.iter_vars]
     first = list(loads[0].indices)

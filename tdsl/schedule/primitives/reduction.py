@@ -277,10 +277,13 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     slot = v_rf - loop.min if not (hasattr(loop.min, "value") and loop.min.value == 0) else v_rf
     rf_idx = red.indices[:axis] + (slot,) + red.indices[axis:]
     rf_load = BufferLoad(rf_buf, rf_idx)
-    rf_block = dataclasses.replace(
-        b, name=rf_name, iter_vars=tuple(new_ivs),
-        init=BufferStore(rf_buf, red.identity(), rf_idx),
-        body=BufferStore(rf_buf, red.combine(rf_load, substitute(red.rhs, remap)), rf_idx))
+    rhs = substitute(red.rhs, remap)
+    if any(iv.kind == "R" for iv in new_ivs):
+        rf_init, rf_value = BufferStore(rf_buf, red.identity(), rf_idx), red.combine(rf_load, rhs)
+    else:  # one term per partial result: no reduction left in the rfactor block
+        rf_init, rf_value = None, rhs if red.op in ("add", "mul") else red.combine(red.identity(), rhs)
+    rf_block = dataclasses.replace(b, name=rf_name, iter_vars=tuple(new_ivs), init=rf_init,
+                                   body=BufferStore(rf_buf, rf_value, rf_idx))
     rf_realize = BlockRealize(tuple(new_vals), realize.predicate, refresh_block(rf_block))
 
     # the write-back block keeps the name (and the handle) of the original block

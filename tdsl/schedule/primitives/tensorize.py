@@ -259,7 +259,7 @@ class Matcher:
     def __init__(self, intrin: TensorIntrin, block: Block, ranges: dict[Var, Range]):
         self.intrin = intrin
         self.block = block
-        self.ranges = ranges  # what is outside the block (plus the block's own iterators)
+        self.ranges = dict(ranges)  # outside the block, its own iterators, then the matched inner ones
         self.vmap: dict[Var, Var] = {}
         self.inner: set[Var] = set()
         self.bindings: dict[Buffer, Binding] = {}
@@ -331,6 +331,7 @@ class Matcher:
                                fix="blockize/tensorize a loop nest that starts at 0")
             self.vmap[d.loop_var] = r.loop_var
             self.inner.add(r.loop_var)
+            self.ranges[r.loop_var] = Range(r.min, r.extent)
         self._realize(dnode, rnode)
 
     def _check_order(self, dl: list[For], dnode: BlockRealize, rl: list[For], rnode: BlockRealize) -> None:
@@ -377,6 +378,7 @@ class Matcher:
                                fix="split the loops to the intrinsic's tile before tensorize", **culprit)
             self.vmap[div.var] = riv.var
             self.inner.add(riv.var)
+            self.ranges[riv.var] = riv.dom  # lets the simplifier see (vo * 16 + vi) % 16 == vi
         for div, dv, rv in zip(db.iter_vars, d.iter_values, r.iter_values):
             want = substitute(dv, self.vmap)
             if not _equal(want, rv, self.ranges):
@@ -488,7 +490,7 @@ class Matcher:
             raise Mismatch(f"the code {verb} {rbuf.name} where the description {verb} {dbuf.name}, which the code "
                            f"elsewhere accesses as {binding.buffer.name}", **culprit)
         lead = len(ridx) - len(didx)
-        bases = list(ridx[:lead])
+        bases = [simplify(r, self.ranges) for r in ridx[:lead]]
         for k, (d, r) in enumerate(zip(didx, ridx[lead:])):
             bases.append(simplify(r - substitute(d, self.vmap), self.ranges))
         for k, b in enumerate(bases):

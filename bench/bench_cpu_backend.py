@@ -1,0 +1,173 @@
+"""CPU backend benchmark: parallel speedup, build times (cold, from the disk cache), call overhead,
+`import tdsl` time. Prints a table with the goals from the backend issue.
+
+    python bench/bench_cpu_backend.py            # about 30 s on 2 cores
+    python bench/bench_cpu_backend.py --quick    # smaller sizes, fewer repeats
+
+Timings are medians; on a shared machine they are noisy (the load average is printed).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import tdsl  # noqa: E402
+
+ELEMENTWISE = '''
+@T.prim_func
+def ew(A: T.Buffer((ROWS, 1024), "float32"), B: T.Buffer((ROWS, 1024), "float32")):
+    for i in KIND(ROWS):
+        for j in range(1024):
+            with T.block("b"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = T.exp(A[vi, vj]) * T.float32(0.5) + T.tanh(A[vi, vj])
+'''
+
+ROWSUM = '''
+@T.prim_func
+def rowsum(A: T.Buffer((ROWS, 4096), "float32"), B: T.Buffer((ROWS,), "float32")):
+    for i in KIND(ROWS):
+        for k in range(4096):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    B[vi] = T.float32(0)
+                B[vi] = B[vi] + A[vi, vk]
+'''
+
+ADD = '''
+@T.prim_func
+def add(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("c"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = A[vi] + B[vi] * T.float32(SCALE)
+'''
+
+DISK_RUN = '''
+import sys, time
+t0 = time.perf_counter()
+import tdsl
+t1 = time.perf_counter()
+f1 = tdsl.parse(sys.argv[1]); f2 = tdsl.parse(sys.argv[2])
+t2 = time.perf_counter()
+k1 = tdsl.build(f1)
+t3 = time.perf_counter()
+k2 = tdsl.build(f2)
+t4 = time.perf_counter()
+print(t3 - t2, t4 - t3, int(k1.from_cache), int(k2.from_cache))
+'''
+
+
+def _kernel(src: str, **subs) -> tdsl.Kernel:
+    for k, v in subs.items():
+        src = src.replace(k, str(v))
+    return tdsl.build(tdsl.parse(src))
+
+
+def bench_parallel(rows: int, repeat: int) -> list[tuple]:
+    rng = np.random.default_rng(0)
+    out = []
+    a = rng.standard_normal((rows, 1024)).astype(np.float32)
+    ser = _kernel(ELEMENTWISE, ROWS=rows, KIND="range")
+    par = _kernel(ELEMENTWISE, ROWS=rows, KIND="T.parallel")
+    np.testing.assert_allclose(par(a), ser(a), rtol=1e-6)
+    ts, tp = ser.time(a, repeat=repeat), par.time(a, repeat=repeat)
+    out.append(("parallel speedup, exp+tanh elementwise", f"{ts / tp:.2f}x ({ts * 1e3:.2f} -> {tp * 1e3:.2f} ms)",
+                ">= 1.7x on 2 cores", ts / tp >= 1.7))
+    a = rng.standard_normal((rows, 4096)).astype(np.float32)
+    ser = _kernel(ROWSUM, ROWS=rows, KIND="range")
+    par = _kernel(ROWSUM, ROWS=rows, KIND="T.parallel")
+    np.testing.assert_allclose(par(a), a.sum(axis=1), rtol=1e-3, atol=1e-3)
+    ts, tp = ser.time(a, repeat=repeat), par.time(a, repeat=repeat)
+    out.append(("parallel speedup, row-sum reduction", f"{ts / tp:.2f}x ({ts * 1e3:.2f} -> {tp * 1e3:.2f} ms)",
+                ">= 1.7x on 2 cores", ts / tp >= 1.7))
+    tiny = np.ones((2, 1024), np.float32)
+    k = _kernel(ELEMENTWISE, ROWS=2, KIND="T.parallel")
+    ks = _kernel(ELEMENTWISE, ROWS=2, KIND="range")
+    region = (k.time(tiny, repeat=repeat) - ks.time(tiny, repeat=repeat)) * 1e6
+    out.append(("parallel region overhead (2 rows)", f"{region:.1f} us", "a few us", region < 10))
+    return out
+
+
+def bench_call_overhead(number: int) -> list[tuple]:
+    k = _kernel(ADD, SCALE=2)
+    a, b, c = (np.ones(16, np.float32) for _ in range(3))
+    k(a, b, c)
+    per = min(timeit.repeat(lambda: k(a, b, c), number=number, repeat=5)) / number * 1e6
+    npy = min(timeit.repeat(lambda: np.add(a, b, out=c), number=number, repeat=5)) / number * 1e6
+    return [("call overhead, 3 numpy args", f"{per:.2f} us (np.add(out=) {npy:.2f} us)", "<= 1 us", per <= 1.0)]
+
+
+def bench_build(count: int) -> list[tuple]:
+    os.environ["TDSL_DISABLE_DISK_CACHE"] = "1"
+    try:
+        _kernel(ADD, SCALE=3)   # LLVM initialised, modules imported
+        times = []
+        for s in range(count):
+            f = tdsl.parse(ADD.replace("SCALE", str(100 + s)))
+            t0 = time.perf_counter()
+            tdsl.build(f)
+            times.append(time.perf_counter() - t0)
+    finally:
+        del os.environ["TDSL_DISABLE_DISK_CACHE"]
+    cold = statistics.median(times)
+    rows = [("build time, cold (LLVM warm, no cache)", f"{cold * 1e3:.1f} ms", "<= 100 ms", cold <= 0.1)]
+    with tempfile.TemporaryDirectory() as cache_dir:
+        env = {**os.environ, "TDSL_CACHE_DIR": cache_dir}
+        src1, src2 = ADD.replace("SCALE", "7"), ADD.replace("SCALE", "8")
+        cmd = [sys.executable, "-c", DISK_RUN, src1, src2]
+        subprocess.run(cmd, env=env, check=True, capture_output=True)
+        first, second = [], []
+        for _ in range(3):
+            out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout.split()
+            assert out[2:] == ["1", "1"], out
+            first.append(float(out[0]))
+            second.append(float(out[1]))
+    warm = statistics.median(second)
+    rows.append(("build time from disk cache (new process)", f"{warm * 1e3:.2f} ms "
+                 f"(first build there, incl. LLVM init: {statistics.median(first) * 1e3:.1f} ms)", "<= 5 ms",
+                 warm <= 0.005))
+    return rows
+
+
+def bench_import(count: int) -> list[tuple]:
+    code = "import time; t = time.perf_counter(); import tdsl; print(time.perf_counter() - t)"
+    times = [float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                  text=True).stdout) for _ in range(count)]
+    t = statistics.median(times)
+    return [("import tdsl (subprocess)", f"{t * 1e3:.0f} ms", "<= 150 ms", t <= 0.15)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
+    args = parser.parse_args()
+    rows = []
+    rows += bench_parallel(512 if args.quick else 4096, 3 if args.quick else 7)
+    rows += bench_call_overhead(20_000 if args.quick else 200_000)
+    rows += bench_build(3 if args.quick else 7)
+    rows += bench_import(3 if args.quick else 7)
+    from tdsl.backends.llvm import jit, runtime
+
+    host = jit.host_info()
+    print(f"\nCPU backend on {host.cpu}, {runtime.num_threads()} threads, load average "
+          f"{os.getloadavg()[0]:.2f}, LLVM {host.llvm_version}")
+    width = max(len(r[0]) for r in rows)
+    print(f"{'metric':<{width}}  {'measured':<52} {'goal':<20} ok")
+    for name, value, goal, ok in rows:
+        print(f"{name:<{width}}  {value:<52} {goal:<20} {'yes' if ok else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()

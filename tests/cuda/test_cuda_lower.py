@@ -1,0 +1,221 @@
+"""GPU lowering: binding checks, kernel extraction, launch dimensions, barrier placement."""
+import numpy as np
+import pytest
+
+import tdsl
+from tdsl import T
+from tdsl.backends.cuda import cuda_source, lower_cuda
+
+import cuda_kernels as ck
+
+
+def test_unbound_block_is_named_before_codegen():
+    f = ck.unbound()
+    with pytest.raises(tdsl.ScheduleError) as info:
+        cuda_source(f)
+    msg = str(info.value)
+    assert 'block "C" is not under any threadIdx loop' in msg
+    assert 'sch.bind(loop, "threadIdx.x")' in msg
+    # the same error is a TargetError for code that catches build errors, and build raises it too
+    with pytest.raises(tdsl.TargetError, match='block "C"'):
+        tdsl.build(f, target="cuda", arch="sm_90")
+
+
+def test_block_under_blockidx_only_asks_for_threadidx():
+    @T.prim_func
+    def f(A: T.Buffer((4, 8), "float32")):
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for j in range(8):
+                with T.block("A"):
+                    vi, vj = T.axis.remap("SS", [bx, j])
+                    A[vi, vj] = T.float32(1)
+
+    with pytest.raises(tdsl.ScheduleError, match=r'block "A" is not under any threadIdx loop \(inside loops bx, j\)'):
+        cuda_source(f)
+
+
+def test_too_many_threads_per_block():
+    @T.prim_func
+    def f(A: T.Buffer((64, 64), "float32")):
+        for ty in T.thread_binding(64, thread="threadIdx.y"):
+            for tx in T.thread_binding(64, thread="threadIdx.x"):
+                with T.block("A"):
+                    vi, vj = T.axis.remap("SS", [ty, tx])
+                    A[vi, vj] = T.float32(1)
+
+    with pytest.raises(tdsl.TargetError, match="4096 threads per block.*at most 1024"):
+        cuda_source(f)
+
+
+def test_block_dim_z_limit():
+    @T.prim_func
+    def f(A: T.Buffer((128,), "float32")):
+        for tz in T.thread_binding(128, thread="threadIdx.z"):
+            with T.block("A"):
+                vi = T.axis.spatial(128, tz)
+                A[vi] = T.float32(1)
+
+    with pytest.raises(tdsl.TargetError, match="threadIdx.z has extent 128, more than the CUDA limit 64"):
+        cuda_source(f)
+
+
+def test_sibling_nests_become_launches_in_order_with_workspace():
+    @T.prim_func
+    def two(A: T.Buffer((8, 32), "float32"), C: T.Buffer((8, 32), "float32")):
+        B = T.alloc_buffer((8, 32), "float32")
+        for bx in T.thread_binding(8, thread="blockIdx.x"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [bx, tx])
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+        for bx in T.thread_binding(8, thread="blockIdx.x"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [bx, tx])
+                    C[vi, vj] = B[vi, 31 - vj] + T.float32(1)
+
+    plan = lower_cuda(two)
+    assert [k.name for k in plan.kernels] == ["two_kernel_0", "two_kernel_1"]
+    assert [b.name for b in plan.workspaces] == ["B"]
+    assert [p.name for p in plan.kernels[0].params] == ["A", "B"]
+    assert [p.name for p in plan.kernels[1].params] == ["C", "B"]
+    src = cuda_source(two)
+    assert src.index("two_kernel_0") < src.index("two_kernel_1")
+    assert "__syncthreads" not in src   # a kernel boundary already orders the two stages
+
+
+def test_shorter_thread_loop_is_guarded():
+    f, _ = ck.softmax()
+    plan = lower_cuda(f)
+    (k,) = plan.kernels
+    assert {t: e.value for t, e in k.launch.items()} == {"blockIdx.x": 64, "threadIdx.x": 128}
+    src = cuda_source(f)
+    assert src.count("if (tx < 16) {") == 2 and src.count("if (tx < 1) {") == 2
+
+
+def test_symbolic_launch_dimension():
+    f, _ = ck.elementwise()
+    (k,) = lower_cuda(f).kernels
+    grid = k.dims("blockIdx")
+    assert grid[0].name == "n" and grid[1].value == 1
+    assert [p.name for p in k.params] == ["A", "B"]
+
+
+def test_thread_extent_depending_on_loop_is_refused():
+    @T.prim_func
+    def f(A: T.Buffer((8, 8), "float32")):
+        for bx in T.thread_binding(8, thread="blockIdx.x"):
+            for tx in T.thread_binding(8, thread="threadIdx.x"):
+                with T.block("A"):
+                    vi, vj = T.axis.remap("SS", [bx, tx])
+                    A[vi, vj] = T.float32(1)
+        for bx in T.thread_binding(8, thread="blockIdx.x"):
+            for tx in T.thread_binding(4, thread="threadIdx.x"):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [bx, tx])
+                    A[vi, vj] = T.float32(2)
+
+    # different constant extents in different kernels are fine
+    assert cuda_source(f).count("__global__") == 2
+
+
+def test_shared_memory_limit():
+    @T.prim_func
+    def f(A: T.Buffer((128,), "float32")):
+        S = T.alloc_buffer((16384,), "float32", scope="shared")
+        for tx in T.thread_binding(128, thread="threadIdx.x"):
+            with T.block("S"):
+                vi = T.axis.spatial(128, tx)
+                S[vi] = A[vi]
+        for tx in T.thread_binding(128, thread="threadIdx.x"):
+            with T.block("A"):
+                vi = T.axis.spatial(128, tx)
+                A[vi] = S[127 - vi]
+
+    with pytest.raises(tdsl.TargetError, match="65536 bytes of shared memory.*S"):
+        cuda_source(f)
+
+
+# ----------------------------------------------------------------------------- barriers
+
+def _stage_pair(a: int, b: int):
+    """Stage 1: S[j] = A[j]; stage 2 reads S[a * j + b]."""
+    @T.prim_func
+    def f(A: T.Buffer((4, 64), "float32"), B: T.Buffer((4, 64), "float32")):
+        S = T.alloc_buffer((64,), "float32", scope="shared")
+        for bx in T.thread_binding(4, thread="blockIdx.x"):
+            for tx in T.thread_binding(64, thread="threadIdx.x"):
+                with T.block("S"):
+                    vi, vj = T.axis.remap("SS", [bx, tx])
+                    S[vj] = A[vi, vj]
+            for tx in T.thread_binding(64, thread="threadIdx.x"):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [bx, tx])
+                    B[vi, vj] = S[a * vj + b] * T.float32(2)
+
+    return f
+
+
+def test_no_barrier_when_each_thread_reads_its_own_element():
+    assert "__syncthreads" not in cuda_source(_stage_pair(1, 0))
+
+
+def test_barrier_when_threads_read_each_others_elements():
+    src = cuda_source(_stage_pair(-1, 63))
+    assert src.count("__syncthreads();") == 1
+    assert src.index("S[tx] = ") < src.index("__syncthreads();") < src.index("B[")
+
+
+def test_barrier_counts_of_the_shipped_kernels():
+    assert cuda_source(ck.elementwise()[0]).count("__syncthreads") == 0
+    # 7 stages in a row, each reading what the previous one wrote
+    assert cuda_source(ck.softmax()[0]).count("__syncthreads();") == 6
+    # per k-tile: after the cooperative loads (read after write) and after the compute (the next
+    # tile's loads overwrite what this one read)
+    src = cuda_source(ck.matmul()[0])
+    assert src.count("__syncthreads();") == 2
+    loop = src[src.index("for (int ko"):]
+    body = loop[:loop.index("\n  }\n")]
+    assert body.count("__syncthreads();") == 2
+    assert body.rstrip().endswith("__syncthreads();")
+
+
+def test_barrier_before_loop_and_at_loop_end_for_a_tree_reduction():
+    @T.prim_func
+    def tree(A: T.Buffer((8,), "float32"), B: T.Buffer((1,), "float32")):
+        S = T.alloc_buffer((8,), "float32", scope="shared")
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(8, thread="threadIdx.x"):
+                with T.block("load"):
+                    vi = T.axis.spatial(8, tx)
+                    S[vi] = A[vi]
+            for s in range(3):
+                for tx in T.thread_binding(8, thread="threadIdx.x"):
+                    with T.block("step"):
+                        vs, vt = T.axis.remap("SS", [s, tx])
+                        T.where(tx < 4 // (s + 1))  # halves: 4, 2, 1
+                        S[vt] = S[vt] + S[vt + 4 // (vs + 1)]
+            for tx in T.thread_binding(1, thread="threadIdx.x"):
+                with T.block("out"):
+                    B[0] = S[0]
+
+    src = cuda_source(tree)
+    assert src.count("__syncthreads();") == 2
+    loop = src[src.index("for (int s"):]
+    assert src.index("__syncthreads();") < src.index("for (int s")
+    assert loop[:loop.index("\n  }\n")].rstrip().endswith("__syncthreads();")
+    a = np.arange(8, dtype="float32")
+    assert tdsl.interpret(tree, a)[0] == a.sum()
+
+
+def test_serial_loop_around_kernels_is_refused_clearly():
+    @T.prim_func
+    def f(A: T.Buffer((8,), "float32")):
+        for s in range(3):
+            for tx in T.thread_binding(8, thread="threadIdx.x"):
+                with T.block("step"):
+                    vs, vt = T.axis.remap("SS", [s, tx])
+                    A[vt] = A[vt] + T.float32(1)
+
+    with pytest.raises(tdsl.TargetError, match="loop s is outside every kernel but contains thread-bound loops"):
+        cuda_source(f)

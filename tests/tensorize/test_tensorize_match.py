@@ -1,0 +1,322 @@
+"""TensorIntrin registry, blockize, and tensorize's structural matching (and each mismatch)."""
+from __future__ import annotations
+
+import inspect
+import re
+import textwrap
+
+import numpy as np
+import pytest
+from tz_kernels import gemm, refused, register_double16, same_results, tiled_gemm
+
+import tdsl
+from tdsl import T
+
+
+# registry ----------------------------------------------------------------------------------
+
+def test_registry_lists_builtins_and_user_intrinsics():
+    name = register_double16()
+    names = tdsl.TensorIntrin.list()
+    assert name in names
+    for builtin in ("x86.avx512.fp32_8x32x64", "x86.avx2.fp32_4x16x64", "x86.avx512vnni.dot_u8s8s32_16x4",
+                    "x86.avxvnni.dot_u8s8s32_8x4", "cuda.wmma.mma_16x16x16_f16f32", "cuda.wmma.fill_16x16_f32"):
+        assert builtin in names
+    intrin = tdsl.TensorIntrin.get("x86.avx512.fp32_8x32x64")
+    assert intrin.target == "cpu" and intrin.features == ("avx512f",)
+
+
+def test_family_makes_intrinsics_on_demand():
+    intrin = tdsl.TensorIntrin.get("x86.avx2.fp32_2x24x3")
+    assert [tuple(int(s.value) for s in p.shape) for p in intrin.desc.params] == [(2, 3), (3, 24), (2, 24)]
+
+
+def test_unknown_name_suggests_close_ones():
+    with pytest.raises(tdsl.ScheduleError) as info:
+        tdsl.TensorIntrin.get("x86.avx2.fp32_4x16_64")
+    assert "did you mean" in str(info.value) and "x86.avx2.fp32_4x16x64" in str(info.value)
+
+
+def test_register_checks_the_pair():
+    desc = tdsl.parse(textwrap.dedent(register_double16.__globals__["DOUBLE16_DESC"]))
+    with pytest.raises(ValueError, match="already registered"):
+        tdsl.TensorIntrin.register("double16", desc, desc)
+    other = tdsl.parse('''
+@T.prim_func
+def f(A: T.Buffer((16,), "float64"), B: T.Buffer((16,), "float32")):
+    B[T.Ramp(0, 1, 16)] = T.cast(A[T.Ramp(0, 1, 16)], "float32x16")
+''')
+    with pytest.raises(ValueError, match="parameter 0"):
+        tdsl.TensorIntrin.register("bad_pair", desc, other)
+    with pytest.raises(TypeError):
+        tdsl.TensorIntrin.register("bad_kind", desc, "not a function")
+
+
+# blockize ----------------------------------------------------------------------------------
+
+def test_blockize_gemm_tile_keeps_meaning():
+    f, sch, i1 = tiled_gemm(32, 32, 32, 4, 16, 8)
+    outer = sch.blockize(i1)
+    assert outer.name == "C_o"
+    text = sch.func.script()
+    assert 'T.block("C_init")' in text and "vi_o * 4 + vi_i" in text
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((32, 32)).astype("float32") for _ in range(3)]
+    same_results(sch.func, f, args)
+
+
+def test_blockize_refuses_two_blocks():
+    f = tdsl.parse('''
+@T.prim_func
+def two(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi]
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = A[vi]
+''')
+    sch = tdsl.Schedule(f)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    refused(sch, lambda: sch.blockize(i), "loop i", "exactly one block")
+
+
+def test_blockize_refuses_fused_binding_it_cannot_divide():
+    f = gemm(8, 8, 8)
+    sch = tdsl.Schedule(f)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    fused = sch.fuse(i, j)
+    _, inner = sch.split(fused, factors=[None, 3])  # 3 does not divide vj's extent 8
+    refused(sch, lambda: sch.blockize(inner), "blockize", "divide")
+
+
+# tensorize: success --------------------------------------------------------------------------
+
+def test_tensorize_user_intrinsic_on_a_row():
+    name = register_double16()
+    f = tdsl.parse('''
+@T.prim_func
+def scale(A: T.Buffer((4, 32), "float32"), B: T.Buffer((4, 32), "float32")):
+    for i, j in T.grid(4, 32):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+''')
+    sch = tdsl.Schedule(f)
+    i, j = sch.get_loops(sch.get_block("B"))
+    _, j1 = sch.split(j, factors=[None, 16])
+    sch.tensorize(j1, name)
+    text = sch.func.script()
+    assert "tdsl.tensor_intrin" in text and "double16" in text
+    a = np.random.default_rng(1).standard_normal((4, 32)).astype("float32")
+    same_results(sch.func, f, [a, np.zeros_like(a)])
+    lowered = tdsl.lower(sch, target="cpu").script()
+    assert "T.Ramp" in lowered and "T.Broadcast(T.float32(2.0), 16)" in lowered
+
+
+def test_tensorize_fp32_microkernel_matches_and_interprets():
+    f, sch, i1 = tiled_gemm(16, 32, 16, 8, 32, 4)
+    sch.tensorize(i1, "x86.avx512.fp32_8x32x4")
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal(s).astype("float32") for s in ((16, 16), (16, 32), (16, 32))]
+    same_results(sch.func, f, args)
+    assert "tensorize" in str(sch.trace)
+
+
+def test_tensorize_block_handle_after_blockize():
+    f, sch, i1 = tiled_gemm(8, 16, 8, 4, 16, 4)
+    block = sch.blockize(i1)
+    sch.tensorize(block, "x86.avx2.fp32_4x16x4")
+    sch.undo()
+    assert "tdsl.tensor_intrin" not in sch.func.script()
+
+
+# tensorize: each kind of mismatch ------------------------------------------------------------
+
+def test_mismatch_extent_says_which_split():
+    _, sch, i1 = tiled_gemm(32, 32, 32, 8, 32, 8)
+    msg = refused(sch, lambda: sch.tensorize(i1, "x86.avx2.fp32_4x16x8"), "extent 8", "extent", "sch.split(i_1")
+    assert "factors=[None, 4]" in msg
+
+
+def test_mismatch_dtype():
+    _, sch, i1 = tiled_gemm(8, 16, 4, 4, 16, 4, dt="float64")
+    refused(sch, lambda: sch.tensorize(i1, "x86.avx2.fp32_4x16x4"), "dtype float64", "float32")
+
+
+def test_mismatch_loop_order_suggests_reorder():
+    f = gemm(8, 16, 4)
+    sch = tdsl.Schedule(f)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    i0, i1 = sch.split(i, factors=[None, 4])
+    sch.reorder(i0, i1, k, j)
+    refused(sch, lambda: sch.tensorize(i1, "x86.avx2.fp32_4x16x4"), "ordered (i_1, k, j)", "sch.reorder(i_1, j, k)")
+
+
+def test_mismatch_index_pattern():
+    f = tdsl.parse('''
+@T.prim_func
+def gemm_nt(A: T.Buffer((4, 4), "float32"), B: T.Buffer((16, 4), "float32"), C: T.Buffer((4, 16), "float32")):
+    for i, j, k in T.grid(4, 16, 4):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+''')
+    sch = tdsl.Schedule(f)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    refused(sch, lambda: sch.tensorize(i, "x86.avx2.fp32_4x16x4"), "B[vj, vk]", "varies inside the tile",
+            "transform_layout")
+
+
+def test_mismatch_buffer_count():
+    f = tdsl.parse('''
+@T.prim_func
+def gemm_bias(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 16), "float32"), D: T.Buffer((4, 16), "float32"),
+              C: T.Buffer((4, 16), "float32")):
+    for i, j, k in T.grid(4, 16, 4):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj] + D[vi, vj]
+''')
+    sch = tdsl.Schedule(f)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    refused(sch, lambda: sch.tensorize(i, "x86.avx2.fp32_4x16x4"), "uses 4 buffers", "uses 3")
+
+
+def test_mismatch_one_buffer_in_two_roles():
+    f = tdsl.parse('''
+@T.prim_func
+def square(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+    for i, j, k in T.grid(4, 16, 4):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * A[vk, vj]
+''')
+    sch = tdsl.Schedule(f)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    refused(sch, lambda: sch.tensorize(i, "x86.avx2.fp32_4x16x4"), "uses 2 buffers")
+
+
+def test_mismatch_partial_tile_predicate():
+    f = gemm(6, 16, 4)
+    sch = tdsl.Schedule(f)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    _, i1 = sch.split(i, factors=[None, 4])
+    refused(sch, lambda: sch.tensorize(i1, "x86.avx2.fp32_4x16x4"), "does not divide", "extent (6)")
+
+
+def test_mismatch_missing_init():
+    desc = tdsl.parse('''
+@T.prim_func
+def rowsum_desc(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 8):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk]
+''')
+    if not tdsl.TensorIntrin.exists("test.rowsum_init"):
+        impl = tdsl.parse('''
+@T.prim_func
+def rowsum_impl(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        B[i] = T.float32(0)
+        for k in range(8):
+            B[i] = B[i] + A[i, k]
+''')
+        tdsl.TensorIntrin.register("test.rowsum_init", desc, impl)
+    f = tdsl.parse('''
+@T.prim_func
+def rowsum(A: T.Buffer((8, 16), "float32"), B: T.Buffer((8,), "float32")):
+    for i, k in T.grid(8, 16):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk]
+''')
+    sch = tdsl.Schedule(f)
+    i, k = sch.get_loops(sch.get_block("B"))
+    i0, i1 = sch.split(i, factors=[None, 4])
+    k0, k1 = sch.split(k, factors=[None, 8])
+    sch.reorder(i0, k0, i1, k1)
+    refused(sch, lambda: sch.tensorize(i1, "test.rowsum_init"), "has no T.init()", "initialises")
+
+
+def test_mismatch_operation():
+    f = tdsl.parse('''
+@T.prim_func
+def gemm_sub(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 16), "float32"), C: T.Buffer((4, 16), "float32")):
+    for i, j, k in T.grid(4, 16, 4):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            C[vi, vj] = C[vi, vj] - A[vi, vk] * B[vk, vj]
+''')
+    sch = tdsl.Schedule(f)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    refused(sch, lambda: sch.tensorize(i, "x86.avx2.fp32_4x16x4"), "computes", "C[vi, vj] - A[vi, vk]")
+
+
+def test_mismatch_unknown_intrinsic_names_the_loop():
+    _, sch, i1 = tiled_gemm(8, 16, 4, 4, 16, 4)
+    refused(sch, lambda: sch.tensorize(i1, "x86.avx2.fp32_4x16x"), "unknown tensor intrinsic", "did you mean")
+
+
+def test_mismatch_scope():
+    f = tdsl.parse('''
+@T.prim_func
+def copy(A: T.Buffer((16, 16), "float16"), B: T.Buffer((16, 16), "float16")):
+    for i, j in T.grid(16, 16):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj]
+''')
+    sch = tdsl.Schedule(f)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    refused(sch, lambda: sch.tensorize(i, "cuda.wmma.load_a_16x16_f16_global"), "scope 'global'",
+            "'wmma.matrix_a'", "cache_read")
+
+
+def test_mismatch_strides_of_packed_operand():
+    f = tdsl.parse('''
+@T.prim_func
+def dot(A: T.Buffer((8,), "uint8"), B: T.Buffer((16, 8), "int8"), C: T.Buffer((16,), "int32")):
+    for j, k in T.grid(16, 8):
+        with T.block("C"):
+            vj, vk = T.axis.remap("SR", [j, k])
+            C[vj] = C[vj] + T.cast(A[vk], "int32") * T.cast(B[vj, vk], "int32")
+''')
+    sch = tdsl.Schedule(f)
+    j, k = sch.get_loops(sch.get_block("C"))
+    k0, k1 = sch.split(k, factors=[None, 4])
+    sch.reorder(k0, j, k1)
+    refused(sch, lambda: sch.tensorize(j, "x86.avx512vnni.dot_u8s8s32_16x4"), "stride 8", "needs 4")
+
+
+# docstring examples ------------------------------------------------------------------------
+
+def _section(doc: str, title: str) -> str:
+    m = re.search(rf"^\s*{title}::\n\n(.*?)(?=^\s*\w+::\n|\Z)", doc, re.DOTALL | re.MULTILINE)
+    assert m, f"no {title}:: section"
+    return textwrap.dedent(m.group(1)).strip() + "\n"
+
+
+@pytest.mark.parametrize("name", ["blockize", "tensorize"])
+def test_docstring_example(name):
+    import tz_kernels
+
+    doc = inspect.getdoc(getattr(tdsl.Schedule, name))
+    before = tdsl.parse(_section(doc, "Before"))
+    after = tdsl.parse(_section(doc, "After"))
+    scope = {"tdsl": tdsl, "T": T, "before": before,
+             "double16_desc": tdsl.parse(tz_kernels.DOUBLE16_DESC), "double16_impl": tdsl.parse(tz_kernels.DOUBLE16_IMPL)}
+    code = _section(doc, "Call")
+    if tdsl.TensorIntrin.exists("double16"):
+        code = code.replace('tdsl.TensorIntrin.register("double16", double16_desc, double16_impl)\n', "")
+    exec(code, scope)
+    sch = scope["sch"]
+    assert tdsl.structural_diff(sch.func, after) is None, tdsl.structural_diff(sch.func, after)
+    a = np.random.default_rng(3).standard_normal([int(s.value) for s in before.params[0].shape]).astype("float32")
+    same_results(sch.func, before, [a, np.zeros_like(a)])
