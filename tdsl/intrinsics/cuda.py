@@ -150,7 +150,7 @@ def _pair(text: str) -> tuple:
 
 
 def _register_builtins() -> None:
-    kw = {"target": "cuda"}
+    kw = {"target": "cuda", "prelude": PRELUDE}
     TensorIntrin.register(FILL, *_pair(_FILL), doc="wmma::fill_fragment(acc, 0)", **kw)
     TensorIntrin.register(MMA, *_pair(_MMA), doc="wmma::mma_sync, fp16 x fp16 + fp32", **kw)
     for scope in ("shared", "global"):

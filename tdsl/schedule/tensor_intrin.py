@@ -41,15 +41,16 @@ class TensorIntrin:
     target: str = "cpu"
     features: tuple[str, ...] = ()
     doc: str = ""
+    prelude: str = ""  # CUDA source the implementation's device functions need
 
     # registry -----------------------------------------------------------------------------
     @staticmethod
     def register(name: str, desc: PrimFunc, impl: PrimFunc, *, target: str = "cpu",
-                 features: tuple[str, ...] | list[str] = (), doc: str = "",
+                 features: tuple[str, ...] | list[str] = (), doc: str = "", prelude: str = "",
                  override: bool = False) -> TensorIntrin:
         """Register `name` -> (desc, impl). `target` is the backend that can run `impl`
-        ("cpu" or "cuda"); `features` the host CPU features it needs. Elsewhere the block keeps
-        computing through `desc`."""
+        ("cpu" or "cuda"); `features` the host CPU features it needs; `prelude` CUDA source (device
+        functions) the implementation calls. Elsewhere the block keeps computing through `desc`."""
         if not isinstance(name, str) or not name:
             raise TypeError("TensorIntrin.register: the name must be a non-empty string")
         for role, f in (("desc", desc), ("impl", impl)):
@@ -62,7 +63,7 @@ class TensorIntrin:
         if name in _REGISTRY and not override:
             raise ValueError(f"tensor intrinsic {name!r} is already registered (pass override=True to replace it)")
         _check_pair(name, desc, impl)
-        intrin = TensorIntrin(name, desc, impl, target, tuple(features), doc)
+        intrin = TensorIntrin(name, desc, impl, target, tuple(features), doc, prelude)
         _REGISTRY[name] = intrin
         return intrin
 

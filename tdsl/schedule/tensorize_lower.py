@@ -20,12 +20,16 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import ScheduleError, TargetError
-from ..ir import Block, BlockRealize, IRMutator, PrimFunc, Stmt
+from ..ir import Block, BlockRealize, Buffer, IRMutator, PrimFunc, Stmt, replace_buffers
 from .primitives.tensorize import INTRIN_ANNOTATION, Mismatch, block_ranges, instantiate_impl, match
 from .state import find_block
 from .tensor_intrin import TensorIntrin
 
 PASS_NAME = "apply_tensor_intrinsics"
+PRELUDE_ATTR = "tdsl.cuda_prelude"
+# Scopes of per-thread tensor-core fragments: on CUDA they are plain per-thread arrays that the
+# intrinsics' device functions fill (see tdsl.intrinsics.cuda).
+FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 
 
 def host_features() -> set[str]:
@@ -61,6 +65,7 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     """Swap in the implementation of every tensorized block the target can run (module docs)."""
     names = [r.block.name for r in _tensorized(func.body)]
     kind = _target_kind(target)
+    preludes: list[str] = []
     for name in names:
         realize, path = find_block(func, name, "lower")
         block = realize.block
@@ -90,7 +95,29 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
         body, allocs = instantiate_impl(intrin, bindings)
         new_block = dataclasses.replace(block, body=body, alloc_buffers=block.alloc_buffers + allocs)
         func = _replace(func, path, realize, dataclasses.replace(realize, block=new_block))
+        if intrin.prelude and intrin.prelude not in preludes:
+            preludes.append(intrin.prelude)
+    if kind == "cuda" and preludes:
+        func = _fragments_to_local(func)
+        attrs = tuple((k, v) for k, v in func.attrs if k != PRELUDE_ATTR) + ((PRELUDE_ATTR, "\n".join(preludes)),)
+        func = dataclasses.replace(func, attrs=attrs)
     return func
+
+
+def _fragments_to_local(func: PrimFunc) -> PrimFunc:
+    """Fragment buffers become per-thread `local` arrays (the device functions fill them)."""
+    bmap: dict[Buffer, Buffer] = {}
+    for realize in _all_blocks(func.body):
+        for buf in realize.block.alloc_buffers:
+            if buf.scope in FRAGMENT_SCOPES:
+                bmap[buf] = buf.with_(scope="local")
+    return func.with_body(replace_buffers(func.body, bmap)) if bmap else func
+
+
+def _all_blocks(stmt: Stmt) -> list[BlockRealize]:
+    from ..ir import collect
+
+    return collect(stmt, BlockRealize)
 
 
 def _tensorized(stmt: Stmt) -> list[BlockRealize]:
