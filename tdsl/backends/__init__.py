@@ -42,13 +42,12 @@ def build(func_or_schedule, target="cpu", **options):
 
 def _build_cpu(func, options: dict):
     from .kernel import Kernel
-    from .llvm.compile import compile_lowered
+    from .llvm.compile import compile_func
     from .target import check_cpu_options
 
     opts = check_cpu_options(options)
-    lowered = _lower(func, "cpu")
-    compiled = compile_lowered(lowered, func, bounds_check=opts["bounds_check"])
-    return Kernel(func, lowered, compiled, opts)
+    compiled = compile_func(func, lambda f: _lower(f, "cpu"), bounds_check=opts["bounds_check"])
+    return Kernel(func, compiled, opts)
 
 
 def _build_cuda(func_or_schedule, func, options: dict):

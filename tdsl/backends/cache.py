@@ -54,15 +54,17 @@ def disk_key(kind: str, program_hash: str, options: str = "") -> str:
 
 @functools.lru_cache(maxsize=None)
 def _code_version() -> str:
-    """A hash of the code generator's own source: changing the backend invalidates old entries."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    files = [os.path.join(here, "cache.py")]
-    llvm_dir = os.path.join(here, "llvm")
-    files += sorted(os.path.join(llvm_dir, f) for f in os.listdir(llvm_dir) if f.endswith(".py"))
+    """A fingerprint of tdsl's own source files (path, size, mtime): keys are taken before
+    lowering, so a change anywhere in the compiler (lowering, arith, codegen) must invalidate
+    the entries it would have produced differently."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     h = hashlib.sha256()
-    for path in files:
-        with open(path, "rb") as fh:
-            h.update(fh.read())
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, name))
+                h.update(f"{os.path.relpath(os.path.join(dirpath, name), root)}:{st.st_size}:{st.st_mtime_ns};".encode())
     return h.hexdigest()[:16]
 
 

@@ -80,12 +80,12 @@ class Kernel:
     as generated), `optimized_ir`, `asm`, `time(*args)`.
     """
 
-    def __init__(self, func: PrimFunc, lowered: PrimFunc, compiled, options: dict | None = None):
+    def __init__(self, func: PrimFunc, compiled, options: dict | None = None):
         global _FAST_OK
         if _FAST_OK is None:
             _FAST_OK = _numpy_layout_ok()
         self.func = func
-        self.lowered = lowered
+        self._lowered: PrimFunc | None = None
         self.target = "cpu"
         self.options = dict(options or {})
         self._compiled = compiled
@@ -106,6 +106,15 @@ class Kernel:
         self.__class__ = _specialised_class(self)
 
     # -- public ----------------------------------------------------------------------------
+    @property
+    def lowered(self) -> PrimFunc:
+        """The lowered function that was compiled (lowered again on demand after a disk hit)."""
+        if self._lowered is None:
+            from ..lower import lower
+
+            self._lowered = lower(self.func, target="cpu")
+        return self._lowered
+
     @property
     def source(self) -> str:
         """The LLVM IR as generated, before optimisation."""

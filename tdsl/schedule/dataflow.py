@@ -464,7 +464,8 @@ class DataflowMethods:
     def storage_align(self, block: BlockRV, buffer: int | str, axis: int, factor: int, offset: int) -> None:
         """Pad the stride of dimension `axis` of a buffer the function allocates so that
         ``stride % factor == offset`` (the classic cure for shared-memory bank conflicts); the
-        padding is recorded as the buffer's strides.
+        padding is recorded as the buffer's strides, and the request in the block annotation
+        ``storage_align.<buffer>`` so that aligning another axis later keeps this one.
 
         Before::
 
@@ -495,6 +496,7 @@ class DataflowMethods:
                         vi, vj = T.axis.remap("SS", [i, j])
                         T.reads(A[vi, vj])
                         T.writes(B[vi, vj])
+                        T.block_attr({'storage_align.B': '0:32:1'})
                         B[vi, vj] = A[vi, vj]
                 for i_1, j_1 in T.grid(8, 8):
                     with T.block("C"):

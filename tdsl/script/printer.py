@@ -333,8 +333,12 @@ class ScriptPrinter:
         else:
             self.lines.append(header)
         self.lines.insert(0, "@T.prim_func")
-        if f.attrs:
-            self.emit(1, f"T.func_attr({_dict_literal(f.attrs)})")
+        literal = tuple((k, v) for k, v in f.attrs if isinstance(v, (bool, int, float, str)))
+        if literal:
+            self.emit(1, f"T.func_attr({_dict_literal(literal)})")
+        for key, value in f.attrs:
+            if not isinstance(value, (bool, int, float, str)):
+                self.emit(1, f"# {key}: {_describe_attr(value)}")
         body = f.body
         if _is_root(body):
             for b in body.block.alloc_buffers:
@@ -384,6 +388,16 @@ def _vars_in(e) -> list:
     found = []
     post_order_visit(e, lambda n: found.append(n) if isinstance(n, Var) else None)
     return found
+
+
+def _describe_attr(value) -> str:
+    """Compiler metadata (e.g. the n-d parameters of a lowered function) as a one-line comment."""
+    if isinstance(value, tuple):
+        return ", ".join(_describe_attr(v) for v in value)
+    if isinstance(value, Buffer):
+        dims = ", ".join(expr_str(d) for d in value.shape)
+        return f"{value.name}[{dims}] {value.dtype}"
+    return type(value).__name__
 
 
 def _dict_literal(pairs) -> str:

@@ -18,18 +18,28 @@ class Compiled:
     """Loaded machine code of one kernel plus what the Kernel needs to call it."""
 
     meta: dict                 # CodegenResult fields except the IR text
-    source: str                # LLVM IR as generated
-    optimized_ir: str
+    packed_source: str         # LLVM IR as generated (compressed; the disk cache stores it so)
+    packed_optimized_ir: str
     addresses: dict[str, int]  # symbol -> address
     from_disk: bool = False
+
+    @property
+    def source(self) -> str:
+        return _unpack_text(self.packed_source)
+
+    @property
+    def optimized_ir(self) -> str:
+        return _unpack_text(self.packed_optimized_ir)
 
 
 _LOCK = threading.Lock()
 
 
-def _key(lowered: PrimFunc, api: PrimFunc, options: dict) -> str:
-    # The fast entry checks the user's n-d parameter shapes, so they are part of the key too.
-    program = structural_hash(lowered) + structural_hash(tuple(api.params))
+def _key(func: PrimFunc, options: dict) -> str:
+    # Taken before lowering (a disk hit does not lower): the function, its parameters (the fast
+    # entry checks the user's n-d shapes) and the options; the compiler's own source is in
+    # the disk key (cache.disk_key), so a changed lowering cannot reuse stale code.
+    program = structural_hash(func) + structural_hash(tuple(func.params))
     opts = ",".join(f"{k}={options[k]!r}" for k in sorted(options))
     return hashlib.sha256(f"{program}|{opts}".encode()).hexdigest()
 
@@ -42,10 +52,10 @@ def _unpack_text(blob: str) -> str:
     return zlib.decompress(base64.b64decode(blob)).decode()
 
 
-def compile_lowered(lowered: PrimFunc, api: PrimFunc, bounds_check: bool = False) -> Compiled:
-    """Machine code for `lowered` (called as `api`): memory cache, then disk cache, then LLVM."""
+def compile_func(func: PrimFunc, lower, bounds_check: bool = False) -> Compiled:
+    """Machine code for `func`: memory cache, then disk cache, then lower(func) and LLVM."""
     options = {"bounds_check": bool(bounds_check)}
-    program_key = _key(lowered, api, options)
+    program_key = _key(func, options)
     hit = cache.memory_get(program_key)
     if hit is not None:
         return hit
@@ -60,7 +70,7 @@ def compile_lowered(lowered: PrimFunc, api: PrimFunc, bounds_check: bool = False
         if entry is not None:
             compiled = _from_entry(entry)
         if compiled is None:
-            compiled = _compile(lowered, api, symbol, bounds_check, disk)
+            compiled = _compile(lower(func), func, symbol, bounds_check, disk)
         _bind_context(compiled)
         cache.memory_put(program_key, compiled)
         return compiled
@@ -69,11 +79,12 @@ def compile_lowered(lowered: PrimFunc, api: PrimFunc, bounds_check: bool = False
 def _from_entry(entry) -> Compiled | None:
     meta = entry.meta
     try:
-        source = _unpack_text(meta["source"])
-        optimized = _unpack_text(meta["optimized_ir"])
         info = meta["info"]
+        source, optimized = meta["source"], meta["optimized_ir"]
+        if not (isinstance(source, str) and isinstance(optimized, str)):
+            return None
         addrs = jit.load_object(entry.obj, [info["symbol"], info["raw_symbol"], info["ctx_symbol"]])
-    except (KeyError, ValueError, zlib.error, TypeError):
+    except (KeyError, TypeError):
         return None
     return Compiled(info, source, optimized, addrs, from_disk=True)
 
@@ -90,10 +101,11 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     optimized = str(mod)
     obj = jit.emit_object(mod)
     info = {k: v for k, v in asdict(result).items() if k != "ir"}
-    cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": _pack_text(result.ir),
-                                     "optimized_ir": _pack_text(optimized)})
+    source, optimized = _pack_text(result.ir), _pack_text(optimized)
+    cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source,
+                                     "optimized_ir": optimized})
     addrs = jit.load_object(obj, [result.symbol, result.raw_symbol, result.ctx_symbol])
-    return Compiled(info, result.ir, optimized, addrs)
+    return Compiled(info, source, optimized, addrs)
 
 
 def _bind_context(c: Compiled) -> None:

@@ -20,7 +20,7 @@ from ...ir import (Block, Buffer, BufferLoad, BufferStore, IntImm, IRMutator, Pr
                    Var, as_expr, const, free_vars, replace_buffers)
 from ..analysis import expr_text
 from ..errors import block_name, schedule_error
-from ..state import find_block
+from ..state import find_block, replace_at
 from .cache import alloc_site, refresh_touching, resolve_buffer
 from .compute_location import eval_int
 
@@ -213,7 +213,7 @@ class _Realloc(IRMutator):
 def storage_align(func: PrimFunc, block: str, buffer, axis: int, factor: int, offset: int) -> tuple[PrimFunc, None]:
     """Pad the stride of dimension `axis` of an intermediate buffer so that stride % factor == offset
     (e.g. to avoid shared-memory bank conflicts); recorded as the buffer's strides."""
-    realize, _ = find_block(func, block, "storage_align")
+    realize, path = find_block(func, block, "storage_align")
     buf = resolve_buffer(func, realize.block, buffer, "storage_align")
     if alloc_site(func, buf) is None:
         raise schedule_error(func, "storage_align", f"{buf.name} is a parameter of {func.name}: its strides "
@@ -237,14 +237,30 @@ def storage_align(func: PrimFunc, block: str, buffer, axis: int, factor: int, of
         raise schedule_error(func, "storage_align", f"axis {axis} is the innermost dimension of {buf.name}, "
                              "whose stride is 1", blocks=(block,),
                              rule="storage_align pads the stride of an outer dimension")
-    old = list(buf.strides) if buf.strides else [None] * ndim
+    key = f"storage_align.{buf.name}"
+    aligns = _parse_aligns(dict(realize.block.annotations).get(key, ""))
+    aligns[axis] = (factor, offset)
     strides: list[PrimExpr] = [const(1, buf.shape[-1].dtype)] * ndim
     for d in range(ndim - 2, -1, -1):
         base = simplify(strides[d + 1] * buf.shape[d + 1])
-        if old[d] is not None and prove(old[d] >= base):
-            base = old[d]  # keep an earlier alignment of this dimension
-        if d == axis:
-            base = simplify(base + (factor + offset - base % factor) % factor)
+        if d in aligns:
+            f, o = aligns[d]
+            base = simplify(base + (f + o - base % f) % f)
         strides[d] = base
     new = buf.with_(strides=tuple(strides))
+    # every alignment asked through this block is remembered, so that aligning a second axis
+    # recomputes the strides with both
+    text = ";".join(f"{a}:{f}:{o}" for a, (f, o) in sorted(aligns.items()))
+    block = realize.block
+    notes = tuple((k, v) for k, v in block.annotations if k != key) + ((key, text),)
+    func = replace_at(func, path, realize, dataclasses.replace(realize, block=dataclasses.replace(
+        block, annotations=notes)))
     return func.with_body(replace_buffers(func.body, {buf: new})), None
+
+
+def _parse_aligns(text: str) -> dict[int, tuple[int, int]]:
+    out = {}
+    for item in filter(None, str(text).split(";")):
+        a, f, o = (int(x) for x in item.split(":"))
+        out[a] = (f, o)
+    return out

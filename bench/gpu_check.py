@@ -1,0 +1,277 @@
+"""One script for the CUDA backend on any machine (well under 5 minutes).
+
+    python bench/gpu_check.py [--quick]
+
+Always: compile-only checks (every GPU kernel of tests/cuda/cuda_kernels.py to CUBIN for sm_80
+and sm_90). With a GPU, also: the tests/cuda test suite, correctness of every kernel on the
+device against numpy (numpy, DeviceArray and, when torch is installed, torch arguments through
+DLPack), and a GEMM benchmark against torch.matmul (cuBLAS) with the ratios printed. Without a
+GPU it says so and exits 0 once the compile-only checks pass. Exit status 1 means a check failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests", "cuda"))
+
+import numpy as np  # noqa: E402
+
+import tdsl  # noqa: E402
+
+FAILURES: list[str] = []
+
+
+def report(name: str, ok: bool, detail: str = "") -> None:
+    print(f"  [{'ok' if ok else 'FAIL'}] {name}{': ' + detail if detail else ''}", flush=True)
+    if not ok:
+        FAILURES.append(name)
+
+
+def attempt(name: str, fn) -> object:
+    """Run one check; a failure is reported (with its traceback) and the script goes on."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - every failure is reported, none stops the run
+        report(name, False, f"{type(exc).__name__}: {exc}")
+        traceback.print_exc(limit=3)
+        return None
+
+
+# ----------------------------------------------------------------------------- kernels
+
+def kernel_cases(quick: bool):
+    """(label, func, reference, inputs, tolerance) for every device correctness run."""
+    import cuda_kernels as ck
+
+    rng = np.random.default_rng(0)
+    cases = []
+    f, ref = ck.elementwise(1024)
+    cases.append(("elementwise float4 (n=1000 symbolic)", f, ref,
+                  [rng.standard_normal((1000, 1024)).astype("float32")], 1e-5))
+    f, ref = ck.elementwise_fp16(1 << 16)
+    import ml_dtypes  # noqa: F401 - bfloat16 numpy dtype
+
+    cases.append(("fp16/bf16 elementwise", f, ref,
+                  [rng.standard_normal(1 << 16).astype("float16"),
+                   rng.standard_normal(1 << 16).astype(tdsl.dtypes.bfloat16.numpy)], 2e-3))
+    f, ref = ck.softmax(4096, 1024)
+    cases.append(("row softmax 4096x1024 (shared tree)", f, ref,
+                  [rng.standard_normal((4096, 1024)).astype("float32")], 1e-5))
+    f, ref = ck.matmul(256, 192, 128)
+    cases.append(("tiled matmul 256x192x128", f, ref,
+                  [rng.standard_normal((256, 128)).astype("float32"),
+                   rng.standard_normal((128, 192)).astype("float32")], 1e-4))
+    f, ref = floordiv_kernel()
+    cases.append(("floor division / modulo with negatives", f, ref, [np.int32(-37)], 0))
+    n = 1024 if quick else 2048
+    f, ref = ck.matmul(n, n, n, 128, 128, 8, 8, 8)
+    cases.append((f"tiled matmul {n}^3, 128x128 tiles", f, ref,
+                  [rng.standard_normal((n, n)).astype("float32"),
+                   rng.standard_normal((n, n)).astype("float32")], 1e-3))
+    return cases
+
+
+def floordiv_kernel():
+    from tdsl import T
+
+    @T.prim_func
+    def fdiv(off: T.int32, Q: T.Buffer((256,), "int32"), R: T.Buffer((256,), "int32")):
+        for bx in T.thread_binding(2, thread="blockIdx.x"):
+            for tx in T.thread_binding(128, thread="threadIdx.x"):
+                with T.block("QR"):
+                    i = T.axis.spatial(256, bx * 128 + tx)
+                    Q[i] = (i + off) // 7
+                    R[i] = (i + off) % 7
+
+    def ref(off):
+        i = np.arange(256) + int(off)
+        return i // 7, i % 7
+
+    return fdiv, ref
+
+
+def _close(out, expected, tol) -> str | None:
+    outs = out if isinstance(out, tuple) else (out,)
+    exps = expected if isinstance(expected, tuple) else (expected,)
+    worst = 0.0
+    for o, e in zip(outs, exps):
+        o = o.numpy() if hasattr(o, "numpy") and not isinstance(o, np.ndarray) else o
+        o, e = np.asarray(o, np.float64), np.asarray(e, np.float64)
+        if o.shape != e.shape:
+            return f"shape {o.shape} != {e.shape}"
+        err = float(np.max(np.abs(o - e) / (1 + np.abs(e)))) if o.size else 0.0
+        worst = max(worst, err)
+    return None if worst <= tol else f"max relative error {worst:.3g} > {tol}"
+
+
+# ----------------------------------------------------------------------------- steps
+
+def compile_only() -> None:
+    print("compile-only checks (NVRTC -> CUBIN, no GPU needed):", flush=True)
+    import cuda_kernels as ck
+
+    makers = [ck.elementwise, ck.elementwise_fp16, ck.softmax, ck.matmul, floordiv_kernel]
+    for maker in makers:
+        for arch in ("sm_80", "sm_90"):
+            def build(maker=maker, arch=arch):
+                t = time.perf_counter()
+                k = tdsl.build(maker()[0], target="cuda", arch=arch, use_cache=False)
+                ok = k.cubin[:4] == b"\x7fELF"
+                report(f"{maker.__name__} -> {arch}", ok, f"{len(k.cubin)} bytes in {time.perf_counter() - t:.2f}s")
+
+            attempt(f"{maker.__name__} -> {arch}", build)
+
+
+def run_tests(budget_s: int) -> None:
+    print("tests/cuda (pytest):", flush=True)
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        print("  pytest is not installed here: skipped")
+        return
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "pytest", os.path.join(ROOT, "tests", "cuda"), "-q", "-x",
+                        "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=budget_s)
+    tail = (r.stdout + r.stderr).strip().splitlines()[-12:]
+    for line in tail:
+        print("    " + line)
+    report("pytest tests/cuda", r.returncode == 0, f"{time.perf_counter() - t:.1f}s")
+
+
+def device_correctness(quick: bool) -> dict:
+    from tdsl.backends.cuda import runtime
+
+    print("device correctness (against numpy):", flush=True)
+    try:
+        import torch
+        torch_ok = torch.cuda.is_available()
+    except ImportError:
+        torch, torch_ok = None, False
+    built = {}
+    for label, func, ref, inputs, tol in kernel_cases(quick):
+        def run(label=label, func=func, ref=ref, inputs=inputs, tol=tol):
+            t = time.perf_counter()
+            kernel = tdsl.build(func, target="cuda")
+            built[label] = kernel
+            expected = ref(*inputs)
+            out = kernel(*inputs)                        # numpy in, numpy out
+            err = _close(out, expected, tol)
+            report(f"{label} [numpy args]", err is None, err or f"{time.perf_counter() - t:.2f}s incl. build")
+            dev = [runtime.to_device(x) if isinstance(x, np.ndarray) and x.ndim else x for x in inputs]
+            out = kernel(*dev)                           # DeviceArrays in, DeviceArray out
+            err = _close(out, expected, tol)
+            report(f"{label} [DeviceArray args]", err is None and not isinstance(out, np.ndarray), err or "")
+            if torch_ok and all(x.dtype.name != "bfloat16" for x in inputs if isinstance(x, np.ndarray)):
+                tin = [torch.from_numpy(np.ascontiguousarray(x)).cuda() if isinstance(x, np.ndarray) and x.ndim
+                       else x for x in inputs]
+                outs = kernel(*tin)                      # torch in place through DLPack
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                err = _close(tuple(o.numpy() for o in outs), expected, tol)
+                report(f"{label} [torch args via DLPack]", err is None, err or "")
+
+        attempt(label, run)
+    if torch_ok:
+        def export():
+            a = runtime.to_device(np.arange(12, dtype="float32").reshape(3, 4))
+            t = torch.from_dlpack(a)
+            ok = t.is_cuda and t.shape == (3, 4) and float(t.sum()) == 66.0
+            t.mul_(2)                                    # shares memory with the DeviceArray
+            ok = ok and float(a.numpy().sum()) == 132.0
+            report("DeviceArray -> torch.from_dlpack (zero copy)", ok)
+
+        attempt("DeviceArray -> torch.from_dlpack", export)
+    return built
+
+
+def gemm_benchmark(quick: bool) -> None:
+    import cuda_kernels as ck
+    from tdsl.backends.cuda import runtime
+
+    print("GEMM benchmark (fp32):", flush=True)
+    try:
+        import torch
+        torch_ok = torch.cuda.is_available()
+    except ImportError:
+        torch, torch_ok = None, False
+    sizes = [1024, 2048] if quick else [1024, 2048, 4096]
+    for n in sizes:
+        def bench(n=n):
+            func, _ = ck.matmul(n, n, n, 128, 128, 8, 8, 8)
+            kernel = tdsl.build(func, target="cuda")
+            rng = np.random.default_rng(1)
+            a = runtime.to_device(rng.standard_normal((n, n)).astype("float32"))
+            b = runtime.to_device(rng.standard_normal((n, n)).astype("float32"))
+            c = tdsl.device_array((n, n), "float32")
+            secs = kernel.time(a, b, c)
+            flops = 2.0 * n ** 3
+            line = f"tdsl {flops / secs / 1e9:8.1f} GFLOP/s"
+            if torch_ok:
+                ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+                torch.backends.cuda.matmul.allow_tf32 = False
+                for _ in range(3):
+                    torch.matmul(ta, tb)
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                reps = 20
+                start.record()
+                for _ in range(reps):
+                    torch.matmul(ta, tb)
+                end.record()
+                torch.cuda.synchronize()
+                tsecs = start.elapsed_time(end) / 1e3 / reps
+                line += f" | cuBLAS {flops / tsecs / 1e9:8.1f} GFLOP/s | ratio tdsl/cuBLAS {tsecs / secs:.2f}"
+            else:
+                line += " | torch not installed: no cuBLAS reference"
+            report(f"sgemm {n}^3", True, line)
+
+        attempt(f"sgemm {n}^3", bench)
+    print("  fp16 GEMM: skipped (no WMMA tensor intrinsic in the CUDA backend yet)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--no-tests", action="store_true", help="skip the pytest run")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    print(f"tdsl {tdsl.__version__}, Python {sys.version.split()[0]}, numpy {np.__version__}")
+    try:
+        import cuda.bindings
+
+        from tdsl.backends.cuda.nvrtc import nvrtc_version
+
+        print(f"cuda-bindings {cuda.bindings.__version__}, NVRTC {'.'.join(map(str, nvrtc_version()))}")
+    except ImportError:
+        print("cuda-python is not installed: nothing to check for CUDA (pip install 'tdsl[cuda]')")
+        return 0
+    except tdsl.TargetError as exc:
+        print(f"NVRTC is not usable: {exc}")
+        return 1
+    compile_only()
+    from tdsl.backends.cuda import runtime
+
+    try:
+        info = runtime.device_info()
+    except tdsl.TargetError as exc:
+        print(f"no GPU here ({str(exc).split(';')[0]}): device checks skipped")
+        print(f"done in {time.perf_counter() - t0:.1f}s; {len(FAILURES)} failure(s)")
+        return 1 if FAILURES else 0
+    print(f"device: {info.name} ({info.arch}), {info.max_shared_per_block} B shared/block")
+    if not args.no_tests:
+        attempt("pytest tests/cuda", lambda: run_tests(150))
+    device_correctness(args.quick)
+    gemm_benchmark(args.quick)
+    print(f"done in {time.perf_counter() - t0:.1f}s; {len(FAILURES)} failure(s)"
+          + (": " + ", ".join(FAILURES) if FAILURES else ""))
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
