@@ -52,19 +52,29 @@ def disk_key(kind: str, program_hash: str, options: str = "") -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
+_COMPILER_PARTS = ("ir", "arith", "lower", os.path.join("backends", "llvm"), "dtypes.py", "__init__.py",
+                   os.path.join("backends", "cache.py"))
+
+
 @functools.lru_cache(maxsize=None)
 def _code_version() -> str:
-    """A fingerprint of tdsl's own source files (path, size, mtime): keys are taken before
-    lowering, so a change anywhere in the compiler (lowering, arith, codegen) must invalidate
-    the entries it would have produced differently."""
+    """A fingerprint (path, size, mtime) of the compiler's source: IR, arith, lowering, codegen.
+
+    Keys are taken before lowering, so a change anywhere on the way from a PrimFunc to machine
+    code must invalidate the entries it would have produced differently."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = []
+    for part in _COMPILER_PARTS:
+        path = os.path.join(root, part)
+        if os.path.isfile(path):
+            files.append(path)
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
+            files += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py")]
     h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__pycache__")))
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(dirpath, name))
-                h.update(f"{os.path.relpath(os.path.join(dirpath, name), root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for path in files:
+        st = os.stat(path)
+        h.update(f"{os.path.relpath(path, root)}:{st.st_size}:{st.st_mtime_ns};".encode())
     return h.hexdigest()[:16]
 
 

@@ -24,8 +24,10 @@ _CPU_DEVICES = (1, 3)   # DLPack kDLCPU, kDLCUDAHost (pinned host memory)
 
 
 def _numpy_layout_ok() -> bool:
-    """True when numpy's array struct has the layout the fast entry reads (checked, not assumed)."""
-    from .llvm.codegen import ND_DATA, ND_DESCR, ND_DIMS, ND_FLAGS, ND_NDIM, NPY_C_CONTIGUOUS, OB_TYPE
+    """True when numpy's array struct and CPython's tuple have the layout the fast entries read
+    (checked here, not assumed)."""
+    from .llvm.codegen import (ND_DATA, ND_DESCR, ND_DIMS, ND_FLAGS, ND_NDIM, NPY_C_CONTIGUOUS, OB_TYPE,
+                               TUPLE_ITEMS, TUPLE_SIZE)
 
     x = np.zeros((3, 5), np.float32)
     base = id(x)
@@ -36,7 +38,11 @@ def _numpy_layout_ok() -> bool:
               and ctypes.c_void_p.from_address(base + ND_DESCR).value == id(x.dtype)
               and ctypes.c_int32.from_address(base + ND_FLAGS).value & NPY_C_CONTIGUOUS == NPY_C_CONTIGUOUS)
         dims = ctypes.c_void_p.from_address(base + ND_DIMS).value
-        return ok and tuple((ctypes.c_int64 * 2).from_address(dims)) == (3, 5)
+        ok = ok and tuple((ctypes.c_int64 * 2).from_address(dims)) == (3, 5)
+        t = (x, np.ones(1))
+        items = (ctypes.c_void_p * 2).from_address(id(t) + TUPLE_ITEMS)
+        return (ok and ctypes.c_ssize_t.from_address(id(t) + TUPLE_SIZE).value == 2
+                and tuple(items) == (id(t[0]), id(t[1])))
     except (ValueError, OSError):
         return False
 
@@ -102,6 +108,9 @@ class Kernel:
         raw_types = [ctypes.c_void_p if p.is_buffer else _ctype_of(p.dtype) for p in self._params]
         raw_types += [ctypes.c_int64] * len(self._dims)
         self._raw = ctypes.CFUNCTYPE(ctypes.c_int32, *raw_types)(compiled.addresses[meta["raw_symbol"]])
+        tuple_symbol = meta.get("tuple_symbol")
+        self._fast_tuple = (ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.py_object)(compiled.addresses[tuple_symbol])
+                            if tuple_symbol else None)
         self._asm: str | None = None
         self.__class__ = _specialised_class(self)
 
@@ -398,14 +407,20 @@ def _specialised_class(k: Kernel) -> type:
     """A Kernel subclass whose __call__ is generated for this signature (one ctypes call)."""
     params = k._params
     names = [f"a{i}" for i in range(len(params))]
+    by_tuple = k._fast_tuple is not None
+    call = "fast_tuple(({}))".format(", ".join(names) + ("," if len(names) == 1 else "")) if by_tuple else \
+        f"fast({', '.join(names)})"
     lines = ["def __call__(self, *args, **kwargs):"]
     if _FAST_OK:
         lines.append("    if not kwargs:")
         lines.append("        n = len(args)")
         lines.append(f"        if n == {len(params)}:")
-        lines.append(f"            {', '.join(names)}{',' if len(names) == 1 else ''} = args")
-        lines += _scalar_guards(params, names, "            ")
-        lines.append(f"            rc = fast({', '.join(names)})")
+        if by_tuple:
+            lines.append("            rc = fast_tuple(args)")
+        else:
+            lines.append(f"            {', '.join(names)}{',' if len(names) == 1 else ''} = args")
+            lines += _scalar_guards(params, names, "            ")
+            lines.append(f"            rc = {call}")
         lines.append("            if rc == 0:")
         lines.append("                return None")
         lines.append("            return self._slow_call(args, kwargs, rc)")
@@ -419,13 +434,13 @@ def _specialised_class(k: Kernel) -> type:
             for p in k._outputs:
                 shape = tuple(s.value for s in p.shape)
                 lines.append(f"            a{p.index} = empty({shape!r}, dt{p.index})")
-            lines.append(f"            rc = fast({', '.join(names)})")
+            lines.append(f"            rc = {call}")
             lines.append("            if rc == 0:")
             outs = [f"a{p.index}" for p in k._outputs]
             lines.append(f"                return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
             lines.append("            return self._slow_call(args, kwargs, rc)")
     lines.append("    return self._slow_call(args, kwargs, None)")
-    env = {"fast": k._fast, "empty": np.empty, "int": int, "float": float}
+    env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty}
     for p in params:
         env[f"dt{p.index}"] = p.np_dtype
         if p.lo is not None:

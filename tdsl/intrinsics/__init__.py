@@ -12,4 +12,4 @@ from . import cuda, x86
 x86._register_builtins()
 cuda._register_builtins()
 
-__all__ = ["x86", "cuda"]
+__all__ = ["cuda", "x86"]

@@ -59,9 +59,11 @@ __device__ __forceinline__ int tdsl_wmma_mma_f16f32(float& c, const half& a, con
   tdsl_wmma::get(fa, a); tdsl_wmma::get(fb, b); tdsl_wmma::get(fc, c);
   nvcuda::wmma::mma_sync(fc, fa, fb, fc); tdsl_wmma::put(fc, c); return 0;
 }
-__device__ __forceinline__ int tdsl_wmma_store_f32(float& dst, const float& c, int ldm) {
+// `dst` is taken as const because a code generator may declare an output that is only written
+// through this call as a const pointer; the memory itself is writable.
+__device__ __forceinline__ int tdsl_wmma_store_f32(const float& dst, const float& c, int ldm) {
   tdsl_wmma::FragC f; tdsl_wmma::get(f, c);
-  nvcuda::wmma::store_matrix_sync(&dst, f, ldm, nvcuda::wmma::mem_row_major); return 0;
+  nvcuda::wmma::store_matrix_sync(const_cast<float*>(&dst), f, ldm, nvcuda::wmma::mem_row_major); return 0;
 }
 """
 

@@ -9,11 +9,14 @@
     tdsl.lower(sch, trace=True)           # print the IR after every pass
     tdsl.lower(sch, trace=lambda name, f: ...)   # or receive every stage
     for name, f in tdsl.lower.stages(sch): ...   # every stage, as a list
-    [p.name for p in passes_for("cpu")]   # the pipeline itself
+    tdsl.lower.passes_for("cpu")          # the pipeline itself: [Pass(name, fn), ...]
+
+(``stages``, ``notes``, ``passes_for``, ``register_pass``, ``Pass`` and every pass function
+can also be imported: ``from tdsl.lower import stages``.)
 
 Notes. Things a user may want to know but that are not errors (a ``vectorized`` loop that
 stayed scalar, and why) are collected in the lowered function's attrs under
-``"tdsl.lower_notes"``; ``notes(lowered)`` returns them and ``show=True`` prints them.
+``"tdsl.lower_notes"``; ``tdsl.lower.notes(lowered)`` returns them and ``show=True`` prints them.
 
 The CPU pipeline, in order:
 
@@ -77,9 +80,7 @@ What the lowered form adds to docs/internals.md:
   ``func.buffer_params``. Their shapes hold the symbolic dimension Vars that the flat body
   uses, so codegen and the interpreter bind those from the arguments' shapes, and check
   dtypes and shapes against them. The flat parameter buffer has shape ``(prod(shape),)``
-  (for explicit strides: the last reachable element + 1; ``elem_offset`` added). The value
-  is a tuple (subclass) that prints as the parameter annotations, ``(T.Buffer(("n", 40),
-  "float32"), ...)``.
+  (for explicit strides: the last reachable element + 1; ``elem_offset`` added).
 * ``attrs["tdsl.lower_notes"]``: a tuple of strings (see Notes).
 * Scopes after ``storage`` on the CPU are only ``local`` (stack) and ``global`` (heap).
 * Vector loads/stores have a ``Ramp`` index of stride 1; a lane-uniform

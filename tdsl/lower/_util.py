@@ -33,23 +33,6 @@ NOTES_ATTR = "tdsl.lower_notes"
 FLAT_PARAMS_ATTR = "tdsl.flat_params"
 
 
-class FlatParams(tuple):
-    """attrs["tdsl.flat_params"]: the original parameter Buffers. A plain tuple in every way but
-    its repr, which reads like the parameter annotations so that printed lowered IR stays legible."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        try:
-            from ..script.printer import ScriptPrinter
-
-            printer = ScriptPrinter()
-            items = [f"T.Buffer({printer.buffer_decl_args(b, True)})" for b in self]
-        except (ImportError, AttributeError, TypeError):  # the printer internals moved: plain tuple text
-            return tuple.__repr__(self)
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
 def get_attr(func: PrimFunc, key: str, default: Any = None) -> Any:
     for k, v in func.attrs:
         if k == key:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import Block, BlockRealize, Buffer, BufferLoad, BufferStore, IntImm, IRMutator, PrimExpr, PrimFunc, collect
-from ._util import FLAT_PARAMS_ATTR, FlatParams, arith, get_attr, promote_ints, set_attr
+from ._util import FLAT_PARAMS_ATTR, arith, get_attr, promote_ints, set_attr
 from .simplify import simplify_index
 
 
@@ -94,7 +94,7 @@ def flatten_buffers(func: PrimFunc) -> PrimFunc:
                          f"(function {func.name!r})")
     if get_attr(func, FLAT_PARAMS_ATTR) is not None and all(_is_flat(b) for b in func.buffer_params):
         return func  # already lowered once
-    originals = FlatParams(func.buffer_params)
+    originals = tuple(func.buffer_params)
     flattener = _Flattener()
     body = flattener.visit(func.body)
     params = tuple(flattener.visit_buffer(p) if isinstance(p, Buffer) else p for p in func.params)

@@ -2,11 +2,11 @@
 
 A message reads like this::
 
-    sch.split(i): factors [4, 30] multiply to 120, but loop i has extent 128
+    split: factors [4, 30] multiply to 120, but loop i has extent 128
       rule: without a None factor, the factors of a split must multiply to the loop's extent
-      fix: write factors=[None, 30] to let tdsl infer the outer factor
-          >> for i, j, k in T.grid(128, 128, 128):
-                 with T.block("C"):
+      fix: write factors=[None, 30] to let tdsl infer the outer factor (...)
+        >> for i, j, k in T.grid(128, 128, 128):  # <-- i
+               with T.block("C"):
 """
 from __future__ import annotations
 
@@ -48,14 +48,20 @@ def schedule_error(func: PrimFunc, primitive: str, message: str, *, loops: tuple
     return err
 
 
-def _marked_lines(lines: list[str], loops: tuple[Var, ...], blocks: tuple[str, ...]) -> set[int]:
+def _marked_lines(lines: list[str], loops: tuple[Var, ...], blocks: tuple[str, ...]) -> dict[int, str]:
+    """Culprit line index -> a note naming the culprit when the line holds several loops."""
     names = {v.name for v in loops}
     quoted = [f'T.block("{b}")' for b in blocks]
-    marked = set()
+    marked: dict[int, str] = {}
     for idx, line in enumerate(lines):
         m = _FOR_LINE.match(line)
-        if m and names & {n.strip() for n in m.group(1).split(",")} or any(q in line for q in quoted):
-            marked.add(idx)
+        if m:
+            on_line = [n.strip() for n in m.group(1).split(",")]
+            hit = [n for n in on_line if n in names]
+            if hit:
+                marked[idx] = f"  # <-- {', '.join(hit)}" if len(on_line) > 1 else ""
+        elif any(q in line for q in quoted):
+            marked[idx] = ""
     return marked
 
 
@@ -77,7 +83,7 @@ def render_context(func: PrimFunc, loops: tuple[Var, ...] = (), blocks: tuple[st
         return ""
     lines = text.splitlines()
     start = _body_start(lines)
-    marked = {i for i in _marked_lines(lines, loops, blocks) if i >= start}
+    marked = {i: note for i, note in _marked_lines(lines, loops, blocks).items() if i >= start}
     if not marked:
         return ""
     shown: set[int] = set()
@@ -92,6 +98,6 @@ def render_context(func: PrimFunc, loops: tuple[Var, ...] = (), blocks: tuple[st
         if prev is not None and idx != prev + 1:
             out.append("          ...")
         gutter = "    >> " if idx in marked else "       "
-        out.append(gutter + lines[idx][indent:])
+        out.append(gutter + lines[idx][indent:] + marked.get(idx, ""))
         prev = idx
     return "\n".join(out)

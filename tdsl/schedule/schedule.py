@@ -2,8 +2,8 @@
 
 Each method checks its handles, runs the pure primitive on the current function and commits
 the result only when the primitive succeeded: a refused step leaves the schedule untouched.
-Adding a primitive = a pure function in `primitives/<family>.py` + one method here calling
-`self._apply(...)`.
+Adding a primitive = a pure function in `primitives/<family>.py` + one method calling
+`self._apply(...)`, here or in the family's mixin (`dataflow.py`, `tensorize_methods.py`).
 """
 from __future__ import annotations
 
@@ -55,6 +55,9 @@ class ScriptDiff:
             from IPython.display import display
 
             display(self)
+            return
+        if self.before == self.after:
+            print(f"(no change{': ' + self.title if self.title else ''})")
             return
         from ..script.highlight import show_diff
 

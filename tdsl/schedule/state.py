@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..ir import Block, BlockRealize, Buffer, For, PrimFunc, Stmt, Var, collect
+from ..ir import Block, BlockRealize, Buffer, For, LetStmt, PrimFunc, Stmt, Var, collect, substitute
 from .errors import block_name, loop_name, schedule_error
 
 
@@ -205,8 +205,10 @@ def unique_names(func: PrimFunc) -> PrimFunc:
     while stack:
         node = stack.pop()
         defined: list[Var] = []
-        if isinstance(node, For) or node.__class__.__name__ == "LetStmt":
-            defined.append(node.loop_var if isinstance(node, For) else node.var)  # type: ignore[attr-defined]
+        if isinstance(node, For):
+            defined.append(node.loop_var)
+        elif isinstance(node, LetStmt):
+            defined.append(node.var)
         elif isinstance(node, BlockRealize):
             defined.extend(iv.var for iv in node.block.iter_vars)
         for var in defined:
@@ -217,6 +219,4 @@ def unique_names(func: PrimFunc) -> PrimFunc:
         stack.extend(reversed(children(node)))
     if not renames:
         return func
-    from ..ir import substitute
-
     return func.with_body(substitute(func.body, renames))

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import ScheduleError
 from ..ir import Block, BlockRealize, Buffer, PrimFunc, collect
@@ -134,7 +134,7 @@ def _check_pair(name: str, desc: PrimFunc, impl: PrimFunc) -> None:
         raise ValueError(f"tensor intrinsic {name!r}: desc has {len(dp)} parameters but impl has {len(ip)}")
     for k, (a, b) in enumerate(zip(dp, ip)):
         if not (isinstance(a, Buffer) and isinstance(b, Buffer)):
-            raise ValueError(f"tensor intrinsic {name!r}: parameter {k} must be a buffer in both desc and impl")
+            raise TypeError(f"tensor intrinsic {name!r}: parameter {k} must be a buffer in both desc and impl")
         if a.dtype != b.dtype or len(a.shape) != len(b.shape):
             raise ValueError(f"tensor intrinsic {name!r}: parameter {k} is {a.dtype} {len(a.shape)}-d in desc "
                              f"but {b.dtype} {len(b.shape)}-d in impl")

@@ -21,7 +21,7 @@ import dataclasses
 
 from ..errors import ScheduleError, TargetError
 from ..ir import Block, BlockRealize, Buffer, IRMutator, PrimFunc, Stmt, replace_buffers
-from .primitives.tensorize import INTRIN_ANNOTATION, Mismatch, block_ranges, instantiate_impl, match
+from .primitives.tensorize import INTRIN_ANNOTATION, Mismatch, instantiate_impl, match
 from .state import find_block
 from .tensor_intrin import TensorIntrin
 

@@ -587,6 +587,7 @@ class Parser:
             cond = self.python_to_expr(cond, call.args[0]) if not isinstance(cond, PrimExpr) else cond
             if not cond.dtype.is_bool:
                 raise self.error(call.args[0], f"T.where needs a bool condition, not {cond.dtype}")
+            self._refuse_own_iterators(cond, frame, call.args[0], "T.where")
             frame.predicate = cond
             return True
         if what == "block_attr":
@@ -647,9 +648,21 @@ class Parser:
                              "cast one of them so that they agree")
         self._add_iter(frame, target, kind, dom, value)
 
+    def _refuse_own_iterators(self, expr: PrimExpr, frame: _BlockFrame, node, what: str) -> None:
+        """A block's predicate and iterator bindings are evaluated outside the block, over the
+        loop variables: its own iterators are not defined there."""
+        from ..ir.functor import free_vars
+
+        own = {id(iv.var): iv.var.name for iv in frame.iter_vars}
+        used = sorted(own[id(v)] for v in free_vars(expr) if id(v) in own)
+        if used:
+            raise self.error(node, f'{what} of block "{frame.name}" uses its own iterator {used[0]}',
+                             "write it over the loop variables (e.g. T.where(i * 16 + j < 50))")
+
     def _add_iter(self, frame: _BlockFrame, name_node: ast.Name, kind: str, dom: Range, value: PrimExpr) -> None:
         if not isinstance(name_node, ast.Name):
             raise self.error(name_node, "block iterators must be plain names")
+        self._refuse_own_iterators(value, frame, name_node, f"the binding of {name_node.id}")
         var = Var(name_node.id, value.dtype, span=self.span(name_node))
         frame.iter_vars.append(IterVar(var, dom, kind, span=self.span(name_node)))
         frame.iter_values.append(value)

@@ -337,7 +337,10 @@ class ScriptPrinter:
         if literal:
             self.emit(1, f"T.func_attr({_dict_literal(literal)})")
         for key, value in f.attrs:
-            if not isinstance(value, (bool, int, float, str)):
+            if isinstance(value, tuple) and value and all(isinstance(v, str) for v in value):
+                for line in value:
+                    self.emit(1, f"# {key}: {line}")
+            elif not isinstance(value, (bool, int, float, str)):
                 self.emit(1, f"# {key}: {_describe_attr(value)}")
         body = f.body
         if _is_root(body):

@@ -122,15 +122,17 @@ def test_thread_extent_depending_on_loop_is_refused():
 def test_shared_memory_limit():
     @T.prim_func
     def f(A: T.Buffer((128,), "float32")):
-        S = T.alloc_buffer((16384,), "float32", scope="shared")
-        for tx in T.thread_binding(128, thread="threadIdx.x"):
-            with T.block("S"):
-                vi = T.axis.spatial(128, tx)
-                S[vi] = A[vi]
-        for tx in T.thread_binding(128, thread="threadIdx.x"):
-            with T.block("A"):
-                vi = T.axis.spatial(128, tx)
-                A[vi] = S[127 - vi]
+        S = T.alloc_buffer((128, 128), "float32", scope="shared")
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(128, thread="threadIdx.x"):
+                for j in range(128):
+                    with T.block("S"):
+                        vi, vj = T.axis.remap("SS", [tx, j])
+                        S[vi, vj] = A[vi]
+            for tx in T.thread_binding(128, thread="threadIdx.x"):
+                with T.block("A"):
+                    vi = T.axis.spatial(128, tx)
+                    A[vi] = S[127 - vi, 127]
 
     with pytest.raises(tdsl.TargetError, match="65536 bytes of shared memory.*S"):
         cuda_source(f)
@@ -219,3 +221,64 @@ def test_serial_loop_around_kernels_is_refused_clearly():
 
     with pytest.raises(tdsl.TargetError, match="loop s is outside every kernel but contains thread-bound loops"):
         cuda_source(f)
+
+
+# ----------------------------------------------------------------------------- buffer compaction
+
+N = 128
+
+
+@T.prim_func
+def matmul_128(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):
+    for i, j, k in T.grid(N, N, N):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+def _scheduled_matmul():
+    sch = tdsl.Schedule(matmul_128)
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    bi, ti, ii = sch.split(i, factors=[None, 8, 4])
+    bj, tj, jj = sch.split(j, factors=[None, 8, 4])
+    sch.reorder(bi, bj, ti, tj, k, ii, jj)
+    for loop, axis in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (ti, "threadIdx.y"), (tj, "threadIdx.x")):
+        sch.bind(loop, axis)
+    cl = sch.cache_write(c, 0, "local")
+    sch.reverse_compute_at(cl, tj)
+    sch.decompose_reduction(c, k)
+    return sch
+
+
+def test_local_accumulator_of_a_schedule_becomes_the_thread_tile():
+    sch = _scheduled_matmul()
+    # the schedule's C_local spans the whole 128 x 128 result; each thread only touches its 4 x 4 tile
+    assert "C_local = T.alloc_buffer((128, 128)" in sch.func.script()
+    src = cuda_source(sch)
+    assert "float C_local[16];" in src
+    assert "C_local[i_2 * 4 + j_2] = C_local[i_2 * 4 + j_2] + " in src
+    a, b = (np.random.default_rng(3).random((N, N), dtype=np.float32) for _ in range(2))
+    np.testing.assert_allclose(tdsl.build(sch, target="cpu")(a, b), a @ b, rtol=1e-5)
+    tdsl.build(sch, target="cuda", arch="sm_90")
+
+
+def test_compaction_keeps_values_that_flow_between_iterations():
+    @T.prim_func
+    def carry(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+        acc = T.alloc_buffer((4, 8), "float32", scope="local")
+        for tx in T.thread_binding(4, thread="threadIdx.x"):
+            for j in range(8):
+                with T.block("acc"):
+                    vi, vj = T.axis.remap("SS", [tx, j])
+                    acc[vi, vj] = A[vi, vj] + T.if_then_else(vj > 0, acc[vi, T.max(vj - 1, 0)], T.float32(0))
+                    B[vi, vj] = acc[vi, vj]
+
+    src = cuda_source(carry)
+    # per thread one row (8 values), allocated outside the j loop that carries values through it
+    assert "float acc[8];" in src
+    assert src.index("float acc[8];") < src.index("for (int j")
+    a = np.random.default_rng(0).random((4, 8), dtype=np.float32)
+    np.testing.assert_allclose(tdsl.interpret(carry, a), np.cumsum(a, axis=1), rtol=1e-6)

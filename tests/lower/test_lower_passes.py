@@ -506,11 +506,13 @@ def test_storage_scopes_by_size_and_gpu_scopes():
         S = T.allocate((8,), "float32", "shared")
         G = T.allocate((65536,), "float32", "global")
         L = T.allocate((8,), "float32", "global")
+        H = T.allocate((65536,), "float32", "local")
         for i in range(8):
             S[i] = A[i]
             G[i] = S[i]
             L[i] = G[i]
-            A[i] = L[i]
+            H[i] = L[i]
+            A[i] = H[i]
 
     got = storage(before)
     scopes = []
@@ -518,7 +520,8 @@ def test_storage_scopes_by_size_and_gpu_scopes():
     while type(node).__name__ == "Allocate":
         scopes.append((node.buffer.name, node.buffer.scope))
         node = node.body
-    assert scopes == [("G", "global"), ("S", "local"), ("L", "local")]  # heap buffers hoisted first
+    # heap buffers first (hoisted), and a local buffer too big for the stack goes to the heap
+    assert scopes == [("G", "global"), ("H", "global"), ("S", "local"), ("L", "local")]
     assert {b.scope for b in _stored_buffers(got)} == {"local", "global"}
 
 

@@ -52,3 +52,28 @@ def test_split_vectorize_unroll_parallel(rows, cols, factor, unroll_rows, seed):
     if 2 <= factor <= cols:  # else no lane range is ever complete: every lane runs alone
         assert any(s.value.dtype.lanes > 1 for s in collect(lowered.body, BufferStore))
     assert tdsl.lower.notes(lowered) == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(extent=st.integers(1, 20), offsets=st.lists(st.integers(0, 9), min_size=4, max_size=4),
+       seed=st.integers(0, 2**16))
+def test_vectorize_keeps_order_of_overlapping_accesses(extent, offsets, seed):
+    """Loads and stores of one buffer at shifted places: vectorized only when no lane can see
+    another lane's write out of order, and then with the same results."""
+    a, b, c, d = offsets
+    size = extent + 10
+    func = tdsl.parse(f"""
+@T.prim_func
+def f(A: T.Buffer(({size},), "float32"), B: T.Buffer(({size},), "float32")):
+    for i in T.vectorized({extent}):
+        B[i + {a}] = A[i + {b}] * T.float32(2)
+        A[i + {c}] = B[i + {d}] + T.float32(1)
+""")
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(size).astype("float32") for _ in range(2)]
+    expected = [x.copy() for x in arrays]
+    tdsl.interpret(func, *expected)
+    got = [x.copy() for x in arrays]
+    tdsl.interpret(tdsl.lower(func), *got)
+    for e, g in zip(expected, got):
+        np.testing.assert_array_equal(g, e)

@@ -181,13 +181,32 @@ def test_reverse_compute_at_refusals():
     expect_error(sch, lambda: sch.reverse_compute_at(d, bi), 'block "D"', f"loop {bi.name}", "writes")
     # a consumer cannot move into a later nest
     expect_error(sch, lambda: sch.reverse_compute_at(b, di), 'block "B"', "compute_at")
-    g = parse(STENCIL)
+    g = parse(SYMBOLIC_CHAIN)
     sch = tdsl.Schedule(g)
-    (i,) = loops(sch, "C")
-    sch.split(i, factors=[None, 4])  # C now has a predicate
-    (bi,) = loops(sch, "B")
+    i, _ = loops(sch, "C")
+    sch.split(i, factors=[None, 4])  # C now has a predicate tdsl cannot enumerate (n is symbolic)
+    bi, _ = loops(sch, "B")
     c = sch.get_block("C")
     expect_error(sch, lambda: sch.reverse_compute_at(c, bi), 'block "C"', "T.where")
+
+
+def test_order_does_not_matter_split_before_compute_at():
+    # the predicate of a non-dividing split is recognised as "the whole domain" and dropped
+    f = parse(STENCIL)
+    sch = tdsl.Schedule(f)
+    (i,) = loops(sch, "C")
+    sch.split(i, factors=[None, 4])
+    (bi,) = loops(sch, "B")
+    bi0, _ = sch.split(bi, factors=[None, 5])
+    sch.reverse_compute_at(sch.get_block("C"), bi0)
+    check(sch, f)
+    sch = tdsl.Schedule(f)
+    (bi,) = loops(sch, "B")
+    sch.split(bi, factors=[None, 3])
+    (ci,) = loops(sch, "C")
+    ci0, _ = sch.split(ci, factors=[None, 4])
+    sch.compute_at(sch.get_block("B"), ci0)
+    check(sch, f)
 
 
 # compute_inline ------------------------------------------------------------------------------

@@ -525,3 +525,17 @@ def test_loops_that_do_not_start_at_zero():
     sch.parallel(outer)
     assert "(i_j_fused_0 * 8 + i_j_fused_1) % 7 + 3" in sch.func.script()
     check(sch, f)
+
+
+def test_error_message_layout():
+    sch = tdsl.Schedule(kernel("matmul"))
+    _, j, _ = loops_of(sch, "C")
+    msg = expect_error(sch, lambda: sch.split(j, factors=[3, 4]))
+    assert msg.splitlines()[:5] == [
+        "split: factors [3, 4] multiply to 12, but loop j has extent 16",
+        "  rule: without a None factor, the factors of a split must multiply to the loop's extent",
+        "  fix: write factors=[None, 4] to let tdsl infer the outer factor (a non-dividing split adds a T.where "
+        "predicate)",
+        "    >> for i, j, k in T.grid(16, 16, 16):  # <-- j",
+        '           with T.block("C"):',
+    ]

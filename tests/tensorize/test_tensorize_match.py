@@ -12,7 +12,6 @@ from tz_kernels import gemm, refused, register_double16, same_results, tiled_gem
 import tdsl
 from tdsl import T
 
-
 # registry ----------------------------------------------------------------------------------
 
 def test_registry_lists_builtins_and_user_intrinsics():
@@ -85,7 +84,7 @@ def two(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), C: T.Buffer(
 def test_blockize_refuses_fused_binding_it_cannot_divide():
     f = gemm(8, 8, 8)
     sch = tdsl.Schedule(f)
-    i, j, k = sch.get_loops(sch.get_block("C"))
+    i, j, _k = sch.get_loops(sch.get_block("C"))
     fused = sch.fuse(i, j)
     _, inner = sch.split(fused, factors=[None, 3])  # 3 does not divide vj's extent 8
     refused(sch, lambda: sch.blockize(inner), "blockize", "divide")
@@ -104,7 +103,7 @@ def scale(A: T.Buffer((4, 32), "float32"), B: T.Buffer((4, 32), "float32")):
             B[vi, vj] = A[vi, vj] * T.float32(2)
 ''')
     sch = tdsl.Schedule(f)
-    i, j = sch.get_loops(sch.get_block("B"))
+    _i, j = sch.get_loops(sch.get_block("B"))
     _, j1 = sch.split(j, factors=[None, 16])
     sch.tensorize(j1, name)
     text = sch.func.script()
@@ -125,7 +124,7 @@ def test_tensorize_fp32_microkernel_matches_and_interprets():
 
 
 def test_tensorize_block_handle_after_blockize():
-    f, sch, i1 = tiled_gemm(8, 16, 8, 4, 16, 4)
+    _f, sch, i1 = tiled_gemm(8, 16, 8, 4, 16, 4)
     block = sch.blockize(i1)
     sch.tensorize(block, "x86.avx2.fp32_4x16x4")
     sch.undo()
@@ -201,13 +200,12 @@ def square(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
 def test_mismatch_partial_tile_predicate():
     f = gemm(6, 16, 4)
     sch = tdsl.Schedule(f)
-    i, j, k = sch.get_loops(sch.get_block("C"))
+    i, _j, _k = sch.get_loops(sch.get_block("C"))
     _, i1 = sch.split(i, factors=[None, 4])
     refused(sch, lambda: sch.tensorize(i1, "x86.avx2.fp32_4x16x4"), "does not divide", "extent (6)")
 
 
-def test_mismatch_missing_init():
-    desc = tdsl.parse('''
+ROWSUM_DESC = '''
 @T.prim_func
 def rowsum_desc(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4,), "float32")):
     for i, k in T.grid(4, 8):
@@ -216,33 +214,56 @@ def rowsum_desc(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4,), "float32")):
             with T.init():
                 B[vi] = T.float32(0)
             B[vi] = B[vi] + A[vi, vk]
-''')
-    if not tdsl.TensorIntrin.exists("test.rowsum_init"):
-        impl = tdsl.parse('''
+'''
+
+ROWSUM_IMPL = '''
 @T.prim_func
 def rowsum_impl(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4,), "float32")):
     for i in range(4):
         B[i] = T.float32(0)
         for k in range(8):
             B[i] = B[i] + A[i, k]
-''')
-        tdsl.TensorIntrin.register("test.rowsum_init", desc, impl)
-    f = tdsl.parse('''
+'''
+
+ROWSUM = '''
 @T.prim_func
-def rowsum(A: T.Buffer((8, 16), "float32"), B: T.Buffer((8,), "float32")):
-    for i, k in T.grid(8, 16):
+def rowsum(A: T.Buffer((8, {k}), "float32"), B: T.Buffer((8,), "float32")):
+    for i, k in T.grid(8, {k}):
         with T.block("B"):
             vi, vk = T.axis.remap("SR", [i, k])
             with T.init():
                 B[vi] = T.float32(0)
             B[vi] = B[vi] + A[vi, vk]
-''')
-    sch = tdsl.Schedule(f)
+'''
+
+
+def _rowsum_intrin() -> str:
+    if not tdsl.TensorIntrin.exists("test.rowsum_init"):
+        tdsl.TensorIntrin.register("test.rowsum_init", tdsl.parse(ROWSUM_DESC), tdsl.parse(ROWSUM_IMPL))
+    return "test.rowsum_init"
+
+
+def test_mismatch_missing_init():
+    name = _rowsum_intrin()
+    sch = tdsl.Schedule(tdsl.parse(ROWSUM.format(k=16)))
     i, k = sch.get_loops(sch.get_block("B"))
     i0, i1 = sch.split(i, factors=[None, 4])
     k0, k1 = sch.split(k, factors=[None, 8])
     sch.reorder(i0, k0, i1, k1)
-    refused(sch, lambda: sch.tensorize(i1, "test.rowsum_init"), "has no T.init()", "initialises")
+    refused(sch, lambda: sch.tensorize(i1, name), "has no T.init()", "initialises", "whole reduction")
+
+
+def test_description_with_init_matches_a_whole_reduction_tile():
+    name = _rowsum_intrin()
+    f = tdsl.parse(ROWSUM.format(k=8))
+    sch = tdsl.Schedule(f)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    _, i1 = sch.split(i, factors=[None, 4])
+    sch.tensorize(i1, name)
+    a = np.random.default_rng(7).standard_normal((8, 8)).astype("float32")
+    same_results(sch.func, f, [a, np.full(8, np.nan, "float32")])
+    kernel = tdsl.build(sch, target="cpu")
+    np.testing.assert_allclose(kernel(a), a.sum(axis=1), rtol=1e-5)
 
 
 def test_mismatch_operation():
@@ -315,8 +336,19 @@ def test_docstring_example(name):
     code = _section(doc, "Call")
     if tdsl.TensorIntrin.exists("double16"):
         code = code.replace('tdsl.TensorIntrin.register("double16", double16_desc, double16_impl)\n', "")
-    exec(code, scope)
+    exec(code, scope)  # noqa: S102 - the docstring's own example
     sch = scope["sch"]
     assert tdsl.structural_diff(sch.func, after) is None, tdsl.structural_diff(sch.func, after)
     a = np.random.default_rng(3).standard_normal([int(s.value) for s in before.params[0].shape]).astype("float32")
     same_results(sch.func, before, [a, np.zeros_like(a)])
+
+
+def test_trace_replays_blockize_and_tensorize():
+    f, sch, i1 = tiled_gemm(8, 32, 8, 4, 16, 4)
+    sch.tensorize(i1, "x86.avx2.fp32_4x16x4")
+    assert 'intrin_name="x86.avx2.fp32_4x16x4"' in str(sch.trace)
+    replay = sch.trace.apply_to(f)
+    assert tdsl.structural_diff(replay.func, sch.func) is None
+    sch2 = tdsl.Schedule(f)
+    b = sch2.blockize(sch2.get_loops(sch2.get_block("C"))[0])
+    assert b.name == "C_o" and "sch.blockize(" in str(sch2.trace)

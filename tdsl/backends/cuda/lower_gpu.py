@@ -508,13 +508,194 @@ def insert_barriers(spec: KernelSpec, func: PrimFunc) -> int:
     return planner.count
 
 
-def lower_for_cuda(func: PrimFunc) -> HostPlan:
-    """Block IR -> kernels with barriers: the whole GPU lowering."""
+# ----------------------------------------------------------------------------- buffer compaction
+
+@dataclass
+class _Use:
+    indices: tuple[PrimExpr, ...]
+    loops: tuple[For, ...]
+
+
+class _UseCollector(IRVisitor):
+    """Accesses of every local/shared buffer with their enclosing loops, and where each is allocated."""
+
+    def __init__(self):
+        self.stack: list[For] = []
+        self.uses: dict[Buffer, list[_Use]] = {}
+        self.allocs: dict[Buffer, tuple[Allocate, tuple[For, ...]]] = {}
+
+    def visit_For(self, op: For) -> None:
+        self.visit(op.min)
+        self.visit(op.extent)
+        self.stack.append(op)
+        self.visit(op.body)
+        self.stack.pop()
+
+    def visit_Allocate(self, op: Allocate) -> None:
+        if op.buffer.scope in ("local", "shared"):
+            self.allocs[op.buffer] = (op, tuple(self.stack))
+        self.visit(op.body)
+
+    def _use(self, buf: Buffer, indices) -> None:
+        self.uses.setdefault(buf, []).append(_Use(tuple(indices), tuple(self.stack)))
+
+    def visit_BufferLoad(self, op: BufferLoad) -> None:
+        self._use(op.buffer, op.indices)
+        self.generic_visit(op)
+
+    def visit_BufferStore(self, op: BufferStore) -> None:
+        self._use(op.buffer, op.indices)
+        self.generic_visit(op)
+
+
+def _region(buf: Buffer, uses: list[_Use], keep: tuple[For, ...]) -> list[tuple[PrimExpr, int]] | None:
+    """Per dimension (min, constant extent) of what `uses` touch with the loops in `keep` fixed
+    (shared buffers: threadIdx loops always vary, a block's threads share them); None if unknown."""
+    from ...arith import relax, simplify
+    from ...ir import Range
+
+    kept = set(keep)
+    lows: list[list[PrimExpr]] = [[] for _ in buf.shape]
+    highs: list[list[PrimExpr]] = [[] for _ in buf.shape]
+    for use in uses:
+        ranges = {}
+        for f in use.loops:
+            shared_thread = buf.scope == "shared" and f.kind == "thread_binding" and f.thread_tag.startswith("threadIdx")
+            if f not in kept or shared_thread:
+                ranges[f.loop_var] = Range(f.min, f.extent)
+        for d, idx in enumerate(use.indices):
+            if idx.dtype.lanes != 1:
+                return None
+            lo, hi = relax(idx, ranges)
+            if lo is None or hi is None:
+                return None
+            lows[d].append(lo)
+            highs[d].append(hi)
+    out = []
+    for lo_list, hi_list in zip(lows, highs):
+        base = lo_list[0]
+        offs = [simplify(x - base) for x in lo_list + hi_list]
+        if not all(isinstance(o, IntImm) for o in offs):
+            return None
+        lo_off = min(o.value for o in offs[:len(lo_list)])
+        hi_off = max(o.value for o in offs[len(lo_list):])
+        out.append((simplify(base + lo_off) if lo_off else base, hi_off - lo_off + 1))
+    return out
+
+
+def _disjoint_iterations(region: list[tuple[PrimExpr, int]], loop: For) -> bool:
+    """Different iterations of `loop` touch different elements (so no value flows between them)."""
+    from ...arith import linear_form
+
+    for lo, extent in region:
+        form = linear_form(lo, [loop.loop_var])
+        if form is not None and abs(form[0][loop.loop_var]) >= extent:
+            return True
+    return False
+
+
+class _Compactor(IRMutator):
+    def __init__(self, old: Allocate, new: Buffer, mins: list[PrimExpr], anchor: For | None):
+        self.old, self.new, self.mins, self.anchor = old, new, mins, anchor
+
+    def _shift(self, indices) -> tuple[PrimExpr, ...]:
+        from ...lower._util import arith
+
+        return tuple(arith("sub", self.visit(i), m) if not (isinstance(m, IntImm) and m.value == 0) else self.visit(i)
+                     for i, m in zip(indices, self.mins))
+
+    def visit_BufferLoad(self, op: BufferLoad) -> PrimExpr:
+        if op.buffer is self.old.buffer:
+            return BufferLoad(self.new, self._shift(op.indices), span=op.span)
+        return self.generic_visit(op)
+
+    def visit_BufferStore(self, op: BufferStore) -> Stmt:
+        if op.buffer is self.old.buffer:
+            return BufferStore(self.new, self.visit(op.value), self._shift(op.indices), span=op.span)
+        return self.generic_visit(op)
+
+    def visit_Allocate(self, op: Allocate) -> Stmt:
+        body = self.visit(op.body)
+        if op is self.old:
+            return body if self.anchor is not None else Allocate(self.new, body)
+        return op if body is op.body else replace(op, body=body)
+
+    def visit_For(self, op: For) -> Stmt:
+        new = self.generic_visit(op)
+        if op is self.anchor:
+            new = replace(new, body=Allocate(self.new, new.body))
+        return new
+
+
+def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
+    """Shrink each local/shared buffer to the region one thread (local) or one block (shared)
+    touches, allocated at the innermost loop around all its uses whose iterations cannot pass
+    values through it (thread-bound loops, loops touching disjoint parts); indices are shifted.
+
+    So a `cache_write(..., "local")` accumulator of a 128x128 result becomes the thread's 4x4
+    tile (registers) instead of a private copy of the whole 128x128 array."""
+    from math import prod
+
+    done: set[str] = set()
+    while True:
+        collector = _UseCollector()
+        collector.visit(func.body)
+        for buf, (alloc, alloc_loops) in collector.allocs.items():
+            uses = collector.uses.get(buf)
+            if buf.name in done or not uses or not all(isinstance(s, IntImm) for s in buf.shape):
+                continue
+            done.add(buf.name)
+            common = _common_prefix([u.loops for u in uses])
+            depth = len(common)
+            region = _region(buf, uses, common[:depth])
+            while depth > len(alloc_loops):
+                loop = common[depth - 1]
+                if region is not None and (loop.kind == "thread_binding" or _disjoint_iterations(region, loop)):
+                    break
+                depth -= 1
+                region = _region(buf, uses, common[:depth])
+            if region is None or prod(e for _, e in region) >= prod(s.value for s in buf.shape):
+                continue
+            new = Buffer(buf.name, tuple(IntImm(e, s.dtype) for (_, e), s in zip(region, buf.shape)), buf.dtype,
+                         scope=buf.scope, span=buf.span)
+            anchor = common[depth - 1] if depth > len(alloc_loops) else None
+            func = func.with_body(_Compactor(alloc, new, [m for m, _ in region], anchor).visit(func.body))
+            break
+        else:
+            return func
+
+
+def _common_prefix(stacks: list[tuple[For, ...]]) -> tuple[For, ...]:
+    out = []
+    for loops in zip(*stacks):
+        if not all(f is loops[0] for f in loops):
+            break
+        out.append(loops[0])
+    return tuple(out)
+
+
+def cuda_passes():
+    """tdsl.lower's CUDA pipeline with `compact_gpu_buffers` after `convert_blocks`."""
     import importlib
 
-    lower = importlib.import_module("tdsl.lower").lower
+    lower_mod = importlib.import_module("tdsl.lower")
+    passes = lower_mod.passes_for("cuda")
+    names = [p.name for p in passes]
+    if "compact_gpu_buffers" not in names:
+        passes.insert(names.index("convert_blocks") + 1, lower_mod.Pass("compact_gpu_buffers", compact_gpu_buffers))
+    return passes
+
+
+def lower_for_cuda(func: PrimFunc) -> HostPlan:
+    """Block IR -> kernels with barriers: the whole GPU lowering."""
     verify_thread_bindings(func)
-    lowered = lower(func, target="cuda")
+    lowered = func
+    for p in cuda_passes():
+        try:
+            lowered = p(lowered)
+        except Exception as exc:
+            exc.add_note(f"(in lowering pass {p.name!r} of function {func.name!r})")
+            raise
     plan = split_kernels(lowered)
     for spec in plan.kernels:
         insert_barriers(spec, lowered)

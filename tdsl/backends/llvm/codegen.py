@@ -33,6 +33,7 @@ from ...ir.functor import IRVisitor
 
 # numpy's PyArrayObject layout (stable public ABI; checked at run time by the Kernel)
 ND_DATA, ND_NDIM, ND_DIMS, ND_DESCR, ND_FLAGS, OB_TYPE = 16, 24, 32, 56, 64, 8
+TUPLE_SIZE, TUPLE_ITEMS = 16, 24     # CPython's PyTupleObject: ob_size, ob_item[]
 NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
 
 ERR_SLOW, ERR_NOMEM = -1, -2
@@ -65,6 +66,7 @@ class CodegenResult:
     checks: list[dict]           # bounds check k (1-based) -> {"buffer", "param", "index", "extent"}
     parallel: bool
     descr_dtypes: list[str]      # ctx[2 + k] holds numpy's descriptor of descr_dtypes[k]
+    tuple_symbol: str = ""       # the entry taking one tuple of arrays (kernels without scalars)
 
 
 # ----------------------------------------------------------------------------- types
@@ -1145,9 +1147,12 @@ def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_
     m.param_index = {p: i for i, p in enumerate(lowered.params) if isinstance(p, Buffer)}
 
     raw = _emit_raw(m, lowered, dims)
-    _emit_fast(m, api, lowered, params, dims, descr_dtypes, raw)
+    fast = _emit_fast(m, api, lowered, params, dims, descr_dtypes, raw)
+    if all(isinstance(p, Buffer) for p in lowered.params):
+        _emit_tuple_entry(m, fast, len(lowered.params))
+    tuple_symbol = f"{symbol}_tuple" if all(isinstance(p, Buffer) for p in lowered.params) else ""
     return CodegenResult(str(module), symbol, f"{symbol}_raw", f"{symbol}_ctx", params, [d.name for d in dims],
-                         m.checks, m.parallel, descr_dtypes)
+                         m.checks, m.parallel, descr_dtypes, tuple_symbol)
 
 
 def _scalar_abi(dt: DataType) -> ir.Type:
@@ -1267,6 +1272,17 @@ def _emit_fast(m: _Module, api: PrimFunc, lowered: PrimFunc, params: list[ParamI
     for d in dims:
         call_args.append(bound[d.name])
     b.ret(b.call(raw, call_args))
+    return fn
+
+
+def _emit_tuple_entry(m: _Module, fast: ir.Function, count: int) -> None:
+    """`<sym>_tuple(args)`: the fast entry taking the Python tuple of arrays as one argument
+    (one ctypes argument instead of several is what makes a call cheap)."""
+    fn = ir.Function(m.module, ir.FunctionType(I32, [PTR]), f"{m.symbol}_tuple")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    items = [b.load(_gep(b, fn.args[0], [ir.Constant(I64, TUPLE_ITEMS + 8 * k)], I8), typ=PTR) for k in range(count)]
+    b.ret(b.call(fast, items))
+    fast.attributes.add("alwaysinline")
 
 
 def _fast_shape_value(b: ir.IRBuilder, s: PrimExpr, bound: dict[str, ir.Value]) -> ir.Value:

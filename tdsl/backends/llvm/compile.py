@@ -83,7 +83,7 @@ def _from_entry(entry) -> Compiled | None:
         source, optimized = meta["source"], meta["optimized_ir"]
         if not (isinstance(source, str) and isinstance(optimized, str)):
             return None
-        addrs = jit.load_object(entry.obj, [info["symbol"], info["raw_symbol"], info["ctx_symbol"]])
+        addrs = jit.load_object(entry.obj, _symbols(info))
     except (KeyError, TypeError):
         return None
     return Compiled(info, source, optimized, addrs, from_disk=True)
@@ -104,8 +104,13 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     source, optimized = _pack_text(result.ir), _pack_text(optimized)
     cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source,
                                      "optimized_ir": optimized})
-    addrs = jit.load_object(obj, [result.symbol, result.raw_symbol, result.ctx_symbol])
+    addrs = jit.load_object(obj, _symbols(info))
     return Compiled(info, source, optimized, addrs)
+
+
+def _symbols(info: dict) -> list[str]:
+    names = [info["symbol"], info["raw_symbol"], info["ctx_symbol"]]
+    return names + ([info["tuple_symbol"]] if info.get("tuple_symbol") else [])
 
 
 def _bind_context(c: Compiled) -> None:

@@ -125,15 +125,34 @@ def _check_movable(func: PrimFunc, primitive: str, realize: BlockRealize, path: 
     if child_realizes(realize):
         raise schedule_error(func, primitive, f"{block_name(b.name)} holds other blocks", blocks=(b.name,),
                              rule=f"{primitive} moves a block without nested blocks")
-    if not is_true(realize.predicate):
+    loops = loops_in_scope(path)
+    if loops:
+        check_affine_bindings(func, primitive, loops[0], loops[0].loop_var)
+    exact = _instances_are_domain(realize, loops)
+    if exact is None and not is_true(realize.predicate):
         raise schedule_error(func, primitive, f"{block_name(b.name)} has the predicate "
                              f"T.where({expr_text(realize.predicate)}), which {primitive} cannot carry to new loops",
                              blocks=(b.name,), rule=f"{primitive} regenerates the loops of a block from its "
                              "iterator domains, so the block must run on its whole domain",
                              fix=f"apply {primitive} before the split that added the predicate")
-    loops = loops_in_scope(path)
-    if loops:
-        check_affine_bindings(func, primitive, loops[0], loops[0].loop_var)
+    if exact is False:
+        raise schedule_error(func, primitive, f"the loops of {block_name(b.name)} do not run every instance of "
+                             "its iterator domains", blocks=(b.name,),
+                             rule=f"{primitive} regenerates every instance of the domain",
+                             fix="bind each iterator to its whole domain")
+    if exact is None:
+        _check_bindings_symbolic(func, primitive, realize, path, loops)
+    if b.init is None and _reads(b) & _writes(b):
+        shared = _names(_reads(b) & _writes(b))
+        raise schedule_error(func, primitive, f"{block_name(b.name)} reads and updates {shared} without a "
+                             "T.init, so running an instance again would change the result", blocks=(b.name,),
+                             rule=f"{primitive} may run some instances more than once (overlapping regions)",
+                             fix="give the reduction a T.init, or leave the block where it is")
+
+
+def _check_bindings_symbolic(func: PrimFunc, primitive: str, realize: BlockRealize, path: Path,
+                             loops: list[For]) -> None:
+    b = realize.block
     ranges = path_ranges(path)
     used: set[Var] = set()
     for iv, value in zip(b.iter_vars, realize.iter_values):
@@ -153,12 +172,72 @@ def _check_movable(func: PrimFunc, primitive: str, realize: BlockRealize, path: 
                                  f"but its iterator domains hold {n_dom}", blocks=(b.name,),
                                  rule=f"{primitive} regenerates every instance of the domain exactly once",
                                  fix="bind each iterator to its whole domain")
-    if b.init is None and _reads(b) & _writes(b):
-        shared = _names(_reads(b) & _writes(b))
-        raise schedule_error(func, primitive, f"{block_name(b.name)} reads and updates {shared} without a "
-                             "T.init, so running an instance again would change the result", blocks=(b.name,),
-                             rule=f"{primitive} may run some instances more than once (overlapping regions)",
-                             fix="give the reduction a T.init, or leave the block where it is")
+
+
+def _instances_are_domain(realize: BlockRealize, loops: list[For]) -> bool | None:
+    """Whether the instances the loops run (bindings where the predicate holds) are exactly the
+    iterator domain, found by running the loops; None when they are not constant and small."""
+    import numpy as np
+
+    b = realize.block
+    exprs = list(realize.iter_values) + [realize.predicate]
+    used = set().union(*(free_vars(e) for e in exprs))
+    mine = [f for f in loops if f.loop_var in used]
+    if used - {f.loop_var for f in mine}:
+        return None  # bindings that use variables from outside the scope
+    if not all(isinstance(x, IntImm) for f in mine for x in (f.min, f.extent)) or \
+            not all(isinstance(x, IntImm) for iv in b.iter_vars for x in (iv.dom.min, iv.dom.extent)):
+        return None
+    total = math.prod(f.extent.value for f in mine)
+    dom = [iv.dom.extent.value for iv in b.iter_vars]
+    if total > 4 * _ENUM_LIMIT or math.prod(dom) > _CELL_LIMIT:
+        return None
+    grids = np.meshgrid(*[np.arange(f.min.value, f.min.value + f.extent.value) for f in mine], indexing="ij")
+    env = {f.loop_var: g.ravel() for f, g in zip(mine, grids)}
+    size = grids[0].size if grids else 1
+    try:
+        keep = np.broadcast_to(np.asarray(eval_np(realize.predicate, env), dtype=bool), (size,))
+        cols = [np.broadcast_to(np.asarray(eval_np(v, env)), (size,))[keep] - iv.dom.min.value
+                for iv, v in zip(b.iter_vars, realize.iter_values)]
+    except (ValueError, KeyError):
+        return None
+    if not cols:
+        return bool(keep.any())
+    if any(((c < 0) | (c >= n)).any() for c, n in zip(cols, dom)):
+        return False
+    return len(np.unique(np.ravel_multi_index(cols, dom))) == math.prod(dom)
+
+
+def eval_np(expr: PrimExpr, env):
+    """Vectorised evaluation of an integer or bool expression over numpy arrays of loop values."""
+    import numpy as np
+
+    if isinstance(expr, IntImm):
+        return expr.value
+    if isinstance(expr, Var):
+        return env[expr]
+    if isinstance(expr, Cast):
+        return eval_np(expr.value, env)
+    if isinstance(expr, Not):
+        return np.logical_not(eval_np(expr.a, env))
+    if isinstance(expr, Select):
+        return np.where(eval_np(expr.condition, env), eval_np(expr.true_value, env), eval_np(expr.false_value, env))
+    if isinstance(expr, Binary):
+        a, b = eval_np(expr.a, env), eval_np(expr.b, env)
+        return _NP_OPS[expr.op](a, b)
+    raise ValueError(f"cannot evaluate {type(expr).__name__}")
+
+
+def _np_ops():
+    import numpy as np
+
+    return {"add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide,
+            "floormod": np.mod, "min": np.minimum, "max": np.maximum, "eq": np.equal, "ne": np.not_equal,
+            "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+            "and": np.logical_and, "or": np.logical_or}
+
+
+_NP_OPS = _np_ops()
 
 
 def _same_scope(func: PrimFunc, primitive: str, block: Block, bpath: Path, loop: For, lpath: Path) -> None:
@@ -250,6 +329,10 @@ def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path
                                   "loop nest",
                              fix=f"use sch.{other}")
     between = [r for s in items[lo + 1:hi] for r in all_realizes(s)]
+    # blocks sharing the moved block's own nest, on the side it moves across
+    own = all_realizes(items[bidx])
+    at = next(k for k, r in enumerate(own) if r.block is block)
+    between += own[at + 1:] if moved_first else own[:at]
     under = {id(r) for r in all_realizes(loop)}
     between += [r for r in all_realizes(items[lidx]) if id(r) not in under]
     for r in between:

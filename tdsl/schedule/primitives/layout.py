@@ -22,7 +22,7 @@ from ..analysis import expr_text
 from ..errors import block_name, schedule_error
 from ..state import find_block, replace_at
 from .cache import alloc_site, refresh_touching, resolve_buffer
-from .compute_location import eval_int
+from .compute_location import eval_int, eval_np
 
 _CHECK_LIMIT = 1 << 20  # elements checked one by one for a one-to-one map
 
@@ -39,7 +39,10 @@ class IndexMap:
 
     def __repr__(self) -> str:
         try:
-            names = list(inspect.signature(self.fn).parameters)
+            params = inspect.signature(self.fn).parameters.values()
+            if any(p.kind != p.POSITIONAL_OR_KEYWORD for p in params):
+                return repr(self.fn)  # the arity is only known against a buffer
+            names = [p.name for p in params]
             result = self.fn(*[Var(n) for n in names])
             outs = list(result) if isinstance(result, (tuple, list)) else [result]
             body = ", ".join(expr_text(o) if not isinstance(o, int) else str(o) for o in outs)
@@ -74,15 +77,25 @@ class _Reindex(IRMutator):
         return self.new if buffer is self.old else buffer
 
 
+def _param_names(fn: Callable, ndim: int) -> list[str]:
+    """The lambda's parameter names; a `*indices` parameter takes the remaining dimensions."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return [f"i{d}" for d in range(ndim)]
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    if star is not None:
+        names += [f"{star}{d}" for d in range(max(ndim - len(names), 0))]
+    return names
+
+
 def _call_map(func: PrimFunc, block: str, buf: Buffer, index_map: Callable) -> tuple[list[Var], list[PrimExpr]]:
     index_map = index_map.fn if isinstance(index_map, IndexMap) else index_map
     if not callable(index_map):
         raise schedule_error(func, "transform_layout", f"index_map must be a function such as "
                              f"`lambda i, j: (i // 16, j, i % 16)`, not {type(index_map).__name__}", blocks=(block,))
-    try:
-        names = list(inspect.signature(index_map).parameters)
-    except (TypeError, ValueError):
-        names = [f"i{d}" for d in range(buf.ndim)]
+    names = _param_names(index_map, buf.ndim)
     if len(names) != buf.ndim:
         raise schedule_error(func, "transform_layout", f"the index map takes {len(names)} indices but "
                              f"{buf.name} has {buf.ndim} dimensions", blocks=(block,),
@@ -129,7 +142,7 @@ def _check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, 
         grids = np.meshgrid(*[np.arange(s.value) for s in buf.shape], indexing="ij")
         env = {p: g.ravel() for p, g in zip(params, grids)}
         try:
-            cols = [np.broadcast_to(np.asarray(_eval_np(o, env)), grids[0].ravel().shape) for o in outputs]
+            cols = [np.broadcast_to(np.asarray(eval_np(o, env)), grids[0].ravel().shape) for o in outputs]
         except ValueError:
             cols = None
         if cols is not None:
@@ -151,27 +164,6 @@ def _check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, 
                              "that a permutation of its dimensions is one-to-one", blocks=(block,),
                              rule="a layout transformation must be one-to-one",
                              fix="use a permutation such as lambda i, j: (j, i), or a constant shape")
-
-
-def _eval_np(expr: PrimExpr, env):
-    """Vectorised evaluation of an integer expression over numpy arrays."""
-    import numpy as np
-
-    from ...ir import Binary, Cast
-
-    if isinstance(expr, IntImm):
-        return expr.value
-    if isinstance(expr, Var):
-        return env[expr]
-    if isinstance(expr, Cast):
-        return _eval_np(expr.value, env)
-    if isinstance(expr, Binary):
-        a, b = _eval_np(expr.a, env), _eval_np(expr.b, env)
-        ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide,
-               "floormod": np.mod, "min": np.minimum, "max": np.maximum}
-        if expr.op in ops:
-            return ops[expr.op](a, b)
-    raise ValueError(f"cannot evaluate {type(expr).__name__}")
 
 
 def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable) -> tuple[PrimFunc, None]:

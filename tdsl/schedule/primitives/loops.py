@@ -235,9 +235,11 @@ def fuse(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, Var]:
         find_loop(func, var, "fuse")
         body = loops[-1].body
         if not (isinstance(body, For) and body.loop_var is var):
+            between = (f"{loop_name(body.loop_var)} is in between" if isinstance(body, For)
+                       else f"{loop_name(prev_var)} holds a {type(body).__name__}")
             raise schedule_error(
-                func, "fuse", f"{loop_name(var)} is not the only statement directly inside {loop_name(prev_var)}",
-                loops=(prev_var, var),
+                func, "fuse", f"{loop_name(var)} is not the only statement directly inside {loop_name(prev_var)}: "
+                f"{between}", loops=(prev_var, var),
                 rule="fuse needs adjacent, perfectly nested loops given outer to inner",
                 fix="list the loops in the order sch.get_loops returns them; move other statements out first")
         loops.append(body)

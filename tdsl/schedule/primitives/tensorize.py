@@ -33,12 +33,43 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from ...arith import infer_block_regions, linear_form, prove, simplify
-from ...ir import (TRUE, Binary, Block, BlockRealize, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast,
-                   Evaluate, FloatImm, For, IfThenElse, IntImm, IterVar, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
-                   Range, Select, SeqStmt, Stmt, StringImm, Var, collect, const, free_vars, substitute)
+from ...errors import ScheduleError
+from ...ir import (
+    TRUE,
+    Binary,
+    Block,
+    BlockRealize,
+    Broadcast,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    Evaluate,
+    FloatImm,
+    For,
+    IfThenElse,
+    IntImm,
+    IterVar,
+    LetStmt,
+    Not,
+    PrimExpr,
+    PrimFunc,
+    Ramp,
+    Range,
+    Select,
+    SeqStmt,
+    Stmt,
+    StringImm,
+    Var,
+    collect,
+    const,
+    free_vars,
+    substitute,
+)
 from ..analysis import expr_text, path_ranges
 from ..errors import block_name, loop_name, schedule_error
-from ..state import Path, block_names, child_realizes, fresh_name, find_block, find_loop, replace_at
+from ..state import Path, block_names, child_realizes, find_block, find_loop, fresh_name, replace_at
 from ..tensor_intrin import TensorIntrin
 
 INTRIN_ANNOTATION = "tdsl.tensor_intrin"
@@ -134,7 +165,10 @@ def blockize(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, str]:
     return _blockize(func, loop_var, "blockize")
 
 
-def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, str]:
+def _blockize(func: PrimFunc, loop_var: Var, primitive: str, keep_init: bool = False) -> tuple[PrimFunc, str]:
+    """blockize; with `keep_init` the init stays in the inner block when every reduction
+    iterator is inside the tile (its condition is then unchanged), as an intrinsic whose
+    description initialises needs."""
     loop, path = find_loop(func, loop_var, primitive)
     chain, realize = _loop_chain(func, loop, primitive)
     block = realize.block
@@ -164,7 +198,9 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, 
         inner_values.append(d.inner)
         vmap[iv.var] = d.outer_var * d.inner_extent + d.inner_var
     body = substitute(block.body, vmap)
-    inner_block = dataclasses.replace(block, iter_vars=tuple(inner_ivs), body=body, init=None)
+    keep = keep_init and block.init is not None and not any(d.iv.kind == "R" and d.outer is not None for d in divs)
+    inner_init = substitute(block.init, vmap) if keep else None
+    inner_block = dataclasses.replace(block, iter_vars=tuple(inner_ivs), body=body, init=inner_init)
     reads, writes = infer_block_regions(inner_block)
     inner_block = dataclasses.replace(inner_block, reads=reads, writes=writes)
     inner_realize = BlockRealize(tuple(inner_values), realize.predicate, inner_block)
@@ -172,7 +208,7 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, 
     for f in reversed(chain):
         nest = dataclasses.replace(f, body=nest)
     init = None
-    if block.init is not None:
+    if block.init is not None and not keep:
         init = _lift_init(func, primitive, loop, block, chain, divs, vmap, taken)
     names = set(block_names(func))
     outer_name = fresh_name(f"{block.name}_o", names)
@@ -621,13 +657,13 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
         raise schedule_error(func, "tensorize", f"the intrinsic name must be a string, not {intrin_name!r}")
     try:
         intrin = TensorIntrin.get(intrin_name)
-    except Exception as exc:  # unknown name: re-raise with the schedule's context
+    except ScheduleError as exc:  # unknown name: re-raise with the schedule's context
         culprit = {"loops": (target,)} if isinstance(target, Var) else {"blocks": (target,)}
         raise schedule_error(func, "tensorize", str(exc), **culprit) from None
     original = func
     if isinstance(target, Var):
         find_loop(func, target, "tensorize")
-        func, name = _blockize(func, target, "tensorize")
+        func, name = _blockize(func, target, "tensorize", keep_init=_desc_has_init(intrin))
         culprit = {"loops": (target,)}
     else:
         name = target
@@ -651,6 +687,10 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
     pairs = tuple((k, v) for k, v in block.annotations if k != INTRIN_ANNOTATION) + ((INTRIN_ANNOTATION, intrin_name),)
     new_block = dataclasses.replace(block, annotations=pairs)
     return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block)), None
+
+
+def _desc_has_init(intrin: TensorIntrin) -> bool:
+    return any(r.block.init is not None for r in collect(intrin.desc_body, BlockRealize))
 
 
 def _where(target) -> str:

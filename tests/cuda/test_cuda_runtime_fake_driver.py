@@ -1,0 +1,265 @@
+"""The runtime's host side (allocation, copies, argument marshalling, launch dimensions, outputs,
+DLPack export) against a fake `cuda.bindings.driver` whose "device memory" is host memory and
+whose launches run a numpy stand-in of the kernel. No GPU is needed; on a GPU machine
+bench/gpu_check.py runs the real thing."""
+import ctypes
+import enum
+import sys
+
+import numpy as np
+import pytest
+
+import tdsl
+
+import cuda_kernels as ck
+
+pytest.importorskip("cuda.bindings")
+from cuda.bindings import driver as real_driver  # noqa: E402
+
+from tdsl.backends.cuda import runtime  # noqa: E402
+
+
+class FakeDriver:
+    """Just enough of cuda.bindings.driver, with result tuples like the real one."""
+
+    CUdeviceptr = real_driver.CUdeviceptr
+    CUstream = real_driver.CUstream
+    CUdevice_attribute = real_driver.CUdevice_attribute
+    CUfunction_attribute = real_driver.CUfunction_attribute
+
+    class CUresult(enum.IntEnum):
+        CUDA_SUCCESS = 0
+        CUDA_ERROR_INVALID_VALUE = 1
+
+    OK = (CUresult.CUDA_SUCCESS,)
+
+    def __init__(self, on_launch):
+        self.on_launch = on_launch
+        self.blocks: dict[int, ctypes.Array] = {}
+        self.launches: list[tuple] = []
+        self.freed = 0
+
+    def cuInit(self, flags):
+        return self.OK
+
+    def cuDeviceGetCount(self):
+        return self.OK + (1,)
+
+    def cuDeviceGet(self, i):
+        return self.OK + (0,)
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return self.OK + ("ctx",)
+
+    def cuCtxSetCurrent(self, ctx):
+        return self.OK
+
+    def cuDeviceGetAttribute(self, attr, dev):
+        name = attr.name
+        values = {"COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MAX_THREADS_PER_BLOCK": 1024,
+                  "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
+                  "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
+                  "MAX_SHARED_MEMORY_PER_BLOCK": 49152, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448}
+        return self.OK + (values[name.replace("CU_DEVICE_ATTRIBUTE_", "")],)
+
+    def cuDeviceGetName(self, n, dev):
+        return self.OK + (b"Fake H200\x00",)
+
+    def cuMemAlloc(self, n):
+        buf = (ctypes.c_uint8 * n)()
+        addr = ctypes.addressof(buf)
+        self.blocks[addr] = buf
+        return self.OK + (self.CUdeviceptr(addr),)
+
+    def cuMemFree(self, ptr):
+        self.blocks.pop(int(ptr), None)
+        self.freed += 1
+        return self.OK
+
+    def cuMemsetD8(self, ptr, value, n):
+        ctypes.memset(int(ptr), value, n)
+        return self.OK
+
+    def cuMemcpyHtoD(self, dst, src, n):
+        ctypes.memmove(int(dst), src, n)
+        return self.OK
+
+    def cuMemcpyDtoH(self, dst, src, n):
+        ctypes.memmove(dst, int(src), n)
+        return self.OK
+
+    def cuModuleLoadData(self, image):
+        assert ctypes.string_at(image, 4) == b"\x7fELF"
+        return self.OK + ("module",)
+
+    def cuModuleGetFunction(self, module, name):
+        return self.OK + (name.decode(),)
+
+    def cuFuncGetAttribute(self, attr, fn):
+        return self.OK + (1024,)
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        self.launches.append((fn, (gx, gy, gz), (bx, by, bz), int(stream)))
+        self.on_launch(fn, (gx, gy, gz), (bx, by, bz), params)
+        return self.OK
+
+    def cuStreamSynchronize(self, stream):
+        return self.OK
+
+    def cuCtxSynchronize(self):
+        return self.OK
+
+    def cuGetErrorName(self, err):
+        return self.OK + (b"CUDA_ERROR_FAKE",)
+
+    def cuGetErrorString(self, err):
+        return self.OK + (b"fake",)
+
+
+def _params(addr: int, n: int) -> list[int]:
+    return [p for p in (ctypes.c_void_p * n).from_address(addr)]
+
+
+def _array(ptr: int, shape, dtype) -> np.ndarray:
+    count = int(np.prod(shape))
+    raw = (ctypes.c_uint8 * (count * np.dtype(dtype).itemsize)).from_address(ptr)
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    state = {}
+
+    def on_launch(name, grid, block, params):
+        state["hook"](name, grid, block, params)
+
+    drv = FakeDriver(on_launch)
+    import cuda.bindings
+
+    from tdsl.backends.cuda.nvrtc import nvrtc_version
+
+    nvrtc_version()   # load cuda.bindings.nvrtc (which imports the real driver module) first
+
+    monkeypatch.setattr(cuda.bindings, "driver", drv, raising=False)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", drv)
+    for attr in ("info", "context", "device", "error"):
+        monkeypatch.setattr(runtime._State, attr, None)
+    monkeypatch.setattr(runtime._State, "local", __import__("threading").local())
+    drv.state = state
+    return drv
+
+
+def test_elementwise_call_with_numpy_and_device_arrays(fake):
+    func, ref = ck.elementwise(128)
+    kernel = tdsl.build(func, target="cuda", arch="sm_90")
+    rows = 5
+
+    def hook(name, grid, block, params):
+        assert name == "ew_kernel" and grid == (rows, 1, 1) and block == (32, 1, 1)
+        pa, pb = _params(params, 2)
+        a_ptr = ctypes.c_void_p.from_address(pa).value
+        b_ptr = ctypes.c_void_p.from_address(pb).value
+        _array(b_ptr, (rows, 128), np.float32)[...] = ref(_array(a_ptr, (rows, 128), np.float32))
+
+    fake.state["hook"] = hook
+    a = np.random.default_rng(0).standard_normal((rows, 128)).astype("float32")
+    out = kernel(a)                                   # output left out: allocated and returned
+    np.testing.assert_allclose(out, ref(a), rtol=1e-6)
+    b = np.zeros_like(a)
+    assert kernel(a, b) is None                       # destination passing copies back
+    np.testing.assert_allclose(b, ref(a), rtol=1e-6)
+    da = tdsl.to_device(a)
+    dout = kernel(da)                                 # device in, device out
+    assert isinstance(dout, runtime.DeviceArray) and dout.shape == (rows, 128)
+    np.testing.assert_allclose(dout.numpy(), ref(a), rtol=1e-6)
+    assert len(fake.launches) == 3
+
+
+def test_scalars_symbolic_dims_and_workspaces_are_passed(fake):
+    from tdsl import T
+
+    @T.prim_func
+    def two(A: T.Buffer(("n",), "float32"), s: T.float32, C: T.Buffer(("n",), "float32")):
+        B = T.alloc_buffer((n,), "float32")
+        for bx in T.thread_binding(n, thread="blockIdx.x"):
+            for tx in T.thread_binding(1, thread="threadIdx.x"):
+                with T.block("B"):
+                    i = T.axis.spatial(n, bx)
+                    B[i] = A[i] * s
+        for bx in T.thread_binding(n, thread="blockIdx.x"):
+            for tx in T.thread_binding(1, thread="threadIdx.x"):
+                with T.block("C"):
+                    i = T.axis.spatial(n, bx)
+                    C[i] = B[n - 1 - i]
+
+    kernel = tdsl.build(two, target="cuda", arch="sm_90")
+    names = [[p.name for p in k.params] for k in kernel.kernels]
+    assert names == [["A", "s", "B"], ["C", "B", "n"]]
+    seen = {}
+
+    def hook(name, grid, block, params):
+        if name == "two_kernel_0":
+            pa, ps, pb = _params(params, 3)
+            seen["s"] = ctypes.c_float.from_address(ps).value
+            seen["B"] = ctypes.c_void_p.from_address(pb).value
+            a = _array(ctypes.c_void_p.from_address(pa).value, (7,), np.float32)
+            _array(seen["B"], (7,), np.float32)[...] = a * seen["s"]
+        else:
+            pc, pb, pn = _params(params, 3)
+            n = ctypes.c_int32.from_address(pn).value
+            assert ctypes.c_void_p.from_address(pb).value == seen["B"] and grid == (n, 1, 1)
+            b = _array(seen["B"], (n,), np.float32)
+            _array(ctypes.c_void_p.from_address(pc).value, (n,), np.float32)[...] = b[::-1]
+
+    fake.state["hook"] = hook
+    a = np.arange(7, dtype="float32")
+    np.testing.assert_array_equal(kernel(a, 2.5), (a * 2.5)[::-1])
+    assert seen["s"] == 2.5
+
+
+def test_launch_limits_and_alignment_are_checked(fake):
+    func, _ = ck.elementwise(128)
+    kernel = tdsl.build(func, target="cuda", arch="sm_90")
+    fake.state["hook"] = lambda *a: None
+    fake.cuFuncGetAttribute = lambda attr, fn: (FakeDriver.CUresult.CUDA_SUCCESS, 16)
+    kernel._module = None
+    with pytest.raises(tdsl.TargetError, match="launches 32 threads per block.*at most 16"):
+        kernel(np.ones((2, 128), "float32"))
+    fake.cuFuncGetAttribute = lambda attr, fn: (FakeDriver.CUresult.CUDA_SUCCESS, 1024)
+    kernel._module = None
+
+    class Offset:
+        """A CUDA tensor view starting 4 bytes into an allocation."""
+
+        def __init__(self):
+            self.base = tdsl.to_device(np.zeros((3, 128), "float32"))
+
+        def __dlpack__(self, stream=None):
+            return runtime.export_dlpack(self.base.ptr + 4, (2, 128), tdsl.dtypes.float32, (2, 0), self.base)
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with pytest.raises(tdsl.ArgumentError, match="parameter 'A'.*16-byte vector loads.*not 16-byte aligned"):
+        kernel(Offset())
+
+
+def test_driver_errors_become_target_errors(fake):
+    fake.cuMemAlloc = lambda n: (FakeDriver.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+    with pytest.raises(tdsl.TargetError, match=r"CUDA cuMemAlloc\(12 bytes\) failed: CUDA_ERROR_FAKE"):
+        tdsl.device_array((3,), "float32")
+
+
+def test_device_array_dlpack_export_and_numpy(fake):
+    a = tdsl.to_device(np.arange(6, dtype="float32").reshape(2, 3))
+    assert a.__dlpack_device__() == (2, 0) and a.shape == (2, 3) and str(a.dtype) == "float32"
+    view = runtime.read_dlpack(a)
+    assert view.ptr == a.ptr and view.shape == (2, 3) and view.device_type == 2 and view.strides is None
+    np.testing.assert_array_equal(a.numpy(), np.arange(6).reshape(2, 3))
+    z = tdsl.device_array(4, "int32")
+    np.testing.assert_array_equal(z.numpy(), np.zeros(4, "int32"))
+    freed = fake.freed
+    del a, view, z
+    import gc
+    gc.collect()
+    assert fake.freed == freed + 2
