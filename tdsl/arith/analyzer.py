@@ -22,7 +22,6 @@ from ..ir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntI
 Bound = tuple[int | None, int | None]
 _UNBOUNDED: Bound = (None, None)
 _FLIP = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
-_SWAP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
 
 def is_index(dt: DataType) -> bool:
@@ -67,12 +66,13 @@ def _scale(a: Bound, c: int) -> Bound:
 
 
 def _mul(a: Bound, b: Bound) -> Bound:
-    if None in a or None in b:
-        if a == (0, 0) or b == (0, 0):
-            return 0, 0
-        return _UNBOUNDED
-    prods = [x * y for x in a for y in b]
-    return min(prods), max(prods)
+    def ends(x: Bound) -> tuple:
+        return (-math.inf if x[0] is None else x[0]), (math.inf if x[1] is None else x[1])
+
+    # 0 * inf is 0 here: an unbounded factor times zero is zero
+    prods = [0 if x == 0 or y == 0 else x * y for x in ends(a) for y in ends(b)]
+    lo, hi = min(prods), max(prods)
+    return (None if lo == -math.inf else lo), (None if hi == math.inf else hi)
 
 
 def _union(a: Bound, b: Bound) -> Bound:
@@ -82,13 +82,13 @@ def _union(a: Bound, b: Bound) -> Bound:
 
 
 def _minmax(op: str, a: Bound, b: Bound) -> Bound:
-    pick = min if op == "min" else max
+    """Bounds of min(a, b) / max(a, b)."""
     if op == "min":
         lo = None if a[0] is None or b[0] is None else min(a[0], b[0])
-        hi = a[1] if b[1] is None else b[1] if a[1] is None else min(a[1], b[1])
+        hi = _tighter(min, a[1], b[1])
     else:
-        lo = a[0] if b[0] is None else b[0] if a[0] is None else max(a[0], b[0])
-        hi = None if a[1] is None or b[1] is None else pick(a[1], b[1])
+        lo = _tighter(max, a[0], b[0])
+        hi = None if a[1] is None or b[1] is None else max(a[1], b[1])
     return lo, hi
 
 
@@ -288,7 +288,7 @@ class Analyzer:
                     return _scale_lin(b, a.const)
                 if b.is_const:
                     return _scale_lin(a, b.const)
-                return self._plain(Binary("mul", self.emit(a), self.emit(b)))
+                return self._lin_mul(a, b)
             if op in ("floordiv", "floormod"):
                 return self._lin_divmod(op, self.lin(e.a), self.lin(e.b))
             if op in ("min", "max"):
@@ -459,7 +459,50 @@ class Analyzer:
         blo, _ = self.bound_lin(b)
         if alo is not None and ahi is not None and blo is not None and alo >= 0 and ahi < blo:
             return _lin_const(0, dt) if op == "floordiv" else a
-        return self._plain(Binary(op, self.emit(a), self.emit(b)))
+        if b.is_const:  # a constant divided by zero
+            return self._plain(Binary(op, self.emit(a), self.emit(b)))
+        return self._lin_symbolic_divmod(op, a, b)
+
+    def _lin_mul(self, a: Lin, b: Lin) -> Lin:
+        """A product of two non-constant forms. (x // d) * d with a symbolic d becomes
+        x - x % d, so that it cancels against x % d as the constant-divisor terms do."""
+        for x, y in ((a, b), (b, a)):
+            if x.const == 0 and len(x.terms) == 1:
+                (t, c), = x.terms.values()
+                src = t.src
+                if (t.plain and isinstance(src, Binary) and src.op == "floordiv" and not isinstance(src.b, IntImm)
+                        and self.same(src.b, self.emit(y))):
+                    rem = self.lin(Binary("floormod", src.a, src.b))
+                    return _scale_lin(self.add(self.lin(src.a), _scale_lin(rem, -1)), c)
+        return self._plain(Binary("mul", self.emit(a), self.emit(b)))
+
+    def _lin_symbolic_divmod(self, op: str, a: Lin, b: Lin) -> Lin:
+        """a // b and a % b for a non-constant b: the terms q * b of a come out of the division
+        ((q*b + r) // b == q + r // b, (q*b + r) % b == r % b), and r // b is 0 (r % b is r)
+        when 0 <= r < b."""
+        dt = a.dtype
+        bkey = self.key(self.emit(b))
+        q = _lin_const(0, dt)
+        r_terms = {}
+        for k, (t, c) in a.terms.items():
+            src = t.src
+            factor = None
+            if t.plain and isinstance(src, Binary) and src.op == "mul":
+                if self.key(src.b) == bkey:
+                    factor = src.a
+                elif self.key(src.a) == bkey:
+                    factor = src.b
+            if factor is None:
+                r_terms[k] = (t, c)
+            else:
+                q = self.add(q, _scale_lin(self.lin(factor), c))
+        r = Lin(r_terms, a.const, dt)
+        rlo = self.bound_lin(r)[0]
+        below = self.bound_lin(self.add(r, _scale_lin(b, -1)))[1]
+        if rlo is not None and rlo >= 0 and below is not None and below < 0:
+            return q if op == "floordiv" else r
+        rest = self._plain(Binary(op, self.emit(r), self.emit(b)))
+        return self.add(q, rest) if op == "floordiv" else rest
 
     def _lin_minmax(self, op: str, a: Lin, b: Lin) -> Lin:
         lo, hi = self.bound_lin(self.add(a, _scale_lin(b, -1)))

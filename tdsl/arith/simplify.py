@@ -21,7 +21,10 @@ def analyzer(ranges: dict | None = None) -> Analyzer:
 def simplify(expr: PrimExpr, ranges: dict | None = None) -> PrimExpr:
     """An expression equal to `expr` for every assignment of the Vars within `ranges`
     (Var -> Range), in canonical form: constants folded, like terms collected, floor
-    division/modulo by constants resolved where bounds allow, decided comparisons folded."""
+    division/modulo by constants resolved where bounds allow, decided comparisons folded.
+
+    Constant folding wraps around per dtype; reasoning with bounds assumes that index
+    arithmetic does not overflow (as TVM does)."""
     return analyzer(ranges).simplify(as_expr(expr))
 
 

@@ -63,4 +63,4 @@ def _build_cuda(func_or_schedule, func, options: dict):
     return build_cuda(func, **options)
 
 
-__all__ = ["build", "Target", "KNOWN_TARGETS", "TargetError"]
+__all__ = ["KNOWN_TARGETS", "Target", "TargetError", "build"]

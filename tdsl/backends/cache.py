@@ -56,7 +56,7 @@ _COMPILER_PARTS = ("ir", "arith", "lower", os.path.join("backends", "llvm"), "dt
                    os.path.join("backends", "cache.py"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _code_version() -> str:
     """A fingerprint (path, size, mtime) of the compiler's source: IR, arith, lowering, codegen.
 

@@ -16,7 +16,7 @@ import time as _time
 import numpy as np
 
 from ..dtypes import DataType
-from ..errors import ArgumentError, BoundsError
+from ..errors import ArgumentError, BoundsError, TargetError
 from ..ir import Buffer, IntImm, PrimFunc, Var
 
 _MISSING = object()
@@ -26,8 +26,17 @@ _CPU_DEVICES = (1, 3)   # DLPack kDLCPU, kDLCUDAHost (pinned host memory)
 def _numpy_layout_ok() -> bool:
     """True when numpy's array struct and CPython's tuple have the layout the fast entries read
     (checked here, not assumed)."""
-    from .llvm.codegen import (ND_DATA, ND_DESCR, ND_DIMS, ND_FLAGS, ND_NDIM, NPY_C_CONTIGUOUS, OB_TYPE,
-                               TUPLE_ITEMS, TUPLE_SIZE)
+    from .llvm.codegen import (
+        ND_DATA,
+        ND_DESCR,
+        ND_DIMS,
+        ND_FLAGS,
+        ND_NDIM,
+        NPY_C_CONTIGUOUS,
+        OB_TYPE,
+        TUPLE_ITEMS,
+        TUPLE_SIZE,
+    )
 
     x = np.zeros((3, 5), np.float32)
     base = id(x)
@@ -59,7 +68,7 @@ def _ctype_of(dt: DataType):
 class _Param:
     """One parameter as the Kernel checks it."""
 
-    __slots__ = ("index", "name", "is_buffer", "dtype", "np_dtype", "shape", "written", "lo", "hi")
+    __slots__ = ("dtype", "hi", "index", "is_buffer", "lo", "name", "np_dtype", "shape", "strides", "written")
 
     def __init__(self, index: int, p, written: bool):
         self.index = index
@@ -68,6 +77,11 @@ class _Param:
         self.dtype: DataType = p.dtype
         self.np_dtype = p.dtype.numpy if not p.dtype.is_handle else None
         self.shape = tuple(p.shape) if self.is_buffer else ()
+        self.strides = tuple(p.strides) if self.is_buffer else ()   # in elements; () for row-major
+        if self.is_buffer and p.elem_offset is not None and not (isinstance(p.elem_offset, IntImm)
+                                                                 and p.elem_offset.value == 0):
+            raise TargetError(f"parameter {p.name!r} has an elem_offset; the CPU backend takes parameter "
+                              f"buffers whose first element is the array's first element")
         self.written = written
         self.lo = self.hi = None
         if not self.is_buffer and p.dtype.is_integer:
@@ -112,6 +126,8 @@ class Kernel:
         self._fast_tuple = (ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.py_object)(compiled.addresses[tuple_symbol])
                             if tuple_symbol else None)
         self._asm: str | None = None
+        # explicitly strided parameters are checked on the slow path (the fast entry expects C order)
+        self._fast_ok = _FAST_OK and not any(p.strides for p in self._params)
         self.__class__ = _specialised_class(self)
 
     # -- public ----------------------------------------------------------------------------
@@ -192,9 +208,35 @@ class Kernel:
         for p in self._params:
             if p.is_buffer and arrays[p.index] is None:
                 shape = tuple(self._dim_value(s, dims, p) for s in p.shape)
-                arrays[p.index] = np.empty(shape, p.np_dtype)
-        self._separate_overlaps(arrays)
+                arrays[p.index] = self._empty(p, shape, dims)
+            elif p.strides:
+                arrays[p.index] = self._check_strides(p, arrays[p.index], dims)
+        self._separate_overlaps(arrays, dims)
         return arrays
+
+    def _byte_strides(self, p: _Param, dims: dict) -> tuple[int, ...]:
+        return tuple(self._dim_value(s, dims, p) * p.np_dtype.itemsize for s in p.strides)
+
+    def _empty(self, p: _Param, shape: tuple, dims: dict) -> np.ndarray:
+        """A new array for parameter `p`, with its declared strides when it has any."""
+        if not p.strides:
+            return np.empty(shape, p.np_dtype)
+        strides = self._byte_strides(p, dims)
+        extent = 1 + sum((n - 1) * st for n, st in zip(shape, strides)) // p.np_dtype.itemsize if all(shape) else 0
+        return np.lib.stride_tricks.as_strided(np.zeros(max(extent, 1), p.np_dtype), shape, strides)
+
+    def _check_strides(self, p: _Param, arr: np.ndarray, dims: dict) -> np.ndarray:
+        """A parameter declared with strides must be passed with exactly those strides."""
+        want = self._byte_strides(p, dims)
+        if tuple(arr.strides) == want or arr.size == 0:
+            return arr
+        if p.written:
+            elems = tuple(st // p.np_dtype.itemsize for st in want)
+            raise ArgumentError(f"parameter {p.name!r} is written by the kernel and must have strides {elems} "
+                                f"(in elements) as declared; got strides {tuple(arr.strides)} (bytes)")
+        out = self._empty(p, arr.shape, dims)
+        out[...] = arr
+        return out
 
     def _bind(self, args, kwargs) -> list:
         n = len(self._params)
@@ -230,7 +272,7 @@ class Kernel:
             if device is not None:
                 try:
                     dev_type, dev_id = device()
-                except Exception as exc:  # a broken exporter must not crash the call
+                except Exception as exc:  # noqa: BLE001 - a broken exporter must not crash the call
                     raise ArgumentError(f"parameter {p.name!r}: cannot query the tensor's DLPack device ({exc})")
                 if int(dev_type) not in _CPU_DEVICES:
                     raise ArgumentError(f"parameter {p.name!r}: expected a CPU tensor, got a tensor on DLPack "
@@ -238,7 +280,7 @@ class Kernel:
                                         f"or build for target='cuda'")
             try:
                 return np.from_dlpack(v)
-            except Exception as exc:  # e.g. an unsupported dtype or device in the capsule
+            except Exception as exc:  # noqa: BLE001 - e.g. an unsupported dtype or device in the capsule
                 raise ArgumentError(f"parameter {p.name!r}: cannot read the tensor through DLPack: {exc}") from None
         raise ArgumentError(f"parameter {p.name!r}: expected a numpy array or a DLPack tensor of {p.dtype} with "
                             f"shape {p.shape_text()}, got {type(v).__name__} {_short(v)}")
@@ -255,11 +297,11 @@ class Kernel:
         if p.written:
             if not arr.flags.writeable:
                 raise ArgumentError(f"parameter {p.name!r} is written by the kernel but the array is read-only")
-            if not (arr.flags.c_contiguous and arr.flags.aligned):
+            if not p.strides and not (arr.flags.c_contiguous and arr.flags.aligned):
                 raise ArgumentError(f"parameter {p.name!r} is written by the kernel and must be a C-contiguous "
                                     f"array; got strides {arr.strides} for shape {arr.shape} (pass a contiguous "
                                     f"array, e.g. np.ascontiguousarray(x), and copy the result back)")
-        elif not (arr.flags.c_contiguous and arr.flags.aligned):
+        elif not p.strides and not (arr.flags.c_contiguous and arr.flags.aligned):
             arr = np.ascontiguousarray(arr)
             if not arr.flags.aligned:
                 arr = arr.copy()
@@ -334,7 +376,7 @@ class Kernel:
             raise ArgumentError(f"parameter {p.name!r}: {v} is out of the range of {dt} [{p.lo}, {p.hi}]")
         return v
 
-    def _separate_overlaps(self, arrays: list) -> None:
+    def _separate_overlaps(self, arrays: list, dims: dict) -> None:
         """An output may not share memory with another argument: copy inputs, refuse two outputs."""
         bufs = [p for p in self._params if p.is_buffer]
         for p in bufs:
@@ -348,7 +390,9 @@ class Kernel:
                 if q.written:
                     raise ArgumentError(f"parameters {p.name!r} and {q.name!r} are both written by the kernel "
                                         f"but share memory; pass separate arrays")
-                arrays[q.index] = arrays[q.index].copy()
+                copy = self._empty(q, arrays[q.index].shape, dims)
+                copy[...] = arrays[q.index]
+                arrays[q.index] = copy
 
     def _slow_call(self, args, kwargs, rc):
         if rc is not None and rc != -1:
@@ -411,7 +455,7 @@ def _specialised_class(k: Kernel) -> type:
     call = "fast_tuple(({}))".format(", ".join(names) + ("," if len(names) == 1 else "")) if by_tuple else \
         f"fast({', '.join(names)})"
     lines = ["def __call__(self, *args, **kwargs):"]
-    if _FAST_OK:
+    if k._fast_ok:
         lines.append("    if not kwargs:")
         lines.append("        n = len(args)")
         lines.append(f"        if n == {len(params)}:")

@@ -4,7 +4,7 @@ reduction, layout}` for the semantics and the legality rules.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .primitives import cache as _cache
 from .primitives import compute_location as _compute_location

@@ -49,7 +49,10 @@ def prim_func(fn=None, **kwargs):
 
     if fn is None:
         return prim_func
-    result = parse_function_or_error(fn)
+    import sys
+
+    # Names used only in annotations are not closure cells: read them from the defining scope.
+    result = parse_function_or_error(fn, sys._getframe(1).f_locals)
     if isinstance(result, ScriptError):
         raise result
     return result

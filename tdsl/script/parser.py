@@ -1373,15 +1373,15 @@ def parse(source, extra_vars: dict[str, Any] | None = None) -> PrimFunc:
     return result
 
 
-def parse_function(fn) -> PrimFunc:
-    """The work of the @T.prim_func decorator."""
-    result = parse_function_or_error(fn)
+def parse_function(fn, scope: dict[str, Any] | None = None) -> PrimFunc:
+    """The work of the @T.prim_func decorator; `scope` holds the defining scope's local names."""
+    result = parse_function_or_error(fn, scope)
     if isinstance(result, ScriptError):
         raise result
     return result
 
 
-def parse_function_or_error(fn) -> PrimFunc | ScriptError:
+def parse_function_or_error(fn, scope: dict[str, Any] | None = None) -> PrimFunc | ScriptError:
     if isinstance(fn, PrimFunc):
         return fn
     try:
@@ -1400,6 +1400,8 @@ def parse_function_or_error(fn) -> PrimFunc | ScriptError:
         return ScriptError(exc.msg, Span(file, first + (exc.lineno or 1) - 1, 0, None, exc.text))
     fn_node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     closure = dict(fn.__globals__)
+    if scope is not None and scope is not fn.__globals__:
+        closure.update(scope)
     if fn.__closure__:
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
             try:

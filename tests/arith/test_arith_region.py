@@ -189,3 +189,14 @@ def test_region_union_and_covers():
         assert "'A'" in str(e) and "'B'" in str(e)
     else:
         raise AssertionError("region_union of two buffers must fail")
+
+
+def test_mixed_index_dtypes_fall_back_to_the_whole_dimension():
+    from tdsl.dtypes import int64
+    from tdsl.ir import Cast
+    A = Buffer("A", (IntImm(64),), float32)
+    B = Buffer("B", (IntImm(64),), float32)
+    vi = Var("vi")
+    body = BufferStore(B, A[vi] + A[Cast(int64, vi) + IntImm(1, int64)], (vi,))
+    reads, writes = infer_block_regions(_block("M", [(vi, 63)], body))
+    assert (text(reads), text(writes)) == ("A[0:64]", "B[vi]")

@@ -201,3 +201,15 @@ def test_symbolic_extents():
     assert not prove(v * 4 + k < n * 4, {v: Range.from_extent(n), k: Range.from_extent(5)})
     assert prove(m < n, {v: Range.from_extent(n), m: Range(v, IntImm(1))})
     assert same(simplify(min_(v, n - 1), ranges), v)
+
+
+def test_symbolic_divisors():
+    m = Var("m")
+    assert same(simplify(f // n * n + f % n), f)
+    assert same(simplify(f - f // n * n), f % n)
+    ranges = {i: Range.from_extent(m), j: Range.from_extent(n)}
+    assert same(simplify((i * n + j) // n, ranges), i)
+    assert same(simplify((i * n + j) % n, ranges), j)
+    assert same(simplify((i * n + j) // n), i + j // n)
+    assert same(simplify((i * n + j) % n), j % n)
+    assert isinstance(simplify(f // n), Binary)  # nothing known about n: left alone

@@ -62,7 +62,7 @@ def test_cuda_target_goes_to_the_cuda_backend_or_says_it_is_missing():
 
 def test_import_tdsl_does_not_load_llvmlite():
     code = "import sys, tdsl; import tdsl.backends; print('llvmlite' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 
 

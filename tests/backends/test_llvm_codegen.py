@@ -10,8 +10,23 @@ import pytest
 
 import tdsl
 from tdsl import dtypes as D
-from tdsl.ir import (Allocate, Binary, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast, For, IntImm, PrimFunc,
-                     Ramp, SeqStmt, Var, const)
+from tdsl.ir import (
+    Allocate,
+    Binary,
+    Broadcast,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Evaluate,
+    For,
+    IntImm,
+    PrimFunc,
+    Ramp,
+    SeqStmt,
+    Var,
+    const,
+)
 
 N = 37
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
@@ -342,3 +357,27 @@ def add(A: T.Buffer((1024,), "float32"), B: T.Buffer((1024,), "float32"), C: T.B
     a, b = rng.standard_normal(1024).astype(np.float32), rng.standard_normal(1024).astype(np.float32)
     seconds = kernel.time(a, b, number=10, repeat=3)
     assert 0 < seconds < 0.01
+
+
+def test_extern_calls_vector_intrinsic_and_unknown_function():
+    n = 32
+    A, O = _flat("A", n, "float32"), _flat("O", n, "float32")
+    f16 = D.DataType.parse("float32x16")
+
+    def vec_fma(i):
+        v = BufferLoad(A, (Ramp(i * 16, IntImm(1), 16),))
+        return BufferStore(O, Call(f16, "llvm.fma.v16f32", (v, v, v)), (Ramp(i * 16, IntImm(1), 16),))
+
+    a = np.arange(n, dtype=np.float32)
+    np.testing.assert_array_equal(tdsl.build(PrimFunc("vfma", (A, O), _loop(n // 16, vec_fma)))(a), a * a + a)
+    missing = _loop(n, lambda i: BufferStore(O, Call(D.float32, "tdsl_no_such_function", (BufferLoad(A, (i,)),)),
+                                             (i,)))
+    with pytest.raises(tdsl.TargetError, match="tdsl_no_such_function"):
+        tdsl.build(PrimFunc("missing", (A, O), missing))
+
+
+def test_zero_dimensional_and_parameterless_kernels():
+    A, B = Buffer("A", (), D.float32), Buffer("B", (), D.float32)
+    k = tdsl.build(PrimFunc("zd", (A, B), BufferStore(B, BufferLoad(A, ()) * const(3.0, "float32"), ())))
+    assert float(k(np.array(2.0, np.float32))) == 6.0
+    assert tdsl.build(PrimFunc("nothing", (), Evaluate(IntImm(0))))() is None

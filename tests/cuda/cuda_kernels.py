@@ -113,8 +113,9 @@ def softmax(rows: int = 64, cols: int = 256):
 
 def matmul(m: int = 64, n: int = 64, k: int = 64, bm: int = 32, bn: int = 32, bk: int = 8, tm: int = 4,
            tn: int = 4):
-    """C = A @ B with (bm x bn) block tiles, (tm x tn) register tiles per thread in a local
-    accumulator, and (bm x bk) / (bk x bn) tiles of A and B staged through shared memory by all
+    """C = A @ B with (bm x bn) block tiles, (tm x tn) results per thread in a local accumulator
+    (strided over the tile, so neighbouring threads touch neighbouring columns: conflict-free
+    shared reads and coalesced stores), and (bm x bk) / (bk x bn) tiles of A and B staged through shared memory by all
     threads of the block (loops bound again to the same threadIdx: TensorIR's cooperative fetch)."""
     ty_n, tx_n = bm // tm, bn // tn
     nthreads = ty_n * tx_n
@@ -155,14 +156,97 @@ def matmul(m: int = 64, n: int = 64, k: int = 64, bm: int = 32, bn: int = 32, bk
                                 with T.block("C_loc"):
                                     vk, vi, vj = T.axis.remap("SSS", [kk, i, j])
                                     vty, vtx = T.axis.remap("SS", [ty, tx])
-                                    C_loc[vi, vj] = C_loc[vi, vj] + A_sh[vty * tm + vi, vk] * B_sh[vk, vtx * tn + vj]
+                                    C_loc[vi, vj] = C_loc[vi, vj] + A_sh[vi * ty_n + vty, vk] * B_sh[vk, vj * tx_n + vtx]
                         for i, j in T.grid(tm, tn):
                             with T.block("C"):
-                                vi = T.axis.spatial(m, by * bm + ty * tm + i)
-                                vj = T.axis.spatial(n, bx * bn + tx * tn + j)
+                                vi = T.axis.spatial(m, by * bm + i * ty_n + ty)
+                                vj = T.axis.spatial(n, bx * bn + j * tx_n + tx)
                                 C[vi, vj] = C_loc[i, j]
 
     return mm, lambda a, b: a @ b
+
+
+def kitchen_sink(n: int = 256):
+    """Many dtypes and operators in one kernel (floor division of negatives, casts that wrap,
+    eager and lazy selects, float floor-modulo, half arithmetic, int64 constants, bool logic).
+    The reference is the interpreter: on a GPU this checks the codegen's semantics against it."""
+    blocks = n // 128
+
+    @T.prim_func
+    def sink(A: T.Buffer((n,), "float32"), I: T.Buffer((n,), "int32"), C8: T.Buffer((n,), "int8"),
+             D: T.Buffer((n,), "float64"), H: T.Buffer((n,), "float16"), O1: T.Buffer((n,), "float32"),
+             O2: T.Buffer((n,), "int32"), O3: T.Buffer((n,), "float64"), O4: T.Buffer((n,), "float16"),
+             O5: T.Buffer((n,), "int64"), O6: T.Buffer((n,), "uint8"), O7: T.Buffer((n,), "bool")):
+        for bx in T.thread_binding(blocks, thread="blockIdx.x"):
+            for tx in T.thread_binding(128, thread="threadIdx.x"):
+                with T.block("sink"):
+                    i = T.axis.spatial(n, bx * 128 + tx)
+                    O1[i] = (T.Select(A[i] > T.float32(0), T.sqrt(A[i]), T.exp(A[i]))
+                             + T.floor(A[i] * T.float32(3)) / T.float32(2) + T.cast(I[i] // 3, "float32")
+                             + T.max(A[i], T.float32(-0.5)) + T.min(A[i], T.float32(0.5))
+                             + T.sigmoid(A[i]) + T.rsqrt(T.abs(A[i]) + T.float32(1)) + T.ceil(A[i]))
+                    O2[i] = (I[i] // 7 + I[i] % 5 + T.max(I[i], 0) - T.min(I[i], 3) + T.cast(C8[i], "int32") * 2
+                             + T.if_then_else(I[i] > 0, I[i] // 2, 0 - I[i]) + T.abs(I[i]))
+                    O3[i] = T.tanh(D[i]) + T.erf(D[i]) + T.pow(T.abs(D[i]), T.float64(0.5)) + T.cast(A[i], "float64")
+                    O4[i] = H[i] * H[i] + T.exp(H[i]) - T.cast(T.float32(0.25), "float16")
+                    O5[i] = T.cast(I[i], "int64") * T.int64(3000000000) // T.int64(7)
+                    O6[i] = T.cast(C8[i] * T.int8(3) + T.int8(100), "uint8")   # int8 arithmetic wraps
+                    O7[i] = (A[i] > T.float32(0) and not (I[i] % 2 == 0)) or C8[i] < T.int8(0)
+
+    def inputs(seed: int = 0):
+        rng = np.random.default_rng(seed)
+        return [rng.standard_normal(n).astype("float32") * 3, rng.integers(-100, 100, n).astype("int32"),
+                rng.integers(-128, 128, n).astype("int8"), rng.standard_normal(n),
+                (rng.standard_normal(n) * 0.5).astype("float16")]
+
+    return sink, (lambda *ins: tdsl.interpret(sink, *ins)), inputs
+
+
+def wmma_gemm(m: int = 64, n: int = 32, k: int = 64):
+    """fp16 x fp16 -> fp32 GEMM on tensor cores: one warp per 16 x 16 tile of C, its blocks
+    tensorized with the WMMA intrinsics of tdsl.intrinsics.cuda (fragments in per-thread
+    arrays). Returns (schedule, reference); on the CPU the blocks compute their descriptions."""
+    from tdsl.intrinsics import cuda as wmma
+
+    @T.prim_func
+    def wmma_gemm(A: T.Buffer((m, k), "float16"), B: T.Buffer((k, n), "float16"), C: T.Buffer((m, n), "float32")):
+        for bi in T.thread_binding(m // 16, thread="blockIdx.y"):
+            for bj in T.thread_binding(n // 16, thread="blockIdx.x"):
+                for tx in T.thread_binding(32, thread="threadIdx.x"):
+                    with T.block("warp"):
+                        vbi, vbj, vtx = T.axis.remap("SSS", [bi, bj, tx])
+                        Af = T.alloc_buffer((16, 16), "float16", scope="wmma.matrix_a")
+                        Bf = T.alloc_buffer((16, 16), "float16", scope="wmma.matrix_b")
+                        Cf = T.alloc_buffer((16, 16), "float32", scope="wmma.accumulator")
+                        for i, j in T.grid(16, 16):
+                            with T.block("fill"):
+                                vi, vj = T.axis.remap("SS", [i, j])
+                                Cf[vi, vj] = T.float32(0)
+                        for ko in range(k // 16):
+                            for i, kk in T.grid(16, 16):
+                                with T.block("load_a"):
+                                    vi, vk = T.axis.remap("SS", [i, kk])
+                                    Af[vi, vk] = A[vbi * 16 + vi, ko * 16 + vk]
+                            for kk, j in T.grid(16, 16):
+                                with T.block("load_b"):
+                                    vk, vj = T.axis.remap("SS", [kk, j])
+                                    Bf[vk, vj] = B[ko * 16 + vk, vbj * 16 + vj]
+                            for i, j, kk in T.grid(16, 16, 16):
+                                with T.block("mma"):
+                                    vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
+                                    Cf[vi, vj] = Cf[vi, vj] + T.cast(Af[vi, vk], "float32") * T.cast(Bf[vk, vj],
+                                                                                                      "float32")
+                        for i, j in T.grid(16, 16):
+                            with T.block("store"):
+                                vi, vj = T.axis.remap("SS", [i, j])
+                                C[vbi * 16 + vi, vbj * 16 + vj] = Cf[vi, vj]
+
+    sch = tdsl.Schedule(wmma_gemm)
+    for block, intrin in (("fill", wmma.FILL), ("load_a", wmma.load_a("global")),
+                          ("load_b", wmma.load_b("global")), ("mma", wmma.MMA), ("store", wmma.store("global"))):
+        loops = sch.get_loops(sch.get_block(block))
+        sch.tensorize(loops[-3] if block == "mma" else loops[-2], intrin)
+    return sch, lambda a, b: a.astype(np.float32) @ b.astype(np.float32)
 
 
 def unbound():
@@ -194,4 +278,4 @@ def random_inputs(func, seed: int = 0, dims: dict | None = None) -> list[np.ndar
     return out
 
 
-__all__ = ["elementwise", "elementwise_fp16", "softmax", "matmul", "unbound", "random_inputs", "tdsl"]
+__all__ = ["elementwise", "elementwise_fp16", "kitchen_sink", "matmul", "random_inputs", "softmax", "tdsl", "unbound"]

@@ -2,12 +2,11 @@
 import os
 from pathlib import Path
 
+import cuda_kernels as ck
 import pytest
 
 from tdsl import T
 from tdsl.backends.cuda import cuda_source
-
-import cuda_kernels as ck
 
 GOLDEN = Path(__file__).parent / "golden"
 KERNELS = {"elementwise": ck.elementwise, "elementwise_fp16": ck.elementwise_fp16, "softmax": ck.softmax,
@@ -124,3 +123,22 @@ def test_special_float_constants_and_names():
     src = cuda_source(consts)
     assert "fmaxf(A[tx], -__int_as_float(0x7f800000))" in src
     assert "fminf(A[tx], __int_as_float(0x7f800000))" in src
+
+
+def test_without_cuda_python_source_works_and_build_says_what_to_install():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['cuda'] = None\n"
+            f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "import tdsl, cuda_kernels as ck\n"
+            "from tdsl.backends.cuda import cuda_source\n"
+            "f = ck.matmul()[0]\n"
+            "assert '__syncthreads' in cuda_source(f)\n"
+            "try:\n"
+            "    tdsl.build(f, target='cuda', arch='sm_90')\n"
+            "except tdsl.TargetError as e:\n"
+            "    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "needs cuda-python, which is not installed" in r.stdout and "pip install" in r.stdout

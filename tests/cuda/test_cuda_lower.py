@@ -1,12 +1,11 @@
 """GPU lowering: binding checks, kernel extraction, launch dimensions, barrier placement."""
+import cuda_kernels as ck
 import numpy as np
 import pytest
 
 import tdsl
 from tdsl import T
 from tdsl.backends.cuda import cuda_source, lower_cuda
-
-import cuda_kernels as ck
 
 
 def test_unbound_block_is_named_before_codegen():
@@ -225,11 +224,11 @@ def test_serial_loop_around_kernels_is_refused_clearly():
 
 # ----------------------------------------------------------------------------- buffer compaction
 
-N = 128
+N = 64
 
 
 @T.prim_func
-def matmul_128(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):
+def matmul_64(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):
     for i, j, k in T.grid(N, N, N):
         with T.block("C"):
             vi, vj, vk = T.axis.remap("SSR", [i, j, k])
@@ -239,7 +238,7 @@ def matmul_128(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C
 
 
 def _scheduled_matmul():
-    sch = tdsl.Schedule(matmul_128)
+    sch = tdsl.Schedule(matmul_64)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
     bi, ti, ii = sch.split(i, factors=[None, 8, 4])
@@ -255,13 +254,13 @@ def _scheduled_matmul():
 
 def test_local_accumulator_of_a_schedule_becomes_the_thread_tile():
     sch = _scheduled_matmul()
-    # the schedule's C_local spans the whole 128 x 128 result; each thread only touches its 4 x 4 tile
-    assert "C_local = T.alloc_buffer((128, 128)" in sch.func.script()
+    # the schedule's C_local spans the whole 64 x 64 result; each thread only touches its 4 x 4 tile
+    assert "C_local = T.alloc_buffer((64, 64)" in sch.func.script()
     src = cuda_source(sch)
     assert "float C_local[16];" in src
     assert "C_local[i_2 * 4 + j_2] = C_local[i_2 * 4 + j_2] + " in src
     a, b = (np.random.default_rng(3).random((N, N), dtype=np.float32) for _ in range(2))
-    np.testing.assert_allclose(tdsl.build(sch, target="cpu")(a, b), a @ b, rtol=1e-5)
+    np.testing.assert_allclose(tdsl.interpret(sch.func, a, b), a @ b, rtol=1e-5)
     tdsl.build(sch, target="cuda", arch="sm_90")
 
 
@@ -282,3 +281,40 @@ def test_compaction_keeps_values_that_flow_between_iterations():
     assert src.index("float acc[8];") < src.index("for (int j")
     a = np.random.default_rng(0).random((4, 8), dtype=np.float32)
     np.testing.assert_allclose(tdsl.interpret(carry, a), np.cumsum(a, axis=1), rtol=1e-6)
+
+
+def test_barrier_needed_inside_a_thread_dependent_branch_is_refused():
+    @T.prim_func
+    def f(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32")):
+        S = T.alloc_buffer((32,), "float32", scope="shared")
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                if tx < 16:
+                    with T.block("S"):
+                        vi = T.axis.spatial(32, tx)
+                        S[vi] = A[vi]
+                    with T.block("B"):
+                        vi = T.axis.spatial(32, tx)
+                        B[vi] = S[15 - vi]
+
+    with pytest.raises(tdsl.TargetError, match=r"shared memory \(S\) inside the branch `if tx < 16`"):
+        cuda_source(f)
+
+
+def test_function_level_let_reaches_the_kernels():
+    @T.prim_func
+    def scaled(A: T.Buffer(("n",), "float32"), s: T.float32):
+        half = n // 2
+        for bx in T.thread_binding(half, thread="blockIdx.x"):
+            for tx in T.thread_binding(2, thread="threadIdx.x"):
+                with T.block("A"):
+                    vi = T.axis.spatial(n, bx * 2 + tx)
+                    A[vi] = A[vi] * s
+
+    from tdsl.backends.cuda.kernel import evaluate
+
+    (k,) = lower_cuda(scaled).kernels
+    n = scaled.params[0].shape[0]
+    assert evaluate(k.dims("blockIdx")[0], {n: 10}) == 5
+    # A's size is symbolic, so its index arithmetic is 64-bit
+    assert "A[(long long)bx * 2LL + (long long)tx] = A[(long long)bx * 2LL + (long long)tx] * s;" in cuda_source(scaled)

@@ -6,17 +6,16 @@ import ctypes
 import enum
 import sys
 
+import cuda_kernels as ck
 import numpy as np
 import pytest
 
 import tdsl
 
-import cuda_kernels as ck
-
 pytest.importorskip("cuda.bindings")
-from cuda.bindings import driver as real_driver  # noqa: E402
+from cuda.bindings import driver as real_driver
 
-from tdsl.backends.cuda import runtime  # noqa: E402
+from tdsl.backends.cuda import runtime
 
 
 class FakeDriver:
@@ -263,3 +262,20 @@ def test_device_array_dlpack_export_and_numpy(fake):
     import gc
     gc.collect()
     assert fake.freed == freed + 2
+
+
+def test_output_written_only_by_a_tensor_intrinsic_can_be_left_out(fake):
+    sch, ref = ck.wmma_gemm(32, 16, 32)
+    kernel = tdsl.build(sch, target="cuda", arch="sm_90")
+
+    def hook(name, grid, block, params):
+        pa, pb, pc = _params(params, 3)
+        a = _array(ctypes.c_void_p.from_address(pa).value, (32, 32), np.float16)
+        b = _array(ctypes.c_void_p.from_address(pb).value, (32, 16), np.float16)
+        _array(ctypes.c_void_p.from_address(pc).value, (32, 16), np.float32)[...] = ref(a, b)
+
+    fake.state["hook"] = hook
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 32)).astype("float16"), rng.standard_normal((32, 16)).astype("float16")
+    np.testing.assert_allclose(kernel(a, b), ref(a, b), rtol=1e-6)
+    assert fake.launches[-1][1:3] == ((1, 2, 1), (32, 1, 1))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 import tdsl
 
@@ -30,8 +30,11 @@ def examples(n: int) -> int:
 def fuzz_settings(n: int) -> settings:
     """Hypothesis settings for a fuzz test with `n` examples in CI."""
     deep = deep_factor() > 1
+    # no shrinking: shrinking a schedule sequence can take many minutes; the failing example
+    # is printed as drawn, with its @reproduce_failure blob
     return settings(max_examples=examples(n), deadline=None, derandomize=not deep, database=None,
-                    suppress_health_check=list(HealthCheck), print_blob=True)
+                    suppress_health_check=list(HealthCheck), print_blob=True,
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 
 def run_interpreter(func, args: list) -> list:

@@ -107,3 +107,22 @@ def test_loop_checks():
                 "threadIdx.w", "loop 'i'")
     verify(_func(For(i, IntImm(0), IntImm(16), "thread_binding", store, thread_tag="threadIdx.x"), [A]))
     check_fails(_func(For(i, IntImm(0), FloatImm(16.0), "serial", store), [A]), "extent", "loop 'i'")
+
+
+def test_inner_bindings_may_use_outer_block_iterators_and_lets():
+    i, j, vo, vi, t = Var("i"), Var("j"), Var("vo"), Var("vi"), Var("t")
+    inner = _realize("inner", [vo * 4 + t], [vi], BufferStore(A, FloatImm(0.0), (vi,)))
+    outer = _realize("outer", [i], [vo], _loop(j, 4, LetStmt(t, j, inner)))
+    verify(_func(_loop(i, 4, outer), [A]))
+    # the inner block's iterator is not visible in the outer block
+    leak = _realize("outer", [i], [vo], SeqStmt((_loop(j, 4, LetStmt(t, j, inner)),
+                                                  BufferStore(A, FloatImm(0.0), (vi,)))))
+    check_fails(_func(_loop(i, 4, leak), [A]), "'vi'", "block 'outer'")
+
+
+def test_corpus_is_well_formed_before_and_after_lowering():
+    from corpus import CORPUS
+
+    for case in CORPUS:
+        verify(case.func)
+        verify(tdsl.lower(case.func, target="cpu"))

@@ -9,8 +9,9 @@ import inspect
 import re
 import textwrap
 
-import tdsl
 from sched_check import check
+
+import tdsl
 from tdsl import T
 
 STENCIL = '''
@@ -109,7 +110,7 @@ def run_docstring_example(name: str) -> None:
     before = tdsl.parse(_section(doc, "Before"))
     after = tdsl.parse(_section(doc, "After"))
     scope = {"tdsl": tdsl, "T": T, "before": before}
-    exec(_section(doc, "Call"), scope)
+    exec(_section(doc, "Call"), scope)  # noqa: S102 - the docstring example is the test
     sch = scope["sch"]
     assert tdsl.structural_diff(sch.func, after) is None, tdsl.structural_diff(sch.func, after)
     check(sch, before)

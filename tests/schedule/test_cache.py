@@ -43,7 +43,7 @@ def test_cache_read_by_index_and_twice_gives_unique_names():
 def test_cache_read_intermediate_after_split_copies_the_read_part():
     f = parse(CHAIN)
     sch = tdsl.Schedule(f)
-    i, j = loops(sch, "C")
+    i, _j = loops(sch, "C")
     sch.split(i, factors=[None, 4])
     cr = sch.cache_read(sch.get_block("C"), "B", "local")
     # the copy sits between the producer and the consumer
@@ -128,12 +128,30 @@ def strided(A: T.Buffer((8,), "float32"), C: T.Buffer((16,), "float32")):
     sch = tdsl.Schedule(kernel("matmul"))
     c = sch.get_block("C")
     expect_error(sch, lambda: sch.cache_write(c, "A", "local"), 'block "C"', "A")
+
+
+def test_cache_write_and_read_after_compute_at_work_per_shared_iteration():
+    # the order of compute_at and caching does not matter: the copies run once per iteration of
+    # the loops the block shares with others
     f = parse(CHAIN)
     sch = tdsl.Schedule(f)
     b = sch.get_block("B")
     i, _ = sch.get_loops(b)
     sch.reverse_compute_at(sch.get_block("C"), i)
-    expect_error(sch, lambda: sch.cache_write(b, "B", "local"), 'block "B"', 'block "C"', "compute_at")
+    cw = sch.cache_write(b, "B", "local")
+    assert [lp.name for lp in sch.get_loops(cw)][0] == i.name
+    cr = sch.cache_read(sch.get_block("C"), "B", "shared")
+    assert [lp.name for lp in sch.get_loops(cr)][0] == i.name
+    check(sch, f)
+    g = kernel("matmul")
+    sch = tdsl.Schedule(g)
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    sch.reorder(k, i, j)  # the reduction loop is outermost: each k copies partial sums back
+    k0, k1 = sch.split(k, factors=[None, 4])
+    sch.cache_write(c, "C", "local")
+    sch.cache_read(c, "A", "local")
+    check(sch, g)
 
 
 # set_scope -----------------------------------------------------------------------------------

@@ -56,8 +56,8 @@ def two_outputs(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C:
 def test_compute_at_elementwise_tile():
     f = parse(CHAIN)
     sch = tdsl.Schedule(f)
-    i, j = loops(sch, "C")
-    i0, i1 = sch.split(i, factors=[None, 4])
+    i, _j = loops(sch, "C")
+    i0, _i1 = sch.split(i, factors=[None, 4])
     sch.compute_at(sch.get_block("B"), i0)
     assert [lp.name for lp in loops(sch, "B")] == [i0.name, "ax0", "ax1"]
     check(sch, f)
@@ -77,7 +77,7 @@ def test_compute_at_stencil_recomputes_the_halo():
 def test_compute_at_symbolic_extent():
     f = parse(SYMBOLIC_CHAIN)
     sch = tdsl.Schedule(f)
-    i, j = loops(sch, "C")
+    _i, j = loops(sch, "C")
     sch.compute_at(sch.get_block("B"), j)
     check(sch, f, dims={"n": 7})
 
@@ -85,7 +85,7 @@ def test_compute_at_symbolic_extent():
 def test_compute_at_reduction_producer_into_row_loop():
     f = parse(ROWSUM_THEN_SCALE)
     sch = tdsl.Schedule(f)
-    i, j = loops(sch, "C")
+    i, _j = loops(sch, "C")
     sch.compute_at(sch.get_block("S"), i)
     check(sch, f)
 
@@ -156,7 +156,7 @@ def test_reverse_compute_at_symbolic_and_reduction_consumer():
     check(sch, f, dims={"n": 4})
     g = parse(ROWSUM_THEN_SCALE)
     sch = tdsl.Schedule(g)
-    i, k = loops(sch, "S")
+    i, _k = loops(sch, "S")
     sch.reverse_compute_at(sch.get_block("C"), i)
     check(sch, g)
 
@@ -288,3 +288,35 @@ def test_reverse_compute_inline_refusals():
 @pytest.mark.parametrize("name", ["compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline"])
 def test_docstring_example(name):
     run_docstring_example(name)
+
+
+def test_compute_inline_refuses_when_an_input_is_overwritten_in_between():
+    f = parse('''
+@T.prim_func
+def overwrite(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((8,), "float32")
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] * T.float32(2)
+    for i in range(8):
+        with T.block("bump"):
+            vi = T.axis.spatial(8, i)
+            A[vi] = A[vi] + T.float32(1)
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = B[vi]
+''')
+    sch = tdsl.Schedule(f)
+    b = sch.get_block("B")
+    expect_error(sch, lambda: sch.compute_inline(b), 'block "B"', 'block "bump"', "A")
+
+
+def test_reverse_compute_at_refuses_partial_reductions():
+    f = parse(ROWSUM_THEN_SCALE)
+    sch = tdsl.Schedule(f)
+    i, k = loops(sch, "S")
+    sch.reorder(k, i)  # the sums are complete only after the last k
+    c = sch.get_block("C")
+    expect_error(sch, lambda: sch.reverse_compute_at(c, i), 'block "S"', 'block "C"', "partial")

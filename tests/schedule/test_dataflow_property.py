@@ -3,14 +3,14 @@ reduction, layout) keep the meaning and the print/parse round trip of a few kern
 trace replays to the same function. A refused step must raise ScheduleError and change nothing."""
 from __future__ import annotations
 
-from dataflow_helpers import CHAIN, ROWSUM_THEN_SCALE, STENCIL
+from dataflow_helpers import CHAIN, ROWMAX, ROWSUM_THEN_SCALE, STENCIL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sched_check import MATMUL, check
 
 import tdsl
 
-KERNELS = {"chain": CHAIN, "rowsum_scale": ROWSUM_THEN_SCALE, "stencil": STENCIL, "matmul": MATMUL}
+KERNELS = {"chain": CHAIN, "rowsum_scale": ROWSUM_THEN_SCALE, "stencil": STENCIL, "matmul": MATMUL, "rowmax": ROWMAX}
 KINDS = ["split", "fuse", "reorder", "parallel", "vectorize", "cache_read", "cache_write", "set_scope",
          "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction",
          "rfactor", "transform_layout", "storage_align"]

@@ -48,7 +48,7 @@ def test_decompose_reduction_at_outer_loop_copies_spatial_loops():
     f = kernel("matmul")
     sch = tdsl.Schedule(f)
     c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
+    i, _j, _k = sch.get_loops(c)
     init = sch.decompose_reduction(c, i)
     assert len(sch.get_loops(init)) == 2
     check(sch, f)
@@ -75,8 +75,8 @@ def test_decompose_reduction_max():
     f = parse(ROWMAX)
     sch = tdsl.Schedule(f)
     b = sch.get_block("B")
-    i, k = sch.get_loops(b)
-    k0, k1 = sch.split(k, factors=[None, 6])
+    _i, k = sch.get_loops(b)
+    k0, _k1 = sch.split(k, factors=[None, 6])
     sch.decompose_reduction(b, k0)
     check(sch, f)
 
@@ -94,9 +94,14 @@ def test_decompose_reduction_refusals():
     ci, _ = sch.get_loops(c)
     expect_error(sch, lambda: sch.decompose_reduction(s, ci), 'block "S"', f"loop {ci.name}", "not a loop around")
     expect_error(sch, lambda: sch.decompose_reduction(c, ci), 'block "C"', "no T.init")
-    si, sk = sch.get_loops(s)
+    _si, sk = sch.get_loops(s)
     sch.decompose_reduction(s, sk)
     expect_error(sch, lambda: sch.decompose_reduction(s, sk), 'block "S"', "no T.init")
+    sch = tdsl.Schedule(kernel("matmul"))
+    c = sch.get_block("C")
+    _i, _j, k = sch.get_loops(c)
+    k0, k1 = sch.split(k, factors=[None, 4])
+    expect_error(sch, lambda: sch.decompose_reduction(c, k1), 'block "C"', f"loop {k0.name}", "reduction")
 
 
 # rfactor -------------------------------------------------------------------------------------
@@ -106,8 +111,8 @@ def test_rfactor_recognises_reducers(name):
     f = reduction(*REDUCERS[name])
     sch = tdsl.Schedule(f)
     b = sch.get_block("B")
-    i, k = sch.get_loops(b)
-    k0, k1 = sch.split(k, factors=[None, 4])
+    _i, k = sch.get_loops(b)
+    _k0, k1 = sch.split(k, factors=[None, 4])
     rf = sch.rfactor(k1, 0)
     assert rf.name == "B_rf"
     check(sch, f)
@@ -117,8 +122,8 @@ def test_rfactor_recognises_reducers(name):
 def test_rfactor_factor_axis(axis):
     f = kernel("rowsum")
     sch = tdsl.Schedule(f)
-    i, k = loops(sch, "B")
-    k0, k1 = sch.split(k, factors=[None, 5])
+    _i, k = loops(sch, "B")
+    k0, _k1 = sch.split(k, factors=[None, 5])
     sch.rfactor(k0, axis)
     rf_buf = next(b for b in sch.func.root_block.alloc_buffers if b.name == "B_rf")
     shape = [int(s.value) for s in rf_buf.shape]
@@ -129,7 +134,7 @@ def test_rfactor_factor_axis(axis):
 def test_rfactor_whole_reduction_loop_of_matmul():
     f = kernel("matmul")
     sch = tdsl.Schedule(f)
-    i, j, k = loops(sch, "C")
+    _i, _j, k = loops(sch, "C")
     sch.rfactor(k, 2)
     check(sch, f)
 
@@ -139,21 +144,21 @@ def test_rfactor_under_compute_at():
     # in the shared row loop
     f = parse(ROWSUM_THEN_SCALE)
     sch = tdsl.Schedule(f)
-    ci, cj = loops(sch, "C")
+    ci, _cj = loops(sch, "C")
     s = sch.get_block("S")
     sch.compute_at(s, ci)
     _, k = sch.get_loops(s)
-    k0, k1 = sch.split(k, factors=[None, 4])
+    _k0, k1 = sch.split(k, factors=[None, 4])
     sch.rfactor(k1, 0)
-    assert [lp.name for lp in sch.get_loops(sch.get_block("S"))][0] == ci.name
+    assert next(lp.name for lp in sch.get_loops(sch.get_block("S"))) == ci.name
     check(sch, f)
 
 
 def test_rfactor_then_decompose_and_parallel():
     f = parse(ROWMAX)
     sch = tdsl.Schedule(f)
-    i, k = loops(sch, "B")
-    k0, k1 = sch.split(k, factors=[None, 8])
+    _i, k = loops(sch, "B")
+    _k0, k1 = sch.split(k, factors=[None, 8])
     rf = sch.rfactor(k1, 1)
     ri, rk0, rk1 = sch.get_loops(rf)
     sch.reorder(ri, rk1, rk0)
@@ -175,7 +180,7 @@ def test_rfactor_refusals():
     expect_error(sch, lambda: sch.rfactor(k, 0), 'block "B"', "not a sum, product, min or max")
     sch = tdsl.Schedule(kernel("rowsum"))
     i, k = loops(sch, "B")
-    k0, k1 = sch.split(k, factors=[None, 8])  # 20 = 3 * 8 - 4: a predicate on the reduction
+    _k0, k1 = sch.split(k, factors=[None, 8])  # 20 = 3 * 8 - 4: a predicate on the reduction
     expect_error(sch, lambda: sch.rfactor(k1, 0), 'block "B"', "reduction loop")
     h = parse(ROWSUM_THEN_SCALE)
     sch = tdsl.Schedule(h)

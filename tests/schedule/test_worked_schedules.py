@@ -107,12 +107,12 @@ def test_row_softmax_rfactor_compute_at_parallel_vectorize():
     for name in ("max", "sum"):
         blk = sch.get_block(name)
         _, k = sch.get_loops(blk)
-        k0, k1 = sch.split(k, factors=[None, 8])
+        _k0, k1 = sch.split(k, factors=[None, 8])
         rf = sch.rfactor(k1, 0)
         _, rk0, rk1 = sch.get_loops(rf)
         sch.reorder(rk1, rk0)
         sch.vectorize(sch.get_loops(rf)[1])
-    j0, j1 = sch.split(j, factors=[None, 8])
+    _j0, j1 = sch.split(j, factors=[None, 8])
     sch.vectorize(j1)
     sch.parallel(i)
     text = sch.func.script()
@@ -164,7 +164,7 @@ def test_conv2d_padding_computed_at_the_tile():
     f = tdsl.parse(CONV)
     sch = tdsl.Schedule(f)
     conv = sch.get_block("conv")
-    fl, y, x, c, ry, rx = sch.get_loops(conv)
+    fl, y, _x, _c, _ry, _rx = sch.get_loops(conv)
     y0, y1 = sch.split(y, factors=[None, 4])  # 10 rows in tiles of 4: the last tile is partial
     sch.reorder(y0, fl, y1)
     sch.compute_at(sch.get_block("pad"), y0)
@@ -178,7 +178,7 @@ def test_conv2d_padding_inlined():
     sch = tdsl.Schedule(f)
     sch.compute_inline(sch.get_block("pad"))
     conv = sch.get_block("conv")
-    fl, y, x, c, ry, rx = sch.get_loops(conv)
+    fl, _y, _x, c, _ry, _rx = sch.get_loops(conv)
     sch.decompose_reduction(conv, c)
     sch.parallel(fl)
     assert "Apad" not in sch.func.script()
@@ -193,7 +193,7 @@ def test_layernorm_one_pass_per_row():
     i, j = sch.get_loops(norm)
     sch.compute_at(sch.get_block("stats"), i)
     sch.parallel(i)
-    j0, j1 = sch.split(j, factors=[None, 16])
+    _j0, j1 = sch.split(j, factors=[None, 16])
     sch.vectorize(j1)
     # one loop over the row computes both sums, then the row is normalised
     assert len(sch.get_loops(sch.get_block("stats"))) == 2

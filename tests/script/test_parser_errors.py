@@ -162,3 +162,14 @@ def test_closure_values_are_captured():
 
     assert f.params[0].shape[0].value == 12
     assert f.body.block.body.extent.value == 6 if hasattr(f.body, "block") else f.body.extent.value == 6
+
+
+def test_names_used_only_in_annotations_are_captured():
+    rows, cols = 3, 5
+
+    @tdsl.T.prim_func
+    def f(A: tdsl.T.Buffer((rows, cols), "float32")):
+        for i in range(3):
+            A[i, 0] = tdsl.T.float32(1)
+
+    assert [int(d.value) for d in f.params[0].shape] == [3, 5]

@@ -260,10 +260,52 @@ extern "C" __global__ void tile(const half* __restrict__ A, const half* __restri
 def test_wmma_gemm_compiles_to_cubin(arch):
     pytest.importorskip("cuda.bindings")
     _, sch = _wmma_schedule()
-    try:
-        kernel = tdsl.build(sch, target="cuda", arch=arch)
-    except tdsl.TargetError as exc:
-        if "tdsl_wmma_mma_f16f32\" is undefined" in str(exc):
-            pytest.xfail(f"the CUDA backend does not emit the function attribute {wmma.PRELUDE_ATTR!r} yet")
-        raise
+    kernel = tdsl.build(sch, target="cuda", arch=arch)
     assert "tdsl_wmma_mma_f16f32" in kernel.source and "#include <mma.h>" in kernel.source
+
+
+HGEMM = '''
+@T.prim_func
+def hgemm(A: T.Buffer((32, 32), "float16"), B: T.Buffer((32, 32), "float16"), C: T.Buffer((32, 32), "float32")):
+    for i, j, k in T.grid(32, 32, 32):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+'''
+
+
+def test_wmma_gemm_scheduled_with_caches_computes_through_descriptions():
+    if not all(hasattr(tdsl.Schedule, p) for p in ("cache_read", "cache_write", "compute_at", "decompose_reduction")):
+        pytest.skip("the dataflow primitives are not available yet")
+    f = tdsl.parse(HGEMM)
+    sch = tdsl.Schedule(f)
+    blk = sch.get_block("C")
+    i, j, k = sch.get_loops(blk)
+    bi, ii = sch.split(i, factors=[None, 16])
+    bj, jj = sch.split(j, factors=[None, 16])
+    ko, ki = sch.split(k, factors=[None, 16])
+    sch.reorder(bi, bj, ko, ii, jj, ki)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    sch.reverse_compute_at(sch.cache_write(blk, 0, "wmma.accumulator"), bj)
+    copies = [sch.cache_read(blk, "A", "shared"), sch.cache_read(blk, "B", "shared")]
+    frags = [sch.cache_read(blk, "A_shared", "wmma.matrix_a"), sch.cache_read(blk, "B_shared", "wmma.matrix_b")]
+    for b in frags + copies:
+        sch.compute_at(b, ko)
+    init = sch.decompose_reduction(blk, ko)
+    for b in copies:
+        _, tx = sch.split(sch.fuse(*sch.get_loops(b)[-2:]), factors=[None, 32])
+        sch.bind(tx, "threadIdx.x")
+    sch.tensorize(sch.get_loops(init)[-2], wmma.FILL)
+    sch.tensorize(sch.get_loops(frags[0])[-2], wmma.load_a("shared"))
+    sch.tensorize(sch.get_loops(frags[1])[-2], wmma.load_b("shared"))
+    sch.tensorize(sch.get_loops(blk)[-3], wmma.MMA)
+    sch.tensorize(sch.get_loops(sch.get_block("C_wmma_accumulator"))[-2], wmma.store("global"))
+    rng = np.random.default_rng(9)
+    a, b = (rng.standard_normal((32, 32)).astype("float16") for _ in range(2))
+    want = a.astype("float32") @ b.astype("float32")
+    np.testing.assert_allclose(tdsl.interpret(sch.func, a, b), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tdsl.build(sch, target="cpu")(a, b), want, rtol=1e-4, atol=1e-4)
+    assert "tdsl_wmma_mma_f16f32" in tdsl.lower(sch, target="cuda").script()

@@ -7,6 +7,8 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tz_kernels import gemm, refused, register_double16, same_results, tiled_gemm
 
 import tdsl
@@ -78,7 +80,7 @@ def two(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), C: T.Buffer(
 ''')
     sch = tdsl.Schedule(f)
     (i,) = sch.get_loops(sch.get_block("B"))
-    refused(sch, lambda: sch.blockize(i), "loop i", "exactly one block")
+    refused(sch, lambda: sch.blockize(i), "loop i", "one block", "blocks inside: \"B\", \"C\"")
 
 
 def test_blockize_refuses_fused_binding_it_cannot_divide():
@@ -140,7 +142,7 @@ def test_mismatch_extent_says_which_split():
 
 
 def test_mismatch_dtype():
-    _, sch, i1 = tiled_gemm(8, 16, 4, 4, 16, 4, dt="float64")
+    _, sch, i1 = tiled_gemm(8, 16, 8, 4, 16, 4, dt="float64")
     refused(sch, lambda: sch.tensorize(i1, "x86.avx2.fp32_4x16x4"), "dtype float64", "float32")
 
 
@@ -352,3 +354,76 @@ def test_trace_replays_blockize_and_tensorize():
     sch2 = tdsl.Schedule(f)
     b = sch2.blockize(sch2.get_loops(sch2.get_block("C"))[0])
     assert b.name == "C_o" and "sch.blockize(" in str(sch2.trace)
+
+
+@settings(max_examples=12, deadline=None)
+@given(fi=st.sampled_from([1, 2, 4, 8]), fj=st.sampled_from([1, 2, 4, 8]), fk=st.sampled_from([1, 2, 4, 8]),
+       order=st.permutations(range(3)), at=st.integers(0, 5))
+def test_blockize_anywhere_keeps_meaning(fi, fj, fk, order, at):
+    f = gemm(8, 8, 8)
+    sch = tdsl.Schedule(f)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    outer, inner = zip(*(sch.split(lp, factors=[None, fac]) for lp, fac in ((i, fi), (j, fj), (k, fk))))
+    sch.reorder(*[outer[x] for x in order], *inner)
+    loops = sch.get_loops(sch.get_block("C"))
+    try:
+        sch.blockize(loops[at])
+    except tdsl.ScheduleError as err:  # only the init of a mixed nest may be refused
+        assert "spatial and reduction" in str(err)
+        return
+    rng = np.random.default_rng(at)
+    args = [rng.standard_normal((8, 8)).astype("float32") for _ in range(3)]
+    same_results(sch.func, f, args)
+
+
+def test_decompose_reduction_then_tensorize_the_update():
+    if not hasattr(tdsl.Schedule, "decompose_reduction"):
+        pytest.skip("decompose_reduction is not available yet")
+    f = gemm(8, 16, 4)
+    sch = tdsl.Schedule(f)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    _, i1 = sch.split(i, factors=[None, 4])
+    msg = refused(sch, lambda: sch.tensorize(i1, "x86.avx2.fp32_4x16x4"), "T.init()", "decompose_reduction")
+    assert "lacks" in msg
+    sch.decompose_reduction(sch.get_block("C"), i1)
+    sch.tensorize(i1, "x86.avx2.fp32_4x16x4")
+    rng = np.random.default_rng(8)
+    args = [rng.standard_normal(s).astype("float32") for s in ((8, 4), (4, 16), (8, 16))]
+    same_results(sch.func, f, args)
+
+
+COPY_PROBE = '''
+@T.prim_func
+def copy_{role}(A: T.Buffer((2, 16), "float32", strides=("a_s", 1), offset="a_off"), B: T.Buffer((2, 16), "float32")):
+{body}
+'''
+
+
+def test_impl_binds_strides_offsets_and_regions():
+    from tdsl.schedule.tensorize_lower import apply_tensor_intrinsics
+
+    if not tdsl.TensorIntrin.exists("test.copy_probe"):
+        desc = tdsl.parse(COPY_PROBE.format(role="desc", body='''    for i, j in T.grid(2, 16):
+        with T.block("copy"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj]'''))
+        impl = tdsl.parse(COPY_PROBE.format(
+            role="impl", body='    T.evaluate(T.call_extern("int32", "copy_probe", a_off, a_s, B[1, 3]))'))
+        tdsl.TensorIntrin.register("test.copy_probe", desc, impl)
+    f = tdsl.parse('''
+@T.prim_func
+def cp(A: T.Buffer((8, 64), "float32"), B: T.Buffer((8, 64), "float32")):
+    for i, j in T.grid(8, 64):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj]
+''')
+    sch = tdsl.Schedule(f)
+    i, j = sch.get_loops(sch.get_block("B"))
+    i0, i1 = sch.split(i, factors=[None, 2])
+    j0, _ = sch.split(j, factors=[None, 16])
+    sch.reorder(i0, j0, i1)
+    sch.tensorize(i1, "test.copy_probe")
+    text = apply_tensor_intrinsics(sch.func, "cpu").script()
+    # the offset of the tile A[vi_o * 2, vj_o * 16] in A's storage, A's row stride, and B[1, 3] of the tile
+    assert '"copy_probe", vi_o * 128 + vj_o * 16, 64, B[vi_o * 2 + 1, vj_o * 16 + 3])' in text, text

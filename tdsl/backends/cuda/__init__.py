@@ -8,7 +8,7 @@ from __future__ import annotations
 from ...errors import TargetError
 from ...ir import PrimFunc
 
-__all__ = ["build_cuda", "build", "lower_cuda", "cuda_source"]
+__all__ = ["build", "build_cuda", "cuda_source", "lower_cuda"]
 
 _OPTIONS = ("arch", "ptx", "use_cache")
 

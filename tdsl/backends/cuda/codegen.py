@@ -15,10 +15,34 @@ from dataclasses import dataclass, field
 
 from ...dtypes import DataType, int32, int64
 from ...errors import TargetError
-from ...ir import (Allocate, Binary, Broadcast, Buffer, BufferLoad, BufferStore, Call, Cast, Evaluate, FloatImm,
-                   For, IfThenElse, IntImm, IRMutator, LetStmt, Not, PrimExpr, Ramp, Range, Select, SeqStmt, Stmt,
-                   StringImm, Var, collect)
-from .lower_gpu import SYNC, HostPlan, KernelSpec
+from ...ir import (
+    Allocate,
+    Binary,
+    Broadcast,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    Evaluate,
+    FloatImm,
+    For,
+    IfThenElse,
+    IntImm,
+    IRMutator,
+    LetStmt,
+    Not,
+    PrimExpr,
+    Ramp,
+    Range,
+    Select,
+    SeqStmt,
+    Stmt,
+    StringImm,
+    Var,
+    collect,
+)
+from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
 
 _SCALAR_TYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
@@ -29,6 +53,7 @@ _SCALAR_TYPES = {
 _VECTOR_TYPES = {("float32", 2): "float2", ("float32", 4): "float4", ("int32", 2): "int2", ("int32", 4): "int4",
                  ("uint32", 2): "uint2", ("uint32", 4): "uint4", ("float64", 2): "double2"}
 _LANE_FIELDS = "xyzw"
+PRELUDE_ATTR = "tdsl.cuda_prelude"
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
            "gt": ">", "ge": ">=", "and": "&&", "or": "||"}
@@ -132,7 +157,7 @@ class CudaCodegen:
         base = re.sub(r"\W", "_", obj.name) or "v"
         if base[0].isdigit():
             base = "v" + base
-        if base in _KEYWORDS or base.startswith("tdsl_") or base.startswith("__"):
+        if base in _KEYWORDS or base.startswith(("tdsl_", "__")):
             base = base.strip("_") + "_"
         cand, i = base, 1
         while cand in k.used:
@@ -169,7 +194,10 @@ class CudaCodegen:
         if self.bf16:
             head.append("#include <cuda_bf16.h>")
         helpers = [_HELPERS[h] for h in sorted(self.helpers)]
-        return "\n\n".join(["\n".join(head)] + helpers + kernels) + "\n"
+        # device functions that tensor intrinsics call (e.g. the WMMA wrappers), as they gave them
+        prelude = dict(self.plan.func.attrs).get(PRELUDE_ATTR)
+        parts = ["\n".join(head)] + ([prelude.strip("\n")] if prelude else []) + helpers + kernels
+        return "\n\n".join(parts) + "\n"
 
     def kernel(self, spec: KernelSpec) -> str:
         self.k = _Kernel(spec)
@@ -177,7 +205,8 @@ class CudaCodegen:
         for tag, var in spec.tag_vars.items():
             ext = spec.launch[tag]
             self.k.ranges[var] = Range(IntImm(0, var.dtype), ext)
-        stored = {n.buffer for n in collect(spec.body, BufferStore)}
+        # buffers passed to extern calls may be written by them (e.g. a WMMA store)
+        stored = {n.buffer for n in collect(spec.body, BufferStore)} | {a.buffer for a in _extern_call_args(spec.body)}
         params = []
         for p in spec.params:
             if isinstance(p, Buffer):
@@ -333,7 +362,7 @@ class CudaCodegen:
             if e in hoisted:
                 return f"{hoisted[e]}.{_LANE_FIELDS[k]}"
             return f"{self.name(e.buffer)}[{_strip(self.index(e.buffer, self.lane_index(e.indices[0], k)))}]"
-        sub = lambda x: self.lane(x, k, hoisted)  # noqa: E731
+        sub = lambda x: self.lane(x, k, hoisted)
         if isinstance(e, Binary):
             return self.binary(e.op, e.a.dtype.element, sub(e.a), sub(e.b), e.a, e.b)
         if isinstance(e, Not):
@@ -425,7 +454,11 @@ class CudaCodegen:
                 return _infix(a, "/" if op == "floordiv" else "%", b)
             self.helpers.add(op)
             return f"tdsl_{op}({a}, {b})"
-        return _infix(a, _BINOPS[op], b)
+        code = _infix(a, _BINOPS[op], b)
+        if dt.is_integer and dt.bits < 32 and op in ("add", "sub", "mul", "div"):
+            # C computes in int: wrap back to the narrow type as tdsl's semantics do
+            return f"({c_type(dt)})({code})"
+        return code
 
     def nonnegative(self, a: PrimExpr, b: PrimExpr) -> bool:
         from ...arith import const_bound
@@ -538,6 +571,9 @@ def _infix(a: str, sym: str, b: str) -> str:
         a = f"({a})"
     if pb is not None and pb <= p:
         b = f"({b})"
+    if sym == "||":  # the usual warning-free spelling of a && b || c
+        a = f"({a})" if pa == _PREC["&&"] else a
+        b = f"({b})" if pb == _PREC["&&"] else b
     return f"{a} {sym} {b}"
 
 

@@ -18,8 +18,7 @@ import numpy as np
 
 from ...dtypes import DataType
 from ...errors import ArgumentError
-from ...ir import Binary, Buffer, Cast, IntImm, PrimExpr, PrimFunc, Var, collect
-from ...ir import BufferStore
+from ...ir import Binary, Buffer, BufferStore, Cast, IntImm, PrimExpr, PrimFunc, Var, collect
 from .lower_gpu import HostPlan
 
 _MISSING = object()
@@ -97,8 +96,10 @@ class CudaKernel:
         flat = plan.func.buffer_params
         originals = get_attr(plan.func, FLAT_PARAMS_ATTR, None) or flat
         self._nd = dict(zip(flat, originals))
-        written = {n.buffer for n in collect(plan.func.body, BufferStore)}
-        self._written = {b for b in flat if b in written}
+        # what the function writes, read from the block IR: tensor intrinsics write through extern
+        # calls in the lowered code, but their descriptions still store in the original
+        stored = {n.buffer for n in collect(func.body, BufferStore)}
+        self._written = {b for b, orig in zip(flat, func.buffer_params) if orig in stored}
         self._params = list(plan.func.params)
 
     def __repr__(self) -> str:

@@ -5,8 +5,11 @@ The steps, in the order `build_cuda` runs them:
 ``verify_thread_bindings`` (block IR, before `tdsl.lower`)
     Every block that computes something sits under a ``threadIdx`` loop; otherwise a
     `UnboundBlockError` names the block and the `bind` that is missing.
-``tdsl.lower(target="cuda")``
-    The common passes (blocks -> loops, flatten, simplify, 4-lane vectorize, unroll).
+``tdsl.lower``'s CUDA passes, with ``compact_gpu_buffers`` after ``convert_blocks``
+    The common passes (blocks -> loops, flatten, simplify, 4-lane vectorize, unroll). The
+    extra pass shrinks each ``local`` buffer to what one thread touches (``shared``: one block)
+    and allocates it at the innermost loop whose iterations cannot pass values through it, so
+    a schedule's ``cache_write(..., "local")`` accumulator becomes the thread's register tile.
 ``split_kernels`` (lowered IR -> `HostPlan`)
     Each outermost thread-bound loop nest becomes one kernel; sibling nests become launches in
     order. Inside a kernel every loop bound to one thread tag becomes that tag's index (one Var
@@ -24,11 +27,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ...errors import ScheduleError, TargetError
-from ...ir import (Allocate, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Call, Evaluate, For,
-                   IfThenElse, IntImm, IRMutator, IRVisitor, LetStmt, PrimExpr, PrimFunc, Ramp, SeqStmt, Stmt,
-                   Var, collect, free_vars, substitute)
 from ...dtypes import int32
+from ...errors import ScheduleError, TargetError
+from ...ir import (
+    Allocate,
+    Binary,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Evaluate,
+    For,
+    IfThenElse,
+    IntImm,
+    IRMutator,
+    IRVisitor,
+    LetStmt,
+    PrimExpr,
+    PrimFunc,
+    Ramp,
+    SeqStmt,
+    Stmt,
+    Var,
+    collect,
+    free_vars,
+    substitute,
+)
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
@@ -92,6 +118,15 @@ def _unbound_message(name: str, tags: tuple[str, ...], loops: tuple[str, ...]) -
         missing += ' (and usually an outer one with sch.bind(loop, "blockIdx.x"))'
     return (f'block "{name}" is not under any threadIdx loop ({where}): a CUDA kernel runs every block on '
             f"GPU threads; bind a loop with {missing}")
+
+
+def _expr_text(e: PrimExpr) -> str:
+    try:
+        from ...script.printer import expr_str
+
+        return expr_str(e)
+    except Exception:  # noqa: BLE001 (a message must not fail)
+        return str(e)
 
 
 def _children(stmt: Stmt) -> list[Stmt]:
@@ -159,6 +194,9 @@ def split_kernels(func: PrimFunc) -> HostPlan:
                 host(stmt.body, scoped + [stmt.buffer])
         elif isinstance(stmt, For) and stmt.kind == "thread_binding" and not stmt.thread_tag.startswith("vthread"):
             roots.append((stmt, scoped))
+        elif isinstance(stmt, LetStmt) and not collect(stmt.value, BufferLoad):
+            # a function-level name for a launch-uniform value: every kernel gets the value itself
+            host(substitute(stmt.body, {stmt.var: stmt.value}, buffers=True), scoped)
         elif _is_nop(stmt):
             pass
         elif any(f.kind == "thread_binding" for f in collect(stmt, For)):
@@ -240,11 +278,10 @@ def _launch_extent(tag: str, loops: list[For], param_vars: set[Var], fname: str)
             what = ", ".join(sorted(v.name for v in bad)) or "buffer contents"
             raise TargetError(f"loop {f.loop_var.name} is bound to {tag} but its extent depends on {what}; "
                               "launch dimensions may depend only on symbolic dimensions and scalar parameters")
-        if not (isinstance(f.min, IntImm) and f.min.value == 0):
-            # the rewriter adds the minimum; nothing to check here beyond uniformity
-            if free_vars(f.min) - param_vars:
-                raise TargetError(f"loop {f.loop_var.name} is bound to {tag} but its start depends on "
-                                  f"{', '.join(sorted(v.name for v in free_vars(f.min) - param_vars))}")
+        start_bad = free_vars(f.min) - param_vars   # the rewriter adds the start to the thread index
+        if start_bad:
+            raise TargetError(f"loop {f.loop_var.name} is bound to {tag} but its start depends on "
+                              f"{', '.join(sorted(v.name for v in start_bad))}")
     first = loops[0].extent
     if all(same_expr(f.extent, first) for f in loops):
         return first
@@ -371,6 +408,19 @@ class _Access:
     buffer: Buffer
     index: PrimExpr
     write: bool
+    opaque: bool = False    # passed to an extern call: touches an unknown part of the buffer
+
+
+def _extern_call_args(node) -> list[BufferLoad]:
+    """Buffer elements passed to extern calls (by reference, e.g. the WMMA device functions)."""
+    from ...ir import MATH_CALLS
+
+    out = []
+    for call in collect(node, Call):
+        if call.op in MATH_CALLS or call.op in ("if_then_else", SYNC):
+            continue
+        out += [a for a in call.args if isinstance(a, BufferLoad)]
+    return out
 
 
 def _sync() -> Stmt:
@@ -382,6 +432,7 @@ class _Planner:
     its last one (tail), inserting barriers inside where needed."""
 
     def __init__(self, spec: KernelSpec, func_vars: set[Var]):
+        self.kernel = spec.name
         self.threads = {v: spec.launch[t] for t, v in spec.tag_vars.items() if t.startswith("threadIdx")}
         self.uniform: set[Var] = set(func_vars) | {v for t, v in spec.tag_vars.items() if t.startswith("blockIdx")}
         self.count = 0
@@ -394,16 +445,20 @@ class _Planner:
     @staticmethod
     def accesses(stmt: Stmt) -> list[_Access]:
         out = []
+        opaque = {id(a) for a in _extern_call_args(stmt)}
         for n in collect(stmt, (BufferLoad, BufferStore)):
             if n.buffer.scope == "shared":
-                out.append(_Access(n.buffer, n.indices[0], isinstance(n, BufferStore)))
+                # an element passed to an extern call (a tensor intrinsic) stands for a tile the
+                # call may read or write: a write at an unknown place
+                out.append(_Access(n.buffer, n.indices[0], isinstance(n, BufferStore) or id(n) in opaque,
+                                   id(n) in opaque))
         return out
 
     def same_thread(self, a: _Access, b: _Access) -> bool:
         """Both accesses touch an element only the executing thread touches."""
         from ...lower._util import same_expr
 
-        if not same_expr(a.index, b.index):
+        if a.opaque or b.opaque or not same_expr(a.index, b.index):
             return False
         index = a.index
         lanes = [(1, 1)]
@@ -464,8 +519,34 @@ class _Planner:
         if isinstance(stmt, Allocate):
             body, h, t, s = self.plan(stmt.body)
             return replace(stmt, body=body), h, t, s
+        if isinstance(stmt, (For, IfThenElse)):
+            self._check_divergent(stmt)
         acc = self.accesses(stmt)
         return stmt, acc, acc, False
+
+    def _check_divergent(self, stmt: Stmt) -> None:
+        """A branch or loop that threads run differently cannot hold a barrier; refuse code that
+        would need one there rather than emit a race."""
+        inner = _Planner.__new__(_Planner)
+        inner.threads, inner.uniform, inner.count = dict(self.threads), set(self.uniform), 0
+        inner.kernel = self.kernel
+        cond = stmt.condition if isinstance(stmt, IfThenElse) else None
+        if (isinstance(cond, Binary) and cond.op == "lt" and cond.a in inner.threads and isinstance(cond.b, IntImm)
+                and isinstance(inner.threads[cond.a], IntImm)):
+            # under `if (tx < c)` only c threads of that axis run: fewer threads can collide
+            inner.threads[cond.a] = IntImm(min(cond.b.value, inner.threads[cond.a].value), cond.b.dtype)
+        inner.uniform |= set(inner.threads)
+        for child in _children(stmt):
+            inner.plan(child)
+            if isinstance(stmt, For):
+                inner._loop(replace(stmt, kind="serial"))
+        if inner.count:
+            what = f"loop {stmt.loop_var.name}" if isinstance(stmt, For) else f"the branch `if {_expr_text(stmt.condition)}`"
+            names = sorted({a.buffer.name for a in self.accesses(stmt)})
+            raise TargetError(f"kernel {self.kernel!r}: threads exchange data through shared memory "
+                              f"({', '.join(names)}) inside {what}, whose control flow differs between threads; "
+                              "__syncthreads() cannot be placed there. Move the stages out of the thread-dependent "
+                              "branch or loop (e.g. guard each stage separately)")
 
     def _seq(self, stmts: list[Stmt]) -> tuple[Stmt, list[_Access], list[_Access], bool]:
         out: list[Stmt] = []
@@ -637,12 +718,15 @@ def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
     from math import prod
 
     done: set[str] = set()
+    # a buffer element passed to an extern call stands for a tile of unknown size: keep those
+    opaque = {a.buffer for a in _extern_call_args(func.body)}
     while True:
         collector = _UseCollector()
         collector.visit(func.body)
         for buf, (alloc, alloc_loops) in collector.allocs.items():
             uses = collector.uses.get(buf)
-            if buf.name in done or not uses or not all(isinstance(s, IntImm) for s in buf.shape):
+            if (buf.name in done or buf in opaque or not uses
+                    or not all(isinstance(s, IntImm) for s in buf.shape)):
                 continue
             done.add(buf.name)
             common = _common_prefix([u.loops for u in uses])

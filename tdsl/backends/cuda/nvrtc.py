@@ -64,7 +64,7 @@ def include_dir() -> str | None:
         from cuda import pathfinder
 
         return pathfinder.find_nvidia_header_directory("cudart")
-    except Exception:  # noqa: BLE001 - pathfinder missing or finding nothing means: no headers
+    except Exception:  # noqa: BLE001 (pathfinder finding nothing means no headers)
         return None
 
 

@@ -44,7 +44,7 @@ def check(result, what: str):
         try:
             name = driver.cuGetErrorName(err)[1].decode()
             text = driver.cuGetErrorString(err)[1].decode()
-        except Exception:  # noqa: BLE001 - the message must not fail
+        except Exception:  # noqa: BLE001 (the message must not fail)
             name, text = str(err), ""
         raise TargetError(f"CUDA {what} failed: {name}: {text}")
     if len(result) == 1:
@@ -169,7 +169,7 @@ def stream_handle(stream) -> int:
 class _Allocation:
     """Owns one cuMemAlloc block; freed when the last DeviceArray / export using it is gone."""
 
-    __slots__ = ("ptr", "nbytes", "__weakref__")
+    __slots__ = ("__weakref__", "nbytes", "ptr")
 
     def __init__(self, nbytes: int):
         device_info()
@@ -184,7 +184,7 @@ class _Allocation:
                 from cuda.bindings import driver
 
                 driver.cuMemFree(driver.CUdeviceptr(ptr))
-            except Exception:  # noqa: BLE001 - at interpreter exit the driver may be gone
+            except Exception:  # noqa: BLE001, S110 (at exit the driver may be gone)
                 pass
 
 

@@ -7,8 +7,23 @@ access (an `if`, `T.if_then_else` or `T.Select` may keep it from running).
 from __future__ import annotations
 
 from ...errors import BoundsError
-from ...ir import (Allocate, Binary, Broadcast, BufferLoad, BufferStore, Call, Cast, For, IfThenElse, IntImm,
-                   LetStmt, PrimFunc, Ramp, Select, Var)
+from ...ir import (
+    Allocate,
+    Binary,
+    Broadcast,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    For,
+    IfThenElse,
+    IntImm,
+    LetStmt,
+    PrimFunc,
+    Ramp,
+    Select,
+    Var,
+)
 from ...ir.functor import IRVisitor
 from .codegen import expr_text
 

@@ -22,13 +22,37 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import llvmlite.ir as ir
+from llvmlite import ir
 
-from ...dtypes import DataType, float32, int64
+from ...dtypes import DataType, int64
 from ...errors import TargetError
-from ...ir import (MATH_CALLS, Allocate, Binary, Block, BlockRealize, Broadcast, Buffer, BufferLoad, BufferStore,
-                   Call, Cast, Evaluate, FloatImm, For, IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Ramp,
-                   Select, SeqStmt, StringImm, Var)
+from ...ir import (
+    MATH_CALLS,
+    Allocate,
+    Binary,
+    Block,
+    BlockRealize,
+    Broadcast,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    Evaluate,
+    FloatImm,
+    For,
+    IfThenElse,
+    IntImm,
+    LetStmt,
+    Not,
+    PrimExpr,
+    PrimFunc,
+    Ramp,
+    Select,
+    SeqStmt,
+    StringImm,
+    Var,
+)
 from ...ir.functor import IRVisitor
 
 # numpy's PyArrayObject layout (stable public ABI; checked at run time by the Kernel)
@@ -177,7 +201,7 @@ def expr_text(e) -> str:
         from ...script.printer import expr_str
 
         return expr_str(e)
-    except Exception:  # the printer is optional here; messages fall back to a compact form
+    except Exception:  # noqa: BLE001 - any printer failure falls back to the compact form
         return _fallback_text(e)
 
 
@@ -464,8 +488,8 @@ class _Emitter:
             sub.bufs[b] = (args[2 + i], args[2 + len(bufs) + i])
         for i, v in enumerate(vars_):
             sub.env[v] = args[2 + 2 * len(bufs) + i]
-        lo = sub.b.add(sub.cast_int(args[0], s.loop_var.dtype), sub.expr_in(s.min, sub))
-        hi = sub.b.add(sub.cast_int(args[1], s.loop_var.dtype), sub.expr_in(s.min, sub))
+        lo = sub.b.add(sub.cast_int(args[0], s.loop_var.dtype), sub.expr(s.min))
+        hi = sub.b.add(sub.cast_int(args[1], s.loop_var.dtype), sub.expr(s.min))
         sub.serial_loop(s.loop_var, lo, hi, s.body)
         sub.finish()
 
@@ -491,14 +515,11 @@ class _Emitter:
             self.b.store(v, _gep(self.b, slot, [ir.Constant(I64, off)], I8))
         launch_addr = self.b.load(_gep(self.b, m.ctx, [ir.Constant(I64, 0)], I64), typ=I64)
         launch = _Callee(self.b.block, launch_addr, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]))
-        self.b._insert(launch)  # noqa: SLF001 - llvmlite has no builder method for a typed callee
+        self.b._insert(launch)
         extent = self.to_i64(self.expr(s.extent), s.extent.dtype)
         self.b.call(launch, [tramp, slot, extent])
         err = self.b.load(slot, typ=I32)
         self.fail_if(self.b.icmp_signed("!=", err, ir.Constant(I32, 0)), err)
-
-    def expr_in(self, e: PrimExpr, emitter: "_Emitter") -> ir.Value:
-        return emitter.expr(e)
 
     # -- buffers ---------------------------------------------------------------------------
     def extent_of(self, buf: Buffer) -> ir.Value:
@@ -557,7 +578,7 @@ class _Emitter:
 
     def address(self, buf: Buffer, indices) -> tuple[str, ir.Value, int]:
         """Classify an access: ("scalar", i64 index), ("contig", i64 base), ("lanes", <n x i64>)."""
-        ptr, extent = self.buffer_ptr(buf)
+        _, extent = self.buffer_ptr(buf)
         index = self.flat_index(buf, indices)
         lanes = index.dtype.lanes
         if lanes == 1:
@@ -934,7 +955,7 @@ class _Emitter:
             adjust = b.and_(b.icmp_signed("!=", r, _const(ty, 0)),
                             b.xor(b.icmp_signed("<", r, _const(ty, 0)), b.icmp_signed("<", den, _const(ty, 0))))
             if op == "floordiv":
-                q = b.sub(q, b.zext(adjust, ty) if not isinstance(ty, ir.VectorType) else b.zext(adjust, ty))
+                q = b.sub(q, b.zext(adjust, ty))
             else:
                 q = b.select(adjust, b.add(r, den), r)
         if safe:
@@ -1071,7 +1092,7 @@ class _Emitter:
         ret = lltype(e.dtype)
         existing = self.m.module.globals.get(e.op)
         fn = existing if existing is not None else self.m.intrinsic(e.op, ret, [a.type for a in args])
-        if [a.type for a in fn.function_type.args] != [a.type for a in args]:
+        if list(fn.function_type.args) != [a.type for a in args]:
             raise TargetError(f"extern call {e.op!r} is used with different argument types")
         return self.b.call(fn, args)
 
@@ -1299,4 +1320,4 @@ def _fast_shape_value(b: ir.IRBuilder, s: PrimExpr, bound: dict[str, ir.Value]) 
     raise TargetError(f"a parameter shape entry must be a constant or a name, not {expr_text(s)}")
 
 
-__all__ = ["codegen", "CodegenResult", "ParamInfo", "lltype", "memtype", "lane_expr", "expr_text", "float32"]
+__all__ = ["CodegenResult", "ParamInfo", "codegen", "expr_text", "lane_expr", "lltype", "memtype"]

@@ -114,7 +114,7 @@ def undefined_symbols(obj: bytes) -> list[str]:
         offset, size, link, entsize = sh[4], sh[5], sh[6], sh[9]
         strtab = sections[link][4]
         for k in range(1, size // entsize):
-            name_off, info, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", obj, offset + k * entsize)
+            name_off, _, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", obj, offset + k * entsize)
             if shndx == 0 and name_off:
                 end = obj.index(b"\0", strtab + name_off)
                 out.append(obj[strtab + name_off:end].decode())
@@ -136,8 +136,9 @@ def _check_resolvable(obj: bytes) -> None:
         except AttributeError:
             missing.append(name)
     if missing:
-        raise TargetError(f"the compiled kernel needs the function(s) {', '.join(missing)}, which this process "
-                          f"does not provide (an operation LLVM lowers to a runtime-library call)")
+        raise TargetError(f"the compiled kernel calls {', '.join(missing)}, which this process does not provide "
+                          f"(an extern function that is not loaded, or an operation LLVM lowers to a runtime "
+                          f"library call); calling it would crash, so it is not loaded")
 
 
 def load_object(obj: bytes, symbols: list[str]) -> dict[str, int]:

@@ -33,6 +33,7 @@ from ...ir import (
     Var,
     collect,
     const,
+    free_vars,
     logical_and,
     replace_buffers,
     substitute,
@@ -202,7 +203,7 @@ def add_alloc(func: PrimFunc, scope: BlockRealize | None, buffer: Buffer) -> Pri
     """The function with `buffer` allocated in the block of realize `scope` (None: the root)."""
     target = scope if scope is not None else func.body
     if not isinstance(target, BlockRealize):
-        raise ValueError("a function without a root block cannot allocate")  # lowered IR is not scheduled
+        raise TypeError("a function without a root block cannot allocate")  # lowered IR is not scheduled
     found = find_block(func, target.block.name, "alloc") if target is not func.body else (func.body, ())
     realize, path = found
     block = dataclasses.replace(realize.block, alloc_buffers=realize.block.alloc_buffers + (buffer,))
@@ -297,14 +298,35 @@ def copy_nest(func: PrimFunc, name: str, src: Buffer, dst: Buffer, bounds: list[
     return simplify_realizes(stmt, ranges)  # type: ignore[return-value]
 
 
-def accessed_region(func: PrimFunc, realize: BlockRealize, path: Path, buffer: Buffer,
-                    which: str) -> list[tuple[PrimExpr, PrimExpr]]:
-    """The part of `buffer` a block reads/writes over its whole loop nest in its scope, clipped."""
+def own_nest(realize: BlockRealize, path: Path) -> tuple[list[For], Stmt, Path]:
+    """The block's own loops (the innermost loops of its scope that hold nothing else), the
+    outermost statement of that nest (a loop, or the realize itself) and the path to it."""
+    loops = loops_in_scope(path)
+    own = [f for f in loops if [r.block for r in all_realizes(f)] == [realize.block]]
+    if not own:
+        return [], realize, path
+    idx = next(i for i, p in enumerate(path) if p is own[0])
+    return own, own[0], path[:idx]
+
+
+def accessed_region(realize: BlockRealize, path: Path, buffer: Buffer, which: str, loops: list[For],
+                    ranges: dict[Var, Range]) -> list[tuple[PrimExpr, PrimExpr]]:
+    """The part of `buffer` a block reads/writes over `loops` (the others stay symbolic), clipped."""
     regions = realize.block.reads if which == "read" else realize.block.writes
     region = next(r for r in regions if r.buffer is buffer)
-    outer = outer_ranges(path)
-    bounds = relaxed_region(region, realize, loops_in_scope(path), outer)
-    return clip(bounds, buffer, outer)
+    return clip(relaxed_region(region, realize, loops, ranges), buffer, ranges)
+
+
+def insert_beside(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: bool) -> PrimFunc:
+    """The function with `new` placed right before (or after) `stmt`, reached through `path`."""
+    parent = path[-1]
+    if isinstance(parent, SeqStmt):
+        items = list(parent.seq)
+        pos = next(i for i, x in enumerate(items) if x is stmt)
+        items.insert(pos + (1 if after else 0), new)
+        return replace_at(func, path[:-1], parent, SeqStmt(tuple(items)))
+    pair = (stmt, new) if after else (new, stmt)
+    return replace_at(func, path, stmt, SeqStmt(pair))
 
 
 # cache_read / cache_write --------------------------------------------------------------------
@@ -327,7 +349,8 @@ def _insert_at_scope(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: b
 
 
 def cache_read(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, str]:
-    """Read `buffer` through a `scope` copy made right before `block`'s loop nest."""
+    """Read `buffer` through a `scope` copy made right before `block`'s own loop nest (so, after
+    a compute_at, once per iteration of the loops it shares with other blocks)."""
     realize, path = find_block(func, block, "cache_read")
     buf = resolve_buffer(func, realize.block, buffer, "cache_read", "read")
     scope = check_scope(func, "cache_read", scope)
@@ -337,25 +360,40 @@ def cache_read(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc
                              rule="cache_read needs a block that only reads the buffer",
                              fix=f"use sch.cache_write(block, {buf.name!r}, {scope!r}) for a buffer the block "
                                  "updates")
-    if _in_scope_chain_writes(path, buf):
-        raise schedule_error(func, "cache_read", f"{buf.name} is written inside the loop nest that holds "
-                             f"{block_name(block)}, so one copy before the nest would be stale", blocks=(block,),
-                             rule="cache_read copies the buffer once, before the reading block's loop nest",
-                             fix="apply cache_read before compute_at")
-    bounds = accessed_region(func, realize, path, buf, "read")
+    own, top, tpath = own_nest(realize, path)
+    ranges = path_ranges(tpath)
+    bounds = accessed_region(realize, path, buf, "read", own, ranges)
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
     cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
-    ranges = outer_ranges(path)
     nest = copy_nest(func, name, buf, cache, bounds, ranges)
-    new_block = refresh_block(dataclasses.replace(realize.block, body=_LoadRedirect(buf, cache).visit(
-        realize.block.body), init=None if realize.block.init is None else _LoadRedirect(buf, cache).visit(
-        realize.block.init)))
-    func2 = replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
-    realize2, path2 = find_block(func2, block, "cache_read")
-    func3 = _insert_at_scope(func2, path2, realize2, nest, after=False)
-    scope_realize = scope_of(path2)[0]
-    func4 = add_alloc(func3, scope_realize, cache)
+    redirect = _LoadRedirect(buf, cache)
+    b = realize.block
+    new_block = refresh_block(dataclasses.replace(b, body=redirect.visit(b.body),
+                                                  init=None if b.init is None else redirect.visit(b.init)))
+    new_realize = dataclasses.replace(realize, block=new_block)
+    func2 = replace_at(func, path, realize, new_realize)
+    top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
+    _, tpath2 = _located(func2, top2)
+    func3 = insert_beside(func2, tpath2, top2, nest, after=False)
+    func4 = add_alloc(func3, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
     return _refresh_scope_regions(func4, {buf, cache}), name
+
+
+def find_path_to(func: PrimFunc, realize: BlockRealize, old_top: For) -> For:
+    """The loop of `func` that replaced `old_top` (same loop variable) above `realize`."""
+    from ..state import find_path
+
+    found = find_path(func.body, lambda x: isinstance(x, For) and x.loop_var is old_top.loop_var)
+    assert found is not None
+    return found[0]  # type: ignore[return-value]
+
+
+def _located(func: PrimFunc, stmt: Stmt) -> tuple[Stmt, Path]:
+    from ..state import find_path
+
+    found = find_path(func.body, lambda x: x is stmt)
+    assert found is not None
+    return found  # type: ignore[return-value]
 
 
 def _refresh_scope_regions(func: PrimFunc, buffers: set[Buffer]) -> PrimFunc:
@@ -366,16 +404,9 @@ def block_names_of(func: PrimFunc) -> list[str]:
     return [r.block.name for r in all_realizes(func.body)]
 
 
-def _in_scope_chain_writes(path: Path, buf: Buffer) -> bool:
-    """True when a block under the loops around the statement (within its scope) writes `buf`."""
-    loops = loops_in_scope(path)
-    if not loops:
-        return False
-    return any(any(w.buffer is buf for w in r.block.writes) for r in all_realizes(loops[0]))
-
-
 def cache_write(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, str]:
-    """Write `buffer` through a `scope` buffer copied back right after `block`'s loop nest."""
+    """Write `buffer` through a `scope` buffer copied back right after `block`'s own loop nest (so,
+    after a compute_at, once per iteration of the loops it shares with other blocks)."""
     realize, path = find_block(func, block, "cache_write")
     b = realize.block
     buf = resolve_buffer(func, b, buffer, "cache_write", "write")
@@ -389,48 +420,63 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFun
                              rule="cache_write needs a block whose result does not depend on the old contents "
                                   "of the buffer (a plain store, or a reduction with T.init)",
                              fix="cache_read the buffer first, or keep the block writing it directly")
-    loops = loops_in_scope(path)
-    if loops:
-        others = [r for r in all_realizes(loops[0]) if r is not realize and
-                  any(x.buffer is buf for x in r.block.reads + r.block.writes)]
-        if others:
-            raise schedule_error(func, "cache_write", f"{block_name(others[0].block.name)} uses {buf.name} inside "
-                                 f"the loop nest of {block_name(block)}, before the cache would be copied back",
-                                 blocks=(block, others[0].block.name),
-                                 rule="cache_write copies the cache back after the writing block's loop nest",
-                                 fix="apply cache_write before compute_at / reverse_compute_at")
-    _check_dense_write(func, realize, path, buf)
-    bounds = accessed_region(func, realize, path, buf, "write")
+    own, top, tpath = _hoist_over_reduction_loops(realize, buf, *own_nest(realize, path))
+    ranges = path_ranges(tpath)
+    _check_dense_write(func, realize, path, buf, own, ranges)
+    bounds = accessed_region(realize, path, buf, "write", own, ranges)
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
     cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
-    ranges = outer_ranges(path)
     nest = copy_nest(func, name, cache, buf, bounds, ranges)
-    new_block = refresh_block(replace_buffers(b, {buf: cache}))
-    func2 = replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
-    realize2, path2 = find_block(func2, block, "cache_write")
-    func3 = _insert_at_scope(func2, path2, realize2, nest, after=True)
-    func4 = add_alloc(func3, scope_of(path2)[0], cache)
+    new_realize = dataclasses.replace(realize, block=refresh_block(replace_buffers(b, {buf: cache})))
+    func2 = replace_at(func, path, realize, new_realize)
+    top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
+    _, tpath2 = _located(func2, top2)
+    func3 = insert_beside(func2, tpath2, top2, nest, after=True)
+    func4 = add_alloc(func3, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
     return _refresh_scope_regions(func4, {buf, cache}), name
 
 
-def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: Buffer) -> None:
+def _hoist_over_reduction_loops(realize: BlockRealize, buf: Buffer, own: list[For], top: Stmt,
+                                tpath: Path) -> tuple[list[For], Stmt, Path]:
+    """Move the copy-back point out of shared loops that only drive the block's reduction (a
+    copy per iteration there would copy partial results) and hold nothing else using `buf`."""
+    spatial_vars = set().union(*(free_vars(v) for iv, v in zip(realize.block.iter_vars, realize.iter_values)
+                                 if iv.kind == "S"))
+    while tpath and isinstance(tpath[-1], (For, SeqStmt)):
+        idx = max(i for i, p in enumerate(tpath) if isinstance(p, For) or isinstance(p, Block))
+        loop = tpath[idx]
+        if not isinstance(loop, For) or loop.loop_var in spatial_vars:
+            break
+        others = [r for r in all_realizes(loop) if r is not realize and
+                  any(x.buffer is buf for x in r.block.reads + r.block.writes)]
+        if others:
+            break
+        own, top, tpath = [loop] + own, loop, tpath[:idx]
+    return own, top, tpath
+
+
+def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: Buffer, own: list[For],
+                       ranges: dict[Var, Range]) -> None:
     """The copy back writes every element of the written box, so the block must write all of them:
-    each index a distinct spatial iterator, and (for constant nests) no more box elements than
-    iterations."""
+    each index a distinct spatial iterator or a constant, and (for constant nests) no more box
+    elements than iterations."""
     b = realize.block
     spatial = {iv.var for iv in b.iter_vars if iv.kind == "S"}
     stores = [s for s in collect(b.body, BufferStore) if s.buffer is buf]
-    ok = bool(stores) and all(all(isinstance(i, Var) and i in spatial for i in s.indices) and
-                              len(set(s.indices)) == len(s.indices) for s in stores)
+    ok = bool(stores)
+    for s in stores:
+        named = [i for i in s.indices if free_vars(i)]  # constant indices pin a dimension
+        ok = ok and all(isinstance(i, Var) and i in spatial for i in named) and len(set(named)) == len(named)
     if ok:
-        bounds = accessed_region(func, realize, path, buf, "write")
-        points = 1
+        bounds = accessed_region(realize, path, buf, "write", own, ranges)
+        points: int | None = 1
         for lo, hi in bounds:
-            ext = simplify(hi - lo + 1)
-            points = points * ext.value if isinstance(ext, IntImm) and isinstance(points, int) else None
-        iters = 1
-        for f in loops_in_scope(path):
-            iters = iters * f.extent.value if isinstance(f.extent, IntImm) and isinstance(iters, int) else None
+            ext = simplify(hi - lo + 1, ranges)
+            points = points * ext.value if isinstance(ext, IntImm) and points is not None else None
+        feeding = set().union(*(free_vars(v) for iv, v in zip(b.iter_vars, realize.iter_values) if iv.kind == "S"))
+        iters: int | None = 1
+        for f in (f for f in own if f.loop_var in feeding):
+            iters = iters * f.extent.value if isinstance(f.extent, IntImm) and iters is not None else None
         if points is not None and iters is not None and points > iters:
             ok = False
     if not ok:

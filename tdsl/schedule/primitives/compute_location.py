@@ -15,17 +15,60 @@ import dataclasses
 import itertools
 import math
 
-from ...errors import ScheduleError
 from ...arith import const_bound, linear_form, prove, relax, simplify
-from ...ir import (TRUE, Binary, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Cast, For, IntImm,
-                   IRMutator, IterVar, Not, PrimExpr, PrimFunc, Range, Select, SeqStmt, Stmt, Var, collect, const,
-                   free_vars, logical_and, max_, min_, structural_equal, substitute)
+from ...errors import ScheduleError
+from ...ir import (
+    TRUE,
+    Binary,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Cast,
+    For,
+    IntImm,
+    IRMutator,
+    Not,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    Select,
+    SeqStmt,
+    Stmt,
+    Var,
+    collect,
+    const,
+    free_vars,
+    logical_and,
+    max_,
+    min_,
+    substitute,
+)
 from ..analysis import check_affine_bindings, expr_text, path_ranges, simplify_realizes
 from ..errors import block_name, loop_name, schedule_error
-from ..state import (Path, all_realizes, child_realizes, children, find_block, find_loop, fresh_name,
-                     loops_in_scope, replace_at, var_names)
-from .cache import (alloc_site, drop_unused_allocs, is_true, outer_ranges, refresh_block, refresh_touching,
-                    remove_realize, top_index)
+from ..state import (
+    Path,
+    all_realizes,
+    child_realizes,
+    children,
+    find_block,
+    find_loop,
+    fresh_name,
+    loops_in_scope,
+    replace_at,
+    var_names,
+)
+from .cache import (
+    alloc_site,
+    drop_unused_allocs,
+    is_true,
+    outer_ranges,
+    refresh_block,
+    refresh_touching,
+    remove_realize,
+    top_index,
+)
 
 Box = list[tuple[PrimExpr, PrimExpr]]  # inclusive (lo, hi) per dimension
 _ENUM_LIMIT = 20_000  # loop iterations walked by the exact checks
@@ -254,7 +297,7 @@ def _same_scope(func: PrimFunc, primitive: str, block: Block, bpath: Path, loop:
 
 
 def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[PrimExpr, PrimExpr]],
-              ranges: dict[Var, Range]) -> tuple[Stmt, dict[Var, tuple[PrimExpr, PrimExpr]]]:
+              ranges: dict[Var, Range], anchors: list[For]) -> tuple[Stmt, dict[Var, tuple[PrimExpr, PrimExpr]]]:
     """Loops `ax0, ...` (one per iterator, in order) around the block: an iterator in `boxes` runs
     over its (lo, hi) clipped to its domain (a T.where where the clip is not constant), the others
     over their whole domain. Also returns the clipped (lo, hi) of every iterator."""
@@ -285,7 +328,7 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[Prim
         if ax is None:
             continue
         if not isinstance(extent, IntImm):
-            cb = const_bound(extent, ranges)[1]
+            cb = _max_over(extent, anchors, ranges)
             if cb is not None:
                 preds.append(ax < extent)
                 extent = const(cb, dt)
@@ -297,6 +340,18 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[Prim
     for ax, extent in reversed(loops):
         stmt = For(ax, const(0, ax.dtype), extent, "serial", stmt)
     return simplify_realizes(stmt, ranges), spans
+
+
+def _max_over(expr: PrimExpr, anchors: list[For], ranges: dict[Var, Range]) -> int | None:
+    """The largest value of `expr` over the anchor loops: by walking them when constant and small
+    (tight where bounds of min/max expressions are loose), else its constant bound."""
+    walk = _walk(anchors, ranges)
+    if walk is not None:
+        try:
+            return max(eval_int(expr, env) for env in walk)
+        except (ValueError, KeyError):
+            pass
+    return const_bound(expr, ranges)[1]
 
 
 def _insert_in_loop(func: PrimFunc, loop_var: Var, pos: int, nest: Stmt) -> PrimFunc:
@@ -315,7 +370,7 @@ def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path
                        moved_first: bool) -> None:
     """Blocks of the scope between the block's old place and the loop (those in the loop's nest but
     not under the loop included) must not share data with the moved block."""
-    bscope, bidx = top_index(bpath, block)
+    bscope, bidx = top_index(bpath, next(r for r in all_realizes(bpath[-1]) if r.block is block))
     _, lidx = top_index(lpath, loop)
     body = bscope[-1].body
     items = list(body.seq) if isinstance(body, SeqStmt) else [body]
@@ -371,6 +426,17 @@ def _produced_box(site: _Site, buf: Buffer) -> Box:
     kept inside the block's domain-implied write region when the block has a predicate."""
     region = _buffer_box(site.block, site.block.writes, buf)
     return _clip_to_domain(site, region, _region_box(site.realize, region, site.below))
+
+
+def _span_box(block: Block, region, spans: dict[Var, tuple[PrimExpr, PrimExpr]]) -> Box:
+    """A region of the moved block over the exact (lo, hi) of each of its iterators."""
+    ranges = {v: Range(lo, simplify(hi - lo + 1)) for v, (lo, hi) in spans.items()}
+    out = []
+    for r in region.region:
+        lo = relax(r.min, ranges)[0]
+        hi = relax(r.min + r.extent - 1, ranges)[1]
+        out.append((simplify(lo), simplify(hi)))
+    return out
 
 
 def _needed_box(site: _Site, buf: Buffer, clip: bool = True) -> Box:
@@ -430,10 +496,9 @@ def _box_inside(box: Box, env, shape) -> bool:
 
 
 def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: _Site, reader: _Site,
-                buf: Buffer, produced: Box) -> None:
+                buf: Buffer, produced: Box, needed: Box) -> None:
     """Every element of `buf` the reader reads at an iteration of the anchor loop (and its outer
     loops) was written by the writer at that iteration or an earlier one."""
-    needed = _needed_box(reader, buf)
     fail = schedule_error(
         func, primitive, f"{block_name(reader.block.name)} would read elements of {buf.name} that "
         f"{block_name(writer.block.name)} has not written yet at that iteration of {loop_name(loop.loop_var)}",
@@ -470,7 +535,7 @@ def _covers_symbolic(outer: Box, inner: Box, ranges) -> bool:
 
 
 def _check_under_loop(func: PrimFunc, primitive: str, loop_var: Var, moved: str, moved_first: bool,
-                      moved_box: dict[Buffer, Box]) -> None:
+                      spans: dict[Var, tuple[PrimExpr, PrimExpr]]) -> None:
     """Dependences between the moved block and every other block under the anchor loop."""
     loop, lpath = find_loop(func, loop_var, primitive)
     sites = _sites(loop)
@@ -488,22 +553,47 @@ def _check_under_loop(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
                                  blocks=(first.block.name, second.block.name),
                                  rule="a moved block cannot interleave with blocks that overwrite its data")
         for buf in _writes(first.block) & _reads(second.block):
+            if first is not me:
+                _check_final(func, primitive, loop, lpath, first, second, buf)
             if first.pos > second.pos:
                 raise schedule_error(func, primitive, f"{block_name(first.block.name)} must run before "
                                      f"{block_name(second.block.name)} under {loop_name(loop_var)} but cannot",
                                      loops=(loop_var,), blocks=(first.block.name, second.block.name),
                                      rule="a producer stays before its consumers")
-            produced = moved_box[buf] if first is me and buf in moved_box else _produced_box(first, buf)
-            _check_flow(func, primitive, loop, lpath, first, second, buf, produced)
+            produced = _span_box(me.block, _buffer_box(me.block, me.block.writes, buf), spans) \
+                if first is me else _produced_box(first, buf)
+            needed = _span_box(me.block, _buffer_box(me.block, me.block.reads, buf), spans) \
+                if second is me else _needed_box(second, buf)
+            _check_flow(func, primitive, loop, lpath, first, second, buf, produced, needed)
 
 
-def _check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str) -> None:
+def _check_final(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: _Site, reader: _Site,
+                 buf: Buffer) -> None:
+    """A block that updates the same element over iterations of the anchor loop (or a loop around
+    it), such as a reduction, has only partial results at any one iteration: nothing under the
+    loop may read them."""
+    anchors = {f.loop_var for f in _anchor_vars(lpath, loop)}
+    region = _buffer_box(writer.block, writer.block.writes, buf)
+    indexing = set().union(*(free_vars(r.min) | free_vars(r.extent) for r in region.region))
+    for iv, value in zip(writer.block.iter_vars, writer.realize.iter_values):
+        # an iterator that does not pick the element written revisits it: the last visit is final
+        if (iv.kind == "R" or iv.var not in indexing) and free_vars(value) & anchors:
+            raise schedule_error(func, primitive, f"{block_name(writer.block.name)} is still accumulating "
+                                 f"{buf.name} across iterations of {loop_name(loop.loop_var)}, so "
+                                 f"{block_name(reader.block.name)} would read partial results",
+                                 loops=(loop.loop_var,), blocks=(writer.block.name, reader.block.name),
+                                 rule="a consumer under a loop can only read results that are final at that "
+                                      "iteration", fix="choose a loop outside the reduction loops")
+
+
+def _check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
+                    spans: dict[Var, tuple[PrimExpr, PrimExpr]]) -> None:
     """Over all iterations of the anchor loop and its outer loops, the moved block's new nest still
     visits every point of its domain (the regions of consecutive iterations leave no gap)."""
     loop, lpath = find_loop(func, loop_var, primitive)
     me = next(s for s in _sites(loop) if s.block.name == moved)
     b = me.block
-    vmap_box = _region_box(me.realize, _iter_region(b), me.below)
+    vmap_box = [spans[iv.var] for iv in b.iter_vars]
     anchors = _anchor_vars(lpath, loop)
     ranges = path_ranges(lpath + (loop,))
     dom_shape = [iv.dom.extent.value if isinstance(iv.dom.extent, IntImm) else None for iv in b.iter_vars]
@@ -538,24 +628,17 @@ def _check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str) -
             raise fail
 
 
-def _iter_region(block: Block):
-    """A pseudo region whose dimensions are the block's iterators (to relax them like a region)."""
-    from ...ir import BufferRegion
-
-    fake = Buffer("__iters", tuple(iv.dom.extent for iv in block.iter_vars), block.iter_vars[0].var.dtype
-                  if block.iter_vars else IntImm(0).dtype)
-    return BufferRegion(fake, tuple(Range(iv.var, const(1, iv.var.dtype)) for iv in block.iter_vars))
-
-
 # compute_at ----------------------------------------------------------------------------------
 
-def _store_iters(func: PrimFunc, primitive: str, block: Block) -> dict[Buffer, list[Var]]:
-    """For each buffer the block writes, the spatial iterator indexing each dimension."""
+def _store_iters(func: PrimFunc, primitive: str, block: Block) -> dict[Buffer, list[Var | None]]:
+    """For each buffer the block writes, the spatial iterator indexing each dimension (None for a
+    constant index)."""
     spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
     out: dict[Buffer, list[Var]] = {}
     for st in collect(block.body, BufferStore) + (collect(block.init, BufferStore) if block.init else []):
-        idx = list(st.indices)
-        ok = all(isinstance(i, Var) and i in spatial for i in idx) and len(set(idx)) == len(idx)
+        idx = [None if not free_vars(i) else i for i in st.indices]  # a constant index pins its dimension
+        named = [i for i in idx if i is not None]
+        ok = all(isinstance(i, Var) and i in spatial for i in named) and len(set(named)) == len(named)
         if not ok or (st.buffer in out and out[st.buffer] != idx):
             raise schedule_error(func, primitive, f"{block_name(block.name)} stores to {st.buffer.name}"
                                  f"[{', '.join(expr_text(i) for i in st.indices)}], not at distinct spatial "
@@ -586,12 +669,14 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, Non
     for site in consumers:
         for buf in _reads(site.block) & _writes(b):
             for (lo, hi), v in zip(_needed_box(site, buf, clip=False), iters.get(buf, [])):
+                if v is None:
+                    continue
                 if v in boxes:
                     lo = simplify(min_(boxes[v][0], lo), ranges)
                     hi = simplify(max_(boxes[v][1], hi), ranges)
                 boxes[v] = (lo, hi)
     _check_outside_readers(func, b, bpath, loop, lpath, boxes)
-    nest, spans = _new_nest(func, realize, boxes, ranges)
+    nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop))
     items = _body_items(loop)
     last_w = max((i for i, it in enumerate(items) for r in all_realizes(it) if _writes(r.block) & _reads(b)),
                  default=-1)
@@ -603,8 +688,7 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, Non
                              loops=(loop_var,), blocks=(block,),
                              rule="compute_at needs a place after the producers and before the consumers")
     new = _insert_in_loop(_without(func, realize), loop_var, last_w + 1, nest)
-    moved = {buf: [spans[v] for v in iters[buf]] for buf in _writes(b)}
-    _check_under_loop(new, "compute_at", loop_var, block, True, moved)
+    _check_under_loop(new, "compute_at", loop_var, block, True, spans)
     return new, None
 
 
@@ -689,10 +773,10 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimF
                     else:
                         first = simplify(lo - c, ranges)
                     boxes[v] = (first, last)
-    nest, _ = _new_nest(func, realize, boxes, ranges)
+    nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop))
     new = _insert_in_loop(_without(func, realize), loop_var, len(_body_items(loop)), nest)
-    _check_complete(new, "reverse_compute_at", loop_var, block)
-    _check_under_loop(new, "reverse_compute_at", loop_var, block, False, {})
+    _check_complete(new, "reverse_compute_at", loop_var, block, spans)
+    _check_under_loop(new, "reverse_compute_at", loop_var, block, False, spans)
     return new, None
 
 
@@ -757,7 +841,7 @@ def compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     stray = (free_vars(store.value) & set(iter_vars)) - set(idx)
     if stray:
         raise schedule_error(func, "compute_inline", f"{block_name(block)} uses iterator "
-                             f"{sorted(v.name for v in stray)[0]}, which does not index {buf.name}",
+                             f"{min(v.name for v in stray)}, which does not index {buf.name}",
                              blocks=(block,), rule="every iterator the stored value uses must index the store")
     if alloc_site(func, buf) is None:
         raise schedule_error(func, "compute_inline", f"{block_name(block)} writes {buf.name}, a parameter of "
@@ -771,10 +855,27 @@ def compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     if any(load.buffer is buf for load in collect(store.value, BufferLoad)):
         raise schedule_error(func, "compute_inline", f"{block_name(block)} reads {buf.name}, which it writes",
                              blocks=(block,), rule="an inlined value cannot depend on its own buffer")
+    _check_inputs_stable(func, realize, buf)
     new = _without(func, realize)
     new = func.with_body(_Inliner(buf, idx, store.value).visit(new.body))
     new = func.with_body(refresh_touching(new.body, {buf}))
     return drop_unused_allocs(new), None
+
+
+def _check_inputs_stable(func: PrimFunc, realize: BlockRealize, buf: Buffer) -> None:
+    """Between the producer and its last reader nothing overwrites what the producer reads, so
+    the inlined expression reads the same values where it lands."""
+    order = [r for r in all_realizes(func.body) if r is not func.body]
+    at = order.index(realize)
+    last = max((k for k, r in enumerate(order) if buf in _reads(r.block)), default=at)
+    inputs = _reads(realize.block)
+    for r in order[at + 1:last]:
+        clash = _writes(r.block) & inputs
+        if clash:
+            raise schedule_error(func, "compute_inline", f"{block_name(r.block.name)} overwrites {_names(clash)} "
+                                 f"after {block_name(realize.block.name)} reads it and before the readers of "
+                                 f"{buf.name}", blocks=(realize.block.name, r.block.name),
+                                 rule="an inlined expression must read the same values where it lands")
 
 
 # reverse_compute_inline ----------------------------------------------------------------------

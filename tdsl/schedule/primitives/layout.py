@@ -13,13 +13,28 @@ import dataclasses
 import inspect
 import itertools
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from ...arith import prove, relax, simplify
-from ...ir import (Block, Buffer, BufferLoad, BufferStore, IntImm, IRMutator, PrimExpr, PrimFunc, Range, Stmt,
-                   Var, as_expr, const, free_vars, replace_buffers)
+from ...ir import (
+    Block,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    IntImm,
+    IRMutator,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    Stmt,
+    Var,
+    as_expr,
+    const,
+    free_vars,
+    replace_buffers,
+)
 from ..analysis import expr_text
-from ..errors import block_name, schedule_error
+from ..errors import schedule_error
 from ..state import find_block, replace_at
 from .cache import alloc_site, refresh_touching, resolve_buffer
 from .compute_location import eval_int, eval_np
@@ -47,7 +62,7 @@ class IndexMap:
             outs = list(result) if isinstance(result, (tuple, list)) else [result]
             body = ", ".join(expr_text(o) if not isinstance(o, int) else str(o) for o in outs)
             return f"lambda {', '.join(names)}: ({body}{',' if len(outs) == 1 else ''})"
-        except Exception:  # a map that fails symbolically is reported by the primitive itself
+        except Exception:  # noqa: BLE001 - a map that fails symbolically is reported by the primitive
             return repr(self.fn)
 
 
@@ -103,7 +118,7 @@ def _call_map(func: PrimFunc, block: str, buf: Buffer, index_map: Callable) -> t
     params = [Var(n, s.dtype) for n, s in zip(names, buf.shape)]
     try:
         result = index_map(*params)
-    except Exception as exc:  # the user's lambda: report what it did, in their terms
+    except Exception as exc:  # noqa: BLE001 - the user's lambda: report what it did, in their terms
         raise schedule_error(func, "transform_layout", f"the index map failed on symbolic indices: {exc}",
                              blocks=(block,), rule="the index map is called with tdsl variables; use + - * // % "
                              "and T.min / T.max, not Python control flow") from None

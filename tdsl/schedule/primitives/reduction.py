@@ -12,13 +12,41 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ...ir import (Binary, Block, BlockRealize, Buffer, BufferLoad, BufferStore, For, IterVar, PrimExpr, PrimFunc,
-                   Range, SeqStmt, Stmt, Var, collect, const, free_vars, structural_equal, substitute)
+from ...ir import (
+    Binary,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    For,
+    IterVar,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Stmt,
+    Var,
+    collect,
+    const,
+    free_vars,
+    structural_equal,
+    substitute,
+)
 from ..analysis import expr_text
 from ..errors import block_name, loop_name, schedule_error
-from ..state import (Path, all_realizes, child_realizes, find_block, find_loop, fresh_name, loops_in_scope,
-                     replace_at, var_names)
-from .cache import add_alloc, buffer_names, is_true, refresh_block, scope_of
+from ..state import (
+    Path,
+    all_realizes,
+    child_realizes,
+    find_block,
+    find_loop,
+    fresh_name,
+    loops_in_scope,
+    replace_at,
+    var_names,
+)
+from .cache import add_alloc, buffer_names, refresh_block, scope_of
 
 COMBINERS = ("add", "mul", "min", "max")
 
@@ -106,14 +134,18 @@ def _insert_beside(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: boo
     return replace_at(func, path, stmt, SeqStmt(pair))
 
 
-def _copy_loops(loops: list[For], keep, taken: set[str]) -> tuple[list[For], dict[Var, Var]]:
-    """Fresh serial copies of the loops `keep` selects (outer to inner), and the renaming."""
+def _copy_loops(loops: list[For], keep, taken: set[str], serial: For | None = None) -> tuple[list[For], dict[Var, Var]]:
+    """Fresh copies of the loops `keep` selects (outer to inner) and the renaming. A copied
+    spatial loop keeps its kind (a GPU thread binding must stay bound); `serial` becomes serial."""
     out, vmap = [], {}
     for f in loops:
         if keep(f):
             v = Var(fresh_name(f.loop_var.name, taken), f.loop_var.dtype)
             vmap[f.loop_var] = v
-            out.append(For(v, f.min, f.extent, "serial", SeqStmt(())))
+            if f is serial:
+                out.append(For(v, f.min, f.extent, "serial", SeqStmt(())))
+            else:
+                out.append(For(v, f.min, f.extent, f.kind, SeqStmt(()), f.thread_tag, f.annotations))
     return out, vmap
 
 
@@ -133,14 +165,25 @@ def decompose_reduction(func: PrimFunc, block: str, loop_var: Var) -> tuple[Prim
         raise schedule_error(func, "decompose_reduction", f"{block_name(block)} has no T.init to decompose",
                              blocks=(block,), rule="decompose_reduction splits a reduction block with T.init",
                              fix="it may have been decomposed already (see sch.trace)")
-    loop, lpath = find_loop(func, loop_var, "decompose_reduction")
+    loop, _lpath = find_loop(func, loop_var, "decompose_reduction")
     scope_loops = loops_in_scope(bpath)
     if not any(f is loop for f in scope_loops):
         raise schedule_error(func, "decompose_reduction", f"{loop_name(loop_var)} is not a loop around "
                              f"{block_name(block)}", loops=(loop_var,), blocks=(block,),
                              rule="the init block is placed before one of the loops of the reduction",
                              fix="take the loop from sch.get_loops(block)")
-    chain = scope_loops[next(i for i, f in enumerate(scope_loops) if f is loop):]
+    at = next(i for i, f in enumerate(scope_loops) if f is loop)
+    chain = scope_loops[at:]
+    outer_roles = _loop_roles(realize, scope_loops[:at])
+    above = [v for v, r in outer_roles.items() if "R" in r]
+    if above:
+        raise schedule_error(func, "decompose_reduction", f"{loop_name(above[0])}, around {loop_name(loop_var)}, "
+                             f"drives a reduction iterator of {block_name(block)}, so an init placed before "
+                             f"{loop_name(loop_var)} would run again in the middle of the reduction",
+                             loops=(above[0], loop_var), blocks=(block,),
+                             rule="decompose_reduction places the init before a loop that is outside every "
+                                  "reduction loop of the block",
+                             fix=f"decompose at {loop_name(above[0])} or a loop around it")
     roles = _loop_roles(realize, chain)
     mixed = [v for v, r in roles.items() if r == "RS"]
     if mixed:
@@ -196,7 +239,7 @@ def _function_vars(func: PrimFunc) -> set[Var]:
 def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, str]:
     """Split a reduction over `loop` into partial results `<C>_rf` (one per iteration of `loop`,
     stored along `factor_axis`) and a write-back block that combines them into the output."""
-    loop, lpath = find_loop(func, loop_var, "rfactor")
+    loop, _lpath = find_loop(func, loop_var, "rfactor")
     inside = all_realizes(loop.body)
     if len(inside) != 1:
         names = ", ".join(f'"{r.block.name}"' for r in inside) or "none"
@@ -287,7 +330,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     rf_realize = BlockRealize(tuple(new_vals), realize.predicate, refresh_block(rf_block))
 
     # the write-back block keeps the name (and the handle) of the original block
-    new_loops, lmap = _copy_loops(own, lambda f: roles[f.loop_var] == "S" or f is loop, taken)
+    new_loops, lmap = _copy_loops(own, lambda f: roles[f.loop_var] == "S" or f is loop, taken, serial=loop)
     spatial = [(iv, v) for iv, v in zip(b.iter_vars, realize.iter_values) if iv.kind == "S"]
     smap = {iv.var: Var(fresh_name(iv.var.name, taken), iv.var.dtype) for iv, _ in spatial}
     v_wb = Var(fresh_name(f"v{loop_var.name}", taken), loop_var.dtype)

@@ -6,8 +6,10 @@ blockize(loop)
     divided into an outer part (the enclosing loops) and an inner part (the loops under
     `loop`): `v = vo * E + vi`, where E is the extent the inner loops cover. The outer block
     gets one iterator per outer part; the inner block keeps the inner parts. A block with a
-    `T.init()` hands it to the outer block, as a loop nest `<name>_init` over the inner spatial
-    loops, so that it still runs once before the first update of each tile.
+    `T.init()` hands it to the outer block when the outer block has reduction iterators, as a
+    loop nest `<name>_init` over the inner spatial loops, so that it still runs once before the
+    first update of each tile; when the whole reduction is inside the tile, the init stays in
+    the inner block (its condition is unchanged).
 
 tensorize(block_or_loop, intrin)
     (A loop is blockized first.) The block's body must equal the intrinsic's description up to
@@ -103,8 +105,8 @@ def _loop_chain(func: PrimFunc, loop: For, primitive: str) -> tuple[list[For], B
     inner = child_realizes(loop)
     names = ", ".join(f'"{r.block.name}"' for r in inner) or "none"
     raise schedule_error(
-        func, primitive, f"{loop_name(loop.loop_var)} holds more than one loop nest with a single block "
-        f"(a {type(node).__name__} under {loop_name(chain[-1].loop_var)}; blocks: {names})",
+        func, primitive, f"the body of {loop_name(loop.loop_var)} is not a perfect loop nest around one block "
+        f"(a {type(node).__name__} under {loop_name(chain[-1].loop_var)}; blocks inside: {names})",
         loops=(loop.loop_var,),
         rule=f"{primitive} takes a loop whose body is a perfect loop nest around exactly one block",
         fix="choose a loop inside the nest of one block, or split the other statements out first")
@@ -165,10 +167,7 @@ def blockize(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, str]:
     return _blockize(func, loop_var, "blockize")
 
 
-def _blockize(func: PrimFunc, loop_var: Var, primitive: str, keep_init: bool = False) -> tuple[PrimFunc, str]:
-    """blockize; with `keep_init` the init stays in the inner block when every reduction
-    iterator is inside the tile (its condition is then unchanged), as an intrinsic whose
-    description initialises needs."""
+def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, str]:
     loop, path = find_loop(func, loop_var, primitive)
     chain, realize = _loop_chain(func, loop, primitive)
     block = realize.block
@@ -198,7 +197,9 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str, keep_init: bool = F
         inner_values.append(d.inner)
         vmap[iv.var] = d.outer_var * d.inner_extent + d.inner_var
     body = substitute(block.body, vmap)
-    keep = keep_init and block.init is not None and not any(d.iv.kind == "R" and d.outer is not None for d in divs)
+    # With every reduction iterator inside the tile the init's condition is unchanged: it stays
+    # in the inner block (as in TensorIR; an outer block without reduction has no init).
+    keep = block.init is not None and not any(d.iv.kind == "R" and d.outer is not None for d in divs)
     inner_init = substitute(block.init, vmap) if keep else None
     inner_block = dataclasses.replace(block, iter_vars=tuple(inner_ivs), body=body, init=inner_init)
     reads, writes = infer_block_regions(inner_block)
@@ -209,7 +210,7 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str, keep_init: bool = F
         nest = dataclasses.replace(f, body=nest)
     init = None
     if block.init is not None and not keep:
-        init = _lift_init(func, primitive, loop, block, chain, divs, vmap, taken)
+        init = _lift_init(func, primitive, realize, chain, divs, taken)
     names = set(block_names(func))
     outer_name = fresh_name(f"{block.name}_o", names)
     outer = Block(outer_name, tuple(outer_ivs), (), (), nest, init)
@@ -219,9 +220,11 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str, keep_init: bool = F
     return replace_at(func, path, loop, new_realize), outer_name
 
 
-def _lift_init(func: PrimFunc, primitive: str, loop: For, block: Block, chain: list[For], divs: list[_Division],
-               vmap: dict[Var, PrimExpr], taken: set[str]) -> Stmt:
-    """The block's init as a loop nest over the inner spatial loops, for the outer block."""
+def _lift_init(func: PrimFunc, primitive: str, realize: BlockRealize, chain: list[For], divs: list[_Division],
+               taken: set[str]) -> Stmt:
+    """The block's init as a loop nest over the inner spatial loops, for the outer block (under
+    the block's predicate, so that a partial tile initialises only its own elements)."""
+    block = realize.block
     spatial_loops: set[Var] = set()
     reduce_loops: set[Var] = set()
     for d in divs:
@@ -250,22 +253,26 @@ def _lift_init(func: PrimFunc, primitive: str, loop: For, block: Block, chain: l
             values.append(substitute(d.inner, lmap))
             init_map[d.iv.var] = var if d.outer is None else d.outer_var * d.inner_extent + var
     init_body = substitute(block.init, init_map)
-    stray = free_vars_stmt(init_body) & {d.iv.var for d in divs}
+    stray = set(collect(init_body, Var)) & {d.iv.var for d in divs}
     if stray:
         raise schedule_error(func, primitive, f"the T.init of {block_name(block.name)} uses the reduction iterator "
                              f"{next(iter(stray)).name}", blocks=(block.name,),
                              rule="an init may only use the spatial iterators of its block")
-    init_block = Block(f"{block.name}_init", tuple(ivs), (), (), init_body)
+    inner_loops = {f.loop_var for f in chain}
+    if free_vars(realize.predicate) & (inner_loops - spatial_loops):
+        raise schedule_error(func, primitive, f"the predicate of {block_name(block.name)} depends on its inner "
+                             "reduction loops, so its T.init cannot be moved out of them", blocks=(block.name,),
+                             rule="blockize moves the init over the inner spatial loops only",
+                             fix="split the reduction loop by a factor that divides its extent")
+    init_name = fresh_name(f"{block.name}_init", set(block_names(func)))
+    init_block = Block(init_name, tuple(ivs), (), (), init_body)
     reads, writes = infer_block_regions(init_block)
     init_block = dataclasses.replace(init_block, reads=reads, writes=writes)
-    stmt: Stmt = BlockRealize(tuple(values), TRUE, init_block)
+    predicate = substitute(realize.predicate, lmap) if not _is_true(realize.predicate) else TRUE
+    stmt: Stmt = BlockRealize(tuple(values), predicate, init_block)
     for f in reversed(loops):
         stmt = For(lmap[f.loop_var], f.min, f.extent, "serial", stmt)
     return stmt
-
-
-def free_vars_stmt(stmt) -> set[Var]:
-    return set(collect(stmt, Var))
 
 
 # matching ----------------------------------------------------------------------------------
@@ -428,7 +435,8 @@ class Matcher:
                                "(so that the init is part of it), or use an intrinsic without init", **culprit)
             raise Mismatch(f"{block_name(rb.name)} has a T.init() the description of {self.intrin.name!r} lacks",
                            fix="sch.decompose_reduction(block, loop) to move the init into its own block, then "
-                               "tensorize the update", **culprit)
+                               "tensorize the update (or split the reduction loop so that part of it stays outside "
+                               "the tile: the init then moves to the outer block)", **culprit)
         if db.init is not None:
             self._stmt(db.init, rb.init)
         self._stmt(db.body, rb.body)
@@ -663,7 +671,7 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
     original = func
     if isinstance(target, Var):
         find_loop(func, target, "tensorize")
-        func, name = _blockize(func, target, "tensorize", keep_init=_desc_has_init(intrin))
+        func, name = _blockize(func, target, "tensorize")
         culprit = {"loops": (target,)}
     else:
         name = target
@@ -687,10 +695,6 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
     pairs = tuple((k, v) for k, v in block.annotations if k != INTRIN_ANNOTATION) + ((INTRIN_ANNOTATION, intrin_name),)
     new_block = dataclasses.replace(block, annotations=pairs)
     return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block)), None
-
-
-def _desc_has_init(intrin: TensorIntrin) -> bool:
-    return any(r.block.init is not None for r in collect(intrin.desc_body, BlockRealize))
 
 
 def _where(target) -> str:

@@ -24,7 +24,7 @@ extern "C" __global__ void __launch_bounds__(64) mm_kernel(const float* __restri
     for (int kk = 0; kk < 8; ++kk) {
       for (int i_1 = 0; i_1 < 4; ++i_1) {
         for (int j_1 = 0; j_1 < 4; ++j_1) {
-          C_loc[i_1 * 4 + j_1] = C_loc[i_1 * 4 + j_1] + A_sh[ty * 32 + i_1 * 8 + kk] * B_sh[kk * 32 + tx * 4 + j_1];
+          C_loc[i_1 * 4 + j_1] = C_loc[i_1 * 4 + j_1] + A_sh[i_1 * 64 + ty * 8 + kk] * B_sh[kk * 32 + j_1 * 8 + tx];
         }
       }
     }
@@ -32,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(64) mm_kernel(const float* __restri
   }
   for (int i_2 = 0; i_2 < 4; ++i_2) {
     for (int j_2 = 0; j_2 < 4; ++j_2) {
-      C[by * 2048 + ty * 256 + i_2 * 64 + bx * 32 + tx * 4 + j_2] = C_loc[i_2 * 4 + j_2];
+      C[by * 2048 + i_2 * 512 + ty * 64 + bx * 32 + j_2 * 8 + tx] = C_loc[i_2 * 4 + j_2];
     }
   }
 }
