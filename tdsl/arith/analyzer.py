@@ -235,6 +235,8 @@ class Analyzer:
         if hit is not None:
             return hit[1]
         r = self.emit(self.lin(e)) if is_index(e.dtype) else self._simp_other(e)
+        if r is not e and self.same(r, e):
+            r = e  # unchanged: keep the caller's node (and its source span)
         self._simps[id(e)] = (e, r)
         return r
 

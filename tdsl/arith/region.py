@@ -46,6 +46,8 @@ def _pick(an: Analyzer, op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
     """min/max of two bounds when the analyzer can decide which one it is; else None."""
     if a.dtype != b.dtype:
         return None
+    if an.same(a, b):
+        return a
     r = an.simplify(Binary(op, a, b))
     if isinstance(r, Binary) and r.op == op:
         return None
@@ -56,6 +58,8 @@ def _to_range(an: Analyzer, buf: Buffer, dim: int, b: DimBound) -> Range:
     shape = buf.shape[dim]
     if b is not None and b[0].dtype == b[1].dtype:
         lo, hi = b
+        if an.same(lo, hi):  # a single point: the common case, skip the arithmetic
+            return Range(lo, IntImm(1, lo.dtype))
         return Range(lo, an.simplify(hi - lo + 1))
     return Range(IntImm(0, shape.dtype), shape)
 

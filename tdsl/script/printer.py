@@ -89,10 +89,11 @@ class ScriptPrinter:
         if isinstance(e, StringImm):
             return repr(e.value), _ATOM
         if isinstance(e, Binary):
+            # two bare literals would be folded by Python when parsed: spell the first one out
+            a, pa = (_explicit(e.a), _ATOM) if _bare(e.a) and _bare(e.b) else self._expr(e.a)
             if e.op in ("min", "max"):
-                return f"T.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", _ATOM
+                return f"T.{e.op}({a}, {self.expr(e.b)})", _ATOM
             p = _PREC[e.op]
-            a, pa = self._expr(e.a)
             b, pb = self._expr(e.b)
             if p == 4:  # comparisons chain in Python: parenthesise any comparison operand
                 if pa <= p:
@@ -106,7 +107,7 @@ class ScriptPrinter:
                     b = f"({b})"
             return f"{a} {_BINARY_SYMBOL[e.op]} {b}", p
         if isinstance(e, Not):
-            a, pa = self._expr(e.a)
+            a, pa = (_explicit(e.a), _ATOM) if _bare(e.a) else self._expr(e.a)
             if pa < _PREC["not"]:
                 a = f"({a})"
             return f"not {a}", _PREC["not"]
@@ -114,7 +115,8 @@ class ScriptPrinter:
             return (f"T.Select({self.expr(e.condition)}, {self.expr(e.true_value)}, "
                     f"{self.expr(e.false_value)})"), _ATOM
         if isinstance(e, Cast):
-            return f'T.cast({self.expr(e.value)}, "{e.dtype}")', _ATOM
+            value = _explicit(e.value) if _bare(e.value) else self.expr(e.value)
+            return f'T.cast({value}, "{e.dtype}")', _ATOM
         if isinstance(e, Call):
             args = ", ".join(self.expr(a) for a in e.args)
             if e.op == "if_then_else" or (e.op in MATH_CALLS and e.dtype == e.args[0].dtype):
@@ -349,6 +351,17 @@ class ScriptPrinter:
             body = body.block.body
         self.body(body, 1)
         return "\n".join(self.lines) + "\n"
+
+
+def _bare(e) -> bool:
+    """An immediate printed as a plain Python literal (`5`, `True`), which the parser folds."""
+    return isinstance(e, IntImm) and (e.dtype.is_bool or str(e.dtype) == "int32")
+
+
+def _explicit(e: IntImm) -> str:
+    """The literal spelled as a typed constant (`T.int32(5)`, `T.bool(True)`): it parses back to
+    an immediate, so an operation on it stays an operation."""
+    return f"T.bool({bool(e.value)})" if e.dtype.is_bool else f"T.{e.dtype}({e.value})"
 
 
 def _is_root(body) -> bool:

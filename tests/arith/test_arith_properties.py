@@ -64,7 +64,7 @@ def _assignments(spec):
         yield dict(zip(VARS, values))
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

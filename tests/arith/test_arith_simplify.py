@@ -213,3 +213,12 @@ def test_symbolic_divisors():
     assert same(simplify((i * n + j) // n), i + j // n)
     assert same(simplify((i * n + j) % n), j % n)
     assert isinstance(simplify(f // n), Binary)  # nothing known about n: left alone
+
+
+def test_canonical_input_comes_back_as_the_same_node():
+    e = i * 8 + j
+    assert simplify(e) is e
+    c = i < j
+    assert simplify(c) is c
+    s = simplify(i * 4 + j + i * 4)
+    assert simplify(s) is s

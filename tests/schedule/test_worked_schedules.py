@@ -204,3 +204,32 @@ def test_layernorm_one_pass_per_row():
     mean = a.mean(axis=1, keepdims=True)
     var = (a * a).mean(axis=1, keepdims=True) - mean * mean
     _run(sch, f, [a, g, b], (a - mean) / np.sqrt(var + 1e-5) * g + b, tol=2e-4)
+
+
+def test_matmul_gpu_style_shared_tiles_runs_on_cpu():
+    # the classic GPU recipe: shared-memory tiles per k step (padded rows), a local accumulator
+    # written back per thread block; a GPU-bound function also builds for the CPU
+    f = tdsl.parse(MATMUL)
+    sch = tdsl.Schedule(f)
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, factors=[None, 8])
+    j0, j1 = sch.split(j, factors=[None, 8])
+    k0, k1 = sch.split(k, factors=[None, 8])
+    sch.reorder(i0, j0, k0, i1, j1, k1)
+    sch.bind(i0, "blockIdx.x")
+    sch.bind(j0, "blockIdx.y")
+    a_shared = sch.cache_read(c, "A", "shared")
+    b_shared = sch.cache_read(c, "B", "shared")
+    sch.compute_at(a_shared, k0)
+    sch.compute_at(b_shared, k0)
+    sch.storage_align(a_shared, "A_shared", 0, 32, 1)
+    acc = sch.cache_write(c, "C", "local")
+    sch.reverse_compute_at(acc, j0)
+    sch.bind(i1, "threadIdx.y")
+    sch.decompose_reduction(c, k0)
+    assert [lp.name for lp in sch.get_loops(acc)][:2] == [i0.name, j0.name]
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((16, 24)).astype("float32")
+    b = rng.standard_normal((24, 32)).astype("float32")
+    _run(sch, f, [a, b], a @ b)

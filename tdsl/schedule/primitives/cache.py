@@ -349,8 +349,9 @@ def _insert_at_scope(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: b
 
 
 def cache_read(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, str]:
-    """Read `buffer` through a `scope` copy made right before `block`'s own loop nest (so, after
-    a compute_at, once per iteration of the loops it shares with other blocks)."""
+    """Read `buffer` through a `scope` copy made before `block`'s loop nest, as far out as no other
+    block writes the buffer in between (after a compute_at that can be once per iteration of the
+    loops the block shares with the writer)."""
     realize, path = find_block(func, block, "cache_read")
     buf = resolve_buffer(func, realize.block, buffer, "cache_read", "read")
     scope = check_scope(func, "cache_read", scope)
@@ -360,7 +361,10 @@ def cache_read(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc
                              rule="cache_read needs a block that only reads the buffer",
                              fix=f"use sch.cache_write(block, {buf.name!r}, {scope!r}) for a buffer the block "
                                  "updates")
-    own, top, tpath = own_nest(realize, path)
+    def writes(o: Block) -> bool:
+        return any(x.buffer is buf for x in o.writes)
+
+    own, top, tpath = _hoist(realize, *own_nest(realize, path), writes)
     ranges = path_ranges(tpath)
     bounds = accessed_region(realize, path, buf, "read", own, ranges)
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
@@ -405,8 +409,9 @@ def block_names_of(func: PrimFunc) -> list[str]:
 
 
 def cache_write(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, str]:
-    """Write `buffer` through a `scope` buffer copied back right after `block`'s own loop nest (so,
-    after a compute_at, once per iteration of the loops it shares with other blocks)."""
+    """Write `buffer` through a `scope` buffer copied back after `block`'s loop nest, as far out as
+    no other block uses the buffer in between (after a compute_at that can be once per iteration
+    of the loops the block shares with a reader)."""
     realize, path = find_block(func, block, "cache_write")
     b = realize.block
     buf = resolve_buffer(func, b, buffer, "cache_write", "write")
@@ -420,7 +425,10 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFun
                              rule="cache_write needs a block whose result does not depend on the old contents "
                                   "of the buffer (a plain store, or a reduction with T.init)",
                              fix="cache_read the buffer first, or keep the block writing it directly")
-    own, top, tpath = _hoist_over_reduction_loops(realize, buf, *own_nest(realize, path))
+    def uses(o: Block) -> bool:
+        return any(x.buffer is buf for x in o.reads + o.writes)
+
+    own, top, tpath = _hoist(realize, *own_nest(realize, path), uses)
     ranges = path_ranges(tpath)
     _check_dense_write(func, realize, path, buf, own, ranges)
     bounds = accessed_region(realize, path, buf, "write", own, ranges)
@@ -436,23 +444,19 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFun
     return _refresh_scope_regions(func4, {buf, cache}), name
 
 
-def _hoist_over_reduction_loops(realize: BlockRealize, buf: Buffer, own: list[For], top: Stmt,
-                                tpath: Path) -> tuple[list[For], Stmt, Path]:
-    """Move the copy-back point out of shared loops that only drive the block's reduction (a
-    copy per iteration there would copy partial results) and hold nothing else using `buf`."""
-    spatial_vars = set().union(*(free_vars(v) for iv, v in zip(realize.block.iter_vars, realize.iter_values)
-                                 if iv.kind == "S"))
-    while tpath and isinstance(tpath[-1], (For, SeqStmt)):
-        idx = max(i for i, p in enumerate(tpath) if isinstance(p, For) or isinstance(p, Block))
+def _hoist(realize: BlockRealize, own: list[For], top: Stmt, tpath: Path,
+           conflicts) -> tuple[list[For], Stmt, Path]:
+    """Move a copy point from the block's own nest out through the enclosing loops of its scope,
+    as far as no other block under a loop `conflicts` (touches the buffer in a way the copy would
+    reorder); the copy then covers those loops too, once."""
+    while True:
+        idx = max((i for i, p in enumerate(tpath) if isinstance(p, (For, Block))), default=-1)
+        if idx < 0 or not isinstance(tpath[idx], For):
+            return own, top, tpath
         loop = tpath[idx]
-        if not isinstance(loop, For) or loop.loop_var in spatial_vars:
-            break
-        others = [r for r in all_realizes(loop) if r is not realize and
-                  any(x.buffer is buf for x in r.block.reads + r.block.writes)]
-        if others:
-            break
-        own, top, tpath = [loop] + own, loop, tpath[:idx]
-    return own, top, tpath
+        if any(conflicts(r.block) for r in all_realizes(loop) if r is not realize):
+            return own, top, tpath
+        own, top, tpath = [loop, *own], loop, tpath[:idx]
 
 
 def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: Buffer, own: list[For],
