@@ -137,6 +137,34 @@ def _worker_share(kernel, a, repeat: int) -> tuple:
             f"~{100 * ideal:.0f}% ({n} threads)", workers / total >= 0.6 * ideal)
 
 
+BLAS_RUN = """
+import time, numpy as np
+a = np.random.rand(1024, 1024).astype(np.float32)
+a @ a
+best = 1e9
+for _ in range(5):
+    t = time.perf_counter()
+    a @ a
+    best = min(best, time.perf_counter() - t)
+print(best)
+"""
+
+
+def bench_machine_reference() -> list[tuple]:
+    """The same speedup question asked of OpenBLAS (sgemm 1024, 1 vs all threads), to tell a
+    runtime problem from a machine that does not give this process all its cores right now."""
+    def run(threads: str) -> float:
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads}
+        return float(subprocess.run([sys.executable, "-c", BLAS_RUN], env=env, check=True, capture_output=True,
+                                    text=True).stdout)
+
+    from tdsl.backends.llvm import runtime
+
+    one, many = run("1"), run(str(runtime.num_threads()))
+    measured = f"{one / many:.2f}x ({one * 1e3:.1f} -> {many * 1e3:.1f} ms)"
+    return [("reference: OpenBLAS sgemm speedup, same threads", measured, "machine check", True)]
+
+
 def bench_call_overhead(number: int) -> list[tuple]:
     """Per-call cost of `kernel(a, b, c)` on 16-element arrays: CPU time (what the call costs, not
     inflated by other processes on a loaded machine) and wall time."""
@@ -206,6 +234,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     rows += bench_parallel(512 if args.quick else 4096, 3 if args.quick else 7)
+    rows += bench_machine_reference()
     rows += bench_call_overhead(20_000 if args.quick else 200_000)
     rows += bench_build(3 if args.quick else 7)
     rows += bench_import(3 if args.quick else 7)

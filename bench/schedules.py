@@ -76,11 +76,11 @@ def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
     c = sch.get_block("C")
     pack = sch.cache_read(c, "B", "global")
     sch.transform_layout(pack, "B_global", lambda kk, jj: (jj // nr, kk, jj % nr))
-    sch.parallel(sch.get_loops(pack)[0])
+    _parallel_vector_copy(sch, pack, 8)
     if pack_a:
         pack_a_block = sch.cache_read(c, "A", "global")
         sch.transform_layout(pack_a_block, "A_global", lambda ii, kk: (ii // mr, kk // kc, ii % mr, kk % kc))
-        sch.parallel(sch.get_loops(pack_a_block)[0])
+        _parallel_vector_copy(sch, pack_a_block, 8)
     i, j, kk = sch.get_loops(c)
     io, ii = sch.split(i, factors=[None, mc])
     i0, i1 = sch.split(ii, factors=[None, mr])
@@ -88,6 +88,15 @@ def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
     k0, k1 = sch.split(kk, factors=[None, kc])
     sch.reorder(io, k0, j0, i0, i1, j1, k1)
     sch.parallel(io)
+    sch.decompose_reduction(c, k0)
     sch.tensorize(i1, x86.register_fp32(isa, mr, nr, kc))
     return sch
 
+
+
+def _parallel_vector_copy(sch: tdsl.Schedule, block: tdsl.schedule.BlockRV, lanes: int) -> None:
+    """Copy blocks (packing): rows in parallel, `lanes` contiguous elements per vector."""
+    outer, inner = sch.get_loops(block)
+    sch.parallel(outer)
+    _, vec = sch.split(inner, factors=[None, lanes])
+    sch.vectorize(vec)

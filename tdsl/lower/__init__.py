@@ -116,8 +116,31 @@ class Pass:
         return self.fn(func)
 
 
+def _tensor_intrinsics(target: str) -> Callable[[PrimFunc], PrimFunc]:
+    """Swap tensorized blocks' descriptions for their implementations (see
+    tdsl.schedule.tensorize_lower); free for functions that use no tensor intrinsic."""
+
+    def run(func: PrimFunc) -> PrimFunc:
+        if "tdsl.tensor_intrin" not in _annotation_keys(func):
+            return func
+        from ..schedule.tensorize_lower import apply_tensor_intrinsics
+
+        return apply_tensor_intrinsics(func, target)
+
+    return run
+
+
+def _annotation_keys(func: PrimFunc) -> set:
+    from ..ir import Block, post_order_visit
+
+    keys: set = set()
+    post_order_visit(func.body, lambda n: keys.update(k for k, _ in n.annotations) if isinstance(n, Block) else None)
+    return keys
+
+
 _PIPELINES: dict[str, list[Pass]] = {
     "cpu": [
+        Pass("apply_tensor_intrinsics", _tensor_intrinsics("cpu")),
         Pass("thread_bindings_to_serial", thread_bindings_to_serial),
         Pass("convert_blocks", convert_blocks),
         Pass("flatten_buffers", flatten_buffers),
@@ -129,6 +152,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("remove_no_op", remove_no_op),
     ],
     "cuda": [
+        Pass("apply_tensor_intrinsics", _tensor_intrinsics("cuda")),
         Pass("convert_blocks", convert_blocks),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),

@@ -12,8 +12,8 @@ of a lowering pipeline (before `convert_blocks`), decides per block:
 * a "cpu" intrinsic whose CPU features the host lacks, or a "cpu" intrinsic built for "cuda"
   -> TargetError naming the block, the intrinsic and what is missing.
 
-Importing this module registers the pass in the "cpu" and "cuda" pipelines of tdsl.lower
-(before "convert_blocks"), so it runs whenever tensorize has been used in the process.
+The "cpu" and "cuda" pipelines of tdsl.lower run it first ("apply_tensor_intrinsics"); it costs
+nothing for functions without tensorized blocks.
 """
 from __future__ import annotations
 
@@ -143,16 +143,3 @@ def _replace(func: PrimFunc, path, old, new) -> PrimFunc:
     from .state import replace_at
 
     return replace_at(func, path, old, new)
-
-
-def _register() -> None:
-    """Put the pass first in the cpu and cuda pipelines (idempotent)."""
-    try:
-        from ..lower import Pass, register_pass
-    except ImportError:  # lowering not available: nothing to hook into
-        return
-    register_pass("cpu", Pass(PASS_NAME, lambda f: apply_tensor_intrinsics(f, "cpu")), before="convert_blocks")
-    register_pass("cuda", Pass(PASS_NAME, lambda f: apply_tensor_intrinsics(f, "cuda")), before="convert_blocks")
-
-
-_register()

@@ -149,6 +149,9 @@ class _Tensor:
 def test_dlpack_tensors_and_wrong_device(axpy):
     x, y = _xy()
     np.testing.assert_array_equal(axpy(_Tensor(x), _Tensor(y), alpha=2.0), 2 * x + y)
+    z = np.zeros_like(x)
+    assert axpy(_Tensor(x), _Tensor(y), _Tensor(z), 3.0) is None       # written through DLPack in place
+    np.testing.assert_array_equal(z, 3 * x + y)
     msg = _err(axpy, _Tensor(x, device=(2, 0)), y, alpha=1.0)
     assert "'X'" in msg and "CPU" in msg and "device type 2" in msg
 
