@@ -12,6 +12,12 @@ import numpy as np
 
 
 def median_seconds(fn, repeat: int = 7, min_time: float = 0.05) -> float:
+    """Median seconds per call of `fn`."""
+    return seconds(fn, repeat, min_time)[0]
+
+
+def seconds(fn, repeat: int = 7, min_time: float = 0.05) -> tuple[float, float]:
+    """(median, minimum) seconds per call of `fn`, each sample at least `min_time` long."""
     fn()
     number = 1
     while True:
@@ -28,7 +34,7 @@ def median_seconds(fn, repeat: int = 7, min_time: float = 0.05) -> float:
             fn()
         times.append((time.perf_counter() - t) / number)
     times.sort()
-    return times[len(times) // 2]
+    return times[len(times) // 2], times[0]
 
 
 def softmax(x):
@@ -88,4 +94,5 @@ def blas_info() -> str:
 
 if __name__ == "__main__":
     name, size = sys.argv[1], int(sys.argv[2])
-    print(json.dumps({"seconds": median_seconds(case(name, size)), "blas": blas_info()}))
+    median, best = seconds(case(name, size))
+    print(json.dumps({"seconds": median, "best": best, "blas": blas_info()}))

@@ -58,7 +58,7 @@ def gemm_tiles(m: int, n: int, k: int) -> tuple[int, int, int, int]:
 
 
 def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
-                  tiles: tuple[int, int, int, int] | None = None, pack_a: bool = True) -> tdsl.Schedule:
+                  tiles: tuple[int, int, int, int] | None = None, pack_a: bool = True, pack_b: bool = True) -> tdsl.Schedule:
     """fp32 GEMM, GotoBLAS style, with the x86 register-tile micro-kernel:
 
     * B is packed into NR-wide column panels (`cache_read` + `transform_layout`), so that the
@@ -74,9 +74,10 @@ def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
     isa = "avx512" if "avx512" in x86.available() else "avx2"
     sch = tdsl.Schedule(gemm_func(m, n, k))
     c = sch.get_block("C")
-    pack = sch.cache_read(c, "B", "global")
-    sch.transform_layout(pack, "B_global", lambda kk, jj: (jj // nr, kk, jj % nr))
-    _parallel_vector_copy(sch, pack, 8)
+    if pack_b:
+        pack = sch.cache_read(c, "B", "global")
+        sch.transform_layout(pack, "B_global", lambda kk, jj: (jj // nr, kk, jj % nr))
+        _parallel_vector_copy(sch, pack, nr)
     if pack_a:
         pack_a_block = sch.cache_read(c, "A", "global")
         sch.transform_layout(pack_a_block, "A_global", lambda ii, kk: (ii // mr, kk // kc, ii % mr, kk % kc))
@@ -100,3 +101,214 @@ def _parallel_vector_copy(sch: tdsl.Schedule, block: tdsl.schedule.BlockRV, lane
     sch.parallel(outer)
     _, vec = sch.split(inner, factors=[None, lanes])
     sch.vectorize(vec)
+
+
+# -- row softmax ---------------------------------------------------------------------------
+
+SOFTMAX = '''
+@T.prim_func
+def softmax(A: T.Buffer(({rows}, {cols}), "float32"), B: T.Buffer(({rows}, {cols}), "float32")):
+    row_max = T.alloc_buffer(({rows},), "float32")
+    row_sum = T.alloc_buffer(({rows},), "float32")
+    for i, j in T.grid({rows}, {cols}):
+        with T.block("max"):
+            vi, vj = T.axis.remap("SR", [i, j])
+            with T.init():
+                row_max[vi] = T.min_value("float32")
+            row_max[vi] = T.max(row_max[vi], A[vi, vj])
+    for i, j in T.grid({rows}, {cols}):
+        with T.block("sum"):
+            vi, vj = T.axis.remap("SR", [i, j])
+            with T.init():
+                row_sum[vi] = T.float32(0)
+            row_sum[vi] = row_sum[vi] + T.exp(A[vi, vj] - row_max[vi])
+    for i, j in T.grid({rows}, {cols}):
+        with T.block("norm"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = T.exp(A[vi, vj] - row_max[vi]) * (T.float32(1) / row_sum[vi])
+'''
+
+
+def softmax_func(rows: int, cols: int) -> tdsl.PrimFunc:
+    """Row softmax B = exp(A - max) / sum(exp(A - max)), as a user writes it. The sum block
+    recomputes exp rather than storing it: the kernel is memory-bound, and an intermediate
+    the size of A would double the traffic (lowering does not shrink buffers to a row)."""
+    return tdsl.parse(SOFTMAX.format(rows=rows, cols=cols))
+
+
+def _vector_reduction(sch: tdsl.Schedule, block: tdsl.schedule.BlockRV, lanes: int) -> tdsl.schedule.BlockRV:
+    """Reduce the innermost loop of `block` `lanes` at a time: rfactor the lanes into partial
+    results (one vector accumulator per row), the update vectorized, the init in its own
+    vectorized block; the block then combines the `lanes` partials. Returns the rfactor block."""
+    loops = sch.get_loops(block)
+    outer, inner = sch.split(loops[-1], factors=[None, lanes])
+    rf = sch.rfactor(inner, len(loops) - 1)
+    rf_loops = sch.get_loops(rf)
+    init = sch.decompose_reduction(rf, rf_loops[-2])
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.vectorize(sch.get_loops(rf)[-1])
+    return rf
+
+
+def _row_loop_nest(sch: tdsl.Schedule, last: str, producers: tuple[str, ...], lanes: int) -> None:
+    """Fuse a chain of row reductions into the row loop of the elementwise block `last`: all
+    computed at the row loop, each a vectorized reduction (rfactor), rows in parallel and the
+    elementwise columns vectorized."""
+    row, col = sch.get_loops(sch.get_block(last))
+    for name in reversed(producers):
+        sch.compute_at(sch.get_block(name), row)
+    for name in producers:
+        _vector_reduction(sch, sch.get_block(name), lanes)
+    sch.parallel(row)
+    _, vec = sch.split(col, factors=[None, lanes])
+    sch.vectorize(vec)
+
+
+def softmax_schedule(rows: int, cols: int, lanes: int = 16) -> tdsl.Schedule:
+    """Row softmax: one parallel loop over rows; in each row the max and the sum of exp are
+    vectorized reductions (rfactor over `lanes` partials) and the normalisation a vector loop,
+    so the row is read from memory once and stays in L1 for the other two passes."""
+    sch = tdsl.Schedule(softmax_func(rows, cols))
+    _row_loop_nest(sch, "norm", ("max", "sum"), lanes)
+    return sch
+
+
+# -- layernorm -----------------------------------------------------------------------------
+
+LAYERNORM = '''
+@T.prim_func
+def layernorm(A: T.Buffer(({rows}, {cols}), "float32"), gamma: T.Buffer(({cols},), "float32"),
+              beta: T.Buffer(({cols},), "float32"), B: T.Buffer(({rows}, {cols}), "float32")):
+    row_sum = T.alloc_buffer(({rows},), "float32")
+    row_sq = T.alloc_buffer(({rows},), "float32")
+    for i, j in T.grid({rows}, {cols}):
+        with T.block("sum"):
+            vi, vj = T.axis.remap("SR", [i, j])
+            with T.init():
+                row_sum[vi] = T.float32(0)
+            row_sum[vi] = row_sum[vi] + A[vi, vj]
+    for i, j in T.grid({rows}, {cols}):
+        with T.block("sumsq"):
+            vi, vj = T.axis.remap("SR", [i, j])
+            with T.init():
+                row_sq[vi] = T.float32(0)
+            row_sq[vi] = row_sq[vi] + A[vi, vj] * A[vi, vj]
+    for i, j in T.grid({rows}, {cols}):
+        with T.block("norm"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            mean = row_sum[vi] * T.float32({inv})
+            var = row_sq[vi] * T.float32({inv}) - mean * mean
+            B[vi, vj] = (A[vi, vj] - mean) * T.rsqrt(var + T.float32({eps})) * gamma[vj] + beta[vj]
+'''
+
+
+def layernorm_func(rows: int, cols: int, eps: float = 1e-5) -> tdsl.PrimFunc:
+    """Layer normalisation over the last axis with scale and shift, as a user writes it; mean
+    and variance come from the sum and the sum of squares, so one read of the row gives both."""
+    return tdsl.parse(LAYERNORM.format(rows=rows, cols=cols, inv=repr(1.0 / cols), eps=repr(eps)))
+
+
+def layernorm_schedule(rows: int, cols: int, lanes: int = 16, eps: float = 1e-5) -> tdsl.Schedule:
+    """Layernorm: rows in parallel; per row, the sum and the sum of squares are vectorized
+    reductions (rfactor) computed at the row loop, and the normalisation is a vector loop, so
+    each row is read from memory once."""
+    sch = tdsl.Schedule(layernorm_func(rows, cols, eps))
+    _row_loop_nest(sch, "norm", ("sum", "sumsq"), lanes)
+    return sch
+
+
+# -- conv2d --------------------------------------------------------------------------------
+
+CONV2D = '''
+@T.prim_func
+def conv2d(X: T.Buffer(({n}, {c}, {h}, {w}), "float32"), W: T.Buffer(({k}, {c}, 3, 3), "float32"),
+           Y: T.Buffer(({n}, {k}, {h}, {w}), "float32")):
+    Xpad = T.alloc_buffer(({n}, {c}, {h} + 2, {w} + 2), "float32")
+    for b, ci, y, x in T.grid({n}, {c}, {h} + 2, {w} + 2):
+        with T.block("pad"):
+            vb, vc, vy, vx = T.axis.remap("SSSS", [b, ci, y, x])
+            Xpad[vb, vc, vy, vx] = T.if_then_else(1 <= vy and vy <= {h} and 1 <= vx and vx <= {w},
+                                                  X[vb, vc, vy - 1, vx - 1], T.float32(0))
+    for b, ko, y, x, ci, r, s in T.grid({n}, {k}, {h}, {w}, {c}, 3, 3):
+        with T.block("conv"):
+            vb, vk, vy, vx, vc, vr, vs = T.axis.remap("SSSSRRR", [b, ko, y, x, ci, r, s])
+            with T.init():
+                Y[vb, vk, vy, vx] = T.float32(0)
+            Y[vb, vk, vy, vx] = Y[vb, vk, vy, vx] + W[vk, vc, vr, vs] * Xpad[vb, vc, vy + vr, vx + vs]
+'''
+
+
+def conv2d_func(n: int, c: int, h: int, w: int, k: int) -> tdsl.PrimFunc:
+    """3x3 convolution, stride 1, zero padding 1, NCHW input and KCRS filters, as a user
+    writes it (a padding block, then the convolution)."""
+    return tdsl.parse(CONV2D.format(n=n, c=c, h=h, w=w, k=k))
+
+
+def conv2d_schedule(n: int, c: int, h: int, w: int, k: int, mr: int = 2) -> tdsl.Schedule:
+    """conv2d as MR x W x C GEMM tiles: for each output row y and filter tap (r, s),
+    Y[k0:k0+MR, y, 0:W] += W[k0:k0+MR, :, r, s] @ Xpad[:, y + r, s:s + W] -- the fp32
+    micro-kernel with the whole output row (W a multiple of the lanes) as its NR and the input
+    channels as its KC, so 2 x 7 accumulators stay in registers for W = 56 on AVX2. Rows in
+    parallel; the padding block in parallel over channels."""
+    isa = "avx512" if "avx512" in x86.available() and w % 16 == 0 else "avx2"
+    sch = tdsl.Schedule(conv2d_func(n, c, h, w, k))
+    conv = sch.get_block("conv")
+    # the micro-kernel's operands are the two innermost dimensions of each buffer: put the
+    # channels next to the columns (Xpad, Y) and the filters next to the channels (W)
+    pad = sch.get_block("pad")
+    sch.transform_layout(pad, "Xpad", lambda b, ci, yy, xx: (b, yy, ci, xx))
+    w_copy = sch.cache_read(conv, "W", "global")
+    sch.transform_layout(w_copy, "W_global", lambda ko, ci, r, s: (r, s, ko, ci))
+    y_copy = sch.cache_write(conv, "Y", "global")
+    sch.transform_layout(conv, "Y_global", lambda b, ko, yy, xx: (b, yy, ko, xx))
+    for copy in (pad, y_copy):
+        outer = sch.get_loops(copy)
+        sch.parallel(sch.fuse(outer[0], outer[1]))
+    b, ko, y, x, ci, r, s = sch.get_loops(conv)
+    k0, k1 = sch.split(ko, factors=[None, mr])
+    sch.reorder(b, y, k0, r, s, k1, x, ci)
+    sch.parallel(sch.fuse(b, y))
+    sch.decompose_reduction(conv, r)
+    sch.tensorize(k1, x86.register_fp32(isa, mr, w, c))
+    return sch
+
+
+# -- int8 GEMM -----------------------------------------------------------------------------
+
+INT8_GEMM = '''
+@T.prim_func
+def gemm_u8s8(A: T.Buffer(({n}, {n}), "uint8"), B: T.Buffer(({n}, {n}), "int8"),
+              C: T.Buffer(({n}, {n}), "int32")):
+    for i, j, k in T.grid({n}, {n}, {n}):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = 0
+            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk, vj], "int32")
+'''
+
+
+def int8_gemm_func(n: int) -> tdsl.PrimFunc:
+    """u8 x s8 -> s32 GEMM, as a user writes it."""
+    return tdsl.parse(INT8_GEMM.format(n=n))
+
+
+def int8_gemm_schedule(n: int, rows: int = 4, cols: int = 64) -> tdsl.Schedule:
+    """int8 GEMM without a dot-product instruction (no VNNI): a block of `rows` x `cols`
+    int32 results is updated for every k from one broadcast of A per row and one row of B
+    widened to int32 (vpmovsxbd, vpmulld, vpaddd on AVX2); the `cols`-wide slices of C stay
+    in L1 across the k loop. Rows in parallel. Where the CPU has VNNI, `bench/bench_tensorize.py`
+    shows the tensorized variant (x86.<isa>.dot_u8s8s32)."""
+    cols = _divisor(n, (cols, 32, 16, 8))
+    rows = _divisor(n, (rows, 2))
+    sch = tdsl.Schedule(int8_gemm_func(n))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, factors=[None, rows])
+    j0, j1 = sch.split(j, factors=[None, cols])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.parallel(i0)
+    sch.decompose_reduction(c, k)
+    sch.unroll(i1)
+    sch.vectorize(j1)
+    return sch

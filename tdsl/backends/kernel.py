@@ -421,15 +421,9 @@ class Kernel:
         return p in positional[:len(args)]
 
     def _bound_dims(self, values: list) -> list[int]:
-        dims: dict[str, int] = {}
-        for p in self._params:
-            if p.is_buffer:
-                for s, got in zip(p.shape, values[p.index].shape):
-                    if isinstance(s, Var):
-                        dims.setdefault(s.name, int(got))
-            else:
-                dims.setdefault(p.name, values[p.index])
-        return [dims[name] for name in self._dims]
+        """The raw entry's dimension arguments, read from the arguments by position."""
+        return [int(values[i]) if axis < 0 else int(values[i].shape[axis])
+                for i, axis in self._compiled.meta["dim_sources"]]
 
     def _raise(self, rc: int):
         if rc == -2:

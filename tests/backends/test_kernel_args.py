@@ -218,3 +218,17 @@ def strided(A: T.Buffer((4, 4), "float32", strides=(8, 1)), B: T.Buffer((4, 4), 
     np.testing.assert_array_equal(kernel(big[:, :4].copy()), big[:, :4] * 2)   # C order: copied to fit
     msg = _err(kernel, big[:, :4], np.zeros((4, 4), np.float32))
     assert "'B'" in msg and "strides (8, 1)" in msg
+
+
+def test_alpha_equivalent_kernels_share_code_but_keep_their_own_names(rng):
+    """Two functions that differ only in names share machine code; each Kernel reports its own
+    parameter names and binds its own symbolic dimension (also on the slow path)."""
+    other = tdsl.build(tdsl.parse(SRC.replace('"n"', '"rows"').replace("(n, 4)", "(rows, 4)")
+                                  .replace("X", "P").replace("Y", "Q")))
+    mine = tdsl.build(tdsl.parse(SRC))
+    assert mine._compiled is other._compiled
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    y = np.asfortranarray(rng.standard_normal((6, 4)).astype(np.float32))     # forces the slow path
+    np.testing.assert_allclose(other(x, y, alpha=2.0), 2 * x + y, rtol=1e-6)
+    assert "'P'" in _err(other, x.astype(np.float64), y, alpha=1.0)
+    assert "'rows'" in _err(other, x, y[:5], alpha=1.0)

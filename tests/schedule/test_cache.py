@@ -139,16 +139,16 @@ def test_cache_write_and_read_after_compute_at_work_per_shared_iteration():
     i, _ = sch.get_loops(b)
     sch.reverse_compute_at(sch.get_block("C"), i)
     cw = sch.cache_write(b, "B", "local")
-    assert [lp.name for lp in sch.get_loops(cw)][0] == i.name
+    assert next(lp.name for lp in sch.get_loops(cw)) == i.name
     cr = sch.cache_read(sch.get_block("C"), "B", "shared")
-    assert [lp.name for lp in sch.get_loops(cr)][0] == i.name
+    assert next(lp.name for lp in sch.get_loops(cr)) == i.name
     check(sch, f)
     g = kernel("matmul")
     sch = tdsl.Schedule(g)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
     sch.reorder(k, i, j)  # the reduction loop is outermost: each k copies partial sums back
-    k0, k1 = sch.split(k, factors=[None, 4])
+    _k0, _k1 = sch.split(k, factors=[None, 4])
     sch.cache_write(c, "C", "local")
     sch.cache_read(c, "A", "local")
     check(sch, g)

@@ -91,6 +91,7 @@ class CodegenResult:
     parallel: bool
     descr_dtypes: list[str]      # ctx[2 + k] holds numpy's descriptor of descr_dtypes[k]
     tuple_symbol: str = ""       # the entry taking one tuple of arrays (kernels without scalars)
+    dim_sources: list = field(default_factory=list)   # per dim: [param index, axis] (axis -1: a scalar)
 
 
 # ----------------------------------------------------------------------------- types
@@ -1202,7 +1203,26 @@ def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_
         _emit_tuple_entry(m, fast, len(lowered.params))
     tuple_symbol = f"{symbol}_tuple" if all(isinstance(p, Buffer) for p in lowered.params) else ""
     return CodegenResult(str(module), symbol, f"{symbol}_raw", f"{symbol}_ctx", params, [d.name for d in dims],
-                         m.checks, m.parallel, descr_dtypes, tuple_symbol)
+                         m.checks, m.parallel, descr_dtypes, tuple_symbol, _dim_sources(api, dims))
+
+
+def _dim_sources(api: PrimFunc, dims: list[Var]) -> list[list[int]]:
+    """Where each symbolic dimension's value comes from, by position (names may differ between
+    alpha-equivalent functions that share this machine code)."""
+    out = []
+    for d in dims:
+        for i, p in enumerate(api.params):
+            if isinstance(p, Var) and p.name == d.name:
+                out.append([i, -1])
+                break
+            if isinstance(p, Buffer):
+                axis = next((k for k, s in enumerate(p.shape) if isinstance(s, Var) and s.name == d.name), None)
+                if axis is not None:
+                    out.append([i, axis])
+                    break
+        else:
+            raise TargetError(f"symbolic dimension {d.name!r} of {api.name!r} is not a dimension of any parameter")
+    return out
 
 
 def _scalar_abi(dt: DataType) -> ir.Type:

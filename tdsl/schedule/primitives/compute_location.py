@@ -460,7 +460,7 @@ def _clip_to_domain(site: _Site, region, box: Box) -> Box:
 
 def _anchor_vars(lpath: Path, loop: For) -> list[For]:
     """The anchor loop and the loops around it in its scope, outer to inner."""
-    return loops_in_scope(lpath + (loop,)) + [loop]
+    return loops_in_scope(lpath + (loop,))
 
 
 def _walk(loops: list[For], ranges: dict[Var, Range]):
