@@ -75,14 +75,15 @@ sch.show(diff=True)
 measure("tiled", sch)
 
 # %% [markdown]
-# `undo` takes back the last step (and kills its handles). Here we try another order, look,
-# and go back.
+# `undo` takes back the last step (and kills the handles it made). Here we try another
+# order, look at it, and go back.
 
 # %%
+before = sch.func
 sch.reorder(j0, i0)
-print(sch.func.script().splitlines()[4:6])
+sch.show(diff=True)
 sch.undo()
-i0, j0, k, i1, j1 = sch.get_loops(block)
+assert tdsl.structural_equal(sch.func, before)
 
 # %% [markdown]
 # ## 2. Vectorize the innermost loop, unroll the rows of the tile
