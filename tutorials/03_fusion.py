@@ -105,7 +105,7 @@ sch.show(diff=True)
 # `compute_at(block, loop)` places a producer under a loop of its consumer, computing just
 # the part the consumer needs at each iteration: the row's sum, exponentials and max. We go
 # from the last producer to the first (`sum`, `exp`, `max`), so each lands before its readers.
-# Now row `i` is read from memory once and its exponentials stay in cache.
+# Now every stage of row `i` runs back to back, while the row and its exponentials are in cache.
 
 # %%
 norm = sch.get_block("norm")

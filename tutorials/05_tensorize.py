@@ -92,7 +92,7 @@ except tdsl.ScheduleError as err:
 assert tdsl.structural_equal(sch.func, before)
 
 # %% [markdown]
-# The fix: undo the reorder and the split of j, split j by 8, reorder again.
+# The fix: undo the reorder and the splits of k and j, split j by 8, and reorder again.
 
 # %%
 sch.undo()   # the reorder
@@ -123,15 +123,15 @@ sch.show(diff=True)
 
 # %%
 np.testing.assert_allclose(tdsl.interpret(sch.func, a, b), want, rtol=1e-4, atol=1e-4)
-lowered = tdsl.lower(sch, target="cpu").script()
 have_avx2 = "avx2" in x86.available()
 if have_avx2:
+    lowered = tdsl.lower(sch, target="cpu").script()
     assert "llvm.fma.v8f32" in lowered
     mine = tdsl.build(sch, target="cpu")
     np.testing.assert_allclose(mine(a, b), want, rtol=1e-4, atol=1e-4)
-    print("\n".join(line for line in lowered.splitlines() if "llvm.fma" in line)[:600])
+    print("\n".join([line for line in lowered.splitlines() if "llvm.fma" in line][:2]))
 else:
-    print("this CPU has no AVX2+FMA: the FMA intrinsic is skipped when building")
+    print("this CPU has no AVX2+FMA: building with the FMA intrinsic is skipped (the interpreter check ran)")
 
 # %% [markdown]
 # ## The built-in AVX2 fp32 micro-kernel
