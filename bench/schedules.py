@@ -31,6 +31,29 @@ def gemm(A: T.Buffer(({m}, {k}), "float32"), B: T.Buffer(({k}, {n}), "float32"),
 '''
 
 
+GEMM_PACKED = '''
+@T.prim_func
+def gemm(A: T.Buffer(({m}, {k}), "float32"), B: T.Buffer(({k}, {n}), "float32"),
+         C: T.Buffer(({m}, {n}), "float32")):
+    B_global = T.alloc_buffer(({n} // {nr}, {k}, {nr}), "float32")
+    for ax0, ax1 in T.grid({k}, {n}):
+        with T.block("B_global"):
+            v0, v1 = T.axis.remap("SS", [ax0, ax1])
+            B_global[v1 // {nr}, v0, v1 % {nr}] = B[v0, v1]
+    for i, j, k in T.grid({m}, {n}, {k}):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B_global[vj // {nr}, vk, vj % {nr}]
+'''
+
+CHECKED_LAYOUT_LIMIT = 1 << 20
+"""transform_layout proves a non-permutation map one-to-one by enumerating the buffer, up to
+this many elements; bigger GEMMs are written with B packed in the definition (the function
+cache_read + transform_layout would make)."""
+
+
 def gemm_func(m: int, n: int | None = None, k: int | None = None) -> tdsl.PrimFunc:
     """C[m, n] = A[m, k] @ B[k, n] in fp32, as a user writes it."""
     n = m if n is None else n
@@ -49,20 +72,22 @@ def gemm_tiles(m: int, n: int, k: int) -> tuple[int, int, int, int]:
     latency), MC rows of A per parallel task, KC steps of k per pass (MC x KC of A stays in L2,
     KC x NR of packed B in L1). Every tile divides its extent: tensorize needs whole tiles."""
     lanes = 16 if "avx512" in x86.available() else 8
-    nr = _divisor(n, (2 * lanes, lanes))
+    nr = _divisor(n, (2 * lanes, 5 * lanes, 3 * lanes, lanes))
     vectors = nr // lanes
     mr = _divisor(m, tuple(r for r in (12, 10, 8, 6, 5, 4, 3, 2) if 6 <= r * vectors <= 12) + (2, 1))
     kc = _divisor(k, (256, 250, 200, 128, 125, 100, 64, 50, 32, 16, 8))
-    mc = _divisor(m // mr, (16, 12, 10, 8, 25, 20, 4, 5, 2)) * mr
+    mc = max(d for d in range(mr, min(m, 100) + 1, mr) if m % d == 0) if m >= mr else mr
     return mr, nr, mc, kc
 
 
 def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
-                  tiles: tuple[int, int, int, int] | None = None, pack_a: bool = True, pack_b: bool = True) -> tdsl.Schedule:
+                  tiles: tuple[int, int, int, int] | None = None, pack_b: bool = True) -> tdsl.Schedule:
     """fp32 GEMM, GotoBLAS style, with the x86 register-tile micro-kernel:
 
     * B is packed into NR-wide column panels (`cache_read` + `transform_layout`), so that the
-      micro-kernel reads one contiguous KC x NR sliver per panel;
+      micro-kernel reads one contiguous KC x NR sliver per panel (`pack_b=False` reads B in
+      place: rows of B then lie a row stride apart, which thrashes L1 sets for large n);
+      A is not packed: measured no faster here, its MR rows are read as MR streams;
     * loops io (MC rows, parallel) / k0 (KC) / j0 (NR panels) / ii (MR rows) / micro-kernel:
       a block of A (MC x KC) stays in L2 while the panels stream through L1;
     * the MR x NR x KC micro-kernel is `tensorize`d with `x86.<isa>.fp32_MRxNRxKC`, whose
@@ -72,16 +97,21 @@ def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
     k = m if k is None else k
     mr, nr, mc, kc = tiles or gemm_tiles(m, n, k)
     isa = "avx512" if "avx512" in x86.available() else "avx2"
-    sch = tdsl.Schedule(gemm_func(m, n, k))
+    lanes = x86.ISAS[isa][0]
+    if nr % lanes:
+        raise ValueError(f"gemm_schedule: n = {n} must be a multiple of the {lanes} fp32 lanes of {isa} "
+                         "(the micro-kernel works on whole vectors of C)")
+    packed_in_definition = pack_b and k * n > CHECKED_LAYOUT_LIMIT
+    func = GEMM_PACKED.format(m=m, n=n, k=k, nr=nr) if packed_in_definition else GEMM.format(m=m, n=n, k=k)
+    sch = tdsl.Schedule(tdsl.parse(func))
     c = sch.get_block("C")
     if pack_b:
-        pack = sch.cache_read(c, "B", "global")
-        sch.transform_layout(pack, "B_global", lambda kk, jj: (jj // nr, kk, jj % nr))
+        if packed_in_definition:
+            pack = sch.get_block("B_global")
+        else:
+            pack = sch.cache_read(c, "B", "global")
+            sch.transform_layout(pack, "B_global", lambda kk, jj: (jj // nr, kk, jj % nr))
         _parallel_vector_copy(sch, pack, nr)
-    if pack_a:
-        pack_a_block = sch.cache_read(c, "A", "global")
-        sch.transform_layout(pack_a_block, "A_global", lambda ii, kk: (ii // mr, kk // kc, ii % mr, kk % kc))
-        _parallel_vector_copy(sch, pack_a_block, 8)
     i, j, kk = sch.get_loops(c)
     io, ii = sch.split(i, factors=[None, mc])
     i0, i1 = sch.split(ii, factors=[None, mr])
@@ -92,7 +122,6 @@ def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
     sch.decompose_reduction(c, k0)
     sch.tensorize(i1, x86.register_fp32(isa, mr, nr, kc))
     return sch
-
 
 
 def _parallel_vector_copy(sch: tdsl.Schedule, block: tdsl.schedule.BlockRV, lanes: int) -> None:

@@ -87,3 +87,19 @@ def test_int8_gemm(n):
     sch = schedules.int8_gemm_schedule(n)
     _roundtrip(sch)
     np.testing.assert_array_equal(tdsl.build(sch)(a, b), a.astype(np.int32) @ b.astype(np.int32))
+
+
+def test_gemm_with_b_packed_in_the_definition(monkeypatch):
+    """Large GEMMs write the packing of B in the kernel itself (see CHECKED_LAYOUT_LIMIT)."""
+    monkeypatch.setattr(schedules, "CHECKED_LAYOUT_LIMIT", 0)
+    a = RNG.standard_normal((32, 48), dtype=np.float32)
+    b = RNG.standard_normal((48, 32), dtype=np.float32)
+    sch = schedules.gemm_schedule(32, 32, 48)
+    assert "cache_read" not in str(sch.trace) and "transform_layout" not in str(sch.trace)
+    _roundtrip(sch)
+    np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_refuses_columns_that_are_not_whole_vectors():
+    with pytest.raises(ValueError, match="multiple of the"):
+        schedules.gemm_schedule(20, 20, 20)

@@ -117,13 +117,17 @@ class Parser:
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
             raise self.error(fn, "prim_func parameters must be plain annotated names",
                              'e.g. def f(A: T.Buffer((128,), "float32"), n: T.int32)')
+        seen: set[str] = set()
         for arg in args.args:
+            if arg.arg in seen:
+                raise self.error(arg, f"duplicate parameter '{arg.arg}'", "give every parameter its own name")
+            seen.add(arg.arg)
             if arg.annotation is None:
                 raise self.error(arg, f"parameter '{arg.arg}' needs an annotation",
                                  'write A: T.Buffer((128, 128), "float32") or n: T.int32')
             if self._is_dtype_annotation(arg.annotation):
                 dtype = self._dtype_of_annotation(arg.annotation)
-                var = sym.get(arg.arg) or Var(arg.arg, dtype, span=self.span(arg))
+                var = sym[arg.arg] if arg.arg in sym else Var(arg.arg, dtype, span=self.span(arg))
                 if var.dtype != dtype:
                     raise self.error(arg, f"scalar parameter '{arg.arg}' is used as a dimension, so it must be an "
                                           f"integer; got {dtype}")

@@ -8,3 +8,17 @@ def _private_cache_dir(tmp_path_factory):
     mp.setenv("TDSL_CACHE_DIR", str(tmp_path_factory.mktemp("tdsl-fuzz-cache")))
     yield
     mp.undo()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line on what the schedule fuzzers ran (docs/reliability.md quotes it)."""
+    import sys
+
+    module = sys.modules.get("fuzz.gen_schedules")
+    stats = getattr(module, "STEP_STATS", None)
+    if not stats:
+        return
+    top = ", ".join(f"{k} {v}" for k, v in stats.most_common()
+                    if k not in ("sequences", "applied", "refused"))
+    terminalreporter.write_line(f"tdsl fuzz: {stats['sequences']} schedule sequences, {stats['applied']} steps "
+                                f"applied, {stats['refused']} refused with ScheduleError ({top})")

@@ -10,6 +10,7 @@ left exactly as it was.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
@@ -34,6 +35,10 @@ INDEX_MAPS = [
     lambda i: (i,),
     lambda i: (0,),                    # many-to-one
 ]
+
+
+# what the fuzzers ran in this process: (primitive, "applied" | "refused") -> count, and "sequences"
+STEP_STATS: Counter = Counter()
 
 
 def available_primitives(sch: tdsl.Schedule) -> list[str]:
@@ -178,6 +183,7 @@ def run_sequence(sch: tdsl.Schedule, data, n_steps: int, primitives: list[str] |
     same function object, and no trace entry but the lookups the step made."""
     pool = Pool()
     primitives = primitives or available_primitives(sch)
+    STEP_STATS["sequences"] += 1
     for _ in range(n_steps):
         before, trace_before = sch.func, list(sch.trace)
         try:
@@ -189,6 +195,9 @@ def run_sequence(sch: tdsl.Schedule, data, n_steps: int, primitives: list[str] |
             extra = [ins.kind for ins in after[len(trace_before):]]
             assert all(k.startswith("get_") for k in extra), f"a refused step left {extra} in the trace: {err}"
             assert str(err).strip(), "a ScheduleError without a message"
+            STEP_STATS["refused"] += 1
             continue
         pool.applied.append(kind)
+        STEP_STATS[kind] += 1
+        STEP_STATS["applied"] += 1
     return pool

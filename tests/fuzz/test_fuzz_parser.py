@@ -105,7 +105,7 @@ def test_mutated_generated_programs(data, prog):
     check_parse(data.draw(mutated(prog.text), label="mutated"))
 
 
-@fuzz_settings(200)
+@fuzz_settings(100)
 @given(prog=programs())
 def test_generated_programs_parse_and_roundtrip(prog):
     func = tdsl.parse(prog.text)

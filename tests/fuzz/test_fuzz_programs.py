@@ -46,7 +46,7 @@ def test_lowered_programs_match(prog):
         assert_close(got, want, *prog.tolerance(), what=f"lowered vs original (n={n})")
 
 
-@fuzz_settings(40)
+@fuzz_settings(60)
 @given(prog=programs())
 def test_compiled_programs_match(prog):
     func = tdsl.parse(prog.text)

@@ -111,3 +111,19 @@ def test_roundtrip_of_operations_on_literals(buffer, index):
     func = _SetStored(buffer, CONSTANT_EXPRS[buffer][index]).visit(tdsl.parse(STORES))
     back = tdsl.parse(func.script())
     assert tdsl.structural_diff(func, back) is None, func.script()
+
+
+# R3: a parameter name given twice (which Python's ast accepts) crashed the parser with
+# "TypeError: an IR expression has no truth value" instead of a ScriptError.
+def test_duplicate_parameter_is_a_script_error():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), hi: T.float32, hi: T.float32):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            A[vi] = hi
+'''
+    with pytest.raises(tdsl.ScriptError, match="duplicate parameter 'hi'") as info:
+        tdsl.parse(text)
+    assert info.value.lineno == 3

@@ -33,7 +33,7 @@ def _check_same_meaning(prog, original, scheduled, seed: int) -> None:
         assert_close(got, want, *prog.tolerance(), what=f"scheduled vs original (n={n})")
 
 
-@fuzz_settings(450)
+@fuzz_settings(800)
 @given(prog=programs(), data=st.data())
 def test_schedules_on_generated_programs(prog, data):
     original = tdsl.parse(prog.text)
@@ -45,17 +45,18 @@ def test_schedules_on_generated_programs(prog, data):
     _check_same_meaning(prog, original, sch.func, seed=len(pool.applied))
 
 
-@fuzz_settings(450)
+@fuzz_settings(600)
 @given(case=st.sampled_from(CHEAP_CORPUS), data=st.data())
 def test_schedules_on_corpus(case, data):
     sch = tdsl.Schedule(case.func)
     pool = run_sequence(sch, data, data.draw(st.integers(1, 6), label="steps"))
     assert_roundtrip(sch.func)
     check_case(case, lambda _f, *args: tdsl.interpret(sch.func, *args))
-    assert pool is not None
+    replayed = sch.trace.apply_to(case.func)
+    assert tdsl.structural_diff(replayed.func, sch.func) is None, f"trace replay differs after {pool.applied}"
 
 
-@fuzz_settings(30)
+@fuzz_settings(40)
 @given(prog=programs(max_stages=2), data=st.data())
 def test_scheduled_build_matches_interpreter(prog, data):
     original = tdsl.parse(prog.text)

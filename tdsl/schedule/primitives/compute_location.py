@@ -400,7 +400,10 @@ def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path
                                  f"{block_name(block.name)} and {loop_name(loop.loop_var)}, so moving the block "
                                  "would change what one of them sees", loops=(loop.loop_var,),
                                  blocks=(block.name, o.name),
-                                 rule=f"{primitive} cannot move a block across another that shares its data")
+                                 rule=f"{primitive} cannot move a block across another that shares its data",
+                                 fix=f"first move {block_name(o.name)} with sch.{primitive} (working from the "
+                                     f"{'last consumer back' if moved_first else 'first producer on'}), or pick a "
+                                     f"loop of a direct {'consumer' if moved_first else 'producer'}")
 
 
 # the exact / symbolic checks of the new program ---------------------------------------------
@@ -847,7 +850,7 @@ def compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
         raise schedule_error(func, "compute_inline", f"{block_name(block)} writes {buf.name}, a parameter of "
                              f"{func.name}: its result must stay in memory", blocks=(block,),
                              rule="compute_inline removes the block, so it cannot produce a function output",
-                             fix="reverse_compute_inline its consumer instead")
+                             fix="keep the block, or fold it into its producer with reverse_compute_inline")
     others = [w.name for w in _writers(func, buf) if w is not b]
     if others:
         raise schedule_error(func, "compute_inline", f"{buf.name} is also written by {block_name(others[0])}",
