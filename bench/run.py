@@ -4,6 +4,7 @@
     python bench/run.py --quick          # smaller sizes, fewer repeats (about a minute)
     python bench/run.py --only gemm      # a subset: gemm, softmax, layernorm, conv2d, int8, backend
     python bench/run.py --json out.json  # where the results go (default bench/results.json)
+    python bench/run.py --markdown bench/results.json   # a saved run as a markdown table
 
 Columns: tdsl (time and rate), numpy in this process ("as is"), numpy in a subprocess with
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed from the environment ("unset": OpenBLAS picks
@@ -32,11 +33,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-import tdsl  # noqa: E402
+import numpy_ref
+import peak
+import schedules
 
-import numpy_ref  # noqa: E402
-import peak  # noqa: E402
-import schedules  # noqa: E402
+import tdsl
 
 BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 KERNELS = ("gemm", "softmax", "layernorm", "conv2d", "int8", "backend")
@@ -56,6 +57,7 @@ class Row:
     goal: str = ""
     met: bool | None = None
     value: str = ""            # backend metrics: the measured text
+    peak: float = 0.0          # fp32 FMA peak, all cores, GFLOP/s, measured right before this row
     notes: list[str] = field(default_factory=list)
 
     def rate(self, seconds: float | None) -> float | None:
@@ -135,13 +137,13 @@ def bench_rows(kind: str, rows: int, cols: int, repeat: int) -> Row:
     if kind == "softmax":
         kernel = tdsl.build(schedules.softmax_schedule(rows, cols))
         args = (x,)
-        ref = lambda: numpy_ref.softmax(x)  # noqa: E731
+        ref = lambda: numpy_ref.softmax(x)
     else:
         g = rng.standard_normal(cols, dtype=np.float32)
         b = rng.standard_normal(cols, dtype=np.float32)
         kernel = tdsl.build(schedules.layernorm_schedule(rows, cols))
         args = (x, g, b)
-        ref = lambda: numpy_ref.layernorm(x, g, b)  # noqa: E731
+        ref = lambda: numpy_ref.layernorm(x, g, b)
     out = kernel(*args)
     _check(out, ref(), kind)
     t, tn = interleaved([lambda: kernel(*args, out), ref], repeat)
@@ -242,9 +244,9 @@ def print_table(rows: list[Row], machine: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    title = (f"tdsl CPU kernels on {machine['cpu']} ({machine['cores']} cores, FMA peak "
+    title = (f"tdsl CPU kernels on {machine['cpu']} ({machine['cores']} cores, FMA peak at the start "
              f"{machine['peak_all']:.0f} GFLOP/s all cores, {machine['peak_single']:.0f} one core), "
-             f"load average {machine['load']:.2f}")
+             f"load average {machine['load']:.2f}; % peak: of the peak measured right before each row")
     table = Table(title=title, show_lines=False)
     for col in ("kernel", "size", "tdsl", "numpy (as is)", "numpy (unset)", "ratio", "% peak", "goal", "met"):
         table.add_column(col, justify="left" if col in ("kernel", "size", "goal") else "right")
@@ -257,7 +259,7 @@ def print_table(rows: list[Row], machine: dict) -> None:
         for s in (r.numpy_s, r.numpy_unset_s):
             cells.append("-" if not s else f"{_fmt_time(s)}  {r.rate(s):.1f} {r.unit}")
         ratio = r.value if r.ratio is None else f"{r.ratio:.2f}x"
-        pk = f"{100 * rate / machine['peak_all']:.0f}%" if r.unit != "GB/s" else "-"
+        pk = f"{100 * rate / r.peak:.0f}%" if r.unit != "GB/s" and r.peak else "-"
         table.add_row(r.kernel, r.size, *cells, ratio, pk, r.goal, _met(r.met))
     Console(width=max(Console().width, 170)).print(table)
     for r in rows:
@@ -265,8 +267,38 @@ def print_table(rows: list[Row], machine: dict) -> None:
             print(f"  {r.kernel} {r.size}: " + "; ".join(r.notes))
 
 
+def markdown(data: dict) -> str:
+    """The table of a results.json as markdown (for docs/performance.md)."""
+    lines = ["| kernel | size | tdsl | numpy (as is) | numpy (unset) | ratio | % peak | goal | met |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for d in data["rows"]:
+        r = Row(**{k: v for k, v in d.items() if k != "ratio"})
+        if r.tdsl_s is None:
+            lines.append(f"| {r.kernel} | {r.size} | {r.value} | | | | | {r.goal} | {_met(r.met)} |")
+            continue
+        cells = [f"{_fmt_time(s)}, {r.rate(s):.1f} {r.unit}" if s else "-" for s in (r.tdsl_s, r.numpy_s,
+                                                                                      r.numpy_unset_s)]
+        ratio = r.value if r.ratio is None else f"{r.ratio:.2f}x"
+        pk = f"{100 * r.rate(r.tdsl_s) / r.peak:.0f}%" if r.unit != "GB/s" and r.peak else "-"
+        lines.append(f"| {r.kernel} | {r.size} | {' | '.join(cells)} | {ratio} | {pk} | {r.goal} | {_met(r.met)} |")
+    m = data["machine"]
+    lines.append("")
+    lines.append(f"{m['cpu']}, {m['cores']} cores, ISAs {', '.join(m['isas'])}; FMA peak at the start "
+                 f"{m['peak_all']:.0f} GFLOP/s (all cores), load average {m['load']:.2f} -> {m['load_after']:.2f}.")
+    return "\n".join(lines)
+
+
 def _met(ok: bool | None) -> str:
     return "" if ok is None else ("yes" if ok else "NO")
+
+
+def with_peak(measure: Callable[[], Row]) -> Row:
+    """Run one kernel's measurement with the FMA peak measured right before it: on a shared
+    machine the available peak changes from minute to minute."""
+    available = peak.measure()["all"]
+    row = measure()
+    row.peak = available
+    return row
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -274,10 +306,15 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     parser.add_argument("--only", action="append", choices=KERNELS, help="run only these (repeatable)")
     parser.add_argument("--json", default=os.path.join(HERE, "results.json"), help="where to write the results")
+    parser.add_argument("--markdown", metavar="RESULTS_JSON", help="print a saved run as a markdown table and exit")
     args = parser.parse_args(argv)
+    if args.markdown:
+        with open(args.markdown) as fh:
+            print(markdown(json.load(fh)))
+        return []
     only = set(args.only or KERNELS)
     repeat = 3 if args.quick else 7
-    pk = peak.measure(0.1 if args.quick else 0.3)
+    pk = peak.measure()
     from tdsl.backends.llvm import jit
 
     machine = {"cpu": jit.host_info().cpu, "cores": pk["cores"], "peak_all": pk["all"], "peak_single": pk["single"],
@@ -286,18 +323,18 @@ def main(argv: list[str] | None = None) -> list[Row]:
     rows: list[Row] = []
     if "gemm" in only:
         for n in ((512, 1024) if args.quick else (512, 1000, 1024, 2048)):
-            rows.append(bench_gemm(n, repeat))
+            rows.append(with_peak(lambda n=n: bench_gemm(n, repeat)))
             rows[-1].met = rows[-1].ratio is not None and rows[-1].ratio >= 1.2
         rows += bench_gemm_build(256 if args.quick else 1024)
     if "softmax" in only:
-        rows.append(bench_rows("softmax", 1024 if args.quick else 4096, 1024, repeat))
+        rows.append(with_peak(lambda: bench_rows("softmax", 1024 if args.quick else 4096, 1024, repeat)))
     if "layernorm" in only:
-        rows.append(bench_rows("layernorm", 1024 if args.quick else 4096, 1024, repeat))
+        rows.append(with_peak(lambda: bench_rows("layernorm", 1024 if args.quick else 4096, 1024, repeat)))
     if "conv2d" in only:
-        rows.append(bench_conv2d(56, repeat))
+        rows.append(with_peak(lambda: bench_conv2d(56, repeat)))
         rows[-1].met = rows[-1].ratio is not None and rows[-1].ratio >= 2
     if "int8" in only:
-        rows.append(bench_int8(512 if args.quick else 1024, repeat))
+        rows.append(with_peak(lambda: bench_int8(512 if args.quick else 1024, repeat)))
     if "backend" in only:
         rows += bench_backend(args.quick)
     machine["load_after"] = os.getloadavg()[0]

@@ -11,8 +11,6 @@ schedule at small sizes against numpy.
 """
 from __future__ import annotations
 
-import numpy as np
-
 import tdsl
 from tdsl.intrinsics import x86
 
@@ -170,7 +168,7 @@ def _vector_reduction(sch: tdsl.Schedule, block: tdsl.schedule.BlockRV, lanes: i
     results (one vector accumulator per row), the update vectorized, the init in its own
     vectorized block; the block then combines the `lanes` partials. Returns the rfactor block."""
     loops = sch.get_loops(block)
-    outer, inner = sch.split(loops[-1], factors=[None, lanes])
+    _, inner = sch.split(loops[-1], factors=[None, lanes])
     rf = sch.rfactor(inner, len(loops) - 1)
     rf_loops = sch.get_loops(rf)
     init = sch.decompose_reduction(rf, rf_loops[-2])
@@ -322,22 +320,73 @@ def int8_gemm_func(n: int) -> tdsl.PrimFunc:
     return tdsl.parse(INT8_GEMM.format(n=n))
 
 
-def int8_gemm_schedule(n: int, rows: int = 4, cols: int = 64) -> tdsl.Schedule:
-    """int8 GEMM without a dot-product instruction (no VNNI): a block of `rows` x `cols`
-    int32 results is updated for every k from one broadcast of A per row and one row of B
-    widened to int32 (vpmovsxbd, vpmulld, vpaddd on AVX2); the `cols`-wide slices of C stay
-    in L1 across the k loop. Rows in parallel. Where the CPU has VNNI, `bench/bench_tensorize.py`
-    shows the tensorized variant (x86.<isa>.dot_u8s8s32)."""
-    cols = _divisor(n, (cols, 32, 16, 8))
-    rows = _divisor(n, (rows, 2))
+AVX2_DOT = "bench.avx2.dot_u8s8s32_8x2"
+
+_AVX2_DOT_DESC = '''
+@T.prim_func
+def dot_desc(A: T.Buffer((2,), "uint8"), B: T.Buffer((8, 2), "int8", strides=(2, 1)),
+             C: T.Buffer((8,), "int32")):
+    for j, k in T.grid(8, 2):
+        with T.block("update"):
+            vj, vk = T.axis.remap("SR", [j, k])
+            C[vj] = C[vj] + T.cast(A[vk], "int32") * T.cast(B[vj, vk], "int32")
+'''
+
+# vpmaddwd: C[j] += a0 * B[j, 0] + a1 * B[j, 1] in int16 x int16 -> int32, exact for u8 x s8.
+# The pair (a0, a1) is repeated over the 16 int16 lanes by a select of two broadcasts, which
+# LLVM turns into vpbroadcastw + vpunpcklwd (an index like Ramp % 2 would become a gather).
+_AVX2_DOT_IMPL = '''
+@T.prim_func
+def dot_impl(A: T.Buffer((2,), "uint8"), B: T.Buffer((8, 2), "int8", strides=(2, 1)),
+             C: T.Buffer((8,), "int32")):
+    C[T.Ramp(0, 1, 8)] = C[T.Ramp(0, 1, 8)] + T.call_extern(
+        "int32x8", "llvm.x86.avx2.pmadd.wd",
+        T.Select(T.Ramp(0, 1, 16) % T.Broadcast(2, 16) == T.Broadcast(0, 16),
+                 T.Broadcast(T.cast(A[0], "int16"), 16), T.Broadcast(T.cast(A[1], "int16"), 16)),
+        T.cast(B[0, T.Ramp(0, 1, 16)], "int16x16"))
+'''
+
+
+def int8_dot_intrinsic() -> tuple[str, int, int]:
+    """(name, lanes N, group K) of the best exact u8 x s8 -> s32 dot product of this CPU:
+    C[N] += sum_k A[k] * B[N, k] over K consecutive k. The built-in VNNI one (vpdpbusd, K = 4)
+    where the CPU has it, else an AVX2 vpmaddwd one (K = 2) registered here."""
+    try:
+        name = x86.int8_dot()
+        return name, int(tdsl.TensorIntrin.get(name).desc.params[2].shape[0].value), 4
+    except tdsl.TargetError:
+        pass
+    if not tdsl.TensorIntrin.exists(AVX2_DOT):
+        tdsl.TensorIntrin.register(AVX2_DOT, tdsl.parse(_AVX2_DOT_DESC), tdsl.parse(_AVX2_DOT_IMPL),
+                                   target="cpu", features=("avx2",),
+                                   doc="C[8] += A[2] . B[8, 2], u8 x s8 -> s32 (AVX2 vpmaddwd)")
+    return AVX2_DOT, 8, 2
+
+
+def int8_gemm_schedule(n: int, rows: int = 2, vectors: int = 4, intrin: tuple[str, int, int] | None = None
+                       ) -> tdsl.Schedule:
+    """int8 GEMM with a dot-product intrinsic (`int8_dot_intrinsic`): B is packed so that the
+    K values of k for N consecutive columns are contiguous (`cache_read` + `transform_layout`
+    to (j // N, k // K, j % N, k % K)); a block of `rows` x `vectors` * N results of C stays in
+    registers across the k loop (the unrolled loops around the tensorized dot product), rows in
+    parallel."""
+    name, lanes, group = intrin or int8_dot_intrinsic()
+    rows = _divisor(n, (rows, 2, 1))
+    vectors = _divisor(n // lanes, (vectors, 2, 1))
     sch = tdsl.Schedule(int8_gemm_func(n))
     c = sch.get_block("C")
+    pack = sch.cache_read(c, "B", "global")
+    sch.transform_layout(pack, "B_global", lambda kk, jj: (jj // lanes, kk // group, jj % lanes, kk % group))
+    sch.parallel(sch.get_loops(pack)[0])
     i, j, k = sch.get_loops(c)
     i0, i1 = sch.split(i, factors=[None, rows])
-    j0, j1 = sch.split(j, factors=[None, cols])
-    sch.reorder(i0, j0, k, i1, j1)
+    j0, jv = sch.split(j, factors=[None, lanes])
+    jo, ji = sch.split(j0, factors=[None, vectors])
+    ko, kk = sch.split(k, factors=[None, group])
+    sch.reorder(i0, jo, ko, i1, ji, jv, kk)
     sch.parallel(i0)
-    sch.decompose_reduction(c, k)
+    sch.decompose_reduction(c, ko)
+    sch.tensorize(jv, name)
     sch.unroll(i1)
-    sch.vectorize(j1)
+    sch.unroll(ji)
     return sch

@@ -146,7 +146,11 @@ sch.reorder(io, k0, j0, i0, i1, j1, k1)
 sch.parallel(io)
 sch.decompose_reduction(block, k0)
 sch.show(diff=True)
-measure("packed B, tiled", sch)
+measure("packed B, tiled", sch)     # slow: a scalar loop computing vj // NR, vj % NR per element
+
+# %% [markdown]
+# Packed but not yet vectorized, the inner loop computes the panel index of every element:
+# slower than before. The micro-kernel replaces the whole MR x NR x KC tile by register code.
 
 # %%
 sch.tensorize(i1, name)

@@ -6,6 +6,11 @@ atoms are the term `x` itself: lower 1, no upper). Floor division and modulo by 
 produce such terms, and the merge rules below let the usual split/fuse index patterns cancel
 (`x // 32 * 32 + x % 32 // 4 * 4 + x % 4 -> x`), much like TVM's canonical simplifier.
 
+Bounds of a form with a min/max term and other terms are also taken case by case:
+`rest + c*max(x, y)` is `max(rest + c*x, rest + c*y)` (min for c < 0, and the other way round
+for min), so the other terms may cancel inside each case (max(4*i - 1, 0) - 4*i <= 0,
+min(5*i + 4, 15) - 5*i + 1 <= 5); at most _CASE_DEPTH nested splits per bound.
+
 Bounds reasoning assumes index arithmetic does not overflow (as TVM does); constant folding
 wraps around per dtype, so folded constants mean exactly what the machine computes.
 """
@@ -21,6 +26,7 @@ from ..ir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntI
 
 Bound = tuple[int | None, int | None]
 _UNBOUNDED: Bound = (None, None)
+_CASE_DEPTH = 3  # at most 2**3 case combinations per bound: min/max splits multiply
 _FLIP = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
 
 
@@ -216,6 +222,7 @@ class Analyzer:
         self._shifting: set[int] = set()
         self._inlining: set[int] = set()
         self._range_var_sets: dict[int, set] = {}
+        self._case_depth = 0  # nesting of min/max case splits in bound_lin (see _bound_by_cases)
 
     # keys -------------------------------------------------------------------------------
     def key(self, e: PrimExpr):
@@ -567,7 +574,34 @@ class Analyzer:
             finally:
                 self._shifting.discard(key)
             b = (_tighter(max, b[0], alt[0]), _tighter(min, b[1], alt[1]))
+        if len(a.terms) > 1 and self._case_depth < _CASE_DEPTH:
+            split = self._minmax_term(a)
+            if split is not None:
+                alt = self._bound_by_cases(a, split)
+                b = (_tighter(max, b[0], alt[0]), _tighter(min, b[1], alt[1]))
         return b
+
+    def _minmax_term(self, a: Lin):
+        """(key, term, coeff) of a min/max term of `a`, or None."""
+        for k, (t, c) in a.terms.items():
+            src = t.src
+            if t.plain and isinstance(src, Binary) and src.op in ("min", "max") and is_index(src.dtype):
+                return k, t, c
+        return None
+
+    def _bound_by_cases(self, a: Lin, split) -> Bound:
+        """Bounds of `rest + c * op(x, y)` as op'(rest + c*x, rest + c*y) (op' = op for c > 0,
+        the other one for c < 0): the other terms may cancel against each case, where they
+        cannot against the opaque min/max (max(4*i - 1, 0) - 4*i is max(-1, -4*i) <= 0)."""
+        key, t, c = split
+        rest = Lin({k: v for k, v in a.terms.items() if k != key}, a.const, a.dtype)
+        op = t.src.op if c > 0 else ("max" if t.src.op == "min" else "min")
+        self._case_depth += 1
+        try:
+            cases = [self.bound_lin(self.add(rest, _scale_lin(self.lin(x), c))) for x in (t.src.a, t.src.b)]
+        finally:
+            self._case_depth -= 1
+        return _minmax(op, cases[0], cases[1])
 
     def _bound_terms(self, a: Lin) -> Bound:
         lo = hi = a.const

@@ -3,6 +3,9 @@
 "Affine" here is TensorIR's quasi-affine: a binding built from loop variables with `+`, `-`,
 multiplication by a loop-free factor, and `//` / `%` by a loop-free divisor. Loop-free parts
 (constants, symbolic dimensions, scalar parameters) are free to appear anywhere.
+
+check_parallelizable judges the blocks a loop drives directly (not nested in another block under
+the loop): after blockize, the outer block's iterators and bindings are what the loop runs.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from ..ir import (
     substitute,
 )
 from .errors import block_name, loop_name, schedule_error
-from .state import Path, all_realizes, children
+from .state import Path, all_realizes, child_realizes, children
 
 
 def uses_any(expr, variables: set[Var]) -> bool:
@@ -90,6 +93,19 @@ def expr_text(expr: PrimExpr) -> str:
         return repr(expr)
 
 
+def thread_relaxed_loops(loops: list[For], scope: str) -> list[For]:
+    """The loops of `loops` across whose iterations a buffer of storage `scope` is one buffer
+    that a placed producer must fill as a whole: every thread of a thread block sees the same
+    "shared" buffer, so its region covers all the threadIdx-bound loops (TensorIR's rule; the
+    copy can then be spread over the threads, a cooperative fetch). "local" and intrinsic
+    scopes are private to a thread (none). "global" keeps the per-iteration region too (TensorIR
+    relaxes every thread-bound loop there): each thread computes what it reads itself, which
+    is what schedules written against tdsl so far rely on."""
+    if scope.startswith("shared"):
+        return [f for f in loops if f.thread_tag is not None and f.thread_tag.startswith("threadIdx")]
+    return []
+
+
 def check_affine_bindings(func: PrimFunc, primitive: str, stmt: Stmt, culprit: Var) -> None:
     """Every block under `stmt` binds its iterators quasi-affinely to the loops."""
     loop_vars = {f.loop_var for f in all_loops(func.body)}
@@ -112,6 +128,10 @@ def check_parallelizable(func: PrimFunc, primitive: str, loop: For, what: str, p
     if isinstance(loop.extent, IntImm) and loop.extent.value == 1:
         return  # a single iteration carries no dependence
     var = loop.loop_var
+    # Only the outermost blocks under the loop are driven by it: a block nested in another
+    # (the inner block of a blockize) is bound to its parent's iterators, and the parent's
+    # bindings say whether the loop's iterations are independent.
+    direct = {id(r) for r in child_realizes(loop.body)}
     for realize in all_realizes(loop.body):
         block = realize.block
         spatial_use = False
@@ -128,7 +148,7 @@ def check_parallelizable(func: PrimFunc, primitive: str, loop: For, what: str, p
                     fix="keep this loop serial, or split the reduction with sch.rfactor(loop, 0) first")
             spatial_use = True
         is_reduction = block.init is not None or any(iv.kind == "R" for iv in block.iter_vars)
-        if is_reduction and not spatial_use:
+        if is_reduction and not spatial_use and id(realize) in direct:
             raise schedule_error(
                 func, primitive,
                 f"every iteration of {loop_name(var)} updates the same elements in reduction "

@@ -17,8 +17,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import tdsl  # noqa: E402
-from corpus import CORPUS  # noqa: E402
+from corpus import CORPUS
+
+import tdsl
 
 KERNELS = ["add_symbolic", "row_sum_symbolic", "scale", "roll_int_shift", "matmul_i8", "compare_mask", "relu",
            "axpy_f64", "matvec_accumulate"]
@@ -154,7 +155,7 @@ def _coerced_scalar(param, value):
             coerced = dt.type(value)
     except (TypeError, ValueError, OverflowError):
         return None
-    same = (np.isnan(coerced) and np.isnan(value)) if dt.kind == "f" and value != value else coerced == value
+    same = bool(np.isnan(coerced)) if dt.kind == "f" and np.isnan(float(value)) else coerced == value
     return coerced if same else None
 
 

@@ -141,8 +141,8 @@ def _loops(draw, spatial: list[tuple[str, str]], reduce: tuple[str, str] | None,
         names = [loop_names[o] for o in order]
         exts = [axes[o][1] for o in order]
         lines = [f"for {', '.join(names)} in T.grid({', '.join(exts)}):"]
-        decl = [f"{', '.join(axes[o][0] for o in order)} = T.axis.remap(\"{''.join(kinds[o] for o in order)}\", "
-                f"[{', '.join(names)}])"]
+        decl = [(f"{', '.join(axes[o][0] for o in order)} = T.axis.remap(\"{''.join(kinds[o] for o in order)}\", "
+                 f"[{', '.join(names)}])")]
         return lines, decl
     if style == "kinds":
         lines = []

@@ -109,10 +109,33 @@ def _factors(data) -> list:
     return data.draw(st.sampled_from([[None, None], [0, None], [-2, None], [None], [None, 0]]), label="bad")
 
 
-def _buffer(data):
-    if data.draw(st.booleans(), label="by index?"):
+def _block_buffers(func, name: str) -> list:
+    """The buffers block `name` reads or writes (for drawing operands that can be legal)."""
+    blocks = [b for b in collect(func.body, Block) if b.name == name]
+    if not blocks:
+        return []
+    regions = list(blocks[0].writes) + list(blocks[0].reads)
+    return list({id(r.buffer): r.buffer for r in regions}.values())
+
+
+def _buffer(data, sch=None, block=None):
+    """A buffer operand: often one the block really touches, else an index or a name that may be wrong."""
+    touched = _block_buffers(sch.func, getattr(block, "name", "")) if sch is not None else []
+    how = data.draw(st.sampled_from(["touched", "touched", "index", "name"]), label="buffer how")
+    if how == "touched" and touched:
+        return data.draw(st.sampled_from(touched), label="buffer").name
+    if how == "index":
         return data.draw(st.integers(-1, 3), label="buffer index")
     return data.draw(st.sampled_from(BUFFERS), label="buffer name")
+
+
+def _index_map(data, sch, block, buffer):
+    """A map whose arity usually matches the buffer's rank."""
+    ranks = {b.name: b.ndim for b in _block_buffers(sch.func, getattr(block, "name", ""))}
+    fitting = [m for m in INDEX_MAPS if m.__code__.co_argcount == ranks.get(buffer)]
+    if fitting and data.draw(st.integers(0, 3), label="fitting map?") > 0:
+        return data.draw(st.sampled_from(fitting), label="map")
+    return data.draw(st.sampled_from(INDEX_MAPS), label="map")
 
 
 def random_step(sch: tdsl.Schedule, data, pool: Pool, primitives: list[str]) -> str:
@@ -134,12 +157,15 @@ def random_step(sch: tdsl.Schedule, data, pool: Pool, primitives: list[str]) -> 
     elif kind in ("compute_inline", "reverse_compute_inline"):
         getattr(sch, kind)(block)
     elif kind in ("cache_read", "cache_write", "set_scope"):
-        pool.blocks.append(getattr(sch, kind)(block, _buffer(data), data.draw(st.sampled_from(SCOPES), label="scope")))
+        buffer = _buffer(data, sch, block)
+        pool.blocks.append(getattr(sch, kind)(block, buffer, data.draw(st.sampled_from(SCOPES), label="scope")))
     elif kind == "transform_layout":
-        sch.transform_layout(block, _buffer(data), data.draw(st.sampled_from(INDEX_MAPS), label="map"))
+        buffer = _buffer(data, sch, block)
+        sch.transform_layout(block, buffer, _index_map(data, sch, block, buffer))
     elif kind == "storage_align":
-        sch.storage_align(block, _buffer(data), data.draw(st.integers(-1, 2), label="axis"),
-                          data.draw(st.integers(0, 9), label="align factor"), data.draw(st.integers(-1, 8), label="offset"))
+        sch.storage_align(block, _buffer(data, sch, block), data.draw(st.sampled_from([0, 0, -1, 1, 2]), label="axis"),
+                          data.draw(st.sampled_from([0, 4, 8, 16, 3]), label="align factor"),
+                          data.draw(st.integers(-1, 5), label="offset"))
     elif loop is None:
         sch.get_block("no_such_block")  # nothing to act on: exercise the lookup error instead
     elif kind == "split":

@@ -43,7 +43,7 @@ def test_threads_calling_kernels_at_once():
         for r in range(rounds):
             case = CASES[(t + r) % len(CASES)]
             args = case.sizes(int(rng.integers(1, 40)))(rng) if case.symbolic else case.inputs(rng)
-            check_case(case, lambda _f, *a: kernels[case.name](*a), args=args)
+            check_case(case, lambda _f, *a, name=case.name: kernels[name](*a), args=args)
 
     _run_all(work)
 

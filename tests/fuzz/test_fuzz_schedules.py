@@ -33,7 +33,7 @@ def _check_same_meaning(prog, original, scheduled, seed: int) -> None:
         assert_close(got, want, *prog.tolerance(), what=f"scheduled vs original (n={n})")
 
 
-@fuzz_settings(800)
+@fuzz_settings(600)
 @given(prog=programs(), data=st.data())
 def test_schedules_on_generated_programs(prog, data):
     original = tdsl.parse(prog.text)
@@ -45,7 +45,7 @@ def test_schedules_on_generated_programs(prog, data):
     _check_same_meaning(prog, original, sch.func, seed=len(pool.applied))
 
 
-@fuzz_settings(600)
+@fuzz_settings(500)
 @given(case=st.sampled_from(CHEAP_CORPUS), data=st.data())
 def test_schedules_on_corpus(case, data):
     sch = tdsl.Schedule(case.func)

@@ -341,17 +341,30 @@ _EXPORTS_LOCK = threading.Lock()
 
 @_DELETER
 def _dlpack_deleter(addr):
-    with _EXPORTS_LOCK:
-        _EXPORTS.pop(addr, None)
+    try:
+        with _EXPORTS_LOCK:
+            _EXPORTS.pop(addr, None)
+    except Exception:  # noqa: BLE001 - called from C during interpreter shutdown: never raise
+        pass
 
 
 @_CAPSULE_DESTRUCTOR
 def _capsule_destructor(capsule):
     # an unconsumed capsule still named "dltensor" owns the tensor: release it
-    if _RAW_IS_VALID(capsule, b"dltensor"):
-        addr = _RAW_GET_POINTER(capsule, b"dltensor")
-        if addr:
-            _dlpack_deleter(addr)
+    try:
+        if _RAW_IS_VALID(capsule, b"dltensor"):
+            addr = _RAW_GET_POINTER(capsule, b"dltensor")
+            if addr:
+                _dlpack_deleter(addr)
+    except Exception:  # noqa: BLE001 - module globals may already be gone at shutdown
+        pass
+
+
+# C code (capsule destructors, DLPack consumers) may call these two callbacks while the
+# interpreter shuts down, after this module's globals were cleared: their thunks must never be
+# freed, or that call jumps into freed memory and kills the process.
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_dlpack_deleter))
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_capsule_destructor))
 
 
 def export_dlpack(ptr: int, shape: tuple[int, ...], dtype: DataType, device: tuple[int, int], owner):

@@ -8,6 +8,11 @@ checked here (see apache/tvm#15911): every element a moved consumer reads must h
 by the producers under the loop at that iteration or an earlier one, every instance of the
 block still runs, and no other block's view of the data changes. When constant, the check
 walks the loop iterations one by one; symbolic extents are handled by proofs.
+
+compute_at of a block writing a "shared" buffer relaxes the needed region over the
+threadIdx-bound loops around the anchor (TensorIR's rule, analysis.thread_relaxed_loops): the
+copy fills the tile of the whole thread block, so that its loops can then be spread over the
+threads (a cooperative fetch: fuse, split by the thread count, bind to threadIdx).
 """
 from __future__ import annotations
 
@@ -45,7 +50,7 @@ from ...ir import (
     min_,
     substitute,
 )
-from ..analysis import check_affine_bindings, expr_text, path_ranges, simplify_realizes
+from ..analysis import check_affine_bindings, expr_text, path_ranges, simplify_realizes, thread_relaxed_loops
 from ..errors import block_name, loop_name, schedule_error
 from ..state import (
     Path,
@@ -669,11 +674,16 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, Non
                              fix="pick a loop around a consumer (sch.get_consumers(block))")
     ranges = path_ranges(lpath + (loop,))
     boxes: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
+    anchors = _anchor_vars(lpath, loop)
     for site in consumers:
         for buf in _reads(site.block) & _writes(b):
+            # the threads sharing the buffer (see thread_relaxed_loops) need it all
+            shared = {f.loop_var: Range(f.min, f.extent) for f in thread_relaxed_loops(anchors, buf.scope)}
             for (lo, hi), v in zip(_needed_box(site, buf, clip=False), iters.get(buf, [])):
                 if v is None:
                     continue
+                if shared:
+                    lo, hi = simplify(relax(lo, shared)[0], ranges), simplify(relax(hi, shared)[1], ranges)
                 if v in boxes:
                     lo = simplify(min_(boxes[v][0], lo), ranges)
                     hi = simplify(max_(boxes[v][1], hi), ranges)

@@ -2,6 +2,13 @@
 
 New loops are named TVM-style from the loops they replace (`i` -> `i_0, i_1`; `i, j` ->
 `i_j_fused`), made unique in the function. Loops that survive a primitive keep their Var.
+
+parallel / vectorize / bind check the blocks the loop drives directly: a block nested in another
+(the inner block of a blockize) is judged through its parent's bindings. bind accepts a loop
+inside (or around) a loop bound to the same threadIdx axis when the inner loop is no longer than
+the outer one, its code does not depend on the outer loop, and its blocks can run again without
+changing the result (a cooperative fetch; see _check_rebind): the CUDA backend makes both loops
+one thread index, guarding the shorter.
 """
 from __future__ import annotations
 
@@ -418,14 +425,49 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> tuple[PrimFunc, Non
         raise schedule_error(func, "bind", f"unknown thread axis {thread_axis!r} for {loop_name(loop_var)}",
                              loops=(loop_var,), rule="thread axes are " + ", ".join(THREAD_TAGS),
                              fix=f"did you mean {close[0]!r}?" if close else None)
-    nested = [f for f in path if isinstance(f, For)] + _inner_loops(loop)
-    for f in nested:
+    for f in [f for f in path if isinstance(f, For)]:
         if f.thread_tag == thread_axis:
-            raise schedule_error(func, "bind", f"{loop_name(f.loop_var)} around or inside {loop_name(loop_var)} "
-                                 f"is already bound to {thread_axis}", loops=(f.loop_var, loop_var),
-                                 rule="nested loops cannot be bound to the same thread axis",
-                                 fix="fuse the two loops first, or bind another axis")
+            _check_rebind(func, f, loop, thread_axis, loop_var)
+    for f in _inner_loops(loop):
+        if f.thread_tag == thread_axis:
+            _check_rebind(func, loop, f, thread_axis, loop_var)
     return _set_kind(func, loop_var, "bind", "thread_binding", f"bound to {thread_axis}", thread_axis)
+
+
+def _check_rebind(func: PrimFunc, outer: For, inner: For, axis: str, culprit: Var) -> None:
+    """Two nested loops on one threadIdx axis are one thread index on the GPU (the CUDA backend
+    guards the shorter): thread t runs iteration t of `inner` once, where the program runs all
+    of `inner` at every iteration of `outer`. Both mean the same when `inner` is not longer than
+    `outer` (every iteration has a thread), its code does not depend on `outer`, and rerunning
+    it gives the same result (no block under it reads what it writes): a cooperative fetch of a
+    shared tile, split over the threads that use it."""
+    def refuse(why: str, fix: str) -> None:
+        raise schedule_error(func, "bind", f"{loop_name(outer.loop_var)} around {loop_name(inner.loop_var)} is "
+                             f"already bound to {axis}, and {why}", loops=(outer.loop_var, inner.loop_var),
+                             rule="nested loops can share a threadIdx axis only when the inner one is a "
+                                  "repeatable piece of work independent of the outer one (a cooperative fetch)",
+                             fix=fix)
+
+    if not axis.startswith("threadIdx"):
+        refuse("only threadIdx axes can be shared by nested loops", "fuse the two loops first, or bind another axis")
+    if not prove(inner.extent <= outer.extent):
+        refuse(f"the inner extent {expr_text(inner.extent)} may exceed the outer {expr_text(outer.extent)}, so some "
+               "of its iterations would have no thread", "split the inner loop by the outer loop's extent first")
+    used: set[Var] = set()
+    for r in all_realizes(inner.body):
+        used |= set().union(*(free_vars(v) for v in r.iter_values)) | free_vars(r.predicate)
+    for f in _inner_loops(inner):
+        used |= free_vars(f.min) | free_vars(f.extent)
+    if outer.loop_var in used:
+        refuse(f"the code under {loop_name(inner.loop_var)} depends on {loop_name(outer.loop_var)}",
+               "compute the inner work at a loop outside the outer one, or bind another axis")
+    for r in all_realizes(inner.body):
+        b = r.block
+        again = {x.buffer for x in b.reads} & {x.buffer for x in b.writes}
+        if b.init is not None or again:
+            refuse(f"{block_name(b.name)} under it updates "
+                   f"{', '.join(sorted(x.name for x in again)) or 'its output'} in place, so running it once per "
+                   "thread would change the result", "bind another axis")
 
 
 def _inner_loops(loop: For) -> list[For]:

@@ -9,7 +9,9 @@ blockize(loop)
     `T.init()` hands it to the outer block when the outer block has reduction iterators, as a
     loop nest `<name>_init` over the inner spatial loops, so that it still runs once before the
     first update of each tile; when the whole reduction is inside the tile, the init stays in
-    the inner block (its condition is unchanged).
+    the inner block (its condition is unchanged). The conjuncts of the block's predicate that
+    use no loop under `loop` move to the outer block (TVM does the same): they decide whether
+    the tile runs at all, and the outer iterators may leave their domains where they fail.
 
 tensorize(block_or_loop, intrin)
     (A loop is blockized first.) The block's body must equal the intrinsic's description up to
@@ -19,6 +21,10 @@ tensorize(block_or_loop, intrin)
     description's, indexed by bases only: a tile of a packed layout). The buffers' dtypes and
     scopes must agree, and constant strides declared by the intrinsic's buffers must be the real
     ones. A mismatch is a ScheduleError that says what differs and which primitive fixes it.
+    Unit iterators: blockize gives an iterator whose inner part is a loop of extent 1 (after
+    `split(i, [None, 1])`) to the outer block only, so the code's block can lack some of the
+    description's extent-1 iterators; those match as the constant start of their domain (the
+    code's outer iterator then shows up as a base offset).
 
 Representation. A tensorized block keeps the description's computation as its body (the
 user's own code, which matched it) and records the intrinsic in the block annotation
@@ -173,6 +179,10 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, 
     block = realize.block
     ranges = path_ranges(path)
     divs = [_divide(func, primitive, loop, iv, v, chain, ranges) for iv, v in zip(block.iter_vars, realize.iter_values)]
+    # the conditions on the outer loops only guard the whole tile: they go to the outer block,
+    # whose iterators would otherwise be bound outside their domains where they fail
+    outer_pred, inner_pred = _split_predicate(realize.predicate, {f.loop_var for f in chain})
+    realize = dataclasses.replace(realize, predicate=inner_pred)
     taken = {v.name for v in collect(func.body, Var)}
     vmap: dict[Var, PrimExpr] = {}
     outer_ivs: list[IterVar] = []
@@ -216,8 +226,30 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, 
     outer = Block(outer_name, tuple(outer_ivs), (), (), nest, init)
     reads, writes = infer_block_regions(outer)
     outer = dataclasses.replace(outer, reads=reads, writes=writes)
-    new_realize = BlockRealize(tuple(outer_values), TRUE, outer)
+    new_realize = BlockRealize(tuple(outer_values), outer_pred, outer)
     return replace_at(func, path, loop, new_realize), outer_name
+
+
+def _split_predicate(pred: PrimExpr, inner: set[Var]) -> tuple[PrimExpr, PrimExpr]:
+    """(the conjuncts of `pred` free of the `inner` loops, the others), each TRUE when empty."""
+    conjuncts: list[PrimExpr] = []
+    stack = [pred]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Binary) and e.op == "and":
+            stack.extend((e.b, e.a))
+        elif not _is_true(e):
+            conjuncts.append(e)
+    outer = [c for c in conjuncts if not (free_vars(c) & inner)]
+    rest = [c for c in conjuncts if free_vars(c) & inner]
+
+    def join(parts: list[PrimExpr]) -> PrimExpr:
+        out: PrimExpr = TRUE
+        for p in parts:
+            out = p if out is TRUE else Binary("and", out, p)
+        return out
+
+    return join(outer), join(rest)
 
 
 def _lift_init(func: PrimFunc, primitive: str, realize: BlockRealize, chain: list[For], divs: list[_Division],
@@ -405,10 +437,19 @@ class Matcher:
                            "that does not divide the extent), so its tile is partial",
                            fix="split by factors that divide the loop extents (the intrinsic computes whole tiles)",
                            **culprit)
-        if len(db.iter_vars) != len(rb.iter_vars):
+        pairs = _align_iterators(d, rb)
+        if pairs is None:
             raise Mismatch(f"{block_name(rb.name)} has {len(rb.iter_vars)} iterators where the description's block "
                            f"has {len(db.iter_vars)}", fix="tensorize a block of the same shape", **culprit)
-        for div, riv in zip(db.iter_vars, rb.iter_vars):
+        bound = []
+        for div, riv, dv in pairs:
+            if riv is None:
+                # a unit iterator the code has no counterpart for: blockize moved it to the outer
+                # block (its only value is the domain's start), so the description's accesses
+                # meet the code's there as a base offset
+                self.vmap[div.var] = div.dom.min
+                continue
+            bound.append((div, riv, dv))
             if div.kind != riv.kind:
                 kinds = {"S": "spatial", "R": "a reduction"}
                 raise Mismatch(f"iterator {riv.var.name} of {block_name(rb.name)} is {kinds[riv.kind]} where the "
@@ -422,7 +463,7 @@ class Matcher:
             self.vmap[div.var] = riv.var
             self.inner.add(riv.var)
             self.ranges[riv.var] = riv.dom  # lets the simplifier see (vo * 16 + vi) % 16 == vi
-        for div, dv, rv in zip(db.iter_vars, d.iter_values, r.iter_values):
+        for (div, _, dv), rv in zip(bound, r.iter_values):
             want = substitute(dv, self.vmap)
             if not _equal(want, rv, self.ranges):
                 raise Mismatch(f"iterator {self.vmap[div.var].name} of {block_name(rb.name)} is bound to "
@@ -576,6 +617,32 @@ class Matcher:
                                        f"{self.intrin.name!r} needs {expr_text(want)} for its operand {p.name}",
                                        fix=f"transform_layout/cache_read {real.name} into a compact tile layout",
                                        blocks=(self.block.name,))
+
+
+def _align_iterators(d: BlockRealize, r: Block) -> list[tuple[IterVar, IterVar | None, PrimExpr]] | None:
+    """Pairs (description iterator, code iterator or None, description binding), in order.
+
+    The code may lack some of the description's unit-extent iterators (blockize gives an
+    iterator whose inner part is a loop of extent 1 to the outer block only); those pair with
+    None. A unit iterator the code does have is paired. None when the counts cannot agree."""
+    dvs = list(d.block.iter_vars)
+    rvs = list(r.iter_vars)
+    spare = len(dvs) - len(rvs)
+    if spare < 0:
+        return None
+    out: list[tuple[IterVar, IterVar | None, PrimExpr]] = []
+    j = 0
+    for div, value in zip(dvs, d.iter_values):
+        code_unit = j < len(rvs) and _same_const(simplify(rvs[j].dom.extent), const(1)) and rvs[j].kind == div.kind
+        if spare and _same_const(simplify(div.dom.extent), const(1)) and not code_unit:
+            out.append((div, None, value))
+            spare -= 1
+            continue
+        if j >= len(rvs):
+            return None
+        out.append((div, rvs[j], value))
+        j += 1
+    return out if spare == 0 and j == len(rvs) else None
 
 
 def real_strides(buf: Buffer) -> tuple[PrimExpr, ...]:
