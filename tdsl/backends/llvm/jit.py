@@ -45,6 +45,12 @@ def _init() -> dict:
         engine_tm = target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
         tm = target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), engine_tm)
+        # The engine's code must outlive every thread-pool worker, which may still be spinning in
+        # JIT'd code while the interpreter shuts down: never dispose of it (leak it on purpose).
+        import ctypes
+
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(tm))
         import llvmlite
 
         _STATE.update(
