@@ -271,7 +271,7 @@ def conv2d_func(n: int, c: int, h: int, w: int, k: int) -> tdsl.PrimFunc:
     return tdsl.parse(CONV2D.format(n=n, c=c, h=h, w=w, k=k))
 
 
-def conv2d_schedule(n: int, c: int, h: int, w: int, k: int, mr: int = 2) -> tdsl.Schedule:
+def conv2d_schedule(n: int, c: int, h: int, w: int, k: int, mr: int = 2, nr: int | None = None) -> tdsl.Schedule:
     """conv2d as MR x W x C GEMM tiles: for each output row y and filter tap (r, s),
     Y[k0:k0+MR, y, 0:W] += W[k0:k0+MR, :, r, s] @ Xpad[:, y + r, s:s + W] -- the fp32
     micro-kernel with the whole output row (W a multiple of the lanes) as its NR and the input
@@ -292,11 +292,13 @@ def conv2d_schedule(n: int, c: int, h: int, w: int, k: int, mr: int = 2) -> tdsl
         outer = sch.get_loops(copy)
         sch.parallel(sch.fuse(outer[0], outer[1]))
     b, ko, y, x, ci, r, s = sch.get_loops(conv)
+    nr = nr or w
     k0, k1 = sch.split(ko, factors=[None, mr])
-    sch.reorder(b, y, k0, r, s, k1, x, ci)
+    x0, x1 = sch.split(x, factors=[None, nr])
+    sch.reorder(b, y, k0, x0, r, s, k1, x1, ci)
     sch.parallel(sch.fuse(b, y))
     sch.decompose_reduction(conv, r)
-    sch.tensorize(k1, x86.register_fp32(isa, mr, w, c))
+    sch.tensorize(k1, x86.register_fp32(isa, mr, nr, c))
     return sch
 
 
