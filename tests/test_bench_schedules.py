@@ -71,11 +71,11 @@ def test_layernorm(rows, cols):
     np.testing.assert_allclose(tdsl.build(sch)(x, g, b), numpy_ref.layernorm(x, g, b), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("c,h,w,k", [(8, 6, 8, 4), (16, 5, 16, 6)])
-def test_conv2d(c, h, w, k):
+@pytest.mark.parametrize("c,h,w,k,mr,nr", [(8, 6, 8, 4, 2, None), (16, 5, 16, 6, 2, None), (8, 4, 16, 8, 4, 8)])
+def test_conv2d(c, h, w, k, mr, nr):
     x = RNG.standard_normal((1, c, h, w), dtype=np.float32)
     wt = RNG.standard_normal((k, c, 3, 3), dtype=np.float32)
-    sch = schedules.conv2d_schedule(1, c, h, w, k)
+    sch = schedules.conv2d_schedule(1, c, h, w, k, mr=mr, nr=nr)
     _roundtrip(sch)
     np.testing.assert_allclose(tdsl.build(sch)(x, wt), numpy_ref.conv2d_im2col(x, wt), rtol=1e-4, atol=1e-4)
 

@@ -582,11 +582,16 @@ class Analyzer:
         return b
 
     def _minmax_term(self, a: Lin):
-        """(key, term, coeff) of a min/max term of `a`, or None."""
+        """(key, term, coeff) of a min/max term of `a` sharing a variable with the other terms
+        (otherwise nothing can cancel and the split gains nothing), or None."""
+        from ..ir.functor import free_vars  # the IR imports the analyzer: import late
+
         for k, (t, c) in a.terms.items():
             src = t.src
             if t.plain and isinstance(src, Binary) and src.op in ("min", "max") and is_index(src.dtype):
-                return k, t, c
+                others = set().union(*(free_vars(o.src) for key, (o, _) in a.terms.items() if key != k))
+                if others & free_vars(src):
+                    return k, t, c
         return None
 
     def _bound_by_cases(self, a: Lin, split) -> Bound:

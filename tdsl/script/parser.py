@@ -19,7 +19,7 @@ from ..errors import ScriptError, Span
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr,
                        Ramp, Range, Select, StringImm, Var, const)
-from ..ir.stmt import (FOR_KINDS, THREAD_TAGS, TRUE, Allocate, Block, BlockRealize, BufferStore, Evaluate, For,
+from ..ir.stmt import (THREAD_TAGS, TRUE, Allocate, Block, BlockRealize, BufferStore, Evaluate, For,
                        IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt)
 
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized", "unroll": "unrolled",
@@ -888,7 +888,7 @@ class Parser:
         if isinstance(value, float) or (hasattr(value, "dtype") and getattr(value.dtype, "kind", "") == "f"):
             if not dtype.is_float:
                 raise self.error(node, f"{what} is the float {float(value)!r} but a {dtype} is expected",
-                                 f'write an integer, or convert: T.cast(x, "float32")')
+                                 'write an integer, or convert: T.cast(x, "float32")')
             c = const(float(value), dtype.element)
             return c if not dtype.is_vector else Broadcast(c, dtype.lanes)
         raise self.error(node, f"{what} is {_describe(value)}, which is not a value of type {dtype}")

@@ -104,10 +104,7 @@ def check(scheduled, original: tdsl.PrimFunc, dims: dict[str, int] | None = None
     back = tdsl.parse(text)
     diff = tdsl.structural_diff(back, func)
     assert diff is None, f"print -> parse round trip changed the function:\n{diff}\n{text}"
-    try:
-        interpret = tdsl.interpret
-    except (ImportError, AttributeError):  # the interpreter lands separately; the round trip still ran
-        pytest.skip("tdsl.interpret is not available yet")
+    interpret = tdsl.interpret
     if args is None:
         args = _inputs(original, dims or {}, np.random.default_rng(seed))
     want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]

@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 import pytest
+from sched_check import check, expect_error
 
 import tdsl
-from sched_check import check, expect_error
 
 GEMM = '''
 @T.prim_func
@@ -44,7 +44,7 @@ def tiled(n: int, tile: int, threads: int, kt: int):
     sch.bind(bx, "blockIdx.x")
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
-    return f, sch, dict(by=by, bx=bx, ty=ty, tx=tx, ko=ko)
+    return f, sch, {"by": by, "bx": bx, "ty": ty, "tx": tx, "ko": ko}
 
 
 def shared_gemm(n: int, tile: int, threads: int, kt: int):
@@ -73,7 +73,7 @@ def test_shared_gemm_means_the_same_when_interpreted():
 
 
 def test_shared_gemm_256_builds_for_the_cpu_and_compiles_for_cuda():
-    f, sch = shared_gemm(256, tile=64, threads=8, kt=8)
+    _f, sch = shared_gemm(256, tile=64, threads=8, kt=8)
     back = tdsl.parse(sch.func.script())
     assert tdsl.structural_diff(back, sch.func) is None
     rng = np.random.default_rng(0)
@@ -131,7 +131,7 @@ def test_compute_at_local_keeps_the_thread_slice():
 
 
 def test_bind_same_axis_refused_when_inner_work_depends_on_the_outer_loop():
-    f, sch, lp = tiled(32, tile=16, threads=4, kt=4)
+    _f, sch, lp = tiled(32, tile=16, threads=4, kt=4)
     s = sch.cache_read(sch.get_block("C"), "A", "local")
     sch.compute_at(s, lp["ko"])
     outer = sch.get_loops(s)[-2]
@@ -139,7 +139,7 @@ def test_bind_same_axis_refused_when_inner_work_depends_on_the_outer_loop():
 
 
 def test_bind_same_axis_refused_when_inner_is_longer():
-    f, sch, lp = tiled(32, tile=16, threads=4, kt=4)
+    _f, sch, lp = tiled(32, tile=16, threads=4, kt=4)
     s = sch.cache_read(sch.get_block("C"), "A", "shared")
     sch.compute_at(s, lp["ko"])
     fused = sch.fuse(*sch.get_loops(s)[-2:])
@@ -184,3 +184,31 @@ def test_bind_same_axis_accepts_a_repeatable_copy():
     check(sch, f)
     k = sch.get_loops(sch.get_block("B"))[2]
     expect_error(sch, lambda: sch.bind(k, "threadIdx.x"), "threadIdx.x", "depends on")
+
+
+def test_shared_gemm_in_tvm_order_caches_first():
+    """TVM's tutorial order: caches first, then tiling and binding, then the compute_at steps."""
+    f = gemm(32)
+    sch = tdsl.Schedule(f)
+    c = sch.get_block("C")
+    shared = [sch.cache_read(c, "A", "shared"), sch.cache_read(c, "B", "shared")]
+    local = sch.cache_write(c, 0, "local")
+    i, j, k = sch.get_loops(c)
+    by, ty, ti = sch.split(i, factors=[None, 4, 4])
+    bx, tx, tj = sch.split(j, factors=[None, 4, 4])
+    ko, ki = sch.split(k, factors=[None, 4])
+    sch.reorder(by, bx, ty, tx, ko, ki, ti, tj)
+    for loop, axis in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        sch.bind(loop, axis)
+    sch.reverse_compute_at(local, tx)
+    for s in shared:
+        sch.compute_at(s, ko)
+        fused = sch.fuse(*sch.get_loops(s)[-2:])
+        _, fy, fx = sch.split(fused, factors=[None, 4, 4])
+        sch.bind(fy, "threadIdx.y")
+        sch.bind(fx, "threadIdx.x")
+    check(sch, f, tol=1e-4)
+    pytest.importorskip("cuda.bindings")
+    src = tdsl.build(sch, target="cuda", arch="sm_90").source
+    assert src.count("__syncthreads();") == 2, src
+    assert re.search(r"__shared__ .*float A_shared\[64\];", src), src  # a 16 x 4 tile

@@ -25,28 +25,6 @@ def _has(*features: str) -> bool:
     return all(f in _features() for f in features)
 
 
-@functools.cache
-def _extern_calls_build() -> str | None:
-    """None when the CPU backend compiles extern (LLVM intrinsic) calls, else why not."""
-    f = tdsl.parse('''
-@T.prim_func
-def probe(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
-    B[T.Ramp(0, 1, 8)] = T.call_extern("float32x8", "llvm.fma.v8f32", A[T.Ramp(0, 1, 8)], A[T.Ramp(0, 1, 8)],
-                                       A[T.Ramp(0, 1, 8)])
-''')
-    try:
-        tdsl.build(f, target="cpu")
-    except Exception as exc:  # noqa: BLE001 - reported as the skip reason: a gap of the CPU backend, not of tensorize
-        return f"the CPU backend cannot compile extern calls yet: {type(exc).__name__}: {exc}"
-    return None
-
-
-def _need_cpu_build():
-    why = _extern_calls_build()
-    if why:
-        pytest.skip(why)
-
-
 # fp32 micro-kernels ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("isa,mr,nr", [("avx2", 4, 16), ("avx512", 8, 32)])
@@ -66,7 +44,6 @@ def test_fp32_microkernel_lowers_to_fma(isa, mr, nr):
 def test_fp32_microkernel_runs_correctly(isa, mr, nr, kc):
     if not _has(*x86.ISAS[isa][1]):
         pytest.skip(f"this CPU lacks {x86.ISAS[isa][1]}")
-    _need_cpu_build()
     m, n, k = 3 * mr, 2 * nr, 4 * kc
     f, sch, i1 = tiled_gemm(m, n, k, mr, nr, kc)
     sch.tensorize(i1, x86.register_fp32(isa, mr, nr, kc))
@@ -141,7 +118,6 @@ def test_int8_dot_builds_where_the_cpu_has_vnni(isa):
         with pytest.raises(tdsl.TargetError, match="lacks"):
             tdsl.build(sch, target="cpu")
         return
-    _need_cpu_build()
     lanes = x86.VNNI[isa][0]
     a, b, packed = _int8_args(4, 32, 16, lanes)
     got = tdsl.build(sch, target="cpu")(a, packed)
@@ -277,8 +253,6 @@ def hgemm(A: T.Buffer((32, 32), "float16"), B: T.Buffer((32, 32), "float16"), C:
 
 
 def test_wmma_gemm_scheduled_with_caches_computes_through_descriptions():
-    if not all(hasattr(tdsl.Schedule, p) for p in ("cache_read", "cache_write", "compute_at", "decompose_reduction")):
-        pytest.skip("the dataflow primitives are not available yet")
     f = tdsl.parse(HGEMM)
     sch = tdsl.Schedule(f)
     blk = sch.get_block("C")

@@ -377,8 +377,6 @@ def test_blockize_anywhere_keeps_meaning(fi, fj, fk, order, at):
 
 
 def test_decompose_reduction_then_tensorize_the_update():
-    if not hasattr(tdsl.Schedule, "decompose_reduction"):
-        pytest.skip("decompose_reduction is not available yet")
     f = gemm(8, 16, 4)
     sch = tdsl.Schedule(f)
     i, _, _ = sch.get_loops(sch.get_block("C"))

@@ -9,8 +9,8 @@ import numpy as np
 import tdsl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "schedule"))
-from sched_check import check, expect_error  # noqa: E402
-from tz_kernels import gemm  # noqa: E402
+from sched_check import check, expect_error
+from tz_kernels import gemm
 
 
 def blockized_gemm():
@@ -38,7 +38,7 @@ def _same_on_cpu(sch: tdsl.Schedule, f: tdsl.PrimFunc, shapes: list[tuple[int, .
 
 
 def test_parallel_over_a_blockized_block_uses_the_outer_bindings():
-    f, sch, (i0, j0, k0) = blockized_gemm()
+    f, sch, (i0, _j0, _k0) = blockized_gemm()
     sch.parallel(i0)
     check(sch, f, tol=1e-4)
     _same_on_cpu(sch, f, [(16, 32), (32, 32), (16, 32)])
@@ -50,13 +50,13 @@ def test_vectorize_and_bind_over_a_blockized_block():
     sch.bind(i0, "blockIdx.x")
     sch.bind(j0, "threadIdx.x")
     check(sch, f, tol=1e-4)
-    f, sch, (i0, j0, k0) = blockized_gemm()
+    f, sch, (i0, j0, _k0) = blockized_gemm()
     sch.vectorize(j0)
     check(sch, f, tol=1e-4)
 
 
 def test_parallel_over_the_outer_reduction_loop_is_still_refused():
-    f, sch, (i0, j0, k0) = blockized_gemm()
+    _f, sch, (_i0, _j0, k0) = blockized_gemm()
     expect_error(sch, lambda: sch.parallel(k0), "k_0", '"C_o"', "reduction")
 
 
@@ -113,7 +113,7 @@ def test_description_with_a_unit_loop_matches_after_split_by_one():
 
 def test_unit_description_still_refuses_a_wider_tile():
     name = _unit_intrin()
-    f, sch, i1 = unit_tiled(fi=2)
+    _f, sch, i1 = unit_tiled(fi=2)
     expect_error(sch, lambda: sch.tensorize(i1, name), "i_1", "extent 2")
 
 
@@ -145,8 +145,8 @@ def test_blockize_moves_an_outer_predicate_to_the_outer_block():
 def test_blockize_keeps_an_inner_predicate_inside():
     f = gemm(10, 8, 8)
     sch = tdsl.Schedule(f)
-    i, j, k = sch.get_loops(sch.get_block("C"))
-    i0, i1 = sch.split(i, factors=[None, 4])
+    i, _j, _k = sch.get_loops(sch.get_block("C"))
+    i0, _i1 = sch.split(i, factors=[None, 4])
     sch.blockize(i0)  # the condition uses the loops inside the new block: it stays on "C"
     text = sch.func.script()
     inner = text[text.index('T.block("C")'):]

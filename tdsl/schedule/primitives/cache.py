@@ -4,9 +4,10 @@ dataflow families (compute location, reduction, layout) share.
 A cache is a new buffer of the chosen scope plus a copy block named TVM-style after it
 (`A_shared`, `C_local`), placed right before the reading block's loop nest (cache_read) or right
 after the writing block's loop nest (cache_write), in the same scope. The copy covers the region
-the block touches, relaxed over its loops and clipped to the buffer. A "shared" copy placed
-under threadIdx-bound loops is also relaxed over those (all threads of a thread block share the
-buffer: the copy holds the tile of the whole thread block; see analysis.thread_relaxed_loops).
+the block touches, relaxed over its loops and clipped to the buffer. A cache_read copy stays
+inside a loop only when a block under that loop writes the buffer, so its region is never
+widened over threadIdx loops there (it would read what other threads have not produced yet);
+compute_at widens a "shared" copy instead, where the dataflow checks guard it.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from ...ir import (
     replace_buffers,
     substitute,
 )
-from ..analysis import path_ranges, simplify_realizes, thread_relaxed_loops
+from ..analysis import path_ranges, simplify_realizes
 from ..errors import block_name, schedule_error
 from ..state import Path, all_realizes, child_realizes, find_block, fresh_name, loops_in_scope, replace_at, var_names
 
@@ -368,9 +369,7 @@ def cache_read(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc
 
     own, top, tpath = _hoist(realize, *own_nest(realize, path), writes)
     ranges = path_ranges(tpath)
-    # a shared copy placed under threadIdx loops serves all their threads: it covers them too
-    shared_by = thread_relaxed_loops(loops_in_scope(tpath), scope)
-    bounds = accessed_region(realize, path, buf, "read", own + shared_by, ranges)
+    bounds = accessed_region(realize, path, buf, "read", own, ranges)
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
     cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
     nest = copy_nest(func, name, buf, cache, bounds, ranges)
