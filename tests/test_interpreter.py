@@ -521,3 +521,24 @@ def test_integer_expressions_match_numpy():
         np.testing.assert_array_equal(interpret(f, a), np.broadcast_to(expected, (6,)), err_msg=python_source(f))
 
     check()
+
+
+def test_output_read_before_written_cannot_be_left_out():
+    import tdsl
+
+    f = tdsl.parse('''
+@T.prim_func
+def acc(A: T.Buffer((4, 3), "float32"), y: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 3):
+        with T.block("y"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            y[vi] = y[vi] + A[vi, vk]
+''')
+    a = np.ones((4, 3), "float32")
+    with pytest.raises(tdsl.ArgumentError, match="'y' cannot be left out"):
+        tdsl.interpret(f, a)
+    with pytest.raises(tdsl.ArgumentError, match="'y' cannot be left out"):
+        tdsl.build(f)(a)
+    y = np.full(4, 10, "float32")
+    tdsl.interpret(f, a, y)
+    np.testing.assert_array_equal(y, np.full(4, 13, "float32"))

@@ -18,6 +18,7 @@ import numpy as np
 from ..dtypes import DataType
 from ..errors import ArgumentError, BoundsError, TargetError
 from ..ir import Buffer, IntImm, PrimFunc, Var
+from ..ir.outputs import read_before_written
 
 _MISSING = object()
 _CPU_DEVICES = (1, 3)   # DLPack kDLCPU, kDLCUDAHost (pinned host memory)
@@ -113,8 +114,11 @@ class Kernel:
         written = [p["written"] for p in meta["params"]]
         self._params = [_Param(i, p, w) for i, (p, w) in enumerate(zip(func.params, written))]
         self._by_name = {p.name: p for p in self._params}
-        self._inputs = [p for p in self._params if not p.written]
-        self._outputs = [p for p in self._params if p.written and p.is_buffer]
+        # an output the function reads before writing (y[i] += ...) needs the caller's values
+        self._needed = {p.index: why for p, param in zip(self._params, func.params)
+                        if p.is_buffer and p.written and (why := read_before_written(func, param))}
+        self._outputs = [p for p in self._params if p.written and p.is_buffer and p.index not in self._needed]
+        self._inputs = [p for p in self._params if p not in self._outputs]
         self._dims: list[str] = meta["dims"]
         self._checks: list[dict] = meta["checks"]
         argtypes = [ctypes.py_object if p.is_buffer else _ctype_of(p.dtype) for p in self._params]
@@ -254,15 +258,17 @@ class Kernel:
             if values[p.index] is not _MISSING:
                 raise ArgumentError(f"{self.func.name}() got two values for parameter {name!r}")
             values[p.index] = v
-        missing = [p.name for p in self._params if values[p.index] is _MISSING and not (p.is_buffer and p.written)]
+        missing = [p for p in self._params if values[p.index] is _MISSING and p not in self._outputs]
         if missing:
+            why = "".join(f"; {p.name!r} cannot be left out: {self._needed[p.index]}"
+                          for p in missing if p.index in self._needed)
             raise ArgumentError(f"{self.func.name}() is missing a value for parameter(s) "
-                                f"{', '.join(map(repr, missing))} ({self._signature()}); only outputs "
-                                f"({', '.join(repr(p.name) for p in self._outputs) or 'none'}) may be left out")
+                                f"{', '.join(repr(p.name) for p in missing)} ({self._signature()}); only outputs "
+                                f"({', '.join(repr(p.name) for p in self._outputs) or 'none'}) may be left out{why}")
         return values
 
     def _signature(self) -> str:
-        return ", ".join(p.name + (" (output)" if p.written and p.is_buffer else "") for p in self._params)
+        return ", ".join(p.name + (" (output)" if p in self._outputs else "") for p in self._params)
 
     def _as_array(self, p: _Param, v):
         if isinstance(v, np.ndarray):
@@ -272,9 +278,11 @@ class Kernel:
             if device is not None:
                 try:
                     dev_type, dev_id = device()
+                    dev_type = int(dev_type)
                 except Exception as exc:  # noqa: BLE001 - a broken exporter must not crash the call
-                    raise ArgumentError(f"parameter {p.name!r}: cannot query the tensor's DLPack device ({exc})")
-                if int(dev_type) not in _CPU_DEVICES:
+                    raise ArgumentError(f"parameter {p.name!r}: cannot query the tensor's DLPack device "
+                                        f"({type(exc).__name__}: {exc})") from None
+                if dev_type not in _CPU_DEVICES:
                     raise ArgumentError(f"parameter {p.name!r}: expected a CPU tensor, got a tensor on DLPack "
                                         f"device type {int(dev_type)} (id {dev_id}); copy it to the host first "
                                         f"or build for target='cuda'")
@@ -409,8 +417,7 @@ class Kernel:
         given = len(args) + len(kwargs)
         if given == len(self._params):
             return None
-        left_out = [values[p.index] for p in self._params
-                    if p.is_buffer and p.written and not self._was_given(p, args, kwargs)]
+        left_out = [values[p.index] for p in self._outputs if not self._was_given(p, args, kwargs)]
         return left_out[0] if len(left_out) == 1 else tuple(left_out)
 
     def _was_given(self, p: _Param, args, kwargs) -> bool:

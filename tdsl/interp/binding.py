@@ -10,6 +10,7 @@ from ..errors import ArgumentError
 from ..ir.buffer import Buffer
 from ..ir.expr import Binary, Cast, IntImm, PrimExpr, Var
 from ..ir.functor import post_order_visit
+from ..ir.outputs import read_before_written
 from ..ir.stmt import Block, BufferStore, PrimFunc
 from . import runtime
 
@@ -125,6 +126,10 @@ def _match_params(func: PrimFunc, args: tuple, kwargs: dict, written: set[Buffer
             outs = ", ".join(b.name for b in params if isinstance(b, Buffer) and b in written) or "none"
             raise ArgumentError(f"{func.name}(): missing input buffer {p.name!r}; only outputs (buffers the "
                                 f"function writes: {outs}) may be left out")
+        why = read_before_written(func, p)
+        if why:
+            raise ArgumentError(f"{func.name}(): output {p.name!r} cannot be left out: {why}; pass an "
+                                "initialised array")
     return given
 
 

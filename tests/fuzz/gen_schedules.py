@@ -9,14 +9,13 @@ left exactly as it was.
 """
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
 import tdsl
-from tdsl.ir import Block, BlockRealize, IntImm, collect
+from tdsl.ir import Block, collect
 
 LOOP_PRIMITIVES = ["split", "split", "fuse", "reorder", "parallel", "vectorize", "unroll", "bind", "annotate",
                    "unannotate", "undo"]
@@ -44,16 +43,6 @@ STEP_STATS: Counter = Counter()
 def available_primitives(sch: tdsl.Schedule) -> list[str]:
     """The primitives this Schedule implements (the optional ones are checked with hasattr)."""
     return LOOP_PRIMITIVES + [p for p in OPTIONAL_PRIMITIVES if hasattr(sch, p)] + ["stale"]
-
-
-def has_predicate(func) -> bool:
-    """True when some block of `func` has a T.where."""
-    return any(not (isinstance(r.predicate, IntImm) and r.predicate.value == 1) for r in collect(func.body, BlockRealize))
-
-
-def open_findings() -> bool:
-    """TDSL_OPEN_FINDINGS=1 also draws the steps of open findings (docs/reliability.md)."""
-    return bool(os.environ.get("TDSL_OPEN_FINDINGS"))
 
 
 def block_names(func) -> list[str]:
@@ -141,8 +130,6 @@ def _index_map(data, sch, block, buffer):
 def random_step(sch: tdsl.Schedule, data, pool: Pool, primitives: list[str]) -> str:
     """Apply one random step; returns its primitive name. May raise tdsl.ScheduleError."""
     kind = data.draw(st.sampled_from(primitives), label="primitive")
-    if kind == "blockize" and not open_findings() and has_predicate(sch.func):
-        kind = "split"  # open finding O1: blockize under a T.where binds outside the domain
     if kind == "undo":
         sch.undo()
         return kind

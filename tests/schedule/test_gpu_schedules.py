@@ -212,3 +212,19 @@ def test_shared_gemm_in_tvm_order_caches_first():
     src = tdsl.build(sch, target="cuda", arch="sm_90").source
     assert src.count("__syncthreads();") == 2, src
     assert re.search(r"__shared__ .*float A_shared\[64\];", src), src  # a 16 x 4 tile
+
+
+def test_cooperative_fetch_on_fewer_threads_is_guarded():
+    f, sch, lp = tiled(32, tile=16, threads=4, kt=4)
+    s = sch.cache_read(sch.get_block("C"), "A", "shared")
+    sch.compute_at(s, lp["ko"])
+    fused = sch.fuse(*sch.get_loops(s)[-2:])
+    _, fy, fx = sch.split(fused, factors=[None, 2, 4])  # 2 of the 4 threadIdx.y rows copy
+    sch.bind(fy, "threadIdx.y")
+    sch.bind(fx, "threadIdx.x")
+    check(sch, f, tol=1e-4)
+    pytest.importorskip("cuda.bindings")
+    src = tdsl.build(sch, target="cuda", arch="sm_90").source
+    ktile = src[src.index("for (int k_0"):]
+    guard = ktile.index("if (i_1 < 2) {")
+    assert guard < ktile.index("A_shared[") < ktile.index("__syncthreads();"), src

@@ -46,7 +46,7 @@ def test_parallel_over_a_blockized_block_uses_the_outer_bindings():
 
 
 def test_vectorize_and_bind_over_a_blockized_block():
-    f, sch, (i0, j0, k0) = blockized_gemm()
+    f, sch, (i0, j0, _k0) = blockized_gemm()
     sch.bind(i0, "blockIdx.x")
     sch.bind(j0, "threadIdx.x")
     check(sch, f, tol=1e-4)
