@@ -1,11 +1,11 @@
 """The CPU schedules that bench/run.py measures, written with public tdsl primitives only.
 
 Each `*_schedule(...)` returns a `tdsl.Schedule` (build it with `tdsl.build(sch)`); each
-`*_func(...)` returns the unscheduled kernel (the definition a user writes), and `reference`
-computes the same result with numpy. Sizes are parameters so that the tests can check every
-schedule at small sizes against numpy.
+`*_func(...)` returns the unscheduled kernel (the definition a user writes); the numpy
+references are in bench/numpy_ref.py. Sizes are parameters so that tests/test_bench_schedules.py
+checks every schedule at small sizes. docs/performance.md says where each kernel stands.
 
-    from bench.schedules import gemm_schedule
+    from bench.schedules import gemm_schedule       # from the repository root
     kernel = tdsl.build(gemm_schedule(1024))
     c = kernel(a, b)
 """

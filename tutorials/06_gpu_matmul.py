@@ -195,8 +195,8 @@ else:
 # checks the stage computes exactly the intrinsic's description.
 
 # %%
-# Fragments made by cache_read/cache_write keep the size of the whole matrix in each thread
-# (tdsl does not shrink buffers handed to WMMA calls yet), so this example stays small.
+# The CUDA backend shrinks each fragment to the 16 x 16 tiles one warp touches; the size here
+# only keeps the CPU check (which runs the descriptions) quick.
 WM = 32 if SMALL else 64
 
 

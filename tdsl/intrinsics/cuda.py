@@ -10,9 +10,11 @@ Five intrinsics, TensorIR style, each on 16 x 16 tiles of fragment buffers, whos
 * ``cuda.wmma.mma_16x16x16_f16f32``                 ``Cf[i, j] += f32(Af[i, k]) * f32(Bf[k, j])``
 * ``cuda.wmma.store_16x16_f32_<shared|global>``     ``C[i, j] = Cf[i, j]``
 
-Every thread of a warp calls them together (a warp-level operation), so a tensorized block
-must run on all 32 lanes of threadIdx.x with the fragment buffers allocated inside that loop
-(each lane holds its own part of the fragment).
+Every thread of a warp calls them together (a warp-level operation): on CUDA a tensorized
+block runs on the 32 lanes of a warp, an implicit threadIdx.x of extent 32 (TVM's rule; see
+tdsl.backends.cuda.lower_gpu). Schedule it under blockIdx loops with the warps on threadIdx.y/z
+(or inside an explicit threadIdx.x loop of 32 lanes it does not use); each lane holds its own
+part of each fragment, and the CUDA lowering shrinks fragment buffers to one warp's tiles.
 
 How the implementation reaches CUDA C++: each is one extern call of a device function of
 `PRELUDE` (``tdsl_wmma_fill_f32(Cf[...], 0.0f)``, ...) whose fragment and pointer arguments are
@@ -126,6 +128,19 @@ def store_impl(C: T.Buffer((16, 16), "float32", strides=("c_s", 1), scope="wmma.
                D: T.Buffer((16, 16), "float32", strides=("d_s", 1), scope="{dst}")):
     T.evaluate(T.call_extern("int32", "tdsl_wmma_store_f32", D[0, 0], C[0, 0], d_s))
 '''
+
+# For the CUDA lowering's buffer compaction: which arguments of each device function are
+# fragments, and the tile (rows, columns) a fragment argument stands for. A fragment argument
+# carries no leading dimension (its registers are contiguous from the element passed), so its
+# buffer may be shrunk to the tiles a warp touches; the memory arguments (with `ldm`) may not.
+FRAGMENT_TILE = (16, 16)
+FRAGMENT_ARGS: dict[str, tuple[int, ...]] = {
+    "tdsl_wmma_fill_f32": (0,),
+    "tdsl_wmma_load_a": (0,),
+    "tdsl_wmma_load_b": (0,),
+    "tdsl_wmma_mma_f16f32": (0, 1, 2),
+    "tdsl_wmma_store_f32": (1,),
+}
 
 FILL = "cuda.wmma.fill_16x16_f32"
 MMA = "cuda.wmma.mma_16x16x16_f16f32"

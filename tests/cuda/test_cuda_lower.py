@@ -318,3 +318,95 @@ def test_function_level_let_reaches_the_kernels():
     assert evaluate(k.dims("blockIdx")[0], {n: 10}) == 5
     # A's size is symbolic, so its index arithmetic is 64-bit
     assert "A[(long long)bx * 2LL + (long long)tx] = A[(long long)bx * 2LL + (long long)tx] * s;" in cuda_source(scaled)
+
+
+# ----------------------------------------------------------------------------- compaction across sibling nests
+
+def _local_accesses_in_bounds(plan) -> dict[str, tuple[int, ...]]:
+    """Every access of a kernel-local buffer stays inside it for every thread and loop value
+    (relaxed over the loops and the launch); returns the local buffers' shapes."""
+    from tdsl.arith import relax
+    from tdsl.ir import IntImm, IRVisitor, Range
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in plan.kernels:
+        ranges = {v: Range(IntImm(0, v.dtype), spec.launch[t]) for t, v in spec.tag_vars.items()}
+
+        class _Check(IRVisitor):
+            def __init__(self, ranges):
+                self.ranges = ranges
+
+            def visit_For(self, op):
+                self.ranges[op.loop_var] = Range(op.min, op.extent)
+                self.generic_visit(op)
+
+            def visit_Allocate(self, op):
+                if op.buffer.scope == "local":
+                    shapes[op.buffer.name] = tuple(int(s.value) for s in op.buffer.shape)
+                self.generic_visit(op)
+
+            def _check(self, op):
+                if op.buffer.scope == "local":
+                    for idx, size in zip(op.indices, op.buffer.shape):
+                        lo, hi = relax(idx, self.ranges)
+                        assert 0 <= lo.value and hi.value < size.value, (op.buffer.name, idx)
+
+            def visit_BufferLoad(self, op):
+                self._check(op)
+                self.generic_visit(op)
+
+            def visit_BufferStore(self, op):
+                self._check(op)
+                self.generic_visit(op)
+
+        _Check(ranges).visit(spec.body)
+    return shapes
+
+
+def test_local_accumulator_shared_by_sibling_thread_nests_becomes_the_thread_tile():
+    # the tutorial's schedule: C_local is written in the compute nest and read in a sibling
+    # write-back nest with its own threadIdx loops; one thread touches the same 4 x 4 tile in both
+    sch = tdsl.Schedule(matmul_64)
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    bi, ti, ii = sch.split(i, factors=[None, 8, 4])
+    bj, tj, jj = sch.split(j, factors=[None, 8, 4])
+    sch.reorder(bi, bj, ti, tj, k, ii, jj)
+    for loop, axis in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (ti, "threadIdx.y"), (tj, "threadIdx.x")):
+        sch.bind(loop, axis)
+    cl = sch.cache_write(c, 0, "local")
+    sch.reverse_compute_at(cl, bj)
+    wi, wj = sch.get_loops(cl)[-2:]
+    wy, wi_in = sch.split(wi, factors=[8, 4])
+    wx, wj_in = sch.split(wj, factors=[8, 4])
+    sch.reorder(wy, wx, wi_in, wj_in)
+    sch.bind(wy, "threadIdx.y")
+    sch.bind(wx, "threadIdx.x")
+    sch.decompose_reduction(c, k)
+    assert _local_accesses_in_bounds(lower_cuda(sch)) == {"C_local": (16,)}  # flattened 4 x 4
+    src = cuda_source(sch)
+    assert "float C_local[16];" in src and "C_local[1024]" not in src
+    # both nests address the tile relative to the same thread's corner
+    assert "C_local[i_2 * 4 + j_2] = C_local[i_2 * 4 + j_2] + " in src
+    assert "= C_local[ax0_1_1 * 4 + ax1_1_1];" in src
+    tdsl.build(sch, target="cuda", arch="sm_90")
+
+
+def test_sibling_nests_touching_different_parts_per_thread_keep_the_buffer():
+    @T.prim_func
+    def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        acc = T.alloc_buffer((64,), "float32", scope="local")
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(16, thread="threadIdx.x"):
+                for j in range(4):
+                    with T.block("w"):
+                        v = T.axis.spatial(64, tx * 4 + j)
+                        acc[v] = A[v]
+            for tx in T.thread_binding(16, thread="threadIdx.x"):
+                for j in range(4):
+                    with T.block("r"):
+                        v = T.axis.spatial(64, j * 16 + tx)
+                        B[v] = acc[v]
+
+    # thread t writes acc[4t:4t+4] but reads acc[t::16]: no common per-thread tile, so no shrinking
+    assert "float acc[64];" in cuda_source(f)

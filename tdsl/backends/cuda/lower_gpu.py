@@ -4,15 +4,30 @@ The steps, in the order `build_cuda` runs them:
 
 ``verify_thread_bindings`` (block IR, before `tdsl.lower`)
     Every block that computes something sits under a ``threadIdx`` loop; otherwise a
-    `UnboundBlockError` names the block and the `bind` that is missing.
+    `UnboundBlockError` names the block and the `bind` that is missing. Warp-wide blocks
+    (TVM's rule): a block tensorized with a CUDA tensor intrinsic (annotation
+    "tdsl.tensor_intrin" naming an intrinsic whose target is "cuda", e.g. the WMMA ones) runs
+    on the 32 lanes of a warp, which are an implicit ``threadIdx.x`` of extent 32. Such a block
+    must be under a ``blockIdx`` loop; warps are ``threadIdx.y``/``threadIdx.z`` loops (none:
+    one warp per block); it needs no ``threadIdx.x`` loop, and one around it must have extent
+    32 and not be used by the block (an explicit lane loop). In a kernel (outermost
+    blockIdx/threadIdx nest) holding a warp-wide block, every other computing block must be
+    under a ``threadIdx.x`` loop (else all 32 lanes would run it); such loops have extent <= 32.
 ``tdsl.lower``'s CUDA passes, with ``compact_gpu_buffers`` after ``convert_blocks``
     The common passes (blocks -> loops, flatten, simplify, 4-lane vectorize, unroll). The
     extra pass shrinks each ``local`` buffer to what one thread touches (``shared``: one block)
     and allocates it at the innermost loop whose iterations cannot pass values through it, so
     a schedule's ``cache_write(..., "local")`` accumulator becomes the thread's register tile.
+    For a ``local`` buffer every blockIdx/threadIdx loop is the thread's own index, so sibling
+    nests bound to the same tags (compute, then write back) agree on one per-thread tile; a
+    fragment passed to a WMMA device function (`tdsl.intrinsics.cuda.FRAGMENT_ARGS`) touches
+    the 16 x 16 tile at the element passed (per thread = per warp, the lanes being implicit).
+    Buffers passed to other extern calls, or whose per-thread region is not a constant-size
+    box at a common corner, keep their size.
 ``split_kernels`` (lowered IR -> `HostPlan`)
     Each outermost thread-bound loop nest becomes one kernel; sibling nests become launches in
-    order. Inside a kernel every loop bound to one thread tag becomes that tag's index (one Var
+    order. A kernel that calls a warp-wide intrinsic's device function (`warp_calls`) launches
+    ``threadIdx.x = 32``. Inside a kernel every loop bound to one thread tag becomes that tag's index (one Var
     per tag), guarded by ``if (tag < extent)`` when the loop is shorter than the launch
     dimension. ``shared`` allocations are hoisted to the kernel top, ``local`` ones stay where
     they are; function-level ``shared``/``local`` buffers move into the kernels that use them;
@@ -88,27 +103,101 @@ def _computes(block: Block) -> bool:
     return bool(found)
 
 
+WARP_SIZE = 32
+
+
+def _warp_intrin(block: Block) -> str | None:
+    """The CUDA tensor intrinsic a block is tensorized with (a warp-wide block), else None."""
+    from ...schedule.tensor_intrin import TensorIntrin
+    from ...schedule.tensorize_lower import intrin_of
+
+    name = intrin_of(block)
+    if name is None:
+        return None
+    try:
+        intrin = TensorIntrin.get(name)
+    except ScheduleError:
+        return None  # apply_tensor_intrinsics reports unknown intrinsics
+    return name if intrin.target == "cuda" else None
+
+
+def warp_calls(func: PrimFunc) -> frozenset[str]:
+    """Names of the extern functions that the CUDA tensor intrinsics used in `func` call: a
+    kernel calling one of them runs warp-wide (threadIdx.x = 32 lanes)."""
+    from ...schedule.tensor_intrin import TensorIntrin
+
+    out: set[str] = set()
+    for realize in collect(func.body, BlockRealize):
+        name = _warp_intrin(realize.block)
+        if name is not None:
+            out |= {c.op for c in collect(TensorIntrin.get(name).impl.body, Call)}
+    return frozenset(out)
+
+
 def verify_thread_bindings(func: PrimFunc) -> None:
-    """Raise `UnboundBlockError` for the first computing block not under a threadIdx loop."""
+    """Raise `UnboundBlockError` for the first computing block without the bindings it needs
+    (the rules are in the module docs)."""
     root = func.root_block
 
-    def walk(stmt: Stmt, tags: tuple[str, ...], loops: tuple[str, ...]) -> None:
+    def walk(stmt: Stmt, tags: tuple[str, ...], loops: tuple[For, ...], warp_nest: bool) -> None:
         if isinstance(stmt, For):
             tag = stmt.thread_tag if stmt.kind == "thread_binding" else None
-            walk(stmt.body, tags + ((tag,) if tag else ()), loops + (stmt.loop_var.name,))
+            if tag is not None and not tag.startswith(("threadIdx", "blockIdx")):
+                tag = None  # vthread loops become serial loops
+            if tag is not None and not any(_per_thread_tag(f) for f in loops):
+                warp_nest = _has_warp_block(stmt)   # a kernel root: does the kernel run warps?
+            walk(stmt.body, tags + ((tag,) if tag else ()), loops + (stmt,), warp_nest)
             return
         if isinstance(stmt, BlockRealize):
             block = stmt.block
-            if block is not root and _computes(block) and not any(t.startswith("threadIdx") for t in tags):
-                raise UnboundBlockError(_unbound_message(block.name, tags, loops))
-            walk(block.body, tags, loops)
+            if block is not root and (_warp_intrin(block) is not None or _computes(block)):
+                _check_block(stmt, tags, loops, warp_nest)
+            if _warp_intrin(block) is not None:
+                return  # the tensorized body runs as one warp-wide call
+            walk(block.body, tags, loops, warp_nest)
             if block.init is not None:
-                walk(block.init, tags, loops)
+                walk(block.init, tags, loops, warp_nest)
             return
         for child in _children(stmt):
-            walk(child, tags, loops)
+            walk(child, tags, loops, warp_nest)
 
-    walk(func.body, (), ())
+    walk(func.body, (), (), False)
+
+
+def _has_warp_block(stmt: Stmt) -> bool:
+    return any(_warp_intrin(r.block) is not None for r in collect(stmt, BlockRealize))
+
+
+def _check_block(realize: BlockRealize, tags: tuple[str, ...], loops: tuple[For, ...], warp_nest: bool) -> None:
+    block = realize.block
+    names = tuple(f.loop_var.name for f in loops)
+    intrin = _warp_intrin(block)
+    if intrin is None:
+        if not any(t.startswith("threadIdx") for t in tags):
+            raise UnboundBlockError(_unbound_message(block.name, tags, names))
+        if warp_nest and "threadIdx.x" not in tags:
+            raise UnboundBlockError(
+                f'block "{block.name}" is in a kernel with warp-wide (tensor-core) blocks, which launches '
+                f"threadIdx.x = {WARP_SIZE} lanes, but is not under a threadIdx.x loop, so every lane would run it: "
+                f'bind one of its loops with sch.bind(loop, "threadIdx.x") (extent <= {WARP_SIZE})')
+        return
+    if not any(t.startswith("blockIdx") for t in tags):
+        raise UnboundBlockError(
+            f'block "{block.name}" (tensorized with {intrin!r}, which runs on a whole warp) is not under a '
+            f'blockIdx loop: bind an outer loop with sch.bind(loop, "blockIdx.x")')
+    used = set()
+    for v in realize.iter_values + (realize.predicate,):
+        used |= free_vars(v)
+    for f in loops:
+        if f.kind != "thread_binding" or f.thread_tag != "threadIdx.x":
+            continue
+        if not (isinstance(f.extent, IntImm) and f.extent.value == WARP_SIZE) or f.loop_var in used:
+            depends = " and the block depends on it" if f.loop_var in used else ""
+            raise UnboundBlockError(
+                f'block "{block.name}" (tensorized with {intrin!r}) runs on the {WARP_SIZE} lanes of a warp, '
+                f"which are threadIdx.x, but loop {f.loop_var.name} binds threadIdx.x with extent "
+                f"{_expr_text(f.extent)}{depends}: bind warps to threadIdx.y/z "
+                f"and leave threadIdx.x to the lanes (or bind a loop of {WARP_SIZE} lanes the block does not use)")
 
 
 def _unbound_message(name: str, tags: tuple[str, ...], loops: tuple[str, ...]) -> str:
@@ -177,8 +266,9 @@ def _is_nop(stmt: Stmt) -> bool:
     return isinstance(stmt, Evaluate) and isinstance(stmt.value, IntImm)
 
 
-def split_kernels(func: PrimFunc) -> HostPlan:
-    """Cut the lowered function into kernels (see the module docs)."""
+def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> HostPlan:
+    """Cut the lowered function into kernels (see the module docs); a kernel that calls one of
+    `warp_fns` (see `warp_calls`) launches threadIdx.x = 32 lanes."""
     roots: list[tuple[For, list[Buffer]]] = []
     workspaces: list[Buffer] = []
 
@@ -216,7 +306,8 @@ def split_kernels(func: PrimFunc) -> HostPlan:
     kernels = []
     for i, (root, scoped) in enumerate(roots):
         name = f"{func.name}_kernel" if len(roots) == 1 else f"{func.name}_kernel_{i}"
-        kernels.append(_make_kernel(name, root, scoped, func, param_vars, workspaces))
+        warp = any(c.op in warp_fns for c in collect(root, Call))
+        kernels.append(_make_kernel(name, root, scoped, func, param_vars, workspaces, warp))
     return HostPlan(func, kernels, workspaces)
 
 
@@ -244,11 +335,13 @@ def _uses_buffer(stmt: Stmt, buf: Buffer) -> bool:
 
 
 def _make_kernel(name: str, root: For, scoped: list[Buffer], func: PrimFunc, param_vars: set[Var],
-                 workspaces: list[Buffer]) -> KernelSpec:
+                 workspaces: list[Buffer], warp: bool = False) -> KernelSpec:
     loops = [f for f in collect(root, For) if f.kind == "thread_binding" and not f.thread_tag.startswith("vthread")]
     launch: dict[str, PrimExpr] = {}
     for tag in sorted({f.thread_tag for f in loops}):
         launch[tag] = _launch_extent(tag, [f for f in loops if f.thread_tag == tag], param_vars, func.name)
+    if warp:
+        _warp_launch(name, launch)
     # the outermost loop of each tag names its Var (post-order collect: the last one is outermost)
     tag_vars = {}
     for f in reversed(loops):
@@ -290,6 +383,18 @@ def _launch_extent(tag: str, loops: list[For], param_vars: set[Var], fname: str)
     names = ", ".join(f"{f.loop_var.name} ({f.extent})" for f in loops)
     raise TargetError(f"{tag} is bound to loops of different, non-constant extents in one kernel of {fname!r}: "
                       f"{names}; give them the same extent")
+
+
+def _warp_launch(name: str, launch: dict[str, PrimExpr]) -> None:
+    """A warp-wide kernel runs threadIdx.x = 32 lanes (the implicit lane index of its tensorized
+    blocks); explicit threadIdx.x loops must fit in them."""
+    ext = launch.get("threadIdx.x")
+    if ext is not None and not (isinstance(ext, IntImm) and ext.value <= WARP_SIZE):
+        raise TargetError(f"kernel {name!r} calls warp-wide tensor-core functions, so threadIdx.x is the "
+                          f"{WARP_SIZE} lanes of a warp, but a loop binds threadIdx.x with extent {_expr_text(ext)}: "
+                          "bind at most "
+                          f"{WARP_SIZE} to threadIdx.x and the warps to threadIdx.y/z")
+    launch["threadIdx.x"] = IntImm(WARP_SIZE, int32)
 
 
 def _check_static_limits(name: str, launch: dict[str, PrimExpr]) -> None:
@@ -595,15 +700,25 @@ def insert_barriers(spec: KernelSpec, func: PrimFunc) -> int:
 class _Use:
     indices: tuple[PrimExpr, ...]
     loops: tuple[For, ...]
+    tile: tuple[int, ...] = ()     # a fragment argument: the tile (last dims) it stands for
+
+
+def _per_thread_tag(loop: For) -> str | None:
+    """The tag of a loop whose variable is one value per thread (threadIdx/blockIdx), else None."""
+    if loop.kind == "thread_binding" and loop.thread_tag.startswith(("threadIdx", "blockIdx")):
+        return loop.thread_tag
+    return None
 
 
 class _UseCollector(IRVisitor):
-    """Accesses of every local/shared buffer with their enclosing loops, and where each is allocated."""
+    """Accesses of every local/shared buffer with their enclosing loops, where each is allocated,
+    and the buffers passed to extern calls other than as WMMA fragments (`opaque`)."""
 
     def __init__(self):
         self.stack: list[For] = []
         self.uses: dict[Buffer, list[_Use]] = {}
         self.allocs: dict[Buffer, tuple[Allocate, tuple[For, ...]]] = {}
+        self.opaque: set[Buffer] = set()
 
     def visit_For(self, op: For) -> None:
         self.visit(op.min)
@@ -617,8 +732,24 @@ class _UseCollector(IRVisitor):
             self.allocs[op.buffer] = (op, tuple(self.stack))
         self.visit(op.body)
 
-    def _use(self, buf: Buffer, indices) -> None:
-        self.uses.setdefault(buf, []).append(_Use(tuple(indices), tuple(self.stack)))
+    def _use(self, buf: Buffer, indices, tile: tuple[int, ...] = ()) -> None:
+        self.uses.setdefault(buf, []).append(_Use(tuple(indices), tuple(self.stack), tile))
+
+    def visit_Call(self, op: Call) -> None:
+        from ...intrinsics.cuda import FRAGMENT_ARGS, FRAGMENT_TILE
+        from ...ir import MATH_CALLS
+
+        if op.op not in MATH_CALLS and op.op not in ("if_then_else", SYNC):
+            fragments = FRAGMENT_ARGS.get(op.op, ())
+            for i, arg in enumerate(op.args):
+                if not isinstance(arg, BufferLoad):
+                    continue
+                if i in fragments and arg.buffer.scope == "local" and len(arg.indices) >= len(FRAGMENT_TILE):
+                    self._use(arg.buffer, arg.indices, FRAGMENT_TILE)
+                else:
+                    # an element standing for a tile of unknown size (and maybe a leading dimension)
+                    self.opaque.add(arg.buffer)
+        self.generic_visit(op)
 
     def visit_BufferLoad(self, op: BufferLoad) -> None:
         self._use(op.buffer, op.indices)
@@ -629,9 +760,33 @@ class _UseCollector(IRVisitor):
         self.generic_visit(op)
 
 
-def _region(buf: Buffer, uses: list[_Use], keep: tuple[For, ...]) -> list[tuple[PrimExpr, int]] | None:
+def _thread_vars(buf: Buffer, use: _Use, kept: set[For], lanes: dict[str, Var]) -> dict[Var, PrimExpr] | None:
+    """For a local buffer, the use's per-thread loops outside `kept` as the thread's own index
+    (`lanes[tag]` + start), so that sibling nests bound to the same tags agree on one thread's
+    region; None when a tag is bound twice on the way (no single index per thread)."""
+    if buf.scope != "local":
+        return {}
+    kept_tags = {_per_thread_tag(f) for f in kept} - {None}
+    out: dict[Var, PrimExpr] = {}
+    seen: set[str] = set()
+    for f in use.loops:
+        tag = _per_thread_tag(f)
+        if tag is None or f in kept:
+            continue
+        if tag in seen or tag in kept_tags:
+            return None
+        seen.add(tag)
+        lane = lanes.setdefault(tag, Var(f"tdsl_{tag.replace('.', '_')}", int32))
+        start = lane if lane.dtype == f.loop_var.dtype else _cast(f.loop_var.dtype, lane)
+        out[f.loop_var] = start if isinstance(f.min, IntImm) and f.min.value == 0 else start + f.min
+    return out
+
+
+def _region(buf: Buffer, uses: list[_Use], keep: tuple[For, ...],
+            lanes: dict[str, Var]) -> list[tuple[PrimExpr, int]] | None:
     """Per dimension (min, constant extent) of what `uses` touch with the loops in `keep` fixed
-    (shared buffers: threadIdx loops always vary, a block's threads share them); None if unknown."""
+    (local buffers: every thread-bound loop is fixed, written with the `lanes` Vars; shared
+    buffers: threadIdx loops always vary, a block's threads share them); None if unknown."""
     from ...arith import relax, simplify
     from ...ir import Range
 
@@ -639,19 +794,23 @@ def _region(buf: Buffer, uses: list[_Use], keep: tuple[For, ...]) -> list[tuple[
     lows: list[list[PrimExpr]] = [[] for _ in buf.shape]
     highs: list[list[PrimExpr]] = [[] for _ in buf.shape]
     for use in uses:
+        fixed = _thread_vars(buf, use, kept, lanes)
+        if fixed is None:
+            return None
         ranges = {}
         for f in use.loops:
             shared_thread = buf.scope == "shared" and f.kind == "thread_binding" and f.thread_tag.startswith("threadIdx")
-            if f not in kept or shared_thread:
+            if (f not in kept and f.loop_var not in fixed) or shared_thread:
                 ranges[f.loop_var] = Range(f.min, f.extent)
-        for d, idx in enumerate(use.indices):
+        tile = (1,) * (len(use.indices) - len(use.tile)) + use.tile
+        for d, (idx, extra) in enumerate(zip(use.indices, tile)):
             if idx.dtype.lanes != 1:
                 return None
-            lo, hi = relax(idx, ranges)
+            lo, hi = relax(substitute(idx, fixed), ranges)
             if lo is None or hi is None:
                 return None
             lows[d].append(lo)
-            highs[d].append(hi)
+            highs[d].append(hi + (extra - 1) if extra > 1 else hi)
     out = []
     for lo_list, hi_list in zip(lows, highs):
         base = lo_list[0]
@@ -676,14 +835,30 @@ def _disjoint_iterations(region: list[tuple[PrimExpr, int]], loop: For) -> bool:
 
 
 class _Compactor(IRMutator):
-    def __init__(self, old: Allocate, new: Buffer, mins: list[PrimExpr], anchor: For | None):
+    """Moves the accesses of `old` to `new`, shifted by `mins`; a `lanes` Var in a min stands for
+    the thread index of that tag, i.e. the enclosing loop bound to it (minus its start)."""
+
+    def __init__(self, old: Allocate, new: Buffer, mins: list[PrimExpr], anchor: For | None,
+                 lanes: dict[str, Var]):
         self.old, self.new, self.mins, self.anchor = old, new, mins, anchor
+        self.lane_tags = {v: t for t, v in lanes.items()}
+        self.stack: list[For] = []
+
+    def _lane_values(self) -> dict[Var, PrimExpr]:
+        out: dict[Var, PrimExpr] = {}
+        for f in self.stack:
+            for lane, tag in self.lane_tags.items():
+                if _per_thread_tag(f) == tag:
+                    value = f.loop_var if isinstance(f.min, IntImm) and f.min.value == 0 else f.loop_var - f.min
+                    out[lane] = value if value.dtype == lane.dtype else _cast(lane.dtype, value)
+        return out
 
     def _shift(self, indices) -> tuple[PrimExpr, ...]:
         from ...lower._util import arith
 
-        return tuple(arith("sub", self.visit(i), m) if not (isinstance(m, IntImm) and m.value == 0) else self.visit(i)
-                     for i, m in zip(indices, self.mins))
+        lanes = self._lane_values() if self.lane_tags else {}
+        return tuple(arith("sub", self.visit(i), substitute(m, lanes)) if not (isinstance(m, IntImm) and m.value == 0)
+                     else self.visit(i) for i, m in zip(indices, self.mins))
 
     def visit_BufferLoad(self, op: BufferLoad) -> PrimExpr:
         if op.buffer is self.old.buffer:
@@ -702,7 +877,11 @@ class _Compactor(IRMutator):
         return op if body is op.body else replace(op, body=body)
 
     def visit_For(self, op: For) -> Stmt:
-        new = self.generic_visit(op)
+        self.stack.append(op)
+        try:
+            new = self.generic_visit(op)
+        finally:
+            self.stack.pop()
         if op is self.anchor:
             new = replace(new, body=Allocate(self.new, new.body))
         return new
@@ -713,37 +892,42 @@ def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
     touches, allocated at the innermost loop around all its uses whose iterations cannot pass
     values through it (thread-bound loops, loops touching disjoint parts); indices are shifted.
 
+    A local buffer's region is taken per thread even across sibling loop nests: loops bound to
+    the same thread tag are the same thread index in a kernel. A local buffer passed to the
+    WMMA device functions as a fragment (`tdsl.intrinsics.cuda.FRAGMENT_ARGS`) touches the
+    16 x 16 tile at the element passed; a warp's lanes are implicit, so the thread's region is
+    the warp's. Buffers passed to other extern calls keep their size.
+
     So a `cache_write(..., "local")` accumulator of a 128x128 result becomes the thread's 4x4
     tile (registers) instead of a private copy of the whole 128x128 array."""
     from math import prod
 
     done: set[str] = set()
-    # a buffer element passed to an extern call stands for a tile of unknown size: keep those
-    opaque = {a.buffer for a in _extern_call_args(func.body)}
     while True:
         collector = _UseCollector()
         collector.visit(func.body)
         for buf, (alloc, alloc_loops) in collector.allocs.items():
             uses = collector.uses.get(buf)
-            if (buf.name in done or buf in opaque or not uses
+            if (buf.name in done or buf in collector.opaque or not uses
                     or not all(isinstance(s, IntImm) for s in buf.shape)):
                 continue
             done.add(buf.name)
+            lanes: dict[str, Var] = {}
             common = _common_prefix([u.loops for u in uses])
             depth = len(common)
-            region = _region(buf, uses, common[:depth])
+            region = _region(buf, uses, common[:depth], lanes)
             while depth > len(alloc_loops):
                 loop = common[depth - 1]
                 if region is not None and (loop.kind == "thread_binding" or _disjoint_iterations(region, loop)):
                     break
                 depth -= 1
-                region = _region(buf, uses, common[:depth])
+                region = _region(buf, uses, common[:depth], lanes)
             if region is None or prod(e for _, e in region) >= prod(s.value for s in buf.shape):
                 continue
             new = Buffer(buf.name, tuple(IntImm(e, s.dtype) for (_, e), s in zip(region, buf.shape)), buf.dtype,
                          scope=buf.scope, span=buf.span)
             anchor = common[depth - 1] if depth > len(alloc_loops) else None
-            func = func.with_body(_Compactor(alloc, new, [m for m, _ in region], anchor).visit(func.body))
+            func = func.with_body(_Compactor(alloc, new, [m for m, _ in region], anchor, lanes).visit(func.body))
             break
         else:
             return func
@@ -780,7 +964,7 @@ def lower_for_cuda(func: PrimFunc) -> HostPlan:
         except Exception as exc:
             exc.add_note(f"(in lowering pass {p.name!r} of function {func.name!r})")
             raise
-    plan = split_kernels(lowered)
+    plan = split_kernels(lowered, warp_calls(func))
     for spec in plan.kernels:
         insert_barriers(spec, lowered)
     return plan
