@@ -9,7 +9,7 @@ from __future__ import annotations
 from .buffer import Buffer
 from .expr import BufferLoad
 from .functor import post_order_visit
-from .stmt import Block, BlockRealize, BufferStore, PrimFunc, Stmt
+from .stmt import BlockRealize, BufferStore, PrimFunc, Stmt
 
 
 def _loads(stmt: Stmt | None) -> set:

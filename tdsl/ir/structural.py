@@ -117,15 +117,9 @@ def structural_diff(a, b) -> str | None:
 
 
 def _short(x) -> str:
-    try:
-        from ..script.printer import expr_str
+    from ..script.printer import message_text  # lazily: the script package imports the IR
 
-        if isinstance(x, Node):
-            text = expr_str(x)
-        else:
-            text = repr(x)
-    except Exception:  # the printer may not handle a fragment; fall back to repr
-        text = repr(x)
+    text = message_text(x) if isinstance(x, Node) else repr(x)
     return text if len(text) < 300 else text[:297] + "..."
 
 

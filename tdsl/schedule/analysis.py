@@ -32,6 +32,7 @@ from ..ir import (
     structural_equal,
     substitute,
 )
+from ..script.printer import message_text as expr_text
 from .errors import block_name, loop_name, schedule_error
 from .state import Path, all_realizes, child_realizes, children
 
@@ -81,16 +82,6 @@ def path_ranges(path: Path) -> dict[Var, Range]:
             for iv in node.iter_vars:
                 ranges[iv.var] = iv.dom
     return ranges
-
-
-def expr_text(expr: PrimExpr) -> str:
-    """An expression as the user would write it."""
-    try:
-        from ..script.printer import expr_str
-
-        return expr_str(expr)
-    except Exception:  # messages must not fail on a printer gap
-        return repr(expr)
 
 
 def thread_relaxed_loops(loops: list[For], scope: str) -> list[For]:

@@ -442,5 +442,13 @@ def expr_str(node: Node) -> str:
     return repr(node)
 
 
+def message_text(node) -> str:
+    """`expr_str` for error messages: never raises (an unprintable fragment shows its repr)."""
+    try:
+        return expr_str(node)
+    except Exception:  # noqa: BLE001 - a message must not fail because of a printer gap
+        return repr(node)
+
+
 def stmt_str(stmt: Stmt) -> str:
     return expr_str(stmt)

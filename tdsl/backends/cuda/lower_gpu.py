@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 
 from ...dtypes import int32
 from ...errors import ScheduleError, TargetError
+from ...script.printer import message_text as _expr_text
 from ...ir import (
     Allocate,
     Binary,
@@ -207,15 +208,6 @@ def _unbound_message(name: str, tags: tuple[str, ...], loops: tuple[str, ...]) -
         missing += ' (and usually an outer one with sch.bind(loop, "blockIdx.x"))'
     return (f'block "{name}" is not under any threadIdx loop ({where}): a CUDA kernel runs every block on '
             f"GPU threads; bind a loop with {missing}")
-
-
-def _expr_text(e: PrimExpr) -> str:
-    try:
-        from ...script.printer import expr_str
-
-        return expr_str(e)
-    except Exception:  # noqa: BLE001 (a message must not fail)
-        return str(e)
 
 
 def _children(stmt: Stmt) -> list[Stmt]:

@@ -54,6 +54,7 @@ from ...ir import (
     Var,
 )
 from ...ir.functor import IRVisitor
+from ...script.printer import message_text as expr_text
 
 # numpy's PyArrayObject layout (stable public ABI; checked at run time by the Kernel)
 ND_DATA, ND_NDIM, ND_DIMS, ND_DESCR, ND_FLAGS, OB_TYPE = 16, 24, 32, 56, 64, 8
@@ -194,42 +195,6 @@ _ERF_TAYLOR = [2 / math.sqrt(math.pi) * (-1) ** k / (math.factorial(k) * (2 * k 
 # Numerical Recipes' erfc Chebyshev fit: fractional error below 1.2e-7 everywhere.
 _ERFC_NR = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
             -0.82215223, 0.17087277)
-
-
-def expr_text(e) -> str:
-    """The script form of an expression for messages (the printer's when it is available)."""
-    try:
-        from ...script.printer import expr_str
-
-        return expr_str(e)
-    except Exception:  # noqa: BLE001 - any printer failure falls back to the compact form
-        return _fallback_text(e)
-
-
-_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%", "eq": "==",
-        "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or"}
-
-
-def _fallback_text(e) -> str:
-    if isinstance(e, Var):
-        return e.name
-    if isinstance(e, (IntImm, FloatImm)):
-        return repr(e.value)
-    if isinstance(e, Binary):
-        if e.op in ("min", "max"):
-            return f"T.{e.op}({_fallback_text(e.a)}, {_fallback_text(e.b)})"
-        return f"({_fallback_text(e.a)} {_OPS[e.op]} {_fallback_text(e.b)})"
-    if isinstance(e, BufferLoad):
-        return f"{e.buffer.name}[{', '.join(_fallback_text(i) for i in e.indices)}]"
-    if isinstance(e, Ramp):
-        return f"T.Ramp({_fallback_text(e.base)}, {_fallback_text(e.stride)}, {e.lanes})"
-    if isinstance(e, Broadcast):
-        return f"T.Broadcast({_fallback_text(e.value)}, {e.lanes})"
-    if isinstance(e, Cast):
-        return f"T.cast({_fallback_text(e.value)}, \"{e.dtype}\")"
-    if isinstance(e, Call):
-        return f"T.{e.op}({', '.join(_fallback_text(a) for a in e.args)})"
-    return type(e).__name__
 
 
 def _has_load(e) -> bool:
