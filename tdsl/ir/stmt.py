@@ -68,6 +68,17 @@ class SeqStmt(Stmt):
     span: Span | None = _span_field()
 
 
+def flat_seq(stmts) -> list[Stmt]:
+    """The statements of `stmts` with nested SeqStmts spliced in (they mean their concatenation)."""
+    out: list[Stmt] = []
+    for s in stmts:
+        if isinstance(s, SeqStmt):
+            out.extend(flat_seq(s.seq))
+        else:
+            out.append(s)
+    return out
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class IfThenElse(Stmt):
     condition: PrimExpr

@@ -12,7 +12,7 @@ from ..dtypes import DataType
 from .buffer import Buffer
 from .expr import FloatImm, Node, Var
 from .functor import node_fields
-from .stmt import PrimFunc, SeqStmt
+from .stmt import PrimFunc, SeqStmt, flat_seq
 
 _BUFFER_FIELDS = ("shape", "dtype", "strides", "elem_offset", "scope")
 
@@ -86,20 +86,11 @@ class _Differ:
         return None
 
 
-def _flatten(stmt, out: list) -> list:
-    for s in stmt.seq:
-        if isinstance(s, SeqStmt):
-            _flatten(s, out)
-        else:
-            out.append(s)
-    return out
-
-
 def _normalize(x):
     """Nested statement sequences mean their concatenation; a sequence of one is that statement."""
     if not isinstance(x, SeqStmt):
         return x
-    flat = _flatten(x, [])
+    flat = flat_seq(x.seq)
     if len(flat) == 1:
         return flat[0]
     if len(flat) == len(x.seq):

@@ -20,7 +20,7 @@ from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr,
                        Ramp, Range, Select, StringImm, Var, const)
 from ..ir.stmt import (THREAD_TAGS, TRUE, Allocate, Block, BlockRealize, BufferStore, Evaluate, For,
-                       IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt)
+                       IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt, flat_seq)
 
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized", "unroll": "unrolled",
                "thread_binding": "thread_binding"}
@@ -278,7 +278,7 @@ class Parser:
             k += 1
         if len(out) == 1:
             return out[0]
-        return SeqStmt(tuple(_flatten(out)))
+        return SeqStmt(tuple(flat_seq(out)))
 
     def parse_stmt(self, node: ast.stmt) -> Stmt | None:
         method = getattr(self, "stmt_" + type(node).__name__, None)
@@ -1267,16 +1267,6 @@ def _simplify(e: PrimExpr) -> PrimExpr:
     from ..arith import simplify
 
     return simplify(e)
-
-
-def _flatten(stmts) -> list:
-    out = []
-    for s in stmts:
-        if isinstance(s, SeqStmt):
-            out.extend(_flatten(s.seq))
-        else:
-            out.append(s)
-    return out
 
 
 def _param_name(buf: Buffer, args) -> str:

@@ -13,7 +13,7 @@ from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Node, Not,
                        PrimExpr, Ramp, Range, Select, StringImm, Var)
 from ..ir.stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
-                       SeqStmt, Stmt)
+                       SeqStmt, Stmt, flat_seq)
 
 INDENT = "    "
 _RESERVED = set(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None"}
@@ -185,7 +185,7 @@ class ScriptPrinter:
             self.emit(depth, "pass")
 
     def stmt_SeqStmt(self, s: SeqStmt, depth: int) -> None:
-        items = _flatten(s)
+        items = flat_seq(s.seq)
         for k, item in enumerate(items):
             last = k == len(items) - 1
             if isinstance(item, LetStmt) and not last:
@@ -386,16 +386,6 @@ def _end(r) -> PrimExpr:
         return simplify(lo + ext)
     except ImportError:  # arith not available: print the plain sum
         return lo + ext
-
-
-def _flatten(s: SeqStmt) -> list:
-    out = []
-    for item in s.seq:
-        if isinstance(item, SeqStmt):
-            out.extend(_flatten(item))
-        else:
-            out.append(item)
-    return out
 
 
 def _vars_in(e) -> list:
