@@ -111,41 +111,32 @@ class Parser:
 
     # function -------------------------------------------------------------------------------
     def parse_function(self, fn: ast.FunctionDef) -> PrimFunc:
-        params: list = []
-        sym: dict[str, Var] = {}
+        sym: dict[str, Var] = {}  # scalar parameters and symbolic dimensions, by name
+        by_name: dict[str, Buffer | Var] = {}
         args = fn.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
             raise self.error(fn, "prim_func parameters must be plain annotated names",
                              'e.g. def f(A: T.Buffer((128,), "float32"), n: T.int32)')
-        seen: set[str] = set()
-        for arg in args.args:
-            if arg.arg in seen:
+        for arg in args.args:  # scalars first, so that a buffer's "n" can be the parameter n
+            if arg.arg in by_name:
                 raise self.error(arg, f"duplicate parameter '{arg.arg}'", "give every parameter its own name")
-            seen.add(arg.arg)
             if arg.annotation is None:
                 raise self.error(arg, f"parameter '{arg.arg}' needs an annotation",
                                  'write A: T.Buffer((128, 128), "float32") or n: T.int32')
+            by_name[arg.arg] = None
             if self._is_dtype_annotation(arg.annotation):
-                dtype = self._dtype_of_annotation(arg.annotation)
-                var = sym[arg.arg] if arg.arg in sym else Var(arg.arg, dtype, span=self.span(arg))
-                if var.dtype != dtype:
-                    raise self.error(arg, f"scalar parameter '{arg.arg}' is used as a dimension, so it must be an "
-                                          f"integer; got {dtype}")
-                sym[arg.arg] = var
+                var = Var(arg.arg, self._dtype_of_annotation(arg.annotation), span=self.span(arg))
+                sym[arg.arg] = by_name[arg.arg] = var
                 self.define(arg.arg, var)
-                params.append(var)
         for arg in args.args:
-            if self._is_dtype_annotation(arg.annotation):
-                continue
-            buf = self.parse_buffer_annotation(arg, sym)
-            self.define(arg.arg, buf)
-            params.append(buf)
-        # keep the declared order of parameters
-        order = {a.arg: k for k, a in enumerate(args.args)}
-        params.sort(key=lambda p: order[p.name if isinstance(p, Var) else _param_name(p, args.args)])
+            if by_name[arg.arg] is None:
+                buf = self.parse_buffer_annotation(arg, sym)
+                self.define(arg.arg, buf)
+                by_name[arg.arg] = buf
+        params = [by_name[a.arg] for a in args.args]
         for name, var in sym.items():
-            if name not in order:
-                self.define(name, var)
+            if name not in by_name:
+                self.define(name, var)  # a symbolic dimension, referred to by its bare name
         body_nodes = list(fn.body)
         if body_nodes and isinstance(body_nodes[0], ast.Expr) and isinstance(body_nodes[0].value, ast.Constant) \
                 and isinstance(body_nodes[0].value.value, str):
@@ -199,7 +190,7 @@ class Parser:
     def parse_shape(self, node, sym: dict[str, Var] | None, signature: bool = False) -> tuple[PrimExpr, ...]:
         if isinstance(node, (ast.Tuple, ast.List)):
             return tuple(self.parse_dim(e, sym, signature) for e in node.elts)
-        value = self.eval_python_or_expr(node) if not signature else None
+        value = self.eval_expr(node) if not signature else None
         if isinstance(value, (tuple, list)):
             return tuple(self.to_index(v, node) for v in value)
         return (self.parse_dim(node, sym, signature),)
@@ -743,9 +734,6 @@ class Parser:
         return Buffer(name, shape, dtype, (), None, scope, span=self.span(node))
 
     # expressions ----------------------------------------------------------------------------
-    def eval_python_or_expr(self, node):
-        return self.eval_expr(node)
-
     def eval_expr(self, node: ast.expr):
         """An IR expression, a Buffer, or a plain Python value (closure constants fold)."""
         method = getattr(self, "expr_" + type(node).__name__, None)
@@ -761,7 +749,7 @@ class Parser:
         return self.lookup(node)
 
     def expr_Attribute(self, node: ast.Attribute):
-        if isinstance(node.value, ast.Name) and node.value.id == "T" and "T" not in self.closure_shadowed():
+        if isinstance(node.value, ast.Name) and node.value.id == "T":
             raise self.error(node, f"T.{node.attr} cannot be used as a value here",
                              "T functions are called, e.g. T.exp(x), T.float32(0)")
         base = self.eval_expr(node.value)
@@ -774,9 +762,6 @@ class Parser:
             return getattr(base, node.attr)
         except AttributeError:
             raise self.error(node, f"{type(base).__name__} has no attribute '{node.attr}'") from None
-
-    def closure_shadowed(self) -> set:
-        return set()
 
     def expr_Tuple(self, node: ast.Tuple):
         return tuple(self.eval_expr(e) for e in node.elts)
@@ -1267,10 +1252,6 @@ def _simplify(e: PrimExpr) -> PrimExpr:
     from ..arith import simplify
 
     return simplify(e)
-
-
-def _param_name(buf: Buffer, args) -> str:
-    return buf.name
 
 
 def _is_np_int(value) -> bool:
