@@ -70,7 +70,10 @@ def test_corrupted_and_truncated_entries_are_rebuilt(tmp_path):
 def test_disk_cache_can_be_disabled(tmp_path):
     assert _run(tmp_path, "7.0", {"TDSL_DISABLE_DISK_CACHE": "1"}) == "built"
     assert _entries(tmp_path) == []
-    env = {**os.environ, "TDSL_CACHE_DIR": ""}
+    # run from an empty folder (where a relative cache would land); tdsl found through PYTHONPATH
+    root = os.path.dirname(os.path.abspath(tdsl.__file__)).rsplit(os.sep, 1)[0]
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
+    env = {**os.environ, "TDSL_CACHE_DIR": "", "PYTHONPATH": path}
     proc = subprocess.run([sys.executable, "-c", RUN, SRC % "7.0", "7.0"], check=False, capture_output=True, text=True,
                           env=env, timeout=120, cwd=str(tmp_path))
     assert proc.returncode == 0 and proc.stdout.strip() == "built", proc.stderr[-2000:]
