@@ -4,8 +4,11 @@ storage_align (pad a dimension's stride).
 `transform_layout(block, buffer, lambda i, j: (i // 16, j, i % 16))` calls the lambda with
 tdsl Vars, so the map is an ordinary IR expression. The new shape is the bounding box of the
 map's image; elements of that box outside the image are padding that no one reads. A map that
-sends two elements to the same place is refused (checked exhaustively for constant shapes,
-symbolic shapes take permutations of the dimensions only).
+sends two elements to the same place is refused. For constant shapes the map is proven one-to-one
+when it is built from digits of the indices (i, i // c, i % c, (i // c) % d: every output a
+mixed-radix number of digits, so the outputs give the indices back), whatever the buffer's size;
+other maps are checked element by element up to _CHECK_LIMIT elements. Symbolic shapes take
+permutations of the dimensions only.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from collections.abc import Callable
 
 from ...arith import prove, relax, simplify
 from ...ir import (
+    Binary,
     Block,
     Buffer,
     BufferLoad,
@@ -148,37 +152,271 @@ def _new_shape(func: PrimFunc, block: str, buf: Buffer, params, outputs) -> tupl
 
 
 def _check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, shape) -> None:
-    fail = schedule_error(func, "transform_layout", f"the index map sends two elements of {buf.name} to the "
-                          "same place", blocks=(block,),
-                          rule="a layout transformation must be one-to-one")
-    if all(isinstance(s, IntImm) for s in buf.shape + shape) and math.prod(s.value for s in buf.shape) <= _CHECK_LIMIT:
-        import numpy as np
-
-        grids = np.meshgrid(*[np.arange(s.value) for s in buf.shape], indexing="ij")
-        env = {p: g.ravel() for p, g in zip(params, grids)}
-        try:
-            cols = [np.broadcast_to(np.asarray(eval_np(o, env)), grids[0].ravel().shape) for o in outputs]
-        except ValueError:
-            cols = None
-        if cols is not None:
-            flat = np.ravel_multi_index(cols, tuple(s.value for s in shape)) if cols else np.zeros(1, int)
-            if len(np.unique(flat)) != flat.size:
-                raise fail
-            return
-        points = itertools.product(*[range(s.value) for s in buf.shape])
-        seen = set()
-        for pt in points:
-            key = tuple(eval_int(o, dict(zip(params, pt))) for o in outputs)
-            if key in seen:
-                raise fail
-            seen.add(key)
+    """Refuse a map that sends two elements of `buf` to one place: proved analytically for
+    permutations and mixed-radix maps, else checked element by element up to _CHECK_LIMIT."""
+    extents = [s.value if isinstance(s, IntImm) else None for s in buf.shape]
+    if None in extents or not all(isinstance(s, IntImm) for s in shape):
+        if not _is_permutation(params, outputs):
+            raise schedule_error(func, "transform_layout", f"{buf.name} has a symbolic shape; tdsl can only check "
+                                 "that a permutation of its dimensions is one-to-one", blocks=(block,),
+                                 rule="a layout transformation must be one-to-one",
+                                 fix="use a permutation such as lambda i, j: (j, i), or a constant shape")
         return
-    if not (len(outputs) == len(params) and all(isinstance(o, Var) for o in outputs) and
-            set(outputs) == set(params)):
-        raise schedule_error(func, "transform_layout", f"{buf.name} has a symbolic shape; tdsl can only check "
-                             "that a permutation of its dimensions is one-to-one", blocks=(block,),
-                             rule="a layout transformation must be one-to-one",
-                             fix="use a permutation such as lambda i, j: (j, i), or a constant shape")
+    if _is_permutation(params, outputs) or _mixed_radix(params, outputs, extents):
+        return
+    size = math.prod(extents)
+    new_shape = tuple(s.value for s in shape)
+    pair = _collision(params, outputs, _probe_points(params, outputs, extents), new_shape)
+    if pair is None and size <= _CHECK_LIMIT:
+        pair = _collision(params, outputs, _all_points(extents), new_shape)
+    if pair is not None:
+        (a, b), dest = pair
+        raise schedule_error(func, "transform_layout", f"the index map sends {_element(buf, a)} and "
+                             f"{_element(buf, b)} to the same place, [{', '.join(map(str, dest))}] of the "
+                             "new layout", blocks=(block,), rule="a layout transformation must be one-to-one")
+    if size > _CHECK_LIMIT:
+        raise schedule_error(
+            func, "transform_layout", f"could not prove that the index map ({_outputs_text(outputs)}) is "
+            f"one-to-one on {buf.name} ({size} elements): tdsl proves maps whose outputs are sums of i, "
+            "i // c, i % c and (i // c) % d with constants c, d (those used on one index dividing one another), "
+            f"and checks other maps element by element up to {_CHECK_LIMIT} elements only",
+            blocks=(block,), rule="a layout transformation must be one-to-one",
+            fix="write the map as sums of i // c and i % c terms (e.g. lambda k, j: (j // 16, k, j % 16)), "
+                f"or declare {buf.name} in the new layout in the function definition")
+
+
+def _is_permutation(params: list[Var], outputs: list[PrimExpr]) -> bool:
+    return (len(outputs) == len(params) and all(isinstance(o, Var) for o in outputs)
+            and {id(o) for o in outputs} == {id(p) for p in params})
+
+
+def _outputs_text(outputs: list[PrimExpr]) -> str:
+    return ", ".join(expr_text(o) for o in outputs) + ("," if len(outputs) == 1 else "")
+
+
+def _element(buf: Buffer, point) -> str:
+    return f"{buf.name}[{', '.join(str(int(x)) for x in point)}]"
+
+
+# proof: each index is cut into digits, (i // c_l) % (c_{l+1} // c_l), and every output is a
+# mixed-radix number of digits, so the outputs give back every digit and so every index ------------
+
+_Slice = tuple[int, int, int | None]  # (dimension d, lo, hi): (i_d // lo) % (hi // lo); hi None: i_d // lo
+_Form = tuple[dict[_Slice, int], int]  # sum(coeff * slice) + constant
+
+
+def _mixed_radix(params: list[Var], outputs: list[PrimExpr], extents: list[int]) -> bool:
+    """True when the map is proven one-to-one on the box `extents`; False when undecided."""
+    forms = [_slice_form(o, params, extents) for o in outputs]
+    if any(f is None for f in forms):
+        return False
+    digits = _digits(forms, extents)
+    if digits is None:
+        return False
+    rows = [_digit_row(f, digits) for f in forms]
+    if not _decomposition_holds(params, outputs, forms, digits, rows, extents):
+        return False
+    return _digits_recoverable(rows, {key: r for ds in digits for key, r in ds})
+
+
+def _slice_form(e: PrimExpr, params: list[Var], extents: list[int]) -> _Form | None:
+    """The output as slices of the indices; the simplifier may first have to distribute a
+    division, as in (i * 8 + j) // 4 -> i * 2 + j // 4 when j < 8."""
+    pos = {id(p): d for d, p in enumerate(params)}
+    form = _parse_slices(e, pos)
+    if form is None:
+        form = _parse_slices(simplify(e, _box(params, extents)), pos)
+    if form is None:
+        return None
+    terms: dict[_Slice, int] = {}
+    for (d, lo, hi), c in form[0].items():
+        if lo >= extents[d]:  # i // lo == 0 for every i in range
+            continue
+        key = (d, lo, None if hi is not None and hi >= extents[d] else hi)
+        terms[key] = terms.get(key, 0) + c
+    return {k: c for k, c in terms.items() if c}, form[1]
+
+
+def _box(params: list[Var], extents: list[int]) -> dict[Var, Range]:
+    return {p: Range(const(0, p.dtype), const(n, p.dtype)) for p, n in zip(params, extents)}
+
+
+def _parse_slices(e: PrimExpr, pos: dict[int, int]) -> _Form | None:
+    """`e` as a sum of slices of the indices, or None when it is not one."""
+    if isinstance(e, IntImm):
+        return {}, e.value
+    if isinstance(e, Var):
+        return None if id(e) not in pos else ({(pos[id(e)], 1, None): 1}, 0)
+    if not isinstance(e, Binary):
+        return None
+    if e.op in ("add", "sub", "mul"):
+        a, b = _parse_slices(e.a, pos), _parse_slices(e.b, pos)
+        if a is None or b is None:
+            return None
+        if e.op == "mul":
+            if a[0] and b[0]:
+                return None
+            (form, c), k = (a, b[1]) if not b[0] else (b, a[1])
+            return {s: v * k for s, v in form.items()}, c * k
+        sign = 1 if e.op == "add" else -1
+        terms = dict(a[0])
+        for s, v in b[0].items():
+            terms[s] = terms.get(s, 0) + sign * v
+        return terms, a[1] + sign * b[1]
+    if e.op in ("floordiv", "floormod") and isinstance(e.b, IntImm) and e.b.value > 0:
+        a = _parse_slices(e.a, pos)
+        if a is None:
+            return None
+        c = e.b.value
+        if not a[0]:
+            return {}, (a[1] // c if e.op == "floordiv" else a[1] % c)
+        if a[1] != 0 or len(a[0]) != 1 or next(iter(a[0].values())) != 1:
+            return None  # e.g. (i + j) // 4: no digit of one index
+        return _cut(next(iter(a[0])), e.op, c)
+    return None
+
+
+def _cut(s: _Slice, op: str, c: int) -> _Form | None:
+    """slice // c or slice % c, None when it is no slice (e.g. (i % 6) // 4)."""
+    d, lo, hi = s
+    m = None if hi is None else hi // lo  # the slice is below m
+    zero: _Form = ({}, 0)
+    if op == "floordiv":
+        if m is None or m % c == 0:
+            return {(d, lo * c, hi): 1}, 0
+        return zero if c >= m else None
+    if c == 1:
+        return zero
+    if m is None or m % c == 0:
+        return {(d, lo, lo * c): 1}, 0
+    return ({s: 1}, 0) if c >= m else None
+
+
+def _digits(forms: list[_Form], extents: list[int]) -> list[list[tuple[tuple[int, int], int]]] | None:
+    """Per dimension d, its digits ((d, c_l), range): the cut points c_l of the slices, which must
+    divide one another; None when they do not."""
+    out = []
+    for d, n in enumerate(extents):
+        cuts = {1} | {x for f in forms for (dd, lo, hi) in f[0] for x in (lo, hi) if dd == d and x is not None}
+        cuts = sorted(x for x in cuts if x < n)
+        if any(b % a for a, b in itertools.pairwise(cuts)):
+            return None
+        ends = cuts[1:] + [None]
+        out.append([((d, a), (b // a if b is not None else -(-n // a))) for a, b in zip(cuts, ends)])
+    return out
+
+
+def _digit_row(form: _Form, digits) -> dict[tuple[int, int], int]:
+    """The output as {digit: weight}: slice (d, lo, hi) is the digits c_l in [lo, hi), weighted c_l // lo."""
+    row: dict[tuple[int, int], int] = {}
+    for (d, lo, hi), coeff in form[0].items():
+        for (key, r) in digits[d]:
+            c = key[1]
+            if c >= lo and (hi is None or c * r <= hi):
+                row[key] = row.get(key, 0) + coeff * (c // lo)
+    return {k: w for k, w in row.items() if w}
+
+
+def _decomposition_holds(params, outputs, forms, digits, rows, extents) -> bool:
+    """Prove with tdsl.arith that each output equals its digit row (guards the slice parser)."""
+    if any(p.dtype != o.dtype for p in params for o in outputs):
+        return False  # mixed index dtypes: left to enumeration
+    ranges = _box(params, extents)
+    exprs = {}
+    for ds in digits:
+        for i, ((d, c), r) in enumerate(ds):
+            e = params[d] // c if c > 1 else params[d]
+            exprs[(d, c)] = e % r if i + 1 < len(ds) else e
+    for o, form, row in zip(outputs, forms, rows):
+        total: PrimExpr = const(form[1], o.dtype)
+        for key, w in row.items():
+            total = total + exprs[key] * w
+        diff = simplify(o - total, ranges)
+        if not (isinstance(diff, IntImm) and diff.value == 0):
+            return False
+    return True
+
+
+def _digits_recoverable(rows: list[dict], ranges: dict[tuple[int, int], int]) -> bool:
+    """Whether the outputs determine every digit: repeatedly take an output whose unknown digits
+    form a mixed-radix number (each weight beyond what the smaller ones can sum to), so that
+    its value gives them back; the known digits of other outputs are then constants."""
+    known: set = set()
+    progress = True
+    while progress:
+        progress = False
+        for row in rows:
+            unknown = sorted((abs(w), k) for k, w in row.items() if k not in known)
+            if not unknown:
+                continue
+            reach = 0
+            for w, k in unknown:
+                if w <= reach:
+                    break
+                reach += w * (ranges[k] - 1)
+            else:
+                known.update(k for _, k in unknown)
+                progress = True
+    return known >= set(ranges)
+
+
+# refutation: two elements with the same image -------------------------------------------------
+
+def _all_points(extents: list[int]):
+    import numpy as np
+
+    grids = np.meshgrid(*[np.arange(n) for n in extents], indexing="ij")
+    return [g.ravel() for g in grids]
+
+
+def _probe_points(params: list[Var], outputs: list[PrimExpr], extents: list[int]):
+    """Points likely to collide under a map that is not one-to-one: a corner of the box and, in
+    each dimension, the values around products of the map's divisors (i and i + c when i % c
+    is all that is kept)."""
+    import numpy as np
+
+    divisors = sorted({e.b.value for o in outputs for e in _nodes(o) if isinstance(e, Binary) and
+                       e.op in ("floordiv", "floormod") and isinstance(e.b, IntImm) and e.b.value > 1})
+    cuts = {1}
+    for c in divisors[:8]:
+        cuts |= {x * c for x in cuts}
+    per_dim = [[0, 1][:n] for n in extents]  # the last resort: 2^ndim points
+    for corner, near_cuts in ((16, True), (8, True), (4, True), (2, True), (4, False)):
+        values = [sorted(set(range(min(n, corner))) | {n - 1} |
+                         ({y for c in cuts for y in (c - 1, c, c + 1) if 0 <= y < n} if near_cuts else set()))
+                  for n in extents]
+        if math.prod(len(v) for v in values) <= 1 << 16:
+            per_dim = values
+            break
+    grids = np.meshgrid(*[np.asarray(v) for v in per_dim], indexing="ij")
+    return [g.ravel() for g in grids]
+
+
+def _nodes(e: PrimExpr):
+    yield e
+    if isinstance(e, Binary):
+        yield from _nodes(e.a)
+        yield from _nodes(e.b)
+
+
+def _collision(params, outputs, points, new_shape) -> tuple[tuple, tuple] | None:
+    """((point a, point b), destination) for two of `points` with one image, or None."""
+    import numpy as np
+
+    env = {p: x for p, x in zip(params, points)}
+    count = points[0].size if points else 1
+    try:
+        cols = [np.broadcast_to(np.asarray(eval_np(o, env), dtype=np.int64), (count,)) for o in outputs]
+    except ValueError:  # an expression numpy cannot evaluate: one point at a time
+        cols = [np.array([eval_int(o, {p: int(x[t]) for p, x in zip(params, points)}) for t in range(count)],
+                         dtype=np.int64) for o in outputs]
+    flat = np.ravel_multi_index(cols, new_shape) if cols else np.zeros(count, np.int64)
+    order = np.argsort(flat, kind="stable")
+    same = np.flatnonzero(flat[order][1:] == flat[order][:-1])
+    if same.size == 0:
+        return None
+    a, b = order[same[0]], order[same[0] + 1]
+    return (tuple(int(x[a]) for x in points), tuple(int(x[b]) for x in points)), tuple(int(c[a]) for c in cols)
 
 
 def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable) -> tuple[PrimFunc, None]:
