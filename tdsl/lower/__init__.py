@@ -29,6 +29,22 @@ The CPU pipeline, in order:
     ``if <every reduce iterator == its domain min>: init`` before the body (TensorIR
     semantics; the condition folds away when the bindings are constants); a block's
     ``alloc_buffer``s become ``Allocate`` around its code (the root block's at the top).
+``compact_buffers``
+    (CPU) Each intermediate buffer (an ``Allocate``, never a parameter) shrinks to the box one
+    iteration of a loop touches and is allocated inside that loop: the innermost loop around
+    all its accesses (never a vectorized one or one inside it) through which no value can
+    flow from one iteration to another: its iterations touch disjoint boxes (every loop
+    between the old allocation and the new one moves the box by at least its extent, in a
+    mixed-radix way for nested loops), or each iteration first writes a whole box (a store
+    under loops only, no ``if``) that covers everything it then reads (a stencil's producer
+    recomputed per row keeps its rows). Without such a loop the buffer shrinks in place to
+    the box all its accesses touch. Indices are shifted by the box's corner; a dimension
+    whose accessed range is unknown (a gathered index) stays whole; let-bound variables in
+    indices and loop bounds are seen through. So a block computed at a row loop
+    (``compute_at``) keeps one row: softmax's ``E[4096, 1024]`` becomes ``E[1024]`` on the
+    stack of each thread, a row reduction's ``row_max[4096]`` one element and an ``rfactor``
+    buffer one vector. Symbolic sizes are allowed when they use only the function's own
+    dimensions (a row of a symbolic width ``m`` goes to the heap, once per parallel task).
 ``flatten_buffers``
     Every buffer becomes 1-d. ``A[i, j]`` -> ``A[i * stride_0 + j * stride_1 + elem_offset]``
     with the strides from ``buffer.strides`` or row-major from the shape (symbolic shapes
@@ -98,6 +114,7 @@ from ..errors import TargetError
 from ..ir import PrimFunc
 from ._util import NOTES_ATTR, get_attr
 from .blocks import convert_blocks, thread_bindings_to_serial
+from .compact import compact_buffers
 from .flatten import flatten_buffers
 from .simplify import remove_no_op, simplify
 from .storage import storage
@@ -143,6 +160,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("apply_tensor_intrinsics", _tensor_intrinsics("cpu")),
         Pass("thread_bindings_to_serial", thread_bindings_to_serial),
         Pass("convert_blocks", convert_blocks),
+        Pass("compact_buffers", compact_buffers),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),
         Pass("unroll", unroll),
@@ -266,6 +284,7 @@ sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = [
     "Pass",
+    "compact_buffers",
     "convert_blocks",
     "flatten_buffers",
     "lower",
