@@ -29,29 +29,6 @@ def gemm(A: T.Buffer(({m}, {k}), "float32"), B: T.Buffer(({k}, {n}), "float32"),
 '''
 
 
-GEMM_PACKED = '''
-@T.prim_func
-def gemm(A: T.Buffer(({m}, {k}), "float32"), B: T.Buffer(({k}, {n}), "float32"),
-         C: T.Buffer(({m}, {n}), "float32")):
-    B_global = T.alloc_buffer(({n} // {nr}, {k}, {nr}), "float32")
-    for ax0, ax1 in T.grid({k}, {n}):
-        with T.block("B_global"):
-            v0, v1 = T.axis.remap("SS", [ax0, ax1])
-            B_global[v1 // {nr}, v0, v1 % {nr}] = B[v0, v1]
-    for i, j, k in T.grid({m}, {n}, {k}):
-        with T.block("C"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + A[vi, vk] * B_global[vj // {nr}, vk, vj % {nr}]
-'''
-
-CHECKED_LAYOUT_LIMIT = 1 << 20
-"""transform_layout proves a non-permutation map one-to-one by enumerating the buffer, up to
-this many elements; bigger GEMMs are written with B packed in the definition (the function
-cache_read + transform_layout would make)."""
-
-
 def gemm_func(m: int, n: int | None = None, k: int | None = None) -> tdsl.PrimFunc:
     """C[m, n] = A[m, k] @ B[k, n] in fp32, as a user writes it."""
     n = m if n is None else n
@@ -64,59 +41,95 @@ def _divisor(n: int, candidates: tuple[int, ...]) -> int:
     return next((c for c in candidates if n % c == 0), 1)
 
 
+L1_SLIVER_BYTES = 16 * 1024
+"""The KC x NR sliver of packed B that the MC / MR micro-kernels of a block reuse: half of L1."""
+L2_BLOCK_BYTES = 320 * 1024
+"""The MC x KC block of packed A plus the MC x NC block of C: most of a 512 KiB L2."""
+
+
 def gemm_tiles(m: int, n: int, k: int) -> tuple[int, int, int, int]:
     """(MR, NR, MC, KC) for an m x n x k GEMM on this CPU: the register tile MR x NR of C (NR a
     multiple of the vector lanes, MR * NR / lanes = 8..12 accumulators to hide the FMA
-    latency), MC rows of A per parallel task, KC steps of k per pass (MC x KC of A stays in L2,
-    KC x NR of packed B in L1). Every tile divides its extent: tensorize needs whole tiles."""
+    latency); KC steps of k per pass, the largest divisor of k whose KC x NR sliver of packed B
+    fits L1_SLIVER_BYTES; MC rows of A per parallel task, so that the MC x KC block of A and the
+    MC x NC block of C fit L2_BLOCK_BYTES, in an even number of tasks where possible (2 cores).
+    Every tile divides its extent: tensorize needs whole tiles."""
     lanes = 16 if "avx512" in x86.available() else 8
     nr = _divisor(n, (2 * lanes, 5 * lanes, 3 * lanes, lanes))
     vectors = nr // lanes
     mr = _divisor(m, tuple(r for r in (12, 10, 8, 6, 5, 4, 3, 2) if 6 <= r * vectors <= 12) + (2, 1))
-    kc = _divisor(k, (256, 250, 200, 128, 125, 100, 64, 50, 32, 16, 8))
-    mc = max(d for d in range(mr, min(m, 100) + 1, mr) if m % d == 0) if m >= mr else mr
-    return mr, nr, mc, kc
+    kc = max(d for d in range(1, max(1, L1_SLIVER_BYTES // (nr * 4)) + 1) if k % d == 0)
+    row_bytes = (kc + gemm_nc(n, nr)) * 4
+    blocks = [d for d in range(mr, m + 1, mr) if m % d == 0 and d * row_bytes <= L2_BLOCK_BYTES] or [mr]
+    even = [d for d in blocks if (m // d) % 2 == 0]
+    return mr, nr, max(even or blocks), kc
+
+
+def gemm_nc(n: int, nr: int) -> int:
+    """NC, the columns of C per pass of the k loop: the largest multiple of NR up to 256 that
+    divides n (an MC x NC block of C and the KC x NC slab of packed B per pass)."""
+    return max(d for d in range(nr, max(nr, min(n, 256)) + 1, nr) if n % d == 0)
 
 
 def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
-                  tiles: tuple[int, int, int, int] | None = None, pack_b: bool = True) -> tdsl.Schedule:
+                  tiles: tuple[int, int, int, int] | None = None, pack_b: bool = True,
+                  pack_a: bool = True, pack_c: bool = True, nc: int | None = None) -> tdsl.Schedule:
     """fp32 GEMM, GotoBLAS style, with the x86 register-tile micro-kernel:
 
-    * B is packed into NR-wide column panels (`cache_read` + `transform_layout`), so that the
-      micro-kernel reads one contiguous KC x NR sliver per panel (`pack_b=False` reads B in
-      place: rows of B then lie a row stride apart, which thrashes L1 sets for large n);
-      A is not packed: measured no faster here, its MR rows are read as MR streams;
-    * loops io (MC rows, parallel) / k0 (KC) / j0 (NR panels) / ii (MR rows) / micro-kernel:
-      a block of A (MC x KC) stays in L2 while the panels stream through L1;
+    * B is packed into NR-wide column panels, `(j // NR, k, j % NR)`, once (`cache_read` +
+      `transform_layout`, a parallel vector copy): the micro-kernel reads one contiguous
+      KC x NR sliver per panel;
+    * A is packed per block of MC rows into MR-interleaved micro-panels, `(i // MR, k, i % MR)`
+      (`cache_read` + `compute_at` the row-block loop + `transform_layout`): the micro-kernel
+      reads its MR x KC operand transposed and contiguous (its strides are (1, MR)) instead of
+      MR rows a row stride apart (4 KiB for 1024: the same L1 set);
+    * C is computed per MC x NC block in micro-tiles, `(j // NR, i // MR, i % MR, j % NR)`
+      (`cache_write` + `reverse_compute_at` the column-block loop + `transform_layout`), and
+      copied back to C (vectorized) while the block is still in L2: the C tiles of a panel
+      lie together instead of a row stride apart;
+    * loops io (MC rows, parallel) / jc (NC columns) / k0 (KC) / j0 (NR panels) / i0 (MR rows)
+      / micro-kernel: per pass the MC x KC block of A and the MC x NC block of C stay in L2,
+      each KC x NR sliver of B in L1 while the MC / MR tiles use it;
     * the MR x NR x KC micro-kernel is `tensorize`d with `x86.<isa>.fp32_MRxNRxKC`, whose
       accumulators live in vector registers (FMA on broadcast A and a row of B).
+
+    `pack_a`, `pack_c` and `pack_b` switch the copies off (operands then read in place).
     """
     n = m if n is None else n
     k = m if k is None else k
     mr, nr, mc, kc = tiles or gemm_tiles(m, n, k)
+    nc = nc or gemm_nc(n, nr)
     isa = "avx512" if "avx512" in x86.available() else "avx2"
     lanes = x86.ISAS[isa][0]
     if nr % lanes:
         raise ValueError(f"gemm_schedule: n = {n} must be a multiple of the {lanes} fp32 lanes of {isa} "
                          "(the micro-kernel works on whole vectors of C)")
-    packed_in_definition = pack_b and k * n > CHECKED_LAYOUT_LIMIT
-    func = GEMM_PACKED.format(m=m, n=n, k=k, nr=nr) if packed_in_definition else GEMM.format(m=m, n=n, k=k)
-    sch = tdsl.Schedule(tdsl.parse(func))
+    sch = tdsl.Schedule(gemm_func(m, n, k))
     c = sch.get_block("C")
     if pack_b:
-        if packed_in_definition:
-            pack = sch.get_block("B_global")
-        else:
-            pack = sch.cache_read(c, "B", "global")
-            sch.transform_layout(pack, "B_global", lambda kk, jj: (jj // nr, kk, jj % nr))
-        _parallel_vector_copy(sch, pack, nr)
+        pack_b_block = sch.cache_read(c, "B", "global")
+        sch.transform_layout(pack_b_block, "B_global", lambda kk_, jj_: (jj_ // nr, kk_, jj_ % nr))
+        _parallel_vector_copy(sch, pack_b_block, nr)
+    pack_a_block = sch.cache_read(c, "A", "global") if pack_a else None
+    copy_c = sch.cache_write(c, "C", "global") if pack_c else None
     i, j, kk = sch.get_loops(c)
     io, ii = sch.split(i, factors=[None, mc])
     i0, i1 = sch.split(ii, factors=[None, mr])
-    j0, j1 = sch.split(j, factors=[None, nr])
+    jc, jj = sch.split(j, factors=[None, nc])
+    j0, j1 = sch.split(jj, factors=[None, nr])
     k0, k1 = sch.split(kk, factors=[None, kc])
-    sch.reorder(io, k0, j0, i0, i1, j1, k1)
+    sch.reorder(io, jc, k0, j0, i0, i1, j1, k1)
     sch.parallel(io)
+    if pack_a_block is not None:
+        # compute_at first: it needs the copy's stores at distinct iterators (the plain layout)
+        sch.compute_at(pack_a_block, io)
+        sch.transform_layout(pack_a_block, "A_global", lambda ii_, kk_: (ii_ // mr, kk_, ii_ % mr))
+    if copy_c is not None:
+        sch.reverse_compute_at(copy_c, jc)
+        sch.transform_layout(c, "C_global", lambda ii_, jj_: (jj_ // nr, ii_ // mr, ii_ % mr, jj_ % nr))
+        # the copy back reads whole NR-wide rows of micro-tiles: vectorize over NR
+        _, vec = sch.split(sch.get_loops(copy_c)[-1], factors=[None, nr])
+        sch.vectorize(vec)
     sch.decompose_reduction(c, k0)
     sch.tensorize(i1, x86.register_fp32(isa, mr, nr, kc))
     return sch
@@ -200,12 +213,18 @@ def _row_loop_nest(sch: tdsl.Schedule, last: str, producers: tuple[str, ...], re
     sch.vectorize(vec)
 
 
-def softmax_schedule(rows: int, cols: int, lanes: int = 16) -> tdsl.Schedule:
+def softmax_schedule(rows: int, cols: int, lanes: int = 32) -> tdsl.Schedule:
     """Row softmax: one parallel loop over rows; in each row the max and the sum are vectorized
     reductions (rfactor over `lanes` partials), exp and the normalisation vector loops, so the
-    row of A is read from memory once and the other passes hit L1. exp runs once per element;
-    its buffer E keeps the full shape (lowering does not shrink a buffer computed at a row
-    loop to one row), which costs its writes to memory, less than a second exp."""
+    row of A is read from memory once and the other passes hit L1. exp runs once per element
+    into E, which lowering's `compact_buffers` shrinks to one row on each thread's stack (the
+    row maxima and sums to one element, the rfactor partials to one vector), so E never
+    reaches memory. 32 lanes (four AVX2 vectors per step) give the exp loop independent
+    chains enough to hide its latency: ~8% faster than 16 on one core, 64 spills. Rows
+    shorter than two vectors of `lanes` use half as many lanes (a one-step reduction has no
+    init for `decompose_reduction` to split off)."""
+    while lanes > 1 and cols < 2 * lanes:
+        lanes //= 2
     sch = tdsl.Schedule(softmax_func(rows, cols))
     _row_loop_nest(sch, "norm", ("max", "exp", "sum"), ("max", "sum"), lanes)
     return sch
@@ -249,7 +268,8 @@ def layernorm_func(rows: int, cols: int, eps: float = 1e-5) -> tdsl.PrimFunc:
 def layernorm_schedule(rows: int, cols: int, lanes: int = 16, eps: float = 1e-5) -> tdsl.Schedule:
     """Layernorm: rows in parallel; per row, the sum and the sum of squares are vectorized
     reductions (rfactor) computed at the row loop, and the normalisation is a vector loop, so
-    each row is read from memory once."""
+    each row is read from memory once; `compact_buffers` keeps the per-row sums and partials
+    on the stack."""
     sch = tdsl.Schedule(layernorm_func(rows, cols, eps))
     _row_loop_nest(sch, "norm", ("sum", "sumsq"), ("sum", "sumsq"), lanes)
     return sch
@@ -272,7 +292,7 @@ def conv2d(X: T.Buffer(({n}, {c}, {h}, {w}), "float32"), W: T.Buffer(({k}, {c}, 
             vb, vk, vy, vx, vc, vr, vs = T.axis.remap("SSSSRRR", [b, ko, y, x, ci, r, s])
             with T.init():
                 Y[vb, vk, vy, vx] = T.float32(0)
-            Y[vb, vk, vy, vx] = Y[vb, vk, vy, vx] + W[vk, vc, vr, vs] * Xpad[vb, vc, vy + vr, vx + vs]
+            Y[vb, vk, vy, vx] = Y[vb, vk, vy, vx] + Xpad[vb, vc, vy + vr, vx + vs] * W[vk, vc, vr, vs]
 '''
 
 
@@ -282,34 +302,28 @@ def conv2d_func(n: int, c: int, h: int, w: int, k: int) -> tdsl.PrimFunc:
     return tdsl.parse(CONV2D.format(n=n, c=c, h=h, w=w, k=k))
 
 
-def conv2d_schedule(n: int, c: int, h: int, w: int, k: int, mr: int = 2, nr: int | None = None) -> tdsl.Schedule:
-    """conv2d as MR x W x C GEMM tiles: for each output row y and filter tap (r, s),
-    Y[k0:k0+MR, y, 0:W] += W[k0:k0+MR, :, r, s] @ Xpad[:, y + r, s:s + W] -- the fp32
-    micro-kernel with the whole output row (W a multiple of the lanes) as its NR and the input
-    channels as its KC, so 2 x 7 accumulators stay in registers for W = 56 on AVX2. Rows in
-    parallel; the padding block in parallel over channels."""
-    isa = "avx512" if "avx512" in x86.available() and w % 16 == 0 else "avx2"
+def conv2d_schedule(n: int, c: int, h: int, w: int, k: int, mr: int = 1, nr: int | None = None) -> tdsl.Schedule:
+    """conv2d as MR x NR x C GEMM tiles computed in place in Y (NCHW): per output row y, tap
+    (r, s) and MR filters, Y[b, k0:k0+MR, y, x0:x0+NR] += W[k0:k0+MR, :, r, s] @
+    Xpad[b, y + r, :, x0 + s:x0 + s + NR], the fp32 micro-kernel with the channels as KC
+    (tensorize maps its tiles onto dimensions 1 and 3 of Y, 0 and 1 of W). Default MR = 1,
+    NR = the row (7 accumulators for W = 56 on AVX2; 2 x 56 spills). Rows in parallel; the
+    taps outside the filter loop, so one tap's slice of Xpad stays in L1 for all filters. Xpad
+    is stored (n, y, c, x): that slice is then one contiguous block, not 64 rows 13 KB apart."""
+    isa = "avx512" if "avx512" in x86.available() and (nr or w) % 16 == 0 else "avx2"
     sch = tdsl.Schedule(conv2d_func(n, c, h, w, k))
-    conv = sch.get_block("conv")
-    # the micro-kernel's operands are the two innermost dimensions of each buffer: put the
-    # channels next to the columns (Xpad, Y) and the filters next to the channels (W)
-    pad = sch.get_block("pad")
+    conv, pad = sch.get_block("conv"), sch.get_block("pad")
     sch.transform_layout(pad, "Xpad", lambda b, ci, yy, xx: (b, yy, ci, xx))
-    w_copy = sch.cache_read(conv, "W", "global")
-    sch.transform_layout(w_copy, "W_global", lambda ko, ci, r, s: (r, s, ko, ci))
-    y_copy = sch.cache_write(conv, "Y", "global")
-    sch.transform_layout(conv, "Y_global", lambda b, ko, yy, xx: (b, yy, ko, xx))
-    for copy in (pad, y_copy):
-        outer = sch.get_loops(copy)
-        sch.parallel(sch.fuse(outer[0], outer[1]))
+    pb, pc, py, px = sch.get_loops(pad)
+    sch.reorder(pb, py, pc, px)  # write Xpad in its storage order
+    sch.parallel(sch.fuse(pb, py))
     b, ko, y, x, ci, r, s = sch.get_loops(conv)
-    nr = nr or w
     k0, k1 = sch.split(ko, factors=[None, mr])
-    x0, x1 = sch.split(x, factors=[None, nr])
-    sch.reorder(b, y, k0, x0, r, s, k1, x1, ci)
+    x0, x1 = sch.split(x, factors=[None, nr or w])
+    sch.reorder(b, y, r, s, k0, x0, k1, x1, ci)
     sch.parallel(sch.fuse(b, y))
     sch.decompose_reduction(conv, r)
-    sch.tensorize(k1, x86.register_fp32(isa, mr, nr, c))
+    sch.tensorize(k1, x86.register_fp32(isa, mr, nr or w, c))
     return sch
 
 

@@ -32,9 +32,50 @@ def test_gemm(m, n, k):
 
 
 def test_gemm_tiles_divide_the_extents():
-    for size in (512, 1000, 1024, 2048, 48):
+    for size in (512, 960, 1000, 1024, 2048, 48):
         mr, nr, mc, kc = schedules.gemm_tiles(size, size, size)
+        nc = schedules.gemm_nc(size, nr)
+        assert kc * nr * 4 <= schedules.L1_SLIVER_BYTES
         assert size % mr == 0 and size % nr == 0 and size % mc == 0 and size % kc == 0 and mc % mr == 0
+        assert size % nc == 0 and nc % nr == 0
+        if size >= 512:
+            assert (size // mc) % 2 == 0  # the row blocks split evenly over 2 cores
+            assert kc >= 64  # the largest fitting divisor, not a small one from a list (960: 240)
+
+
+@pytest.mark.parametrize("pack_a,pack_c,pack_b", [(True, True, True), (True, False, True), (False, True, True),
+                                                  (False, False, False), (True, True, False)])
+def test_gemm_packing_switches(pack_a, pack_c, pack_b):
+    """Every combination of packed / in-place operands computes the same product, with more than
+    one block of rows, of columns (jc) and of k so that every loop around the tile runs."""
+    a = RNG.standard_normal((32, 48), dtype=np.float32)
+    b = RNG.standard_normal((48, 64), dtype=np.float32)
+    sch = schedules.gemm_schedule(32, 64, 48, tiles=(4, 16, 16, 16), nc=32,
+                                  pack_a=pack_a, pack_c=pack_c, pack_b=pack_b)
+    trace = str(sch.trace)
+    assert ('buffer="A"' in trace) == pack_a and ('buffer="C"' in trace) == pack_c
+    _roundtrip(sch)
+    np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_micro_kernel_reads_packed_a_transposed():
+    """With A packed to (i // MR, k, i % MR) the micro-kernel's A operand is contiguous per k
+    (strides (1, MR)): its broadcasts read A_global at k * MR + row, not A a row apart."""
+    lowered = tdsl.lower(schedules.gemm_schedule(32, 32, 32, tiles=(4, 16, 16, 16)), target="cpu").script()
+    assert "T.Broadcast(A_global[" in lowered and "T.Broadcast(A[" not in lowered
+    assert "k * 4 + 3]" in lowered  # row 3 of the tile, step k: offset k * MR + 3
+
+
+def test_gemm_tile_of_1000():
+    """The 2 x 40 tile (5 vectors) that 1000 gets, at a small size with the same tile."""
+    a = RNG.standard_normal((20, 50), dtype=np.float32)
+    b = RNG.standard_normal((50, 80), dtype=np.float32)
+    mr, nr, _, kc = schedules.gemm_tiles(1000, 1000, 1000)
+    assert kc * nr * 4 <= schedules.L1_SLIVER_BYTES  # the B sliver stays in L1 (KC 100, not 250)
+    if "avx512" not in schedules.x86.available():
+        assert (mr, nr) == (2, 40)
+    sch = schedules.gemm_schedule(20, 80, 50, tiles=(2, 40, 10, 25))
+    np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_gemm_schedule_matches_the_interpreter():
@@ -71,13 +112,28 @@ def test_layernorm(rows, cols):
     np.testing.assert_allclose(tdsl.build(sch)(x, g, b), numpy_ref.layernorm(x, g, b), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("c,h,w,k,mr,nr", [(8, 6, 8, 4, 2, None), (16, 5, 16, 6, 2, None), (8, 4, 16, 8, 4, 8)])
+@pytest.mark.parametrize("c,h,w,k,mr,nr", [(8, 6, 8, 4, 1, None), (8, 6, 8, 4, 2, None), (16, 5, 16, 6, 2, None),
+                                            (8, 4, 16, 8, 4, 8)])
 def test_conv2d(c, h, w, k, mr, nr):
     x = RNG.standard_normal((1, c, h, w), dtype=np.float32)
     wt = RNG.standard_normal((k, c, 3, 3), dtype=np.float32)
     sch = schedules.conv2d_schedule(1, c, h, w, k, mr=mr, nr=nr)
     _roundtrip(sch)
     np.testing.assert_allclose(tdsl.build(sch)(x, wt), numpy_ref.conv2d_im2col(x, wt), rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_computes_y_in_place_with_the_micro_kernel():
+    """Two images: the micro-kernel's tile is Y[b, k, y, x0:x0+NR] in NCHW itself (no copy of Y
+    or W), the definition multiplies Xpad * W (tensorize takes the operands in either order)."""
+    x = RNG.standard_normal((2, 8, 4, 16), dtype=np.float32)
+    wt = RNG.standard_normal((4, 8, 3, 3), dtype=np.float32)
+    assert "Xpad[vb, vc, vy + vr, vx + vs] * W[vk, vc, vr, vs]" in schedules.CONV2D
+    sch = schedules.conv2d_schedule(2, 8, 4, 16, 4)
+    trace = str(sch.trace)
+    assert "tensorize" in trace and "cache_write" not in trace and "cache_read" not in trace
+    assert "llvm.fma.v" in tdsl.lower(sch, target="cpu").script()  # v8f32 (AVX2) or v16f32 (AVX-512)
+    kernel = tdsl.build(sch)
+    np.testing.assert_allclose(kernel(x, wt), numpy_ref.conv2d_im2col(x, wt), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("n", [64, 16])
@@ -89,15 +145,21 @@ def test_int8_gemm(n):
     np.testing.assert_array_equal(tdsl.build(sch)(a, b), a.astype(np.int32) @ b.astype(np.int32))
 
 
-def test_gemm_with_b_packed_in_the_definition(monkeypatch):
-    """Large GEMMs write the packing of B in the kernel itself (see CHECKED_LAYOUT_LIMIT)."""
-    monkeypatch.setattr(schedules, "CHECKED_LAYOUT_LIMIT", 0)
-    a = RNG.standard_normal((32, 48), dtype=np.float32)
-    b = RNG.standard_normal((48, 32), dtype=np.float32)
-    sch = schedules.gemm_schedule(32, 32, 48)
-    assert "cache_read" not in str(sch.trace) and "transform_layout" not in str(sch.trace)
-    _roundtrip(sch)
-    np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+def test_gemm_schedule_of_2048_packs_through_the_schedule():
+    """2048^3 packs A, B and C with cache_read / cache_write + transform_layout like every size
+    (transform_layout proves the digit maps one-to-one for buffers of any size), and each
+    packed buffer gets the map the micro-kernel expects."""
+    sch = schedules.gemm_schedule(2048)
+    trace = str(sch.trace)
+    assert 'cache_read(b0, buffer="A"' in trace and 'cache_read(b0, buffer="B"' in trace
+    assert 'cache_write(b0, buffer="C"' in trace and trace.count("transform_layout") == 3
+    shapes = {b.name: [x.value for x in b.shape] for b in _allocated_buffers(sch.func)}
+    assert shapes == {"B_global": [128, 2048, 16], "A_global": [512, 2048, 4], "C_global": [128, 512, 4, 16]}
+
+
+def _allocated_buffers(func: tdsl.PrimFunc) -> list:
+    """The buffers a scheduled function allocates (its root block's alloc_buffers)."""
+    return list(func.body.block.alloc_buffers)
 
 
 def test_gemm_refuses_columns_that_are_not_whole_vectors():
