@@ -13,6 +13,10 @@ compute_at of a block writing a "shared" buffer relaxes the needed region over t
 threadIdx-bound loops around the anchor (TensorIR's rule, analysis.thread_relaxed_loops): the
 copy fills the tile of the whole thread block, so that its loops can then be spread over the
 threads (a cooperative fetch: fuse, split by the thread count, bind to threadIdx).
+
+compute_at reads the instances to compute off the producer's store indices: each is a spatial
+iterator or one digit of it, as transform_layout leaves them (`B[j // 16, k, j % 16]`); the
+needed box is inverted digit by digit (`_invert_box`), so packing a panel under a loop works.
 """
 from __future__ import annotations
 
@@ -638,22 +642,94 @@ def _check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
 
 # compute_at ----------------------------------------------------------------------------------
 
-def _store_iters(func: PrimFunc, primitive: str, block: Block) -> dict[Buffer, list[Var | None]]:
-    """For each buffer the block writes, the spatial iterator indexing each dimension (None for a
-    constant index)."""
+@dataclasses.dataclass(frozen=True)
+class _Digit:
+    """A store index `(var // step) % radix` (radix None: no modulo), one digit of `var` in a
+    mixed-radix layout such as transform_layout's ``lambda i: (i // 16, i % 16)``."""
+    var: Var
+    step: int
+    radix: int | None
+
+
+def _digit(index: PrimExpr) -> _Digit | None:
+    if isinstance(index, Var):
+        return _Digit(index, 1, None)
+    if isinstance(index, Binary) and index.op in ("floordiv", "floormod") and isinstance(index.b, IntImm) \
+            and index.b.value > 0:
+        inner, c = _digit(index.a), index.b.value
+        if inner is None or (inner.radix is not None and inner.radix % c != 0):
+            return None  # a digit that straddles the period of the inner modulo
+        if index.op == "floordiv":  # (v // s) % r // c == (v // (s * c)) % (r / c)
+            return _Digit(inner.var, inner.step * c, None if inner.radix is None else inner.radix // c)
+        return _Digit(inner.var, inner.step, c)
+    return None
+
+
+def _complete_radix(digits: list[_Digit]) -> bool:
+    """The digits of one iterator (any order) spell it out exactly once: steps 1, m0, m0*m1, ...
+    with no modulo on the last, so the store is one-to-one in that iterator."""
+    digits = sorted(digits, key=lambda d: d.step)
+    if digits[0].step != 1 or digits[-1].radix is not None:
+        return False
+    return all(d.radix is not None and d.step * d.radix == nxt.step for d, nxt in itertools.pairwise(digits))
+
+
+def _store_iters(func: PrimFunc, primitive: str, block: Block) -> dict[Buffer, list[_Digit | None]]:
+    """For each buffer the block writes, the digit of a spatial iterator indexing each dimension
+    (None for a constant index): a plain iterator, or a digit map like transform_layout's."""
     spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
-    out: dict[Buffer, list[Var]] = {}
+    out: dict[Buffer, list[_Digit | None]] = {}
     for st in collect(block.body, BufferStore) + (collect(block.init, BufferStore) if block.init else []):
-        idx = [None if not free_vars(i) else i for i in st.indices]  # a constant index pins its dimension
-        named = [i for i in idx if i is not None]
-        ok = all(isinstance(i, Var) and i in spatial for i in named) and len(set(named)) == len(named)
+        idx = [None if not free_vars(i) else _digit(i) for i in st.indices]  # a constant pins its dimension
+        ok = all(d is not None for d, i in zip(idx, st.indices) if free_vars(i))
+        named = [d for d in idx if d is not None]
+        by_var: dict[Var, list[_Digit]] = {}
+        for d in named:
+            by_var.setdefault(d.var, []).append(d)
+        ok = ok and all(v in spatial for v in by_var) and all(_complete_radix(ds) for ds in by_var.values())
         if not ok or (st.buffer in out and out[st.buffer] != idx):
             raise schedule_error(func, primitive, f"{block_name(block.name)} stores to {st.buffer.name}"
                                  f"[{', '.join(expr_text(i) for i in st.indices)}], not at distinct spatial "
                                  "iterators", blocks=(block.name,),
                                  rule=f"{primitive} derives the instances to compute from the written elements, "
-                                      "so each index of a store must be its own spatial iterator")
+                                      "so each index of a store must be its own spatial iterator (or one digit "
+                                      "of it, as in i // 16, i % 16)")
         out[st.buffer] = idx
+    return out
+
+
+def _invert_box(digits: list[_Digit | None], box: Box, shape, ranges) -> dict[Var, tuple[PrimExpr, PrimExpr]]:
+    """Per iterator, the (lo, hi) whose instances write every element of `box` they can write.
+
+    Digits are read from the most significant down while the box pins them to one value; the
+    first digit with a range contributes whole periods of the digits below it (a superset of the
+    box when it is not aligned, exact for the usual tiles: `i // 16` over [2t, 2t + 1] gives i in
+    [32t, 32t + 31])."""
+    by_var: dict[Var, list[tuple[_Digit, tuple[PrimExpr, PrimExpr]]]] = {}
+    for d, (lo, hi), extent in zip(digits, box, shape):
+        if d is None:
+            continue
+        if d.step != 1 or d.radix is not None:
+            # a constant bound past the buffer (an index the relaxation could not bound) would
+            # only grow when scaled by the step: keep it inside the dimension
+            lo = const(0, lo.dtype) if isinstance(lo, IntImm) and lo.value < 0 else lo
+            if isinstance(hi, IntImm) and isinstance(extent, IntImm) and hi.value >= extent.value:
+                hi = const(extent.value - 1, hi.dtype)
+        by_var.setdefault(d.var, []).append((d, (lo, hi)))
+    out: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
+    for v, ds in by_var.items():
+        if len(ds) == 1 and ds[0][0].step == 1:  # the iterator itself indexes the dimension
+            out[v] = ds[0][1]
+            continue
+        lo: PrimExpr = const(0, v.dtype)
+        hi: PrimExpr = const(0, v.dtype)
+        for d, (dlo, dhi) in sorted(ds, key=lambda x: -x[0].step):
+            step = const(d.step, v.dtype)
+            lo, hi = lo + dlo * step, hi + dhi * step
+            if not prove(dlo.eq(dhi), ranges):
+                hi = hi + (d.step - 1)
+                break
+        out[v] = (simplify(lo, ranges), simplify(hi, ranges))
     return out
 
 
@@ -679,9 +755,8 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, Non
         for buf in _reads(site.block) & _writes(b):
             # the threads sharing the buffer (see thread_relaxed_loops) need it all
             shared = {f.loop_var: Range(f.min, f.extent) for f in thread_relaxed_loops(anchors, buf.scope)}
-            for (lo, hi), v in zip(_needed_box(site, buf, clip=False), iters.get(buf, [])):
-                if v is None:
-                    continue
+            needed = _invert_box(iters.get(buf, []), _needed_box(site, buf, clip=False), buf.shape, ranges)
+            for v, (lo, hi) in needed.items():
                 if shared:
                     lo, hi = simplify(relax(lo, shared)[0], ranges), simplify(relax(hi, shared)[1], ranges)
                 if v in boxes:

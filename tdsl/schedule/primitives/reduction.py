@@ -6,6 +6,11 @@ expression of the spatial iterators (a literal such as -3.4e38 or -inf counts, n
 T.min_value): rfactor starts its partial results from the combiner's identity for `+`/`*` and
 from `c` itself for min/max (which ignore a repeated operand), and the final write-back starts
 from `c`, so the result is the same for every `c`.
+
+rfactor also takes the update block decompose_reduction leaves behind (no T.init: another block
+wrote the start value `c` earlier). Its partial results start from the combiner's true identity
+(0, 1, +-inf or the integer limits) and the write-back has no T.init either, so it folds the
+partials into whatever the output holds: `C = c + sum(partials)` with `c` from the init block.
 """
 from __future__ import annotations
 
@@ -58,7 +63,7 @@ class Reducer:
     op: str
     buffer: Buffer
     indices: tuple[PrimExpr, ...]
-    init: PrimExpr
+    init: PrimExpr | None  # None: the update of a decomposed reduction (its init is another block)
     rhs: PrimExpr
 
     def identity(self) -> PrimExpr:
@@ -67,26 +72,46 @@ class Reducer:
             return const(0, self.buffer.dtype)
         if self.op == "mul":
             return const(1, self.buffer.dtype)
-        return self.init
+        if self.init is not None:
+            return self.init
+        return _extreme(self.buffer.dtype, largest=self.op == "min")
 
     def combine(self, a: PrimExpr, b: PrimExpr) -> PrimExpr:
         return Binary(self.op, a, b)
+
+
+def _extreme(dtype, largest: bool) -> PrimExpr:
+    """The identity of min (largest) or max (smallest) in `dtype`: +-inf for floats."""
+    import numpy as np
+
+    if dtype.is_float:
+        return const(float("inf") if largest else float("-inf"), dtype)
+    if dtype.is_bool:
+        return const(largest, dtype)
+    info = np.iinfo(dtype.numpy)
+    return const(int(info.max if largest else info.min), dtype)
 
 
 def _same_indices(a, b) -> bool:
     return len(a) == len(b) and all(structural_equal(x, y) for x, y in zip(a, b))
 
 
-def recognize(func: PrimFunc, block: Block, primitive: str) -> Reducer:
-    """The reducer of a block with T.init, or a ScheduleError saying what does not fit."""
+def recognize(func: PrimFunc, block: Block, primitive: str, decomposed: bool = False) -> Reducer:
+    """The reducer of a block with T.init (or, when `decomposed`, of an update block without one,
+    as decompose_reduction leaves it), or a ScheduleError saying what does not fit."""
     rule = ("a reduction block is `with T.init(): C[...] = init` then `C[...] = C[...] op x` with op one of "
             "+, *, T.min, T.max and x not reading C")
-    if block.init is None:
+    if decomposed:
+        rule += " (or that update alone, as decompose_reduction leaves it)"
+    if block.init is None and not decomposed:
         raise schedule_error(func, primitive, f"{block_name(block.name)} has no T.init, so it is not a reduction "
                              "tdsl can recognise", blocks=(block.name,), rule=rule)
     init, body = block.init, block.body
-    if not (isinstance(init, BufferStore) and isinstance(body, BufferStore) and init.buffer is body.buffer
-            and _same_indices(init.indices, body.indices)):
+    if init is None and not isinstance(body, BufferStore):
+        raise schedule_error(func, primitive, f"{block_name(block.name)} has no T.init and its body is not a single "
+                             "store", blocks=(block.name,), rule=rule)
+    if init is not None and not (isinstance(init, BufferStore) and isinstance(body, BufferStore)
+                                 and init.buffer is body.buffer and _same_indices(init.indices, body.indices)):
         raise schedule_error(func, primitive, f"the init and the update of {block_name(block.name)} are not single "
                              "stores to the same element", blocks=(block.name,), rule=rule)
     buf, idx, value = body.buffer, body.indices, body.value
@@ -99,15 +124,17 @@ def recognize(func: PrimFunc, block: Block, primitive: str) -> Reducer:
                              f"{expr_text(value)}, which is not a sum, product, min or max with "
                              f"{buf.name}[{', '.join(expr_text(i) for i in idx)}]", blocks=(block.name,), rule=rule)
     rhs = value.b if is_self(value.a) else value.a
+    init_value = None if init is None else init.value
     if any(ld.buffer is buf for ld in collect(rhs, BufferLoad)) or \
-            any(ld.buffer is buf for ld in collect(init.value, BufferLoad)):
+            (init_value is not None and any(ld.buffer is buf for ld in collect(init_value, BufferLoad))):
         raise schedule_error(func, primitive, f"the reduced value of {block_name(block.name)} reads {buf.name} "
                              "itself", blocks=(block.name,), rule=rule)
     reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "R"}
-    if free_vars(init.value) & reduce_vars or any(free_vars(i) & reduce_vars for i in idx):
+    if (init_value is not None and free_vars(init_value) & reduce_vars) or \
+            any(free_vars(i) & reduce_vars for i in idx):
         raise schedule_error(func, primitive, f"the init or the stored element of {block_name(block.name)} "
                              "depends on a reduction iterator", blocks=(block.name,), rule=rule)
-    return Reducer(value.op, buf, tuple(idx), init.value, rhs)
+    return Reducer(value.op, buf, tuple(idx), init_value, rhs)
 
 
 # shared ---------------------------------------------------------------------------------------
@@ -252,7 +279,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     if child_realizes(realize):
         raise schedule_error(func, "rfactor", f"{block_name(name)} holds other blocks", blocks=(name,),
                              rule="rfactor applies to a leaf reduction block")
-    red = recognize(func, b, "rfactor")
+    red = recognize(func, b, "rfactor", decomposed=True)
     scope_loops = loops_in_scope(bpath)
     roles = _loop_roles(realize, scope_loops)
     if roles.get(loop_var) != "R":
@@ -324,7 +351,8 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     if any(iv.kind == "R" for iv in new_ivs):
         rf_init, rf_value = BufferStore(rf_buf, red.identity(), rf_idx), red.combine(rf_load, rhs)
     else:  # one term per partial result: no reduction left in the rfactor block
-        rf_init, rf_value = None, rhs if red.op in ("add", "mul") else red.combine(red.identity(), rhs)
+        plain = red.op in ("add", "mul") or red.init is None  # the identity is exact: leave it out
+        rf_init, rf_value = None, rhs if plain else red.combine(red.identity(), rhs)
     rf_block = dataclasses.replace(b, name=rf_name, iter_vars=tuple(new_ivs), init=rf_init,
                                    body=BufferStore(rf_buf, rf_value, rf_idx))
     rf_realize = BlockRealize(tuple(new_vals), realize.predicate, refresh_block(rf_block))
@@ -341,7 +369,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
                      (IterVar(v_wb, Range(loop.min, loop.extent), "R"),), (), (),
                      BufferStore(red.buffer, red.combine(BufferLoad(red.buffer, wb_idx),
                                                          BufferLoad(rf_buf, wb_rf_idx)), wb_idx),
-                     init=BufferStore(red.buffer, substitute(red.init, smap), wb_idx))
+                     init=None if red.init is None else BufferStore(red.buffer, substitute(red.init, smap), wb_idx))
     wb_realize = BlockRealize(tuple(substitute(v, lmap) for _, v in spatial) + (lmap[loop_var],),
                               substitute(realize.predicate, lmap), refresh_block(wb_block))
 
