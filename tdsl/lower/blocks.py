@@ -21,7 +21,15 @@ from ..ir import (
     collect,
     substitute,
 )
-from ._util import cast_to, is_true, seq
+from ._util import cast_to, is_true, seq, set_attr
+
+NONTEMPORAL_ANNOTATION = "tdsl.nontemporal"
+"""A block annotation: the buffers the block writes are written with non-temporal (streaming)
+stores by the CPU backend -- for outputs written once and not read again soon, so that the
+stores bypass the caches instead of first reading each line (`sch.annotate(block,
+"tdsl.nontemporal", True)`). Only a hint: results are the same."""
+NONTEMPORAL_ATTR = "tdsl.nontemporal_buffers"
+"""PrimFunc attribute set by `convert_blocks`: names of the buffers written by annotated blocks."""
 
 # Loops marked vectorized carry the names of the blocks they enclose until `vectorize` reads
 # them, so that its notes can say "loop j in block C".
@@ -96,8 +104,19 @@ def convert_blocks(func: PrimFunc) -> PrimFunc:
     """Blocks -> plain code: iterators substituted by their bindings, predicate -> `if`,
     init -> `if all reduce iterators are at their minimum: init` before the body,
     alloc_buffers -> Allocate around the block's code."""
+    streamed = _nontemporal_buffers(func.body)
     body = _BlockConverter().visit(func.body)
-    return func.with_body(body)
+    func = func.with_body(body)
+    return set_attr(func, NONTEMPORAL_ATTR, streamed) if streamed else func
+
+
+def _nontemporal_buffers(stmt: Stmt) -> tuple[str, ...]:
+    """Names of the buffers written by blocks annotated `tdsl.nontemporal` (truthy)."""
+    names: list[str] = []
+    for block in collect(stmt, Block):
+        if dict(block.annotations).get(NONTEMPORAL_ANNOTATION):
+            names.extend(r.buffer.name for r in block.writes if r.buffer.name not in names)
+    return tuple(names)
 
 
 class _Serializer(IRMutator):
