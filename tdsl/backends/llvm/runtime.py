@@ -5,7 +5,8 @@ No C compiler and no libgomp: the pool is an IR module JIT-compiled once per pro
 `pthread_create`, spin briefly after a region and then park on a futex (`syscall(SYS_futex)`).
 
 A parallel region is `tdsl_rt_launch(fn, closure, n)`; `fn(lo, hi, closure)` runs the chunk
-[lo, hi) of the loop. Regions are serialised by a try-lock: a region started while another is
+[lo, hi) of the loop; the loop is cut into up to `_CHUNKS_PER_THREAD` chunks per thread, which
+the threads take from a shared counter. Regions are serialised by a try-lock: a region started while another is
 running (a second Python thread, or a nested parallel loop) runs serially in its caller, which
 is correct and keeps the cores busy anyway.
 
@@ -27,6 +28,9 @@ from . import jit
 _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 _WORKER_SPIN = 20000      # pause iterations (~0.3 ms) before a worker parks on the futex
 _WAIT_SPIN = 2000         # pause iterations before the launcher starts yielding
+_CHUNKS_PER_THREAD = 4    # a region is cut into up to 4 chunks per thread, taken first come
+                          # first served: a thread that loses its core to another process
+                          # delays the region by one small chunk, not by a whole share
 
 _GLOBALS = ("gen", "open", "fn", "cl", "n", "chunk", "nchunks", "next", "done", "active", "lock",
             "nworkers", "sleepers")
@@ -129,8 +133,9 @@ trylock:
 region:
   %nw64 = zext i32 %nw to i64
   %nthreads = add i64 %nw64, 1
-  %fewer = icmp slt i64 %n, %nthreads
-  %parts = select i1 %fewer, i64 %n, i64 %nthreads
+  %want = mul i64 %nthreads, {_CHUNKS_PER_THREAD}
+  %fewer = icmp slt i64 %n, %want
+  %parts = select i1 %fewer, i64 %n, i64 %want
   %np = add i64 %n, %parts
   %np1 = sub i64 %np, 1
   %chunk = sdiv i64 %np1, %parts
