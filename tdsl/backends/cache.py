@@ -53,12 +53,16 @@ def disk_key(kind: str, program_hash: str, options: str = "") -> str:
 
 
 _COMPILER_PARTS = ("ir", "arith", "lower", os.path.join("backends", "llvm"), "dtypes.py", "__init__.py",
-                   os.path.join("backends", "cache.py"))
+                   os.path.join("backends", "cache.py"),
+                   # lowering of tensorized blocks (the intrinsics themselves are in the program key)
+                   os.path.join("schedule", "tensorize_lower.py"),
+                   os.path.join("schedule", "primitives", "tensorize.py"))
 
 
 @functools.cache
 def _code_version() -> str:
-    """A fingerprint (path, size, mtime) of the compiler's source: IR, arith, lowering, codegen.
+    """A fingerprint (path, size, mtime) of the compiler's source: IR, arith, lowering (tensorize
+    included), codegen.
 
     Keys are taken before lowering, so a change anywhere on the way from a PrimFunc to machine
     code must invalidate the entries it would have produced differently."""

@@ -8,7 +8,20 @@ import threading
 import zlib
 from dataclasses import asdict, dataclass
 
-from ...ir import PrimFunc, structural_hash
+from ...ir import (
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    For,
+    IfThenElse,
+    IntImm,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    structural_hash,
+)
 from .. import cache
 from . import codegen, jit, runtime
 
@@ -33,15 +46,106 @@ class Compiled:
 
 
 _LOCK = threading.Lock()
+# the block annotation naming a tensorized block's intrinsic (tdsl.schedule.primitives.tensorize,
+# not imported here: building a kernel without schedules should not load the schedule package)
+INTRIN_ANNOTATION = "tdsl.tensor_intrin"
+# name -> (the registered TensorIntrin, its fingerprint): hashing an implementation costs ~0.5 ms
+_FINGERPRINTS: dict[str, tuple[object, str]] = {}
 
 
 def _key(func: PrimFunc, options: dict) -> str:
     # Taken before lowering (a disk hit does not lower): the function, its parameters (the fast
-    # entry checks the user's n-d shapes) and the options; the compiler's own source is in
-    # the disk key (cache.disk_key), so a changed lowering cannot reuse stale code.
+    # entry checks the user's n-d shapes), the tensor intrinsics it names (lowering swaps in
+    # their implementation, which the function itself does not hold) and the options; the
+    # compiler's own source is in the disk key (cache.disk_key), so a changed lowering cannot
+    # reuse stale code.
     program = structural_hash(func) + structural_hash(tuple(func.params))
+    intrins = ";".join(_intrin_fingerprint(name) for name in _tensor_intrin_names(func.body))
     opts = ",".join(f"{k}={options[k]!r}" for k in sorted(options))
-    return hashlib.sha256(f"{program}|{opts}".encode()).hexdigest()
+    return hashlib.sha256(f"{program}|{intrins}|{opts}".encode()).hexdigest()
+
+
+def _statements(body: Stmt):
+    """Every statement under `body` (blocks included, expressions not: blocks and stores cannot
+    hide in expressions), cheaply: this runs on every build, memory-cache hits included."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, BlockRealize):
+            stack.append(node.block)
+        elif isinstance(node, Block):
+            stack.append(node.body)
+            if node.init is not None:
+                stack.append(node.init)
+        elif isinstance(node, SeqStmt):
+            stack.extend(node.seq)
+        elif isinstance(node, IfThenElse):
+            stack.append(node.then_case)
+            if node.else_case is not None:
+                stack.append(node.else_case)
+        elif isinstance(node, (For, LetStmt, Allocate)):
+            stack.append(node.body)
+
+
+def _tensor_intrin_names(body: Stmt) -> list[str]:
+    """The intrinsic names of the tensorized blocks under `body`, sorted, without repeats."""
+    names = {v for node in _statements(body) if isinstance(node, Block)
+             for k, v in node.annotations if k == INTRIN_ANNOTATION and isinstance(v, str)}
+    return sorted(names)
+
+
+# an innermost loop with this many vector statements per iteration was register-tiled by its schedule
+TILED_LOOP_VECTOR_STORES = 4
+
+
+def register_tiled(lowered: Stmt) -> bool:
+    """Whether a loop of the lowered code holds a register tile: an innermost loop whose body
+    (its small unrolled loops expanded) stores at least TILED_LOOP_VECTOR_STORES vectors, like
+    the k loop of a GEMM or conv2d micro-kernel. Such code gets the cheaper pipeline (see
+    jit.optimize); loops with one or two vector statements (row reductions, copies) still gain
+    from LLVM's unrolling, and scalar code from all of O3."""
+    return any(isinstance(node, For) and node.kind != "unrolled"
+               and _vector_stores(node.body) >= TILED_LOOP_VECTOR_STORES for node in _statements(lowered))
+
+
+def _vector_stores(stmt: Stmt) -> int:
+    """Vector stores per run of `stmt` (a loop body); a nested loop that is not unrolled counts
+    as none (it is a loop of its own)."""
+    if isinstance(stmt, BufferStore):
+        return int(stmt.value.dtype.lanes > 1)
+    if isinstance(stmt, For):
+        unrolled = stmt.kind == "unrolled" and isinstance(stmt.extent, IntImm)
+        return stmt.extent.value * _vector_stores(stmt.body) if unrolled else 0
+    if isinstance(stmt, SeqStmt):
+        return sum(_vector_stores(s) for s in stmt.seq)
+    if isinstance(stmt, IfThenElse):
+        return _vector_stores(stmt.then_case) + (_vector_stores(stmt.else_case) if stmt.else_case else 0)
+    if isinstance(stmt, (LetStmt, Allocate)):
+        return _vector_stores(stmt.body)
+    return 0
+
+
+def _intrin_fingerprint(name: str) -> str:
+    """What lowering takes from the registered intrinsic `name`: its description (matched
+    again), implementation, target, CPU features and prelude. An unregistered name makes
+    lowering fail, so it needs no more than a marker."""
+    from ...errors import ScheduleError
+    from ...schedule.tensor_intrin import TensorIntrin
+
+    try:
+        intrin = TensorIntrin.get(name)
+    except ScheduleError:
+        return f"{name}=unregistered"
+    known = _FINGERPRINTS.get(name)
+    if known is not None and known[0] is intrin:   # registering again makes a new TensorIntrin
+        return known[1]
+    parts = (structural_hash(intrin.desc), structural_hash(tuple(intrin.desc.params)),
+             structural_hash(intrin.impl), structural_hash(tuple(intrin.impl.params)),
+             intrin.target, ",".join(intrin.features), intrin.prelude)
+    fingerprint = f"{name}=" + hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+    _FINGERPRINTS[name] = (intrin, fingerprint)
+    return fingerprint
 
 
 def _pack_text(text: str) -> str:
@@ -97,7 +201,7 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     result = codegen.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
                              datalayout=jit.data_layout())
     mod = jit.parse_and_verify(result.ir, f"kernel {api.name!r}")
-    jit.optimize(mod)
+    jit.optimize(mod, register_tiled=register_tiled(lowered.body))
     optimized = str(mod)
     obj = jit.emit_object(mod)
     info = {k: v for k, v in asdict(result).items() if k != "ir"}
