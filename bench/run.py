@@ -199,14 +199,21 @@ print(t, int(k.from_cache))
 
 
 def bench_gemm_build(n: int) -> list[Row]:
-    """Build time of the GEMM: cold (LLVM initialised, caches off) and from the disk cache in
-    a new process (LLVM initialised by an earlier build there; the schedule is not timed)."""
+    """Build time of the GEMM that the GEMM rows run: cold (LLVM initialised, memory cache
+    emptied, disk cache off; the best of 3) and from the disk cache in a new process (LLVM
+    initialised by an earlier build there; the schedule is not timed)."""
+    from tdsl.backends import cache as kernel_cache
+
     os.environ["TDSL_DISABLE_DISK_CACHE"] = "1"
     try:
-        sch = schedules.gemm_schedule(n, tiles=schedules.gemm_tiles(n, n, n)[:3] + (n // 2,))
-        start = time.perf_counter()
-        tdsl.build(sch)
-        cold = time.perf_counter() - start
+        sch = schedules.gemm_schedule(n)
+        times = []
+        for _ in range(3):
+            kernel_cache.clear_memory()
+            start = time.perf_counter()
+            tdsl.build(sch)
+            times.append(time.perf_counter() - start)
+        cold = min(times)
     finally:
         del os.environ["TDSL_DISABLE_DISK_CACHE"]
     rows = [Row("GEMM build, cold", f"{n}^3", goal="<= 0.1 s", met=cold <= 0.1, value=f"{cold * 1e3:.0f} ms")]

@@ -129,12 +129,12 @@ def assert_structural_equal(a, b) -> None:
 class _Hasher:
     def __init__(self):
         self.ids: dict[int, int] = {}
-        self.h = hashlib.blake2b(digest_size=16)
+        self.tokens: list[str] = []   # hashed once at the end: one update per token is slower
+        self.emit = self.tokens.append
         self.keep: list = []
 
-    def emit(self, token: str):
-        self.h.update(token.encode())
-        self.h.update(b"\x00")
+    def digest(self) -> str:
+        return hashlib.blake2b("\x00".join(self.tokens).encode(), digest_size=16).hexdigest()
 
     def define(self, x) -> tuple[int, bool]:
         key = id(x)
@@ -178,7 +178,7 @@ def structural_hash(node) -> str:
     """A hex digest equal for structurally equal programs."""
     hasher = _Hasher()
     hasher.visit(node)
-    return hasher.h.hexdigest()
+    return hasher.digest()
 
 
 __all__ = ["structural_equal", "structural_hash", "structural_diff", "assert_structural_equal", "FloatImm"]
