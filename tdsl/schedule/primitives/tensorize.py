@@ -15,12 +15,18 @@ blockize(loop)
 
 tensorize(block_or_loop, intrin)
     (A loop is blockized first.) The block's body must equal the intrinsic's description up to
-    renaming and a base offset per buffer dimension: every access `X[e_1, ..., e_n]` of the code
-    is `D[d_1, ..., d_n]` of the description with `e_k = base_k + d_k`, where the bases depend
-    only on what is outside the block (a real buffer may have more leading dimensions than the
-    description's, indexed by bases only: a tile of a packed layout). The buffers' dtypes and
-    scopes must agree, and constant strides declared by the intrinsic's buffers must be the real
-    ones. A mismatch is a ScheduleError that says what differs and which primitive fixes it.
+    renaming, the order of the operands of `+` and `*`, and a base offset per buffer dimension:
+    each dimension j of a description buffer D maps to one dimension k_j of the real buffer X,
+    and every access `X[e_1, ..., e_n]` of the code is `D[d_1, ..., d_m]` of the description
+    with `e_{k_j} = base_{k_j} + d_j`, the other real dimensions indexed by bases only, where
+    the bases depend only on what is outside the block. The real dimensions are the innermost
+    ones in order when that fits; else any others the indices fit and the intrinsic's constant
+    strides allow, in order if possible: a tile of a packed layout, or one in non-adjacent
+    dimensions (C = Y[b, k0:k0+MR, y, x0:x0+NR] of an NCHW output is an MR x NR tile with row
+    stride H*W, which the implementation gets through its symbolic strides). The buffers'
+    dtypes and scopes must agree, and constant strides declared by the intrinsic's buffers must
+    be the real ones. A mismatch is a ScheduleError that says what differs and which primitive
+    fixes it.
     Unit iterators: blockize gives an iterator whose inner part is a loop of extent 1 (after
     `split(i, [None, 1])`) to the outer block only, so the code's block can lack some of the
     description's extent-1 iterators; those match as the constant start of their domain (the
@@ -38,6 +44,7 @@ has its features). An init the description does not cover stays ordinary code.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 
 from ...arith import infer_block_regions, linear_form, prove, simplify
@@ -81,6 +88,7 @@ from ..state import Path, block_names, child_realizes, find_block, find_loop, fr
 from ..tensor_intrin import TensorIntrin
 
 INTRIN_ANNOTATION = "tdsl.tensor_intrin"
+COMMUTATIVE = ("add", "mul")  # operations whose operands match in either order
 
 
 # blockize ----------------------------------------------------------------------------------
@@ -320,12 +328,21 @@ class Mismatch(Exception):
 
 @dataclass
 class Binding:
-    """Where a description parameter landed: the real buffer and the base index per dimension
-    (leading real dimensions beyond the description's come first)."""
+    """Where a description parameter landed: the real buffer, the base index per real
+    dimension, and the real dimension each description dimension maps to (`dims[j]`)."""
 
     param: Buffer
     buffer: Buffer
     base: list[PrimExpr] = field(default_factory=list)
+    dims: list[int] | None = None  # None until the first access is matched
+
+    def copy(self) -> Binding:
+        return Binding(self.param, self.buffer, list(self.base), None if self.dims is None else list(self.dims))
+
+    def own_strides(self) -> list[PrimExpr]:
+        """The real buffer's strides in the dimensions the description's dimensions map to."""
+        strides = real_strides(self.buffer)
+        return [strides[k] for k in self.dims]
 
 
 class Matcher:
@@ -530,8 +547,11 @@ class Matcher:
         elif isinstance(d, Binary):
             if d.op != r.op:
                 self._differ(d, r)
-            self._expr(d.a, r.a)
-            self._expr(d.b, r.b)
+            if d.op in COMMUTATIVE:
+                self._either_order(d, r)
+            else:
+                self._expr(d.a, r.a)
+                self._expr(d.b, r.b)
         elif isinstance(d, (Cast, Not)):
             self._expr(d.value if isinstance(d, Cast) else d.a, r.value if isinstance(r, Cast) else r.a)
         elif isinstance(d, Call):
@@ -545,13 +565,33 @@ class Matcher:
         else:
             self._differ(d, r)
 
+    def _either_order(self, d: Binary, r: Binary) -> None:
+        """Match the operands of a commutative operation in order, else swapped. When both fail,
+        the error of the order whose first operand matched (the one that got further), the
+        in-order one when that does not decide."""
+        saved = {k: b.copy() for k, b in self.bindings.items()}
+        errors = []
+        for ra, rb in ((r.a, r.b), (r.b, r.a)):
+            first_matched = False
+            try:
+                self._expr(d.a, ra)
+                first_matched = True
+                self._expr(d.b, rb)
+                return
+            except Mismatch as m:
+                errors.append((first_matched, m))
+                self.bindings = {k: b.copy() for k, b in saved.items()}
+        (in_order_first, in_order), (swapped_first, swapped) = errors
+        raise swapped if swapped_first and not in_order_first else in_order
+
     def _differ(self, d: PrimExpr, r: PrimExpr) -> None:
         what = "dtype" if type(d) is type(r) and d.dtype != r.dtype else "expression"
         extra = f" ({r.dtype} vs {d.dtype})" if what == "dtype" else ""
         raise Mismatch(f"the code computes {expr_text(r)} where the description of {self.intrin.name!r} computes "
                        f"{expr_text(substitute(d, self.vmap))}{extra}",
-                       fix="tensorize only code that computes exactly the intrinsic's operation (same operands in "
-                           "the same order, same dtypes)", blocks=(self.block.name,))
+                       fix="tensorize only code that computes exactly the intrinsic's operation (same operands, "
+                           "same dtypes; only the operands of + and * may come in either order)",
+                       blocks=(self.block.name,))
 
     def _access(self, dbuf: Buffer, didx: tuple, rbuf: Buffer, ridx: tuple, verb: str) -> None:
         culprit = {"blocks": (self.block.name,)}
@@ -574,29 +614,92 @@ class Matcher:
         elif binding.buffer is not rbuf:
             raise Mismatch(f"the code {verb} {rbuf.name} where the description {verb} {dbuf.name}, which the code "
                            f"elsewhere accesses as {binding.buffer.name}", **culprit)
-        lead = len(ridx) - len(didx)
-        bases = [simplify(r, self.ranges) for r in ridx[:lead]]
-        for k, (d, r) in enumerate(zip(didx, ridx[lead:])):
-            bases.append(simplify(r - substitute(d, self.vmap), self.ranges))
-        for k, b in enumerate(bases):
-            inner = free_vars(b) & self.inner
-            if inner:
-                shown_real = ", ".join(expr_text(i) for i in ridx)
-                shown_desc = ", ".join(expr_text(substitute(i, self.vmap)) for i in didx)
-                raise Mismatch(f"the code {verb} {rbuf.name}[{shown_real}] where the description {verb} "
-                               f"{dbuf.name}[{shown_desc}] (plus a fixed offset): dimension {k} differs by "
-                               f"{expr_text(b)}, which varies inside the tile",
-                               fix=f"make the access pattern of {rbuf.name} match the intrinsic: reorder the loops, "
-                                   "or transform_layout / cache_read the buffer into the intrinsic's layout",
-                               **culprit)
-        if not binding.base:
-            binding.base = bases
+        dims = binding.dims if binding.dims is not None else self._place(dbuf, didx, rbuf, ridx)
+        bases = self._bases(didx, ridx, dims)
+        if isinstance(bases, tuple):
+            k, b = bases
+            shown_real = ", ".join(expr_text(i) for i in ridx)
+            shown_desc = ", ".join(expr_text(substitute(i, self.vmap)) for i in didx)
+            raise Mismatch(f"the code {verb} {rbuf.name}[{shown_real}] where the description {verb} "
+                           f"{dbuf.name}[{shown_desc}] (plus a fixed offset): dimension {k} differs by "
+                           f"{expr_text(b)}, which varies inside the tile",
+                           fix=f"make the access pattern of {rbuf.name} match the intrinsic: reorder the loops, "
+                               "or transform_layout / cache_read the buffer into the intrinsic's layout",
+                           **culprit)
+        if binding.dims is None:
+            binding.base, binding.dims = bases, dims
             return
         for k, (old, new) in enumerate(zip(binding.base, bases)):
             if not _equal(old, new, self.ranges):
                 raise Mismatch(f"buffer {rbuf.name} is accessed at two different offsets in dimension {k} "
                                f"({expr_text(old)} and {expr_text(new)}) where the description uses one tile",
                                **culprit)
+
+    def _base(self, d: PrimExpr | None, r: PrimExpr) -> PrimExpr:
+        """The offset of real index r from description index d (r itself when no description
+        dimension maps there); it must not vary inside the tile."""
+        return simplify(r if d is None else r - substitute(d, self.vmap), self.ranges)
+
+    def _bases(self, didx: tuple, ridx: tuple, dims: list[int]) -> list[PrimExpr] | tuple[int, PrimExpr]:
+        """The base of each real dimension when description dimension j is real dimension
+        dims[j] (the others are fixed offsets), or (k, difference) for the first real dimension
+        k whose difference varies inside the tile."""
+        desc_of = {k: j for j, k in enumerate(dims)}
+        out: list[PrimExpr] = []
+        for k, r in enumerate(ridx):
+            b = self._base(didx[desc_of[k]] if k in desc_of else None, r)
+            if free_vars(b) & self.inner:
+                return k, b
+            out.append(b)
+        return out
+
+    def _place(self, dbuf: Buffer, didx: tuple, rbuf: Buffer, ridx: tuple) -> list[int]:
+        """The real dimension of each description dimension (see the module docstring), in this
+        order of preference: the innermost ones in order when the indices fit there (a wrong
+        stride there is then reported as one); any other choice in order, then any permutation,
+        that the indices fit and the intrinsic's constant strides allow (e.g. C = Y[b, k0:k0+MR,
+        y, x0:x0+NR]); one in order that only the indices fit (the layout check names the
+        stride); else the choice in order that fits the most real dimensions, whose first
+        misfit the error names."""
+        nd, nr = len(didx), len(ridx)
+        fixed = self._constant_strides(dbuf)
+        strides = real_strides(rbuf)
+        ok: dict[tuple[int | None, int], bool] = {}
+
+        def fits(j: int | None, k: int) -> bool:
+            if (j, k) not in ok:
+                ok[j, k] = not free_vars(self._base(None if j is None else didx[j], ridx[k])) & self.inner
+            return ok[j, k]
+
+        def score(dims: tuple[int, ...]) -> int:
+            desc_of = {k: j for j, k in enumerate(dims)}
+            return sum(fits(desc_of.get(k), k) for k in range(nr))
+
+        def strided(dims: tuple[int, ...]) -> bool:
+            return all(fixed[j] is None or _equal(fixed[j], strides[k], self.ranges) for j, k in enumerate(dims))
+
+        in_order = sorted(itertools.combinations(range(nr), nd), reverse=True)  # innermost first
+        if score(in_order[0]) == nr:
+            return list(in_order[0])
+        permuted = (p for p in itertools.permutations(range(nr), nd) if list(p) != sorted(p))
+        for dims in itertools.chain(in_order, permuted):
+            if score(dims) == nr and strided(dims):
+                return list(dims)
+        return list(max(in_order, key=score))  # ties: the innermost
+
+    def _constant_strides(self, dbuf: Buffer) -> list[PrimExpr | None]:
+        """Per description dimension, the constant stride the description or the implementation
+        declares for this operand (None: any)."""
+        desc_params = list(self.intrin.desc.params)
+        decls = [dbuf]
+        if any(p is dbuf for p in desc_params):  # desc and impl parameters pair up (checked at registration)
+            decls.append(self.intrin.impl.params[desc_params.index(dbuf)])
+        out: list[PrimExpr | None] = [None] * len(dbuf.shape)
+        for decl in decls:
+            for j, st in enumerate(decl.strides[:len(out)]):
+                if isinstance(st, IntImm):
+                    out[j] = st
+        return out
 
     # layouts ------------------------------------------------------------------------------
     def _check_layouts(self, bindings: list[Binding]) -> None:
@@ -608,12 +711,12 @@ class Matcher:
                                f"{self.intrin.name!r} needs its operand {p.name} in {p.scope!r}",
                                fix=f"copy it with sch.cache_read/cache_write(block, {real.name!r}, {p.scope!r}) or "
                                    f"sch.set_scope(block, {real.name!r}, {p.scope!r})", blocks=(self.block.name,))
-            strides = real_strides(real)[len(real.shape) - len(p.shape):]
+            strides = b.own_strides()
             for decl in (p, ip):
                 for k, (want, have) in enumerate(zip(decl.strides, strides)):
                     if isinstance(want, IntImm) and not _equal(want, have, self.ranges):
                         raise Mismatch(f"buffer {real.name} has stride {expr_text(have)} in dimension "
-                                       f"{k + len(real.shape) - len(p.shape)} where the intrinsic "
+                                       f"{b.dims[k]} where the intrinsic "
                                        f"{self.intrin.name!r} needs {expr_text(want)} for its operand {p.name}",
                                        fix=f"transform_layout/cache_read {real.name} into a compact tile layout",
                                        blocks=(self.block.name,))
@@ -783,8 +886,7 @@ def instantiate_impl(intrin: TensorIntrin, bindings: list[Binding]) -> tuple[Stm
     for p, b in zip(params, bindings):
         bmap[p] = b
         strides = real_strides(b.buffer)
-        own = strides[len(strides) - len(p.shape):]
-        for s, real in zip(p.strides, own):
+        for s, real in zip(p.strides, b.own_strides()):
             if isinstance(s, Var):
                 vmap[s] = real
         if isinstance(p.elem_offset, Var):
@@ -844,10 +946,9 @@ class _Binder:
         b = self.bmap.get(buf)
         if b is None:
             return self.allocs.get(buf, buf), idx
-        lead = len(b.base) - len(idx)
-        out = list(b.base[:lead])
-        for base, i in zip(b.base[lead:], idx):
-            out.append(_offset(base, i))
+        out = list(b.base)
+        for k, i in zip(b.dims, idx):
+            out[k] = _offset(b.base[k], i)
         return b.buffer, tuple(out)
 
 
