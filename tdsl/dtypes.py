@@ -24,7 +24,9 @@ class DataType:
     @staticmethod
     @functools.lru_cache(maxsize=None)
     def parse(text: str) -> "DataType":
-        """Parse "float32", "int8", "bool", "float32x16", "bfloat16"."""
+        """Parse "float32", "int8", "bool", "float32x16", "bfloat16" ("void": an extern call's no result)."""
+        if text == "void":
+            return DataType("handle", 0)
         m = _PATTERN.match(text)
         if m is None:
             raise ValueError(f"unknown dtype {text!r}; expected one of {', '.join(SCALAR_NAMES)} "
@@ -46,6 +48,8 @@ class DataType:
         return DataType(code, nbits, int(lanes) if lanes else 1)
 
     def __str__(self) -> str:
+        if self.code == "handle" and self.bits == 0:
+            return "void"
         base = "bool" if self.code == "bool" else "handle" if self.code == "handle" else f"{self.code}{self.bits}"
         return base if self.lanes == 1 else f"{base}x{self.lanes}"
 
@@ -118,6 +122,7 @@ bfloat16 = DataType("bfloat", 16)
 float32 = DataType("float", 32)
 float64 = DataType("float", 64)
 handle = DataType("handle", 64)
+void = DataType("handle", 0)  # the result type of an extern call that returns nothing (TVM's spelling)
 
 
 def as_dtype(value) -> DataType:

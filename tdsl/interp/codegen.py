@@ -571,6 +571,11 @@ class PythonCodegen:
             return Val(f"({t.code} if {c.code} else {f.code})", t.py or f.py, _union(t.rng, f.rng))
         from ..ir.expr import MATH_CALLS
 
+        if e.op.startswith("llvm.prefetch"):
+            return Val("None")  # a cache hint: nothing to do, and its address may lie past the buffer
+        if e.op == "address_of":
+            raise InterpretError(f"{self.where}: the interpreter has no addresses: T.address_of can only be "
+                                 "interpreted as the argument of an llvm.prefetch call (a no-op there)")
         if e.op not in MATH_CALLS:
             self.helper("_extern", runtime.extern)
             return Val(f"_extern({e.op!r}, {self.where!r})")

@@ -72,7 +72,7 @@ for _name in SCALAR_NAMES:
 _SCRIPT_NAMES = (
     "grid serial parallel vectorized unroll thread_binding block init where reads writes block_attr func_attr "
     "alloc_buffer allocate evaluate LetStmt min max if_then_else Select cast Cast exp log sqrt rsqrt tanh "
-    "sigmoid erf abs floor ceil pow exp2 log2 sin cos round trunc fma max_value min_value call_extern Ramp "
+    "sigmoid erf abs floor ceil pow exp2 log2 sin cos round trunc fma max_value min_value call_extern address_of Ramp "
     "Broadcast floordiv floormod"
 ).split()
 for _name in _SCRIPT_NAMES:

@@ -1169,6 +1169,16 @@ class Parser:
                 args.append(self.python_to_expr(v, a))
         return Call(dt, name, tuple(args), span=self.span(node))
 
+    def call_address_of(self, node):
+        """`T.address_of(A[i, j])`: a handle to one element (TVM's tir.address_of)."""
+        if len(node.args) != 1 or node.keywords:
+            raise self.error(node, "T.address_of takes one buffer element", "e.g. T.address_of(A[i, 0])")
+        load = self.eval_expr(node.args[0])
+        if not isinstance(load, BufferLoad) or load.dtype.lanes != 1:
+            raise self.error(node.args[0], f"T.address_of needs one buffer element, got {_describe(load)}",
+                             "e.g. T.address_of(A[i, 0])")
+        return Call(_dt.handle, "address_of", (load,), span=self.span(node))
+
     def call_Ramp(self, node):
         if len(node.args) != 3:
             raise self.error(node, "T.Ramp takes (base, stride, lanes)")

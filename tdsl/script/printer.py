@@ -119,6 +119,8 @@ class ScriptPrinter:
             return f'T.cast({value}, "{e.dtype}")', _ATOM
         if isinstance(e, Call):
             args = ", ".join(self.expr(a) for a in e.args)
+            if e.op == "address_of":
+                return f"T.address_of({args})", _ATOM
             if e.op == "if_then_else" or (e.op in MATH_CALLS and e.dtype == e.args[0].dtype):
                 return f"T.{e.op}({args})", _ATOM
             sep = ", " if args else ""
