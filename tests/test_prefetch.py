@@ -10,6 +10,7 @@ import pytest
 import tdsl
 from tdsl import BoundsError, ScriptError
 from tdsl.dtypes import DataType, handle, void
+from tdsl import T
 from tdsl.intrinsics import x86
 
 SCALE = '''
@@ -148,3 +149,17 @@ def test_interpreter_names_address_of_outside_a_prefetch(rng):
     with pytest.raises(InterpretError, match="T.address_of"):
         tdsl.interpret(tdsl.parse(GATHER.format(stmt=ADDRESS_ROW)), rng.standard_normal((8, 16)).astype("float32"),
                        np.zeros(4, np.int32))
+
+
+def test_prefetch_past_the_end_is_not_a_build_time_bounds_error():
+    # a prefetch never faults: naming an element past the buffer is fine (the loads are checked)
+    @T.prim_func
+    def ahead(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        for i in range(64):
+            with T.block("B"):
+                vi = T.axis.spatial(64, i)
+                T.evaluate(T.call_extern("void", "llvm.prefetch.p0", T.address_of(A[vi + 16]), 0, 3, 1))
+                B[vi] = A[vi] * T.float32(2)
+
+    a = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(tdsl.build(ahead)(a), a * 2)

@@ -9,14 +9,19 @@ iteration to another, relaxes the accessed box over the loops inside that loop, 
 a buffer of the box's shape inside the loop, with every index shifted by the box's corner.
 No value flows when the iterations touch disjoint boxes (`_Planner.disjoint`), or when each
 iteration writes a whole box covering everything it reads before it reads it
-(`_Planner.written_first`: a stencil's producer recomputed per row). `storage` then puts the
-small results on the stack, per thread when the loop is parallel.
+(`_Planner.written_first`: a stencil's producer recomputed per row, or a GotoBLAS pack of B
+computed at the k loop under a parallel row loop, whose re-laid-out store `(j // 16, k, j % 16)`
+writes a whole box because the digits of j cover it, `_digit_boxes`). A buffer moves into a
+parallel loop even when it does not shrink: each iteration then has its own copy (`storage`
+keeps heap buffers per parallel iteration, small ones on the stack) instead of all threads
+writing one shared buffer.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from ..arith import linear_form, prove, simplify
+from ..arith.analyzer import Analyzer, Lin
 from ..arith.relax import Relaxer
 from ..dtypes import int32
 from ..ir import (
@@ -165,13 +170,19 @@ class _Planner:
             region = self.region(buf, alloc.uses, depth, common)
             if region is not None and (self.disjoint(region, common[top:depth], common[:depth])
                                        or self.written_first(alloc.uses, common[:depth])):
-                return self._make(buf, region, common[depth - 1])
+                private = any(f.kind == "parallel" for f in common[top:depth])
+                return self._make(buf, region, common[depth - 1], private)
         region = self.region(buf, alloc.uses, top, common)
         return None if region is None else self._make(buf, region, None)
 
-    def _make(self, buf: Buffer, region: list[tuple[PrimExpr, PrimExpr]], anchor: For | None) -> _Plan | None:
-        if all(self.prove(Binary("ge", *promote_ints([ext, dim]))) for (_, ext), dim in zip(region, buf.shape)):
-            return None  # nothing to gain
+    def _make(self, buf: Buffer, region: list[tuple[PrimExpr, PrimExpr]], anchor: For | None,
+              private: bool = False) -> _Plan | None:
+        """The plan, or None when it gains nothing: the buffer does not shrink and does not move
+        into a parallel loop (where each iteration gets its own copy instead of all threads
+        writing one shared buffer)."""
+        if not private and all(self.prove(Binary("ge", *promote_ints([ext, dim])))
+                               for (_, ext), dim in zip(region, buf.shape)):
+            return None
         shape = tuple(cast_to(dim.dtype, ext) for (_, ext), dim in zip(region, buf.shape))
         return _Plan(buf.with_(shape=shape), tuple(lo for lo, _ in region), anchor)
 
@@ -281,8 +292,9 @@ class _Planner:
     def _exact_box(self, use: _Use, kept: tuple[For, ...]) -> list[tuple[PrimExpr, PrimExpr]] | None:
         """(lo, hi) per dimension of the elements a store writes, when it writes all of them: no
         `if` around it inside the loop kept[-1], every loop inside runs at least once over a
-        range that no other of them changes, every index is its own loops' variables (each at
-        most once, coefficient 1) plus a part fixed during the iteration."""
+        range that no other of them changes, every index is a part fixed during the iteration
+        plus digits of its own loops' variables (`_Digit`, coefficient 1, each digit in one
+        index only), and the digits of each variable cover their whole box (`_digit_boxes`)."""
         start = _position(use.path, kept[-1]) + 1
         if any(isinstance(s, IfThenElse) for s in use.path[start:]):
             return None
@@ -294,24 +306,65 @@ class _Planner:
                 return None
             if not self.prove(Binary("ge", r.extent, IntImm(1, r.extent.dtype)), kept):
                 return None
-        box, seen = [], set()
-        for idx in use.indices:
-            form = linear_form(idx, inner_vars) if idx.dtype.lanes == 1 else None
-            if form is None or collect(form[1], (BufferLoad, Call)):
+        an = Analyzer()
+        parts = [_digits(an, idx, inner_vars) for idx in use.indices]
+        if None in parts:
+            return None
+        bounds: dict[_Digit, tuple[PrimExpr, PrimExpr]] = {}
+        for f in inner:
+            mine = [d for _, digits in parts for d in digits if d.var is f.loop_var]
+            if len({(d.lower, d.upper) for d in mine}) != len(mine):
+                return None  # one digit in two places: only the diagonal is written
+            boxes = self._digit_boxes(mine, self.ranges[f], kept) if mine else []
+            if boxes is None:
                 return None
-            moving = [v for v, c in form[0].items() if c != 0]
-            if any(form[0][v] != 1 for v in moving) or seen & set(moving):
-                return None
-            seen.update(moving)
-            lo = hi = form[1]
-            for f in inner:
-                if f.loop_var in moving:
-                    r = self.ranges[f]
-                    last = r.min + r.extent - IntImm(1, r.extent.dtype)
-                    lo = Binary("add", *promote_ints([lo, r.min]))
-                    hi = Binary("add", *promote_ints([hi, last]))
+            bounds.update(zip(mine, boxes))
+        box = []
+        for fixed, digits in parts:
+            lo = hi = fixed
+            for d in digits:
+                lo = _op("add", lo, bounds[d][0])
+                hi = _op("add", hi, bounds[d][1])
             box.append((simplify(lo), simplify(hi)))
         return box
+
+    def _digit_boxes(self, digits: list[_Digit], r: Range,
+                     kept: tuple[For, ...]) -> list[tuple[PrimExpr, PrimExpr]] | None:
+        """(lo, hi) of each digit of x = offset + v, v over `r`, when x takes every combination
+        of those values (so the digits' indices write a whole box); None when not provable.
+        The digits must be non-overlapping places of one mixed radix (v // 16 and v % 16, not
+        v // 4 and v % 16). Then x covers every combination when it runs over a whole number
+        of periods of the top digit's modulus, or over whole, aligned steps of the top digit
+        (x in [16 t, 16 t + 16 m) for x // 16) without wrapping around its modulus."""
+        last = _op("sub", _op("add", r.min, r.extent), 1)
+        if len(digits) == 1 and digits[0].plain:
+            d = digits[0]
+            return [(simplify(_op("add", d.offset, r.min)), simplify(_op("add", d.offset, last)))]
+        offset = digits[0].offset
+        if any(d.plain or not _same_value(d.offset, offset) for d in digits):
+            return None  # v itself next to a digit of v, or digits of different sums
+        chain = sorted(digits, key=lambda d: d.lower)
+        for below, above in zip(chain, chain[1:]):
+            if below.upper is None or above.lower % (below.lower * below.upper):
+                return None
+        top = chain[-1]
+        full = {d: (IntImm(0, d.offset.dtype), IntImm(d.upper - 1, d.offset.dtype)) for d in chain[:-1]}
+        if top.upper is not None and self._divides(top.lower * top.upper, r.extent, kept):
+            full[top] = (IntImm(0, top.offset.dtype), IntImm(top.upper - 1, top.offset.dtype))
+            return [full[d] for d in digits]
+        start = _op("add", offset, r.min)
+        if not (self._divides(top.lower, start, kept) and self._divides(top.lower, r.extent, kept)):
+            return None
+        first, count = _op("floordiv", start, top.lower), _op("floordiv", r.extent, top.lower)
+        if top.upper is not None:
+            first = _op("floormod", first, top.upper)
+            if not self.prove(_op("le", _op("add", first, count), top.upper), kept):
+                return None  # the top digit wraps around: not one contiguous range
+        full[top] = (simplify(first), simplify(_op("sub", _op("add", first, count), 1)))
+        return [full[d] for d in digits]
+
+    def _divides(self, c: int, e: PrimExpr, kept: tuple[For, ...]) -> bool:
+        return c == 1 or self.prove(_op("eq", _op("floormod", e, c), 0), kept)
 
     def _inside(self, use: _Use, box: list[tuple[PrimExpr, PrimExpr]], kept: tuple[For, ...]) -> bool:
         """The elements `use` may touch during one iteration of kept[-1] lie in `box`."""
@@ -326,6 +379,56 @@ class _Planner:
                     and self.prove(Binary("le", *promote_ints([hi, hi_w])), kept)):
                 return False
         return True
+
+
+
+@dataclass(eq=False)
+class _Digit:
+    """`(offset + var) // lower % upper` (upper None: no modulo), a term of a store's index;
+    `offset` is fixed during the iteration. The plain `var` is offset 0, lower 1, no upper."""
+    var: Var
+    offset: PrimExpr
+    lower: int
+    upper: int | None
+
+    @property
+    def plain(self) -> bool:
+        return self.lower == 1 and self.upper is None
+
+
+def _digits(an: Analyzer, idx: PrimExpr, inner_vars: list[Var]) -> tuple[PrimExpr, list[_Digit]] | None:
+    """(fixed part, digits) with idx == fixed part + sum of the digits, every digit of one of
+    `inner_vars` with coefficient 1; None when idx is not of that form (or is a vector)."""
+    if idx.dtype.lanes != 1:
+        return None
+    form = an.lin(idx)
+    moving = set(inner_vars)
+    fixed_terms, digits = {}, []
+    for key, (term, coeff) in form.terms.items():
+        if not free_vars(term.src) & moving:
+            fixed_terms[key] = (term, coeff)
+            continue
+        lin = linear_form(term.src, inner_vars)
+        if coeff != 1 or lin is None or collect(lin[1], (BufferLoad, Call)):
+            return None
+        used = [v for v, c in lin[0].items() if c != 0]
+        if len(used) != 1 or lin[0][used[0]] != 1:
+            return None
+        digits.append(_Digit(used[0], lin[1], term.lower, term.upper))
+    fixed = an.emit(Lin(fixed_terms, form.const, form.dtype))
+    return None if collect(fixed, (BufferLoad, Call)) else (fixed, digits)
+
+
+def _same_value(a: PrimExpr, b: PrimExpr) -> bool:
+    diff = simplify(_op("sub", a, b))
+    return isinstance(diff, IntImm) and diff.value == 0
+
+
+def _op(op: str, a: PrimExpr, b: PrimExpr | int) -> PrimExpr:
+    """a `op` b with b an int or an expression, in the wider integer type of the two."""
+    if isinstance(b, int):
+        b = IntImm(b, a.dtype)
+    return Binary(op, *promote_ints([a, b]))
 
 
 def _is_one(e: PrimExpr) -> PrimExpr:
@@ -439,7 +542,8 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
     """Each intermediate (Allocate'd, never a parameter) buffer shrinks to the box its accesses
     touch during one iteration of the innermost loop around all of them that no value crosses
     (iterations touch disjoint boxes, or each writes all it reads first), and is allocated
-    inside that loop (never inside a vectorized loop); with no such loop, to the box all
+    inside that loop (never inside a vectorized loop; inside a parallel one even when it does
+    not shrink, to be private to each iteration); with no such loop, to the box all
     accesses touch, where it was. Indices are shifted by the box's corner. Dimensions whose
     accessed range is unknown stay whole; sizes are constant or use only the function's own
     dimensions."""

@@ -358,3 +358,157 @@ def test_let_bound_loop_bounds_are_seen_through(rng):
     assert allocations(out) == {"E": ((4,), "global")}
     a = rng.standard_normal(16).astype(np.float32)
     np.testing.assert_allclose(tdsl.build(windows)(a), (a + 1) * 2, rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- packing (digit layouts)
+
+def packed_b_gemm(m: int, n: int, k: int, mc: int, kc: int) -> tdsl.Schedule:
+    """GotoBLAS-style: loops io (mc rows, parallel) / k0 (kc) / j0 (16 columns) / i / j1 / k1,
+    B packed per k0 into 16-wide column panels `(j // 16, k, j % 16)`, computed at k0: every
+    io iteration packs the same KC x N panel of B."""
+    from bench.schedules import gemm_func
+
+    sch = tdsl.Schedule(gemm_func(m, n, k))
+    c = sch.get_block("C")
+    pack = sch.cache_read(c, "B", "global")
+    sch.transform_layout(pack, "B_global", lambda kk, jj: (jj // 16, kk, jj % 16))
+    i, j, kk = sch.get_loops(c)
+    io, ii = sch.split(i, factors=[None, mc])
+    j0, j1 = sch.split(j, factors=[None, 16])
+    k0, k1 = sch.split(kk, factors=[None, kc])
+    sch.reorder(io, k0, j0, ii, j1, k1)
+    sch.parallel(io)
+    sch.compute_at(pack, k0)
+    return sch
+
+
+def loop_body(func, name: str):
+    (loop,) = [f for f in collect(func.body, For) if f.loop_var.name == name]
+    return loop.body
+
+
+@pytest.mark.parametrize("m, n, k, flat, scope", [(8, 48, 32, 768, "local"), (4, 512, 32, 8192, "global")])
+def test_b_panel_packed_at_k0_under_a_parallel_loop_is_one_panel_per_iteration(m, n, k, flat, scope, rng):
+    """The panel's box does not move with io, but each k0 iteration writes the whole panel
+    (digits j // 16, j % 16 of j over all N columns) before reading it: B_global becomes one
+    KC x N panel allocated in k0, so in the parallel loop, each thread with its own copy
+    instead of all threads writing one shared B_global; on the heap it is allocated once per
+    io iteration, not per k0 iteration."""
+    sch = packed_b_gemm(m, n, k, mc=m // 2, kc=16)
+    out = compacted(sch.func)
+    assert allocations(out) == {"B_global": ((n // 16, 16, 16), "global")}
+    assert isinstance(loop_body(out, "k_0"), Allocate)
+    lowered = tdsl.lower(sch)
+    assert allocations(lowered) == {"B_global": ((flat,), scope)}
+    assert allocated_in(lowered, "parallel") == {"B_global"}
+    assert allocated_in(lowered, "serial") == (set() if scope == "global" else {"B_global"})
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    check_results(sch, a, b)
+
+
+def test_a_block_packed_at_the_parallel_loop_under_a_column_loop_is_private(rng):
+    """jc (2 column blocks) / io (parallel) with A packed per io into `(i // 4, k, i % 4)`: both
+    jc iterations pack the same rows, so the boxes of (jc, io) are not disjoint, but each io
+    iteration writes its block first: A_global shrinks to one block inside the parallel loop."""
+    from bench.schedules import gemm_func
+
+    sch = tdsl.Schedule(gemm_func(8, 32, 16))
+    c = sch.get_block("C")
+    pack = sch.cache_read(c, "A", "global")
+    i, j, kk = sch.get_loops(c)
+    jc, j1 = sch.split(j, factors=[None, 16])
+    io, ii = sch.split(i, factors=[None, 4])
+    sch.reorder(jc, io, ii, j1, kk)
+    sch.parallel(io)
+    sch.compute_at(pack, io)
+    sch.transform_layout(pack, "A_global", lambda ii_, kk_: (ii_ // 4, kk_, ii_ % 4))
+    assert allocations(compacted(sch.func)) == {"A_global": ((1, 16, 4), "global")}
+    assert allocated_in(tdsl.lower(sch), "parallel") == {"A_global"}
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 32)).astype(np.float32)
+    np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b, rtol=1e-5, atol=1e-5)
+    check_results(sch, a, b)
+
+
+SHARED_PACK = '''
+@T.prim_func
+def shared_pack(A: T.Buffer((4, {w}), "float32"), B: T.Buffer((4, {w}), "float32")):
+    P = T.allocate({shape}, "float32", "global")
+    for i in T.parallel(4):
+        for j in range({lo}, {lo} + {w}):
+            P[{index}] = A[0, j - {lo}] * T.float32(2)
+        for j in range({lo}, {lo} + {w}):
+            B[i, j - {lo}] = P[{index}] + A[i, j - {lo}]
+'''
+
+
+@pytest.mark.parametrize("w, lo, shape, index, private", [
+    (32, 0, (2, 16), "j // 16, j % 16", True),
+    (32, 16, (3, 16), "j // 16, j % 16", True),           # aligned start: rows 1..2
+    (16, 0, (4, 4), "j % 16 // 4, j % 4", True),          # the simplifier's form of (j // 4) % 4
+    (32, 0, (4, 4), "j // 4 % 4, j % 4", True),           # two whole periods of the modulus
+    (24, 0, (2, 16), "j // 16, j % 16", False),           # row 1 only half written
+    (32, 8, (3, 16), "j // 16, j % 16", False),           # unaligned start: rows 0 and 2 partly written
+    (32, 0, (8, 16), "j // 4, j % 16", False),            # overlapping digits: not a whole box
+    (16, 0, (16, 16), "j, j", False),                     # the diagonal
+])
+def test_digit_indexed_stores_write_a_whole_box_only_when_aligned(w, lo, shape, index, private, rng):
+    """Every parallel iteration writes P, the same elements, then reads them. P is private to
+    each iteration only when the digits of j provably write a whole box; otherwise it stays
+    shared (conservative), and results equal the interpreter's either way (numpy's where no
+    two j share an element; with two periods of j // 4 % 4 the second one's values win)."""
+    func = tdsl.parse(SHARED_PACK.format(w=w, lo=lo, shape=shape, index=index))
+    out = compacted(func)
+    assert allocated_in(out, "parallel") == ({"P"} if private else set())
+    a = rng.standard_normal((4, w)).astype(np.float32)
+    want = a + 2 * (a[0] if w <= np.prod(shape) else np.tile(a[0, w - 16:], w // 16))
+    np.testing.assert_allclose(tdsl.interpret(func, a), want, rtol=1e-6)
+    check_results(func, a)
+
+
+def test_a_digit_indexed_buffer_whose_values_cross_iterations_is_not_moved():
+    """Step o writes row o of S through digits of j in [4 o, 4 o + 4) (a whole row), then
+    reads the rows of all earlier steps too: the written box does not cover the reads."""
+    @T.prim_func
+    def prefix_rows(A: T.Buffer((16,), "float32"), B: T.Buffer((4,), "float32")):
+        S = T.allocate((4, 4), "float32", "global")
+        for o in range(4):
+            for j in range(o * 4, o * 4 + 4):
+                S[j // 4, j % 4] = A[j]
+            B[o] = T.float32(0)
+            for j in range((o + 1) * 4):
+                B[o] = B[o] + S[j // 4, j % 4]
+
+    out = compacted(prefix_rows)
+    assert allocations(out) == {"S": ((4, 4), "global")} and not allocated_in(out, "serial")
+    a = np.arange(16, dtype=np.float32)
+    want = np.cumsum(a.reshape(4, 4).sum(1))
+    np.testing.assert_array_equal(tdsl.build(prefix_rows)(a), want)
+    np.testing.assert_array_equal(tdsl.interpret(tdsl.lower(prefix_rows), a), want)
+
+
+def test_an_unaligned_digit_store_does_not_prove_the_rows_it_reads_written(rng):
+    """Each step writes P through j // 16, j % 16 for j in [8, 40): rows 0 and 2 only in part,
+    so its box is not exact. Elements 0..7 of row 0 come from step 0 (under an `if`) and are
+    read in step 1: P must not move into the loop (it would shrink there: its first
+    dimension is only ever 0), or step 1 would read a fresh buffer (NaN in the interpreter)."""
+    @T.prim_func
+    def carried_prefix(A: T.Buffer((2, 48), "float32"), B: T.Buffer((2, 32), "float32")):
+        P = T.allocate((2, 3, 16), "float32", "global")
+        for o in range(2):
+            if o == 0:
+                for j in range(48):
+                    P[0, j // 16, j % 16] = A[0, j]
+            for j in range(8, 40):
+                P[0, j // 16, j % 16] = A[1, j]
+            for j in range(32):
+                B[o, j] = P[0, j // 16, j % 16]
+
+    out = compacted(carried_prefix)
+    assert allocations(out) == {"P": ((1, 3, 16), "global")} and not allocated_in(out, "serial")
+    a = rng.standard_normal((2, 48)).astype(np.float32)
+    row = np.concatenate([a[0, :8], a[1, 8:32]])
+    np.testing.assert_array_equal(tdsl.interpret(tdsl.lower(carried_prefix), a), [row, row])
+    np.testing.assert_array_equal(tdsl.build(carried_prefix)(a), [row, row])

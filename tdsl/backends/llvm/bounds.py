@@ -113,6 +113,16 @@ class _Checker(IRVisitor):
     def visit_Call(self, e: Call):
         if e.op == "if_then_else":
             self._guard(e)
+        elif e.op.startswith("llvm.prefetch"):
+            # a prefetch never faults: the element it names may lie past the buffer, but what
+            # its indices read is checked
+            for arg in e.args:
+                inner = arg.args[0] if isinstance(arg, Call) and arg.op == "address_of" else None
+                if isinstance(inner, BufferLoad):
+                    for index in inner.indices:
+                        self.visit(index)
+                else:
+                    self.visit(arg)
         else:
             self.generic_visit(e)
 
