@@ -45,6 +45,11 @@ The CPU pipeline, in order:
     stack of each thread, a row reduction's ``row_max[4096]`` one element and an ``rfactor``
     buffer one vector. Symbolic sizes are allowed when they use only the function's own
     dimensions (a row of a symbolic width ``m`` goes to the heap, once per parallel task).
+    Stores indexed by digits of loop variables (``B_pack[j // 16, k, j % 16]``, what
+    ``transform_layout`` makes) write a whole box when the loop range is aligned to the
+    digits, so a pack computed at a loop under a parallel loop becomes private to each
+    parallel iteration; a buffer written first by each parallel iteration moves into the
+    parallel loop even when it does not shrink (threads never share a scratch buffer).
 ``flatten_buffers``
     Every buffer becomes 1-d. ``A[i, j]`` -> ``A[i * stride_0 + j * stride_1 + elem_offset]``
     with the strides from ``buffer.strides`` or row-major from the shape (symbolic shapes
