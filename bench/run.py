@@ -11,9 +11,9 @@ OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed from the environment ("unset": Op
 its own kernel), the ratio numpy time / tdsl time (against the faster of the two numpy
 figures), and the share of the machine's fp32 FMA peak on all cores (bench/peak.py).
 
-Timings are the minimum over repeats, tdsl and numpy (as is) interleaved: on a shared, loaded
-machine the minimum is the least disturbed figure and interleaving exposes both to the same
-load. The load average is printed; ratios from one run are what to compare.
+Timings are the minimum over repeats, tdsl and numpy (as is) taking turns in blocks of
+0.15 s (`interleaved`): on a shared, loaded machine the minimum is the least disturbed figure,
+and taking turns exposes both to the same load. The load average is printed; ratios from one run are what to compare.
 """
 from __future__ import annotations
 
@@ -71,9 +71,14 @@ class Row:
 
 # -- timing --------------------------------------------------------------------------------
 
-def interleaved(fns: list[Callable[[], object]], repeat: int, min_time: float = 0.02) -> list[float]:
-    """Minimum seconds per call of each function, calls interleaved so that all see the
-    same load; each sample loops long enough (`min_time`) to be above timer noise."""
+def interleaved(fns: list[Callable[[], object]], repeat: int, min_time: float = 0.02,
+                block_time: float = 0.15) -> list[float]:
+    """Minimum seconds per call of each function. The functions take turns (`repeat` rounds),
+    so that all see the same load; in its turn a function runs for `block_time` seconds,
+    timed in samples of enough calls to last `min_time`, and only its best sample counts.
+    The blocks matter with two threaded libraries in one process: after a call OpenBLAS's
+    threads keep spinning for up to ~0.1 s, taking a core from whatever runs next, so a
+    strict call-by-call alternation measures tdsl on one core."""
     numbers = []
     for fn in fns:
         fn()
@@ -90,10 +95,15 @@ def interleaved(fns: list[Callable[[], object]], repeat: int, min_time: float = 
     best = [float("inf")] * len(fns)
     for _ in range(repeat):
         for k, (fn, number) in enumerate(zip(fns, numbers)):
-            start = time.perf_counter()
-            for _ in range(number):
-                fn()
-            best[k] = min(best[k], (time.perf_counter() - start) / number)
+            block_start = time.perf_counter()
+            while True:
+                start = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                end = time.perf_counter()
+                best[k] = min(best[k], (end - start) / number)
+                if end - block_start >= block_time:
+                    break
     return best
 
 
