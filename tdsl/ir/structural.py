@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from functools import lru_cache
 
 from ..dtypes import DataType
 from .buffer import Buffer
@@ -145,33 +146,47 @@ class _Hasher:
         return self.ids[key], True
 
     def visit(self, x):
-        x = _normalize(x)
-        if isinstance(x, Var):
+        t = type(x)
+        if t is SeqStmt:
+            x = _normalize(x)
+            t = type(x)
+        emit = self.emit
+        if t is tuple:
+            emit(f"({len(x)}")
+            for item in x:
+                self.visit(item)
+            emit(")")
+        elif t in _SCALAR_TYPES:
+            emit(f"{t.__name__}:{x!r}")
+        elif t is DataType:
+            emit(str(x))
+        elif isinstance(x, Var):
             idx, _ = self.define(x)
-            self.emit(f"var{idx}:{x.dtype}")
+            emit(f"var{idx}:{x.dtype}")
         elif isinstance(x, Buffer):
             idx, first = self.define(x)
-            self.emit(f"buf{idx}")
+            emit(f"buf{idx}")
             if first:
                 for name in _BUFFER_FIELDS:
                     self.visit(getattr(x, name))
         elif isinstance(x, Node):
-            self.emit(type(x).__name__)
-            for name in node_fields(type(x)):
-                if name == "name" and isinstance(x, PrimFunc):
-                    continue
+            emit(t.__name__)
+            fields = _hashed_fields(t)
+            for name in fields:
                 self.visit(getattr(x, name))
-        elif isinstance(x, tuple):
-            self.emit(f"({len(x)}")
-            for item in x:
-                self.visit(item)
-            self.emit(")")
         elif isinstance(x, float) and math.isnan(x):
-            self.emit("nan")
-        elif isinstance(x, DataType):
-            self.emit(str(x))
+            emit("nan")
         else:
-            self.emit(f"{type(x).__name__}:{x!r}")
+            emit(f"{t.__name__}:{x!r}")
+
+
+_SCALAR_TYPES = frozenset({int, str, bool, type(None)})   # floats: NaN needs its own token
+
+
+@lru_cache(maxsize=None)
+def _hashed_fields(cls) -> tuple[str, ...]:
+    """A node's meaningful fields; a function's name is not part of its meaning."""
+    return tuple(f for f in node_fields(cls) if not (f == "name" and issubclass(cls, PrimFunc)))
 
 
 def structural_hash(node) -> str:
