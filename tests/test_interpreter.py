@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tdsl
+from tdsl import T
 from tdsl import dtypes as D
 from tdsl.interpreter import GARBAGE_BYTE, ExternCallError, interpret, python_source
 from tdsl.ir import (TRUE, Allocate, Block, BlockRealize, Broadcast, Buffer, BufferRegion, BufferStore, Call, Cast,
@@ -542,3 +543,23 @@ def acc(A: T.Buffer((4, 3), "float32"), y: T.Buffer((4,), "float32")):
     y = np.full(4, 10, "float32")
     tdsl.interpret(f, a, y)
     np.testing.assert_array_equal(y, np.full(4, 13, "float32"))
+
+
+@T.prim_func
+def _min_max_nan(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32"),
+                 D: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = T.max(A[vi], T.float32(1))
+            C[vi] = T.max(T.float32(1), A[vi])
+            D[vi] = T.min(T.float32(1), A[vi])
+
+
+def test_float_min_max_propagate_nan_like_numpy_and_the_cpu_backend():
+    # Python's max(1.0, nan) is 1.0: the interpreter must not use it on floats
+    a = np.array([np.nan, 0, 2, -1], np.float32)
+    want = (np.maximum(a, 1), np.maximum(1, a), np.minimum(1, a))
+    for got in (tdsl.interpret(_min_max_nan, a), tdsl.build(_min_max_nan)(a)):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)

@@ -502,7 +502,12 @@ class PythonCodegen:
         if e.op in COMPARE_OPS or e.op in ("and", "or"):
             return Val(f"({a.code} {_PY_BINOPS[e.op]} {b.code})", a.py and b.py, (0, 1))
         if e.op in ("min", "max"):
-            fn = f"np.{e.op}imum" if vector else e.op
+            if vector:
+                fn = f"np.{e.op}imum"
+            elif dt.is_float:   # NaN on either side gives NaN, as in numpy and the backends
+                fn = self.helper(f"_f{e.op}", runtime.fmax if e.op == "max" else runtime.fmin)
+            else:
+                fn = e.op
             rng = _int_binary_range(e.op, a.rng, b.rng) if dt.is_integer else None
             return Val(f"{fn}({a.code}, {b.code})", a.py or b.py, rng)
         chain = None

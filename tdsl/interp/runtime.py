@@ -61,6 +61,17 @@ def make_wrap(bits: int, signed: bool):
     return wrap
 
 
+def fmax(a, b):
+    """`T.max` on float scalars as numpy's `maximum`: a NaN on either side gives NaN (Python's
+    `max` keeps the first argument when the second is NaN)."""
+    return a if a >= b or a != a else b
+
+
+def fmin(a, b):
+    """`T.min` on float scalars as numpy's `minimum`: a NaN on either side gives NaN."""
+    return a if a <= b or a != a else b
+
+
 def truncdiv(a, b):
     """Integer division rounding toward zero (the IR's `div` on integers, as in C)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):

@@ -121,8 +121,24 @@ def test_special_float_constants_and_names():
                 B[i] = T.max(A[i], T.float32("-inf")) + T.min(A[i], T.float32("inf"))
 
     src = cuda_source(consts)
-    assert "fmaxf(A[tx], -__int_as_float(0x7f800000))" in src
-    assert "fminf(A[tx], __int_as_float(0x7f800000))" in src
+    assert "tdsl_fmax(A[tx], -__int_as_float(0x7f800000))" in src
+    assert "tdsl_fmin(A[tx], __int_as_float(0x7f800000))" in src
+
+
+def test_min_max_propagate_nan_as_numpy_does():
+    # fmaxf/fminf return the other operand when one is NaN; T.max/T.min give NaN (numpy, CPU)
+    @T.prim_func
+    def mm(A: T.Buffer((32,), "float32"), H: T.Buffer((32,), "float16"), B: T.Buffer((32,), "float32"),
+           C: T.Buffer((32,), "float16")):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            with T.block("B"):
+                i = T.axis.spatial(32, tx)
+                B[i] = T.max(A[i], T.float32(0))
+                C[i] = T.min(H[i], T.float16(0))
+
+    src = cuda_source(mm)
+    assert "(a != a || b != b) ? a + b : fmax(a, b)" in src and "tdsl_fmax(A[tx], 0.0f)" in src
+    assert "__hmin_nan(" in src and "fmaxf(" not in src
 
 
 def test_without_cuda_python_source_works_and_build_says_what_to_install():

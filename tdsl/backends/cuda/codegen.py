@@ -78,6 +78,13 @@ _HELPERS = {
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }""",
+    # T.min/T.max propagate NaN as numpy and the CPU backend do (fmaxf/fminf drop it)
+    "fmax": """template <typename T> __device__ __forceinline__ T tdsl_fmax(T a, T b) {
+  return (a != a || b != b) ? a + b : fmax(a, b);
+}""",
+    "fmin": """template <typename T> __device__ __forceinline__ T tdsl_fmin(T a, T b) {
+  return (a != a || b != b) ? a + b : fmin(a, b);
+}""",
 }
 
 
@@ -437,9 +444,10 @@ class CudaCodegen:
         half = dt.is_float and dt.bits == 16
         if op in ("min", "max"):
             if half:
-                return f"__h{op}({a}, {b})"
+                return f"__h{op}_nan({a}, {b})"
             if dt.is_float:
-                return f"f{op}{'f' if dt.bits == 32 else ''}({a}, {b})"
+                self.helpers.add(f"f{op}")
+                return f"tdsl_f{op}({a}, {b})"
             if dt.is_bool:
                 return _infix(a, "&&" if op == "min" else "||", b)
             return f"{op}({a}, {b})"
