@@ -27,6 +27,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/: the runner's timing
+from timing import interleaved
+
 NOT_INSTALLED = ("apache-tvm is not installed, nothing to compare: pip install apache-tvm in a separate "
                  "virtual environment (tdsl does not depend on it), then run python bench/compare_tvm.py")
 
@@ -44,33 +47,7 @@ class Case:
     unit: str
 
 
-# -- timing --------------------------------------------------------------------------------
-
-def interleaved(fns: list[Callable[[], object]], repeat: int, clock: Callable[[], float],
-                min_time: float = 0.02) -> list[float]:
-    """Minimum seconds per call of each function over `repeat` rounds, the functions taking
-    turns in every round so that all see the same load."""
-    numbers = []
-    for fn in fns:
-        fn()
-        number = 1
-        while True:
-            start = clock()
-            for _ in range(number):
-                fn()
-            if clock() - start >= min_time or number >= 1 << 12:
-                break
-            number *= 2
-        numbers.append(number)
-    best = [float("inf")] * len(fns)
-    for _ in range(repeat):
-        for k, (fn, number) in enumerate(zip(fns, numbers)):
-            start = clock()
-            for _ in range(number):
-                fn()
-            best[k] = min(best[k], (clock() - start) / number)
-    return best
-
+# -- checking ------------------------------------------------------------------------------
 
 def check(got, want, what: str, rtol: float = 1e-3) -> None:
     """A fast wrong kernel is not a result: compare with numpy before timing."""

@@ -50,4 +50,5 @@ def test_interleaved_gives_each_function_its_own_minimum():
     best = compare_tvm.interleaved([lambda: tick("a"), lambda: tick("b")], repeat=3,
                                    clock=lambda: next(clock_values) * 0.05)
     assert len(best) == 2 and all(b > 0 for b in best)
-    assert calls["a"] == calls["b"] == 1 + 1 + 3  # warm-up, one calibration sample, 3 rounds
+    # warm-up, one calibration sample, then 3 rounds of 3 samples (each turn takes >= 3)
+    assert calls["a"] == calls["b"] == 1 + 1 + 3 * 3
