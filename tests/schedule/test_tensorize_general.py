@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import tdsl
-from tdsl.intrinsics import x86
 from tdsl.schedule.tensorize_lower import host_features
 
 RNG = np.random.default_rng(8)
