@@ -563,3 +563,27 @@ def test_float_min_max_propagate_nan_like_numpy_and_the_cpu_backend():
     for got in (tdsl.interpret(_min_max_nan, a), tdsl.build(_min_max_nan)(a)):
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+def test_float_min_max_match_numpy_scalar_and_vector():
+    # NaN on either side gives NaN; ties of signed zeros compare equal (numpy itself returns
+    # either zero depending on its code path, so the sign of a tied zero is not specified)
+    a = np.array([np.nan, 0.0, -0.0, 0.0, -0.0, 1, np.nan, 3] * 2, np.float32)
+    b = np.array([1, np.nan, 0.0, -0.0, -0.0, np.nan, np.nan, 2] * 2, np.float32)
+
+    @T.prim_func
+    def mm(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((16,), "float32"),
+           D: T.Buffer((16,), "float32")):
+        for i in range(16):
+            with T.block("C"):
+                vi = T.axis.spatial(16, i)
+                C[vi] = T.max(A[vi], B[vi])
+                D[vi] = T.min(A[vi], B[vi])
+
+    sch = tdsl.Schedule(mm)
+    _, v = sch.split(sch.get_loops(sch.get_block("C"))[0], factors=[None, 8])
+    sch.vectorize(v)
+    want = (np.maximum(a, b), np.minimum(a, b))
+    for got in (tdsl.interpret(mm, a, b), tdsl.build(mm)(a, b), tdsl.build(sch)(a, b)):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)

@@ -323,6 +323,7 @@ class _Emitter:
         self.b = ir.IRBuilder(fn.append_basic_block("body"))
         self.env: dict[Var, ir.Value] = {}
         self.wide: dict[Var, ir.Value] = {}    # int32 loop variable -> its i64 value (see `_widened`)
+        self.wide_range: dict[Var, tuple[int, int]] = {}   # widened variable -> constant bounds, if known
         self.bufs: dict[Buffer, tuple[ir.Value, ir.Value]] = {}   # buffer -> (pointer, extent as i64)
         self.heap: list[ir.Value] = []                               # live heap allocations
 
@@ -464,6 +465,8 @@ class _Emitter:
         self.b.branch(loop)
         self.b.position_at_end(loop)
         self._bind_loop_var(var, phi, widen)
+        if widen and isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant):
+            self.wide_range[var] = (lo.constant, hi.constant - 1)
         self.stmt(body)
         self._unbind_loop_var(var)
         # phi < hi, so phi + 1 <= hi cannot overflow: nsw lets LLVM keep the variable in i64
@@ -485,6 +488,7 @@ class _Emitter:
     def _unbind_loop_var(self, var: Var) -> None:
         self.env.pop(var, None)
         self.wide.pop(var, None)
+        self.wide_range.pop(var, None)
 
     # -- parallel loops --------------------------------------------------------------------
     def parallel_for(self, s: For) -> None:
@@ -509,6 +513,10 @@ class _Emitter:
             sub.bufs[b] = (args[2 + i], args[2 + len(bufs) + i])
         for i, v in enumerate(vars_):
             (sub.wide if v in self.wide else sub.env)[v] = args[2 + 2 * len(bufs) + i]
+            if v in self.wide_range:
+                sub.wide_range[v] = self.wide_range[v]
+        if isinstance(s.min, IntImm) and isinstance(s.extent, IntImm):
+            sub.wide_range[s.loop_var] = (s.min.value, s.min.value + s.extent.value - 1)
         if _widened(s.loop_var):
             start = sub.index(s.min)
             lo, hi = sub._add_index(args[0], start), sub._add_index(args[1], start)
@@ -746,6 +754,10 @@ class _Emitter:
             return ir.Constant(I64, e.value)
         if isinstance(e, Binary) and e.op in _INDEX_OPS:
             a, c = self.index(e.a), self.index(e.b)
+            if e.op not in ("add", "sub", "mul") and dt.bits == 32:
+                # //, %, min and max see the int32 value their operands wrapped to (as the
+                # interpreter does): (i + 2**31 - 1) % 10 must not be taken of the exact sum
+                a, c = self._wrapped_i32(e.a, a), self._wrapped_i32(e.b, c)
             if e.op in ("add", "sub", "mul"):
                 folded = _fold_index(e.op, a, c)
                 return folded if folded is not None else getattr(self.b, e.op)(a, c, flags=self.nsw)
@@ -758,8 +770,42 @@ class _Emitter:
         if isinstance(e, Broadcast):
             return self._splat(self.index(e.value), e.lanes)
         if isinstance(e, Cast) and e.value.dtype.is_int and e.value.dtype.bits == 32 and dt.bits == 64:
-            return self.index(e.value)      # int32 index arithmetic widened: already exact in i64
+            # int32 index arithmetic widened: exact in i64, wrapped to int32 where it may overflow
+            return self._wrapped_i32(e.value, self.index(e.value))
         return self.to_i64(self.expr(e), dt)
+
+    def _wrapped_i32(self, e: PrimExpr, v: ir.Value) -> ir.Value:
+        """`v`, the exact i64 value of the int32 index expression `e`, wrapped to int32 unless
+        `e` provably stays in int32 (a variable, a constant, or a sum/product of loop variables
+        with constant ranges: `_i32_bounds`)."""
+        if not (isinstance(e, Binary) and e.op in ("add", "sub", "mul")) or self._i32_bounds(e) is not None:
+            return v
+        narrow = self.b.trunc(v, self._same_shape(v.type, I32))
+        return self.b.sext(narrow, v.type)
+
+    def _i32_bounds(self, e: PrimExpr) -> tuple[int, int] | None:
+        """Bounds of the int32 expression `e` when it and every part of it provably lie in
+        int32 (its i64 value then is its int32 value); None when not known."""
+        if isinstance(e, IntImm):
+            lo = hi = e.value
+        elif isinstance(e, Var):
+            return self.wide_range.get(e)
+        elif isinstance(e, Binary) and e.op in _INDEX_OPS:
+            a, c = self._i32_bounds(e.a), self._i32_bounds(e.b)
+            if a is None or c is None:
+                return None
+            if e.op in ("add", "sub", "mul", "min", "max"):
+                f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+                     "min": min, "max": max}[e.op]
+                corners = [f(x, y) for x in a for y in c]
+                lo, hi = min(corners), max(corners)
+            elif c[0] == c[1] and c[0] > 0:
+                lo, hi = (a[0] // c[0], a[1] // c[0]) if e.op == "floordiv" else (0, c[0] - 1)
+            else:
+                return None
+        else:
+            return None
+        return (lo, hi) if -2 ** 31 <= lo and hi < 2 ** 31 else None
 
     def to_i64(self, v: ir.Value, dt: DataType) -> ir.Value:
         ety = v.type.element if isinstance(v.type, ir.VectorType) else v.type
@@ -965,9 +1011,13 @@ class _Emitter:
         if op == "div":
             return b.fdiv(a, c)
         if op in ("min", "max"):
-            name = "llvm.minimum." if op == "min" else "llvm.maximum."
-            fn = self.m.intrinsic(name + _suffix(a.type), a.type, [a.type, a.type])
-            return b.call(fn, [a, c])
+            # as the interpreter: `a` when it is NaN or wins or ties, else `c` (so a NaN `c`
+            # too): NaN propagates as in numpy's maximum/minimum; which of two tied zeros is
+            # returned is not specified. Cheaper than llvm.maximum's NaN-and-signed-zero
+            # expansion on x86 (two compares and one blend instead of a max and three blends).
+            wins = b.fcmp_ordered(">=" if op == "max" else "<=", a, c)
+            pick = b.select(wins, a, c)
+            return b.select(b.fcmp_unordered("uno", a, a), a, pick)
         if op == "floormod":
             return self._float_floormod(a, c)[0]
         if op == "floordiv":
