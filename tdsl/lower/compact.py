@@ -250,10 +250,15 @@ class _Planner:
         """Two different iterations of the nest `loops` (with the loops outside them fixed) touch
         disjoint boxes, so no value flows from one to another through the buffer: every loop
         that runs more than once moves the box's corner, in some dimension, by at least the
-        box's extent, in a mixed-radix way (like i * 16 + j over a 16-wide j)."""
-        covered: set[Var] = set()
+        box's extent, in a mixed-radix way (like i * 16 + j over a 16-wide j).
+
+        A dimension whose radix chain breaks (coefficients 3 and 2 over a 2-wide box) separates
+        iterations by its chain's variables only where they agree on the rest of its variables,
+        which must be separated first by other dimensions (a fixpoint): taking the union of the
+        chains would call (3i + 2j, 4i + 5j) with 2x2 boxes disjoint, yet (0, 1) and (1, 0) overlap."""
         loop_vars = [f.loop_var for f in loops]
         extents = {f.loop_var: self.ranges[f].extent for f in loops}
+        chains: list[tuple[set[Var], set[Var]]] = []   # per dimension: (radix chain, the rest)
         for lo, ext in region:
             form = linear_form(lo, loop_vars)
             if form is None:
@@ -268,8 +273,17 @@ class _Planner:
                 ok.append(v)
                 step = Binary("mul", *promote_ints([c_expr, extents[v] - IntImm(1, extents[v].dtype)]))
                 span = simplify(Binary("add", *promote_ints([span, step])))
-            covered.update(ok)
-        return all(f.loop_var in covered or self.prove(_is_one(extents[f.loop_var]), kept) for f in loops)
+            chains.append((set(ok), {v for _, v in coeffs} - set(ok)))
+        # covered: iterations that differ in any of these variables touch disjoint boxes
+        covered = {v for v in loop_vars if self.prove(_is_one(extents[v]), kept)}   # never differ
+        grew = True
+        while grew:
+            grew = False
+            for chain, rest in chains:
+                if rest <= covered and not chain <= covered:
+                    covered |= chain
+                    grew = True
+        return all(f.loop_var in covered for f in loops)
 
     def written_first(self, uses: list[_Use], kept: tuple[For, ...]) -> bool:
         """Each iteration of kept[-1] writes every element it reads before reading it, so it

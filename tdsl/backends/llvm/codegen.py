@@ -740,7 +740,9 @@ class _Emitter:
 
         Signed int32/int64 index arithmetic (+, -, *, //, %, min, max and int32 -> int64 casts
         over loop variables and constants) is done in i64 with `nsw`: an in-bounds index does not
-        overflow, and 64-bit arithmetic keeps the sign extensions out of inner loops. Anything
+        overflow, and 64-bit arithmetic keeps the sign extensions out of inner loops. Where an
+        int32 sum or product that may have wrapped meets //, %, min, max or a cast to int64, it
+        is wrapped to int32 first (`_wrapped_i32`), as the interpreter computes it. Anything
         else (loads, calls, other casts, values bound by `let`, int8/int16 arithmetic) is computed
         in its own type, with its own wrap-around, and extended. Under bounds checks there is no
         `nsw`, so an overflowing index is reported, never undefined."""
@@ -777,8 +779,10 @@ class _Emitter:
     def _wrapped_i32(self, e: PrimExpr, v: ir.Value) -> ir.Value:
         """`v`, the exact i64 value of the int32 index expression `e`, wrapped to int32 unless
         `e` provably stays in int32 (a variable, a constant, or a sum/product of loop variables
-        with constant ranges: `_i32_bounds`)."""
-        if not (isinstance(e, Binary) and e.op in ("add", "sub", "mul")) or self._i32_bounds(e) is not None:
+        with constant ranges: `_i32_bounds`). //, %, min and max of wrapped operands cannot leave
+        int32 (MIN // -1 divides by 1, see `_int_binary`)."""
+        may_wrap = isinstance(e, (Ramp, Broadcast)) or isinstance(e, Binary) and e.op in ("add", "sub", "mul")
+        if not may_wrap or self._i32_bounds(e) is not None:
             return v
         narrow = self.b.trunc(v, self._same_shape(v.type, I32))
         return self.b.sext(narrow, v.type)
@@ -790,6 +794,14 @@ class _Emitter:
             lo = hi = e.value
         elif isinstance(e, Var):
             return self.wide_range.get(e)
+        elif isinstance(e, Broadcast):
+            return self._i32_bounds(e.value)
+        elif isinstance(e, Ramp) and isinstance(e.stride, IntImm):
+            base = self._i32_bounds(e.base)
+            if base is None:
+                return None
+            last = e.stride.value * (e.lanes - 1)
+            lo, hi = base[0] + min(0, last), base[1] + max(0, last)
         elif isinstance(e, Binary) and e.op in _INDEX_OPS:
             a, c = self._i32_bounds(e.a), self._i32_bounds(e.b)
             if a is None or c is None:
@@ -1440,11 +1452,21 @@ def _emit_raw(m: _Module, func: PrimFunc, dims: list[Var]) -> ir.Function:
     return fn
 
 
+# The fast entry is straight-line checks already in SSA form: LLVM's pipeline has little to
+# improve there, yet cost ~25% of every kernel's optimisation and emission time while the entry
+# was inlined into the tuple entry (two copies, each with the raw function inlined). `optnone`
+# compiles it as written, once (optnone requires noinline): ~20-30 ms less per build, and no
+# measurable change in call overhead (docs/performance.md, "Build time").
+ENTRY_ATTRIBUTES: tuple[str, ...] = ("noinline", "optnone")
+
+
 def _emit_fast(m: _Module, api: PrimFunc, lowered: PrimFunc, params: list[ParamInfo], dims: list[Var],
                descr_dtypes: list[str], raw: ir.Function) -> None:
     """The entry taking numpy arrays: validate cheaply, else return -1 for the slow path."""
     arg_tys = [PTR if isinstance(p, Buffer) else _scalar_abi(p.dtype) for p in lowered.params]
     fn = ir.Function(m.module, ir.FunctionType(I32, arg_tys), m.symbol)
+    for attr in ENTRY_ATTRIBUTES:
+        fn.attributes.add(attr)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     slow = fn.append_basic_block("slow")
     ir.IRBuilder(slow).ret(ir.Constant(I32, ERR_SLOW))
@@ -1522,7 +1544,6 @@ def _emit_tuple_entry(m: _Module, fast: ir.Function, count: int) -> None:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     items = [b.load(_gep(b, fn.args[0], [ir.Constant(I64, TUPLE_ITEMS + 8 * k)], I8), typ=PTR) for k in range(count)]
     b.ret(b.call(fast, items))
-    fast.attributes.add("alwaysinline")
 
 
 def _fast_shape_value(b: ir.IRBuilder, s: PrimExpr, bound: dict[str, ir.Value]) -> ir.Value:

@@ -80,22 +80,30 @@ def parse_and_verify(text: str, what: str):
     return mod
 
 
-def optimize(mod, register_tiled: bool = False) -> None:
+# the pass pipeline level for register-tiled code (see optimize)
+TILED_SPEED_LEVEL = 1
+
+
+def optimize(mod, register_tiled: bool = False, loop_unrolling: bool = True) -> None:
     """O3 with loop and SLP vectorisation (the new pass manager leaves SLP off by default).
 
     `register_tiled=True` is for code whose schedule unrolled and vectorized its hot loops into
-    register tiles (the GEMM and conv2d micro-kernels): O2 without LLVM's loop unrolling, still
+    register tiles (the GEMM and conv2d micro-kernels): O1 without LLVM's loop unrolling, still
     with both vectorizers for the scalar loops such code keeps (the zeroing of C). There the
     unroller only adds code: 2-7x the compile time, and conv2d with a 2x56 tile ran 8-13% slower
-    with it (register pressure); O2 gave these kernels the same hot loops as O3. A fresh pass builder per module:
+    with it (register pressure); O2 gave these kernels the same hot loops as O3, and O1 gives
+    them the same as O2 (the GEMM's and conv2d's FMA loops differ only in register names; GEMM
+    512/1024, conv2d and int8 GEMM run in the same time) for ~15 ms less build time, so they get
+    O1. `loop_unrolling=False` keeps the unroller off at O3 too (loops the schedule already
+    vectorized wide: compile.wide_vector_loops). A fresh pass builder per module:
     its analysis caches are keyed by IR addresses, which a later module may reuse."""
     state = _init()
     tm = state["tm"]
     with _LOCK:
-        pto = llvm.create_pipeline_tuning_options(speed_level=2 if register_tiled else 3)
+        pto = llvm.create_pipeline_tuning_options(speed_level=TILED_SPEED_LEVEL if register_tiled else 3)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
-        pto.loop_unrolling = not register_tiled
+        pto.loop_unrolling = loop_unrolling and not register_tiled
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
 

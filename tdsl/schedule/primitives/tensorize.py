@@ -190,6 +190,14 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, 
     # the conditions on the outer loops only guard the whole tile: they go to the outer block,
     # whose iterators would otherwise be bound outside their domains where they fail
     outer_pred, inner_pred = _split_predicate(realize.predicate, {f.loop_var for f in chain})
+    # a predicate mixing outer and inner loops stays inside (i_0 * 6 + i_1 * 2 + i_2 < 16 of a
+    # 3-way split of 16 by 3 and 2): the outer block then guards its own iterators' domains; a
+    # tile outside them holds only instances outside the block's domain, which that predicate
+    # switched off
+    for d in divs if not _is_true(inner_pred) else ():
+        if d.outer is not None and not prove(Binary("lt", d.outer, d.outer_dom.extent), ranges):
+            guard = Binary("lt", d.outer, d.outer_dom.extent)
+            outer_pred = guard if _is_true(outer_pred) else Binary("and", outer_pred, guard)
     realize = dataclasses.replace(realize, predicate=inner_pred)
     taken = {v.name for v in collect(func.body, Var)}
     vmap: dict[Var, PrimExpr] = {}
