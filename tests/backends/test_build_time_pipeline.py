@@ -1,7 +1,8 @@
 """The LLVM pipeline chosen per kernel, and index arithmetic in 64 bits.
 
 Kernels whose schedule made register tiles (loops with 4+ vector statements per iteration, as
-in the GEMM micro-kernel) get O2 without LLVM's loop unrolling; all others the full O3.
+in the GEMM micro-kernel) get O1 without LLVM's loop unrolling (`jit.TILED_SPEED_LEVEL`); loops
+that already store 1024+ bits per iteration get O3 without unrolling; all others the full O3.
 Indices and int32 loop variables are computed in i64 with `nsw` (no sign extension in inner
 loops), while int32 values the program computes keep their wrap-around, as in the interpreter.
 """
