@@ -117,15 +117,22 @@ def gemm(A: T.Buffer(({m}, {k}), "float32"), B: T.Buffer(({k}, {n}), "float32"),
     return sch, i1
 
 
-@pytest.mark.parametrize("isa,mr,nr,kc", [("avx2", 4, 16, 24), ("avx2", 2, 40, 26), ("avx512", 8, 32, 20)])
+def _runs_here(isa: str) -> bool:
+    return all(feat in _features() for feat in x86.ISAS[isa][1])
+
+
+def _on_host(isa: str, *tile: int):
+    return pytest.param(isa, *tile, marks=pytest.mark.skipif(not _runs_here(isa), reason=f"this CPU lacks {isa}"))
+
+
+@pytest.mark.parametrize("isa,mr,nr,kc", [_on_host("avx2", 4, 16, 24), _on_host("avx2", 2, 40, 26),
+                                          _on_host("avx512", 8, 32, 20)])
 def test_prefetching_microkernel_tensorizes_and_matches_numpy(rng, isa, mr, nr, kc):
     name = x86.register_fp32(isa, mr, nr, kc, prefetch=True)
     assert name.endswith("_pf") and name != x86.register_fp32(isa, mr, nr, kc)
     m, n, k = 3 * mr, 2 * nr, 4 * kc
     sch, i1 = _tiled_gemm(m, n, k, mr, nr, kc)
     sch.tensorize(i1, name)
-    if not all(feat in _features() for feat in x86.ISAS[isa][1]):
-        pytest.skip(f"this CPU lacks {x86.ISAS[isa][1]}")
     assert "llvm.prefetch.p0" in tdsl.lower(sch, target="cpu").script()
     a = rng.standard_normal((m, k)).astype("float32")
     b = rng.standard_normal((k, n)).astype("float32")

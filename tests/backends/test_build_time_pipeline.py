@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tdsl
+from tdsl.intrinsics import x86
 from tdsl.backends.llvm.compile import register_tiled
 
 ELEMENTWISE = '''
@@ -144,12 +145,9 @@ def test_int32_values_of_loop_variables_wrap():
     np.testing.assert_array_equal(got_c, want_c)
 
 
+@pytest.mark.skipif("avx2" not in x86.available(), reason="needs AVX2")
 def test_gemm_micro_kernel_keeps_one_k_step_per_iteration():
     """The tensorized GEMM tile: eight FMAs per k (4 x 16 tile), no LLVM unrolling, no sext."""
-    from tdsl.intrinsics import x86
-
-    if "avx2" not in x86.available():
-        pytest.skip("needs AVX2")
     m = n = k = 64
     func = tdsl.parse(f'''
 @T.prim_func

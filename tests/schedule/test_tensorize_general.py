@@ -70,11 +70,10 @@ def test_tile_in_non_adjacent_dims_of_a_4d_buffer():
     check_builds_equal(sch, lambda x, w: conv1x1_ref(x, w), x, w)
 
 
+@pytest.mark.skipif(not HAS_AVX2, reason="the x86 implementation needs AVX2 + FMA")
 def test_non_adjacent_tile_lowers_to_the_mapped_dimensions():
     """The implementation's B[k, x] is X[b, c0 + k, y, x0 + x]: one step of its k is one
     channel of X (H*W = 48 elements), its vector runs along X's columns."""
-    if not HAS_AVX2:
-        pytest.skip("the x86 implementation needs AVX2 + FMA")
     sch, k1 = conv1x1()
     sch.tensorize(k1, INTRIN)
     text = tdsl.lower(sch, target="cpu").script()
