@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 import tdsl
-from tdsl import BoundsError, ScriptError
+from tdsl import BoundsError, ScriptError, T
 from tdsl.dtypes import DataType, handle, void
-from tdsl import T
 from tdsl.intrinsics import x86
 
 SCALE = '''

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tdsl
-from tdsl.intrinsics import x86
 from tdsl.backends.llvm.compile import register_tiled
+from tdsl.intrinsics import x86
 
 ELEMENTWISE = '''
 @T.prim_func
