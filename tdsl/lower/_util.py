@@ -264,3 +264,13 @@ class _Freshener(IRMutator):
 def fresh_copy(stmt: Stmt, vmap: dict[Var, PrimExpr]) -> Stmt:
     """`stmt` with `vmap` substituted and every variable/buffer it defines renewed."""
     return _Freshener(vmap).visit(stmt)
+
+
+def common_prefix(stacks: list[tuple[For, ...]]) -> tuple[For, ...]:
+    """The loops (outer to inner) that every stack of enclosing loops starts with."""
+    out = []
+    for loops in zip(*stacks):
+        if not all(f is loops[0] for f in loops):
+            break
+        out.append(loops[0])
+    return tuple(out)

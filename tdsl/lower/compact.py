@@ -49,7 +49,7 @@ from ..ir import (
     free_vars,
     substitute,
 )
-from ._util import arith, cast_to, promote_ints
+from ._util import arith, cast_to, common_prefix, promote_ints
 
 # Symbolic dimensions are positive int32 values; proofs about region sizes may assume so.
 _DIM_RANGE = Range(IntImm(1, int32), IntImm((1 << 31) - 2, int32))
@@ -160,7 +160,7 @@ class _Planner:
             return None
         if any(len(u.indices) != len(buf.shape) for u in alloc.uses):
             return None  # flatten_buffers reports the mismatch
-        common = _common_prefix([u.loops for u in alloc.uses])
+        common = common_prefix([u.loops for u in alloc.uses])
         top = len(alloc.loops)
         # never allocate inside a vectorized loop: `vectorize` refuses bodies that allocate
         deepest = top
@@ -479,15 +479,6 @@ def _index_bounds(idx: PrimExpr, relaxer: Relaxer) -> tuple[PrimExpr | None, Pri
             return None, None
         return (lo, hi + span) if span.value >= 0 else (lo + span, hi)
     return None, None
-
-
-def _common_prefix(stacks: list[tuple[For, ...]]) -> tuple[For, ...]:
-    out = []
-    for loops in zip(*stacks):
-        if not all(f is loops[0] for f in loops):
-            break
-        out.append(loops[0])
-    return tuple(out)
 
 
 class _Rewriter(IRMutator):

@@ -894,6 +894,8 @@ def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
     tile (registers) instead of a private copy of the whole 128x128 array."""
     from math import prod
 
+    from ...lower._util import common_prefix
+
     done: set[str] = set()
     while True:
         collector = _UseCollector()
@@ -905,7 +907,7 @@ def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
                 continue
             done.add(buf.name)
             lanes: dict[str, Var] = {}
-            common = _common_prefix([u.loops for u in uses])
+            common = common_prefix([u.loops for u in uses])
             depth = len(common)
             region = _region(buf, uses, common[:depth], lanes)
             while depth > len(alloc_loops):
@@ -923,15 +925,6 @@ def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
             break
         else:
             return func
-
-
-def _common_prefix(stacks: list[tuple[For, ...]]) -> tuple[For, ...]:
-    out = []
-    for loops in zip(*stacks):
-        if not all(f is loops[0] for f in loops):
-            break
-        out.append(loops[0])
-    return tuple(out)
 
 
 def cuda_passes():

@@ -51,7 +51,7 @@ from ..state import (
     replace_at,
     var_names,
 )
-from .cache import add_alloc, buffer_names, refresh_block, scope_of
+from .cache import add_alloc, buffer_names, insert_beside, refresh_block, scope_of
 
 COMBINERS = ("add", "mul", "min", "max")
 
@@ -149,18 +149,6 @@ def _loop_roles(realize: BlockRealize, loops: list[For]) -> dict[Var, str]:
     return roles
 
 
-def _insert_beside(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: bool) -> PrimFunc:
-    """The function with `new` placed right before (or after) `stmt`, reached through `path`."""
-    parent = path[-1]
-    if isinstance(parent, SeqStmt):
-        items = list(parent.seq)
-        pos = next(i for i, s in enumerate(items) if s is stmt)
-        items.insert(pos + (1 if after else 0), new)
-        return replace_at(func, path[:-1], parent, SeqStmt(tuple(items)))
-    pair = (stmt, new) if after else (new, stmt)
-    return replace_at(func, path, stmt, SeqStmt(pair))
-
-
 def _copy_loops(loops: list[For], keep, taken: set[str], serial: For | None = None) -> tuple[list[For], dict[Var, Var]]:
     """Fresh copies of the loops `keep` selects (outer to inner) and the renaming. A copied
     spatial loop keeps its kind (a GPU thread binding must stay bound); `serial` becomes serial."""
@@ -245,7 +233,7 @@ def decompose_reduction(func: PrimFunc, block: str, loop_var: Var) -> tuple[Prim
     update = refresh_block(dataclasses.replace(b, init=None))
     func2 = replace_at(func, bpath, realize, dataclasses.replace(realize, block=update))
     loop2, lpath2 = find_loop(func2, loop_var, "decompose_reduction")
-    return _insert_beside(func2, lpath2, loop2, _wrap(new_loops, init_realize), after=False), init_block.name
+    return insert_beside(func2, lpath2, loop2, _wrap(new_loops, init_realize), after=False), init_block.name
 
 
 def _block_names(func: PrimFunc) -> list[str]:
@@ -375,7 +363,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
 
     func2 = replace_at(func, bpath, realize, rf_realize)
     top, tpath = _own_top(func2, rf_name, own)
-    func3 = _insert_beside(func2, tpath, top, _wrap(new_loops, wb_realize), after=True)
+    func3 = insert_beside(func2, tpath, top, _wrap(new_loops, wb_realize), after=True)
     scope_realize = scope_of(find_block(func3, rf_name, "rfactor")[1])[0]
     return add_alloc(func3, scope_realize, rf_buf), rf_name
 
