@@ -3,6 +3,8 @@
 
     python bench/bench_cpu_backend.py            # about 30 s on 2 cores
     python bench/bench_cpu_backend.py --quick    # smaller sizes, fewer repeats
+    python bench/bench_cpu_backend.py --pipelines auto,O1-no-unroll   # A/B of LLVM pipelines
+    python bench/bench_cpu_backend.py --phases --pipelines auto,O1-no-unroll --kernels "gemm 1024"
 
 Timings are medians; on a shared machine they are noisy (the load average is printed).
 """
@@ -228,10 +230,184 @@ def bench_import(count: int) -> list[tuple]:
              cpu <= 0.15)]
 
 
+PLAIN_MATMUL = '''
+@T.prim_func
+def matmul(A: T.Buffer((256, 256), "float32"), B: T.Buffer((256, 256), "float32"), C: T.Buffer((256, 256), "float32")):
+    for i, j, k in T.grid(256, 256, 256):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+PLAIN_ADD = '''
+@T.prim_func
+def add(A: T.Buffer((1024, 1024), "float32"), B: T.Buffer((1024, 1024), "float32"), C: T.Buffer((1024, 1024), "float32")):
+    for i, j in T.grid(1024, 1024):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] + B[vi, vj]
+'''
+
+
+def _pipeline_kernels() -> dict:
+    """The kernels of `bench_pipelines` and `bench_build_phases`: bench/schedules.py's and two
+    unscheduled ones that rely on LLVM's loop vectorizer."""
+    import schedules
+
+    return {"gemm 512": lambda: schedules.gemm_schedule(512).func,
+            "gemm 1000": lambda: schedules.gemm_schedule(1000).func,
+            "gemm 1024": lambda: schedules.gemm_schedule(1024).func,
+            "conv2d 64x56x56": lambda: schedules.conv2d_schedule(1, 64, 56, 56, 64).func,
+            "int8 gemm 1024": lambda: schedules.int8_gemm_schedule(1024).func,
+            "softmax 4096x1024": lambda: schedules.softmax_schedule(4096, 1024).func,
+            "softmax 64x1024": lambda: schedules.softmax_schedule(64, 1024).func,
+            "layernorm 4096x1024": lambda: schedules.layernorm_schedule(4096, 1024).func,
+            "plain add 1024^2": lambda: tdsl.parse(PLAIN_ADD),
+            "plain matmul 256^3": lambda: tdsl.parse(PLAIN_MATMUL)}
+
+
+def _build_with(func, lowered, pipeline: str | None, tag: str) -> tuple[tdsl.Kernel, float]:
+    """`func` compiled with `pipeline` (None: the one tdsl picks) under its own symbol, outside
+    the caches; and the CPU time the compilation took."""
+    from tdsl.backends.kernel import Kernel
+    from tdsl.backends.llvm import compile as llvm_compile
+
+    t = time.thread_time()
+    compiled = llvm_compile._compile(lowered, func, f"tdsl_ab_{tag}", False, None, pipeline)
+    took = time.thread_time() - t
+    llvm_compile._bind_context(compiled)
+    return Kernel(func, compiled, {"bounds_check": False}), took
+
+
+def _inputs(kernel: tdsl.Kernel, rng: np.random.Generator) -> list[np.ndarray]:
+    """Every parameter as an array (destination passing), small values of its dtype."""
+    out = []
+    for p in kernel._params:
+        shape = tuple(int(s.value) for s in p.shape)
+        if np.issubdtype(p.np_dtype, np.floating):
+            out.append(rng.standard_normal(shape).astype(p.np_dtype))
+        else:
+            low = -3 if np.issubdtype(p.np_dtype, np.signedinteger) else 0
+            out.append(rng.integers(low, 4, shape).astype(p.np_dtype))
+    return out
+
+
+def bench_pipelines(pipelines: list[str], names: list[str] | None, repeat: int) -> None:
+    """A/B of LLVM pipelines: each kernel built with each pipeline ("auto": tdsl's choice), the
+    results compared, then one-thread CPU time per call (min over `repeat` interleaved rounds)
+    as ratios to the first pipeline, and the compile CPU time (code generation + LLVM)."""
+    os.environ["TDSL_NUM_THREADS"] = "1"
+    from tdsl.backends.llvm.compile import pipeline_for
+    from tdsl.lower import lower
+
+    rng = np.random.default_rng(0)
+    for name, make in _pipeline_kernels().items():
+        if names and not any(n in name for n in names):
+            continue
+        func = make()
+        lowered = lower(func, target="cpu")
+        chosen = [pipeline_for(lowered.body) if p == "auto" else p for p in pipelines]
+        built = [_build_with(func, lowered, p, f"{abs(hash(name))}_{k}") for k, p in enumerate(chosen)]
+        args = _inputs(built[0][0], rng)
+        results = []
+        for kernel, _ in built:
+            copies = [a.copy() for a in args]
+            kernel(*copies)
+            results.append(copies)
+        for other in results[1:]:
+            for want, got in zip(results[0], other):
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
+        best = [float("inf")] * len(built)
+        start = time.thread_time()
+        built[0][0](*args)
+        calls = max(1, int(0.003 / max(time.thread_time() - start, 1e-6)))   # ~3 ms per sample
+        for _ in range(repeat):
+            for k, (kernel, _) in enumerate(built):
+                start = time.thread_time()
+                for _ in range(calls):
+                    kernel(*args)
+                best[k] = min(best[k], (time.thread_time() - start) / calls)
+        # a pipeline named twice is built twice (code placement alone moves a kernel's time by
+        # a few percent): its best build and its cheapest compilation count
+        runs: dict[str, tuple[float, float]] = {}
+        for p, b, (_, t) in zip(chosen, best, built):
+            run, took = runs.get(p, (b, t))
+            runs[p] = (min(run, b), min(took, t))
+        first_run = runs[chosen[0]][0]
+        cells = [f"{p}: run {b * 1e3:.3f} ms ({b / first_run:.3f}x), build {t * 1e3:.0f} ms" for p, (b, t) in runs.items()]
+        print(f"{name:<20} " + " | ".join(cells), flush=True)
+
+
+PHASES = ("lower", "bounds+codegen", "parse+verify", "optimize", "emit", "pack+load+bind")
+
+
+def bench_build_phases(pipelines: list[str], names: list[str] | None, repeat: int) -> None:
+    """CPU time of each phase of a cold build (compile.compile_func's steps, outside the
+    caches), min over `repeat` rounds that take the pipelines in turn ("auto": tdsl's choice)."""
+    from dataclasses import asdict
+
+    from tdsl.backends.llvm import codegen, jit
+    from tdsl.backends.llvm import compile as llvm_compile
+    from tdsl.backends.llvm.bounds import check_static_bounds
+    from tdsl.lower import lower
+
+    host = jit.host_info()
+    for name, make in _pipeline_kernels().items():
+        if names and not any(n in name for n in names):
+            continue
+        func = make()
+        best: dict[str, dict[str, float]] = {}
+        for r in range(repeat):
+            for k, choice in enumerate(pipelines):
+                marks = [time.thread_time()]     # after each phase
+                lowered = lower(func, target="cpu")
+                marks.append(time.thread_time())
+                check_static_bounds(lowered)
+                result = codegen.codegen(lowered, f"tdsl_phases_{abs(hash(name))}_{r}_{k}", api=func,
+                                         triple=host.triple, datalayout=jit.data_layout())
+                marks.append(time.thread_time())
+                mod = jit.parse_and_verify(result.ir, name)
+                marks.append(time.thread_time())
+                pipeline = llvm_compile.pipeline_for(lowered.body) if choice == "auto" else choice
+                jit.optimize(mod, pipeline)
+                marks.append(time.thread_time())
+                obj = jit.emit_object(mod)
+                marks.append(time.thread_time())
+                info = {key: v for key, v in asdict(result).items() if key != "ir"}
+                compiled = llvm_compile.Compiled(info, llvm_compile._pack_text(result.ir), pipeline,
+                                                 jit.load_object(obj, llvm_compile._symbols(info)))
+                llvm_compile._bind_context(compiled)
+                marks.append(time.thread_time())
+                phases = {p: b - a for p, a, b in zip(PHASES, marks, marks[1:])}
+                phases["LLVM half"] = sum(phases[p] for p in ("parse+verify", "optimize", "emit", "pack+load+bind"))
+                mins = best.setdefault(pipeline, {})
+                for phase, took in phases.items():
+                    mins[phase] = min(mins.get(phase, took), took)
+        for pipeline, mins in best.items():
+            print(f"{name:<20} {pipeline:<13} " + "  ".join(f"{p} {v * 1e3:.1f}" for p, v in mins.items()) + " (ms CPU)",
+                  flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats")
+    parser.add_argument("--pipelines", help="instead of the table: A/B of LLVM pipelines, comma-separated "
+                        "(auto = tdsl's choice; jit.PIPELINES), e.g. auto,O1-no-unroll")
+    parser.add_argument("--phases", action="store_true", help="instead of the table: CPU time per phase of a cold "
+                        "build, for each of --pipelines (default auto)")
+    parser.add_argument("--kernels", help="with --pipelines or --phases: kernels whose name contains one of these "
+                        "(comma-separated)")
+    parser.add_argument("--repeat", type=int, default=25, help="with --pipelines or --phases: interleaved rounds")
     args = parser.parse_args()
+    kernels = args.kernels.split(",") if args.kernels else None
+    if args.phases:
+        bench_build_phases((args.pipelines or "auto").split(","), kernels, args.repeat)
+        return
+    if args.pipelines:
+        bench_pipelines(args.pipelines.split(","), kernels, args.repeat)
+        return
     rows = []
     rows += bench_parallel(512 if args.quick else 4096, 3 if args.quick else 7)
     rows += bench_machine_reference()

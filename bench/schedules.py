@@ -196,10 +196,12 @@ def _vector_reduction(sch: tdsl.Schedule, block: tdsl.schedule.BlockRV, lanes: i
 
 
 def _row_loop_nest(sch: tdsl.Schedule, last: str, producers: tuple[str, ...], reductions: tuple[str, ...],
-                   lanes: int) -> None:
+                   lanes: int, intrinsics: dict[str, str] | None = None) -> None:
     """Fuse the blocks `producers` (in program order) into the row loop of the elementwise
     block `last`: all computed at the row loop, the `reductions` among them vectorized through
-    rfactor, the others vectorized, rows in parallel."""
+    rfactor, the others vectorized (or, for those named in `intrinsics`, each step of `lanes`
+    tensorized with the intrinsic given), rows in parallel."""
+    intrinsics = intrinsics or {}
     row, col = sch.get_loops(sch.get_block(last))
     for name in reversed(producers):
         sch.compute_at(sch.get_block(name), row)
@@ -209,28 +211,87 @@ def _row_loop_nest(sch: tdsl.Schedule, last: str, producers: tuple[str, ...], re
             _vector_reduction(sch, block, lanes)
         else:
             _, vec = sch.split(sch.get_loops(block)[-1], factors=[None, lanes])
-            sch.vectorize(vec)
+            if name in intrinsics:
+                sch.tensorize(vec, intrinsics[name])
+            else:
+                sch.vectorize(vec)
     sch.parallel(row)
     _, vec = sch.split(col, factors=[None, lanes])
     sch.vectorize(vec)
 
 
-def softmax_schedule(rows: int, cols: int, lanes: int = 32, stream: bool = True) -> tdsl.Schedule:
+# One step of softmax's exp block, and the same step that also prefetches the same columns of
+# the next row of A (one `llvm.prefetch` per 64-byte line; A[1, j] is a row past the step's
+# tile, and past A on the last row: a prefetch never faults, and bounds checks skip it).
+_SOFTMAX_EXP_DESC = '''
+@T.prim_func
+def exp_desc(A: T.Buffer((1, {lanes}), "float32", strides=("a_s", 1)), M: T.Buffer((1,), "float32"),
+             E: T.Buffer((1, {lanes}), "float32", strides=("e_s", 1))):
+    for j in range({lanes}):
+        with T.block("exp"):
+            vj = T.axis.spatial({lanes}, j)
+            E[0, vj] = T.exp(A[0, vj] - M[0])
+'''
+
+_SOFTMAX_EXP_IMPL = '''
+@T.prim_func
+def exp_impl(A: T.Buffer((1, {lanes}), "float32", strides=("a_s", 1)), M: T.Buffer((1,), "float32"),
+             E: T.Buffer((1, {lanes}), "float32", strides=("e_s", 1))):
+{prefetches}    E[0, T.Ramp(0, 1, {lanes})] = T.exp(A[0, T.Ramp(0, 1, {lanes})] - T.Broadcast(M[0], {lanes}))
+'''
+
+
+def softmax_exp_intrinsic(lanes: int) -> str:
+    """The name of the tensor intrinsic (registered on first use) computing `lanes` columns of
+    softmax's exp block, E[j] = exp(A[j] - max), as one vector and prefetching A's next row at
+    the same columns into L1. The next row's first line is then requested a whole row of
+    compute (~0.7 us on one core) before its max pass reads it: that pass otherwise waits for
+    memory at each row, as the hardware prefetcher starts over at every 4 KiB page."""
+    name = f"bench.softmax_exp_prefetch_{lanes}"
+    if not tdsl.TensorIntrin.exists(name):
+        line = 16  # floats per 64-byte cache line
+        prefetches = "".join(f'    T.evaluate(T.call_extern("void", "llvm.prefetch.p0", T.address_of(A[1, {j}]), '
+                             f"0, 3, 1))\n" for j in range(0, lanes, line))
+        tdsl.TensorIntrin.register(name, tdsl.parse(_SOFTMAX_EXP_DESC.format(lanes=lanes)),
+                                   tdsl.parse(_SOFTMAX_EXP_IMPL.format(lanes=lanes, prefetches=prefetches)),
+                                   target="cpu",
+                                   doc=f"E[{lanes}] = exp(A[{lanes}] - M), prefetching the next row of A")
+    return name
+
+
+_COMBINE_LANES = 8
+"""With 32 lanes or more, softmax combines its `lanes` partial maxima and sums first as vectors
+of this many lanes (one AVX2 vector), then one by one: a 32-long scalar chain per row (~100
+cycles of latency that the next pass waits for) measured 3-9% slower on one core. 16 lanes (rows
+of 32 to 63) keep their 16-long chain (not measured)."""
+
+
+def softmax_schedule(rows: int, cols: int, lanes: int = 32, stream: bool = True,
+                     prefetch: bool = True) -> tdsl.Schedule:
     """Row softmax: one parallel loop over rows; in each row the max and the sum are vectorized
     reductions (rfactor over `lanes` partials), exp and the normalisation vector loops, so the
     row of A is read from memory once and the other passes hit L1. exp runs once per element
     into E, which lowering's `compact_buffers` shrinks to one row on each thread's stack (the
     row maxima and sums to one element, the rfactor partials to one vector), so E never
-    reaches memory. 32 lanes (four AVX2 vectors per step) give the exp loop independent
-    chains enough to hide its latency: ~8% faster than 16 on one core, 64 spills. Rows
+    reaches memory. 32 lanes (four AVX2 vectors per step): 16 and 64 measured slower. Rows
     shorter than two vectors of `lanes` use half as many lanes (a one-step reduction has no
-    init for `decompose_reduction` to split off). B is written with streaming stores (the
-    `tdsl.nontemporal` annotation: B's lines are not read before they are written, which saves
-    a third of the memory traffic: 10.4 -> 14.7 GB/s on 2 loaded cores); `stream=False` omits it."""
+    init for `decompose_reduction` to split off); 32 partials or more are combined through a
+    second rfactor of `_COMBINE_LANES`. The exp step is tensorized with
+    `softmax_exp_intrinsic`, which prefetches the next row of A while this one computes
+    (`prefetch=False`: a plain vector loop): the max pass then
+    reads the row from L1 instead of waiting for memory (4.1 -> 2.5 ms on one core, with the
+    codegen's cheaper max and exp). B is written with streaming stores (the `tdsl.nontemporal`
+    annotation: B's lines are not read before they are written, which saves a third of the
+    memory traffic: 10.4 -> 14.7 GB/s on 2 loaded cores); `stream=False` omits it."""
     while lanes > 1 and cols < 2 * lanes:
         lanes //= 2
     sch = tdsl.Schedule(softmax_func(rows, cols))
-    _row_loop_nest(sch, "norm", ("max", "exp", "sum"), ("max", "sum"), lanes)
+    intrinsics = {"exp": softmax_exp_intrinsic(lanes)} if prefetch else None
+    _row_loop_nest(sch, "norm", ("max", "exp", "sum"), ("max", "sum"), lanes, intrinsics)
+    if lanes >= 4 * _COMBINE_LANES:
+        for name in ("max", "sum"):
+            combine = _vector_reduction(sch, sch.get_block(name), _COMBINE_LANES)
+            sch.unroll(sch.get_loops(combine)[-2])  # lanes // 8 vector steps: straight-line code
     if stream:
         sch.annotate(sch.get_block("norm"), "tdsl.nontemporal", True)
     return sch

@@ -1,6 +1,7 @@
 """Every schedule of bench/schedules.py computes what numpy computes (small sizes; correctness
 only: timings belong to bench/run.py, never to tests)."""
 import pathlib
+import platform
 import sys
 
 import numpy as np
@@ -87,12 +88,36 @@ def test_gemm_schedule_matches_the_interpreter():
     np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("rows,cols", [(8, 64), (3, 32)])
-def test_softmax(rows, cols):
+@pytest.mark.parametrize("rows,cols,prefetch", [(8, 64, True), (3, 32, True), (5, 128, True), (3, 8, True),
+                                                (5, 128, False)])
+def test_softmax(rows, cols, prefetch):
+    # 128: 32 lanes, partials combined through a second rfactor; 32 and 8: 16 and 4 lanes, one by one
     x = RNG.standard_normal((rows, cols), dtype=np.float32) * 4
-    sch = schedules.softmax_schedule(rows, cols)
+    sch = schedules.softmax_schedule(rows, cols, prefetch=prefetch)
     _roundtrip(sch)
     np.testing.assert_allclose(tdsl.build(sch)(x), numpy_ref.softmax(x), rtol=1e-5, atol=1e-7)
+
+
+def test_softmax_special_rows_match_the_interpreter():
+    """NaN, +inf and -inf in a row give what the unscheduled kernel gives under the interpreter
+    (a NaN or +inf anywhere: a row of NaN; -inf: a zero; all -inf: NaN), prefetch past the last
+    row included."""
+    rows, cols = 8, 64
+    x = RNG.standard_normal((rows, cols), dtype=np.float32)
+    x[1, 5] = np.nan
+    x[2, 7] = np.inf
+    x[3, 9] = -np.inf
+    x[4, :] = -np.inf
+    x[5, [3, 40]] = np.inf
+    x[6, 0], x[6, 63] = np.nan, np.inf
+    x[7, 33] = np.nan  # the last row, in the second vector step
+    want = tdsl.interpret(schedules.softmax_func(rows, cols), x)
+    assert np.isnan(want[[1, 2, 4, 5, 6, 7]]).all() and want[3, 9] == 0 and not np.isnan(want[[0, 3]]).any()
+    for prefetch in (True, False):
+        sch = schedules.softmax_schedule(rows, cols, prefetch=prefetch)
+        for got in (tdsl.build(sch)(x), tdsl.interpret(sch.func, x)):  # the prefetch: a no-op there
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
 
 
 def test_softmax_exp_is_vectorized():
@@ -100,6 +125,19 @@ def test_softmax_exp_is_vectorized():
     asm = tdsl.build(schedules.softmax_schedule(4, 64)).asm
     assert "expf" not in asm
     assert "ymm" in asm or "zmm" in asm
+
+
+def test_softmax_exp_step_prefetches_the_next_row():
+    """The tensorized exp step prefetches A one row (cols elements) ahead, one line per 16
+    columns; without `prefetch` the step is a plain vector loop."""
+    cols = 64
+    lowered = tdsl.lower(schedules.softmax_schedule(4, cols), target="cpu").script()
+    prefetches = [line for line in lowered.splitlines() if "llvm.prefetch" in line]
+    assert len(prefetches) == 2  # 32 lanes: two 64-byte lines per step
+    assert f"* 32 + {cols}])" in prefetches[0] and f"* 32 + {cols + 16}])" in prefetches[1]
+    assert "llvm.prefetch" not in tdsl.lower(schedules.softmax_schedule(4, cols, prefetch=False), target="cpu").script()
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert "prefetcht0" in tdsl.build(schedules.softmax_schedule(4, cols)).asm
 
 
 @pytest.mark.parametrize("rows,cols", [(8, 64), (5, 48)])

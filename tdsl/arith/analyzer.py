@@ -21,8 +21,21 @@ import math
 import numpy as np
 
 from ..dtypes import DataType, bool_
-from ..ir.expr import (Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr, Ramp, Select,
-                       StringImm, Var)
+from ..ir.expr import (
+    Binary,
+    Broadcast,
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    Ramp,
+    Select,
+    StringImm,
+    Var,
+)
 
 Bound = tuple[int | None, int | None]
 _UNBOUNDED: Bound = (None, None)
@@ -173,34 +186,28 @@ def _scale_lin(a: Lin, c: int) -> Lin:
     return Lin({k: (t, v * c) for k, (t, v) in a.terms.items()}, a.const * c, a.dtype)
 
 
-# structural keys: equal keys <=> structurally identical expressions (Vars and buffers by identity)
+# structural keys: equal keys <=> structurally identical expressions (Vars and buffers by identity);
+# node class -> its key from its children's keys (other nodes: by identity, ("obj", id)). A dtype
+# enters as (code, bits, lanes): a DataType's own hash is Python code, run at every lookup.
 
-def _key_children(e: PrimExpr, key) -> tuple:
-    if isinstance(e, Binary):
-        return (e.op, key(e.a), key(e.b))
-    if isinstance(e, Var):
-        return ("v", id(e))
-    if isinstance(e, IntImm):
-        return ("i", e.value, e.dtype)
-    if isinstance(e, FloatImm):
-        return ("f", repr(e.value), e.dtype)
-    if isinstance(e, BufferLoad):
-        return ("ld", id(e.buffer)) + tuple(key(i) for i in e.indices)
-    if isinstance(e, Cast):
-        return ("cast", e.dtype, key(e.value))
-    if isinstance(e, Call):
-        return ("call", e.op, e.dtype) + tuple(key(a) for a in e.args)
-    if isinstance(e, Select):
-        return ("sel", key(e.condition), key(e.true_value), key(e.false_value))
-    if isinstance(e, Not):
-        return ("not", key(e.a))
-    if isinstance(e, Ramp):
-        return ("ramp", key(e.base), key(e.stride), e.lanes)
-    if isinstance(e, Broadcast):
-        return ("bcast", key(e.value), e.lanes)
-    if isinstance(e, StringImm):
-        return ("s", e.value)
-    return ("obj", id(e))
+def _dt(dt: DataType) -> tuple:
+    return dt.code, dt.bits, dt.lanes
+
+
+_KEYERS = {
+    Binary: lambda e, key: (e.op, key(e.a), key(e.b)),
+    Var: lambda e, key: ("v", id(e)),
+    IntImm: lambda e, key: ("i", e.value, _dt(e.dtype)),
+    FloatImm: lambda e, key: ("f", repr(e.value), _dt(e.dtype)),
+    BufferLoad: lambda e, key: ("ld", id(e.buffer)) + tuple(key(i) for i in e.indices),
+    Cast: lambda e, key: ("cast", _dt(e.dtype), key(e.value)),
+    Call: lambda e, key: ("call", e.op, _dt(e.dtype)) + tuple(key(a) for a in e.args),
+    Select: lambda e, key: ("sel", key(e.condition), key(e.true_value), key(e.false_value)),
+    Not: lambda e, key: ("not", key(e.a)),
+    Ramp: lambda e, key: ("ramp", key(e.base), key(e.stride), e.lanes),
+    Broadcast: lambda e, key: ("bcast", key(e.value), e.lanes),
+    StringImm: lambda e, key: ("s", e.value),
+}
 
 
 class Analyzer:
@@ -209,13 +216,18 @@ class Analyzer:
     Vars in `keep` are never replaced by their range's min, even when its extent is 1.
     """
 
-    def __init__(self, ranges: dict | None = None, keep=()):
-        self.ranges: dict = ranges or {}
+    def __init__(self, ranges: dict | None = None, keep=(), keys: dict | None = None):
+        # kept by reference: a caller may add the ranges of Vars not met yet (lower.simplify)
+        self.ranges: dict = ranges if ranges is not None else {}
         self.keep = set(keep)
-        # memo tables key on id(); each value keeps its node alive so ids are not reused
-        self._keys: dict[int, tuple] = {}
+        # memo tables key on id(); each value keeps its node alive so ids are not reused.
+        # Structural keys depend on nothing but the node, so analyzers may share `keys`.
+        self._keys: dict[int, tuple] = keys if keys is not None else {}
         self._lins: dict[int, tuple] = {}
         self._simps: dict[int, tuple] = {}
+        # structural key -> (expression, simplified): structurally equal expressions (unrolled
+        # copies, the same index in a load and a store) simplify alike; a Var's key is its identity
+        self._simps_by_key: dict[tuple, tuple] = {}
         self._term_bounds: dict = {}
         self._var_bounds: dict[int, Bound] = {}
         self._points: dict[int, PrimExpr | None] = {}
@@ -224,12 +236,19 @@ class Analyzer:
         self._range_var_sets: dict[int, set] = {}
         self._case_depth = 0  # nesting of min/max case splits in bound_lin (see _bound_by_cases)
 
+    def has_seen(self, v: Var) -> bool:
+        """Whether any memo entry may depend on `v`'s range (or on its having none): every use
+        of a Var's range starts from its linear form, simplification, key or point."""
+        i = id(v)
+        return i in self._keys or i in self._lins or i in self._simps or i in self._points
+
     # keys -------------------------------------------------------------------------------
     def key(self, e: PrimExpr):
         hit = self._keys.get(id(e))
         if hit is not None:
             return hit[1]
-        k = _key_children(e, self.key)
+        keyer = _KEYERS.get(type(e))
+        k = keyer(e, self.key) if keyer is not None else ("obj", id(e))
         self._keys[id(e)] = (e, k)
         return k
 
@@ -241,9 +260,17 @@ class Analyzer:
         hit = self._simps.get(id(e))
         if hit is not None:
             return hit[1]
-        r = self.emit(self.lin(e)) if is_index(e.dtype) else self._simp_other(e)
-        if r is not e and self.same(r, e):
-            r = e  # unchanged: keep the caller's node (and its source span)
+        k = self.key(e)
+        twin = self._simps_by_key.get(k)
+        if twin is not None:
+            # a structurally equal expression was simplified: the same answer, or this very
+            # node where that one came back unchanged
+            r = e if twin[1] is twin[0] else twin[1]
+        else:
+            r = self.emit(self.lin(e)) if is_index(e.dtype) else self._simp_other(e)
+            if r is not e and _maybe_same(r, e) and self.same(r, e):
+                r = e  # unchanged: keep the caller's node (and its source span)
+            self._simps_by_key[k] = (e, r)
         self._simps[id(e)] = (e, r)
         return r
 
@@ -272,9 +299,9 @@ class Analyzer:
         return r
 
     def _lin(self, e: PrimExpr) -> Lin:
-        dt = e.dtype
+        # a Binary's dtype is a property that walks down its operands: asked only where needed
         if isinstance(e, IntImm):
-            return _lin_const(e.value, dt)
+            return _lin_const(e.value, e.dtype)
         if isinstance(e, Var):
             point = self._point(e)
             if point is not None and id(e) not in self._inlining:
@@ -309,7 +336,7 @@ class Analyzer:
                 return self.lin(t if c.value else f)
         s = self._simp_other(e)
         if isinstance(s, IntImm):
-            return _lin_const(s.value, dt)
+            return _lin_const(s.value, e.dtype)
         return self._plain(s)
 
     def _plain(self, e: PrimExpr) -> Lin:
@@ -900,6 +927,14 @@ class Analyzer:
 
 
 # helpers --------------------------------------------------------------------------------
+
+def _maybe_same(a: PrimExpr, b: PrimExpr) -> bool:
+    """False when `a` and `b` surely differ in structure (a different class or operator), which
+    saves comparing their structural keys (each a walk of the whole expression)."""
+    if type(a) is not type(b):
+        return False
+    return type(a) is not Binary or a.op == b.op
+
 
 def _int_scalar(e: PrimExpr) -> bool:
     dt = e.dtype

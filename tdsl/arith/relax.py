@@ -1,7 +1,6 @@
 """relax (symbolic bounds of an expression over ranges of some of its Vars) and linear_form."""
 from __future__ import annotations
 
-
 from ..ir.expr import Binary, Call, Cast, IntImm, PrimExpr, Select, Var, as_expr
 from .analyzer import Analyzer, dtype_bound, is_index
 
@@ -16,12 +15,15 @@ class Relaxer:
     e.g. the block iterators during region inference.
     """
 
-    def __init__(self, ranges: dict, keep=()):
+    def __init__(self, ranges: dict, keep=(), keys: dict | None = None):
         self.keep = frozenset(keep)
         self.ranges = {v: r for v, r in ranges.items() if v not in self.keep}
-        self.an = Analyzer(ranges, keep=keep)
+        self.an = Analyzer(ranges, keep=keep, keys=keys)
         self._vars: dict[int, tuple] = {}
         self._active: set[int] = set()
+        # id(e) -> (e, bounds) of _relax calls made outside any range expansion (the answer
+        # then depends on nothing else): indices share subexpressions (x // 16 and x % 16)
+        self._relaxed: dict[int, tuple] = {}
 
     def relax(self, e: PrimExpr) -> SymBound:
         """Inclusive symbolic (lo, hi) of `e` (simplified), None where unbounded."""
@@ -54,6 +56,14 @@ class Relaxer:
     def _relax(self, e: PrimExpr) -> SymBound:
         if not self._depends(e):
             return e, e
+        if self._active:
+            return self._relax_uncached(e)
+        hit = self._relaxed.get(id(e))
+        if hit is None:
+            hit = self._relaxed[id(e)] = (e, self._relax_uncached(e))
+        return hit[1]
+
+    def _relax_uncached(self, e: PrimExpr) -> SymBound:
         if not is_index(e.dtype):
             return self._fallback(e)
         if isinstance(e, Var):

@@ -151,7 +151,8 @@ class Kernel:
 
     @property
     def optimized_ir(self) -> str:
-        """The LLVM IR after O3."""
+        """The LLVM IR after LLVM's pass pipeline (the one compile.pipeline_for chose), made
+        again on first use."""
         return self._compiled.optimized_ir
 
     @property

@@ -6,88 +6,246 @@ by identity, so traversal does not descend into them; override `visit_buffer` to
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
-from typing import Callable
+from collections.abc import Callable
+from functools import cache
+from typing import ClassVar
 
 from .buffer import Buffer
-from .expr import Node, PrimExpr, Var
+from .expr import Binary, Broadcast, BufferLoad, Call, Cast, Node, PrimExpr, Ramp, Var
 
 
-@lru_cache(maxsize=None)
+@cache
 def node_fields(cls) -> tuple[str, ...]:
     """The fields of an IR node class that take part in its meaning (all but `span`)."""
     return tuple(f.name for f in dataclasses.fields(cls) if f.name != "span")
 
 
-class IRVisitor:
+# Field annotations that can never hold a node, a buffer or a tuple: traversal skips them. The
+# annotations are strings (`from __future__ import annotations` in the IR modules).
+_LEAF_ANNOTATIONS = frozenset({"str", "int", "float", "bool", "DataType", "str | None"})
+
+
+@cache
+def child_fields(cls) -> tuple[str, ...]:
+    """The fields of `cls` that traversal looks into: node_fields minus names, dtypes, kinds and
+    other plain values (a Var or an immediate has none)."""
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if f.name != "span" and str(f.type) not in _LEAF_ANNOTATIONS)
+
+
+@cache
+def _init_fields(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(positional, keyword-only) constructor fields of a node class, in order."""
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    return (tuple(f.name for f in fields if not f.kw_only), tuple(f.name for f in fields if f.kw_only))
+
+
+@cache
+def _init_names(cls) -> frozenset[str]:
+    positional, keyword = _init_fields(cls)
+    return frozenset(positional + keyword)
+
+
+def replace_fields(node, **changes):
+    """`dataclasses.replace` for IR nodes, without its per-call field inspection (the
+    constructor, and so its checks, still runs)."""
+    if not changes.keys() <= _init_names(type(node)):
+        raise TypeError(f"{type(node).__name__} has no field(s) {', '.join(sorted(changes.keys() - _init_names(type(node))))}")
+    positional, keyword = _init_fields(type(node))
+    args = [changes[n] if n in changes else getattr(node, n) for n in positional]
+    return type(node)(*args, **{n: changes[n] if n in changes else getattr(node, n) for n in keyword})
+
+
+@cache
+def _rebuild_plan(cls) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
+    """((positional field, its index in child_fields or -1), ...), keyword-only fields."""
+    positional, keyword = _init_fields(cls)
+    children = child_fields(cls)
+    return tuple((n, children.index(n) if n in children else -1) for n in positional), keyword
+
+
+def _rebuild(node, children: list):
+    """A copy of `node` with new values of its child_fields, in order (what
+    `dataclasses.replace` makes, without its per-call field inspection; the constructor, and so
+    its checks, still runs)."""
+    plan, keyword = _rebuild_plan(type(node))
+    args = [children[k] if k >= 0 else getattr(node, n) for n, k in plan]
+    if keyword:
+        return type(node)(*args, **{n: getattr(node, n) for n in keyword})
+    return type(node)(*args)
+
+
+_NO_METHOD = object()
+_LEAF = object()  # no visit method and nothing to traverse: visit returns at once
+
+
+def _lookup(visitor_cls, node_cls):
+    """What `visit` does with a `node_cls` node: its visit_<ClassName> function, _LEAF, or
+    _NO_METHOD (generic traversal); cached in the visitor class's own table."""
+    fn = getattr(visitor_cls, "visit_" + node_cls.__name__, _NO_METHOD)
+    generic = visitor_cls.generic_visit
+    if (fn is _NO_METHOD and generic in (IRVisitor.generic_visit, IRMutator.generic_visit)
+            and dataclasses.is_dataclass(node_cls) and not child_fields(node_cls)):
+        fn = _LEAF
+    visitor_cls._visit_table[node_cls] = fn
+    return fn
+
+
+class _Dispatching:
+    """Gives every visitor class its own type(node) -> method table (see _lookup)."""
+
+    _visit_table: ClassVar[dict] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._visit_table = {}
+
+
+class IRVisitor(_Dispatching):
     """Walks a node tree; define `visit_<ClassName>` to act on a kind of node."""
 
     def visit(self, node):
-        method = getattr(self, "visit_" + type(node).__name__, None)
-        if method is not None:
-            return method(node)
+        fn = self._visit_table.get(type(node)) or _lookup(type(self), type(node))
+        if fn is _LEAF:
+            return None
+        if fn is not _NO_METHOD:
+            return fn(self, node)
         return self.generic_visit(node)
 
     def generic_visit(self, node) -> None:
-        for name in node_fields(type(node)):
-            self._visit_value(getattr(node, name))
+        t = type(node)
+        if t is Binary:   # the most common nodes, spelled out
+            self.visit(node.a)
+            self.visit(node.b)
+            return
+        if t is BufferLoad:
+            self.visit_buffer(node.buffer)
+            self._visit_tuple(node.indices)
+            return
+        for name in child_fields(t):
+            value = getattr(node, name)
+            if isinstance(value, Buffer):
+                self.visit_buffer(value)
+            elif isinstance(value, Node):
+                self.visit(value)
+            elif isinstance(value, tuple):
+                self._visit_tuple(value)
 
-    def _visit_value(self, value) -> None:
-        if isinstance(value, Buffer):
-            self.visit_buffer(value)
-        elif isinstance(value, Node):
-            self.visit(value)
-        elif isinstance(value, tuple):
-            for item in value:
-                self._visit_value(item)
+    def _visit_tuple(self, value: tuple) -> None:
+        for item in value:
+            if isinstance(item, Buffer):
+                self.visit_buffer(item)
+            elif isinstance(item, Node):
+                self.visit(item)
+            elif isinstance(item, tuple):
+                self._visit_tuple(item)
 
     def visit_buffer(self, buffer: Buffer) -> None:
         pass
 
 
-class IRMutator:
+class IRMutator(_Dispatching):
     """Rebuilds a node tree bottom-up; unchanged subtrees are returned as the same objects."""
 
     def visit(self, node):
-        method = getattr(self, "visit_" + type(node).__name__, None)
-        if method is not None:
-            return method(node)
+        fn = self._visit_table.get(type(node)) or _lookup(type(self), type(node))
+        if fn is _LEAF:
+            return node
+        if fn is not _NO_METHOD:
+            return fn(self, node)
         return self.generic_visit(node)
 
     def generic_visit(self, node):
-        changes = {}
-        for name in node_fields(type(node)):
+        fast = _FAST_MUTATE.get(type(node))
+        if fast is not None:
+            return fast(self, node)
+        names = child_fields(type(node))
+        children = None
+        for k, name in enumerate(names):
             old = getattr(node, name)
-            new = self._visit_value(old)
+            if isinstance(old, Buffer):
+                new = self.visit_buffer(old)
+            elif isinstance(old, Node):
+                new = self.visit(old)
+            elif isinstance(old, tuple):
+                new = self._visit_tuple(old)
+            else:
+                continue
             if new is not old:
-                changes[name] = new
-        return dataclasses.replace(node, **changes) if changes else node
+                if children is None:
+                    children = [getattr(node, n) for n in names]
+                children[k] = new
+        return node if children is None else _rebuild(node, children)
 
-    def _visit_value(self, value):
-        if isinstance(value, Buffer):
-            return self.visit_buffer(value)
-        if isinstance(value, Node):
-            return self.visit(value)
-        if isinstance(value, tuple):
-            new = tuple(self._visit_value(item) for item in value)
-            if all(a is b for a, b in zip(new, value)):
-                return value
-            return new
-        return value
+    def _visit_tuple(self, value: tuple) -> tuple:
+        new = None
+        for k, item in enumerate(value):
+            if isinstance(item, Buffer):
+                out = self.visit_buffer(item)
+            elif isinstance(item, Node):
+                out = self.visit(item)
+            elif isinstance(item, tuple):
+                out = self._visit_tuple(item)
+            else:
+                continue
+            if out is not item:
+                if new is None:
+                    new = list(value)
+                new[k] = out
+        return value if new is None else tuple(new)
 
     def visit_buffer(self, buffer: Buffer) -> Buffer:
         return buffer
 
 
+# generic_visit of the most common expressions, spelled out (what the field loop does for them)
+
+def _mutate_binary(m: IRMutator, e: Binary) -> PrimExpr:
+    a, b = m.visit(e.a), m.visit(e.b)
+    return e if a is e.a and b is e.b else Binary(e.op, a, b, span=e.span)
+
+
+def _mutate_load(m: IRMutator, e: BufferLoad) -> PrimExpr:
+    buf, indices = m.visit_buffer(e.buffer), m._visit_tuple(e.indices)
+    return e if buf is e.buffer and indices is e.indices else BufferLoad(buf, indices, span=e.span)
+
+
+def _mutate_call(m: IRMutator, e: Call) -> PrimExpr:
+    args = m._visit_tuple(e.args)
+    return e if args is e.args else Call(e.dtype, e.op, args, span=e.span)
+
+
+def _mutate_broadcast(m: IRMutator, e: Broadcast) -> PrimExpr:
+    value = m.visit(e.value)
+    return e if value is e.value else Broadcast(value, e.lanes, span=e.span)
+
+
+def _mutate_ramp(m: IRMutator, e: Ramp) -> PrimExpr:
+    base, stride = m.visit(e.base), m.visit(e.stride)
+    return e if base is e.base and stride is e.stride else Ramp(base, stride, e.lanes, span=e.span)
+
+
+def _mutate_cast(m: IRMutator, e: Cast) -> PrimExpr:
+    value = m.visit(e.value)
+    return e if value is e.value else Cast(e.dtype, value, span=e.span)
+
+
+_FAST_MUTATE = {Binary: _mutate_binary, BufferLoad: _mutate_load, Call: _mutate_call, Broadcast: _mutate_broadcast,
+                Ramp: _mutate_ramp, Cast: _mutate_cast}
+
+
+class _PostOrder(IRVisitor):
+    def __init__(self, fn: Callable[[Node], None]):
+        self.fn = fn
+
+    def visit(self, n):
+        self.generic_visit(n)
+        self.fn(n)
+
+
 def post_order_visit(node, fn: Callable[[Node], None]) -> None:
     """Call `fn` on every node under `node` (children first), buffers excluded."""
-
-    class _Visitor(IRVisitor):
-        def visit(self, n):
-            self.generic_visit(n)
-            fn(n)
-
-    _Visitor().visit(node)
+    _PostOrder(fn).visit(node)
 
 
 def collect(node, cls) -> list:
@@ -141,20 +299,38 @@ def replace_buffers(node, bmap: dict[Buffer, Buffer]):
     return _BufferReplacer(bmap).visit(node)
 
 
+class _Found(Exception):
+    """Ends a search at its first hit."""
+
+
+class _VarFinder(IRVisitor):
+    def __init__(self, var: Var):
+        self.var = var
+
+    def visit_Var(self, v: Var) -> None:
+        if v is self.var:
+            raise _Found
+
+
 def uses_var(node, var: Var) -> bool:
     """True when `var` occurs under `node`."""
-    found = []
+    try:
+        _VarFinder(var).visit(node)
+    except _Found:
+        return True
+    return False
 
-    class _Finder(IRVisitor):
-        def visit_Var(self, v):
-            if v is var:
-                found.append(v)
 
-    _Finder().visit(node)
-    return bool(found)
+class _FreeVars(IRVisitor):
+    def __init__(self):
+        self.out: set[Var] = set()
+
+    def visit_Var(self, v: Var) -> None:
+        self.out.add(v)
 
 
 def free_vars(node: PrimExpr) -> set[Var]:
-    out: set[Var] = set()
-    post_order_visit(node, lambda n: out.add(n) if isinstance(n, Var) else None)
-    return out
+    """Every Var under `node` (buffers' shapes excluded)."""
+    finder = _FreeVars()
+    finder.visit(node)
+    return finder.out

@@ -116,7 +116,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TargetError
-from ..ir import PrimFunc
+from ..ir import Block, IRVisitor, PrimFunc, Stmt
 from ._util import NOTES_ATTR, get_attr
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
@@ -153,11 +153,27 @@ def _tensor_intrinsics(target: str) -> Callable[[PrimFunc], PrimFunc]:
 
 
 def _annotation_keys(func: PrimFunc) -> set:
-    from ..ir import Block, post_order_visit
+    """The annotation keys of every block of `func`."""
+    finder = _BlockAnnotations()
+    finder.visit(func.body)
+    return finder.keys
 
-    keys: set = set()
-    post_order_visit(func.body, lambda n: keys.update(k for k, _ in n.annotations) if isinstance(n, Block) else None)
-    return keys
+
+class _BlockAnnotations(IRVisitor):
+    """Collects block annotation keys, walking statements only: blocks are statements, and the
+    expressions (most of the tree) hold none."""
+
+    def __init__(self):
+        self.keys: set = set()
+
+    def visit(self, node):
+        if isinstance(node, Stmt):
+            return super().visit(node)
+        return None
+
+    def visit_Block(self, block: Block) -> None:
+        self.keys.update(k for k, _ in block.annotations)
+        self.generic_visit(block)
 
 
 _PIPELINES: dict[str, list[Pass]] = {

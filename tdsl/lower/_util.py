@@ -2,7 +2,6 @@
 fresh copies of statements, expression identity, function attributes."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from ..dtypes import DataType, int32
@@ -16,6 +15,7 @@ from ..ir import (
     For,
     IntImm,
     IRMutator,
+    IRVisitor,
     LetStmt,
     Node,
     PrimExpr,
@@ -26,6 +26,7 @@ from ..ir import (
     Var,
     node_fields,
 )
+from ..ir.functor import replace_fields as replace
 
 # ----------------------------------------------------------------------------- attributes
 
@@ -205,12 +206,14 @@ def _affine(e: PrimExpr) -> tuple[PrimExpr, PrimExpr] | None:
 
 def promote_ints(exprs: list[PrimExpr]) -> list[PrimExpr]:
     """Cast integer index expressions to the widest integer type among them (lanes kept)."""
-    bits = max((e.dtype.bits for e in exprs if e.dtype.is_integer), default=32)
+    # a Binary's dtype walks down its operands: ask each expression once
+    dtypes = [e.dtype for e in exprs]
+    bits = max((dt.bits for dt in dtypes if dt.is_integer), default=32)
     code = "int"
     out = []
-    for e in exprs:
-        target = DataType(code, bits, e.dtype.lanes)
-        out.append(e if e.dtype == target else _cast_lanes(target, e))
+    for e, dt in zip(exprs, dtypes):
+        target = DataType(code, bits, dt.lanes)
+        out.append(e if dt == target else _cast_lanes(target, e))
     return out
 
 
@@ -264,6 +267,37 @@ class _Freshener(IRMutator):
 def fresh_copy(stmt: Stmt, vmap: dict[Var, PrimExpr]) -> Stmt:
     """`stmt` with `vmap` substituted and every variable/buffer it defines renewed."""
     return _Freshener(vmap).visit(stmt)
+
+
+class StmtMutator(IRMutator):
+    """An IRMutator that rewrites statements only: expressions, regions and iterators come back
+    as they are, unvisited (no statement lives inside them), which saves walking most of the
+    tree in passes that change loops or blocks."""
+
+    def visit(self, node):
+        if isinstance(node, Stmt):
+            return super().visit(node)
+        return node
+
+
+class _StmtCollector(IRVisitor):
+    def __init__(self, cls):
+        self.cls = cls
+        self.out: list = []
+
+    def visit(self, node):
+        if isinstance(node, Stmt):
+            self.generic_visit(node)
+            if isinstance(node, self.cls):
+                self.out.append(node)
+
+
+def collect_stmts(stmt: Stmt, cls) -> list:
+    """Every statement of class `cls` under `stmt`, in post order (`collect` for statement
+    classes, without walking the expressions)."""
+    collector = _StmtCollector(cls)
+    collector.visit(stmt)
+    return collector.out
 
 
 def common_prefix(stacks: list[tuple[For, ...]]) -> tuple[For, ...]:

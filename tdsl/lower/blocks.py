@@ -2,8 +2,6 @@
 `thread_bindings_to_serial`."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..dtypes import bool_
 from ..ir import (
     TRUE,
@@ -14,14 +12,13 @@ from ..ir import (
     For,
     IfThenElse,
     IntImm,
-    IRMutator,
     PrimExpr,
     PrimFunc,
     Stmt,
-    collect,
     substitute,
 )
-from ._util import cast_to, is_true, seq, set_attr
+from ..ir.functor import replace_fields as replace
+from ._util import StmtMutator, cast_to, collect_stmts, is_true, seq, set_attr
 
 NONTEMPORAL_ANNOTATION = "tdsl.nontemporal"
 """A block annotation: the buffers the block writes are written with non-temporal (streaming)
@@ -54,7 +51,7 @@ def _init_condition(block: Block, values: tuple[PrimExpr, ...]) -> PrimExpr | No
     return cond
 
 
-class _BlockConverter(IRMutator):
+class _BlockConverter(StmtMutator):
     def visit_BlockRealize(self, realize: BlockRealize) -> Stmt:
         block = realize.block
         if len(block.iter_vars) != len(realize.iter_values):
@@ -97,7 +94,7 @@ class _BlockConverter(IRMutator):
 
 
 def _block_names(stmt: Stmt) -> list[str]:
-    return [b.name for b in collect(stmt, Block)]
+    return [b.name for b in collect_stmts(stmt, Block)]
 
 
 def convert_blocks(func: PrimFunc) -> PrimFunc:
@@ -113,13 +110,13 @@ def convert_blocks(func: PrimFunc) -> PrimFunc:
 def _nontemporal_buffers(stmt: Stmt) -> tuple[str, ...]:
     """Names of the buffers written by blocks annotated `tdsl.nontemporal` (truthy)."""
     names: list[str] = []
-    for block in collect(stmt, Block):
+    for block in collect_stmts(stmt, Block):
         if dict(block.annotations).get(NONTEMPORAL_ANNOTATION):
             names.extend(r.buffer.name for r in block.writes if r.buffer.name not in names)
     return tuple(names)
 
 
-class _Serializer(IRMutator):
+class _Serializer(StmtMutator):
     def visit_For(self, loop: For) -> Stmt:
         body = self.visit(loop.body)
         if loop.kind == "thread_binding":

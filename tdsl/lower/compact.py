@@ -18,7 +18,7 @@ writing one shared buffer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..arith import linear_form, prove, simplify
 from ..arith.analyzer import Analyzer, Lin
@@ -45,10 +45,12 @@ from ..ir import (
     SeqStmt,
     Stmt,
     Var,
+    as_expr,
     collect,
     free_vars,
     substitute,
 )
+from ..ir.functor import replace_fields as replace
 from ._util import arith, cast_to, common_prefix, promote_ints
 
 # Symbolic dimensions are positive int32 values; proofs about region sizes may assume so.
@@ -148,11 +150,16 @@ class _Planner:
                 for e in p.shape + p.strides + ((p.elem_offset,) if p.elem_offset is not None else ()):
                     self.func_vars |= free_vars(e)
         self.dim_ranges = {v: _DIM_RANGE for v in self.func_vars if v.dtype == int32}
+        # structural keys depend on the node only: every analyzer of the pass shares them
+        self.keys: dict = {}
+        self.key_of = Analyzer(keys=self.keys)
 
     def prove(self, cond: PrimExpr, loops: tuple[For, ...] = ()) -> bool:
         ranges = dict(self.dim_ranges)
         ranges.update({f.loop_var: self.ranges[f] for f in loops})
-        return prove(cond, ranges)
+        if not ranges:
+            return prove(cond)
+        return Analyzer(ranges, keys=self.keys).prove(as_expr(cond))
 
     def plan(self, alloc: _Alloc) -> _Plan | None:
         buf = alloc.node.buffer
@@ -200,7 +207,8 @@ class _Planner:
             if relaxer is None:
                 ranges = dict(self.dim_ranges)
                 ranges.update({f.loop_var: self.ranges[f] for f in use.loops})
-                relaxer = relaxers[use.loops] = Relaxer(ranges, keep=[f.loop_var for f in kept] + list(self.dim_ranges))
+                relaxer = relaxers[use.loops] = Relaxer(ranges, keep=[f.loop_var for f in kept] + list(self.dim_ranges),
+                                                        keys=self.keys)
             for d, idx in enumerate(use.indices):
                 lo, hi = _index_bounds(idx, relaxer)
                 lows[d].append(lo)
@@ -235,7 +243,11 @@ class _Planner:
     def _extreme(self, values: list[PrimExpr], op: str, kept: tuple[For, ...]) -> PrimExpr | None:
         """The value among `values` that is <= (op "le") or >= (op "ge") all others, if provable."""
         base = values[0]
-        offsets = [simplify(Binary("sub", *promote_ints([v, base]))) for v in values]
+        # accesses repeat their bounds: one offset per distinct (structurally) value
+        distinct: dict = {}
+        for v in values:
+            distinct.setdefault(self.key_of.key(v), v)
+        offsets = [simplify(Binary("sub", *promote_ints([v, base]))) for v in distinct.values()]
         if all(isinstance(o, IntImm) for o in offsets):
             pick = min if op == "le" else max
             off = pick(o.value for o in offsets)
@@ -320,7 +332,7 @@ class _Planner:
                 return None
             if not self.prove(Binary("ge", r.extent, IntImm(1, r.extent.dtype)), kept):
                 return None
-        an = Analyzer()
+        an = Analyzer(keys=self.keys)
         parts = [_digits(an, idx, inner_vars) for idx in use.indices]
         if None in parts:
             return None
@@ -384,7 +396,7 @@ class _Planner:
         """The elements `use` may touch during one iteration of kept[-1] lie in `box`."""
         ranges = dict(self.dim_ranges)
         ranges.update({f.loop_var: self.ranges[f] for f in use.loops})
-        relaxer = Relaxer(ranges, keep=[f.loop_var for f in kept] + list(self.dim_ranges))
+        relaxer = Relaxer(ranges, keep=[f.loop_var for f in kept] + list(self.dim_ranges), keys=self.keys)
         for idx, (lo_w, hi_w) in zip(use.indices, box):
             lo, hi = _index_bounds(idx, relaxer)
             if lo is None or hi is None or collect(lo, (BufferLoad, Call)) or collect(hi, (BufferLoad, Call)):

@@ -1,9 +1,20 @@
 """`flatten_buffers`: every buffer becomes one-dimensional."""
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ..ir import Block, BlockRealize, Buffer, BufferLoad, BufferStore, IntImm, IRMutator, PrimExpr, PrimFunc, collect
+from ..ir import (
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    IntImm,
+    IRMutator,
+    IRVisitor,
+    PrimExpr,
+    PrimFunc,
+    Stmt,
+)
+from ..ir.functor import replace_fields as replace
 from ._util import FLAT_PARAMS_ATTR, arith, get_attr, promote_ints, set_attr
 from .simplify import simplify_index
 
@@ -81,6 +92,28 @@ class _Flattener(IRMutator):
                        indices=(flat_index(op.buffer, indices),))
 
 
+class _BlockFound(Exception):
+    pass
+
+
+class _BlockFinder(IRVisitor):
+    """Raises _BlockFound at the first block; walks statements only (blocks are statements)."""
+
+    def visit(self, node):
+        if isinstance(node, (Block, BlockRealize)):
+            raise _BlockFound
+        if isinstance(node, Stmt):
+            super().visit(node)
+
+
+def _has_block(stmt: Stmt) -> bool:
+    try:
+        _BlockFinder().visit(stmt)
+    except _BlockFound:
+        return True
+    return False
+
+
 def _is_flat(buf: Buffer) -> bool:
     return len(buf.shape) == 1 and not buf.strides and buf.elem_offset is None
 
@@ -89,7 +122,7 @@ def flatten_buffers(func: PrimFunc) -> PrimFunc:
     """Every buffer becomes 1-d: index = sum(index_k * stride_k) + elem_offset, strides from
     `buffer.strides` or row-major from the shape. Parameters become new flat Buffers of the
     same name; the original parameter buffers are kept in attrs["tdsl.flat_params"]."""
-    if collect(func.body, (Block, BlockRealize)):
+    if _has_block(func.body):
         raise ValueError(f"flatten_buffers needs a function without blocks; run convert_blocks first "
                          f"(function {func.name!r})")
     if get_attr(func, FLAT_PARAMS_ATTR) is not None and all(_is_flat(b) for b in func.buffer_params):

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from ..ir import (
     Allocate,
+    Broadcast,
     Buffer,
     BufferLoad,
     BufferStore,
@@ -19,6 +19,7 @@ from ..ir import (
     Not,
     PrimExpr,
     PrimFunc,
+    Ramp,
     Range,
     SeqStmt,
     Stmt,
@@ -27,25 +28,30 @@ from ..ir import (
     substitute,
     uses_var,
 )
-from ._util import is_false, is_nop, is_true, nop, same_expr, seq
+from ..ir.functor import replace_fields as replace
+from ._util import StmtMutator, is_false, is_nop, is_true, nop, same_expr, seq
+
+_SIMPLIFY: list = []   # tdsl.arith.simplify once imported (an import statement per call costs)
 
 
 def _arith_simplify() -> Callable | None:
     """tdsl.arith.simplify, or None while that module is not available."""
-    try:
-        from ..arith import simplify
-    except ImportError:
-        return None
-    return simplify
+    if not _SIMPLIFY:
+        try:
+            from ..arith import simplify
+        except ImportError:
+            return None
+        _SIMPLIFY.append(simplify)
+    return _SIMPLIFY[0]
 
 
 def _arith_analyzer() -> Callable | None:
-    """tdsl.arith's analyzer factory (ranges -> memoizing Analyzer), or None without tdsl.arith."""
+    """tdsl.arith's Analyzer class (ranges -> memoizing analyzer), or None without tdsl.arith."""
     try:
-        from ..arith.simplify import analyzer
+        from ..arith.analyzer import Analyzer
     except ImportError:
         return None
-    return analyzer
+    return Analyzer
 
 
 def simplify_index(e: PrimExpr, ranges: dict[Var, Range] | None = None) -> PrimExpr:
@@ -56,39 +62,93 @@ def simplify_index(e: PrimExpr, ranges: dict[Var, Range] | None = None) -> PrimE
     return simplify(e, ranges or None)
 
 
+def _int_scalar(e: PrimExpr) -> bool:
+    """`e` is a scalar integer or boolean. Vector nodes and loads of non-integer buffers answer
+    without computing their dtype (a property that walks down the operands)."""
+    t = type(e)
+    if t is Ramp or t is Broadcast:
+        if e.lanes != 1:
+            return False
+    elif t is BufferLoad:
+        bdt = e.buffer.dtype
+        if not (bdt.is_integer or bdt.is_bool):
+            return False
+    dt = e.dtype
+    return dt.lanes == 1 and (dt.is_integer or dt.is_bool)
+
+
+def _wrapped(c: IntImm) -> bool:
+    """`c`'s value is one its dtype holds (then simplification returns `c` itself)."""
+    dt = c.dtype
+    if dt.code == "bool":
+        return c.value in (0, 1)
+    if dt.code == "uint":
+        return 0 <= c.value < (1 << dt.bits)
+    if dt.code == "int":
+        half = 1 << (dt.bits - 1)
+        return -half <= c.value < half
+    return False
+
+
 class _Simplifier(IRMutator):
     """Simplifies each maximal scalar integer/bool expression, knowing the enclosing loop ranges.
     Float expressions are only simplified inside (their integer indices): rewriting float
-    arithmetic could change rounding or signed zeros."""
+    arithmetic could change rounding or signed zeros.
+
+    One analyzer serves the whole function: its ranges are every loop met so far. An
+    expression's simplification depends only on the ranges of the Vars it reaches (its own and
+    those in their ranges, all of enclosing loops), so the ranges of loops already left change
+    nothing, while the memo tables then serve every scope (the same index subexpressions recur
+    in every loop nest of a GEMM). A Var bound a second time (two loops over one Var, a let of
+    a loop's Var) or met before its loop would see stale memo entries: then a fresh analyzer
+    starts from the enclosing loops' ranges, as a per-scope analyzer would. (A loop's Var used
+    after its loop, which verification and codegen reject, would still see its range.)"""
 
     def __init__(self, make_analyzer: Callable):
         self.make_analyzer = make_analyzer
-        self.ranges: dict[Var, Range] = {}
-        # one analyzer per set of loop ranges (made at its first use), not one per expression:
-        # its memo tables then serve every expression of the scope (same results, as
-        # arith.simplify(e, ranges) is Analyzer(ranges).simplify(e)); ~2x faster on the GEMM
-        self.scoped = None
+        self.scope: dict[Var, Range] = {}    # the enclosing loops' ranges
+        self.ranges: dict[Var, Range] = {}   # every loop met since `analyzer` was made (its ranges)
+        self.analyzer = None
+
+    def _restart(self) -> None:
+        self.ranges = dict(self.scope)
+        self.analyzer = None
 
     def visit(self, node):
-        if isinstance(node, PrimExpr) and node.dtype.lanes == 1 and (node.dtype.is_integer or node.dtype.is_bool):
-            if self.scoped is None:
-                self.scoped = self.make_analyzer(dict(self.ranges) or None)
-            return self.scoped.simplify(as_expr(node))
+        if isinstance(node, PrimExpr) and _int_scalar(node):
+            if type(node) is IntImm and _wrapped(node):
+                return node   # what the analyzer gives back for a constant that fits its type
+            if self.analyzer is None:
+                self.analyzer = self.make_analyzer(self.ranges)
+            return self.analyzer.simplify(as_expr(node))
         return super().visit(node)
 
     def visit_For(self, loop: For) -> Stmt:
         lo, ext = self.visit(loop.min), self.visit(loop.extent)
-        outer, self.scoped = self.scoped, None
-        self.ranges[loop.loop_var] = Range(lo, ext)
+        var = loop.loop_var
+        again = var in self.ranges or (self.analyzer is not None and self.analyzer.has_seen(var))
+        if again:
+            self._restart()
+        rng = Range(lo, ext)
+        outer = self.scope.get(var)   # a loop over the Var of an enclosing loop
+        self.scope[var] = rng
+        self.ranges[var] = rng
         body = self.visit(loop.body)
-        del self.ranges[loop.loop_var]
-        self.scoped = outer
+        if outer is None:
+            del self.scope[var]
+        else:
+            self.scope[var] = outer
+        if again:
+            self._restart()   # what follows must not see this binding's range either
         if lo is loop.min and ext is loop.extent and body is loop.body:
             return loop
         return replace(loop, min=lo, extent=ext, body=body)
 
     def visit_LetStmt(self, op: LetStmt) -> Stmt:
-        value, body = self.visit(op.value), self.visit(op.body)
+        value = self.visit(op.value)
+        if op.var in self.ranges:
+            self._restart()   # the let's Var has no range in its body
+        body = self.visit(op.body)
         return op if value is op.value and body is op.body else replace(op, value=value, body=body)
 
 
@@ -126,7 +186,7 @@ def _uses_buffer(stmt: Stmt, buf: Buffer) -> bool:
     return False
 
 
-class _NoOpRemover(IRMutator):
+class _NoOpRemover(StmtMutator):
     def visit_SeqStmt(self, op: SeqStmt) -> Stmt:
         return seq(*(self.visit(s) for s in op.seq))
 

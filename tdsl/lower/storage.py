@@ -2,8 +2,6 @@
 per parallel task instead of once per serial iteration."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..ir import (
     Allocate,
     Buffer,
@@ -18,6 +16,7 @@ from ..ir import (
     replace_buffers,
     uses_var,
 )
+from ..ir.functor import replace_fields as replace
 
 LOCAL_LIMIT_BYTES = 16 * 1024
 """Intermediates of constant size up to this many bytes live on the stack (scope `local`);
@@ -41,22 +40,55 @@ def cpu_scope(buf: Buffer) -> str:
 
 
 def _rescope(stmt: Stmt) -> Stmt:
+    """Every Allocate'd buffer with its CPU scope. One walk replaces them all, unless a buffer
+    is allocated twice (each allocation then gets its own copy, as `_rescope_each` makes)."""
+    bmap: dict[Buffer, Buffer] = {}
+    allocated: set[Buffer] = set()
+    if not _plan_scopes(stmt, bmap, allocated):
+        return _rescope_each(stmt)
+    return replace_buffers(stmt, bmap) if bmap else stmt
+
+
+def _plan_scopes(stmt: Stmt, bmap: dict[Buffer, Buffer], allocated: set[Buffer]) -> bool:
+    """Map each allocated buffer whose scope changes to its rescoped copy (allocations live
+    in the statement structure: allocations, sequences, branches, loops and lets); False when
+    a buffer is allocated twice."""
     if isinstance(stmt, Allocate):
-        body = _rescope(stmt.body)
+        if stmt.buffer in allocated:
+            return False
+        allocated.add(stmt.buffer)
+        scope = cpu_scope(stmt.buffer)
+        if scope != stmt.buffer.scope:
+            bmap[stmt.buffer] = stmt.buffer.with_(scope=scope)
+        return _plan_scopes(stmt.body, bmap, allocated)
+    if isinstance(stmt, SeqStmt):
+        return all(_plan_scopes(s, bmap, allocated) for s in stmt.seq)
+    if isinstance(stmt, IfThenElse):
+        return (_plan_scopes(stmt.then_case, bmap, allocated)
+                and (stmt.else_case is None or _plan_scopes(stmt.else_case, bmap, allocated)))
+    if isinstance(stmt, (For, LetStmt)):
+        return _plan_scopes(stmt.body, bmap, allocated)
+    return True
+
+
+def _rescope_each(stmt: Stmt) -> Stmt:
+    """`_rescope` one allocation at a time (a buffer allocated twice gets two copies)."""
+    if isinstance(stmt, Allocate):
+        body = _rescope_each(stmt.body)
         scope = cpu_scope(stmt.buffer)
         if scope == stmt.buffer.scope:
             return stmt if body is stmt.body else replace(stmt, body=body)
         buf = stmt.buffer.with_(scope=scope)
         return Allocate(buf, replace_buffers(body, {stmt.buffer: buf}), span=stmt.span)
     if isinstance(stmt, SeqStmt):
-        seq = tuple(_rescope(s) for s in stmt.seq)
+        seq = tuple(_rescope_each(s) for s in stmt.seq)
         return stmt if all(a is b for a, b in zip(seq, stmt.seq)) else replace(stmt, seq=seq)
     if isinstance(stmt, IfThenElse):
-        then_case = _rescope(stmt.then_case)
-        else_case = None if stmt.else_case is None else _rescope(stmt.else_case)
+        then_case = _rescope_each(stmt.then_case)
+        else_case = None if stmt.else_case is None else _rescope_each(stmt.else_case)
         return replace(stmt, then_case=then_case, else_case=else_case)
     if isinstance(stmt, (For, LetStmt)):
-        body = _rescope(stmt.body)
+        body = _rescope_each(stmt.body)
         return stmt if body is stmt.body else replace(stmt, body=body)
     return stmt
 

@@ -1,17 +1,16 @@
 """`unroll`: fully unroll `unrolled` loops of small constant extent."""
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ..ir import For, IntImm, IRMutator, PrimFunc, Stmt
-from ._util import arith, fresh_copy, seq
+from ..ir import For, IntImm, PrimFunc, Stmt
+from ..ir.functor import replace_fields as replace
+from ._util import StmtMutator, arith, fresh_copy, seq
 
 MAX_UNROLL = 64
 """Unrolled loops with a constant extent up to this are expanded; longer ones keep kind
 `unrolled` so that codegen can ask its compiler to unroll them."""
 
 
-class _Unroller(IRMutator):
+class _Unroller(StmtMutator):
     def visit_For(self, loop: For) -> Stmt:
         body = self.visit(loop.body)
         ext = loop.extent

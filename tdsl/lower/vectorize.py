@@ -3,7 +3,6 @@ with a note saying why."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from ..ir import (
     MATH_CALLS,
@@ -18,7 +17,6 @@ from ..ir import (
     For,
     IfThenElse,
     IntImm,
-    IRMutator,
     IRVisitor,
     LetStmt,
     Not,
@@ -34,7 +32,8 @@ from ..ir import (
     substitute,
     uses_var,
 )
-from ._util import add_notes, arith, broadcast, cast_to, fresh_copy, promote_ints, same_expr, seq
+from ..ir.functor import replace_fields as replace
+from ._util import StmtMutator, add_notes, arith, broadcast, cast_to, fresh_copy, promote_ints, same_expr, seq
 from .blocks import BLOCKS_ANNOTATION
 from .simplify import simplify_index
 
@@ -370,7 +369,7 @@ def vectorize_loop(loop: For, max_lanes: int = MAX_LANES) -> Stmt:
     return seq(*parts)
 
 
-class _Vectorizer(IRMutator):
+class _Vectorizer(StmtMutator):
     def __init__(self, max_lanes: int):
         self.max_lanes = max_lanes
         self.notes: list[str] = []

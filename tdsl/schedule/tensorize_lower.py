@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import ScheduleError, TargetError
-from ..ir import Block, BlockRealize, Buffer, IRMutator, PrimFunc, Stmt, replace_buffers
+from ..ir import Block, BlockRealize, Buffer, IRVisitor, PrimFunc, Stmt, replace_buffers
 from .primitives.tensorize import INTRIN_ANNOTATION, Mismatch, instantiate_impl, match
 from .state import find_block
 from .tensor_intrin import TensorIntrin
@@ -120,23 +120,28 @@ def _all_blocks(stmt: Stmt) -> list[BlockRealize]:
     return collect(stmt, BlockRealize)
 
 
+class _TensorizedFinder(IRVisitor):
+    """The tensorized blocks' realizes, walking statements only (module level: a class made per
+    call starts with an empty dispatch table)."""
+
+    def __init__(self):
+        self.out: list[BlockRealize] = []
+
+    def visit(self, node):
+        if isinstance(node, Stmt):
+            super().visit(node)
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:
+        if intrin_of(node.block) is not None:
+            self.out.append(node)
+            return  # nothing inside a tensorized block is tensorized on its own
+        self.generic_visit(node)
+
+
 def _tensorized(stmt: Stmt) -> list[BlockRealize]:
-    out: list[BlockRealize] = []
-
-    class _Finder(IRMutator):
-        def visit_BlockRealize(self, node):
-            if intrin_of(node.block) is not None:
-                out.append(node)
-                return node  # nothing inside a tensorized block is tensorized on its own
-            return self.generic_visit(node)
-
-        def generic_visit(self, node):
-            if not isinstance(node, Stmt):
-                return node
-            return super().generic_visit(node)
-
-    _Finder().visit(stmt)
-    return out
+    finder = _TensorizedFinder()
+    finder.visit(stmt)
+    return finder.out
 
 
 def _replace(func: PrimFunc, path, old, new) -> PrimFunc:

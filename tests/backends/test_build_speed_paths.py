@@ -2,9 +2,10 @@
 
 * The fast entry is compiled `optnone` (not inlined into the tuple entry): it still rejects bad
   arguments with ArgumentError, and every benchmark kernel equals numpy through both entries.
-* Register-tiled code (the GEMM) gets O1 without unrolling; it still equals numpy.
+* Register-tiled code (the GEMM) gets O1's function simplification pipeline (jit.SIMPLIFY);
+  it still equals numpy.
 * Loops the schedule vectorized wide (every vector loop storing >= 1024 bits per iteration, as
-  softmax's 32 lanes) get no LLVM unrolling; narrower ones keep it.
+  a 32-lane fp32 loop) get no LLVM unrolling; narrower ones keep it.
 * `simplify` shares one analyzer per loop scope: its output equals running
   tdsl.arith.simplify on each expression separately, as before.
 * remove_no_op's buffer search stops at the first use but still drops unused allocations.
@@ -73,13 +74,31 @@ def test_benchmark_kernels_equal_numpy(case):
     np.testing.assert_allclose(k(*args), want, rtol=tol, atol=tol)   # output allocated
 
 
+SCALE = '''
+@T.prim_func
+def scale(A: T.Buffer((64, 1024), "float32"), B: T.Buffer((64, 1024), "float32")):
+    for i, j in T.grid(64, 1024):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+'''
+
+
+def vector_scale(lanes: int) -> tdsl.Schedule:
+    """B = 2A with the column loop vectorized `lanes` wide."""
+    sch = tdsl.Schedule(tdsl.parse(SCALE))
+    _, j = sch.get_loops(sch.get_block("B"))
+    sch.vectorize(sch.split(j, factors=[None, lanes])[1])
+    return sch
+
+
 def test_unrolling_choice():
     gemm = lower(gemm_schedule(96).func, target="cpu").body
-    assert register_tiled(gemm)        # O1 without unrolling (jit.TILED_SPEED_LEVEL)
-    softmax = lower(softmax_schedule(64, 1024).func, target="cpu").body
-    assert wide_vector_loops(softmax) and not register_tiled(softmax)
-    narrow = lower(softmax_schedule(64, 1024, lanes=8).func, target="cpu").body
-    assert not wide_vector_loops(narrow)
+    assert register_tiled(gemm)        # jit.SIMPLIFY (compile.pipeline_for)
+    wide = lower(vector_scale(32).func, target="cpu").body
+    assert wide_vector_loops(wide) and not register_tiled(wide)
+    narrow = lower(vector_scale(8).func, target="cpu").body
+    assert not wide_vector_loops(narrow) and not register_tiled(narrow)
     scalar = tdsl.parse('''
 @T.prim_func
 def add(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):

@@ -1,8 +1,9 @@
 """The LLVM pipeline chosen per kernel, and index arithmetic in 64 bits.
 
 Kernels whose schedule made register tiles (loops with 4+ vector statements per iteration, as
-in the GEMM micro-kernel) get O1 without LLVM's loop unrolling (`jit.TILED_SPEED_LEVEL`); loops
-that already store 1024+ bits per iteration get O3 without unrolling; all others the full O3.
+in the GEMM micro-kernel) get O1's function simplification pipeline, without LLVM's unrolling
+(`jit.SIMPLIFY`); loops that already store 1024+ bits per iteration get O3 without unrolling;
+all others the full O3 (`compile.pipeline_for`; tests/backends/test_llvm_pipeline.py).
 Indices and int32 loop variables are computed in i64 with `nsw` (no sign extension in inner
 loops), while int32 values the program computes keep their wrap-around, as in the interpreter.
 """

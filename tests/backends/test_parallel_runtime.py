@@ -1,4 +1,5 @@
 """The parallel runtime: correct results on the pool, concurrency from Python threads, nesting."""
+import functools
 import subprocess
 import sys
 import threading
@@ -111,3 +112,80 @@ print("ok")
         proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
                               env={**os.environ, **env})
         assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
+
+
+CHUNKS = '''
+import ctypes, json, sys, threading
+from tdsl.backends.llvm import runtime
+launch = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(runtime.launch_address())
+body = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+out = {"runs": {}, "backoff": []}
+alive = []   # every body stays alive: a new one never reuses an old one's address (and history)
+for n in json.loads(sys.argv[1]):
+    chunks = []
+    alive.append(body(lambda lo, hi, cl: chunks.append((lo, hi, cl))))
+    launch(ctypes.cast(alive[-1], ctypes.c_void_p), ctypes.c_void_p(0x5a5a), n)
+    out["runs"][str(n)] = sorted(chunks)
+
+def slow_on_workers(lo, hi, cl):
+    calls.append((lo, hi))
+    if threading.get_ident() != main:
+        time.sleep(0.02)   # a worker that lost its core: threads never pay for this loop
+
+import time
+main, slow = threading.get_ident(), body(slow_on_workers)
+for _ in range(11):
+    calls = []
+    launch(ctypes.cast(slow, ctypes.c_void_p), None, 64)
+    out["backoff"].append(sorted(calls))
+print(json.dumps(out))
+'''
+
+SIZES = [-3, 0, 1, 2, 3, 4, 5, 7, 8, 9, 31, 64, 100, 1001, 4096, 100003, 2 ** 32 + 5]
+
+
+@functools.lru_cache(maxsize=None)
+def _chunks(threads: int) -> dict:
+    """Chunks and back-off of the runtime, driven from ctypes in a process with `threads`."""
+    import json
+    import os
+
+    env = {**os.environ, "TDSL_NUM_THREADS": str(threads)}
+    proc = subprocess.run([sys.executable, "-c", CHUNKS, json.dumps(SIZES)], capture_output=True, text=True,
+                          timeout=120, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_every_iteration_runs_exactly_once_for_any_size_and_thread_count():
+    for threads in (1, 2, 3, 5):
+        runs = _chunks(threads)["runs"]
+        for n in SIZES:
+            chunks = runs[str(n)]
+            assert all(cl == 0x5A5A for _, _, cl in chunks), (threads, n)
+            # sorted chunks tile [0, n): no iteration skipped or run twice
+            ends = [0] + [hi for _, hi, _ in chunks]
+            assert [lo for lo, _, _ in chunks] == ends[:-1], (threads, n, chunks[:8])
+            assert all(lo < hi for lo, hi, _ in chunks), (threads, n)
+            assert ends[-1] == max(n, 0), (threads, n)
+
+
+def test_chunks_shrink_towards_the_end_and_stay_bounded():
+    runs = _chunks(2)["runs"]
+    chunks = [hi - lo for lo, hi, _ in runs["100003"]]
+    assert len(chunks) > 8                       # more than the 4 chunks per thread of a static split
+    assert max(chunks) <= -(-100003 // 8)        # none is more than 1/(4 * threads) of the loop
+    assert min(chunks[:-1]) >= 100003 // 64      # nor, but the very last, less than 1/(32 * threads)
+    assert chunks[:-1] == sorted(chunks[:-1], reverse=True)   # in loop order, never growing
+    # a loop over more than 2**31 iterations runs as regions of at most 2**31
+    big = runs[str(2 ** 32 + 5)]
+    assert all(hi - lo <= 2 ** 31 for lo, hi, _ in big)
+    assert any(lo == 2 ** 31 for lo, _, _ in big) and any(lo == 2 ** 32 for lo, _, _ in big)
+
+
+def test_a_loop_that_threads_do_not_speed_up_backs_off_to_serial():
+    for threads, backoff in ((1, []), (2, [0, 2, 5, 10])):
+        launches = _chunks(threads)["backoff"]
+        assert all(sum(hi - lo for lo, hi in calls) == 64 for calls in launches)
+        # serial: one call for the whole loop; in parallel, after 1, 2, 4 serial launches
+        assert [k for k, calls in enumerate(launches) if calls != [[0, 64]]] == backoff, launches

@@ -201,38 +201,47 @@ _ERFC_NR = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.2788
             -0.82215223, 0.17087277)
 
 
+class _LoadFinder(IRVisitor):
+    """Counts loads and calls of unknown code (visitor classes live at module level: a class
+    made per call would start with an empty dispatch table every time)."""
+
+    def __init__(self):
+        self.found = 0
+
+    def visit_BufferLoad(self, n):
+        self.found += 1
+
+    def visit_Call(self, n):
+        if n.op not in MATH_CALLS:
+            self.found += 1
+        self.generic_visit(n)
+
+
 def _has_load(e) -> bool:
     """True when evaluating `e` may touch memory or call unknown code (not safe to speculate)."""
-    found = []
+    finder = _LoadFinder()
+    finder.visit(e)
+    return finder.found > 0
 
-    class _V(IRVisitor):
-        def visit_BufferLoad(self, n):
-            found.append(n)
 
-        def visit_Call(self, n):
-            if n.op not in MATH_CALLS:
-                found.append(n)
-            self.generic_visit(n)
+class _UseCollector(IRVisitor):
+    def __init__(self):
+        self.vars: dict[Var, None] = {}
+        self.bufs: dict[Buffer, None] = {}
 
-    _V().visit(e)
-    return bool(found)
+    def visit_Var(self, v):
+        self.vars[v] = None
+
+    def visit_buffer(self, b):
+        self.bufs[b] = None
+        for s in b.shape:
+            self.visit(s)
 
 
 def _used_vars_and_buffers(node) -> tuple[list[Var], list[Buffer]]:
-    vars_: dict[Var, None] = {}
-    bufs: dict[Buffer, None] = {}
-
-    class _V(IRVisitor):
-        def visit_Var(self, v):
-            vars_[v] = None
-
-        def visit_buffer(self, b):
-            bufs[b] = None
-            for s in b.shape:
-                self.visit(s)
-
-    _V().visit(node)
-    return list(vars_), list(bufs)
+    uses = _UseCollector()
+    uses.visit(node)
+    return list(uses.vars), list(uses.bufs)
 
 
 def lane_expr(e: PrimExpr, lane: int) -> PrimExpr:
@@ -276,6 +285,27 @@ def _fold_index(op: str, a: ir.Value, c: ir.Value) -> ir.Value | None:
     if ka == 0 and op == "add" or ka == 1 and op == "mul":
         return c
     return None
+
+
+_NULLS: dict[ir.Type, ir.Constant] = {}
+_I32_ZERO = ir.Constant(I32, 0)
+
+
+def _null(ty: ir.Type) -> ir.Constant:
+    """The zero constant of `ty`, one object per type: llvmlite caches a constant's text on the
+    object, and a vector of zeros spells out every lane."""
+    c = _NULLS.get(ty)
+    if c is None:
+        c = _NULLS[ty] = ir.Constant(ty, None)
+    return c
+
+
+def _operand_key(v: ir.Value):
+    """An operand in a `_pure` key: i64 constants by value (each use makes a new Constant),
+    any other value by identity."""
+    if isinstance(v, ir.Constant) and v.type == I64 and isinstance(v.constant, int):
+        return ("i64", v.constant)
+    return id(v)
 
 
 def _widened(var: Var) -> bool:
@@ -326,6 +356,9 @@ class _Emitter:
         self.wide_range: dict[Var, tuple[int, int]] = {}   # widened variable -> constant bounds, if known
         self.bufs: dict[Buffer, tuple[ir.Value, ir.Value]] = {}   # buffer -> (pointer, extent as i64)
         self.heap: list[ir.Value] = []                               # live heap allocations
+        # (block, operation, operands) -> (value, operands): index arithmetic and addresses
+        # computed once per basic block (see `_pure`)
+        self.cse: dict[tuple, tuple] = {}
 
     def finish(self) -> None:
         """Close the entry block (allocas) and return 0 from the body's end."""
@@ -649,12 +682,12 @@ class _Emitter:
         elem = memtype(buf.dtype)
         align = buf.dtype.itemsize
         if kind == "scalar":
-            raw = self.b.load(_gep(self.b, ptr, [where], elem), typ=elem, align=align)
+            raw = self.b.load(self._pure("gep", ptr, where, elem), typ=elem, align=align)
         elif kind == "contig":
             vty = ir.VectorType(elem, lanes)
-            raw = self.b.load(_gep(self.b, ptr, [where], elem), typ=vty, align=align)
+            raw = self.b.load(self._pure("gep", ptr, where, elem), typ=vty, align=align)
         elif kind == "bcast":
-            one = self.b.load(_gep(self.b, ptr, [where], elem), typ=elem, align=align)
+            one = self.b.load(self._pure("gep", ptr, where, elem), typ=elem, align=align)
             raw = self._splat(one, lanes)
         else:
             raw = ir.Constant(ir.VectorType(elem, lanes), None)
@@ -673,7 +706,7 @@ class _Emitter:
         if kind == "scalar" or kind == "contig":
             if kind == "contig" and not isinstance(raw.type, ir.VectorType):
                 raw = self._splat(raw, lanes)
-            addr = _gep(self.b, ptr, [where], elem)
+            addr = self._pure("gep", ptr, where, elem)
             if buf.name in self.m.nontemporal and buf.scope == "global":
                 self.streaming_store(raw, addr, align)
             else:
@@ -725,9 +758,27 @@ class _Emitter:
         return ir.VectorType(elem, ty.count) if isinstance(ty, ir.VectorType) else elem
 
     def _splat(self, v: ir.Value, lanes: int) -> ir.Value:
-        vty = ir.VectorType(v.type, lanes)
-        one = self.b.insert_element(ir.Constant(vty, None), v, ir.Constant(I32, 0))
-        return self.b.shuffle_vector(one, ir.Constant(vty, None), ir.Constant(ir.VectorType(I32, lanes), None))
+        """`v` in every lane, made once per basic block (see `_pure`)."""
+        key = (self.b.block, "splat", _operand_key(v), lanes)
+        hit = self.cse.get(key)
+        if hit is None:
+            vty = ir.VectorType(v.type, lanes)
+            one = self.b.insert_element(_null(vty), v, _I32_ZERO)
+            hit = self.cse[key] = (self.b.shuffle_vector(one, _null(vty), _null(ir.VectorType(I32, lanes))), v)
+        return hit[0]
+
+    def _pure(self, op: str, a: ir.Value, c: ir.Value, elem: ir.Type | None = None) -> ir.Value:
+        """`a op c` for op add/sub/mul (i64 index arithmetic, `nsw` flags) or gep (the address
+        of element c of the elem array at a), made once per basic block: the flattened indices
+        of an unrolled micro-kernel repeat the same sums in every statement. An earlier value
+        of the same block dominates the insertion point, and these operations have no side
+        effects, so reusing it changes nothing (LLVM's CSE merged them before)."""
+        key = (self.b.block, op, _operand_key(a), _operand_key(c), elem)
+        hit = self.cse.get(key)
+        if hit is None:
+            value = _gep(self.b, a, [c], elem) if op == "gep" else getattr(self.b, op)(a, c, flags=self.nsw)
+            hit = self.cse[key] = (value, a, c)   # the operands kept alive: their ids are in the key
+        return hit[0]
 
     @property
     def nsw(self) -> tuple[str, ...]:
@@ -762,7 +813,7 @@ class _Emitter:
                 a, c = self._wrapped_i32(e.a, a), self._wrapped_i32(e.b, c)
             if e.op in ("add", "sub", "mul"):
                 folded = _fold_index(e.op, a, c)
-                return folded if folded is not None else getattr(self.b, e.op)(a, c, flags=self.nsw)
+                return folded if folded is not None else self._pure(e.op, a, c)
             return self._int_binary(e.op, a, c, dt, e.b)
         if isinstance(e, Ramp):
             base = self._splat(self.index(e.base), e.lanes)
@@ -1023,13 +1074,14 @@ class _Emitter:
         if op == "div":
             return b.fdiv(a, c)
         if op in ("min", "max"):
-            # as the interpreter: `a` when it is NaN or wins or ties, else `c` (so a NaN `c`
-            # too): NaN propagates as in numpy's maximum/minimum; which of two tied zeros is
-            # returned is not specified. Cheaper than llvm.maximum's NaN-and-signed-zero
-            # expansion on x86 (two compares and one blend instead of a max and three blends).
-            wins = b.fcmp_ordered(">=" if op == "max" else "<=", a, c)
-            pick = b.select(wins, a, c)
-            return b.select(b.fcmp_unordered("uno", a, a), a, pick)
+            # as the interpreter: NaN when either is NaN (as numpy's maximum/minimum), else the
+            # winner, `a` on a tie. `c > a ? c : a` is exactly x86's maxps(c, a) (minps for <),
+            # which returns `a` when either is NaN, so only a NaN `c` needs the blend: a max, a
+            # compare and a blend, with only the max and the blend on `a`'s dependency chain (a
+            # reduction's accumulator). The blend picks `pick` when `c` is ordered: the other
+            # way round, LLVM merges the two selects into two compares, an or and a blend.
+            pick = b.select(b.fcmp_ordered(">" if op == "max" else "<", c, a), c, a)
+            return b.select(b.fcmp_ordered("ord", c, c), pick, c)
         if op == "floormod":
             return self._float_floormod(a, c)[0]
         if op == "floordiv":
@@ -1228,8 +1280,9 @@ class _Emitter:
         correctly rounded result. The clamp to [-104, 89] is a compare and select that keeps NaN
         (any comparison with NaN is false; x86 does each in one min/max), so NaN flows through
         to the result with no final select. Against the previous degree-7 Taylor version (no
-        FMA in the reduction, a final NaN select) a vector loop of exps runs ~30% faster: its
-        dependency chain is shorter, and the chain is what limits it.
+        FMA in the reduction, a final NaN select) a vector loop of exps runs ~30% faster. On Zen
+        3 such a loop now costs about half a cycle per vector operation (19 per vector of 8):
+        fewer operations pay, a shorter chain with more of them (Estrin's scheme) does not.
         """
         ety = x.type.element if isinstance(x.type, ir.VectorType) else x.type
         if not isinstance(ety, ir.FloatType):
@@ -1241,21 +1294,23 @@ class _Emitter:
         hi, lo = _const(ty, 89.0), _const(ty, -104.0)
         xc = b.select(b.fcmp_ordered(">", x, hi), hi, x)      # NaN > 89 is false: NaN kept
         xc = b.select(b.fcmp_ordered("<", xc, lo), lo, xc)
-        # n = round(x / ln2) by adding 1.5 * 2**23: the sum's last bits are n (its ulp is 1), so
-        # the integer comes from the bits, with no fptosi (poison for NaN) and no round
-        magic = _const(ty, 12582912.0)
+        # n = round(x / ln2) by adding 1.5 * 2**23 + 254: the sum's ulp is 1, so its low bits
+        # are n + 254 (in [104, 382]), with no fptosi (poison for NaN) and no round
+        magic = _const(ty, 12583166.0)
         t = b.call(fmuladd, [xc, _const(ty, 1.4426950408889634), magic])
         n = b.fsub(t, magic)
         # n * 0.693359375 is exact (9 + 8 significant bits), so the first step loses nothing
         r = b.call(fmuladd, [n, _const(ty, -0.693359375), xc])
         r = b.call(fmuladd, [n, _const(ty, 2.12194440e-4), r])
         p = self._poly(r, _EXP_MINIMAX)
-        ni = b.sub(b.bitcast(t, ity), _const(ity, 0x4B400000))   # NaN: any scale, p is NaN
-        n1 = b.ashr(ni, _const(ity, 1))
-        n2 = b.sub(ni, n1)
-        s1 = b.bitcast(b.shl(b.add(n1, _const(ity, 127)), _const(ity, 23)), ty)
-        s2 = b.bitcast(b.shl(b.add(n2, _const(ity, 127)), _const(ity, 23)), ty)
-        return b.fmul(b.fmul(p, s1), s2)
+        # 2**n = 2**n1 * 2**n2, n1 = floor(n / 2), n2 = n - n1, exponent fields shifted straight
+        # out of t's bits (the bits above them fall off): e1 = (n + 254) >> 1 = n1 + 127, and
+        # (n + 254) - e1 = n2 + 127. Four integer operations instead of seven: ~9% off a vector
+        # exp loop on Zen 3, same results. NaN: any scale, p is NaN.
+        bits = b.bitcast(t, ity)
+        e1 = b.shl(b.lshr(bits, _const(ity, 1)), _const(ity, 23))
+        e2 = b.sub(b.shl(bits, _const(ity, 23)), e1)
+        return b.fmul(b.fmul(p, b.bitcast(e1, ty)), b.bitcast(e2, ty))
 
     def _poly(self, x: ir.Value, coeffs) -> ir.Value:
         """Horner evaluation of sum(coeffs[k] * x**k). Each step is `llvm.fmuladd`: one FMA
@@ -1323,20 +1378,26 @@ def _dims_of(func: PrimFunc) -> list[Var]:
     return list(seen.values())
 
 
+class _StoreCollector(IRVisitor):
+    """The buffers stored to. Stores are statements and no expression holds a statement, so
+    the walk skips expressions."""
+
+    def __init__(self):
+        self.out: set = set()
+
+    def visit(self, node):
+        if isinstance(node, PrimExpr):
+            return None
+        return super().visit(node)
+
+    def visit_BufferStore(self, s):
+        self.out.add(s.buffer)
+
+
 def _written_buffers(func: PrimFunc) -> set:
-    out = set()
-
-    class _V(IRVisitor):
-        def visit_BufferStore(self, s):
-            out.add(s.buffer)
-            self.generic_visit(s)
-
-        def visit_Call(self, c):
-            # an extern call given a buffer element's address may write it: be conservative
-            self.generic_visit(c)
-
-    _V().visit(func.body)
-    return out
+    stores = _StoreCollector()
+    stores.visit(func.body)
+    return stores.out
 
 
 def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_check: bool = False,

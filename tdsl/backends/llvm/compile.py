@@ -6,7 +6,7 @@ import ctypes
 import hashlib
 import threading
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from ...ir import (
     Allocate,
@@ -32,9 +32,10 @@ class Compiled:
 
     meta: dict                 # CodegenResult fields except the IR text
     packed_source: str         # LLVM IR as generated (compressed; the disk cache stores it so)
-    packed_optimized_ir: str
+    pipeline: str              # the LLVM pipeline it was compiled with (jit.PIPELINES)
     addresses: dict[str, int]  # symbol -> address
     from_disk: bool = False
+    _optimized_ir: str | None = field(default=None, repr=False)
 
     @property
     def source(self) -> str:
@@ -42,7 +43,11 @@ class Compiled:
 
     @property
     def optimized_ir(self) -> str:
-        return _unpack_text(self.packed_optimized_ir)
+        """The IR after the pipeline, made again on first use (printing and storing it cost
+        every build ~1.5 ms for the GEMM; the same source and pipeline give the same IR)."""
+        if self._optimized_ir is None:
+            self._optimized_ir = jit.optimized_ir(self.source, self.pipeline, f"kernel {self.meta['symbol']!r}")
+        return self._optimized_ir
 
 
 _LOCK = threading.Lock()
@@ -103,7 +108,7 @@ def register_tiled(lowered: Stmt) -> bool:
     """Whether a loop of the lowered code holds a register tile: an innermost loop whose body
     (its small unrolled loops expanded) stores at least TILED_LOOP_VECTOR_STORES vectors, like
     the k loop of a GEMM or conv2d micro-kernel. Such code gets the cheaper pipeline (see
-    jit.optimize); loops with one or two vector statements (row reductions, copies) still gain
+    pipeline_for); loops with one or two vector statements (row reductions, copies) still gain
     from LLVM's unrolling, and scalar code from all of O3."""
     return any(isinstance(node, For) and node.kind != "unrolled"
                and _vector_stores(node.body) >= TILED_LOOP_VECTOR_STORES for node in _statements(lowered))
@@ -123,6 +128,27 @@ def wide_vector_loops(lowered: Stmt) -> bool:
               if isinstance(node, For) and node.kind != "unrolled"]
     widths = [w for w in widths if w]
     return bool(widths) and min(widths) >= WIDE_LOOP_VECTOR_BITS
+
+
+def pipeline_for(lowered: Stmt) -> str:
+    """The LLVM pipeline for the lowered code (jit.optimize), chosen by what its schedule did:
+
+    * register tiles (register_tiled: the GEMM, conv2d and int8 micro-kernels, bench's softmax
+      with its 8-lane combine tile) get jit.SIMPLIFY, O1's per-function simplification without
+      the inliner, vectorizers and unroller: their hot loops are already vectorized and
+      unrolled, and they run in the same time as with the O1 pipeline they had before (one
+      thread, min of 30-40 interleaved calls, 2-4 builds each: GEMM 512/1000/1024, conv2d,
+      int8 GEMM, softmax 0.98-1.04x) for about half of its time (GEMM 1024: ~23 instead of
+      ~44 ms). A scalar loop in such a kernel (a packing copy, an epilogue) is not vectorized
+      by LLVM there;
+    * loops vectorized wide (wide_vector_loops: all vector loops store >= 1024 bits per
+      iteration) get jit.O3_NO_UNROLL: the former softmax schedule (only 32-lane loops) ran
+      ~1% slower with jit.SIMPLIFY (64 x 1024, one thread);
+    * everything else gets jit.O3: scalar code needs the vectorizers, and layernorm's 16-lane
+      loops the unroller (5% slower with jit.SIMPLIFY)."""
+    if register_tiled(lowered):
+        return jit.SIMPLIFY
+    return jit.O3_NO_UNROLL if wide_vector_loops(lowered) else jit.O3
 
 
 def _vector_stores(stmt: Stmt, bits: bool = False) -> int:
@@ -200,17 +226,19 @@ def compile_func(func: PrimFunc, lower, bounds_check: bool = False) -> Compiled:
 def _from_entry(entry) -> Compiled | None:
     meta = entry.meta
     try:
-        info = meta["info"]
-        source, optimized = meta["source"], meta["optimized_ir"]
-        if not (isinstance(source, str) and isinstance(optimized, str)):
+        info, source, pipeline = meta["info"], meta["source"], meta["pipeline"]
+        if not (isinstance(source, str) and pipeline in jit.PIPELINES):
             return None
         addrs = jit.load_object(entry.obj, _symbols(info))
     except (KeyError, TypeError):
         return None
-    return Compiled(info, source, optimized, addrs, from_disk=True)
+    return Compiled(info, source, pipeline, addrs, from_disk=True)
 
 
-def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, disk_key: str) -> Compiled:
+def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, disk_key: str | None,
+             pipeline: str | None = None) -> Compiled:
+    """Lowered code to loaded machine code, stored on disk under `disk_key` (None: not stored).
+    `pipeline` overrides pipeline_for (A/B comparisons: bench/bench_cpu_backend.py --pipelines)."""
     from .bounds import check_static_bounds
 
     check_static_bounds(lowered)
@@ -218,16 +246,15 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     result = codegen.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
                              datalayout=jit.data_layout())
     mod = jit.parse_and_verify(result.ir, f"kernel {api.name!r}")
-    tiled = register_tiled(lowered.body)
-    jit.optimize(mod, register_tiled=tiled, loop_unrolling=not (tiled or wide_vector_loops(lowered.body)))
-    optimized = str(mod)
+    pipeline = pipeline or pipeline_for(lowered.body)
+    jit.optimize(mod, pipeline)
     obj = jit.emit_object(mod)
     info = {k: v for k, v in asdict(result).items() if k != "ir"}
-    source, optimized = _pack_text(result.ir), _pack_text(optimized)
-    cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source,
-                                     "optimized_ir": optimized})
+    source = _pack_text(result.ir)
+    if disk_key is not None:
+        cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source, "pipeline": pipeline})
     addrs = jit.load_object(obj, _symbols(info))
-    return Compiled(info, source, optimized, addrs)
+    return Compiled(info, source, pipeline, addrs)
 
 
 def _symbols(info: dict) -> list[str]:

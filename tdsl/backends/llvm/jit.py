@@ -1,4 +1,4 @@
-"""The process-wide LLVM JIT: one target machine, one MCJIT engine, O3 through the new pass manager.
+"""The process-wide LLVM JIT: one target machine, one MCJIT engine, the new pass manager's pipelines.
 
 Everything that touches llvmlite.binding lives here. Two llvmlite facts shape it
 (see TOOLCHAIN.md): a second MCJIT engine on the same target machine kills the process, so
@@ -80,32 +80,62 @@ def parse_and_verify(text: str, what: str):
     return mod
 
 
-# the pass pipeline level for register-tiled code (see optimize)
-TILED_SPEED_LEVEL = 1
+# The pipelines `optimize` runs, by name (compile.pipeline_for picks one per kernel).
+O3 = "O3"                      # the full O3 module pipeline with loop and SLP vectorisation
+O3_NO_UNROLL = "O3-no-unroll"  # the same without LLVM's loop unrolling
+SIMPLIFY = "simplify"          # O1's function simplification pipeline, one function at a time
+O1_NO_UNROLL = "O1-no-unroll"  # the O1 module pipeline with both vectorizers, no unrolling
+PIPELINES = (O3, O3_NO_UNROLL, SIMPLIFY, O1_NO_UNROLL)
 
 
-def optimize(mod, register_tiled: bool = False, loop_unrolling: bool = True) -> None:
-    """O3 with loop and SLP vectorisation (the new pass manager leaves SLP off by default).
+def optimize(mod, pipeline: str = O3) -> None:
+    """Run the pass pipeline named `pipeline` on `mod` (verified), in place.
 
-    `register_tiled=True` is for code whose schedule unrolled and vectorized its hot loops into
-    register tiles (the GEMM and conv2d micro-kernels): O1 without LLVM's loop unrolling, still
-    with both vectorizers for the scalar loops such code keeps (the zeroing of C). There the
-    unroller only adds code: 2-7x the compile time, and conv2d with a 2x56 tile ran 8-13% slower
-    with it (register pressure); O2 gave these kernels the same hot loops as O3, and O1 gives
-    them the same as O2 (the GEMM's and conv2d's FMA loops differ only in register names; GEMM
-    512/1024, conv2d and int8 GEMM run in the same time) for ~15 ms less build time, so they get
-    O1. `loop_unrolling=False` keeps the unroller off at O3 too (loops the schedule already
-    vectorized wide: compile.wide_vector_loops). A fresh pass builder per module:
-    its analysis caches are keyed by IR addresses, which a later module may reuse."""
-    state = _init()
-    tm = state["tm"]
+    O3 (loop and SLP vectorisation: the new pass manager leaves SLP off by default) is for
+    scalar code, whose speed comes from LLVM's vectorizers and unroller; O3_NO_UNROLL for loops
+    the schedule already vectorized wide (compile.wide_vector_loops), where the unroller only
+    adds code. SIMPLIFY is for register-tiled code (compile.register_tiled): SROA, EarlyCSE,
+    InstCombine, LICM, IndVarSimplify, LoopIdiom, ... on each function, without the inliner
+    and the vectorizers of the module pipeline. The GEMM, conv2d and int8 micro-kernels run in
+    the same time as with O1_NO_UNROLL (what they had before) for about half of its time
+    (GEMM 1024: ~23 instead of ~45 ms; compile.pipeline_for has the measurements).
+    O1_NO_UNROLL stays for A/B comparisons (bench/bench_cpu_backend.py --pipelines). A fresh
+    pass builder per module: its analysis caches are keyed by IR addresses, which a later
+    module may reuse."""
+    if pipeline not in PIPELINES:
+        raise ValueError(f"unknown LLVM pipeline {pipeline!r}; known: {', '.join(PIPELINES)}")
+    tm = _init()["tm"]
     with _LOCK:
-        pto = llvm.create_pipeline_tuning_options(speed_level=TILED_SPEED_LEVEL if register_tiled else 3)
+        if pipeline == SIMPLIFY:
+            _simplify_functions(mod, tm)
+            return
+        pto = llvm.create_pipeline_tuning_options(speed_level=1 if pipeline == O1_NO_UNROLL else 3)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
-        pto.loop_unrolling = loop_unrolling and not register_tiled
+        pto.loop_unrolling = pipeline == O3
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
+
+
+def _simplify_functions(mod, tm) -> None:
+    """O1's function simplification pipeline on every function defined in `mod` (optnone ones
+    are left as they are). Inlining the parallel loops' bodies into their wrappers afterwards,
+    as O1's inliner did, saved ~2 ms of emission and cost as much in the inliner."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=1)
+    pto.loop_unrolling = False
+    pb = llvm.create_pass_builder(tm, pto)
+    fpm = pb.getFunctionPassManager()
+    for fn in mod.functions:
+        if not fn.is_declaration:
+            fpm.run(fn, pb)
+
+
+def optimized_ir(text: str, pipeline: str, what: str) -> str:
+    """The IR text after `pipeline`: the same source and pipeline give the same IR, so the
+    optimized IR of a kernel is made again when asked for instead of kept."""
+    mod = parse_and_verify(text, what)
+    optimize(mod, pipeline)
+    return str(mod)
 
 
 def emit_object(mod) -> bytes:

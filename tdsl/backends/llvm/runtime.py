@@ -5,16 +5,27 @@ No C compiler and no libgomp: the pool is an IR module JIT-compiled once per pro
 `pthread_create`, spin briefly after a region and then park on a futex (`syscall(SYS_futex)`).
 
 A parallel region is `tdsl_rt_launch(fn, closure, n)`; `fn(lo, hi, closure)` runs the chunk
-[lo, hi) of the loop; the loop is cut into up to `_CHUNKS_PER_THREAD` chunks per thread, which
-the threads take from a shared counter. Regions are serialised by a try-lock: a region started while another is
-running (a second Python thread, or a nested parallel loop) runs serially in its caller, which
-is correct and keeps the cores busy anyway.
+[lo, hi) of the loop. Chunks are guided: each thread claims 1/(2 * threads) of the iterations
+left, capped at 1/(4 * threads) of the loop and at least 1/(32 * threads) of it, so the last
+chunks are small and threads finish together. Regions are serialised by a try-lock: a region
+started while another is running (a second Python thread, or a nested parallel loop) runs
+serially in its caller, which is correct and keeps the cores busy anyway.
 
-Protocol (all shared words sequentially consistent where it matters):
-launcher: publish fn/closure/chunks, open = 1, gen += 1, wake sleepers, help, wait until every
-chunk is done, open = 0, wait until no worker is active, unlock. Worker: on a new gen,
-active += 1, and only if open still holds read the region and help; then active -= 1. So a
-worker either sees the region open (and the launcher waits for it) or never touches it.
+On a machine shared with other processes a worker can lose its core while it holds a chunk,
+and the region then waits for it to be scheduled again (milliseconds): slower than one thread.
+So the launcher parks on a futex instead of spinning while it waits (its core can run the
+worker), and it measures each region against its own pace: when the region took no less time
+than the launcher alone would have needed, that loop (by its `fn`) runs serially for the next
+1, 2, 4, ... `_BACKOFF_MAX` launches and then tries the threads again.
+
+Protocol: `next` holds the region's tag (its generation) in its high 32 bits and the next free
+iteration in the low 32; a chunk is claimed by a CAS on `next` after reading the region's
+parameters. Launcher: close the old tag (next = new tag | all ones, so no late CAS with an old
+tag succeeds), publish fn/closure/n/chunk sizes, done = complete = 0, next = new tag | 0,
+gen += 1 and wake sleepers, help, wait for complete (set by whoever finishes the last
+iteration), unlock. A thread whose CAS succeeds read the parameters of a region that cannot
+finish before its chunk does, so the launcher never waits for workers that hold nothing, and
+workers need no "active" count. Loops over more than 2**31 iterations run as several regions.
 """
 from __future__ import annotations
 
@@ -26,25 +37,30 @@ import threading
 from . import jit
 
 _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
+_FUTEX_WAIT, _FUTEX_WAKE = 128, 129   # the _PRIVATE variants: the pool is one process's
 _WORKER_SPIN = 20000      # pause iterations (~0.3 ms) before a worker parks on the futex
-_WAIT_SPIN = 2000         # pause iterations before the launcher starts yielding
-_CHUNKS_PER_THREAD = 4    # a region is cut into up to 4 chunks per thread, taken first come
-                          # first served: a thread that loses its core to another process
-                          # delays the region by one small chunk, not by a whole share
+_WAIT_SPIN = 2000         # pause iterations before the launcher parks waiting for a worker
+_MAX_CHUNK = 4            # no chunk is bigger than 1/(4 * threads) of the loop ...
+_GUIDED = 2               # ... each is 1/(2 * threads) of the iterations left ...
+_MIN_CHUNK = 32           # ... but at least 1/(32 * threads) of the loop (one iteration)
+_PIECE = 1 << 31          # iterations per region; longer loops run as several regions
+_SLOTS = 64               # parallel loops whose back-off state is kept (a direct-mapped table)
+_BACKOFF_MAX = 32         # launches a loop runs serially at most before trying threads again
 
-_GLOBALS = ("gen", "open", "fn", "cl", "n", "chunk", "nchunks", "next", "done", "active", "lock",
-            "nworkers", "sleepers")
+# next: the region's tag (its gen) in the high 32 bits, the next free iteration in the low 32.
+_GLOBALS = {"gen": "i32", "fn": "ptr", "cl": "ptr", "n": "i64", "base": "i64", "div": "i64",
+            "cap": "i64", "grain": "i64", "next": "i64", "done": "i64", "complete": "i32",
+            "lwait": "i32", "lock": "i32", "nworkers": "i32", "sleepers": "i32"}
 
 
 def _ir(triple: str, sys_futex: int) -> str:
     x86 = triple.startswith(("x86_64", "i686", "i386"))
     pause = "call void @llvm.x86.sse2.pause()" if x86 else "call i32 @sched_yield()"
     pause_decl = "declare void @llvm.x86.sse2.pause()" if x86 else ""
-    glob = []
-    for name in _GLOBALS:
-        ty = "ptr" if name in ("fn", "cl") else "i64" if name in ("n", "chunk", "nchunks", "next", "done") else "i32"
-        init = "null" if ty == "ptr" else "0"
-        glob.append(f"@tdsl_rt_{name} = internal global {ty} {init}, align 64")
+    glob = [f"@tdsl_rt_{name} = internal global {ty} {'null' if ty == 'ptr' else '0'}, align 64"
+            for name, ty in _GLOBALS.items()]
+    glob += [f"@tdsl_rt_tab_{name} = internal global [{_SLOTS} x {ty}] zeroinitializer, align 64"
+             for name, ty in (("fn", "ptr"), ("left", "i32"), ("back", "i32"))]
     return f"""
 target triple = "{triple}"
 {chr(10).join(glob)}
@@ -56,64 +72,209 @@ declare i32 @pthread_detach(i64)
 declare i32 @sched_yield()
 {pause_decl}
 
-define internal void @tdsl_rt_help() {{
+; Take chunks of the current region until none is left. A chunk is claimed by a CAS on next
+; that also checks the region's tag, so a thread that read the region's parameters late (the
+; launcher already publishing the next one) claims nothing with them.
+define internal i64 @tdsl_rt_help() {{
 entry:
-  %fn = load ptr, ptr @tdsl_rt_fn
-  %cl = load ptr, ptr @tdsl_rt_cl
-  %n = load i64, ptr @tdsl_rt_n
-  %chunk = load i64, ptr @tdsl_rt_chunk
-  %nchunks = load i64, ptr @tdsl_rt_nchunks
   br label %loop
 loop:
-  %t = atomicrmw add ptr @tdsl_rt_next, i64 1 acq_rel
-  %more = icmp slt i64 %t, %nchunks
-  br i1 %more, label %body, label %exit
+  %ran = phi i64 [0, %entry], [%ran, %size], [%ran1, %body]
+  %cur = load atomic i64, ptr @tdsl_rt_next acquire, align 8
+  %n = load atomic i64, ptr @tdsl_rt_n monotonic, align 8
+  %idx = and i64 %cur, 4294967295
+  %more = icmp ult i64 %idx, %n
+  br i1 %more, label %size, label %exit
+size:
+  %fn = load atomic ptr, ptr @tdsl_rt_fn monotonic, align 8
+  %cl = load atomic ptr, ptr @tdsl_rt_cl monotonic, align 8
+  %base = load atomic i64, ptr @tdsl_rt_base monotonic, align 8
+  %div = load atomic i64, ptr @tdsl_rt_div monotonic, align 8
+  %cap = load atomic i64, ptr @tdsl_rt_cap monotonic, align 8
+  %grain = load atomic i64, ptr @tdsl_rt_grain monotonic, align 8
+  %rem = sub i64 %n, %idx
+  %g0 = udiv i64 %rem, %div
+  %g1 = call i64 @llvm.umax.i64(i64 %g0, i64 %grain)
+  %g2 = call i64 @llvm.umin.i64(i64 %g1, i64 %cap)
+  %c = call i64 @llvm.umin.i64(i64 %g2, i64 %rem)
+  %new = add i64 %cur, %c
+  %x = cmpxchg ptr @tdsl_rt_next, i64 %cur, i64 %new acq_rel acquire
+  %won = extractvalue {{ i64, i1 }} %x, 1
+  br i1 %won, label %body, label %loop
 body:
-  %lo = mul i64 %t, %chunk
-  %hi0 = add i64 %lo, %chunk
-  %lt = icmp slt i64 %hi0, %n
-  %hi = select i1 %lt, i64 %hi0, i64 %n
+  %lo = add i64 %base, %idx
+  %hi = add i64 %lo, %c
   call void %fn(i64 %lo, i64 %hi, ptr %cl)
-  %d = atomicrmw add ptr @tdsl_rt_done, i64 1 release
-  br label %loop
+  %ran1 = add i64 %ran, %c
+  %d = atomicrmw add ptr @tdsl_rt_done, i64 %c acq_rel
+  %d1 = add i64 %d, %c
+  %last = icmp eq i64 %d1, %n
+  br i1 %last, label %finish, label %loop
+finish:
+  store atomic i32 1, ptr @tdsl_rt_complete seq_cst, align 4
+  %w = load atomic i32, ptr @tdsl_rt_lwait seq_cst, align 4
+  %waiting = icmp ne i32 %w, 0
+  br i1 %waiting, label %wake, label %exit
+wake:
+  %r = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @tdsl_rt_complete, i64 {_FUTEX_WAKE}, i64 1)
+  br label %exit
 exit:
-  ret void
+  %all = phi i64 [%ran, %loop], [%ran1, %finish], [%ran1, %wake]
+  ret i64 %all
 }}
 
-define internal void @tdsl_rt_wait_done(i64 %nchunks) {{
+; The launcher waits for the last chunk: it spins briefly, then parks, so that a worker which
+; lost its core to another process can be run on the launcher's core.
+define internal void @tdsl_rt_wait_done() {{
 entry:
   br label %loop
 loop:
-  %i = phi i64 [0, %entry], [%i1, %yield], [%i1, %pause]
-  %d = load atomic i64, ptr @tdsl_rt_done acquire, align 8
-  %ok = icmp sge i64 %d, %nchunks
+  %i = phi i64 [0, %entry], [%i1, %pause], [%i, %woke]
+  %c = load atomic i32, ptr @tdsl_rt_complete acquire, align 4
+  %ok = icmp ne i32 %c, 0
   br i1 %ok, label %exit, label %spin
 spin:
   %i1 = add i64 %i, 1
   %long = icmp sgt i64 %i, {_WAIT_SPIN}
-  br i1 %long, label %yield, label %pause
-yield:
-  %y = call i32 @sched_yield()
-  br label %loop
+  br i1 %long, label %sleep, label %pause
 pause:
   {pause}
+  br label %loop
+sleep:
+  store atomic i32 1, ptr @tdsl_rt_lwait seq_cst, align 4
+  %c2 = load atomic i32, ptr @tdsl_rt_complete seq_cst, align 4
+  %still = icmp eq i32 %c2, 0
+  br i1 %still, label %park, label %woke
+park:
+  %r = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @tdsl_rt_complete, i64 {_FUTEX_WAIT}, i64 0, ptr null)
+  br label %woke
+woke:
+  store atomic i32 0, ptr @tdsl_rt_lwait seq_cst, align 4
   br label %loop
 exit:
   ret void
 }}
 
-define internal void @tdsl_rt_wait_idle() {{
+; One region of pn iterations starting at base: close the old tag, publish, open, wake, help,
+; wait. Returns whether it paid: the region took less time than the launcher alone would have
+; needed, estimated from its own pace (its busy time per iteration it ran, times pn).
+define internal i1 @tdsl_rt_region(ptr %fn, ptr %cl, i64 %base, i64 %pn, i64 %nthreads) {{
 entry:
-  br label %loop
-loop:
-  %a = load atomic i32, ptr @tdsl_rt_active seq_cst, align 4
-  %ok = icmp eq i32 %a, 0
-  br i1 %ok, label %exit, label %pause
-pause:
-  {pause}
-  br label %loop
-exit:
+  %t0 = call i64 @tdsl_rt_now()
+  %g = load atomic i32, ptr @tdsl_rt_gen monotonic, align 4
+  %g1 = add i32 %g, 1
+  %g64 = zext i32 %g1 to i64
+  %tag = shl i64 %g64, 32
+  %closed = or i64 %tag, 4294967295
+  store atomic i64 %closed, ptr @tdsl_rt_next seq_cst, align 8
+  %div = mul i64 %nthreads, {_GUIDED}
+  %ct = mul i64 %nthreads, {_MAX_CHUNK}
+  %ct1 = add i64 %pn, %ct
+  %ct2 = sub i64 %ct1, 1
+  %cap = udiv i64 %ct2, %ct
+  %gt = mul i64 %nthreads, {_MIN_CHUNK}
+  %gt1 = add i64 %pn, %gt
+  %gt2 = sub i64 %gt1, 1
+  %grain = udiv i64 %gt2, %gt
+  store atomic ptr %fn, ptr @tdsl_rt_fn monotonic, align 8
+  store atomic ptr %cl, ptr @tdsl_rt_cl monotonic, align 8
+  store atomic i64 %pn, ptr @tdsl_rt_n monotonic, align 8
+  store atomic i64 %base, ptr @tdsl_rt_base monotonic, align 8
+  store atomic i64 %div, ptr @tdsl_rt_div monotonic, align 8
+  store atomic i64 %cap, ptr @tdsl_rt_cap monotonic, align 8
+  store atomic i64 %grain, ptr @tdsl_rt_grain monotonic, align 8
+  store atomic i64 0, ptr @tdsl_rt_done monotonic, align 8
+  store atomic i32 0, ptr @tdsl_rt_complete monotonic, align 4
+  store atomic i64 %tag, ptr @tdsl_rt_next seq_cst, align 8
+  store atomic i32 %g1, ptr @tdsl_rt_gen seq_cst, align 4
+  %s = load atomic i32, ptr @tdsl_rt_sleepers seq_cst, align 4
+  %asleep = icmp sgt i32 %s, 0
+  br i1 %asleep, label %wake, label %work
+wake:
+  %w = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @tdsl_rt_gen, i64 {_FUTEX_WAKE}, i64 2147483647)
+  br label %work
+work:
+  %mine = call i64 @tdsl_rt_help()
+  %t1 = call i64 @tdsl_rt_now()
+  call void @tdsl_rt_wait_done()
+  %t2 = call i64 @tdsl_rt_now()
+  %busy = sub i64 %t1, %t0
+  %took = sub i64 %t2, %t0
+  %fbusy = uitofp i64 %busy to double
+  %ftook = uitofp i64 %took to double
+  %fmine = uitofp i64 %mine to double
+  %fpn = uitofp i64 %pn to double
+  %alone = fmul double %fbusy, %fpn
+  %par = fmul double %ftook, %fmine
+  %pays = fcmp olt double %par, %alone
+  ret i1 %pays
+}}
+
+; Per parallel loop (a small table indexed by the body's address; a collision only mixes two
+; loops' history), how many more launches run serially, and the current back-off.
+define internal i64 @tdsl_rt_slot(ptr %fn) {{
+entry:
+  %fi = ptrtoint ptr %fn to i64
+  %h0 = lshr i64 %fi, 4
+  %h1 = lshr i64 %fi, 10
+  %h2 = xor i64 %h0, %h1
+  %slot = and i64 %h2, {_SLOTS - 1}
+  ret i64 %slot
+}}
+
+; After a parallel launch: paid, forget the loop's back-off; did not, run it serially for the
+; next 1, 2, 4, ... {_BACKOFF_MAX} launches, then try again.
+define internal void @tdsl_rt_learn(ptr %fn, i1 %pays) {{
+entry:
+  %slot = call i64 @tdsl_rt_slot(ptr %fn)
+  %pfn = getelementptr [{_SLOTS} x ptr], ptr @tdsl_rt_tab_fn, i64 0, i64 %slot
+  %pleft = getelementptr [{_SLOTS} x i32], ptr @tdsl_rt_tab_left, i64 0, i64 %slot
+  %pback = getelementptr [{_SLOTS} x i32], ptr @tdsl_rt_tab_back, i64 0, i64 %slot
+  %owner = load atomic ptr, ptr %pfn monotonic, align 8
+  %same = icmp eq ptr %owner, %fn
+  %b0 = load atomic i32, ptr %pback monotonic, align 4
+  %b = select i1 %same, i32 %b0, i32 0
+  %b2 = shl i32 %b, 1
+  %b3 = call i32 @llvm.umax.i32(i32 %b2, i32 1)
+  %b4 = call i32 @llvm.umin.i32(i32 %b3, i32 {_BACKOFF_MAX})
+  %back = select i1 %pays, i32 0, i32 %b4
+  store atomic ptr %fn, ptr %pfn monotonic, align 8
+  store atomic i32 %back, ptr %pback monotonic, align 4
+  store atomic i32 %back, ptr %pleft monotonic, align 4
   ret void
+}}
+
+; Whether this launch of fn should run serially (its loop is backing off); counts it down.
+define internal i1 @tdsl_rt_backing_off(ptr %fn) {{
+entry:
+  %slot = call i64 @tdsl_rt_slot(ptr %fn)
+  %pfn = getelementptr [{_SLOTS} x ptr], ptr @tdsl_rt_tab_fn, i64 0, i64 %slot
+  %pleft = getelementptr [{_SLOTS} x i32], ptr @tdsl_rt_tab_left, i64 0, i64 %slot
+  %owner = load atomic ptr, ptr %pfn monotonic, align 8
+  %same = icmp eq ptr %owner, %fn
+  br i1 %same, label %known, label %no
+known:
+  %left = load atomic i32, ptr %pleft monotonic, align 4
+  %wait = icmp sgt i32 %left, 0
+  br i1 %wait, label %yes, label %no
+yes:
+  %left1 = sub i32 %left, 1
+  store atomic i32 %left1, ptr %pleft monotonic, align 4
+  ret i1 true
+no:
+  ret i1 false
+}}
+
+define internal i64 @tdsl_rt_now() {{
+entry:
+  %ts = alloca [2 x i64], align 8
+  %r = call i32 @clock_gettime(i32 1, ptr %ts)
+  %s = load i64, ptr %ts, align 8
+  %pns = getelementptr i64, ptr %ts, i64 1
+  %ns = load i64, ptr %pns, align 8
+  %t = mul i64 %s, 1000000000
+  %t1 = add i64 %t, %ns
+  ret i64 %t1
 }}
 
 define void @tdsl_rt_launch(ptr %fn, ptr %cl, i64 %n) {{
@@ -125,7 +286,10 @@ check:
   %none = icmp eq i32 %nw, 0
   %one = icmp eq i64 %n, 1
   %trivial = or i1 %none, %one
-  br i1 %trivial, label %serial, label %trylock
+  br i1 %trivial, label %serial, label %adapt
+adapt:
+  %off = call i1 @tdsl_rt_backing_off(ptr %fn)
+  br i1 %off, label %serial, label %trylock
 trylock:
   %x = cmpxchg ptr @tdsl_rt_lock, i32 0, i32 1 acquire monotonic
   %got = extractvalue {{ i32, i1 }} %x, 1
@@ -133,35 +297,17 @@ trylock:
 region:
   %nw64 = zext i32 %nw to i64
   %nthreads = add i64 %nw64, 1
-  %want = mul i64 %nthreads, {_CHUNKS_PER_THREAD}
-  %fewer = icmp slt i64 %n, %want
-  %parts = select i1 %fewer, i64 %n, i64 %want
-  %np = add i64 %n, %parts
-  %np1 = sub i64 %np, 1
-  %chunk = sdiv i64 %np1, %parts
-  %nc0 = add i64 %n, %chunk
-  %nc1 = sub i64 %nc0, 1
-  %nchunks = sdiv i64 %nc1, %chunk
-  store ptr %fn, ptr @tdsl_rt_fn
-  store ptr %cl, ptr @tdsl_rt_cl
-  store i64 %n, ptr @tdsl_rt_n
-  store i64 %chunk, ptr @tdsl_rt_chunk
-  store i64 %nchunks, ptr @tdsl_rt_nchunks
-  store i64 0, ptr @tdsl_rt_next
-  store i64 0, ptr @tdsl_rt_done
-  store atomic i32 1, ptr @tdsl_rt_open seq_cst, align 4
-  %g = atomicrmw add ptr @tdsl_rt_gen, i32 1 seq_cst
-  %s = load atomic i32, ptr @tdsl_rt_sleepers seq_cst, align 4
-  %asleep = icmp sgt i32 %s, 0
-  br i1 %asleep, label %wake, label %work
-wake:
-  %w = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @tdsl_rt_gen, i64 129, i64 2147483647)
-  br label %work
-work:
-  call void @tdsl_rt_help()
-  call void @tdsl_rt_wait_done(i64 %nchunks)
-  store atomic i32 0, ptr @tdsl_rt_open seq_cst, align 4
-  call void @tdsl_rt_wait_idle()
+  br label %piece
+piece:
+  %base = phi i64 [0, %region], [%base1, %piece]
+  %left = sub i64 %n, %base
+  %pn = call i64 @llvm.umin.i64(i64 %left, i64 {_PIECE})
+  %pays = call i1 @tdsl_rt_region(ptr %fn, ptr %cl, i64 %base, i64 %pn, i64 %nthreads)
+  %base1 = add i64 %base, %pn
+  %more = icmp slt i64 %base1, %n
+  br i1 %more, label %piece, label %unlock
+unlock:
+  call void @tdsl_rt_learn(ptr %fn, i1 %pays)
   store atomic i32 0, ptr @tdsl_rt_lock release, align 4
   br label %done
 serial:
@@ -176,7 +322,7 @@ entry:
   %g0 = load atomic i32, ptr @tdsl_rt_gen acquire, align 4
   br label %wait
 wait:
-  %my = phi i32 [%g0, %entry], [%g1, %finished]
+  %my = phi i32 [%g0, %entry], [%g1, %got]
   br label %spin
 spin:
   %i = phi i32 [0, %wait], [%i1, %pause]
@@ -197,7 +343,7 @@ sleep:
   br i1 %same, label %park, label %woke
 park:
   %my64 = zext i32 %my to i64
-  %r = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @tdsl_rt_gen, i64 128, i64 %my64, ptr null)
+  %r = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @tdsl_rt_gen, i64 {_FUTEX_WAIT}, i64 %my64, ptr null)
   br label %woke
 woke:
   %sl2 = atomicrmw sub ptr @tdsl_rt_sleepers, i32 1 seq_cst
@@ -205,16 +351,8 @@ woke:
   %neww = icmp ne i32 %gw, %my
   br i1 %neww, label %got, label %sleep
 got:
-  %a = atomicrmw add ptr @tdsl_rt_active, i32 1 seq_cst
-  %g1 = load atomic i32, ptr @tdsl_rt_gen seq_cst, align 4
-  %o = load atomic i32, ptr @tdsl_rt_open seq_cst, align 4
-  %isopen = icmp ne i32 %o, 0
-  br i1 %isopen, label %help, label %finished
-help:
+  %g1 = load atomic i32, ptr @tdsl_rt_gen acquire, align 4
   call void @tdsl_rt_help()
-  br label %finished
-finished:
-  %a2 = atomicrmw sub ptr @tdsl_rt_active, i32 1 seq_cst
   br label %wait
 }}
 
@@ -252,11 +390,16 @@ entry:
   store i32 0, ptr @tdsl_rt_nworkers
   store i32 1, ptr @tdsl_rt_nthreads
   store i32 0, ptr @tdsl_rt_lock
-  store i32 0, ptr @tdsl_rt_open
-  store i32 0, ptr @tdsl_rt_active
   store i32 0, ptr @tdsl_rt_sleepers
+  store i32 0, ptr @tdsl_rt_lwait
   ret void
 }}
+
+declare i64 @llvm.umax.i64(i64, i64)
+declare i32 @llvm.umax.i32(i32, i32)
+declare i32 @llvm.umin.i32(i32, i32)
+declare i32 @clock_gettime(i32, ptr)
+declare i64 @llvm.umin.i64(i64, i64)
 """
 
 
@@ -275,13 +418,33 @@ def num_threads() -> int:
         return os.cpu_count() or 1
 
 
+def _experiment_ir(triple, sys_futex):  # EXPERIMENT: temporary A/B switch, removed before the report
+    exp = os.environ.get("TDSL_RT_EXPERIMENT", "")
+    if exp == "old":
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("rt_orig", "/tmp/runtime_orig.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod._ir(triple, sys_futex)
+    g = globals()
+    saved = {}
+    for item in filter(None, exp.split(",")):
+        k, v = item.split("=")
+        saved[k] = g[k]
+        g[k] = int(v)
+    try:
+        return _ir(triple, sys_futex)
+    finally:
+        g.update(saved)
+
+
 def _compile() -> dict[str, int]:
     from .. import cache
 
     host = jit.host_info()
     arch = platform.machine().lower()
     sys_futex = _SYS_FUTEX.get(arch)
-    text = _ir(host.triple, sys_futex if sys_futex is not None else -1)
+    text = _experiment_ir(host.triple, sys_futex if sys_futex is not None else -1)  # EXPERIMENT
     key = cache.disk_key("runtime", hashlib.sha256(text.encode()).hexdigest())
     entry = cache.disk_load(key)
     obj = entry.obj if entry is not None else None

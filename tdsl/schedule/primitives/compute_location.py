@@ -76,7 +76,6 @@ from .cache import (
     refresh_block,
     refresh_touching,
     remove_realize,
-    top_index,
 )
 
 Box = list[tuple[PrimExpr, PrimExpr]]  # inclusive (lo, hi) per dimension
@@ -375,14 +374,32 @@ def _without(func: PrimFunc, realize: BlockRealize) -> PrimFunc:
     return func.with_body(body if body is not None else SeqStmt(()))
 
 
+def _split_point(bfull: Path, lfull: Path) -> tuple[list[Stmt], int, int]:
+    """The statements of the innermost sequence that holds both ends of the paths (root to the
+    block's realize, root to the loop), and the indices of the ones holding each end; (the one
+    statement, 0, 0) when no sequence separates them."""
+    common = 0
+    while common < min(len(bfull), len(lfull)) and bfull[common] is lfull[common]:
+        common += 1
+    parent = bfull[common - 1]
+    if isinstance(parent, SeqStmt) and common < min(len(bfull), len(lfull)):
+        items = list(parent.seq)
+        return items, _index_of(items, bfull[common]), _index_of(items, lfull[common])
+    return [bfull[common]] if common < len(bfull) else [parent], 0, 0
+
+
+def _index_of(items: list[Stmt], stmt: Stmt) -> int:
+    return next(i for i, s in enumerate(items) if s is stmt)
+
+
 def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path, loop: For, lpath: Path,
                        moved_first: bool) -> None:
     """Blocks of the scope between the block's old place and the loop (those in the loop's nest but
-    not under the loop included) must not share data with the moved block."""
-    bscope, bidx = top_index(bpath, next(r for r in all_realizes(bpath[-1]) if r.block is block))
-    _, lidx = top_index(lpath, loop)
-    body = bscope[-1].body
-    items = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    not under the loop included) must not share data with the moved block. The two are ordered
+    in the innermost sequence holding both: the body of their block, or of a loop around both
+    (nests already computed at a row loop)."""
+    items, bidx, lidx = _split_point(bpath + (next(r for r in all_realizes(bpath[-1]) if r.block is block),),
+                                     lpath + (loop,))
     lo, hi = (bidx, lidx) if moved_first else (lidx, bidx)
     if lo >= hi:
         where = "before" if moved_first else "after"
@@ -780,13 +797,25 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, Non
     return new, None
 
 
+def _statements_after(full: Path) -> list[Stmt]:
+    """The statements that run after the last node of `full` (a path from the root) in its
+    scope: those after it in every sequence around it, up to the enclosing block."""
+    out: list[Stmt] = []
+    for k in range(len(full) - 1, 0, -1):
+        parent = full[k - 1]
+        if isinstance(parent, Block):
+            break
+        if isinstance(parent, SeqStmt):
+            items = list(parent.seq)
+            out += items[_index_of(items, full[k]) + 1:]
+    return out
+
+
 def _check_outside_readers(func: PrimFunc, b: Block, bpath: Path, loop: For, lpath: Path, boxes) -> None:
     """When the producer's output is seen outside the loop (a parameter, or a later reader), the
     instances under the loop must still cover its whole domain."""
-    scope_path, lidx = top_index(lpath, loop)
-    body = scope_path[-1].body
-    items = list(body.seq) if isinstance(body, SeqStmt) else [body]
-    later = [r.block.name for s in items[lidx + 1:] for r in all_realizes(s) if _reads(r.block) & _writes(b)]
+    later = [r.block.name for s in _statements_after(lpath + (loop,)) for r in all_realizes(s)
+             if _reads(r.block) & _writes(b)]
     params = [buf for buf in _writes(b) if alloc_site(func, buf) is None]
     if not later and not params:
         return
