@@ -74,8 +74,8 @@ def _kernels(only: list[str]) -> dict[str, tuple[Callable[[], object], int]]:
 
 def _start_hog(core: int) -> subprocess.Popen:
     """A busy loop in another process, pinned to `core` (or anywhere when core < 0)."""
-    pin = (lambda: os.sched_setaffinity(0, {core})) if core >= 0 else None
-    return subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=pin)
+    pin = f"import os\nos.sched_setaffinity(0, {{{core}}})\n" if core >= 0 else ""
+    return subprocess.Popen([sys.executable, "-c", pin + HOG])
 
 
 def _stop_hog(proc: subprocess.Popen) -> None:

@@ -144,9 +144,31 @@ def test_prefetching_microkernel_tensorizes_and_matches_numpy(rng, isa, mr, nr, 
 def test_prefetching_microkernel_is_made_on_first_use_by_name():
     from tdsl.schedule.tensor_intrin import TensorIntrin
 
-    # KC = 24: one group of 16 // MR = 5 k steps prefetches (A once, B's row once per k), 19 do not
-    assert TensorIntrin.get("x86.avx2.fp32_3x8x24_pf").impl.script().count("llvm.prefetch.p0") == 2
+    # one k loop: each step prefetches A's line and B's row (NR = 8: one line) 16 steps ahead
+    impl = TensorIntrin.get("x86.avx2.fp32_3x8x24_pf").impl.script()
+    assert impl.count("llvm.prefetch.p0") == 2 and "A[0, k + 16]" in impl and "B[k + 16, 0]" in impl
     assert "llvm.prefetch" not in TensorIntrin.get("x86.avx2.fp32_3x8x24").impl.script()
+
+
+@pytest.mark.parametrize("isa,mr,nr,kc", [_on_host("avx2", 4, 16, 8), _on_host("avx2", 3, 40, 20),
+                                          _on_host("avx512", 8, 32, 4)])
+def test_prefetching_microkernel_prefetches_past_its_operands(rng, isa, mr, nr, kc):
+    """One tile is the whole GEMM, so the last 16 k steps prefetch past the end of A and B (KC
+    < 16: every step does): a prefetch never faults, and neither bounds check refuses it."""
+    from tdsl.ir import For, collect
+
+    name = x86.register_fp32(isa, mr, nr, kc, prefetch=True)
+    serial = [s for s in collect(tdsl.TensorIntrin.get(name).impl.body, For) if s.kind == "serial"]
+    assert len(serial) == 1 and serial[0].extent.value == kc   # no tail loop without prefetches
+    assert len(_prefetch_call(serial[0])) == 1 + -(-nr // 16)   # A's line and each line of B's row
+    sch, i1 = _tiled_gemm(mr, nr, kc, mr, nr, kc)
+    sch.tensorize(i1, name)
+    a = rng.standard_normal((mr, kc)).astype("float32")
+    b = rng.standard_normal((kc, nr)).astype("float32")
+    for bounds_check in (False, True):
+        kernel = tdsl.build(sch, target="cpu", bounds_check=bounds_check)
+        np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tdsl.interpret(sch.func, a, b), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_interpreter_names_address_of_outside_a_prefetch(rng):

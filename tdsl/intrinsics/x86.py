@@ -64,35 +64,26 @@ def _prefetch(load: str) -> str:
 def _fp32_k_loops(mr: int, nr: int, kc: int, lanes: int, prefetch: bool) -> str:
     """The k loop of the micro-kernel, as script text.
 
-    With `prefetch`, the first kc - PREFETCH_STEPS steps run in groups of U = 16 // MR (the k
-    steps that share one 64-byte line of packed A, whose strides are (1, MR)): per group one
-    prefetch of A's line PREFETCH_STEPS ahead, per k one prefetch of each line of B's row that
-    far ahead. The last steps run in a second loop without: their targets would lie past the tile
-    (another pass's data). Both alternatives measured 10-40% slower on Zen 3 (the FMA loop is
-    front-end bound): a clamped index (T.min: a cmov per prefetch) and an `if` around the
-    prefetches (a branch per k)."""
+    With `prefetch`, each k step first prefetches A's line and each 64-byte line of B's row
+    PREFETCH_STEPS steps ahead (A's line again for each of the 16 // MR steps it holds: no
+    slower than once per group on Zen 3, and one loop instead of two). The last steps'
+    prefetches point past the tile: a prefetch never faults and is exempt from both bounds
+    checks (docs/script.md, `T.address_of`); in a packed GEMM those lines are the next pass's
+    data. This builds within ~4 ms of the kernel without prefetch; the earlier form (groups of
+    16 // MR steps, then a 16-step tail loop without prefetches so as not to leave the tile)
+    cost ~20 ms more for the same kernel speed (0.98-1.02x). A clamped index (T.min: a cmov per
+    prefetch) or an `if` around the prefetches (a branch per k) measured 10-40% slower (the FMA
+    loop is front-end bound)."""
     nv = nr // lanes
     vec = f"T.Ramp(v * {lanes}, 1, {lanes})"
     fma = f"llvm.fma.v{lanes}f32"
-
-    def body(k: str, indent: str) -> str:
-        return (f"{indent}for i in T.unroll({mr}):\n"
-                f"{indent}    for v in T.unroll({nv}):\n"
-                f'{indent}        acc[i, {vec}] = T.call_extern("float32x{lanes}", "{fma}", '
-                f"T.Broadcast(A[i, {k}], {lanes}), B[{k}, {vec}], acc[i, {vec}])\n")
-
-    group = max(1, 16 // mr)
-    groups = max(0, kc - PREFETCH_STEPS) // group if prefetch else 0
-    text = ""
-    if groups:
-        k = f"ko * {group} + ku"
-        text += (f"    for ko in range({groups}):\n"
-                 f"        {_prefetch(f'A[0, ko * {group} + {PREFETCH_STEPS}]')}\n"
-                 f"        for ku in range({group}):\n")
-        text += "".join(f"            {_prefetch(f'B[{k} + {PREFETCH_STEPS}, {j}]')}\n" for j in range(0, nr, 16))
-        text += body(k, "            ")
-    done = groups * group
-    return text + f"    for k in range({kc - done}):\n" + body(f"k + {done}" if done else "k", "        ")
+    ahead = [f"A[0, k + {PREFETCH_STEPS}]"] + [f"B[k + {PREFETCH_STEPS}, {j}]" for j in range(0, nr, 16)]
+    return (f"    for k in range({kc}):\n"
+            + "".join(f"        {_prefetch(load)}\n" for load in (ahead if prefetch else []))
+            + f"        for i in T.unroll({mr}):\n"
+            f"            for v in T.unroll({nv}):\n"
+            f'                acc[i, {vec}] = T.call_extern("float32x{lanes}", "{fma}", '
+            f"T.Broadcast(A[i, k], {lanes}), B[k, {vec}], acc[i, {vec}])\n")
 
 
 def _fp32_impl(mr: int, nr: int, kc: int, lanes: int, prefetch: bool = False) -> str:

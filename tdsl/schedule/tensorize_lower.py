@@ -5,8 +5,10 @@ annotation "tdsl.tensor_intrin" (see tdsl.schedule.primitives.tensorize). This p
 of a lowering pipeline (before `convert_blocks`), decides per block:
 
 * the intrinsic's target is the one being built for ("cpu" intrinsics on "cpu", "cuda" ones on
-  "cuda") -> the block's body is matched again and replaced by the implementation, its buffers
-  bound to the matched regions (an init the description does not cover stays as it is);
+  "cuda") -> the block's body is matched again (tensorize's own match is reused when the block
+  and the loops around it are still the nodes it matched) and replaced by the implementation,
+  its buffers bound to the matched regions (an init the description does not cover stays as it
+  is);
 * a "cuda" intrinsic built for "cpu" -> the description stays (so a GPU-scheduled function
   builds and runs on the CPU with the same results);
 * a "cpu" intrinsic whose CPU features the host lacks, or a "cpu" intrinsic built for "cuda"
@@ -18,6 +20,7 @@ nothing for functions without tensorized blocks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from ..errors import ScheduleError, TargetError
 from ..ir import Block, BlockRealize, Buffer, IRVisitor, PrimFunc, Stmt, replace_buffers
@@ -32,13 +35,15 @@ PRELUDE_ATTR = "tdsl.cuda_prelude"
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 
 
-def host_features() -> set[str]:
-    """The host CPU's features as LLVM names them (e.g. "avx512f", "avxvnni")."""
+@functools.cache
+def host_features() -> frozenset[str]:
+    """The host CPU's features as LLVM names them (e.g. "avx512f", "avxvnni"); asked of LLVM once
+    per process (every build of a tensorized function checks them)."""
     from llvmlite import binding as llvm
 
     llvm.initialize_native_target()
     feats = llvm.get_host_cpu_features()
-    return {k for k in feats if feats[k]}
+    return frozenset(k for k in feats if feats[k])
 
 
 def missing_features(intrin: TensorIntrin) -> list[str]:

@@ -59,12 +59,12 @@ _FINGERPRINTS: dict[str, tuple[object, str]] = {}
 
 
 def _key(func: PrimFunc, options: dict) -> str:
-    # Taken before lowering (a disk hit does not lower): the function, its parameters (the fast
-    # entry checks the user's n-d shapes), the tensor intrinsics it names (lowering swaps in
-    # their implementation, which the function itself does not hold) and the options; the
-    # compiler's own source is in the disk key (cache.disk_key), so a changed lowering cannot
-    # reuse stale code.
-    program = structural_hash(func) + structural_hash(tuple(func.params))
+    # Taken before lowering (a disk hit does not lower): the function (its hash covers the
+    # parameters' shapes, dtypes, strides and offsets, which the fast entry checks), the tensor
+    # intrinsics it names (lowering swaps in their implementation, which the function itself
+    # does not hold) and the options; the compiler's own source is in the disk key
+    # (cache.disk_key), so a changed lowering cannot reuse stale code.
+    program = structural_hash(func)
     intrins = ";".join(_intrin_fingerprint(name) for name in _tensor_intrin_names(func.body))
     opts = ",".join(f"{k}={options[k]!r}" for k in sorted(options))
     return hashlib.sha256(f"{program}|{intrins}|{opts}".encode()).hexdigest()
@@ -243,10 +243,10 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
 
     check_static_bounds(lowered)
     host = jit.host_info()
-    result = codegen.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
-                             datalayout=jit.data_layout())
-    mod = jit.parse_and_verify(result.ir, f"kernel {api.name!r}")
     pipeline = pipeline or pipeline_for(lowered.body)
+    result = codegen.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
+                             datalayout=jit.data_layout(), wrappers_optnone=pipeline == jit.SIMPLIFY)
+    mod = jit.parse_and_verify(result.ir, f"kernel {api.name!r}")
     jit.optimize(mod, pipeline)
     obj = jit.emit_object(mod)
     info = {k: v for k, v in asdict(result).items() if k != "ir"}

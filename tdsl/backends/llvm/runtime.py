@@ -12,20 +12,19 @@ started while another is running (a second Python thread, or a nested parallel l
 serially in its caller, which is correct and keeps the cores busy anyway.
 
 On a machine shared with other processes a worker can lose its core while it holds a chunk,
-and the region then waits for it to be scheduled again (milliseconds): slower than one thread.
-So the launcher parks on a futex instead of spinning while it waits (its core can run the
-worker), and it measures each region against its own pace: when the region took no less time
-than the launcher alone would have needed, that loop (by its `fn`) runs serially for the next
-1, 2, 4, ... `_BACKOFF_MAX` launches and then tries the threads again.
+and the region then waits for it to be scheduled again (milliseconds). Small tail chunks bound
+what is left of a chunk once its thread runs again; the launcher spins briefly and then yields
+while it waits (parking it on a futex was measured worse: another process takes the idle core).
 
 Protocol: `next` holds the region's tag (its generation) in its high 32 bits and the next free
 iteration in the low 32; a chunk is claimed by a CAS on `next` after reading the region's
 parameters. Launcher: close the old tag (next = new tag | all ones, so no late CAS with an old
-tag succeeds), publish fn/closure/n/chunk sizes, done = complete = 0, next = new tag | 0,
-gen += 1 and wake sleepers, help, wait for complete (set by whoever finishes the last
-iteration), unlock. A thread whose CAS succeeds read the parameters of a region that cannot
-finish before its chunk does, so the launcher never waits for workers that hold nothing, and
-workers need no "active" count. Loops over more than 2**31 iterations run as several regions.
+tag succeeds), publish fn/closure/n/chunk sizes, done = 0, next = new tag | 0, gen += 1 and
+wake sleepers, help, wait until done (iterations finished) reaches n, unlock. A thread whose
+CAS succeeds read the parameters of a region that cannot finish before its chunk does, so the
+launcher never waits for workers that hold nothing (no "active" count, unlike a pool that must
+drain its workers before reusing the region's words). Loops over more than 2**31 iterations
+run as several regions.
 """
 from __future__ import annotations
 
@@ -39,18 +38,15 @@ from . import jit
 _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 _FUTEX_WAIT, _FUTEX_WAKE = 128, 129   # the _PRIVATE variants: the pool is one process's
 _WORKER_SPIN = 20000      # pause iterations (~0.3 ms) before a worker parks on the futex
-_WAIT_SPIN = 2000         # pause iterations before the launcher parks waiting for a worker
+_WAIT_SPIN = 2000         # pause iterations before the launcher starts yielding
 _MAX_CHUNK = 4            # no chunk is bigger than 1/(4 * threads) of the loop ...
 _GUIDED = 2               # ... each is 1/(2 * threads) of the iterations left ...
 _MIN_CHUNK = 32           # ... but at least 1/(32 * threads) of the loop (one iteration)
 _PIECE = 1 << 31          # iterations per region; longer loops run as several regions
-_SLOTS = 64               # parallel loops whose back-off state is kept (a direct-mapped table)
-_BACKOFF_MAX = 32         # launches a loop runs serially at most before trying threads again
 
 # next: the region's tag (its gen) in the high 32 bits, the next free iteration in the low 32.
 _GLOBALS = {"gen": "i32", "fn": "ptr", "cl": "ptr", "n": "i64", "base": "i64", "div": "i64",
-            "cap": "i64", "grain": "i64", "next": "i64", "done": "i64", "complete": "i32",
-            "lwait": "i32", "lock": "i32", "nworkers": "i32", "sleepers": "i32"}
+            "cap": "i64", "grain": "i64", "next": "i64", "done": "i64", "lock": "i32", "nworkers": "i32", "sleepers": "i32"}
 
 
 def _ir(triple: str, sys_futex: int) -> str:
@@ -59,8 +55,6 @@ def _ir(triple: str, sys_futex: int) -> str:
     pause_decl = "declare void @llvm.x86.sse2.pause()" if x86 else ""
     glob = [f"@tdsl_rt_{name} = internal global {ty} {'null' if ty == 'ptr' else '0'}, align 64"
             for name, ty in _GLOBALS.items()]
-    glob += [f"@tdsl_rt_tab_{name} = internal global [{_SLOTS} x {ty}] zeroinitializer, align 64"
-             for name, ty in (("fn", "ptr"), ("left", "i32"), ("back", "i32"))]
     return f"""
 target triple = "{triple}"
 {chr(10).join(glob)}
@@ -75,11 +69,10 @@ declare i32 @sched_yield()
 ; Take chunks of the current region until none is left. A chunk is claimed by a CAS on next
 ; that also checks the region's tag, so a thread that read the region's parameters late (the
 ; launcher already publishing the next one) claims nothing with them.
-define internal i64 @tdsl_rt_help() {{
+define internal void @tdsl_rt_help() {{
 entry:
   br label %loop
 loop:
-  %ran = phi i64 [0, %entry], [%ran, %size], [%ran1, %body]
   %cur = load atomic i64, ptr @tdsl_rt_next acquire, align 8
   %n = load atomic i64, ptr @tdsl_rt_n monotonic, align 8
   %idx = and i64 %cur, 4294967295
@@ -105,62 +98,41 @@ body:
   %lo = add i64 %base, %idx
   %hi = add i64 %lo, %c
   call void %fn(i64 %lo, i64 %hi, ptr %cl)
-  %ran1 = add i64 %ran, %c
-  %d = atomicrmw add ptr @tdsl_rt_done, i64 %c acq_rel
-  %d1 = add i64 %d, %c
-  %last = icmp eq i64 %d1, %n
-  br i1 %last, label %finish, label %loop
-finish:
-  store atomic i32 1, ptr @tdsl_rt_complete seq_cst, align 4
-  %w = load atomic i32, ptr @tdsl_rt_lwait seq_cst, align 4
-  %waiting = icmp ne i32 %w, 0
-  br i1 %waiting, label %wake, label %exit
-wake:
-  %r = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @tdsl_rt_complete, i64 {_FUTEX_WAKE}, i64 1)
-  br label %exit
+  %d = atomicrmw add ptr @tdsl_rt_done, i64 %c release
+  br label %loop
 exit:
-  %all = phi i64 [%ran, %loop], [%ran1, %finish], [%ran1, %wake]
-  ret i64 %all
+  ret void
 }}
 
-; The launcher waits for the last chunk: it spins briefly, then parks, so that a worker which
-; lost its core to another process can be run on the launcher's core.
-define internal void @tdsl_rt_wait_done() {{
+; The launcher waits for the last chunk: it spins briefly, then yields its core (to a worker
+; that lost its core, if the scheduler put it there). Parking on a futex instead was measured
+; worse on a loaded machine: an idle core is soon taken by another process.
+define internal void @tdsl_rt_wait_done(i64 %n) {{
 entry:
   br label %loop
 loop:
-  %i = phi i64 [0, %entry], [%i1, %pause], [%i, %woke]
-  %c = load atomic i32, ptr @tdsl_rt_complete acquire, align 4
-  %ok = icmp ne i32 %c, 0
+  %i = phi i64 [0, %entry], [%i1, %yield], [%i1, %pause]
+  %d = load atomic i64, ptr @tdsl_rt_done acquire, align 8
+  %ok = icmp uge i64 %d, %n
   br i1 %ok, label %exit, label %spin
 spin:
   %i1 = add i64 %i, 1
   %long = icmp sgt i64 %i, {_WAIT_SPIN}
-  br i1 %long, label %sleep, label %pause
+  br i1 %long, label %yield, label %pause
+yield:
+  %y = call i32 @sched_yield()
+  br label %loop
 pause:
   {pause}
-  br label %loop
-sleep:
-  store atomic i32 1, ptr @tdsl_rt_lwait seq_cst, align 4
-  %c2 = load atomic i32, ptr @tdsl_rt_complete seq_cst, align 4
-  %still = icmp eq i32 %c2, 0
-  br i1 %still, label %park, label %woke
-park:
-  %r = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @tdsl_rt_complete, i64 {_FUTEX_WAIT}, i64 0, ptr null)
-  br label %woke
-woke:
-  store atomic i32 0, ptr @tdsl_rt_lwait seq_cst, align 4
   br label %loop
 exit:
   ret void
 }}
 
 ; One region of pn iterations starting at base: close the old tag, publish, open, wake, help,
-; wait. Returns whether it paid: the region took less time than the launcher alone would have
-; needed, estimated from its own pace (its busy time per iteration it ran, times pn).
-define internal i1 @tdsl_rt_region(ptr %fn, ptr %cl, i64 %base, i64 %pn, i64 %nthreads) {{
+; wait.
+define internal void @tdsl_rt_region(ptr %fn, ptr %cl, i64 %base, i64 %pn, i64 %nthreads) {{
 entry:
-  %t0 = call i64 @tdsl_rt_now()
   %g = load atomic i32, ptr @tdsl_rt_gen monotonic, align 4
   %g1 = add i32 %g, 1
   %g64 = zext i32 %g1 to i64
@@ -184,7 +156,6 @@ entry:
   store atomic i64 %cap, ptr @tdsl_rt_cap monotonic, align 8
   store atomic i64 %grain, ptr @tdsl_rt_grain monotonic, align 8
   store atomic i64 0, ptr @tdsl_rt_done monotonic, align 8
-  store atomic i32 0, ptr @tdsl_rt_complete monotonic, align 4
   store atomic i64 %tag, ptr @tdsl_rt_next seq_cst, align 8
   store atomic i32 %g1, ptr @tdsl_rt_gen seq_cst, align 4
   %s = load atomic i32, ptr @tdsl_rt_sleepers seq_cst, align 4
@@ -194,87 +165,9 @@ wake:
   %w = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @tdsl_rt_gen, i64 {_FUTEX_WAKE}, i64 2147483647)
   br label %work
 work:
-  %mine = call i64 @tdsl_rt_help()
-  %t1 = call i64 @tdsl_rt_now()
-  call void @tdsl_rt_wait_done()
-  %t2 = call i64 @tdsl_rt_now()
-  %busy = sub i64 %t1, %t0
-  %took = sub i64 %t2, %t0
-  %fbusy = uitofp i64 %busy to double
-  %ftook = uitofp i64 %took to double
-  %fmine = uitofp i64 %mine to double
-  %fpn = uitofp i64 %pn to double
-  %alone = fmul double %fbusy, %fpn
-  %par = fmul double %ftook, %fmine
-  %pays = fcmp olt double %par, %alone
-  ret i1 %pays
-}}
-
-; Per parallel loop (a small table indexed by the body's address; a collision only mixes two
-; loops' history), how many more launches run serially, and the current back-off.
-define internal i64 @tdsl_rt_slot(ptr %fn) {{
-entry:
-  %fi = ptrtoint ptr %fn to i64
-  %h0 = lshr i64 %fi, 4
-  %h1 = lshr i64 %fi, 10
-  %h2 = xor i64 %h0, %h1
-  %slot = and i64 %h2, {_SLOTS - 1}
-  ret i64 %slot
-}}
-
-; After a parallel launch: paid, forget the loop's back-off; did not, run it serially for the
-; next 1, 2, 4, ... {_BACKOFF_MAX} launches, then try again.
-define internal void @tdsl_rt_learn(ptr %fn, i1 %pays) {{
-entry:
-  %slot = call i64 @tdsl_rt_slot(ptr %fn)
-  %pfn = getelementptr [{_SLOTS} x ptr], ptr @tdsl_rt_tab_fn, i64 0, i64 %slot
-  %pleft = getelementptr [{_SLOTS} x i32], ptr @tdsl_rt_tab_left, i64 0, i64 %slot
-  %pback = getelementptr [{_SLOTS} x i32], ptr @tdsl_rt_tab_back, i64 0, i64 %slot
-  %owner = load atomic ptr, ptr %pfn monotonic, align 8
-  %same = icmp eq ptr %owner, %fn
-  %b0 = load atomic i32, ptr %pback monotonic, align 4
-  %b = select i1 %same, i32 %b0, i32 0
-  %b2 = shl i32 %b, 1
-  %b3 = call i32 @llvm.umax.i32(i32 %b2, i32 1)
-  %b4 = call i32 @llvm.umin.i32(i32 %b3, i32 {_BACKOFF_MAX})
-  %back = select i1 %pays, i32 0, i32 %b4
-  store atomic ptr %fn, ptr %pfn monotonic, align 8
-  store atomic i32 %back, ptr %pback monotonic, align 4
-  store atomic i32 %back, ptr %pleft monotonic, align 4
+  call void @tdsl_rt_help()
+  call void @tdsl_rt_wait_done(i64 %pn)
   ret void
-}}
-
-; Whether this launch of fn should run serially (its loop is backing off); counts it down.
-define internal i1 @tdsl_rt_backing_off(ptr %fn) {{
-entry:
-  %slot = call i64 @tdsl_rt_slot(ptr %fn)
-  %pfn = getelementptr [{_SLOTS} x ptr], ptr @tdsl_rt_tab_fn, i64 0, i64 %slot
-  %pleft = getelementptr [{_SLOTS} x i32], ptr @tdsl_rt_tab_left, i64 0, i64 %slot
-  %owner = load atomic ptr, ptr %pfn monotonic, align 8
-  %same = icmp eq ptr %owner, %fn
-  br i1 %same, label %known, label %no
-known:
-  %left = load atomic i32, ptr %pleft monotonic, align 4
-  %wait = icmp sgt i32 %left, 0
-  br i1 %wait, label %yes, label %no
-yes:
-  %left1 = sub i32 %left, 1
-  store atomic i32 %left1, ptr %pleft monotonic, align 4
-  ret i1 true
-no:
-  ret i1 false
-}}
-
-define internal i64 @tdsl_rt_now() {{
-entry:
-  %ts = alloca [2 x i64], align 8
-  %r = call i32 @clock_gettime(i32 1, ptr %ts)
-  %s = load i64, ptr %ts, align 8
-  %pns = getelementptr i64, ptr %ts, i64 1
-  %ns = load i64, ptr %pns, align 8
-  %t = mul i64 %s, 1000000000
-  %t1 = add i64 %t, %ns
-  ret i64 %t1
 }}
 
 define void @tdsl_rt_launch(ptr %fn, ptr %cl, i64 %n) {{
@@ -286,10 +179,7 @@ check:
   %none = icmp eq i32 %nw, 0
   %one = icmp eq i64 %n, 1
   %trivial = or i1 %none, %one
-  br i1 %trivial, label %serial, label %adapt
-adapt:
-  %off = call i1 @tdsl_rt_backing_off(ptr %fn)
-  br i1 %off, label %serial, label %trylock
+  br i1 %trivial, label %serial, label %trylock
 trylock:
   %x = cmpxchg ptr @tdsl_rt_lock, i32 0, i32 1 acquire monotonic
   %got = extractvalue {{ i32, i1 }} %x, 1
@@ -302,12 +192,11 @@ piece:
   %base = phi i64 [0, %region], [%base1, %piece]
   %left = sub i64 %n, %base
   %pn = call i64 @llvm.umin.i64(i64 %left, i64 {_PIECE})
-  %pays = call i1 @tdsl_rt_region(ptr %fn, ptr %cl, i64 %base, i64 %pn, i64 %nthreads)
+  call void @tdsl_rt_region(ptr %fn, ptr %cl, i64 %base, i64 %pn, i64 %nthreads)
   %base1 = add i64 %base, %pn
   %more = icmp slt i64 %base1, %n
   br i1 %more, label %piece, label %unlock
 unlock:
-  call void @tdsl_rt_learn(ptr %fn, i1 %pays)
   store atomic i32 0, ptr @tdsl_rt_lock release, align 4
   br label %done
 serial:
@@ -391,14 +280,10 @@ entry:
   store i32 1, ptr @tdsl_rt_nthreads
   store i32 0, ptr @tdsl_rt_lock
   store i32 0, ptr @tdsl_rt_sleepers
-  store i32 0, ptr @tdsl_rt_lwait
   ret void
 }}
 
 declare i64 @llvm.umax.i64(i64, i64)
-declare i32 @llvm.umax.i32(i32, i32)
-declare i32 @llvm.umin.i32(i32, i32)
-declare i32 @clock_gettime(i32, ptr)
 declare i64 @llvm.umin.i64(i64, i64)
 """
 
@@ -418,33 +303,13 @@ def num_threads() -> int:
         return os.cpu_count() or 1
 
 
-def _experiment_ir(triple, sys_futex):  # EXPERIMENT: temporary A/B switch, removed before the report
-    exp = os.environ.get("TDSL_RT_EXPERIMENT", "")
-    if exp == "old":
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("rt_orig", "/tmp/runtime_orig.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod._ir(triple, sys_futex)
-    g = globals()
-    saved = {}
-    for item in filter(None, exp.split(",")):
-        k, v = item.split("=")
-        saved[k] = g[k]
-        g[k] = int(v)
-    try:
-        return _ir(triple, sys_futex)
-    finally:
-        g.update(saved)
-
-
 def _compile() -> dict[str, int]:
     from .. import cache
 
     host = jit.host_info()
     arch = platform.machine().lower()
     sys_futex = _SYS_FUTEX.get(arch)
-    text = _experiment_ir(host.triple, sys_futex if sys_futex is not None else -1)  # EXPERIMENT
+    text = _ir(host.triple, sys_futex if sys_futex is not None else -1)
     key = cache.disk_key("runtime", hashlib.sha256(text.encode()).hexdigest())
     entry = cache.disk_load(key)
     obj = entry.obj if entry is not None else None

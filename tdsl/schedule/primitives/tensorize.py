@@ -829,9 +829,36 @@ def block_ranges(path: Path, block: Block) -> dict[Var, Range]:
     return ranges
 
 
+# Successful matches, keyed by the very nodes a match reads (IR is immutable, so the same nodes
+# match the same way): tensorize() matches at schedule time and apply_tensor_intrinsics again at
+# lowering, on the same block body under the same loops. The key holds the nodes, so their ids
+# are not reused while an entry lives; the oldest entry goes first past the bound.
+_MATCHES: dict[tuple, list[Binding]] = {}
+_MATCHES_MAX = 64
+
+
 def match(intrin: TensorIntrin, block: Block, path: Path) -> list[Binding]:
     """Match `block`'s body against `intrin`'s description; raises Mismatch."""
-    return Matcher(intrin, block, block_ranges(path, block)).run()
+    key = _match_key(intrin, block, path)
+    found = _MATCHES.get(key)
+    if found is None:
+        found = Matcher(intrin, block, block_ranges(path, block)).run()
+        if len(_MATCHES) >= _MATCHES_MAX:
+            _MATCHES.pop(next(iter(_MATCHES), None), None)   # another thread may have taken it
+        _MATCHES[key] = found
+    return [b.copy() for b in found]  # Bindings are mutable: callers get their own
+
+
+def _match_key(intrin: TensorIntrin, block: Block, path: Path) -> tuple:
+    """What `Matcher` reads: the description, the block's name, body, allocations and iterators,
+    and the loops and block iterators around it (the block itself may end `path` or not)."""
+    outer: list[object] = []
+    for node in path:
+        if isinstance(node, For):
+            outer.append((node.loop_var, node.min, node.extent))
+        elif isinstance(node, Block) and node is not block:
+            outer.append(node.iter_vars)
+    return intrin, block.name, block.body, block.alloc_buffers, block.iter_vars, tuple(outer)
 
 
 # tensorize ---------------------------------------------------------------------------------
