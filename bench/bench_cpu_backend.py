@@ -365,12 +365,13 @@ def bench_build_phases(pipelines: list[str], names: list[str] | None, repeat: in
                 lowered = lower(func, target="cpu")
                 marks.append(time.thread_time())
                 check_static_bounds(lowered)
+                pipeline = llvm_compile.pipeline_for(lowered.body) if choice == "auto" else choice
                 result = codegen.codegen(lowered, f"tdsl_phases_{abs(hash(name))}_{r}_{k}", api=func,
-                                         triple=host.triple, datalayout=jit.data_layout())
+                                         triple=host.triple, datalayout=jit.data_layout(),
+                                         wrappers_optnone=pipeline == jit.SIMPLIFY)   # as compile._compile
                 marks.append(time.thread_time())
                 mod = jit.parse_and_verify(result.ir, name)
                 marks.append(time.thread_time())
-                pipeline = llvm_compile.pipeline_for(lowered.body) if choice == "auto" else choice
                 jit.optimize(mod, pipeline)
                 marks.append(time.thread_time())
                 obj = jit.emit_object(mod)
