@@ -54,7 +54,7 @@ from ...ir import (
     StringImm,
     Var,
 )
-from ...ir.functor import IRVisitor
+from ...ir.functor import IRVisitor, statements
 from ...script.printer import message_text as expr_text
 
 # numpy's PyArrayObject layout (stable public ABI; checked at run time by the Kernel)
@@ -1532,21 +1532,11 @@ def _only_launches(stmt: Stmt) -> bool:
     """Whether all the work of `stmt` is in parallel loops (outlined into functions of their
     own): outside them only allocations, lets, ifs and sequences, no store, call or other loop
     (a serial loop, or one the unroll pass expanded into stores, is code worth optimising)."""
-    stack = [stmt]
-    while stack:
-        node = stack.pop()
+    for node in statements(stmt, descend=lambda s: not isinstance(s, For)):
         if isinstance(node, For):
             if node.kind != "parallel":
                 return False
-        elif isinstance(node, SeqStmt):
-            stack.extend(node.seq)
-        elif isinstance(node, IfThenElse):
-            stack.append(node.then_case)
-            if node.else_case is not None:
-                stack.append(node.else_case)
-        elif isinstance(node, (LetStmt, Allocate)):
-            stack.append(node.body)
-        else:
+        elif not isinstance(node, (SeqStmt, IfThenElse, LetStmt, Allocate)):
             return False
     return True
 

@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field
 from ...ir import (
     Allocate,
     Block,
-    BlockRealize,
     BufferStore,
     For,
     IfThenElse,
@@ -22,6 +21,7 @@ from ...ir import (
     Stmt,
     structural_hash,
 )
+from ...ir.functor import statements
 from .. import cache
 from . import codegen, jit, runtime
 
@@ -70,32 +70,9 @@ def _key(func: PrimFunc, options: dict) -> str:
     return hashlib.sha256(f"{program}|{intrins}|{opts}".encode()).hexdigest()
 
 
-def _statements(body: Stmt):
-    """Every statement under `body` (blocks included, expressions not: blocks and stores cannot
-    hide in expressions), cheaply: this runs on every build, memory-cache hits included."""
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, BlockRealize):
-            stack.append(node.block)
-        elif isinstance(node, Block):
-            stack.append(node.body)
-            if node.init is not None:
-                stack.append(node.init)
-        elif isinstance(node, SeqStmt):
-            stack.extend(node.seq)
-        elif isinstance(node, IfThenElse):
-            stack.append(node.then_case)
-            if node.else_case is not None:
-                stack.append(node.else_case)
-        elif isinstance(node, (For, LetStmt, Allocate)):
-            stack.append(node.body)
-
-
 def _tensor_intrin_names(body: Stmt) -> list[str]:
     """The intrinsic names of the tensorized blocks under `body`, sorted, without repeats."""
-    names = {v for node in _statements(body) if isinstance(node, Block)
+    names = {v for node in statements(body) if isinstance(node, Block)
              for k, v in node.annotations if k == INTRIN_ANNOTATION and isinstance(v, str)}
     return sorted(names)
 
@@ -111,7 +88,7 @@ def register_tiled(lowered: Stmt) -> bool:
     pipeline_for); loops with one or two vector statements (row reductions, copies) still gain
     from LLVM's unrolling, and scalar code from all of O3."""
     return any(isinstance(node, For) and node.kind != "unrolled"
-               and _vector_stores(node.body) >= TILED_LOOP_VECTOR_STORES for node in _statements(lowered))
+               and _vector_stores(node.body) >= TILED_LOOP_VECTOR_STORES for node in statements(lowered))
 
 
 # a loop storing at least this many bits of vectors per iteration needs no unrolling by LLVM
@@ -124,7 +101,7 @@ def wide_vector_loops(lowered: Stmt) -> bool:
     like softmax's 32-lane loops) and there is such a loop. LLVM's unroller only adds code to
     these (softmax: 3x the optimisation and emission time, the same speed measured); narrower
     vector loops (layernorm's 16 lanes) keep it."""
-    widths = [_vector_stores(node.body, bits=True) for node in _statements(lowered)
+    widths = [_vector_stores(node.body, bits=True) for node in statements(lowered)
               if isinstance(node, For) and node.kind != "unrolled"]
     widths = [w for w in widths if w]
     return bool(widths) and min(widths) >= WIDE_LOOP_VECTOR_BITS
