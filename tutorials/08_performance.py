@@ -55,7 +55,9 @@ rng = np.random.default_rng(0)
 # Zen 3's FMA latency (4 cycles) x throughput (2 per cycle) needs to stay busy (on AVX-512,
 # 8 x 32: 16 zmm accumulators). KC = 256
 # makes a KC x NR sliver of B 16 KiB (half of L1); MC = 128 makes the MC x KC block of A
-# 128 KiB (a quarter of L2).
+# 128 KiB (a quarter of L2). (bench/schedules.py's `gemm_tiles` also wants at least 8 row
+# blocks per core, MC = 64 on 2 cores: a core slowed by another process then holds the call
+# up by a smaller block.)
 
 # %%
 N = 64 if SMALL else 1024
