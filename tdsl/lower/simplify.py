@@ -5,10 +5,12 @@ from collections.abc import Callable
 
 from ..ir import (
     Allocate,
+    Binary,
     Broadcast,
     Buffer,
     BufferLoad,
     BufferStore,
+    Cast,
     Evaluate,
     For,
     IfThenElse,
@@ -90,6 +92,73 @@ def _wrapped(c: IntImm) -> bool:
     return False
 
 
+def _dtype_range(dt) -> tuple[int, int]:
+    """The values an integer or bool scalar dtype holds."""
+    if dt.code == "bool":
+        return 0, 1
+    if dt.code == "uint":
+        return 0, (1 << dt.bits) - 1
+    half = 1 << (dt.bits - 1)
+    return -half, half - 1
+
+
+_OVERFLOWING = frozenset(("add", "sub", "mul", "floordiv", "floormod", "min", "max"))
+
+
+def _cannot_wrap(analyzer, e: PrimExpr) -> bool:
+    """No arithmetic node of `e` can leave its dtype's range under `analyzer`'s loop ranges, so
+    the analyzer's no-overflow algebra is exact for it. Atoms (loads, Vars, constants) and
+    comparisons never wrap; `floordiv`/`min`/`max` count because rewrites of them
+    (`x // -3 -> (x * -1) // 3`, `max(x, x + 1) -> x + 1`) introduce or drop a wrap."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        if t is Binary:
+            if n.op in _OVERFLOWING and _int_scalar(n):
+                lo, hi = analyzer.bound(n)
+                dlo, dhi = _dtype_range(n.dtype)
+                if lo is None or hi is None or lo < dlo or hi > dhi:
+                    return False
+            stack.append(n.a)
+            stack.append(n.b)
+        elif t is Cast:
+            if _int_scalar(n) and n.dtype.code != "bool":
+                lo, hi = analyzer.bound(n.value) if _int_scalar(n.value) else (None, None)
+                dlo, dhi = _dtype_range(n.dtype)
+                if lo is None or hi is None or lo < dlo or hi > dhi:
+                    return False
+            stack.append(n.value)
+        elif t is BufferLoad:
+            continue   # an atom; its indices are index arithmetic
+        else:
+            for name in ("a", "b", "value", "condition", "true_value", "false_value"):
+                child = getattr(n, name, None)
+                if isinstance(child, PrimExpr):
+                    stack.append(child)
+            args = getattr(n, "args", None)
+            if isinstance(args, tuple):
+                stack.extend(a for a in args if isinstance(a, PrimExpr))
+    return True
+
+
+def _has_load(e: PrimExpr) -> bool:
+    """`e` reads a buffer outside of an index (a data-dependent value)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if type(n) is BufferLoad:
+            return True
+        for name in ("a", "b", "value", "condition", "true_value", "false_value"):
+            child = getattr(n, name, None)
+            if isinstance(child, PrimExpr):
+                stack.append(child)
+        args = getattr(n, "args", None)
+        if isinstance(args, tuple):
+            stack.extend(a for a in args if isinstance(a, PrimExpr))
+    return False
+
+
 class _Simplifier(IRMutator):
     """Simplifies each maximal scalar integer/bool expression, knowing the enclosing loop ranges.
     Float expressions are only simplified inside (their integer indices): rewriting float
@@ -102,10 +171,17 @@ class _Simplifier(IRMutator):
     in every loop nest of a GEMM). A Var bound a second time (two loops over one Var, a let of
     a loop's Var) or met before its loop would see stale memo entries: then a fresh analyzer
     starts from the enclosing loops' ranges, as a per-scope analyzer would. (A loop's Var used
-    after its loop, which verification and codegen reject, would still see its range.)"""
+    after its loop, which verification and codegen reject, would still see its range.)
+
+    Index arithmetic (buffer indices, loop bounds, and conditions that read no buffer) is
+    simplified assuming no overflow (docs/script.md). Integer *values* (stored values, lets,
+    call arguments, conditions on data) wrap: their simplified form is kept only where no
+    arithmetic node can wrap (`_cannot_wrap`, on both forms); otherwise the simplifier goes
+    down into the operands, so `x // -3` stays as written and `max(x, x + 1)` is not `x + 1`."""
 
     def __init__(self, make_analyzer: Callable):
         self.make_analyzer = make_analyzer
+        self.index = False   # inside index arithmetic
         self.scope: dict[Var, Range] = {}    # the enclosing loops' ranges
         self.ranges: dict[Var, Range] = {}   # every loop met since `analyzer` was made (its ranges)
         self.analyzer = None
@@ -120,11 +196,46 @@ class _Simplifier(IRMutator):
                 return node   # what the analyzer gives back for a constant that fits its type
             if self.analyzer is None:
                 self.analyzer = self.make_analyzer(self.ranges)
-            return self.analyzer.simplify(as_expr(node))
+            if self.index:
+                return self.analyzer.simplify(as_expr(node))
+            out = self.analyzer.simplify(as_expr(node))
+            if out is node or (_cannot_wrap(self.analyzer, node) and _cannot_wrap(self.analyzer, out)):
+                return out
         return super().visit(node)
 
+    def _visit_index(self, e: PrimExpr) -> PrimExpr:
+        outer, self.index = self.index, True
+        try:
+            return self.visit(e)
+        finally:
+            self.index = outer
+
+    def _visit_indices(self, indices: tuple) -> tuple:
+        new = tuple(self._visit_index(i) for i in indices)
+        return indices if all(a is b for a, b in zip(new, indices)) else new
+
+    def visit_BufferLoad(self, e: BufferLoad) -> PrimExpr:
+        indices = self._visit_indices(e.indices)
+        return e if indices is e.indices else BufferLoad(e.buffer, indices, span=e.span)
+
+    def visit_BufferStore(self, op: BufferStore) -> Stmt:
+        value = self.visit(op.value)
+        indices = self._visit_indices(op.indices)
+        if value is op.value and indices is op.indices:
+            return op
+        return replace(op, value=value, indices=indices)
+
+    def visit_IfThenElse(self, op: IfThenElse) -> Stmt:
+        cond = op.condition
+        cond = self.visit(cond) if _has_load(cond) else self._visit_index(cond)
+        then_case = self.visit(op.then_case)
+        else_case = None if op.else_case is None else self.visit(op.else_case)
+        if cond is op.condition and then_case is op.then_case and else_case is op.else_case:
+            return op
+        return replace(op, condition=cond, then_case=then_case, else_case=else_case)
+
     def visit_For(self, loop: For) -> Stmt:
-        lo, ext = self.visit(loop.min), self.visit(loop.extent)
+        lo, ext = self._visit_index(loop.min), self._visit_index(loop.extent)
         var = loop.loop_var
         again = var in self.ranges or (self.analyzer is not None and self.analyzer.has_seen(var))
         if again:
