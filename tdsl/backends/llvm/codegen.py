@@ -938,7 +938,7 @@ class _Emitter:
             import ml_dtypes
             import numpy as np
 
-            v = float(np.array(v, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32))
+            v = float(np.array(v, np.float64).astype(ml_dtypes.bfloat16).astype(np.float32))
         return _const(lltype(e.dtype), v)
 
     def e_StringImm(self, e: StringImm) -> ir.Value:
@@ -984,7 +984,8 @@ class _Emitter:
             sw, dw = v.type, dty
             sbits = 32 if src.code == "bfloat" else src.bits
             dbits = 32 if dst.code == "bfloat" else dst.bits
-            if sbits == 64 and dbits == 16:
+            if sbits == 64 and (dbits == 16 or dst.code == "bfloat"):
+                # bfloat16 rounds from float32 (_fix): float32 rounded to odd keeps it single
                 out = b.fptrunc(self._to_f32_round_to_odd(v), dw)
             elif sbits < dbits:
                 out = b.fpext(v, dw)
@@ -997,6 +998,9 @@ class _Emitter:
             out = b.fptoui(v, dty) if dst.is_uint else b.fptosi(v, dty)
             return out
         if dst.is_float:
+            if dst.code == "bfloat" and src.bits > 24:
+                # through float32 rounded to odd: one rounding, as ml_dtypes does
+                return self._fix(self._int_to_f32_round_to_odd(v, src.is_uint), dst)
             out = b.uitofp(v, dty) if src.is_uint else b.sitofp(v, dty)
             return self._fix(out, dst)
         if src.bits > dst.bits:
@@ -1004,6 +1008,29 @@ class _Emitter:
         if src.bits < dst.bits:
             return b.zext(v, dty) if src.is_uint else b.sext(v, dty)
         return v
+
+    def _int_to_f32_round_to_odd(self, v: ir.Value, unsigned: bool) -> ir.Value:
+        """An integer (more than 24 bits) -> float rounded to odd, so that a further rounding
+        to bfloat16 is exact: 32-bit values go through double exactly; 64-bit values keep
+        their 24 leading bits, the last one or-ed with the dropped ones (sticky)."""
+        b = self.b
+        width = v.type.element.width if isinstance(v.type, ir.VectorType) else v.type.width
+        if width <= 32:
+            f64 = self._same_shape(v.type, F64)
+            return self._to_f32_round_to_odd(b.uitofp(v, f64) if unsigned else b.sitofp(v, f64))
+        ity, f32ty = v.type, self._same_shape(v.type, F32)
+        zero = _const(ity, 0)
+        neg = None if unsigned else b.icmp_signed("<", v, zero)
+        mag = v if unsigned else b.select(neg, b.sub(zero, v), v)   # INT64_MIN: 2**63 unsigned
+        ctlz = self.m.intrinsic("llvm.ctlz." + _suffix(ity), ity, [ity, ir.IntType(1)])
+        lz = b.call(ctlz, [mag, ir.Constant(ir.IntType(1), 0)])
+        over = b.sub(_const(ity, width - 24), lz)
+        shift = b.select(b.icmp_signed(">", over, zero), over, zero)
+        dropped = b.and_(mag, b.sub(b.shl(_const(ity, 1), shift), _const(ity, 1)))
+        sticky = b.zext(b.icmp_unsigned("!=", dropped, zero), ity)
+        kept = b.shl(b.or_(b.lshr(mag, shift), sticky), shift)
+        out = b.uitofp(kept, f32ty)   # at most 24 significant bits: exact
+        return out if unsigned else b.select(neg, b.fneg(out), out)
 
     def _to_f32_round_to_odd(self, v: ir.Value) -> ir.Value:
         """double -> float rounding to odd, so that a further rounding to half is exact.
@@ -1504,7 +1531,7 @@ def _emit_raw(m: _Module, func: PrimFunc, dims: list[Var]) -> ir.Function:
         if dt.is_float:
             v = a
             if dt.code == "bfloat":
-                v = em.bf16_round(b.fptrunc(a, F32))
+                v = em.bf16_round(em._to_f32_round_to_odd(a))
             elif dt.bits == 16:
                 v = b.fptrunc(em._to_f32_round_to_odd(a), lltype(dt))
             elif dt.bits < 64:
