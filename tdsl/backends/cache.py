@@ -5,7 +5,8 @@ the object code. The key covers everything the machine code depends on: tdsl's v
 llvmlite and LLVM versions, the target triple, CPU name and features, the ABI version of the
 generated code, and a hash of the program and options. Entries are written atomically (a
 temporary file renamed into place); a corrupted, truncated or stale entry fails its checksum
-or its key check and is rebuilt, never trusted.
+or its key check and is rebuilt, never trusted. Only a regular file of bounded size is read
+(a FIFO, a device or a symlink to one where an entry should be is ignored, never waited on).
 
 `TDSL_CACHE_DIR=""` or `TDSL_DISABLE_DISK_CACHE=1` turns the disk cache off.
 """
@@ -15,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -91,12 +93,40 @@ def disk_load(key: str) -> DiskEntry | None:
     root = cache_dir()
     if root is None:
         return None
+    data = _read_regular(_path(root, key), MAX_ENTRY_BYTES)
+    return None if data is None else _decode(data, key)
+
+
+MAX_ENTRY_BYTES = 1 << 30   # no compiled kernel comes near; a larger "entry" is not one
+
+
+def _read_regular(path: str, limit: int) -> bytes | None:
+    """The content of `path` if it is a regular file of at most `limit` bytes, else None.
+
+    Opened non-blocking (a FIFO there must not block the build) and checked with fstat before
+    reading (a symlink to /dev/zero, a device or a FIFO is not an entry); at most the size fstat
+    gave is read, so a file growing meanwhile cannot make the read endless."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        with open(_path(root, key), "rb") as fh:
-            data = fh.read()
+        fd = os.open(path, flags)
     except OSError:
         return None
-    return _decode(data, key)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, left = [], st.st_size
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _decode(data: bytes, key: str) -> DiskEntry | None:
