@@ -21,10 +21,13 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
+from .forksafe import fork_safe
+
 ABI_VERSION = "1"
 _MAGIC = b"TDSLCACHE1"
 _MEMORY: dict[str, object] = {}
 _MEMORY_LOCK = threading.Lock()
+fork_safe(__name__, "_MEMORY_LOCK")
 
 
 @dataclass

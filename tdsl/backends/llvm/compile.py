@@ -23,6 +23,7 @@ from ...ir import (
 )
 from ...ir.functor import statements
 from .. import cache
+from ..forksafe import fork_safe
 from . import codegen, jit, runtime
 
 
@@ -51,6 +52,7 @@ class Compiled:
 
 
 _LOCK = threading.Lock()
+fork_safe(__name__, "_LOCK")   # a child forked during another thread's build can build
 # the block annotation naming a tensorized block's intrinsic (tdsl.schedule.primitives.tensorize,
 # not imported here: building a kernel without schedules should not load the schedule package)
 INTRIN_ANNOTATION = "tdsl.tensor_intrin"

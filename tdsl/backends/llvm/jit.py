@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from llvmlite import binding as llvm
 
 from ...errors import TargetError
+from ..forksafe import hold_across_fork
 
 _LOCK = threading.RLock()
+hold_across_fork(__name__, "_LOCK")   # a fork never lands inside an LLVM call
 _STATE: dict = {}
 
 

@@ -33,6 +33,7 @@ import os
 import platform
 import threading
 
+from ..forksafe import fork_safe
 from . import jit
 
 _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
@@ -289,6 +290,7 @@ declare i64 @llvm.umin.i64(i64, i64)
 
 
 _LOCK = threading.Lock()
+fork_safe(__name__, "_LOCK")
 _RT: dict[str, int] = {}
 
 
