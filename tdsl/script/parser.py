@@ -896,11 +896,20 @@ class Parser:
         if isinstance(value, bool) or (not isinstance(value, (int, PrimExpr)) and not _is_np_int(value)):
             raise self.error(node, f"expected an integer, got {_describe(value)}")
         if not isinstance(value, PrimExpr):
-            return const(int(value), dtype or _dt.int32)
+            return self._int_const(int(value), node, dtype)
         if not value.dtype.is_integer:
             raise self.error(node, f"expected an integer, got a {value.dtype} value",
                              'indices and extents are integers; convert with T.cast(x, "int32")')
         return value
+
+    def _int_const(self, v: int, node, dtype: DataType | None) -> PrimExpr:
+        """A Python int as an index: int32, or int64 past int32's range (as TVM), or `dtype`;
+        never a wrapped immediate (a loop of 2**32 + 1 trips running once)."""
+        dt = dtype or (_dt.int32 if -2**31 <= v < 2**31 else _dt.int64)
+        lo, hi = (0, 2**dt.bits - 1) if dt.is_uint else (-2**(dt.bits - 1), 2**(dt.bits - 1) - 1)
+        if not lo <= v <= hi:
+            raise self.error(node, f"{v} does not fit {dt}", "indices and extents are at most int64")
+        return const(v, dt)
 
     def unify_ints(self, a: PrimExpr, b: PrimExpr, node) -> tuple[PrimExpr, PrimExpr]:
         if a.dtype == b.dtype:

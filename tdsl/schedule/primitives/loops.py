@@ -64,6 +64,11 @@ def _check_factor(func: PrimFunc, loop: For, factor, allowed: set[Var]) -> PrimE
         if factor <= 0:
             raise schedule_error(func, "split", f"factor {factor} of {loop_name(var)} is not positive",
                                  loops=(var,), rule="split factors must be positive")
+        if var.dtype.bits < 64 and factor >= 1 << (var.dtype.bits - 1):
+            raise schedule_error(func, "split", f"factor {factor} of {loop_name(var)} does not fit its "
+                                 f"{var.dtype} loop variable", loops=(var,),
+                                 rule="a split factor fits the loop variable's dtype",
+                                 fix="split by a factor below 2**31, or write the loop with an int64 extent")
         return const(factor, var.dtype)
     if not factor.dtype.is_integer:
         raise schedule_error(func, "split", f"factor {expr_text(factor)} of {loop_name(var)} has dtype "
