@@ -436,6 +436,9 @@ class Kernel:
     def _raise(self, rc: int):
         if rc == -2:
             raise MemoryError(f"kernel {self.func.name!r}: allocating an intermediate buffer failed")
+        if rc == -3:
+            raise MemoryError(f"kernel {self.func.name!r}: an intermediate buffer of these sizes has 2**31 elements "
+                              "or more, past what its int32 indices address; give its shape T.int64 extents")
         if 1 <= rc <= len(self._checks):
             c = self._checks[rc - 1]
             name = self._params[c["param"]].name if c.get("param") is not None else c["buffer"]

@@ -7,6 +7,7 @@ from ..ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Cast,
     IntImm,
     IRMutator,
     IRVisitor,
@@ -15,8 +16,11 @@ from ..ir import (
     Stmt,
 )
 from ..ir.functor import replace_fields as replace
+from ..errors import TargetError
 from ._util import FLAT_PARAMS_ATTR, arith, get_attr, promote_ints, set_attr
 from .simplify import simplify_index
+
+from ..dtypes import int64 as _INT64
 
 
 def row_major_strides(shape: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
@@ -72,13 +76,61 @@ def flat_index(buf: Buffer, indices: tuple[PrimExpr, ...]) -> PrimExpr:
     return index
 
 
+def _shape_text(buf: Buffer) -> str:
+    from ..script.printer import expr_str as expr_text
+
+    return "(" + ", ".join(expr_text(s) for s in buf.shape) + ("," if len(buf.shape) == 1 else "") + ")"
+
+
+def _exact_extent(buf: Buffer) -> int | None:
+    """The flat extent of a buffer of constant shape (strides, offset) as a Python int."""
+    parts = list(buf.shape) + list(buf.strides) + ([buf.elem_offset] if buf.elem_offset is not None else [])
+    if not all(isinstance(p, IntImm) for p in parts):
+        return None
+    if not buf.shape:
+        size = 1
+    elif buf.strides:
+        size = 1 + sum((s.value - 1) * st.value for s, st in zip(buf.shape, buf.strides))
+    else:
+        size = 1
+        for s in buf.shape:
+            size *= s.value
+    return size + (buf.elem_offset.value if buf.elem_offset is not None else 0)
+
+
+def checked_flat_extent(buf: Buffer, allocated: bool = True) -> PrimExpr:
+    """`flat_extent`, refusing (TargetError, at build) a constant shape whose element count its
+    index dtype cannot address (it would wrap: `T.alloc_buffer((65536, 32768))` allocated
+    nothing). An allocated buffer's symbolic multi-dimensional count is computed in int64, so
+    the allocation sees the true size rather than a wrapped one (parameters: the call checks
+    the arrays)."""
+    exact = _exact_extent(buf)
+    index_bits = max([s.dtype.bits for s in buf.shape] + [32])
+    if exact is not None:
+        if exact >= 1 << (index_bits - 1):
+            raise TargetError(f"buffer {buf.name!r} of shape {_shape_text(buf)} has {exact} elements, more than "
+                              f"int{index_bits} indices address ({(1 << (index_bits - 1)) - 1}); give its shape "
+                              f"T.int64 extents, or make it smaller")
+        return flat_extent(buf)
+    dims = [s for s in buf.shape if not (isinstance(s, IntImm) and s.value == 1)]
+    if allocated and len(dims) > 1 and not buf.strides and buf.elem_offset is None and index_bits == 32:
+        size: PrimExpr | None = None
+        for s in dims:
+            s64 = s if s.dtype.bits == 64 else Cast(_INT64, s)
+            size = s64 if size is None else arith("mul", size, s64)
+        return size
+    return flat_extent(buf)
+
+
 class _Flattener(IRMutator):
-    def __init__(self):
+    def __init__(self, params=()):
         self.bmap: dict[Buffer, Buffer] = {}
+        self.params = set(params)
 
     def visit_buffer(self, buf: Buffer) -> Buffer:
         if buf not in self.bmap:
-            self.bmap[buf] = Buffer(buf.name, (flat_extent(buf),), buf.dtype, scope=buf.scope, span=buf.span)
+            self.bmap[buf] = Buffer(buf.name, (checked_flat_extent(buf, buf not in self.params),), buf.dtype, scope=buf.scope,
+                                    span=buf.span)
         return self.bmap[buf]
 
     def visit_BufferLoad(self, op: BufferLoad) -> PrimExpr:
@@ -128,7 +180,7 @@ def flatten_buffers(func: PrimFunc) -> PrimFunc:
     if get_attr(func, FLAT_PARAMS_ATTR) is not None and all(_is_flat(b) for b in func.buffer_params):
         return func  # already lowered once
     originals = tuple(func.buffer_params)
-    flattener = _Flattener()
+    flattener = _Flattener(originals)
     body = flattener.visit(func.body)
     params = tuple(flattener.visit_buffer(p) if isinstance(p, Buffer) else p for p in func.params)
     return set_attr(replace(func, params=params, body=body), FLAT_PARAMS_ATTR, originals)

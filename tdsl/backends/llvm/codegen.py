@@ -62,7 +62,7 @@ ND_DATA, ND_NDIM, ND_DIMS, ND_DESCR, ND_FLAGS, OB_TYPE = 16, 24, 32, 56, 64, 8
 TUPLE_SIZE, TUPLE_ITEMS = 16, 24     # CPython's PyTupleObject: ob_size, ob_item[]
 NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
 
-ERR_SLOW, ERR_NOMEM = -1, -2
+ERR_SLOW, ERR_NOMEM, ERR_TOO_MANY = -1, -2, -3   # ERR_TOO_MANY: past int32 indices
 STACK_LIMIT = 64 * 1024          # constant-size allocations up to this many bytes go on the stack
 UNROLL_LIMIT = 64
 
@@ -450,6 +450,9 @@ class _Emitter:
             self.stmt(s.body)
             del self.bufs[buf]
             return
+        if _int32_addressed(buf.shape[0]):
+            # an int32-indexed buffer of symbolic shape: its true (int64) count must fit int32
+            self.fail_if(self.b.icmp_unsigned(">", count, ir.Constant(I64, 2**31 - 1)), ERR_TOO_MANY)
         nbytes = self.b.mul(count, ir.Constant(I64, buf.dtype.itemsize * buf.dtype.lanes))
         rounded = self.b.and_(self.b.add(nbytes, ir.Constant(I64, 127)), ir.Constant(I64, -64))
         aligned_alloc = self.m.intrinsic("aligned_alloc", PTR, [I64, I64])
@@ -1504,6 +1507,21 @@ def _dim_sources(api: PrimFunc, dims: list[Var]) -> list[list[int]]:
         else:
             raise TargetError(f"symbolic dimension {d.name!r} of {api.name!r} is not a dimension of any parameter")
     return out
+
+
+def _int32_addressed(extent: PrimExpr) -> bool:
+    """A flat extent computed in int64 from int32 dimensions (lower.flatten's
+    checked_flat_extent): the buffer's indices are int32."""
+    if not (isinstance(extent, Binary) and extent.op == "mul" and extent.dtype.bits == 64):
+        return False
+    stack = [extent]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Binary) and e.op == "mul":
+            stack += [e.a, e.b]
+        elif not (isinstance(e, Cast) and e.value.dtype.bits == 32):
+            return False
+    return True
 
 
 def _scalar_abi(dt: DataType) -> ir.Type:
