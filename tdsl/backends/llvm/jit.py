@@ -16,6 +16,7 @@ from llvmlite import binding as llvm
 
 from ...errors import TargetError
 from ..forksafe import hold_across_fork
+from ...target import host_cpu_name, host_feature_string
 
 _LOCK = threading.RLock()
 hold_across_fork(__name__, "_LOCK")   # a fork never lands inside an LLVM call
@@ -40,8 +41,8 @@ def _init() -> dict:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         triple = llvm.get_process_triple()
-        cpu = llvm.get_host_cpu_name()
-        features = llvm.get_host_cpu_features().flatten()
+        cpu = host_cpu_name()
+        features = host_feature_string()
         target = llvm.Target.from_triple(triple)
         # The engine owns this target machine; a second one serves optimisation and emission.
         engine_tm = target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
