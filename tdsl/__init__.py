@@ -37,7 +37,26 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
-           "Kernel", "device_array", "to_device", "structural_equal", "structural_hash", "structural_diff",
-           "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
-           "BoundsError"]
+__all__ = [
+    "ArgumentError",
+    "BoundsError",
+    "Kernel",
+    "PrimFunc",
+    "Schedule",
+    "ScheduleError",
+    "ScriptError",
+    "T",
+    "TargetError",
+    "TensorIntrin",
+    "assert_structural_equal",
+    "build",
+    "device_array",
+    "interpret",
+    "lower",
+    "parse",
+    "prim_func",
+    "structural_diff",
+    "structural_equal",
+    "structural_hash",
+    "to_device",
+]

@@ -1,6 +1,8 @@
 """`flatten_buffers`: every buffer becomes one-dimensional."""
 from __future__ import annotations
 
+from ..dtypes import int64 as _INT64
+from ..errors import TargetError
 from ..ir import (
     Block,
     BlockRealize,
@@ -16,11 +18,8 @@ from ..ir import (
     Stmt,
 )
 from ..ir.functor import replace_fields as replace
-from ..errors import TargetError
 from ._util import FLAT_PARAMS_ATTR, arith, get_attr, promote_ints, set_attr
 from .simplify import simplify_index
-
-from ..dtypes import int64 as _INT64
 
 
 def row_major_strides(shape: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:

@@ -17,10 +17,41 @@ from .. import dtypes as _dt
 from ..dtypes import DataType
 from ..errors import ScriptError, Span
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr,
-                       Ramp, Range, Select, StringImm, Var, const)
-from ..ir.stmt import (THREAD_TAGS, TRUE, Allocate, Block, BlockRealize, BufferStore, Evaluate, For,
-                       IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt, flat_seq)
+from ..ir.expr import (
+    MATH_CALLS,
+    Binary,
+    Broadcast,
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    Ramp,
+    Range,
+    Select,
+    StringImm,
+    Var,
+    const,
+)
+from ..ir.stmt import (
+    THREAD_TAGS,
+    TRUE,
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    IterVar,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    flat_seq,
+)
 
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized", "unroll": "unrolled",
                "thread_binding": "thread_binding"}
@@ -1408,4 +1439,4 @@ def parse_function_or_error(fn, scope: dict[str, Any] | None = None) -> PrimFunc
     return _run(fn_node, src, closure)
 
 
-__all__ = ["parse", "parse_function", "Parser", "math"]
+__all__ = ["Parser", "math", "parse", "parse_function"]

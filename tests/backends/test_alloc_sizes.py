@@ -3,12 +3,10 @@ a constant shape past int32 indices is refused at build, a symbolic one raises M
 the call (before anything is written), also with bounds_check=True."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from backends.subproc import run_probe
 
 import tdsl
-
-from backends.subproc import run_probe
 
 GATHER = '''
 @T.prim_func

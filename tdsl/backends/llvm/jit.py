@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from llvmlite import binding as llvm
 
 from ...errors import TargetError
-from ..forksafe import hold_across_fork
 from ...target import host_cpu_name, host_feature_string
+from ..forksafe import hold_across_fork
 
 _LOCK = threading.RLock()
 hold_across_fork(__name__, "_LOCK")   # a fork never lands inside an LLVM call
