@@ -170,14 +170,16 @@ class Kernel:
         values = self._bind(args, kwargs)
         dims: dict[str, tuple[int, str]] = {}
         arrays: list = [None] * len(self._params)
+        # scalars first: a scalar parameter that names a dimension binds it, and every array is
+        # checked against it (wherever it stands in the signature), as the fast entry does
+        for p in self._params:
+            if not p.is_buffer:
+                arrays[p.index] = self._check_scalar(p, values[p.index])
+                dims.setdefault(p.name, (arrays[p.index], f"scalar parameter {p.name!r}"))
         for p in self._params:
             v = values[p.index]
-            if p.is_buffer:
-                if v is not _MISSING:
-                    arrays[p.index] = self._check_array(p, v, dims)
-            else:
-                arrays[p.index] = self._check_scalar(p, v)
-                dims.setdefault(p.name, (arrays[p.index], f"scalar parameter {p.name!r}"))
+            if p.is_buffer and v is not _MISSING:
+                arrays[p.index] = self._check_array(p, v, dims)
         for p in self._params:
             if p.is_buffer and arrays[p.index] is None:
                 shape = tuple(self._dim_value(s, dims, p) for s in p.shape)
