@@ -20,10 +20,22 @@ def _as_func(func_or_schedule):
     raise TypeError(f"tdsl.build takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
 
 
-def _lower(func, target: str):
+def _lower(func, target: str, bounds_check: bool = False):
     from ..lower import lower
 
-    return lower(func, target=target)
+    if target != "cpu":
+        return lower(func, target=target)
+    from ..lower._util import set_attr
+    from ..lower.index_checks import BOUNDS_CHECK_ATTR
+    from .llvm.bounds import check_static_bounds
+
+    def per_axis_static_check(name: str, stage) -> None:
+        if name == "compact_buffers":   # buffers still have their axes (and compacted shapes)
+            check_static_bounds(stage)
+
+    if bounds_check:
+        func = set_attr(func, BOUNDS_CHECK_ATTR, True)
+    return lower(func, target=target, trace=per_axis_static_check)
 
 
 def build(func_or_schedule, target="cpu", **options):
@@ -46,7 +58,7 @@ def _build_cpu(func, options: dict):
     from .llvm.kernel import Kernel
 
     opts = check_cpu_options(options)
-    compiled = compile_func(func, lambda f: _lower(f, "cpu"), bounds_check=opts["bounds_check"])
+    compiled = compile_func(func, lambda f: _lower(f, "cpu", opts["bounds_check"]), bounds_check=opts["bounds_check"])
     return Kernel(func, compiled, opts)
 
 

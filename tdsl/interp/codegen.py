@@ -578,6 +578,11 @@ class PythonCodegen:
 
         if e.op.startswith("llvm.prefetch"):
             return Val("None")  # a cache hint: nothing to do, and its address may lie past the buffer
+        if e.op == "tdsl.index_check":
+            self.helper("_index_check", runtime.index_check)
+            index, extent = self.expr(e.args[0]), self.expr(e.args[1])
+            return Val(f"_index_check({index.code}, {extent.code}, {e.args[2].value!r}, {e.args[3].value}, "
+                       f"{self.where!r})", index.py)
         if e.op == "address_of":
             raise InterpretError(f"{self.where}: the interpreter has no addresses: T.address_of can only be "
                                  "interpreted as the argument of an llvm.prefetch call (a no-op there)")

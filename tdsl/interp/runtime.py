@@ -133,6 +133,16 @@ def out_of_bounds(buffer: str, indices: tuple, shape: tuple, where: str):
     raise BoundsError(f"{where}: buffer {buffer!r} accessed at [{idx}], outside its shape ({dims})")
 
 
+def index_check(index, extent, buffer: str, axis: int, where: str):
+    """lower.index_checks' `tdsl.index_check`: `index`, if inside [0, extent) in every lane."""
+    arr = np.asarray(index)
+    if arr.size and (arr.min() < 0 or arr.max() >= int(extent)):
+        bad = int(arr[(arr < 0) | (arr >= int(extent))].flat[0])
+        raise BoundsError(f"{where}: buffer {buffer!r} accessed at index {bad} on axis {axis}, outside [0, "
+                          f"{int(extent)})")
+    return index
+
+
 def bad_binding(block: str, iterator: str, value, lo, extent):
     raise BoundsError(f"block {block!r}: iterator {iterator} is bound to {int(value)}, outside its domain "
                       f"[{int(lo)}, {int(lo) + int(extent)})")

@@ -50,6 +50,10 @@ The CPU pipeline, in order:
     digits, so a pack computed at a loop under a parallel loop becomes private to each
     parallel iteration; a buffer written first by each parallel iteration moves into the
     parallel loop even when it does not shrink (threads never share a scratch buffer).
+``index_checks``
+    (CPU) A data-dependent index (a gather, ``B[i] = A[I[i]]``) gets a run-time check on its
+    axis (``tdsl.index_check``: BoundsError instead of a wild access); with
+    ``bounds_check=True`` every axis of every multi-dimensional access does.
 ``flatten_buffers``
     Every buffer becomes 1-d. ``A[i, j]`` -> ``A[i * stride_0 + j * stride_1 + elem_offset]``
     with the strides from ``buffer.strides`` or row-major from the shape (symbolic shapes
@@ -121,6 +125,7 @@ from ._util import NOTES_ATTR, get_attr
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
 from .flatten import flatten_buffers
+from .index_checks import index_checks
 from .simplify import remove_no_op, simplify
 from .storage import storage
 from .unroll import unroll
@@ -182,6 +187,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("thread_bindings_to_serial", thread_bindings_to_serial),
         Pass("convert_blocks", convert_blocks),
         Pass("compact_buffers", compact_buffers),
+        Pass("index_checks", index_checks),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),
         Pass("unroll", unroll),

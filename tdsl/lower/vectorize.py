@@ -35,6 +35,7 @@ from ..ir import (
 from ..ir.functor import replace_fields as replace
 from ._util import StmtMutator, add_notes, arith, broadcast, cast_to, fresh_copy, promote_ints, same_expr, seq
 from .blocks import BLOCKS_ANNOTATION
+from .index_checks import INDEX_CHECK
 from .simplify import simplify_index
 
 MAX_LANES = 64
@@ -113,6 +114,12 @@ class _Lanes:
     def expr_Call(self, e: Call) -> PrimExpr:
         if e.op == "if_then_else":
             return self._if_then_else(e)
+        if e.op == INDEX_CHECK:
+            index, extent = self.expr(e.args[0]), self.expr(e.args[1])
+            if index.dtype.lanes == 1 and extent.dtype.lanes == 1:
+                return Call(e.dtype, e.op, (index, extent, *e.args[2:]))
+            return Call(e.dtype.with_lanes(self.lanes), e.op,
+                        (broadcast(index, self.lanes), extent, *e.args[2:]))
         if e.op not in MATH_CALLS:
             raise NotVectorizable(f"it calls {e.op!r}, which has no vector form")
         args = [self.expr(a) for a in e.args]

@@ -278,7 +278,8 @@ def test_strided_parameter_reads_through_its_strides():
 
 def test_passes_for_targets():
     cpu = [p.name for p in passes_for("cpu")]
-    assert cpu == ["apply_tensor_intrinsics", "thread_bindings_to_serial", "convert_blocks", "compact_buffers", "flatten_buffers",
+    assert cpu == ["apply_tensor_intrinsics", "thread_bindings_to_serial", "convert_blocks", "compact_buffers", "index_checks",
+                   "flatten_buffers",
                    "simplify", "unroll", "vectorize", "storage", "simplify", "remove_no_op"]
     cuda = [p.name for p in passes_for("cuda")]
     assert "thread_bindings_to_serial" not in cuda and "storage" not in cuda

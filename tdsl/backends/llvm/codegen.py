@@ -1222,7 +1222,28 @@ class _Emitter:
             return self._math(e)
         if e.op == "address_of":
             return self._address_of(e, check=True)
+        if e.op == "tdsl.index_check":
+            return self._index_check(e)
         return self._extern(e)
+
+    def _index_check(self, e: Call) -> ir.Value:
+        """`tdsl.index_check(index, extent, "buffer", axis)` (lower.index_checks): the index,
+        after failing the kernel with a BoundsError code when it is outside [0, extent)."""
+        index, extent, name, axis = e.args
+        v = self.expr(index)
+        wide = self.to_i64(v, index.dtype)
+        ext = self.to_i64(self.expr(extent), extent.dtype)
+        if isinstance(wide.type, ir.VectorType):
+            ext = self._splat(ext, wide.type.count)
+        zero = _const(wide.type, 0)
+        bad = self.b.or_(self.b.icmp_signed("<", wide, zero), self.b.icmp_signed(">=", wide, ext))
+        if isinstance(bad.type, ir.VectorType):
+            red = self.m.intrinsic(f"llvm.vector.reduce.or.v{bad.type.count}i1", I1, [bad.type])
+            bad = self.b.call(red, [bad])
+        self.m.checks.append({"buffer": name.value, "param": None, "index": expr_text(index),
+                              "extent": expr_text(extent), "axis": axis.value})
+        self.fail_if(bad, len(self.m.checks))
+        return v
 
     def _address_of(self, e: Call, check: bool) -> ir.Value:
         """`T.address_of(A[i])`: a pointer to the element (a GEP), bounds-checked like a load

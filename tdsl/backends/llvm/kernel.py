@@ -412,6 +412,9 @@ class Kernel:
         if 1 <= rc <= len(self._checks):
             c = self._checks[rc - 1]
             name = self._params[c["param"]].name if c.get("param") is not None else c["buffer"]
+            if "axis" in c:
+                raise BoundsError(f"kernel {self.func.name!r}: index out of bounds in buffer {name!r}: index "
+                                  f"{c['index']} on axis {c['axis']} is outside [0, {c['extent']})")
             raise BoundsError(f"kernel {self.func.name!r}: index out of bounds in buffer {name!r}: index "
                               f"{c['index']} is outside [0, {c['extent']}) (flattened)")
         raise RuntimeError(f"kernel {self.func.name!r} failed with code {rc}")
