@@ -31,7 +31,7 @@ def _lower(func, target: str, bounds_check: bool = False):
 
     def per_axis_static_check(name: str, stage) -> None:
         if name == "compact_buffers":   # buffers still have their axes (and compacted shapes)
-            check_static_bounds(stage)
+            check_static_bounds(stage, scalar_only=True)
 
     if bounds_check:
         func = set_attr(func, BOUNDS_CHECK_ATTR, True)

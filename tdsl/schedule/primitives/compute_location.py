@@ -54,6 +54,7 @@ from ...ir import (
     min_,
     substitute,
 )
+from ...ir.functor import post_order_visit
 from ...ir.tree import (
     Path,
     all_realizes,
@@ -525,10 +526,66 @@ def _box_inside(box: Box, env, shape) -> bool:
     return all(0 <= eval_int(lo, env) and eval_int(hi, env) < n for (lo, hi), n in zip(box, shape))
 
 
+def _site_writes(site: _Site, buf: Buffer, env: dict, shape, done, budget: list) -> bool:
+    """Mark in `done` the elements of `buf` the site's instances write at the anchor iteration
+    `env`, instance by instance (a fused and split producer writes a run of a row-major range,
+    not the box of rows its relaxed region spans). False when the nest below the anchor is not
+    plain constant-evaluable loops, or `budget` (instances left) runs out."""
+    loops = [s for s in site.below if isinstance(s, For)]
+    if any(not isinstance(s, (For, SeqStmt)) for s in site.below):
+        return False
+    region = _buffer_box(site.block, site.block.writes, buf)
+    realize = site.realize
+
+    def visit(k: int, env: dict) -> bool:
+        if k == len(loops):
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            if not eval_int(realize.predicate, env):
+                return True
+            inner = dict(env)
+            for iv, v in zip(realize.block.iter_vars, realize.iter_values):
+                inner[iv.var] = eval_int(v, env)
+            sl = []
+            for r, n in zip(region.region, shape):
+                lo = eval_int(r.min, inner)
+                hi = lo + eval_int(r.extent, inner) - 1
+                if hi < lo:
+                    return True
+                sl.append(slice(max(lo, 0), min(hi, n - 1) + 1))
+            done[tuple(sl)] = True
+            return True
+        f = loops[k]
+        lo = eval_int(f.min, env)
+        for x in range(lo, lo + eval_int(f.extent, env)):
+            env[f.loop_var] = x
+            if not visit(k + 1, env):
+                return False
+        env.pop(f.loop_var, None)
+        return True
+
+    return visit(0, dict(env))
+
+
+def _box_is_exact(site: _Site, buf: Buffer) -> bool:
+    """The relaxed box of what the site writes per anchor iteration is all written: no
+    predicate, and no floor division or modulo in its bindings (a fused loop's digits)."""
+    if not is_true(site.realize.predicate):
+        return False
+    found = []
+    for v in site.realize.iter_values:
+        post_order_visit(v, lambda n: found.append(n) if isinstance(n, Binary) and n.op in ("floordiv",
+                                                                                       "floormod") else None)
+    return not found
+
+
 def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: _Site, reader: _Site,
-                buf: Buffer, produced: Box, needed: Box) -> None:
+                buf: Buffer, produced: Box, needed: Box, exact_writer: bool = False) -> None:
     """Every element of `buf` the reader reads at an iteration of the anchor loop (and its outer
-    loops) was written by the writer at that iteration or an earlier one."""
+    loops) was written by the writer at that iteration or an earlier one. With `exact_writer`
+    (a block already under the anchor writes), its writes are enumerated instance by instance
+    when they can be, since its relaxed box may hold elements it has not written yet."""
     fail = schedule_error(
         func, primitive, f"{block_name(reader.block.name)} would read elements of {buf.name} that "
         f"{block_name(writer.block.name)} has not written yet at that iteration of {loop_name(loop.loop_var)}",
@@ -544,18 +601,24 @@ def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: 
         import numpy as np
 
         done = np.zeros(shape, dtype=bool)
+        budget = [_ENUM_LIMIT * 10]
         try:
             for env in walk:
-                sl = _box_slices(produced, env, shape)
-                if sl is not None:
-                    done[sl] = True
+                if exact_writer and _site_writes(writer, buf, env, shape, done, budget):
+                    pass
+                elif exact_writer and not _box_is_exact(writer, buf):
+                    raise fail
+                else:
+                    sl = _box_slices(produced, env, shape)
+                    if sl is not None:
+                        done[sl] = True
                 need = _box_slices(needed, env, shape)
                 if need is not None and not (_box_inside(needed, env, shape) and done[need].all()):
                     raise fail
             return
         except ValueError:
             pass  # an expression the evaluator does not know: fall back to proofs
-    if not _covers_symbolic(produced, needed, ranges):
+    if (exact_writer and not _box_is_exact(writer, buf)) or not _covers_symbolic(produced, needed, ranges):
         raise fail
 
 
@@ -594,7 +657,8 @@ def _check_under_loop(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
                 if first is me else _produced_box(first, buf)
             needed = _span_box(me.block, _buffer_box(me.block, me.block.reads, buf), spans) \
                 if second is me else _needed_box(second, buf)
-            _check_flow(func, primitive, loop, lpath, first, second, buf, produced, needed)
+            _check_flow(func, primitive, loop, lpath, first, second, buf, produced, needed,
+                        exact_writer=first is not me)
 
 
 def _check_final(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: _Site, reader: _Site,
