@@ -1721,9 +1721,19 @@ def _fast_shape_value(b: ir.IRBuilder, s: PrimExpr, bound: dict[str, ir.Value]) 
     if isinstance(s, Binary) and s.op in ("add", "sub", "mul"):
         x, y = _fast_shape_value(b, s.a, bound), _fast_shape_value(b, s.b, bound)
         return {"add": b.add, "sub": b.sub, "mul": b.mul}[s.op](x, y)
+    if isinstance(s, Binary) and s.op in ("floordiv", "floormod"):
+        x, y = _fast_shape_value(b, s.a, bound), _fast_shape_value(b, s.b, bound)
+        zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
+        y = b.select(b.icmp_signed("==", y, zero), one, y)   # n // 0 never matches a shape (checked below)
+        q, r = b.sdiv(x, y), b.srem(x, y)
+        fix = b.and_(b.icmp_signed("!=", r, zero), b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
+        if s.op == "floordiv":
+            return b.select(fix, b.sub(q, one), q)
+        return b.select(fix, b.add(r, y), r)
     if isinstance(s, Cast):
         return _fast_shape_value(b, s.value, bound)
-    raise TargetError(f"a parameter shape entry must be a constant or a name, not {expr_text(s)}")
+    raise TargetError(f"a parameter shape entry must be a constant, a name, or +, -, *, //, % of them, not "
+                      f"{expr_text(s)}")
 
 
 __all__ = ["CodegenResult", "ParamInfo", "codegen", "expr_text", "lane_expr", "lltype", "memtype"]

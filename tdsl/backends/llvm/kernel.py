@@ -17,7 +17,7 @@ import numpy as np
 
 from ...dtypes import DataType
 from ...errors import ArgumentError, BoundsError, TargetError
-from ...ir import Buffer, IntImm, PrimFunc, Var
+from ...ir import Binary, Buffer, IntImm, PrimFunc, Var
 from ...ir.outputs import read_before_written
 from .abi import numpy_layout_ok
 
@@ -58,7 +58,10 @@ class _Param:
             self.lo, self.hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if p.dtype.is_int else (0, (1 << bits) - 1)
 
     def shape_text(self) -> str:
-        parts = [str(s.value) if isinstance(s, IntImm) else getattr(s, "name", str(s)) for s in self.shape]
+        from ...script.printer import message_text
+
+        parts = [str(s.value) if isinstance(s, IntImm) else s.name if isinstance(s, Var) else message_text(s)
+                 for s in self.shape]
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
@@ -176,13 +179,22 @@ class Kernel:
             if not p.is_buffer:
                 arrays[p.index] = self._check_scalar(p, values[p.index])
                 dims.setdefault(p.name, (arrays[p.index], f"scalar parameter {p.name!r}"))
+        pending: list = []   # dimensions given by expressions ("n * 2"): checked once every name is bound
         for p in self._params:
             v = values[p.index]
             if p.is_buffer and v is not _MISSING:
-                arrays[p.index] = self._check_array(p, v, dims)
+                arrays[p.index] = self._check_array(p, v, dims, pending)
+        for p, axis, want, got in pending:
+            _solve_dim(want, got, dims, f"{p.name}.shape[{axis}]")
+        for p, axis, want, got in pending:
+            self._check_dim(p, axis, want, got, dims)
         for p in self._params:
             if p.is_buffer and arrays[p.index] is None:
                 shape = tuple(self._dim_value(s, dims, p) for s in p.shape)
+                if any(n < 0 for n in shape):
+                    bound = ", ".join(f"{k} = {v}" for k, (v, _) in sorted(dims.items()))
+                    raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: it would be "
+                                        f"{shape} with {bound}; pass {p.name!r} or sizes that make it non-negative")
                 arrays[p.index] = self._empty(p, shape, dims)
             elif p.strides:
                 arrays[p.index] = self._check_strides(p, arrays[p.index], dims)
@@ -264,7 +276,7 @@ class Kernel:
         raise ArgumentError(f"parameter {p.name!r}: expected a numpy array or a DLPack tensor of {p.dtype} with "
                             f"shape {p.shape_text()}, got {type(v).__name__} {_short(v)}")
 
-    def _check_array(self, p: _Param, v, dims: dict) -> np.ndarray:
+    def _check_array(self, p: _Param, v, dims: dict, pending: list | None = None) -> np.ndarray:
         arr = self._as_array(p, v)
         if arr.dtype != p.np_dtype:
             raise ArgumentError(f"parameter {p.name!r}: expected dtype {p.dtype}, got {arr.dtype}")
@@ -272,11 +284,19 @@ class Kernel:
             raise ArgumentError(f"parameter {p.name!r}: expected {len(p.shape)} dimensions {p.shape_text()}, "
                                 f"got {arr.ndim} with shape {tuple(arr.shape)}")
         for axis, (want, got) in enumerate(zip(p.shape, arr.shape)):
-            self._check_dim(p, axis, want, int(got), dims)
+            if pending is not None and not isinstance(want, (IntImm, Var)):
+                pending.append((p, axis, want, int(got)))
+            else:
+                self._check_dim(p, axis, want, int(got), dims)
         if p.written:
             if not arr.flags.writeable:
                 raise ArgumentError(f"parameter {p.name!r} is written by the kernel but the array is read-only")
-            if not p.strides and not (arr.flags.c_contiguous and arr.flags.aligned):
+            if not p.strides and arr.flags.c_contiguous and not arr.flags.aligned:
+                raise ArgumentError(f"parameter {p.name!r} is written by the kernel and must be aligned to its "
+                                    f"dtype ({p.np_dtype.itemsize} bytes); got an array at address "
+                                    f"{arr.__array_interface__['data'][0]:#x} (pass an aligned array, e.g. "
+                                    f"np.empty_like(x), and copy the result back)")
+            if not p.strides and not arr.flags.c_contiguous:
                 raise ArgumentError(f"parameter {p.name!r} is written by the kernel and must be a C-contiguous "
                                     f"array; got strides {arr.strides} for shape {arr.shape} (pass a contiguous "
                                     f"array, e.g. np.ascontiguousarray(x), and copy the result back)")
@@ -306,26 +326,31 @@ class Kernel:
                                     f"dimension {want.name!r}")
             dims[want.name] = (got, where)
             return
-        expected = self._dim_value(want, dims, p)
+        expected = self._dim_value(want, dims, p, given=True)
         if expected != got:
             raise ArgumentError(f"parameter {p.name!r}: expected shape {p.shape_text()}, got {where} = {got} "
                                 f"(expected {expected})")
 
-    def _dim_value(self, s, dims: dict, p: _Param) -> int:
+    def _dim_value(self, s, dims: dict, p: _Param, given: bool = False) -> int:
         from .codegen import expr_text
 
         if isinstance(s, IntImm):
             return s.value
         if isinstance(s, Var):
             if s.name not in dims:
+                if given:
+                    raise ArgumentError(f"parameter {p.name!r} of shape {p.shape_text()}: dimension {s.name!r} "
+                                        f"is not given by any argument whose shape names it directly; pass one")
                 raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: dimension "
                                     f"{s.name!r} is not given by any input; pass {p.name!r} explicitly")
             return dims[s.name][0]
         ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-               "floordiv": lambda a, b: a // b}
+               "floordiv": lambda a, b: a // b if b else None, "floormod": lambda a, b: a % b if b else None}
         op = getattr(s, "op", None)
         if op in ops:
-            return ops[op](self._dim_value(s.a, dims, p), self._dim_value(s.b, dims, p))
+            value = ops[op](self._dim_value(s.a, dims, p, given), self._dim_value(s.b, dims, p, given))
+            if value is not None:
+                return value
         raise ArgumentError(f"parameter {p.name!r}: cannot evaluate the shape entry {expr_text(s)}")
 
     def _check_scalar(self, p: _Param, v):
@@ -418,6 +443,29 @@ class Kernel:
             raise BoundsError(f"kernel {self.func.name!r}: index out of bounds in buffer {name!r}: index "
                               f"{c['index']} is outside [0, {c['extent']}) (flattened)")
         raise RuntimeError(f"kernel {self.func.name!r} failed with code {rc}")
+
+
+def _solve_dim(want, got: int, dims: dict, where: str) -> None:
+    """Bind the one unbound name of `n + c`, `n - c` or `n * c` (c a constant) from a given size,
+    as the interpreter does; other expressions are only checked."""
+    if not isinstance(want, Binary) or want.op not in ("add", "sub", "mul"):
+        return
+    a, b = want.a, want.b
+    if want.op != "sub" and isinstance(a, IntImm):
+        a, b = b, a
+    if not (isinstance(a, Var) and isinstance(b, IntImm)) or a.name in dims:
+        return
+    c = b.value
+    if want.op == "add":
+        n = got - c
+    elif want.op == "sub":
+        n = got + c
+    elif c != 0 and got % c == 0:
+        n = got // c
+    else:
+        return
+    if 0 <= n < 1 << (a.dtype.bits - 1):
+        dims[a.name] = (n, where)
 
 
 def _short(v) -> str:
