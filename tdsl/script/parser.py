@@ -393,8 +393,12 @@ class Parser:
         if not cond.dtype.is_bool:
             raise self.error(node.test, f"the condition of an if must be a bool, not {cond.dtype}",
                              "compare it, e.g. x != 0")
-        then = self._scoped_stmts(node.body)
-        other = self._scoped_stmts(node.orelse) if node.orelse else None
+        self.if_depth = getattr(self, "if_depth", 0) + 1   # bindings under an if may leave their domain
+        try:
+            then = self._scoped_stmts(node.body)
+            other = self._scoped_stmts(node.orelse) if node.orelse else None
+        finally:
+            self.if_depth -= 1
         return IfThenElse(cond, then, other, span=self.span(node))
 
     def _scoped_stmts(self, nodes) -> Stmt:
@@ -551,7 +555,37 @@ class Parser:
         reads, writes = self.block_regions(block, frame, node)
         block = Block(name, block.iter_vars, reads, writes, body, frame.init, block.alloc_buffers,
                       frame.annotations, span=block.span)
+        self._check_bindings_in_domain(frame, node)
         return BlockRealize(tuple(frame.iter_values), frame.predicate, block, span=self.span(node))
+
+    def _check_bindings_in_domain(self, frame: _BlockFrame, node) -> None:
+        """An iterator bound outside its constant domain over the enclosing constant loops (no
+        T.where, no enclosing if) is refused: `T.axis.spatial(10, i)` under `range(16)`."""
+        from ..arith import const_bound
+        from ..ir import Range, free_vars
+
+        if getattr(self, "if_depth", 0) or not (isinstance(frame.predicate, IntImm) and frame.predicate.value):
+            return
+        for iv, value in zip(frame.iter_vars, frame.iter_values):
+            dom = iv.dom
+            if not (isinstance(dom.min, IntImm) and isinstance(dom.extent, IntImm)):
+                continue
+            ranges = {}
+            for v in free_vars(value):
+                lo_ext = self.loop_ranges.get(id(v))
+                if lo_ext is None or not all(isinstance(x, IntImm) for x in lo_ext):
+                    break
+                ranges[v] = Range(*lo_ext)
+            else:
+                lo, hi = const_bound(value, ranges)
+                end = dom.min.value + dom.extent.value
+                if lo is not None and hi is not None and (lo < dom.min.value or hi >= end):
+                    from .printer import message_text
+
+                    raise self.error(node, f'block "{frame.name}": iterator {iv.var.name} is bound to '
+                                     f'{message_text(value)}, which ranges over [{lo}, {hi}], outside its domain '
+                                     f'[{dom.min.value}, {end})',
+                                     "bind it within its domain, or guard the block with T.where(...)")
 
     def block_regions(self, block: Block, frame: _BlockFrame, node) -> tuple:
         from ..arith import infer_block_regions
