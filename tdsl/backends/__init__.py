@@ -53,13 +53,23 @@ def build(func_or_schedule, target="cpu", **options):
 
 
 def _build_cpu(func, options: dict):
+    from ..deep import DEEP_LIMIT, run_deep
     from ..target import check_cpu_options
     from .llvm.compile import compile_func
     from .llvm.kernel import Kernel
 
     opts = check_cpu_options(options)
-    compiled = compile_func(func, lambda f: _lower(f, "cpu", opts["bounds_check"]), bounds_check=opts["bounds_check"])
-    return Kernel(func, compiled, opts)
+
+    def build_it():
+        compiled = compile_func(func, lambda f: _lower(f, "cpu", opts["bounds_check"]),
+                                bounds_check=opts["bounds_check"])
+        return Kernel(func, compiled, opts)
+
+    try:
+        return run_deep(build_it)
+    except RecursionError:
+        raise TargetError(f"function {func.name!r} nests too deeply to build (more than about {DEEP_LIMIT} "
+                          "levels of expressions or statements); split it into smaller steps") from None
 
 
 def _build_cuda(func_or_schedule, func, options: dict):

@@ -1395,13 +1395,16 @@ def _find_function(tree: ast.Module, src: _Source, what: str) -> ast.FunctionDef
 def _run(tree_fn: ast.FunctionDef, src: _Source, closure: dict) -> PrimFunc | ScriptError:
     """The parsed function, or the ScriptError to raise (entry points raise it, so that the
     traceback the user sees ends at their own code, not inside the parser)."""
+    from ..deep import DEEP_LIMIT, run_deep
+
     parser = Parser(src, closure)
     try:
-        return parser.parse_function(tree_fn)
+        return run_deep(lambda: Parser(src, closure).parse_function(tree_fn))
     except ScriptError as err:
         return err.with_traceback(None)
     except RecursionError:
-        return ScriptError("the function is nested too deeply to parse", parser.span(tree_fn))
+        return ScriptError(f"the function is nested too deeply to parse (more than about {DEEP_LIMIT} levels)",
+                           parser.span(tree_fn))
 
 
 def parse(source, extra_vars: dict[str, Any] | None = None) -> PrimFunc:
@@ -1415,8 +1418,13 @@ def parse(source, extra_vars: dict[str, Any] | None = None) -> PrimFunc:
         raise TypeError(f"tdsl.parse takes script text or a function, not {type(source).__name__}")
     text = textwrap.dedent(source)
     src = _Source(text.splitlines(), "<tdsl script>")
+    from ..deep import run_deep
+
     try:
-        tree = ast.parse(text)
+        tree = run_deep(lambda: ast.parse(text))
+    except RecursionError:
+        raise ScriptError("the function is nested too deeply to parse",
+                          Span("<tdsl script>", 1, 0, None, None)).with_traceback(None) from None
     except SyntaxError as exc:
         raise ScriptError(f"invalid Python syntax: {exc.msg}",
                           Span("<tdsl script>", exc.lineno or 1, max((exc.offset or 1) - 1, 0), None,

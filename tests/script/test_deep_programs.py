@@ -1,0 +1,40 @@
+"""Issue 22: deep but reasonable programs (a long sum, many lets) parse and build instead of a raw
+RecursionError or "nested too deeply" (tdsl.deep.run_deep retries on a big-stack thread)."""
+from __future__ import annotations
+
+import numpy as np
+
+import tdsl
+
+
+def _sum(n: int) -> str:
+    terms = " + ".join(f"A[{k % 4}]" for k in range(n))
+    return f'''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), B: T.Buffer((1,), "float32")):
+    with T.block("B"):
+        B[0] = {terms}
+'''
+
+
+def test_sum_deeper_than_the_default_recursion_limit_parses():
+    func = tdsl.parse(_sum(1100))
+    assert func.name == "f"
+
+
+def test_300_term_sum_builds():
+    got = tdsl.build(tdsl.parse(_sum(300)))(np.ones(4, "float32"))
+    assert got[0] == 300
+
+
+def test_300_lets_build():
+    lets = "\n".join(f"        x{k} = x{k - 1} + T.float32(1)" for k in range(1, 300))
+    func = tdsl.parse(f'''
+@T.prim_func
+def g(A: T.Buffer((4,), "float32"), B: T.Buffer((1,), "float32")):
+    with T.block("B"):
+        x0 = A[0]
+{lets}
+        B[0] = x299
+''')
+    assert tdsl.build(func)(np.ones(4, "float32"))[0] == 300
