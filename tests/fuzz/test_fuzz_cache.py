@@ -81,18 +81,28 @@ def _corrupt(data: bytes, other: bytes, mode: str, where: float, byte: int) -> b
 
 @fuzz_settings(25)
 @given(mode=st.sampled_from(["truncate", "flip", "zero_tail", "append", "garbage", "other_entry", "empty",
-                             "missing", "directory"]),
+                             "missing", "directory", "fifo", "dev_zero", "symlink_to_other"]),
        where=st.floats(0, 1), byte=st.integers(1, 255))
 def test_damaged_entry_is_rebuilt(cache_root, mode, where, byte):
     path, pristine, other = cache_root.path, cache_root.pristine, cache_root.other
-    damaged = None if mode == "directory" else _corrupt(pristine, other, mode, where, byte)
+    special = ("directory", "fifo", "dev_zero", "symlink_to_other")
+    damaged = None if mode in special else _corrupt(pristine, other, mode, where, byte)
     assume(damaged != pristine)  # e.g. zeroing bytes that are already zero
-    if os.path.isdir(path):
+    if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
-    elif os.path.exists(path):
+    elif os.path.lexists(path):
         os.remove(path)
     if mode == "directory":
         os.makedirs(path)
+    elif mode == "fifo":          # issue 22: open() blocked forever on it
+        os.mkfifo(path)
+    elif mode == "dev_zero":      # issue 22: read without end
+        os.symlink("/dev/zero", path)
+    elif mode == "symlink_to_other":
+        other_path = os.path.join(cache_root.root, "other-entry")
+        with open(other_path, "wb") as fh:
+            fh.write(other)
+        os.symlink(other_path, path)
     elif damaged is not None:
         with open(path, "wb") as fh:
             fh.write(damaged)
@@ -102,6 +112,7 @@ def test_damaged_entry_is_rebuilt(cache_root, mode, where, byte):
     if mode == "directory":
         shutil.rmtree(path)
         _fresh_build(RELU)
+    assert os.path.isfile(path) and not os.path.islink(path) or mode == "directory"
     again = _fresh_build(RELU)
     assert again.from_cache, f"after a {mode} entry was rebuilt, the cache was not rewritten"
     check_case(RELU, lambda _f, *args: again(*args))
