@@ -117,6 +117,7 @@ from dataclasses import dataclass
 
 from ..errors import TargetError
 from ..ir import Block, IRVisitor, PrimFunc, Stmt
+from ..target import parse_target
 from ._util import NOTES_ATTR, get_attr
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
@@ -204,8 +205,10 @@ _PIPELINES: dict[str, list[Pass]] = {
 
 
 def _target_name(target) -> str:
-    name = target if isinstance(target, str) else getattr(target, "kind", getattr(target, "name", None))
-    if not isinstance(name, str) or name not in _PIPELINES:
+    """The pipeline for `target`: anything `tdsl.target.parse_target` takes ("cpu", "llvm",
+    "llvm -mcpu=znver3", "cuda -arch=sm_90", a Target)."""
+    name = parse_target(target).kind
+    if name not in _PIPELINES:
         raise TargetError(f"unknown target {target!r}; expected one of {', '.join(map(repr, _PIPELINES))}")
     return name
 
@@ -267,7 +270,8 @@ def stages(func_or_schedule, target="cpu") -> list[tuple[str, PrimFunc]]:
 
 def lower(func_or_schedule, target="cpu", *, show: bool = False,
           trace: bool | Callable[[str, PrimFunc], None] = False) -> PrimFunc:
-    """Lower a PrimFunc or Schedule for `target` ("cpu" or "cuda"); see the module docs.
+    """Lower a PrimFunc or Schedule for `target` ("cpu", "cuda", or a TVM target string such as
+    "llvm -mcpu=znver3"; see `tdsl.target.parse_target`); see the module docs.
 
     show: print the lowered IR and the notes. trace: True prints the IR after every pass; a
     callable is called as trace(pass_name, func) after every pass."""

@@ -26,7 +26,7 @@ from ..intrinsics.match import INTRIN_ANNOTATION, Mismatch, instantiate_impl, ma
 from ..intrinsics.registry import TensorIntrin
 from ..ir import Block, BlockRealize, Buffer, IRVisitor, PrimFunc, Stmt, replace_buffers
 from ..ir.tree import find_realize, replace_at
-from ..target import host_features
+from ..target import host_features, parse_target
 
 PASS_NAME = "apply_tensor_intrinsics"
 PRELUDE_ATTR = "tdsl.cuda_prelude"
@@ -43,11 +43,6 @@ def missing_features(intrin: TensorIntrin) -> list[str]:
     return [f for f in intrin.features if f not in have]
 
 
-def _target_kind(target) -> str:
-    name = target if isinstance(target, str) else getattr(target, "kind", getattr(target, "name", "cpu"))
-    return "cuda" if str(name).startswith("cuda") else "cpu"
-
-
 def intrin_of(block: Block) -> str | None:
     for k, v in block.annotations:
         if k == INTRIN_ANNOTATION:
@@ -58,7 +53,7 @@ def intrin_of(block: Block) -> str | None:
 def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     """Swap in the implementation of every tensorized block the target can run (module docs)."""
     names = [r.block.name for r in _tensorized(func.body)]
-    kind = _target_kind(target)
+    kind = parse_target(target).kind
     preludes: list[str] = []
     for name in names:
         realize, path = find_realize(func.body, name)  # type: ignore[misc]
