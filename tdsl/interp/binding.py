@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ArgumentError
+from ..ir.attrs import FLAT_PARAMS
 from ..ir.buffer import Buffer
 from ..ir.expr import Binary, Cast, IntImm, PrimExpr, Var
 from ..ir.functor import post_order_visit
@@ -56,18 +57,17 @@ class BoundCall:
             dst[...] = src.reshape(dst.shape)
 
 
-FLAT_PARAMS_ATTR = "tdsl.flat_params"
 
 
 def declared_params(func: PrimFunc) -> dict[Buffer, Buffer]:
     """For each buffer parameter, the buffer arguments are checked against: itself, or for a
     flattened (lowered) function the original n-d buffer kept in attrs["tdsl.flat_params"]."""
-    originals = dict(func.attrs).get(FLAT_PARAMS_ATTR)
+    originals = dict(func.attrs).get(FLAT_PARAMS)
     params = func.buffer_params
     if originals is None:
         return {p: p for p in params}
     if len(originals) != len(params):
-        raise ArgumentError(f"{func.name}: attrs[{FLAT_PARAMS_ATTR!r}] lists {len(originals)} buffers for "
+        raise ArgumentError(f"{func.name}: attrs[{FLAT_PARAMS!r}] lists {len(originals)} buffers for "
                             f"{len(params)} buffer parameters")
     return dict(zip(params, originals))
 

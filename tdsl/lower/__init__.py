@@ -117,8 +117,8 @@ from dataclasses import dataclass
 
 from ..errors import TargetError
 from ..ir import Block, IRVisitor, PrimFunc, Stmt
+from ..ir.attrs import LOWER_NOTES, TENSOR_INTRIN, get_attr
 from ..target import parse_target
-from ._util import NOTES_ATTR, get_attr
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
 from .flatten import flatten_buffers
@@ -144,7 +144,7 @@ def _tensor_intrinsics(target: str) -> Callable[[PrimFunc], PrimFunc]:
     tdsl.lower.tensorize); free for functions that use no tensor intrinsic."""
 
     def run(func: PrimFunc) -> PrimFunc:
-        if "tdsl.tensor_intrin" not in _annotation_keys(func):
+        if TENSOR_INTRIN not in _annotation_keys(func):
             return func
         from .tensorize import apply_tensor_intrinsics
 
@@ -290,7 +290,7 @@ def lower(func_or_schedule, target="cpu", *, show: bool = False,
 
 def notes(func: PrimFunc) -> list[str]:
     """The notes lowering left on `func` (e.g. loops that stayed scalar, and why)."""
-    return list(get_attr(func, NOTES_ATTR, ()))
+    return list(get_attr(func, LOWER_NOTES, ()))
 
 
 # `tdsl.lower` is both this package and (via tdsl's lazy attributes) the `lower` function; which

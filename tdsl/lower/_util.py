@@ -2,8 +2,6 @@
 fresh copies of statements, expression identity, function attributes."""
 from __future__ import annotations
 
-from typing import Any
-
 from ..dtypes import DataType, int32
 from ..ir import (
     Allocate,
@@ -26,33 +24,18 @@ from ..ir import (
     Var,
     node_fields,
 )
+from ..ir.attrs import LOWER_NOTES, get_attr, set_attr
 from ..ir.functor import replace_fields as replace
 
 # ----------------------------------------------------------------------------- attributes
-
-NOTES_ATTR = "tdsl.lower_notes"
-FLAT_PARAMS_ATTR = "tdsl.flat_params"
-
-
-def get_attr(func: PrimFunc, key: str, default: Any = None) -> Any:
-    for k, v in func.attrs:
-        if k == key:
-            return v
-    return default
-
-
-def set_attr(func: PrimFunc, key: str, value: Any) -> PrimFunc:
-    attrs = tuple((k, v) for k, v in func.attrs if k != key) + ((key, value),)
-    return replace(func, attrs=attrs)
-
 
 def add_notes(func: PrimFunc, notes: list[str]) -> PrimFunc:
     """Append lowering notes (things the user may want to know, e.g. a loop left scalar)."""
     if not notes:
         return func
-    old = tuple(get_attr(func, NOTES_ATTR, ()))
+    old = tuple(get_attr(func, LOWER_NOTES, ()))
     new = tuple(dict.fromkeys(n for n in notes if n not in old))  # unrolled copies repeat a note
-    return set_attr(func, NOTES_ATTR, old + new)
+    return set_attr(func, LOWER_NOTES, old + new)
 
 
 # ----------------------------------------------------------------------------- statements

@@ -78,7 +78,8 @@ class CudaKernel:
 
     def __init__(self, func: PrimFunc, plan: HostPlan, source: str, cubin: bytes, ptx: str | None, arch: str,
                  vector_params: dict[str, set[str]], options: dict):
-        from ...lower._util import FLAT_PARAMS_ATTR, get_attr
+        from ...ir.attrs import FLAT_PARAMS as FLAT_PARAMS_ATTR
+        from ...ir.attrs import get_attr
 
         self.func = func
         self.plan = plan

@@ -54,6 +54,7 @@ from ...ir import (
     StringImm,
     Var,
 )
+from ...ir.attrs import NONTEMPORAL_BUFFERS
 from ...ir.functor import IRVisitor, statements
 from ...script.printer import message_text as expr_text
 from .abi import (
@@ -1456,7 +1457,7 @@ def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_
     ctx.align = 64
     m = _Module(module, symbol, bounds_check, ctx)
     m.param_index = {p: i for i, p in enumerate(lowered.params) if isinstance(p, Buffer)}
-    m.nontemporal = frozenset(dict(lowered.attrs).get("tdsl.nontemporal_buffers", ()))
+    m.nontemporal = frozenset(dict(lowered.attrs).get(NONTEMPORAL_BUFFERS, ()))
     m.wrappers_optnone = wrappers_optnone
 
     raw = _emit_raw(m, lowered, dims)

@@ -21,6 +21,7 @@ from ...ir import (
     Stmt,
     structural_hash,
 )
+from ...ir.attrs import TENSOR_INTRIN
 from ...ir.functor import statements
 from .. import cache
 from . import codegen, jit, runtime
@@ -51,9 +52,6 @@ class Compiled:
 
 
 _LOCK = threading.Lock()
-# the block annotation naming a tensorized block's intrinsic (tdsl.schedule.primitives.blockize,
-# not imported here: building a kernel without schedules should not load the schedule package)
-INTRIN_ANNOTATION = "tdsl.tensor_intrin"
 # name -> (the registered TensorIntrin, its fingerprint): hashing an implementation costs ~0.5 ms
 _FINGERPRINTS: dict[str, tuple[object, str]] = {}
 
@@ -73,7 +71,7 @@ def _key(func: PrimFunc, options: dict) -> str:
 def _tensor_intrin_names(body: Stmt) -> list[str]:
     """The intrinsic names of the tensorized blocks under `body`, sorted, without repeats."""
     names = {v for node in statements(body) if isinstance(node, Block)
-             for k, v in node.annotations if k == INTRIN_ANNOTATION and isinstance(v, str)}
+             for k, v in node.annotations if k == TENSOR_INTRIN and isinstance(v, str)}
     return sorted(names)
 
 
