@@ -6,18 +6,8 @@ cuda-python only when a CUDA one is.
 from __future__ import annotations
 
 from ..errors import TargetError
+from ..ir import as_prim_func
 from ..target import KNOWN_TARGETS, Target, check_host_target, parse_target
-
-
-def _as_func(func_or_schedule):
-    from ..ir import PrimFunc
-
-    if isinstance(func_or_schedule, PrimFunc):
-        return func_or_schedule
-    inner = getattr(func_or_schedule, "func", None)
-    if isinstance(inner, PrimFunc):
-        return inner
-    raise TypeError(f"tdsl.build takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
 
 
 def _lower(func, target: str):
@@ -34,7 +24,7 @@ def build(func_or_schedule, target="cpu", **options):
     CPU options: `bounds_check=True` adds run-time bounds checks (a bad index raises
     tdsl.BoundsError naming the buffer instead of crashing).
     """
-    func = _as_func(func_or_schedule)
+    func = as_prim_func(func_or_schedule, "tdsl.build")
     tgt = parse_target(target)
     if tgt.kind == "cuda":
         return _build_cuda(func_or_schedule, func, _cuda_options(tgt, options))

@@ -193,3 +193,14 @@ class PrimFunc(Node):
     def __call__(self, *args, **kwargs):
         raise TypeError(f"prim_func {self.name!r} is IR, not a compiled kernel: call "
                         f"tdsl.interpret({self.name}, ...) or tdsl.build({self.name})(...)")
+
+
+def as_prim_func(obj, caller: str) -> PrimFunc:
+    """`obj` if it is a PrimFunc, else the current function of what holds one in `.func` (a
+    Schedule); a TypeError naming `caller` ("tdsl.build", "lower()") for anything else."""
+    if isinstance(obj, PrimFunc):
+        return obj
+    inner = getattr(obj, "func", None)
+    if isinstance(inner, PrimFunc):
+        return inner
+    raise TypeError(f"{caller} takes a PrimFunc or a Schedule, not {type(obj).__name__}")

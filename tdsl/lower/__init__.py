@@ -116,7 +116,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TargetError
-from ..ir import Block, IRVisitor, PrimFunc, Stmt
+from ..ir import Block, IRVisitor, PrimFunc, Stmt, as_prim_func
 from ..ir.attrs import LOWER_NOTES, TENSOR_INTRIN, get_attr
 from ..target import parse_target
 from .blocks import convert_blocks, thread_bindings_to_serial
@@ -237,13 +237,6 @@ def register_pass(target: str, new: Pass, *, after: str | None = None, before: s
     pipeline.insert(index, new)
 
 
-def _as_func(func_or_schedule) -> PrimFunc:
-    func = func_or_schedule if isinstance(func_or_schedule, PrimFunc) else getattr(func_or_schedule, "func", None)
-    if not isinstance(func, PrimFunc):
-        raise TypeError(f"lower() takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
-    return func
-
-
 def _run(func: PrimFunc, p: Pass) -> PrimFunc:
     try:
         return p(func)
@@ -260,7 +253,7 @@ def _print_stage(name: str, func: PrimFunc) -> None:
 
 def stages(func_or_schedule, target="cpu") -> list[tuple[str, PrimFunc]]:
     """[("input", func), (pass name, func after that pass), ...] for every pass of `target`."""
-    func = _as_func(func_or_schedule)
+    func = as_prim_func(func_or_schedule, "lower()")
     out = [("input", func)]
     for p in passes_for(target):
         func = _run(func, p)
@@ -275,7 +268,7 @@ def lower(func_or_schedule, target="cpu", *, show: bool = False,
 
     show: print the lowered IR and the notes. trace: True prints the IR after every pass; a
     callable is called as trace(pass_name, func) after every pass."""
-    func = _as_func(func_or_schedule)
+    func = as_prim_func(func_or_schedule, "lower()")
     report = _print_stage if trace is True else (trace or None)
     for p in passes_for(target):
         func = _run(func, p)

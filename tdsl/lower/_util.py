@@ -2,6 +2,7 @@
 fresh copies of statements, expression identity, function attributes."""
 from __future__ import annotations
 
+from ..arith.analyzer import fold_binary
 from ..dtypes import DataType, int32
 from ..ir import (
     Allocate,
@@ -116,14 +117,14 @@ def broadcast(e: PrimExpr, lanes: int) -> PrimExpr:
 
 
 def _fold(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
-    """Fold integer constants and the identities x+0, x*1, x*0 on scalars."""
+    """Fold integer constants (as the machine computes them: `tdsl.arith.fold_binary`, which
+    wraps around) and the identities x+0, x*1, x*0 on scalars."""
     if a.dtype.lanes != 1 or b.dtype.lanes != 1 or not a.dtype.is_integer:
         return None
     ca = a.value if isinstance(a, IntImm) else None
     cb = b.value if isinstance(b, IntImm) else None
     if ca is not None and cb is not None:
-        value = {"add": ca + cb, "sub": ca - cb, "mul": ca * cb}[op]
-        return IntImm(value, a.dtype)
+        return fold_binary(op, a, b)
     if op == "add":
         if ca == 0:
             return b
