@@ -24,7 +24,7 @@ from ...ir import (
 from ...ir.attrs import TENSOR_INTRIN
 from ...ir.functor import statements
 from .. import cache
-from . import codegen, jit, runtime
+from . import entry, jit, runtime
 
 
 @dataclass
@@ -219,7 +219,7 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     check_static_bounds(lowered)
     host = jit.host_info()
     pipeline = pipeline or pipeline_for(lowered.body)
-    result = codegen.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
+    result = entry.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
                              datalayout=jit.data_layout(), wrappers_optnone=pipeline == jit.SIMPLIFY)
     mod = jit.parse_and_verify(result.ir, f"kernel {api.name!r}")
     jit.optimize(mod, pipeline)
