@@ -22,7 +22,7 @@ from ...ir import (
     structural_hash,
 )
 from ...ir.attrs import TENSOR_INTRIN
-from ...ir.functor import statements
+from ...ir.tree import walk
 from .. import cache
 from . import entry, jit, runtime
 
@@ -70,7 +70,7 @@ def _key(func: PrimFunc, options: dict) -> str:
 
 def _tensor_intrin_names(body: Stmt) -> list[str]:
     """The intrinsic names of the tensorized blocks under `body`, sorted, without repeats."""
-    names = {v for node in statements(body) if isinstance(node, Block)
+    names = {v for node in walk(body) if isinstance(node, Block)
              for k, v in node.annotations if k == TENSOR_INTRIN and isinstance(v, str)}
     return sorted(names)
 
@@ -86,7 +86,7 @@ def register_tiled(lowered: Stmt) -> bool:
     pipeline_for); loops with one or two vector statements (row reductions, copies) still gain
     from LLVM's unrolling, and scalar code from all of O3."""
     return any(isinstance(node, For) and node.kind != "unrolled"
-               and _vector_stores(node.body) >= TILED_LOOP_VECTOR_STORES for node in statements(lowered))
+               and _vector_stores(node.body) >= TILED_LOOP_VECTOR_STORES for node in walk(lowered))
 
 
 # a loop storing at least this many bits of vectors per iteration needs no unrolling by LLVM
@@ -99,7 +99,7 @@ def wide_vector_loops(lowered: Stmt) -> bool:
     like softmax's 32-lane loops) and there is such a loop. LLVM's unroller only adds code to
     these (softmax: 3x the optimisation and emission time, the same speed measured); narrower
     vector loops (layernorm's 16 lanes) keep it."""
-    widths = [_vector_stores(node.body, bits=True) for node in statements(lowered)
+    widths = [_vector_stores(node.body, bits=True) for node in walk(lowered)
               if isinstance(node, For) and node.kind != "unrolled"]
     widths = [w for w in widths if w]
     return bool(widths) and min(widths) >= WIDE_LOOP_VECTOR_BITS

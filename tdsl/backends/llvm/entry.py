@@ -36,7 +36,6 @@ from ...ir import (
     Var,
 )
 from ...ir.attrs import NONTEMPORAL_BUFFERS
-from ...ir.functor import statements
 from ...ir.tree import walk
 from ...script.printer import message_text as expr_text
 from .abi import (
@@ -227,7 +226,7 @@ def _only_launches(stmt: Stmt) -> bool:
     """Whether all the work of `stmt` is in parallel loops (outlined into functions of their
     own): outside them only allocations, lets, ifs and sequences, no store, call or other loop
     (a serial loop, or one the unroll pass expanded into stores, is code worth optimising)."""
-    for node in statements(stmt, descend=lambda s: not isinstance(s, For)):
+    for node in walk(stmt, descend=lambda s: not isinstance(s, For)):
         if isinstance(node, For):
             if node.kind != "parallel":
                 return False
