@@ -4,12 +4,15 @@
   u8 x s8 -> s32 dot product (AVX512-VNNI, AVX-VNNI); `x86.fp32_microkernel(kc)` and
   `x86.int8_dot()` pick the variant this CPU runs.
 * `tdsl.intrinsics.cuda`: WMMA m16n16k16 fp16 -> fp32 (fill, load_a, load_b, mma, store).
+* `tdsl.intrinsics.blas`: library GEMM (`blas.sgemm`, `blas.dgemm`) through the BLAS numpy loads;
+  `tdsl.intrinsics.library` makes the generic names concrete per block.
 """
 from __future__ import annotations
 
-from . import cuda, x86
+from . import blas, cuda, x86
 
 x86._register_builtins()
 cuda._register_builtins()
+blas._register_builtins()
 
-__all__ = ["cuda", "x86"]
+__all__ = ["blas", "cuda", "x86"]
