@@ -63,7 +63,7 @@ class Blas:
 
 def _loaded_libraries() -> list[str]:
     """Shared libraries of this process whose name mentions BLAS (after importing numpy)."""
-    import numpy  # noqa: F401  (loads numpy's BLAS)
+    import numpy  # loads numpy's BLAS
 
     paths: list[str] = []
     try:
