@@ -18,8 +18,10 @@
    with a compound index along it, such as ``x + s``, is reindexed first).
 4. Tiling. Each playing loop is split by its tile extent and the loops reordered: outer
    spatial loops, the reduction's outer loops, the first description iterator's outer loop,
-   then the tile in the description's loop order. An init the description lacks is decomposed
-   before the outer reduction loops; then `tensorize` checks the match.
+   then the tile in the description's loop order; then `tensorize` checks the match. An init
+   the description lacks becomes the T.init of the tensorized block (blockize moves it there
+   when the reduction has outer loops: it runs once per tile, before the first update), so
+   the loops outside stay a perfect nest the caller may still split, reorder and parallelize.
 
 The first plan that tensorizes wins; when none does, the ScheduleError lists why each failed.
 The result is recorded as one step (auto_tensorize) whose replay repeats the search.
@@ -315,8 +317,10 @@ def _apply(func: PrimFunc, block: str, intrin: TensorIntrin, code: _Einsum, desc
     sch.reorder(*nest)
     cur = _current(sch, block)
     desc_init = _desc_block(intrin).init is not None
-    if cur.block.init is not None and not desc_init:
-        sch.decompose_reduction(blk, (outer_r + ([first_outer] if first_outer is not None else []) + tile)[0])
+    if cur.block.init is not None and not desc_init and not outer_r:
+        # with outer reduction loops, blockize moves the init to the tensorized block's own
+        # T.init (the outer loops then stay free to reorder); without, it must leave the tile
+        sch.decompose_reduction(blk, ([first_outer] if first_outer is not None else tile)[0])
     sch.tensorize(tile[0], intrin.name)
     _, path = find_block(sch.func, block, "auto_tensorize")
     outer = next(p for p in reversed(path) if isinstance(p, Block))
