@@ -21,7 +21,8 @@
    then the tile in the description's loop order; then `tensorize` checks the match. An init
    the description lacks becomes the T.init of the tensorized block (blockize moves it there
    when the reduction has outer loops: it runs once per tile, before the first update), so
-   the loops outside stay a perfect nest the caller may still split, reorder and parallelize.
+   the loops outside stay a perfect nest the caller may still split, reorder and parallelize;
+   when every outer reduction loop has extent 1 the init is decomposed before them instead.
 
 The first plan that tensorizes wins; when none does, the ScheduleError lists why each failed.
 The result is recorded as one step (auto_tensorize) whose replay repeats the search.
@@ -189,9 +190,15 @@ def _plans(code: _Einsum, desc: _Einsum) -> tuple[list[_Plan], list[str]]:
             found.sort(key=lambda v: -sum(_position(code.access[b], v) for b in want))
             cands.append(found)
         else:
+            pos = {iv.var: n for n, iv in enumerate(code.iters)}
             for combo in itertools.product(*cands):
-                if len(set(combo)) == len(combo):
+                # tensorize pairs the block's iterators with the description's in order
+                if len(set(combo)) == len(combo) and [pos[c] for c in combo] == sorted(pos[c] for c in combo):
                     plans.append(_Plan(roles, {div.var: c for div, c in zip(desc.iters, combo)}))
+                elif len(set(combo)) == len(combo):
+                    why.append(f"{', '.join(c.name for c in combo)} would play the description's "
+                               f"{', '.join(d.var.name for d in desc.iters)} but come in another order among "
+                               "the block's iterators (tensorize pairs iterators in order)")
     return plans, why
 
 
@@ -275,16 +282,24 @@ def _apply(func: PrimFunc, block: str, intrin: TensorIntrin, code: _Einsum, desc
     inv = {c: d for d, c in plan.mapping.items()}
     impl_of = {d: intrin.impl.params[list(intrin.desc.params).index(d)] for d in plan.roles}
     # 1. copies of the operands that do not fit, or that padding needs plain
+    reindexed = []
     for dbuf, cbuf in plan.roles.items():
         idx = code.access[cbuf]
         fits = _fits(idx, desc.access[dbuf], dbuf, impl_of[dbuf], plan.mapping, padded, cbuf)
         plain = all(isinstance(i, Var) or not (free_vars(i) & padded) for i in idx)
         if not fits or not plain:
-            sch.reindex(blk, cbuf.name)
+            copy = sch.reindex(blk, cbuf.name)
+            if dbuf is not desc.output:
+                reindexed.append(copy)
     # 2. padding
     if padded:
         factors = [tiles[inv[iv.var]] if iv.var in padded else 1 for iv in code.iters]
         sch.pad_einsum(blk, factors)
+        for copy in reindexed:   # read the operand straight into its padded copy: one copy, not two
+            try:
+                sch.compute_inline(copy)
+            except ScheduleError:
+                pass
     # 3. pack the copies that still do not fit
     cur = _current(sch, block)
     for dbuf, cbuf in plan.roles.items():
@@ -317,14 +332,21 @@ def _apply(func: PrimFunc, block: str, intrin: TensorIntrin, code: _Einsum, desc
     sch.reorder(*nest)
     cur = _current(sch, block)
     desc_init = _desc_block(intrin).init is not None
-    if cur.block.init is not None and not desc_init and not outer_r:
+    if cur.block.init is not None and not desc_init and not any(_extent(sch, lp) > 1 for lp in outer_r):
         # with outer reduction loops, blockize moves the init to the tensorized block's own
         # T.init (the outer loops then stay free to reorder); without, it must leave the tile
-        sch.decompose_reduction(blk, ([first_outer] if first_outer is not None else tile)[0])
+        sch.decompose_reduction(blk, (outer_r + ([first_outer] if first_outer is not None else []) + tile)[0])
     sch.tensorize(tile[0], intrin.name)
     _, path = find_block(sch.func, block, "auto_tensorize")
     outer = next(p for p in reversed(path) if isinstance(p, Block))
     return sch.func, outer.name
+
+
+def _extent(sch, loop) -> int:
+    from ..state import find_loop
+
+    f, _ = find_loop(sch.func, loop.var, "auto_tensorize")
+    return f.extent.value if isinstance(f.extent, IntImm) else 2
 
 
 def _desc_block(intrin: TensorIntrin) -> Block:

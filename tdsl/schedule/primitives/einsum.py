@@ -51,7 +51,6 @@ from ...ir import (
     free_vars,
     logical_and,
     replace_buffers,
-    structural_equal,
     substitute,
 )
 from ..analysis import expr_text
@@ -82,7 +81,7 @@ def _single_pattern(func: PrimFunc, primitive: str, block: Block, buf: Buffer) -
         if b is not buf:
             continue
         idx = tuple(simplify(i, ranges) for i in idx)
-        if not any(len(p) == len(idx) and all(structural_equal(x, y) for x, y in zip(p, idx)) for p in patterns):
+        if not any(len(p) == len(idx) and all(_same(x, y) for x, y in zip(p, idx)) for p in patterns):
             patterns.append(idx)
     if len(patterns) != 1:
         shown = " and ".join(f"{buf.name}[{', '.join(expr_text(i) for i in p)}]" for p in patterns)
@@ -111,6 +110,16 @@ def _resolve(func: PrimFunc, primitive: str, block: Block, buffer) -> tuple[Buff
                              f"(it accesses {names})", blocks=(block.name,))
     raise schedule_error(func, primitive, f"the buffer is ('read', i), ('write', i) or a name, not {buffer!r}",
                          blocks=(block.name,))
+
+
+def _same(x: PrimExpr, y: PrimExpr) -> bool:
+    """The same index (structural_equal would also pair different free variables)."""
+    d = simplify(x - y)
+    return isinstance(d, IntImm) and d.value == 0
+
+
+def _is_unit(iv: IterVar) -> bool:
+    return isinstance(iv.dom.extent, IntImm) and iv.dom.extent.value == 1
 
 
 def _leaf(func: PrimFunc, primitive: str, name: str) -> tuple[BlockRealize, Path]:
@@ -190,7 +199,11 @@ def reindex(func: PrimFunc, block: str, buffer) -> tuple[PrimFunc, str]:
     b = realize.block
     buf, which = _resolve(func, primitive, b, buffer)
     pattern = _single_pattern(func, primitive, b, buf)
-    iters = [iv for iv in b.iter_vars if any(iv.var in free_vars(i) for i in pattern)]
+    raw = next(idx for bb, idx, _ in _accesses(b) if bb is buf)
+    # the iterators the access uses (after simplification: co // 64 of co < 64 uses none), and
+    # unit-extent ones written in it, which the simplifier replaces by their start (TVM keeps them)
+    iters = [iv for iv in b.iter_vars if any(iv.var in free_vars(i) for i in pattern)
+             or (_is_unit(iv) and any(iv.var in free_vars(i) for i in raw))]
     for iv in iters:
         if not (isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0):
             raise schedule_error(func, primitive, f"iterator {iv.var.name} of {block_name(block)} starts at "
@@ -240,7 +253,7 @@ def _einsum_loops(func: PrimFunc, primitive: str, realize: BlockRealize, path: P
     for iv, value in zip(b.iter_vars, realize.iter_values):
         f = loops.get(value) if isinstance(value, Var) else None
         if f is None or f in out or not (isinstance(f.min, IntImm) and f.min.value == 0) \
-                or not structural_equal(simplify(f.extent), simplify(iv.dom.extent)) \
+                or not _same(f.extent, iv.dom.extent) \
                 or not (isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0):
             raise schedule_error(func, primitive, f"iterator {iv.var.name} of {block_name(b.name)} is bound to "
                                  f"{expr_text(value)}, not to a loop of its own over its domain", blocks=(b.name,),
@@ -344,7 +357,7 @@ def pad_einsum(func: PrimFunc, block: str, padding) -> tuple[PrimFunc, None]:
         if not any(i in new_ext for i in idx):
             continue
         for d, i in enumerate(idx):
-            if i in new_ext and not structural_equal(simplify(buf.shape[d]), simplify(ivars[i].dom.extent)):
+            if i in new_ext and not _same(buf.shape[d], ivars[i].dom.extent):
                 raise schedule_error(func, primitive, f"dimension {d} of {buf.name} has {expr_text(buf.shape[d])} "
                                      f"elements where iterator {i.name} ranges over {expr_text(ivars[i].dom.extent)}",
                                      blocks=(block,), rule="pad_einsum pads buffers the iterators cover exactly")
@@ -366,7 +379,7 @@ def pad_einsum(func: PrimFunc, block: str, padding) -> tuple[PrimFunc, None]:
             continue
 
         def fill(vs, buf=buf, new=new):
-            conds = [v < old for v, old, e in zip(vs, buf.shape, new.shape) if not structural_equal(old, e)]
+            conds = [v < old for v, old, e in zip(vs, buf.shape, new.shape) if not _same(old, e)]
             cond = conds[0]
             for c in conds[1:]:
                 cond = logical_and(cond, c)
