@@ -28,7 +28,7 @@ def f(A: T.Buffer((20, 12), "float32"), B: T.Buffer((12, 24), "float32"), bias: 
 
 def test_candidates_for_a_matmul_block():
     sch = tdsl.Schedule(tdsl.parse(GEMM_RELU))
-    found, skipped = candidates.candidates(sch, "C")
+    found, _ = candidates.candidates(sch, "C")
     labels = [c.label for c in found]
     if blas.available():
         assert labels[0] == "library:blas.sgemm"
