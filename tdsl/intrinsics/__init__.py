@@ -9,10 +9,10 @@
 """
 from __future__ import annotations
 
-from . import blas, cuda, x86
+from . import blas, candidates, cuda, library, x86
 
 x86._register_builtins()
 cuda._register_builtins()
 blas._register_builtins()
 
-__all__ = ["blas", "cuda", "x86"]
+__all__ = ["blas", "candidates", "cuda", "library", "x86"]
