@@ -238,8 +238,8 @@ def impl_text(blas: Blas, routine: str, layout: str, m: int, n: int, k: int, ini
 
 def register_concrete(match: re.Match) -> None:
     """The family factory: register the concrete intrinsic named by `match` (FAMILY)."""
-    from ..schedule.tensor_intrin import TensorIntrin
     from ..script import parse
+    from .registry import TensorIntrin
 
     routine, ta, tb = match[1], match[2], match[3]
     m, n, k, init = int(match[4]), int(match[5]), int(match[6]), bool(match[7])
@@ -253,6 +253,6 @@ def register_concrete(match: re.Match) -> None:
 
 
 def _register_builtins() -> None:
-    from ..schedule.tensor_intrin import TensorIntrin
+    from .registry import TensorIntrin
 
     TensorIntrin.register_family(FAMILY, register_concrete)

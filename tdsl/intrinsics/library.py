@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir import BlockRealize, For, IntImm, PrimFunc, Var
+from ..ir.tree import loops_in_scope
 from ..schedule.errors import block_name, loop_name, schedule_error
-from ..schedule.state import find_block, find_loop, loops_in_scope
+from ..schedule.tree import find_block, find_loop
 from . import blas
 
 GENERIC = blas.GENERIC
@@ -76,7 +77,7 @@ def candidates(func: PrimFunc, target: str | Var, generic: str) -> tuple[Var, li
 
 def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[PrimFunc, None]:
     """The pure primitive behind ``sch.tensorize(x, "blas.sgemm")`` (module docs)."""
-    from ..schedule.primitives import tensorize as _tensorize
+    from ..schedule.primitives import blockize as _tensorize
 
     loop, names = candidates(func, target, intrin_name)
     blas.find()   # a TargetError when this process has no BLAS

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .handles import BlockRV
 from .primitives import auto_tensorize as _auto
 from .primitives import einsum as _einsum
-from .state import BlockRV
 
 
 class EinsumMethods:

@@ -33,6 +33,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from ...errors import ScheduleError
+from ...intrinsics.registry import TensorIntrin
 from ...ir import (
     Block,
     BlockRealize,
@@ -48,8 +49,7 @@ from ...ir import (
     free_vars,
 )
 from ..errors import block_name, schedule_error
-from ..state import find_block
-from ..tensor_intrin import TensorIntrin
+from ..tree import find_block
 
 MAX_PLANS = 12
 
@@ -343,7 +343,7 @@ def _apply(func: PrimFunc, block: str, intrin: TensorIntrin, code: _Einsum, desc
 
 
 def _extent(sch, loop) -> int:
-    from ..state import find_loop
+    from ..tree import find_loop
 
     f, _ = find_loop(sch.func, loop.var, "auto_tensorize")
     return f.extent.value if isinstance(f.extent, IntImm) else 2

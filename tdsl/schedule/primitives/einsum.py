@@ -53,10 +53,11 @@ from ...ir import (
     replace_buffers,
     substitute,
 )
+from ...ir.tree import Path, fresh_name, loops_in_scope, replace_at, var_names
 from ..analysis import expr_text
 from ..errors import block_name, schedule_error
-from ..state import Path, find_block, fresh_name, loops_in_scope, replace_at, var_names
-from .cache import add_alloc, block_names_of, buffer_names, insert_beside, own_nest, refresh_block, scope_of
+from ..tree import add_alloc, buffer_names, find_block, insert_beside, refresh_block, scope_of
+from .cache import block_names_of, own_nest
 
 # shared analysis ------------------------------------------------------------------------------
 
