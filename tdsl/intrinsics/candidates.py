@@ -116,3 +116,34 @@ def fastest(sch, block, args, target: str = "cpu", rtol: float = 1e-3) -> list[C
             continue
         cand.seconds = kernel.time(*args)
     return sorted((c for c in ranked if c.seconds is not None), key=lambda c: c.seconds)
+
+
+def _apply_one(sch, block: str, kind: str, intrin: str):
+    """One candidate step on `sch` (a copy); False when this process cannot provide it."""
+    try:
+        handle = sch.get_block(block)
+        if kind == "library":
+            sch.tensorize(handle, intrin)
+        else:
+            sch.auto_tensorize(handle, intrin)
+    except TargetError:
+        return False
+    return None
+
+
+def schedule_rule(hw, defaults: bool = True):
+    """A rule for tdsl.auto's design space (`tdsl.auto.rules.base.Rule`, branch autosched): for a
+    block the library call and the auto-tensorized micro-kernels are alternatives (library first);
+    a block they do not fit is left as it is. Register it ahead of the tiling rules, e.g.
+    ``passes = default_passes(hw); passes[1].insert(0, candidates.schedule_rule(hw, defaults))``."""
+    from ..auto.rules.base import Rule
+
+    class LibraryOrTensorized(Rule):
+        name = "library-or-tensorized"
+
+        def alternatives(self, sch, block: str) -> list:
+            target = "cuda" if self.hw.is_gpu else "cpu"
+            return [lambda s, k=kind, n=intrin: _apply_one(s, block, k, n)
+                    for kind, intrin in intrinsics_for(_dtype_of(sch, block), target)]
+
+    return LibraryOrTensorized(hw, defaults)

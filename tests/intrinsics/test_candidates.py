@@ -50,3 +50,20 @@ def test_fastest_ranks_checked_candidates(rng):
     assert [c.seconds for c in ranked] == sorted(c.seconds for c in ranked)
     best = tdsl.build(ranked[0].schedule, target="cpu")(a, b, bias)
     np.testing.assert_allclose(best, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_schedule_rule_for_the_auto_scheduler(rng):
+    """Runs where tdsl.auto (the auto-scheduler's rules) is present."""
+    pytest.importorskip("tdsl.auto.rules.base")
+    from tdsl.auto.hardware import hardware
+
+    rule = candidates.schedule_rule(hardware("cpu"))
+    sch = tdsl.Schedule(tdsl.parse(GEMM_RELU))
+    made = rule(sch, "C")
+    assert len(made) >= 2 and all(m is not sch for m in made)
+    a, b = rng.standard_normal((20, 12)).astype("float32"), rng.standard_normal((12, 24)).astype("float32")
+    bias = rng.standard_normal(24).astype("float32")
+    for m in made:
+        np.testing.assert_allclose(tdsl.build(m, target="cpu")(a, b, bias), np.maximum(a @ b + bias, 0),
+                                   rtol=1e-4, atol=1e-4)
+    assert rule(sch, "D") == [sch]     # the epilogue: nothing fits, the schedule stays
