@@ -12,8 +12,9 @@ Rows (ratios = numpy time / tdsl time, measured in the same run, interleaved; be
    version (the auto-tensorized micro-kernel GEMM of row 3's schedule + the same epilogue);
    the better of the two vs numpy `np.maximum(a @ b + bias, 0)`.
 3. GEMM 1000^3 fp32 (no tile divides 1000) through `sch.auto_tensorize(block, <the host's fp32
-   micro-kernel>)` (padded to the 4x16x256 tiles), then hand steps: the padded copies of A and B
-   stored packed (transform_layout), row blocks parallel; vs numpy.
+   micro-kernel, 4x16x256 with prefetch on AVX2>)` (padded to whole tiles), then hand steps: the
+   padded copies of A and B stored packed (transform_layout), GotoBLAS loop order with parallel
+   row blocks; vs numpy.
 4. int8 GEMM 1024^3 (u8 x s8 -> s32) through `auto_tensorize` with the host's int8 dot product
    (VNNI where the CPU has it, else the AVX2 vpmaddwd one; the row says which), exact, its
    ops/s against numpy's fp32 GEMM flop/s.
@@ -118,6 +119,10 @@ def tensorized_schedule(func, intrin, mc_tiles=10, pack=True):
             else:
                 copy = sch.cache_read(blk, buf, "global")
                 sch.transform_layout(copy, f"{buf}_global", layout)
+                if buf == "B":   # B's rows go to NR-wide panels: contiguous on both sides
+                    inner = sch.get_loops(copy)[-1]
+                    _, vec = sch.split(inner, factors=[None, nr])
+                    sch.vectorize(vec)
                 names.add(f"{buf}_global")
     elif len(loops) == 3:
         # the int8 dot product (C[N] += A[K] . B[N, K]): a rows x vectors block of C stays in
@@ -168,7 +173,9 @@ def main() -> None:
     rows = {int(r) for r in args.rows.split(",")}
     rounds = args.rounds
     rng = np.random.default_rng(0)
-    fp32 = x86.fp32_microkernel(256)
+    isa = "avx512" if "avx512" in x86.available() else "avx2"
+    # the prefetching variant: the bench packs A and B after auto_tensorize (tensorized_schedule)
+    fp32 = x86.register_fp32(isa, *x86.DEFAULT_TILE[isa], 256, prefetch=True)
     env = {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     print(f"# {os.cpu_count()} cores, ISAs {', '.join(x86.available())}; BLAS: {blas.find().where}; "
           f"fp32 micro-kernel {fp32}; env {env}")
