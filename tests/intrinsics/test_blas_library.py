@@ -185,3 +185,15 @@ def test_no_blas_is_a_target_error(monkeypatch):
         sch.tensorize(sch.get_block("C"), "blas.sgemm")
     assert len(sch.trace.instructions) == 1
     assert library.is_generic("blas.sgemm") and not library.is_generic("x86.avx2.fp32_4x16x64")
+
+
+def test_parallel_batch_loop_around_the_call(rng):
+    """The batch loop right above the tensorized block may run in parallel (each iteration calls
+    sgemm on its own matrices)."""
+    sch = tdsl.Schedule(gemm_src("float32", "n", "t", BATCH, True))
+    sch.tensorize(sch.get_block("C"), "blas.sgemm")
+    sch.parallel(sch.get_loops(sch.get_block("C_o"))[0])
+    a, b = operands(rng, "float32", "n", "t", BATCH, True)
+    kernel = tdsl.build(sch, target="cpu")
+    for _ in range(5):
+        np.testing.assert_allclose(kernel(a, b), reference(a, b, "n", "t", BATCH, True), rtol=1e-4, atol=1e-4)
