@@ -265,7 +265,7 @@ if "avx2" in x86.available():
 
 # %% [markdown]
 # A library routine is a tensor intrinsic too: `"blas.sgemm"` calls the BLAS numpy already
-# loads, for any shape and layout; the block's other neighbours (an epilogue) stay generated
+# loads, for any constant shape and layout; the block's other neighbours (an epilogue) stay generated
 # code, and the interpreter still computes through the description.
 
 # %%
