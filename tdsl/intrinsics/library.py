@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..ir import BlockRealize, For, IntImm, PrimFunc, Var
 from ..ir.tree import loops_in_scope
+from ..schedule.analysis import expr_text
 from ..schedule.errors import block_name, loop_name, schedule_error
 from ..schedule.tree import find_block, find_loop
 from . import blas
@@ -55,8 +56,8 @@ def gemm_loops(func: PrimFunc, target: str | Var, primitive: str = "tensorize") 
                              "perfect nest", **where, fix="move other statements out of the i, j, k loops")
     for f in loops:
         if not (isinstance(f.extent, IntImm) and isinstance(f.min, IntImm) and f.min.value == 0):
-            raise schedule_error(func, primitive, f"{loop_name(f.loop_var)} has extent {f.extent} starting at "
-                                 f"{f.min}; the library intrinsics are made for constant extents from 0",
+            raise schedule_error(func, primitive, f"{loop_name(f.loop_var)} has extent {expr_text(f.extent)} starting at "
+                                 f"{expr_text(f.min)}; the library intrinsics are made for constant extents from 0",
                                  loops=(f.loop_var,), fix="give the function constant shapes")
     return loops, realize
 
