@@ -109,6 +109,7 @@ def tensorized_schedule(func, intrin, mc_tiles=10, pack=True):
         io, ii = sch.split(i0, factors=[None, mc_tiles])
         sch.reorder(io, k0, j0, ii)
         sch.parallel(io)
+        sch.decompose_reduction(blk, k0)   # the init out of the k loop: no test per tile
         # pack B into NR-wide panels and A into MR-row micro-panels: the padded copies when
         # auto_tensorize made them, else copies made here (cache_read)
         for buf, layout in (("B", lambda kk, jj: (jj // nr, kk, jj % nr)), ("A", lambda ii_, kk: (ii_ // mr, kk, ii_ % mr))):
@@ -131,6 +132,7 @@ def tensorized_schedule(func, intrin, mc_tiles=10, pack=True):
         i0, i1 = sch.split(i, factors=[None, 2])
         jo, ji = sch.split(j0, factors=[None, 4])
         sch.reorder(i0, jo, k0, i1, ji)
+        sch.decompose_reduction(blk, k0)
         sch.unroll(i1)
         sch.unroll(ji)
         sch.parallel(i0)

@@ -151,3 +151,19 @@ def f(A: T.Buffer((8, 16), "float32"), B: T.Buffer((8, 16), "float32")):
         sch.auto_tensorize(sch.get_block("C"), x86.int8_dot_any())
     assert "float32" in str(err.value)
     assert sch.func is before and [i.kind for i in sch.trace.instructions] == ["get_block"]
+
+
+def test_outer_loops_stay_schedulable(rng):
+    """After auto_tensorize the caller re-tiles the loops outside the tile (GotoBLAS order),
+    parallelizes them and decomposes the init the tensorized block carries."""
+    sch = tdsl.Schedule(gemm(24, 32, 48))
+    blk = sch.auto_tensorize(sch.get_block("C"), FP32)
+    j0, k0, i0 = sch.get_loops(blk)
+    io, ii = sch.split(i0, factors=[None, 2])
+    sch.reorder(io, k0, j0, ii)
+    sch.parallel(io)
+    init = sch.decompose_reduction(blk, k0)
+    assert init.name == "C_o_init"
+    a, b = rng.standard_normal((24, 48)).astype("float32"), rng.standard_normal((48, 32)).astype("float32")
+    np.testing.assert_allclose(tdsl.build(sch, target="cpu")(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tdsl.interpret(sch, a, b), a @ b, rtol=1e-4, atol=1e-4)
