@@ -6,6 +6,7 @@ import pytest
 
 import tdsl
 from tdsl.intrinsics import blas, library
+from tdsl.ir.attrs import TENSOR_INTRIN
 
 M, N, K, BATCH = 13, 7, 9, 3
 
@@ -84,7 +85,7 @@ def test_sgemm_layouts_and_batches(rng, ta, tb, batch, b_batched):
 def _intrin_name(func) -> str:
     from tdsl.ir import Block, collect
 
-    names = [v for blk in collect(func.body, Block) for k, v in blk.annotations if k == "tdsl.tensor_intrin"]
+    names = [v for blk in collect(func.body, Block) for k, v in blk.annotations if k == TENSOR_INTRIN]
     assert len(names) == 1
     return names[0]
 

@@ -6,6 +6,7 @@ import pytest
 
 import tdsl
 from tdsl.intrinsics import x86
+from tdsl.ir.attrs import TENSOR_INTRIN
 
 pytestmark = pytest.mark.skipif("avx2" not in x86.available(), reason="needs AVX2")
 FP32 = "x86.avx2.fp32_4x16x16"
@@ -41,7 +42,7 @@ def ref(a, b, ta, tb):
 def tensorized(func) -> list[str]:
     from tdsl.ir import Block, collect
 
-    return [v for b in collect(func.body, Block) for k, v in b.annotations if k == "tdsl.tensor_intrin"]
+    return [v for b in collect(func.body, Block) for k, v in b.annotations if k == TENSOR_INTRIN]
 
 
 def test_odd_gemm_100x76x53(rng):
