@@ -52,7 +52,7 @@ class TensorizeMethods:
         keeps the description's code and is annotated ``"tdsl.tensor_intrin"``; lowering swaps in
         the implementation where the target can run it. A library intrinsic (``"blas.sgemm"``,
         ``"blas.dgemm"``) takes a block or the loop above its i, j, k loops of any constant
-        shape and storage layout (`tdsl.intrinsics.library`); outer loops stay around the call.
+        shape and storage layout (`tdsl.schedule.library`); outer loops stay around the call.
 
         Before::
 
@@ -88,7 +88,7 @@ class TensorizeMethods:
                                 B[vi_o, vj] = A[vi_o, vj] * T.float32(2)
         """
         self._expect("tensorize", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
-        from ..intrinsics import library  # generic library intrinsics ("blas.sgemm") take any shape
+        from . import library  # generic library intrinsics ("blas.sgemm") take any constant shape
 
         fn = library.tensorize if library.is_generic(intrin_name) else _tensorize.tensorize
         return self._apply("tensorize", fn, [block_or_loop], {"intrin_name": intrin_name})

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import tdsl
-from tdsl.intrinsics import blas, library
+from tdsl.intrinsics import blas
 from tdsl.ir.attrs import TENSOR_INTRIN
+from tdsl.schedule import library
 
 M, N, K, BATCH = 13, 7, 9, 3
 

@@ -12,12 +12,12 @@ name, so it replays on other shapes).
 from __future__ import annotations
 
 from ..errors import ScheduleError
+from ..intrinsics import blas
 from ..ir import BlockRealize, For, IntImm, PrimFunc, Var
 from ..ir.tree import loops_in_scope
-from ..schedule.analysis import expr_text
-from ..schedule.errors import block_name, loop_name, schedule_error
-from ..schedule.tree import find_block, find_loop
-from . import blas
+from .analysis import expr_text
+from .errors import block_name, loop_name, schedule_error
+from .tree import find_block, find_loop
 
 GENERIC = blas.GENERIC
 
@@ -78,7 +78,7 @@ def candidates(func: PrimFunc, target: str | Var, generic: str) -> tuple[Var, li
 
 def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[PrimFunc, None]:
     """The pure primitive behind ``sch.tensorize(x, "blas.sgemm")`` (module docs)."""
-    from ..schedule.primitives import blockize as _tensorize
+    from .primitives import blockize as _tensorize
 
     loop, names = candidates(func, target, intrin_name)
     blas.find()   # a TargetError when this process has no BLAS
