@@ -307,51 +307,49 @@ def _check_zero_safe(func: PrimFunc, b: Block, store: BufferStore, padded_r: lis
                              fix="pad only the spatial iterators (factor 1 for the reduction ones)")
 
 
-def pad_einsum(func: PrimFunc, block: str, padding) -> tuple[PrimFunc, None]:
-    """See the module docstring."""
-    primitive = "pad_einsum"
-    realize, path = _leaf(func, primitive, block)
-    b = realize.block
+def _check_einsum(func: PrimFunc, primitive: str, b: Block, padding) -> None:
+    """The padding argument and the einsum form pad_einsum needs (module docstring)."""
+    block = b.name
     if not isinstance(padding, (list, tuple)) or len(padding) != len(b.iter_vars) or not all(
             isinstance(p, int) and not isinstance(p, bool) and p >= 1 for p in padding):
         raise schedule_error(func, primitive, f"padding must be {len(b.iter_vars)} positive ints (one per iterator "
                              f"of {block_name(block)}: {', '.join(iv.var.name for iv in b.iter_vars)}), "
                              f"not {padding!r}", blocks=(block,))
-    loops = _einsum_loops(func, primitive, realize, path)
     if not isinstance(b.body, BufferStore) or (b.init is not None and not isinstance(b.init, BufferStore)):
         raise schedule_error(func, primitive, f"{block_name(block)} is not a single store", blocks=(block,),
                              rule="pad_einsum takes a block whose body is one store (an einsum)")
-    store = b.body
-    out = store.buffer
-    ivars = {iv.var: iv for iv in b.iter_vars}
+    ivars = {iv.var for iv in b.iter_vars}
     for buf, idx, _ in _accesses(b):
         if not all(isinstance(i, Var) and i in ivars for i in idx):
             shown = f"{buf.name}[{', '.join(expr_text(i) for i in idx)}]"
             raise schedule_error(func, primitive, f"{block_name(block)} accesses {shown}, whose indices are not all "
                                  "plain iterators", blocks=(block,), rule="pad_einsum needs an einsum: every index a "
                                  "block iterator", fix=f"sch.reindex(block, {buf.name!r}) first")
+
+
+def _padded_extents(func: PrimFunc, primitive: str, b: Block, padding) -> dict[Var, PrimExpr]:
+    """The iterators whose extent grows, and to what."""
     new_ext: dict[Var, PrimExpr] = {}
     for iv, p in zip(b.iter_vars, padding):
         ext = simplify(iv.dom.extent)
         if p > 1:
             if not isinstance(ext, IntImm):
                 raise schedule_error(func, primitive, f"iterator {iv.var.name} has the symbolic extent "
-                                     f"{expr_text(ext)}", blocks=(block,), rule="pad_einsum pads constant extents")
+                                     f"{expr_text(ext)}", blocks=(b.name,), rule="pad_einsum pads constant extents")
             if ext.value % p:
                 new_ext[iv.var] = const((ext.value + p - 1) // p * p, ext.dtype)
-    if not new_ext:
-        return func, None
-    if b.init is None and any(buf is out for buf, _, w in _accesses(b) if w == "read"):
-        raise schedule_error(func, primitive, f"{block_name(block)} accumulates into {out.name} without T.init",
-                             blocks=(block,), rule="the padded output starts from zero, so the block must "
-                                                   "initialise it", fix="pad the block before decompose_reduction")
-    # the buffers with a padded dimension, and their new shapes
+    return new_ext
+
+
+def _padded_buffers(func: PrimFunc, primitive: str, b: Block, new_ext: dict[Var, PrimExpr]) -> dict[Buffer, Buffer]:
+    """Each buffer with a padded dimension -> its padded copy `<buf>_pad`."""
+    ivars = {iv.var: iv for iv in b.iter_vars}
     patterns: dict[Buffer, tuple[PrimExpr, ...]] = {}
     for buf, idx, _ in _accesses(b):
         patterns.setdefault(buf, idx)
         if not all(x is y for x, y in zip(patterns[buf], idx)):
-            raise schedule_error(func, primitive, f"{block_name(block)} accesses {buf.name} with two index "
-                                 "patterns", blocks=(block,), rule="pad_einsum needs one pattern per buffer")
+            raise schedule_error(func, primitive, f"{block_name(b.name)} accesses {buf.name} with two index "
+                                 "patterns", blocks=(b.name,), rule="pad_einsum needs one pattern per buffer")
     names = buffer_names(func) | set(block_names_of(func))
     bmap: dict[Buffer, Buffer] = {}
     for buf, idx in patterns.items():
@@ -361,40 +359,64 @@ def pad_einsum(func: PrimFunc, block: str, padding) -> tuple[PrimFunc, None]:
             if i in new_ext and not _same(buf.shape[d], ivars[i].dom.extent):
                 raise schedule_error(func, primitive, f"dimension {d} of {buf.name} has {expr_text(buf.shape[d])} "
                                      f"elements where iterator {i.name} ranges over {expr_text(ivars[i].dom.extent)}",
-                                     blocks=(block,), rule="pad_einsum pads buffers the iterators cover exactly")
+                                     blocks=(b.name,), rule="pad_einsum pads buffers the iterators cover exactly")
         shape = tuple(new_ext.get(i, buf.shape[d]) for d, i in enumerate(idx))
         name = fresh_name(f"{buf.name}_pad", names)
         names.add(name)
         bmap[buf] = Buffer(name, shape, buf.dtype, scope=buf.scope)
+    return bmap
+
+
+def _fill(buf: Buffer, new: Buffer):
+    """The body maker of the block that fills `new` from `buf`, zero outside `buf`."""
+    def body(vs):
+        conds = [v < old for v, old, e in zip(vs, buf.shape, new.shape) if not _same(old, e)]
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = logical_and(cond, c)
+        value = Call(buf.dtype, "if_then_else", (cond, BufferLoad(buf, tuple(vs)), const(0, buf.dtype)))
+        return BufferStore(new, value, tuple(vs))
+    return body
+
+
+def _copy_back(buf: Buffer, new: Buffer):
+    return lambda vs: BufferStore(buf, BufferLoad(new, tuple(vs)), tuple(vs))
+
+
+def pad_einsum(func: PrimFunc, block: str, padding) -> tuple[PrimFunc, None]:
+    """See the module docstring."""
+    primitive = "pad_einsum"
+    realize, path = _leaf(func, primitive, block)
+    b = realize.block
+    _check_einsum(func, primitive, b, padding)
+    loops = _einsum_loops(func, primitive, realize, path)
+    new_ext = _padded_extents(func, primitive, b, padding)
+    if not new_ext:
+        return func, None
+    out = b.body.buffer
+    if b.init is None and any(buf is out for buf, _, w in _accesses(b) if w == "read"):
+        raise schedule_error(func, primitive, f"{block_name(block)} accumulates into {out.name} without T.init",
+                             blocks=(block,), rule="the padded output starts from zero, so the block must "
+                                                   "initialise it", fix="pad the block before decompose_reduction")
+    bmap = _padded_buffers(func, primitive, b, new_ext)
     padded_r = [iv for iv in b.iter_vars if iv.kind == "R" and iv.var in new_ext]
-    _check_zero_safe(func, b, store, padded_r, {buf for buf in bmap if buf is not out})
+    _check_zero_safe(func, b, b.body, padded_r, {buf for buf in bmap if buf is not out})
     taken = var_names(func)
     before: list[Stmt] = []
     after: list[Stmt] = []
     for buf, new in bmap.items():
-        ivs = _fresh_ivs([f"v{d}" for d in range(len(new.shape))], list(new.shape), taken)
-        if buf is out:
-            old_ivs = _fresh_ivs([f"v{d}" for d in range(len(buf.shape))], list(buf.shape), taken)
-            after.append(_nest(old_ivs, buf.shape, lambda vs, new=new, buf=buf:
-                               BufferStore(buf, BufferLoad(new, tuple(vs)), tuple(vs)), new.name, taken))
-            continue
-
-        def fill(vs, buf=buf, new=new):
-            conds = [v < old for v, old, e in zip(vs, buf.shape, new.shape) if not _same(old, e)]
-            cond = conds[0]
-            for c in conds[1:]:
-                cond = logical_and(cond, c)
-            value = Call(buf.dtype, "if_then_else", (cond, BufferLoad(buf, tuple(vs)), const(0, buf.dtype)))
-            return BufferStore(new, value, tuple(vs))
-
-        before.append(_nest(ivs, new.shape, fill, new.name, taken))
+        if buf is out:   # the copy back covers the old shape
+            ivs = _fresh_ivs([f"v{d}" for d in range(len(buf.shape))], list(buf.shape), taken)
+            after.append(_nest(ivs, buf.shape, _copy_back(buf, new), new.name, taken))
+        else:
+            ivs = _fresh_ivs([f"v{d}" for d in range(len(new.shape))], list(new.shape), taken)
+            before.append(_nest(ivs, new.shape, _fill(buf, new), new.name, taken))
     new_ivs = tuple(dataclasses.replace(iv, dom=Range(iv.dom.min, new_ext[iv.var])) if iv.var in new_ext else iv
                     for iv in b.iter_vars)
     new_block = refresh_block(dataclasses.replace(replace_buffers(b, bmap), iter_vars=new_ivs))
-    new_realize = dataclasses.replace(realize, block=new_block)
     # the loops take the padded extents
     loop_ext = {f.loop_var: new_ext[iv.var] for f, iv in zip(loops, b.iter_vars) if iv.var in new_ext}
-    func = replace_at(func, path, realize, new_realize)
+    func = replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
     func = _LoopExtents(loop_ext).apply(func)
     realize2, path2 = _path_to(func, block)
     return _insert(func, realize2, path2, before, after, list(bmap.values()), realize2), None
