@@ -33,4 +33,5 @@ def fastest(sch, block, args, target: str = "cpu", rtol: float = 1e-3) -> list[C
         elif not all(np.allclose(r, q, rtol=rtol, atol=rtol) for r, q in zip(result, reference)):
             continue
         cand.seconds = kernel.time(*args)
-    return sorted((c for c in ranked if c.seconds is not None), key=lambda c: c.seconds)
+    timed = [c for c in ranked if c.seconds is not None]
+    return sorted(timed, key=lambda c: c.seconds or 0.0)

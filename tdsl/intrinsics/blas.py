@@ -103,7 +103,7 @@ def _from_numpy() -> Blas | None:
             except AttributeError:
                 continue
             int_dtype = ints or ("int64" if _int64_library(lib) else "int32")
-            addrs = tuple((r, ctypes.cast(f, ctypes.c_void_p).value) for r, f in funcs.items())
+            addrs = tuple((r, int(ctypes.cast(f, ctypes.c_void_p).value or 0)) for r, f in funcs.items())
             return Blas("cblas", int_dtype, f"{os.path.basename(path)} ({pattern.format(r='sgemm')})", addrs)
     return None
 
@@ -176,7 +176,7 @@ def concrete_name(routine: str, layout: str, m: int, n: int, k: int, init: bool)
 
 
 def _shapes(layout: str, m: int, n: int, k: int) -> tuple[tuple[int, int], tuple[int, int], str, str]:
-    ta, tb = layout
+    ta, tb = layout[0], layout[1]
     a_shape = (m, k) if ta == "n" else (k, m)
     b_shape = (k, n) if tb == "n" else (n, k)
     a_idx = "vi, vk" if ta == "n" else "vk, vi"

@@ -3,6 +3,7 @@ auto_tensorize; see `tdsl.schedule.primitives.einsum` and `tdsl.schedule.primiti
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .handles import BlockRV
 from .primitives import auto_tensorize as _auto
@@ -11,6 +12,11 @@ from .primitives import einsum as _einsum
 
 class EinsumMethods:
     """reindex / pad_einsum / auto_tensorize."""
+
+    if TYPE_CHECKING:   # provided by Schedule
+        def _apply(self, *args: Any, **kwargs: Any) -> Any: ...
+
+        def _expect(self, *args: Any, **kwargs: Any) -> None: ...
 
     def reindex(self, block: BlockRV, buffer: tuple[str, int] | str) -> BlockRV:
         """Access `buffer` (``("read", i)``, ``("write", i)`` or its name) through a new buffer

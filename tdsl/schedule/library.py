@@ -40,7 +40,7 @@ def gemm_loops(func: PrimFunc, target: str | Var, primitive: str = "tensorize") 
                                  "around one block", loops=(target,),
                                  fix="tensorize the block itself, or a loop right above its i, j, k loops")
         loops, realize = chain, node
-        where = {"loops": (target,)}
+        where: dict = {"loops": (target,)}
     else:
         realize, path = find_block(func, target, primitive)
         loops = loops_in_scope(path + (realize,))
@@ -69,7 +69,7 @@ def _where(target) -> str:
 def candidates(func: PrimFunc, target: str | Var, generic: str) -> tuple[Var, list[str]]:
     """The loop to tensorize and the concrete intrinsic names to try, in order."""
     loops, realize = gemm_loops(func, target)
-    m, n, k = (int(f.extent.value) for f in loops)
+    m, n, k = (int(f.extent.value) for f in loops if isinstance(f.extent, IntImm))
     routine = generic.split(".", 1)[1]
     inits = (True, False) if realize.block.init is not None else (False,)
     names = [blas.concrete_name(routine, layout, m, n, k, init) for layout in blas.LAYOUTS for init in inits]

@@ -99,7 +99,10 @@ def _desc(intrin: TensorIntrin) -> tuple[_Einsum, list[Var], dict[Var, int]]:
         raise ValueError(f"the description of {intrin.name!r} is not an einsum: {e}")  # noqa: TRY004
     by_loop = {v: iv.var for iv, v in zip(body.block.iter_vars, body.iter_values) if isinstance(v, Var)}
     order = [by_loop[f.loop_var] for f in loops if f.loop_var in by_loop]
-    tiles = {iv.var: int(iv.dom.extent.value) for iv in body.block.iter_vars}
+    tiles = {iv.var: int(iv.dom.extent.value) if isinstance(iv.dom.extent, IntImm) else 0
+             for iv in body.block.iter_vars}
+    if not all(tiles.values()):
+        raise ValueError(f"the description of {intrin.name!r} has a symbolic extent")
     return e, order, tiles
 
 
@@ -232,7 +235,7 @@ def auto_tensorize(func: PrimFunc, block: str, intrin_name: str) -> tuple[PrimFu
     except ValueError as exc:
         raise schedule_error(func, primitive, str(exc), blocks=(block,)) from None
     plans, why = _plans(code, desc)
-    scored = []
+    scored: list[tuple[int, int, _Plan]] = []
     for plan in plans:
         scored.append((_cost(code, desc, intrin, plan, tiles), len(scored), plan))
     scored.sort(key=lambda t: (t[0], t[1]))
@@ -266,7 +269,7 @@ def _cost(code: _Einsum, desc: _Einsum, intrin: TensorIntrin, plan: _Plan, tiles
     padded = _padded(code, plan, tiles)
     cost = 2 * len(padded)
     for dbuf, cbuf in plan.roles.items():
-        ibuf = intrin.impl.params[list(intrin.desc.params).index(dbuf)]
+        ibuf = _impl_param(intrin, dbuf)
         if not _fits(code.access[cbuf], desc.access[dbuf], dbuf, ibuf, plan.mapping, padded, cbuf):
             cost += 1
     return cost
@@ -280,7 +283,7 @@ def _apply(func: PrimFunc, block: str, intrin: TensorIntrin, code: _Einsum, desc
     blk = sch.get_block(block)
     padded = _padded(code, plan, tiles)
     inv = {c: d for d, c in plan.mapping.items()}
-    impl_of = {d: intrin.impl.params[list(intrin.desc.params).index(d)] for d in plan.roles}
+    impl_of = {d: _impl_param(intrin, d) for d in plan.roles}
     # 1. copies of the operands that do not fit, or that padding needs plain
     reindexed = []
     for dbuf, cbuf in plan.roles.items():
@@ -347,6 +350,13 @@ def _extent(sch, loop) -> int:
 
     f, _ = find_loop(sch.func, loop.var, "auto_tensorize")
     return f.extent.value if isinstance(f.extent, IntImm) else 2
+
+
+def _impl_param(intrin: TensorIntrin, desc_buf: Buffer) -> Buffer:
+    """The implementation's buffer parameter paired with the description's `desc_buf`."""
+    param = intrin.impl.params[list(intrin.desc.params).index(desc_buf)]
+    assert isinstance(param, Buffer)   # TensorIntrin.register checks that they pair up
+    return param
 
 
 def _desc_block(intrin: TensorIntrin) -> Block:

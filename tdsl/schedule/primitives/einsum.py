@@ -232,7 +232,7 @@ def reindex(func: PrimFunc, block: str, buffer) -> tuple[PrimFunc, str]:
         init=None if b.init is None else _Redirect(buf, new, own_indices, which == "write").visit(b.init)))
     taken = var_names(func)
     ivs = _fresh_ivs([f"v{d}" for d in range(len(iters))], list(shape), taken)
-    vmap = {iv.var: w.var for iv, w in zip(iters, ivs)}
+    vmap: dict[Var, PrimExpr] = {iv.var: w.var for iv, w in zip(iters, ivs)}
     orig = tuple(substitute(i, vmap) for i in pattern)
     if which == "read":
         copy = _nest(ivs, shape, lambda vs: BufferStore(new, BufferLoad(buf, orig), tuple(vs)), new_name, taken)
@@ -360,7 +360,7 @@ def _padded_buffers(func: PrimFunc, primitive: str, b: Block, new_ext: dict[Var,
                 raise schedule_error(func, primitive, f"dimension {d} of {buf.name} has {expr_text(buf.shape[d])} "
                                      f"elements where iterator {i.name} ranges over {expr_text(ivars[i].dom.extent)}",
                                      blocks=(b.name,), rule="pad_einsum pads buffers the iterators cover exactly")
-        shape = tuple(new_ext.get(i, buf.shape[d]) for d, i in enumerate(idx))
+        shape = tuple(new_ext[i] if isinstance(i, Var) and i in new_ext else buf.shape[d] for d, i in enumerate(idx))
         name = fresh_name(f"{buf.name}_pad", names)
         names.add(name)
         bmap[buf] = Buffer(name, shape, buf.dtype, scope=buf.scope)
@@ -393,14 +393,16 @@ def pad_einsum(func: PrimFunc, block: str, padding) -> tuple[PrimFunc, None]:
     new_ext = _padded_extents(func, primitive, b, padding)
     if not new_ext:
         return func, None
-    out = b.body.buffer
+    store = b.body
+    assert isinstance(store, BufferStore)   # _check_einsum
+    out = store.buffer
     if b.init is None and any(buf is out for buf, _, w in _accesses(b) if w == "read"):
         raise schedule_error(func, primitive, f"{block_name(block)} accumulates into {out.name} without T.init",
                              blocks=(block,), rule="the padded output starts from zero, so the block must "
                                                    "initialise it", fix="pad the block before decompose_reduction")
     bmap = _padded_buffers(func, primitive, b, new_ext)
     padded_r = [iv for iv in b.iter_vars if iv.kind == "R" and iv.var in new_ext]
-    _check_zero_safe(func, b, b.body, padded_r, {buf for buf in bmap if buf is not out})
+    _check_zero_safe(func, b, store, padded_r, {buf for buf in bmap if buf is not out})
     taken = var_names(func)
     before: list[Stmt] = []
     after: list[Stmt] = []
