@@ -168,3 +168,14 @@ def test_outer_loops_stay_schedulable(rng):
     a, b = rng.standard_normal((24, 48)).astype("float32"), rng.standard_normal((48, 32)).astype("float32")
     np.testing.assert_allclose(tdsl.build(sch, target="cpu")(a, b), a @ b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(tdsl.interpret(sch, a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_accumulating_block_without_init(rng):
+    """C += A @ B into the caller's C (no T.init), padded: the padded copy starts from C."""
+    sch = tdsl.Schedule(gemm(13, 21, 9, init=False))
+    sch.auto_tensorize(sch.get_block("C"), FP32)
+    a, b = rng.standard_normal((13, 9)).astype("float32"), rng.standard_normal((9, 21)).astype("float32")
+    c0 = rng.standard_normal((13, 21)).astype("float32")
+    c = c0.copy()
+    tdsl.build(sch, target="cpu")(a, b, c)
+    np.testing.assert_allclose(c, c0 + a @ b, rtol=1e-4, atol=1e-4)

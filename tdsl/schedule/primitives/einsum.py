@@ -19,7 +19,8 @@ pad_einsum(block, padding)
     indexed by plain iterators. Each input buffer with a padded dimension is read through a new
     ``<buf>_pad`` buffer filled by a block ``<buf>_pad`` before the nest (zero outside the old
     extents), the output is computed into ``<out>_pad`` over the padded domain and copied back by
-    a block ``<out>_pad`` after the nest. The padded terms of a reduction multiply a zero, so
+    a block ``<out>_pad`` after the nest (a block without T.init that accumulates into its output
+    first fills ``<out>_pad`` from it, block ``<out>_pad_in``). The padded terms of a reduction multiply a zero, so
     the sum over the old domain is unchanged; padded output elements are never copied back.
 """
 from __future__ import annotations
@@ -396,10 +397,9 @@ def pad_einsum(func: PrimFunc, block: str, padding) -> tuple[PrimFunc, None]:
     store = b.body
     assert isinstance(store, BufferStore)   # _check_einsum
     out = store.buffer
-    if b.init is None and any(buf is out for buf, _, w in _accesses(b) if w == "read"):
-        raise schedule_error(func, primitive, f"{block_name(block)} accumulates into {out.name} without T.init",
-                             blocks=(block,), rule="the padded output starts from zero, so the block must "
-                                                   "initialise it", fix="pad the block before decompose_reduction")
+    # a block that accumulates into its output without T.init starts from the output's values:
+    # its padded copy is filled from it (zero outside) before the nest, like an input's
+    accumulates = b.init is None and any(buf is out for buf, _, w in _accesses(b) if w == "read")
     bmap = _padded_buffers(func, primitive, b, new_ext)
     padded_r = [iv for iv in b.iter_vars if iv.kind == "R" and iv.var in new_ext]
     _check_zero_safe(func, b, store, padded_r, {buf for buf in bmap if buf is not out})
@@ -410,7 +410,11 @@ def pad_einsum(func: PrimFunc, block: str, padding) -> tuple[PrimFunc, None]:
         if buf is out:   # the copy back covers the old shape
             ivs = _fresh_ivs([f"v{d}" for d in range(len(buf.shape))], list(buf.shape), taken)
             after.append(_nest(ivs, buf.shape, _copy_back(buf, new), new.name, taken))
-        else:
+        if buf is out and accumulates:
+            ivs = _fresh_ivs([f"v{d}" for d in range(len(new.shape))], list(new.shape), taken)
+            names = buffer_names(func) | set(block_names_of(func)) | {n.name for n in bmap.values()}
+            before.append(_nest(ivs, new.shape, _fill(buf, new), fresh_name(f"{new.name}_in", names), taken))
+        elif buf is not out:
             ivs = _fresh_ivs([f"v{d}" for d in range(len(new.shape))], list(new.shape), taken)
             before.append(_nest(ivs, new.shape, _fill(buf, new), new.name, taken))
     new_ivs = tuple(dataclasses.replace(iv, dom=Range(iv.dom.min, new_ext[iv.var])) if iv.var in new_ext else iv
