@@ -233,4 +233,47 @@ else:
     plain.vectorize(j1)
     np.testing.assert_array_equal(tdsl.build(plain, target="cpu")(a8, packed), want8)
     print("int8 matmul without VNNI: built with plain vector code and checked")
+
+# %% [markdown]
+# ## Tensor intrinsics that fit by themselves, and library calls
+#
+# Tensorize needs whole tiles in the intrinsic's loop order. `sch.auto_tensorize(block, name)`
+# does that work: it maps the block's iterators onto the description's, copies operands whose
+# layout does not fit (`reindex`, packed with `transform_layout`), pads extents no tile divides
+# (`pad_einsum`), splits, reorders and tensorizes, and returns the tensorized block. Odd sizes
+# and a transposed B:
+
+# %%
+@T.prim_func
+def odd(A: T.Buffer((37, 23), "float32"), Bt: T.Buffer((29, 23), "float32"), C: T.Buffer((37, 29), "float32")):
+    for i, j, k in T.grid(37, 29, 23):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * Bt[vj, vk]
+
+
+a_odd = rng.standard_normal((37, 23), dtype=np.float32)
+bt_odd = rng.standard_normal((29, 23), dtype=np.float32)
+if "avx2" in x86.available():
+    sch4 = tdsl.Schedule(odd)
+    tile = sch4.auto_tensorize(sch4.get_block("C"), x86.fp32_microkernel(16))
+    print("auto_tensorize made", tile, "; the copies it added:",
+          [b.name for b in sch4.func.body.block.alloc_buffers])
+    np.testing.assert_allclose(tdsl.build(sch4, target="cpu")(a_odd, bt_odd), a_odd @ bt_odd.T, rtol=1e-4, atol=1e-4)
+
+# %% [markdown]
+# A library routine is a tensor intrinsic too: `"blas.sgemm"` calls the BLAS numpy already
+# loads, for any constant shape and layout; the block's other neighbours (an epilogue) stay generated
+# code, and the interpreter still computes through the description.
+
+# %%
+sch5 = tdsl.Schedule(odd)
+sch5.tensorize(sch5.get_block("C"), "blas.sgemm")
+kernel5 = tdsl.build(sch5, target="cpu")
+assert "tdsl_blas_" in kernel5.source
+np.testing.assert_allclose(kernel5(a_odd, bt_odd), a_odd @ bt_odd.T, rtol=1e-4, atol=1e-4)
+np.testing.assert_allclose(tdsl.interpret(sch5, a_odd, bt_odd), a_odd @ bt_odd.T, rtol=1e-4, atol=1e-4)
+print("blas.sgemm (layout nt, 37x29x23): built, run and checked")
 print("05_tensorize: all checks passed")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from ..errors import ScheduleError
 from ..ir import PrimExpr, PrimFunc, Var
 from .dataflow_methods import DataflowMethods
+from .einsum_methods import EinsumMethods
 from .handles import BlockRV, LoopRV
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
@@ -70,7 +71,7 @@ class ScriptDiff:
         return diff_html(self.before, self.after)
 
 
-class Schedule(TensorizeMethods, DataflowMethods):
+class Schedule(TensorizeMethods, DataflowMethods, EinsumMethods):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
 
     Loops written with the same name in two nests are told apart as the printer shows them
