@@ -27,6 +27,7 @@ from .interp.runtime import GARBAGE_BYTE, ExternCallError
 from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.stmt import PrimFunc
+from .tracebacks import public_entry
 
 __all__ = ["GARBAGE_BYTE", "ExternCallError", "InterpretError", "interpret", "python_source"]
 
@@ -84,6 +85,7 @@ def python_source(func: PrimFunc) -> str:
     return _compile(_as_func(func)).source
 
 
+@public_entry
 def interpret(func: PrimFunc, *args, **kwargs):
     """Run `func` (a PrimFunc, or a Schedule's current function) on numpy arrays, following
     SPEC section 4's calling convention.

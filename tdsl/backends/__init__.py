@@ -6,6 +6,7 @@ cuda-python only when a CUDA one is.
 from __future__ import annotations
 
 from ..errors import TargetError
+from ..tracebacks import public_entry
 from .target import KNOWN_TARGETS, Target, parse_target
 
 
@@ -26,6 +27,7 @@ def _lower(func, target: str):
     return lower(func, target=target)
 
 
+@public_entry
 def build(func_or_schedule, target="cpu", **options):
     """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel.
 

@@ -19,6 +19,7 @@ from ..dtypes import DataType
 from ..errors import ArgumentError, BoundsError, TargetError
 from ..ir import Buffer, IntImm, PrimFunc, Var
 from ..ir.outputs import read_before_written
+from ..tracebacks import public_entry
 
 _MISSING = object()
 _CPU_DEVICES = (1, 3)   # DLPack kDLCPU, kDLCUDAHost (pinned host memory)
@@ -173,6 +174,7 @@ class Kernel:
         sig = ", ".join(f"{p.name}: {p.dtype}{p.shape_text() if p.is_buffer else ''}" for p in self._params)
         return f"<tdsl.Kernel {self.func.name}({sig}) target='cpu'>"
 
+    @public_entry
     def time(self, *args, number: int | None = None, repeat: int = 5, **kwargs) -> float:
         """Median seconds per call over `repeat` runs of `number` calls, after a warm-up call."""
         full = self._complete(args, kwargs)
@@ -403,6 +405,7 @@ class Kernel:
                 copy[...] = arrays[q.index]
                 arrays[q.index] = copy
 
+    @public_entry
     def _slow_call(self, args, kwargs, rc):
         if rc is not None and rc != -1:
             self._raise(rc)
@@ -486,7 +489,7 @@ def _specialised_class(k: Kernel) -> type:
             lines.append(f"                return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
             lines.append("            return self._slow_call(args, kwargs, rc)")
     lines.append("    return self._slow_call(args, kwargs, None)")
-    env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty}
+    env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty, "__name__": __name__}
     for p in params:
         env[f"dt{p.index}"] = p.np_dtype
         if p.lo is not None:

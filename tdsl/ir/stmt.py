@@ -154,7 +154,11 @@ class PrimFunc(Node):
 
     The body of a parsed function is a BlockRealize of the implicit root block, which holds
     the function-level `T.alloc_buffer`s. Symbolic dimensions are the Vars found in the
-    parameter buffers' shapes.
+    parameter buffers' shapes. `attrs` is a tuple of (key, value) pairs (compiler metadata,
+    e.g. lowering's notes): look one up with `dict(func.attrs).get(key)`.
+
+    `str(func)` / `print(func)` is the script; `repr(func)` one line (name, signature, blocks);
+    notebooks render `_repr_html_`, the highlighted script.
     """
 
     name: str
@@ -172,15 +176,23 @@ class PrimFunc(Node):
     def __str__(self) -> str:
         return self.script()
 
-    def show(self, style: str | None = None) -> None:
-        from ..script.highlight import show
+    def __repr__(self) -> str:
+        from ..script.printer import summary
 
+        return f"<PrimFunc {summary(self)}>"
+
+    def show(self, style: str | None = None) -> None:
+        """Print the script, highlighted in a terminal; in a notebook, display it as HTML."""
+        from ..script.highlight import display_html, show
+
+        if style is None and display_html(self):
+            return
         show(self.script(), style=style)
 
     def _repr_html_(self) -> str:
-        from ..script.highlight import to_html
+        from ..script.html import function_html
 
-        return to_html(self.script())
+        return function_html(self)
 
     def with_body(self, body: Stmt) -> "PrimFunc":
         from dataclasses import replace

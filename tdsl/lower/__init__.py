@@ -116,6 +116,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TargetError
+from ..tracebacks import public_entry
 from ..ir import Block, IRVisitor, PrimFunc, Stmt
 from ._util import NOTES_ATTR, get_attr
 from .blocks import convert_blocks, thread_bindings_to_serial
@@ -255,6 +256,7 @@ def _print_stage(name: str, func: PrimFunc) -> None:
     print(func.script())
 
 
+@public_entry
 def stages(func_or_schedule, target="cpu") -> list[tuple[str, PrimFunc]]:
     """[("input", func), (pass name, func after that pass), ...] for every pass of `target`."""
     func = _as_func(func_or_schedule)
@@ -265,6 +267,7 @@ def stages(func_or_schedule, target="cpu") -> list[tuple[str, PrimFunc]]:
     return out
 
 
+@public_entry
 def lower(func_or_schedule, target="cpu", *, show: bool = False,
           trace: bool | Callable[[str, PrimFunc], None] = False) -> PrimFunc:
     """Lower a PrimFunc or Schedule for `target` ("cpu" or "cuda"); see the module docs.
@@ -278,10 +281,22 @@ def lower(func_or_schedule, target="cpu", *, show: bool = False,
         if report is not None:
             report(p.name, func)
     if show:
-        func.show()
-        for note in notes(func):
-            print(f"note: {note}")
+        _show(func)
     return func
+
+
+def _show(func: PrimFunc) -> None:
+    """lower(show=True): the IR and its notes, once (a notebook cell that ends with the call
+    would render the returned function again: that rendering becomes one line)."""
+    from ..script.highlight import display_html
+    from ..script.html import Shown, mark_shown
+
+    if display_html(Shown(func, notes(func))):
+        mark_shown(func)
+        return
+    func.show()
+    for note in notes(func):
+        print(f"note: {note}")
 
 
 def notes(func: PrimFunc) -> list[str]:
