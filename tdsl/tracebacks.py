@@ -63,10 +63,10 @@ def public_entry(fn):
 
     @functools.wraps(fn)
     def entry(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841 - read by IPython and pytest: skip this frame
+        __tracebackhide__ = True  # read by IPython and pytest: they skip this frame
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - re-raised below, trimmed or as is
+        except Exception as exc:  # re-raised below, trimmed or as it is
             if config.full_traceback or not (isinstance(exc, USER_ERRORS) or _raised_by_entry(exc.__traceback__)):
                 raise
             error = trimmed(exc)

@@ -114,7 +114,7 @@ def measure(fragments: dict[str, str], themes: tuple[str, ...] | str, width: int
         for members, proc in procs:
             out, err = proc.communicate(timeout=timeout)
             for theme in members:
-                found = re.search(rf'<pre id="tdsl-measure-{theme}">(.*?)</pre>', out, re.S)
+                found = re.search(rf'<pre id="tdsl-measure-{theme}">(.*?)</pre>', out, re.DOTALL)
                 assert found, f"chromium printed no measurements for {theme} (rc {proc.returncode}): {err[-2000:]}"
                 results[theme] = json.loads(html.unescape(found.group(1)))
     return results

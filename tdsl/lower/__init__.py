@@ -116,8 +116,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TargetError
-from ..tracebacks import public_entry
 from ..ir import Block, IRVisitor, PrimFunc, Stmt
+from ..tracebacks import public_entry
 from ._util import NOTES_ATTR, get_attr
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers

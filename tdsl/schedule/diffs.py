@@ -7,6 +7,8 @@
 """
 from __future__ import annotations
 
+import types
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -102,7 +104,6 @@ def _arg(x) -> str:
         return expr_text(x)
     if isinstance(x, str):
         return f'"{x}"' if '"' not in x and "\\" not in x else repr(x)
-    if callable(x):
-        name = getattr(x, "__name__", "")
-        return "lambda ..." if name == "<lambda>" else name or type(x).__name__
-    return repr(x)
+    if isinstance(x, types.FunctionType):
+        return "lambda ..." if x.__name__ == "<lambda>" else x.__name__
+    return repr(x)   # IndexMap prints as its lambda

@@ -109,7 +109,7 @@ def highlighted_lines(text: str) -> list[str]:
     except ImportError:  # pygments comes with rich; stay plain without it
         return [html.escape(line) for line in text.split("\n")]
     tokens = list(PythonLexer(stripnl=False, ensurenl=False).get_tokens(text))
-    lines: list[list[str]] = [[]]
+    lines: list[list[tuple[str | None, str]]] = [[]]
     in_t_chain = False
     for index, (kind, value) in enumerate(tokens):
         cls = _token_class(kind)
@@ -124,9 +124,13 @@ def highlighted_lines(text: str) -> list[str]:
             if k:
                 lines.append([])
             if piece:
-                escaped = html.escape(piece, quote=False)
-                lines[-1].append(f'<span class="tdsl-{cls}">{escaped}</span>' if cls else escaped)
-    return ["".join(parts) for parts in lines]
+                line = lines[-1]
+                if line and line[-1][0] == cls:   # one span for `T.axis.remap`, not five
+                    line[-1] = (cls, line[-1][1] + piece)
+                else:
+                    line.append((cls, piece))
+    return ["".join(f'<span class="tdsl-{cls}">{html.escape(piece, quote=False)}</span>' if cls
+                    else html.escape(piece, quote=False) for cls, piece in line) for line in lines]
 
 
 # ----------------------------------------------------------------------------- fragments
