@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import types
-
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 

@@ -85,7 +85,7 @@ def test_checkpoint_after_undo_and_from_another_schedule_are_refused():
 def test_checkpoint_survives_undo_and_redo_of_later_steps():
     sch, mark = _three_steps()
     sch.undo()
-    (i0, j, k, i1) = sch.get_loops(sch.get_block("C"))
+    i0 = sch.get_loops(sch.get_block("C"))[0]
     sch.parallel(i0)
     assert "3 steps" in sch.diff(since=mark).text
 

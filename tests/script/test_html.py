@@ -11,7 +11,7 @@ import pytest
 import tdsl
 from tdsl import T
 from tdsl.script import highlight
-from tdsl.script.html import PALETTE, STYLE, TOKEN_CLASSES, highlighted_lines, script_html
+from tdsl.script.html import PALETTE, STYLE, TOKEN_CLASSES, highlighted_lines
 
 
 @T.prim_func
