@@ -5,7 +5,7 @@ Only the public API lives here; heavy modules (llvmlite, cuda-python, rich) load
 from __future__ import annotations
 
 from .config import config
-from .errors import ArgumentError, BoundsError, ScheduleError, ScriptError, TargetError
+from .errors import ArgumentError, BoundsError, PerformanceWarning, ScheduleError, ScriptError, TargetError
 from .ir import PrimFunc, assert_structural_equal, structural_diff, structural_equal, structural_hash
 from .script import T, parse, prim_func
 
@@ -41,4 +41,4 @@ def __dir__():
 __all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
            "Kernel", "device_array", "to_device", "structural_equal", "structural_hash", "structural_diff",
            "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
-           "BoundsError", "config"]
+           "BoundsError", "PerformanceWarning", "config"]

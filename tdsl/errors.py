@@ -66,3 +66,8 @@ class ArgumentError(TypeError, ValueError):
 
 class BoundsError(IndexError):
     """A run-time bounds check (build(..., bounds_check=True)) failed."""
+
+
+class PerformanceWarning(UserWarning):
+    """build() could not do something the schedule asked for (e.g. a `vectorize` that stayed
+    scalar): the kernel is correct but slower than requested; `kernel.notes` says what and why."""

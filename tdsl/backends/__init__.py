@@ -49,7 +49,25 @@ def _build_cpu(func, options: dict):
 
     opts = check_cpu_options(options)
     compiled = compile_func(func, lambda f: _lower(f, "cpu"), bounds_check=opts["bounds_check"])
-    return Kernel(func, compiled, opts)
+    kernel = Kernel(func, compiled, opts)
+    if compiled.notes:
+        warn_notes(func.name, compiled.notes)
+    return kernel
+
+
+def warn_notes(name: str, notes) -> None:
+    """One tdsl.PerformanceWarning for a kernel's notes, attributed to the user's build call."""
+    import sys
+    import warnings
+
+    from ..errors import PerformanceWarning
+
+    level, frame = 2, sys._getframe(1)   # stacklevel 2 is the frame that called this one
+    while frame is not None and str(frame.f_globals.get("__name__", "")).partition(".")[0] == "tdsl":
+        level, frame = level + 1, frame.f_back
+    text = "; ".join(notes)
+    warnings.warn(f"kernel {name!r} is slower than its schedule asks: {text} (kernel.notes lists this)",
+                  PerformanceWarning, stacklevel=level)
 
 
 def _build_cuda(func_or_schedule, func, options: dict):

@@ -99,7 +99,8 @@ class Kernel:
     """A compiled function. Call it with arrays (destination passing) or leave outputs out.
 
     Attributes: `func` (the PrimFunc as given), `lowered` (what was compiled), `source` (LLVM IR
-    as generated), `optimized_ir`, `asm`, `time(*args)`.
+    as generated), `optimized_ir`, `asm`, `notes` (what the build could not do as asked),
+    `time(*args)`.
     """
 
     def __init__(self, func: PrimFunc, compiled, options: dict | None = None):
@@ -164,6 +165,12 @@ class Kernel:
 
             self._asm = jit.emit_assembly(self.optimized_ir)
         return self._asm
+
+    @property
+    def notes(self) -> list[str]:
+        """What the build could not do as the schedule asked (a `vectorize` left scalar, and why)
+        and what it chose that costs speed; build warns (tdsl.PerformanceWarning) about the first kind."""
+        return [*self._compiled.notes, *self._compiled.pipeline_notes]
 
     @property
     def from_cache(self) -> bool:
