@@ -200,8 +200,9 @@ def pipeline_notes(lowered: Stmt, pipeline: str) -> list[str]:
         return []
     shown = ", ".join(loops[:4]) + (f" and {len(loops) - 4} more" if len(loops) > 4 else "")
     share = scalar_store_share(lowered)
-    return [f"register tiles: LLVM pipeline {pipeline!r} (no LLVM vectorizer); the scalar loops {shown} "
-            f"({share:.1%} of the stored elements) run as written: vectorize them in the schedule if they matter"]
+    note = (f"register tiles: LLVM pipeline {pipeline!r} (no LLVM vectorizer); the scalar loops {shown} "
+            f"({share:.1%} of the stored elements) run as written: vectorize them in the schedule if they matter")
+    return [note]
 
 
 def _vector_stores(stmt: Stmt, bits: bool = False) -> int:
