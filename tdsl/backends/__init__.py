@@ -31,9 +31,23 @@ def _lower(func, target: str):
 def build(func_or_schedule, target="cpu", **options):
     """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel.
 
-    `target` is "cpu" (LLVM for the host CPU, every feature it has) or "cuda" (NVRTC).
-    CPU options: `bounds_check=True` adds run-time bounds checks (a bad index raises
-    tdsl.BoundsError naming the buffer instead of crashing).
+    target: "cpu" (LLVM for the host CPU, every feature it has) or "cuda" (NVRTC; needs
+    ``pip install "tdsl[cuda]"``). An unknown target or option is a tdsl.TargetError.
+
+    Options for "cpu":
+      bounds_check=False   True adds run-time bounds checks: a bad index raises
+                           tdsl.BoundsError naming the buffer instead of crashing.
+
+    Options for "cuda":
+      arch=None            "sm_80", "sm_90", ...: compile for that GPU (no GPU needed; the
+                           kernel has `source` and `cubin`); None: the GPU present
+                           (tdsl.TargetError without one).
+      ptx=False            True also keeps the PTX as `kernel.ptx`.
+      use_cache=True       False compiles again instead of reading the disk cache.
+
+    A CPU kernel's `notes` say what the build could not do as the schedule asked (a
+    `vectorize` left scalar, and why); building warns once with tdsl.PerformanceWarning then.
+    Errors show the user's frame only (tdsl.config.full_traceback = True shows all).
     """
     func = _as_func(func_or_schedule)
     tgt = parse_target(target)
