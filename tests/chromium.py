@@ -37,18 +37,19 @@ function lum(c){const f=v=>{v/=255;return v<=0.03928?v/12.92:Math.pow((v+0.055)/
 function ratio(a,b){const x=lum(a),y=lum(b);return (Math.max(x,y)+0.05)/(Math.min(x,y)+0.05);}
 function hex(c){return '#'+c.slice(0,3).map(v=>Math.round(v).toString(16).padStart(2,'0')).join('');}
 const out={fragments:[]};
-document.querySelectorAll('[data-fragment]').forEach(frag=>{
-  const res={name:frag.dataset.fragment,pairs:{},fonts:{},whiteSpace:{},wrapped:[],scroll:null};
+document.querySelectorAll(window.TDSL_FRAGMENTS||'[data-fragment]').forEach((frag,index)=>{
+  const res={name:frag.dataset.fragment||('output '+index),pairs:{},fonts:{},whiteSpace:{},wrapped:[],scroll:null};
   const walker=document.createTreeWalker(frag.querySelector('.tdsl,.highlight')||frag,NodeFilter.SHOW_TEXT);
   while(walker.nextNode()){const t=walker.currentNode;if(!t.textContent.trim())continue;const el=t.parentElement;
     if(el.closest('style'))continue;const cs=getComputedStyle(el);
     const bg=background(el);const fg=over(rgba(cs.color),bg);const key=hex(fg)+' on '+hex(bg);
     if(!(key in res.pairs))res.pairs[key]={ratio:ratio(fg,bg),sample:t.textContent.trim().slice(0,40)};
     res.fonts[cs.fontFamily]=(res.fonts[cs.fontFamily]||0)+1;res.whiteSpace[cs.whiteSpace]=(res.whiteSpace[cs.whiteSpace]||0)+1;}
-  frag.querySelectorAll('.tdsl-code').forEach(code=>{
+  frag.querySelectorAll('.tdsl-code, .highlight pre').forEach(code=>{
     const lineHeight=parseFloat(getComputedStyle(code).lineHeight);
-    const rows=code.tagName==='PRE'?[code]:Array.from(code.children);
-    rows.forEach(r=>{const n=r.tagName==='PRE'?r.textContent.split('\n').length:1;
+    const blocks=Array.from(code.children).filter(c=>getComputedStyle(c).display==='block');
+    const rows=blocks.length?blocks:[code];
+    rows.forEach(r=>{const n=r===code?r.textContent.replace(/\n$/,'').split('\n').length:1;
       const inner=r.getBoundingClientRect().height-parseFloat(getComputedStyle(r).paddingTop)-parseFloat(getComputedStyle(r).paddingBottom);
       if(inner>n*lineHeight+1)res.wrapped.push(r.textContent.slice(0,60));});
     const rowWidths=rows.map(r=>Math.round(r.getBoundingClientRect().width));
@@ -56,7 +57,7 @@ document.querySelectorAll('[data-fragment]').forEach(frag=>{
   const box=frag.querySelector('.tdsl,.highlight');
   if(box){res.scroll={scrollWidth:box.scrollWidth,clientWidth:box.clientWidth,overflowX:getComputedStyle(box).overflowX};}
   out.fragments.push(res);});
-const host=window.parent.document;const pre=host.createElement('pre');pre.id='tdsl-measure-'+document.body.dataset.theme;
+const host=window.parent.document;const pre=host.createElement('pre');pre.id='tdsl-measure-'+(document.body.dataset.theme||'page');
 pre.textContent=JSON.stringify(out);host.body.appendChild(pre);
 """
 
@@ -118,6 +119,30 @@ def measure(fragments: dict[str, str], themes: tuple[str, ...] | str, width: int
                 assert found, f"chromium printed no measurements for {theme} (rc {proc.returncode}): {err[-2000:]}"
                 results[theme] = json.loads(html.unescape(found.group(1)))
     return results
+
+
+def measure_page(path: str, selector: str, flags: tuple[str, ...] = (), timeout: float = 90) -> dict:
+    """Measure the elements `selector` picks in an existing HTML page (e.g. an nbconvert export):
+    the page gets the measuring script, each picked element is one fragment."""
+    exe = chromium()
+    assert exe is not None, "chromium is not installed"
+    with open(path) as f:
+        text = f.read()
+    script = (f"<script>window.TDSL_FRAGMENTS={json.dumps(selector)};"
+              f"window.addEventListener('load',()=>{{{MEASURE_JS}}});</script>")
+    with tempfile.TemporaryDirectory() as tmp:
+        page_path = os.path.join(os.path.dirname(os.path.abspath(path)), ".measure-" + os.path.basename(path))
+        with open(page_path, "w") as f:
+            f.write(text.replace("</body>", script + "</body>"))
+        try:
+            proc = subprocess.run([exe, *_flags("browser-light"), *flags, f"--user-data-dir={tmp}/profile",
+                                   "--dump-dom", f"file://{page_path}"], capture_output=True, text=True,
+                                  timeout=timeout, check=False)
+        finally:
+            os.unlink(page_path)
+    found = re.search(r'<pre id="tdsl-measure-page">(.*?)</pre>', proc.stdout, re.DOTALL)
+    assert found, f"chromium printed no measurements (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
 
 
 def screenshot(fragments: dict[str, str], theme: str, out_png: str, width: int = 760, height: int = 900,

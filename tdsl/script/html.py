@@ -75,8 +75,12 @@ _BOX = (f"background:{_var('bg')};color:{_var('fg')};border:1px solid {_var('bor
         "overflow-x:auto;max-width:100%;margin:0.25em 0;padding:0;text-align:left")
 _CODE = (f"font-family:{FONT};font-size:{FONT_SIZE};line-height:1.45;white-space:pre;word-wrap:normal;"
          "overflow-wrap:normal;tab-size:4;margin:0;padding:0.5em 0.75em;background:transparent;color:inherit;"
-         "border:0;display:block;box-sizing:border-box")
-_LINE = "white-space:pre;padding:0 0.75em"
+         "border:0;display:block;box-sizing:border-box;")
+_TEXT = (f"font-family:{FONT};font-size:{FONT_SIZE};line-height:1.45;white-space:pre;word-wrap:normal;"
+         "overflow-wrap:normal;")
+# a diff row: a block inside the <pre> (whitespace stays whitespace only inside <pre>: exporters
+# such as nbconvert re-serialise the page and collapse whitespace-only text elsewhere)
+_LINE = "display:block;white-space:pre;padding:0 0.75em"
 
 
 # ----------------------------------------------------------------------------- tokens
@@ -145,9 +149,9 @@ def _title(lines: Sequence[str]) -> str:
     if not lines:
         return ""
     body = "\n".join(html.escape(line, quote=False) for line in lines)
-    return (f'<div class="tdsl-title" style="font-family:{FONT};font-size:{FONT_SIZE};line-height:1.45;'
-            f'white-space:pre;padding:0.35em 0.75em;'
-            f'background:{_var("title-bg")};border-bottom:1px solid {_var("border")}">{body}</div>')
+    return (f'<pre class="tdsl-title" style="{_TEXT}padding:0.35em 0.75em;margin:0;'
+            f'background:{_var("title-bg")};color:inherit;border:0;border-bottom:1px solid {_var("border")};'
+            f'border-radius:0">{body}</pre>')
 
 
 def script_html(text: str, title: Sequence[str] = ()) -> str:
@@ -166,12 +170,12 @@ def diff_html(before: str, after: str, title: Sequence[str] = (), context: int =
     rows: list[str] = []
 
     def row(cls: str, mark: str, content: str) -> None:
-        rows.append(f'<div class="tdsl-{cls}" style="{_LINE}"><span class="tdsl-mark">{mark}</span>'
-                    f"{content}</div>")
+        rows.append(f'<span class="tdsl-{cls}" style="{_LINE}"><span class="tdsl-mark">{mark}</span>'
+                    f"{content}\n</span>")
 
     for group in difflib.SequenceMatcher(None, old, new, autojunk=False).get_grouped_opcodes(context):
         i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
-        rows.append(f'<div class="tdsl-hunk" style="{_LINE}">@@ -{_range(i1, i2)} +{_range(j1, j2)} @@</div>')
+        rows.append(f'<span class="tdsl-hunk" style="{_LINE}">@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n</span>')
         for tag, a1, a2, b1, b2 in group:
             if tag == "equal":
                 for k in range(a1, a2):
@@ -182,9 +186,8 @@ def diff_html(before: str, after: str, title: Sequence[str] = (), context: int =
             for k in range(b1, b2):
                 row("add", "+", new_html[k])
     if not rows:
-        rows.append(f'<div class="tdsl-ctx" style="{_LINE}">(no change)</div>')
-    code = (f'<div class="tdsl-code" style="font-family:{FONT};font-size:{FONT_SIZE};line-height:1.45;'
-            f'padding:0.5em 0">' + "".join(rows) + "</div>")
+        rows.append(f'<span class="tdsl-ctx" style="{_LINE}">(no change)\n</span>')
+    code = (f'<pre class="tdsl-code" style="{_CODE}padding:0.5em 0">' + "".join(rows) + "</pre>")
     return _box(_title(title) + code, "diff", title[0] if title else "tdsl diff")
 
 

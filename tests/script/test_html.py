@@ -141,3 +141,34 @@ def test_outside_a_notebook_show_prints(capsys):
     assert not highlight.in_notebook()
     tdsl.lower(add_one, show=True)
     assert capsys.readouterr().out == tdsl.lower(add_one).script()
+
+
+class _Whitespace(HTMLParser):
+    """Whitespace-only text outside <pre>: exporters that re-serialise HTML (nbconvert through
+    BeautifulSoup) collapse it, which would eat a diff line's indentation."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.bad = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        self.depth += tag == "pre"
+
+    def handle_endtag(self, tag):
+        self.depth -= tag == "pre"
+
+    def handle_data(self, data):
+        if data and not data.strip() and self.depth == 0:
+            self.bad.append(data)
+
+
+def test_indentation_lives_inside_pre_only():
+    sch = tdsl.Schedule(add_one)
+    mark = sch.checkpoint()
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.split(j, factors=[None, 4])
+    sch.reorder(i, sch.get_loops(sch.get_block("B"))[1])
+    for page in (add_one._repr_html_(), sch._repr_html_(), sch.diff(since=mark)._repr_html_()):
+        parser = _Whitespace()
+        parser.feed(page)
+        assert parser.depth == 0 and parser.bad == []
