@@ -97,12 +97,14 @@ own passes with ``register_pass(target, Pass(name, fn), after="...")``.
 
 What the lowered form adds to docs/internals.md:
 
-* ``attrs["tdsl.flat_params"]``: the original (n-d) parameter Buffers, in the order of
+(``func.attrs`` is a tuple of (key, value) pairs: ``dict(func.attrs)[key]`` reads one.)
+
+* ``"tdsl.flat_params"``: the original (n-d) parameter Buffers, in the order of
   ``func.buffer_params``. Their shapes hold the symbolic dimension Vars that the flat body
   uses, so codegen and the interpreter bind those from the arguments' shapes, and check
   dtypes and shapes against them. The flat parameter buffer has shape ``(prod(shape),)``
   (for explicit strides: the last reachable element + 1; ``elem_offset`` added).
-* ``attrs["tdsl.lower_notes"]``: a tuple of strings (see Notes).
+* ``"tdsl.lower_notes"``: a tuple of strings (see Notes).
 * Scopes after ``storage`` on the CPU are only ``local`` (stack) and ``global`` (heap).
 * Vector loads/stores have a ``Ramp`` index of stride 1; a lane-uniform
   ``T.if_then_else(cond, vec_a, vec_b)`` keeps a scalar condition; ``Select`` has all
