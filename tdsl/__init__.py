@@ -8,16 +8,15 @@ from .config import config
 from .errors import ArgumentError, BoundsError, PerformanceWarning, ScheduleError, ScriptError, TargetError
 from .ir import PrimFunc, assert_structural_equal, structural_diff, structural_equal, structural_hash
 from .script import T, parse, prim_func
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 _LAZY = {
     "Schedule": ("tdsl.schedule", "Schedule"),
-    "TensorIntrin": ("tdsl.schedule.tensor_intrin", "TensorIntrin"),
+    "TensorIntrin": ("tdsl.intrinsics.registry", "TensorIntrin"),
     "interpret": ("tdsl.interpreter", "interpret"),
     "lower": ("tdsl.lower", "lower"),
     "build": ("tdsl.backends", "build"),
-    "Kernel": ("tdsl.backends.kernel", "Kernel"),
+    "Kernel": ("tdsl.backends.llvm.kernel", "Kernel"),
     "device_array": ("tdsl.backends.cuda.runtime", "device_array"),
     "to_device": ("tdsl.backends.cuda.runtime", "to_device"),
 }

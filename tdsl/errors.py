@@ -68,6 +68,18 @@ class BoundsError(IndexError):
     """A run-time bounds check (build(..., bounds_check=True)) failed."""
 
 
+# how messages name the user's loops and blocks -----------------------------------------------
+
+def loop_name(var) -> str:
+    """How a message names a loop: `loop i_1`."""
+    return f"loop {var.name}"
+
+
+def block_name(name: str) -> str:
+    """How a message names a block: `block "C"`."""
+    return f'block "{name}"'
+
+
 class PerformanceWarning(UserWarning):
     """build() could not do something the schedule asked for (e.g. a `vectorize` that stayed
     scalar): the kernel is correct but slower than requested; `kernel.notes` says what and why."""

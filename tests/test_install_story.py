@@ -64,7 +64,7 @@ def test_the_installed_extra_brings_nvrtc_and_its_headers():
 
 def test_build_docstring_lists_every_option():
     from tdsl.backends import cuda
-    from tdsl.backends.target import CPU_OPTIONS
+    from tdsl.target import CPU_OPTIONS
 
     doc = tdsl.build.__doc__
     for name in (*CPU_OPTIONS, *cuda._OPTIONS):

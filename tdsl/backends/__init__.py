@@ -6,19 +6,9 @@ cuda-python only when a CUDA one is.
 from __future__ import annotations
 
 from ..errors import TargetError
+from ..ir import as_prim_func
+from ..target import KNOWN_TARGETS, Target, check_host_target, parse_target
 from ..tracebacks import public_entry
-from .target import KNOWN_TARGETS, Target, parse_target
-
-
-def _as_func(func_or_schedule):
-    from ..ir import PrimFunc
-
-    if isinstance(func_or_schedule, PrimFunc):
-        return func_or_schedule
-    inner = getattr(func_or_schedule, "func", None)
-    if isinstance(inner, PrimFunc):
-        return inner
-    raise TypeError(f"tdsl.build takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
 
 
 def _lower(func, target: str):
@@ -31,8 +21,9 @@ def _lower(func, target: str):
 def build(func_or_schedule, target="cpu", **options):
     """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel.
 
-    target: "cpu" (LLVM for the host CPU, every feature it has) or "cuda" (NVRTC; needs
-    ``pip install "tdsl[cuda]"``). An unknown target or option is a tdsl.TargetError.
+    target: "cpu" (LLVM for the host CPU, every feature it has), "cuda" (NVRTC; needs
+    ``pip install "tdsl[cuda]"``), or a TVM target string ("llvm", "llvm -mcpu=znver3",
+    "cuda -arch=sm_90"; see `tdsl.target`). An unknown target or option is a tdsl.TargetError.
 
     Options for "cpu":
       bounds_check=False   True adds run-time bounds checks: a bad index raises
@@ -49,17 +40,29 @@ def build(func_or_schedule, target="cpu", **options):
     `vectorize` left scalar, and why); building warns once with tdsl.PerformanceWarning then.
     Errors show the user's frame only (tdsl.config.full_traceback = True shows all).
     """
-    func = _as_func(func_or_schedule)
+    func = as_prim_func(func_or_schedule, "tdsl.build")
     tgt = parse_target(target)
     if tgt.kind == "cuda":
-        return _build_cuda(func_or_schedule, func, options)
+        return _build_cuda(func_or_schedule, func, _cuda_options(tgt, options))
+    check_host_target(tgt)
     return _build_cpu(func, options)
 
 
+def _cuda_options(tgt: Target, options: dict) -> dict:
+    """The build options with the target string's -arch as `arch` (they must agree)."""
+    arch = tgt.get("arch")
+    if arch is None:
+        return options
+    if options.get("arch") not in (None, arch):
+        raise TargetError(f"target {str(tgt)!r} says -arch={arch} but the build options say arch={options['arch']!r}; "
+                          "give the architecture once")
+    return {**options, "arch": arch}
+
+
 def _build_cpu(func, options: dict):
-    from .kernel import Kernel
+    from ..target import check_cpu_options
     from .llvm.compile import compile_func
-    from .target import check_cpu_options
+    from .llvm.kernel import Kernel
 
     opts = check_cpu_options(options)
     compiled = compile_func(func, lambda f: _lower(f, "cpu"), bounds_check=opts["bounds_check"])

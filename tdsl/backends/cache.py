@@ -43,7 +43,7 @@ def cache_dir() -> str | None:
 
 def disk_key(kind: str, program_hash: str, options: str = "") -> str:
     """The cache key of a compiled artifact for this machine, toolchain and tdsl version."""
-    from .. import __version__
+    from ..version import __version__
     from .llvm import jit
 
     host = jit.host_info()
@@ -54,9 +54,10 @@ def disk_key(kind: str, program_hash: str, options: str = "") -> str:
 
 _COMPILER_PARTS = ("ir", "arith", "lower", os.path.join("backends", "llvm"), "dtypes.py", "__init__.py",
                    os.path.join("backends", "cache.py"),
-                   # lowering of tensorized blocks (the intrinsics themselves are in the program key)
-                   os.path.join("schedule", "tensorize_lower.py"),
-                   os.path.join("schedule", "primitives", "tensorize.py"))
+                   "target.py",
+                   # matching and binding of tensorized blocks (lowered by lower/tensorize.py; the
+                   # intrinsics themselves are in the program key)
+                   os.path.join("intrinsics", "match.py"))
 
 
 @functools.cache

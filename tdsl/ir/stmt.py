@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..dtypes import bool_
+from . import printing
 from .buffer import Buffer, BufferRegion
 from .expr import IntImm, Node, PrimExpr, Range, Var
 
@@ -167,32 +168,22 @@ class PrimFunc(Node):
     attrs: Annotations = ()
     span: Span | None = _span_field()
 
-    # user-facing conveniences (defined in tdsl.script to keep the IR free of printing) ------
+    # user-facing conveniences (printed by tdsl.script through the hook in ir/printing.py) -----
     def script(self) -> str:
-        from ..script.printer import script
-
-        return script(self)
+        return printing.script(self)
 
     def __str__(self) -> str:
         return self.script()
 
     def __repr__(self) -> str:
-        from ..script.printer import summary
-
-        return f"<PrimFunc {summary(self)}>"
+        return f"<PrimFunc {printing.summary(self)}>"
 
     def show(self, style: str | None = None) -> None:
         """Print the script, highlighted in a terminal; in a notebook, display it as HTML."""
-        from ..script.highlight import display_html, show
-
-        if style is None and display_html(self):
-            return
-        show(self.script(), style=style)
+        printing.show_function(self, style=style)
 
     def _repr_html_(self) -> str:
-        from ..script.html import function_html
-
-        return function_html(self)
+        return printing.function_html(self)
 
     def with_body(self, body: Stmt) -> "PrimFunc":
         from dataclasses import replace
@@ -210,3 +201,14 @@ class PrimFunc(Node):
     def __call__(self, *args, **kwargs):
         raise TypeError(f"prim_func {self.name!r} is IR, not a compiled kernel: call "
                         f"tdsl.interpret({self.name}, ...) or tdsl.build({self.name})(...)")
+
+
+def as_prim_func(obj, caller: str) -> PrimFunc:
+    """`obj` if it is a PrimFunc, else the current function of what holds one in `.func` (a
+    Schedule); a TypeError naming `caller` ("tdsl.build", "lower()") for anything else."""
+    if isinstance(obj, PrimFunc):
+        return obj
+    inner = getattr(obj, "func", None)
+    if isinstance(inner, PrimFunc):
+        return inner
+    raise TypeError(f"{caller} takes a PrimFunc or a Schedule, not {type(obj).__name__}")

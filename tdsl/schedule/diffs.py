@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..ir import PrimExpr, PrimFunc
-from .state import BlockRV, LoopRV
+from .handles import BlockRV, LoopRV
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,13 @@ def show(text: str, style: str | None = None) -> None:
     console.print(Syntax(text.rstrip("\n"), "python", theme=style or "monokai", background_color="default"))
 
 
+def show_function(func, style: str | None = None) -> None:
+    """`func.show()`: HTML in a notebook (unless a pygments `style` is asked for), else printed."""
+    if style is None and display_html(func):
+        return
+    show(func.script(), style=style)
+
+
 def to_html(text: str, title: Sequence[str] = ()) -> str:
     """Script text as a self-contained highlighted HTML fragment (for `_repr_html_`)."""
     from .html import script_html

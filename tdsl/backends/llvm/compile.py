@@ -21,9 +21,10 @@ from ...ir import (
     Stmt,
     structural_hash,
 )
+from ...ir.attrs import LOWER_NOTES, TENSOR_INTRIN
 from ...ir.functor import statements
 from .. import cache
-from . import codegen, jit, runtime
+from . import entry, jit, runtime
 
 
 @dataclass
@@ -53,12 +54,6 @@ class Compiled:
 
 
 _LOCK = threading.Lock()
-# lowering's notes in the lowered function's attrs (tdsl.lower._util.NOTES_ATTR: the value, so
-# that building from the disk cache does not import the lowering package)
-NOTES_ATTR = "tdsl.lower_notes"
-# the block annotation naming a tensorized block's intrinsic (tdsl.schedule.primitives.tensorize,
-# not imported here: building a kernel without schedules should not load the schedule package)
-INTRIN_ANNOTATION = "tdsl.tensor_intrin"
 # name -> (the registered TensorIntrin, its fingerprint): hashing an implementation costs ~0.5 ms
 _FINGERPRINTS: dict[str, tuple[object, str]] = {}
 
@@ -78,7 +73,7 @@ def _key(func: PrimFunc, options: dict) -> str:
 def _tensor_intrin_names(body: Stmt) -> list[str]:
     """The intrinsic names of the tensorized blocks under `body`, sorted, without repeats."""
     names = {v for node in statements(body) if isinstance(node, Block)
-             for k, v in node.annotations if k == INTRIN_ANNOTATION and isinstance(v, str)}
+             for k, v in node.annotations if k == TENSOR_INTRIN and isinstance(v, str)}
     return sorted(names)
 
 
@@ -228,7 +223,7 @@ def _intrin_fingerprint(name: str) -> str:
     again), implementation, target, CPU features and prelude. An unregistered name makes
     lowering fail, so it needs no more than a marker."""
     from ...errors import ScheduleError
-    from ...schedule.tensor_intrin import TensorIntrin
+    from ...intrinsics.registry import TensorIntrin
 
     try:
         intrin = TensorIntrin.get(name)
@@ -300,14 +295,14 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     check_static_bounds(lowered)
     host = jit.host_info()
     pipeline = pipeline or pipeline_for(lowered.body)
-    result = codegen.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
+    result = entry.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
                              datalayout=jit.data_layout(), wrappers_optnone=pipeline == jit.SIMPLIFY)
     mod = jit.parse_and_verify(result.ir, f"kernel {api.name!r}")
     jit.optimize(mod, pipeline)
     obj = jit.emit_object(mod)
     info = {k: v for k, v in asdict(result).items() if k != "ir"}
     source = _pack_text(result.ir)
-    notes = [str(n) for n in dict(lowered.attrs).get(NOTES_ATTR, ())]
+    notes = [str(n) for n in dict(lowered.attrs).get(LOWER_NOTES, ())]
     more = pipeline_notes(lowered.body, pipeline)
     if disk_key is not None:
         cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source, "pipeline": pipeline,
