@@ -18,13 +18,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from timing import interleaved  # noqa: E402
+from timing import interleaved
 
-import tdsl  # noqa: E402
-from tdsl import T  # noqa: E402
-from tdsl.backends.llvm.kernel import Kernel  # noqa: E402
-from tdsl.backends.llvm import compile as cpu_compile  # noqa: E402
-from tdsl.backends.llvm import jit  # noqa: E402
+import tdsl
+from tdsl.backends.llvm import compile as cpu_compile
+from tdsl.backends.llvm import jit
+from tdsl.backends.llvm.kernel import Kernel
 
 SOURCE = '''
 @T.prim_func

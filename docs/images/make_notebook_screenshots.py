@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-import chromium  # noqa: E402 - tests/chromium.py, the same code the browser test uses
+import chromium
 
 OUTPUTS = '.jp-OutputArea-output[data-mime-type="text/html"]'
 CROP_JS = """<script>window.addEventListener('load',()=>{const want=%r;
