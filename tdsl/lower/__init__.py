@@ -311,6 +311,7 @@ lower.passes_for = passes_for  # type: ignore[attr-defined]
 
 
 class _CallableModule(types.ModuleType):
+    @public_entry   # the outermost tdsl frame when `tdsl.lower` is this module: it trims too
     def __call__(self, *args, **kwargs) -> PrimFunc:
         return lower(*args, **kwargs)
 
