@@ -75,11 +75,13 @@ def _build_cpu(func, options: dict):
 def warn_notes(name: str, notes) -> None:
     """One tdsl.PerformanceWarning for a kernel's notes, attributed to the user's build call."""
     import sys
+    import types
     import warnings
 
     from ..errors import PerformanceWarning
 
-    level, frame = 2, sys._getframe(1)   # stacklevel 2 is the frame that called this one
+    level = 2   # stacklevel 2 is the frame that called this one
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and str(frame.f_globals.get("__name__", "")).partition(".")[0] == "tdsl":
         level, frame = level + 1, frame.f_back
     text = "; ".join(notes)
