@@ -4,11 +4,11 @@ Only the public API lives here; heavy modules (llvmlite, cuda-python, rich) load
 """
 from __future__ import annotations
 
-from .errors import ArgumentError, BoundsError, ScheduleError, ScriptError, TargetError
+from .config import config
+from .errors import ArgumentError, BoundsError, PerformanceWarning, ScheduleError, ScriptError, TargetError
 from .ir import PrimFunc, assert_structural_equal, structural_diff, structural_equal, structural_hash
 from .script import T, parse, prim_func
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 _LAZY = {
     "Schedule": ("tdsl.schedule", "Schedule"),
@@ -34,29 +34,10 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+    return sorted(set(globals()) | set(_LAZY))  # a lazy name, once loaded, is in both
 
 
-__all__ = [
-    "ArgumentError",
-    "BoundsError",
-    "Kernel",
-    "PrimFunc",
-    "Schedule",
-    "ScheduleError",
-    "ScriptError",
-    "T",
-    "TargetError",
-    "TensorIntrin",
-    "assert_structural_equal",
-    "build",
-    "device_array",
-    "interpret",
-    "lower",
-    "parse",
-    "prim_func",
-    "structural_diff",
-    "structural_equal",
-    "structural_hash",
-    "to_device",
-]
+__all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
+           "Kernel", "device_array", "to_device", "structural_equal", "structural_hash", "structural_diff",
+           "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
+           "BoundsError", "PerformanceWarning", "config"]

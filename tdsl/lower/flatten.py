@@ -12,13 +12,14 @@ from ..ir import (
     Cast,
     IntImm,
     IRMutator,
-    IRVisitor,
     PrimExpr,
     PrimFunc,
     Stmt,
 )
+from ..ir.attrs import FLAT_PARAMS, get_attr, set_attr
 from ..ir.functor import replace_fields as replace
-from ._util import FLAT_PARAMS_ATTR, arith, get_attr, promote_ints, set_attr
+from ..ir.tree import walk
+from ._util import arith, promote_ints
 from .simplify import simplify_index
 
 
@@ -143,26 +144,9 @@ class _Flattener(IRMutator):
                        indices=(flat_index(op.buffer, indices),))
 
 
-class _BlockFound(Exception):
-    pass
-
-
-class _BlockFinder(IRVisitor):
-    """Raises _BlockFound at the first block; walks statements only (blocks are statements)."""
-
-    def visit(self, node):
-        if isinstance(node, (Block, BlockRealize)):
-            raise _BlockFound
-        if isinstance(node, Stmt):
-            super().visit(node)
-
-
 def _has_block(stmt: Stmt) -> bool:
-    try:
-        _BlockFinder().visit(stmt)
-    except _BlockFound:
-        return True
-    return False
+    """Whether a block is left under `stmt` (blocks are statements: expressions are not walked)."""
+    return any(isinstance(s, (Block, BlockRealize)) for s in walk(stmt))
 
 
 def _is_flat(buf: Buffer) -> bool:
@@ -176,10 +160,10 @@ def flatten_buffers(func: PrimFunc) -> PrimFunc:
     if _has_block(func.body):
         raise ValueError(f"flatten_buffers needs a function without blocks; run convert_blocks first "
                          f"(function {func.name!r})")
-    if get_attr(func, FLAT_PARAMS_ATTR) is not None and all(_is_flat(b) for b in func.buffer_params):
+    if get_attr(func, FLAT_PARAMS) is not None and all(_is_flat(b) for b in func.buffer_params):
         return func  # already lowered once
     originals = tuple(func.buffer_params)
     flattener = _Flattener(originals)
     body = flattener.visit(func.body)
     params = tuple(flattener.visit_buffer(p) if isinstance(p, Buffer) else p for p in func.params)
-    return set_attr(replace(func, params=params, body=body), FLAT_PARAMS_ATTR, originals)
+    return set_attr(replace(func, params=params, body=body), FLAT_PARAMS, originals)

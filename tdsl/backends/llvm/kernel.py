@@ -15,10 +15,12 @@ import time as _time
 
 import numpy as np
 
+from ...arith.evaluate import EvalError, eval_int
 from ...dtypes import DataType
 from ...errors import ArgumentError, BoundsError, TargetError
-from ...ir import Binary, Buffer, IntImm, PrimFunc, Var
+from ...ir import Binary, Buffer, IntImm, PrimFunc, Var, collect
 from ...ir.outputs import read_before_written
+from ...tracebacks import public_entry
 from .abi import numpy_layout_ok
 
 _MISSING = object()
@@ -69,7 +71,8 @@ class Kernel:
     """A compiled function. Call it with arrays (destination passing) or leave outputs out.
 
     Attributes: `func` (the PrimFunc as given), `lowered` (what was compiled), `source` (LLVM IR
-    as generated), `optimized_ir`, `asm`, `time(*args)`.
+    as generated), `optimized_ir`, `asm`, `notes` (what the build could not do as asked),
+    `time(*args)`.
     """
 
     def __init__(self, func: PrimFunc, compiled, options: dict | None = None):
@@ -136,6 +139,12 @@ class Kernel:
         return self._asm
 
     @property
+    def notes(self) -> list[str]:
+        """What the build could not do as the schedule asked (a `vectorize` left scalar, and why)
+        and what it chose that costs speed; build warns (tdsl.PerformanceWarning) about the first kind."""
+        return [*self._compiled.notes, *self._compiled.pipeline_notes]
+
+    @property
     def from_cache(self) -> bool:
         """True when the machine code came from the disk cache."""
         return self._compiled.from_disk
@@ -144,6 +153,7 @@ class Kernel:
         sig = ", ".join(f"{p.name}: {p.dtype}{p.shape_text() if p.is_buffer else ''}" for p in self._params)
         return f"<tdsl.Kernel {self.func.name}({sig}) target='cpu'>"
 
+    @public_entry
     def time(self, *args, number: int | None = None, repeat: int = 5, **kwargs) -> float:
         """Median seconds per call over `repeat` runs of `number` calls, after a warm-up call."""
         full = self._complete(args, kwargs)
@@ -334,24 +344,25 @@ class Kernel:
     def _dim_value(self, s, dims: dict, p: _Param, given: bool = False) -> int:
         from .codegen import expr_text
 
-        if isinstance(s, IntImm):
-            return s.value
-        if isinstance(s, Var):
-            if s.name not in dims:
-                if given:
-                    raise ArgumentError(f"parameter {p.name!r} of shape {p.shape_text()}: dimension {s.name!r} "
-                                        f"is not given by any argument whose shape names it directly; pass one")
-                raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: dimension "
-                                    f"{s.name!r} is not given by any input; pass {p.name!r} explicitly")
-            return dims[s.name][0]
-        ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-               "floordiv": lambda a, b: a // b if b else None, "floormod": lambda a, b: a % b if b else None}
-        op = getattr(s, "op", None)
-        if op in ops:
-            value = ops[op](self._dim_value(s.a, dims, p, given), self._dim_value(s.b, dims, p, given))
-            if value is not None:
-                return value
-        raise ArgumentError(f"parameter {p.name!r}: cannot evaluate the shape entry {expr_text(s)}")
+        if isinstance(s, Var) and s.name not in dims:
+            if given:
+                raise ArgumentError(f"parameter {p.name!r} of shape {p.shape_text()}: dimension {s.name!r} "
+                                    f"is not given by any argument whose shape names it directly; pass one")
+            raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: dimension "
+                                f"{s.name!r} is not given by any input; pass {p.name!r} explicitly")
+        env = {v: dims[v.name][0] for v in collect(s, Var) if v.name in dims}
+        try:
+            return eval_int(s, env)
+        except KeyError as exc:
+            if given:
+                raise ArgumentError(f"parameter {p.name!r} of shape {p.shape_text()}: dimension "
+                                    f"{exc.args[0].name!r} is not given by any argument whose shape names it "
+                                    f"directly; pass one") from None
+            raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: dimension "
+                                f"{exc.args[0].name!r} is not given by any input; pass {p.name!r} explicitly") from None
+        except (EvalError, ZeroDivisionError) as exc:
+            node = getattr(exc, "node", s)
+            raise ArgumentError(f"parameter {p.name!r}: cannot evaluate the shape entry {expr_text(node)}") from None
 
     def _check_scalar(self, p: _Param, v):
         dt = p.dtype
@@ -398,6 +409,7 @@ class Kernel:
                 copy[...] = arrays[q.index]
                 arrays[q.index] = copy
 
+    @public_entry
     def _slow_call(self, args, kwargs, rc):
         if rc is not None and rc != -1:
             self._raise(rc)
@@ -510,7 +522,7 @@ def _specialised_class(k: Kernel) -> type:
             lines.append(f"                return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
             lines.append("            return self._slow_call(args, kwargs, rc)")
     lines.append("    return self._slow_call(args, kwargs, None)")
-    env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty}
+    env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty, "__name__": __name__}
     for p in params:
         env[f"dt{p.index}"] = p.np_dtype
         if p.lo is not None:
