@@ -22,7 +22,6 @@ from ...ir import (
     structural_hash,
 )
 from ...ir.attrs import LOWER_NOTES, TENSOR_INTRIN
-from ...ir.functor import statements
 from ...ir.tree import walk
 from .. import cache
 from . import entry, jit, runtime
@@ -177,11 +176,11 @@ def scalar_store_share(lowered: Stmt) -> float:
 def scalar_loops(lowered: Stmt) -> list[str]:
     """Innermost loops (not unrolled) that store scalars only, by loop variable name."""
     names = []
-    for node in statements(lowered):
+    for node in walk(lowered):
         if not isinstance(node, For) or node.kind in ("unrolled", "vectorized"):
             continue
-        inner = [n for n in statements(node.body) if isinstance(n, For) and n.kind != "unrolled"]
-        stores = [n for n in statements(node.body) if isinstance(n, BufferStore)]
+        inner = [n for n in walk(node.body) if isinstance(n, For) and n.kind != "unrolled"]
+        stores = [n for n in walk(node.body) if isinstance(n, BufferStore)]
         if not inner and stores and all(st.value.dtype.lanes == 1 for st in stores):
             names.append(node.loop_var.name)
     return names
