@@ -27,8 +27,7 @@ from .tree import unique_names
 _SERIAL = itertools.count()
 
 
-from .diffs import Checkpoint, ScriptDiff, step_line
-from .einsum_methods import EinsumMethods
+class Schedule(TensorizeMethods, DataflowMethods, EinsumMethods):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
 
     Loops written with the same name in two nests are told apart as the printer shows them

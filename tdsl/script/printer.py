@@ -477,7 +477,7 @@ def stmt_str(stmt: Stmt) -> str:
 def summary(func: PrimFunc) -> str:
     """One line about `func`: name, signature and block count, as `repr(func)` shows it:
     ``matmul(A: float32[128, 128], B: float32[128, 128], C: float32[128, 128]), 1 block``."""
-    from ..ir.functor import statements
+    from ..ir.tree import walk
 
     printer = ScriptPrinter()
     params = []
@@ -488,7 +488,7 @@ def summary(func: PrimFunc) -> str:
         else:
             params.append(f"{printer.namer.name(p)}: {p.dtype}")
     root = func.root_block
-    blocks = sum(1 for s in statements(func.body) if isinstance(s, Block) and s is not root)
+    blocks = sum(1 for s in walk(func.body) if isinstance(s, Block) and s is not root)
     what = f"{blocks} block{'s' if blocks != 1 else ''}"
     if any(k == "tdsl.flat_params" for k, _ in func.attrs):
         what += ", lowered"
