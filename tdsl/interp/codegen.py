@@ -606,7 +606,8 @@ class PythonCodegen:
         if e.op == "tdsl.index_check":
             self.helper("_index_check", runtime.index_check)
             index, extent = self.expr(e.args[0]), self.expr(e.args[1])
-            return Val(f"_index_check({index.code}, {extent.code}, {e.args[2].value!r}, {e.args[3].value}, "
+            name, axis = getattr(e.args[2], "value", "?"), getattr(e.args[3], "value", 0)
+            return Val(f"_index_check({index.code}, {extent.code}, {name!r}, {axis}, "
                        f"{self.where!r})", index.py)
         if e.op == "address_of":
             raise InterpretError(f"{self.where}: the interpreter has no addresses: T.address_of can only be "

@@ -85,17 +85,21 @@ def _shape_text(buf: Buffer) -> str:
 def _exact_extent(buf: Buffer) -> int | None:
     """The flat extent of a buffer of constant shape (strides, offset) as a Python int."""
     parts = list(buf.shape) + list(buf.strides) + ([buf.elem_offset] if buf.elem_offset is not None else [])
-    if not all(isinstance(p, IntImm) for p in parts):
+    values = [p.value for p in parts if isinstance(p, IntImm)]
+    if len(values) != len(parts):
         return None
-    if not buf.shape:
+    ndim = len(buf.shape)
+    shape, rest = values[:ndim], values[ndim:]
+    strides, offset = rest[:len(buf.strides)], rest[len(buf.strides):]
+    if not shape:
         size = 1
-    elif buf.strides:
-        size = 1 + sum((s.value - 1) * st.value for s, st in zip(buf.shape, buf.strides))
+    elif strides:
+        size = 1 + sum((s - 1) * st for s, st in zip(shape, strides))
     else:
         size = 1
-        for s in buf.shape:
-            size *= s.value
-    return size + (buf.elem_offset.value if buf.elem_offset is not None else 0)
+        for s in shape:
+            size *= s
+    return size + (offset[0] if offset else 0)
 
 
 def checked_flat_extent(buf: Buffer, allocated: bool = True) -> PrimExpr:
@@ -118,6 +122,7 @@ def checked_flat_extent(buf: Buffer, allocated: bool = True) -> PrimExpr:
         for s in dims:
             s64 = s if s.dtype.bits == 64 else Cast(_INT64, s)
             size = s64 if size is None else arith("mul", size, s64)
+        assert size is not None
         return size
     return flat_extent(buf)
 

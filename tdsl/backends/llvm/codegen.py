@@ -1162,7 +1162,7 @@ def _int32_addressed(extent: PrimExpr) -> bool:
     checked_flat_extent): the buffer's indices are int32."""
     if not (isinstance(extent, Binary) and extent.op == "mul" and extent.dtype.bits == 64):
         return False
-    stack = [extent]
+    stack: list[PrimExpr] = [extent]
     while stack:
         e = stack.pop()
         if isinstance(e, Binary) and e.op == "mul":

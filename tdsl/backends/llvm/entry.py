@@ -52,7 +52,7 @@ from .abi import (
     TUPLE_ITEMS,
 )
 from .codegen import ENTRY_ATTRIBUTES, _Emitter, _Module, _used_vars_and_buffers
-from .lltypes import F32, F64, I8, I32, I64, PTR, _gep, lltype
+from .lltypes import F64, I8, I32, I64, PTR, _gep, lltype
 
 
 @dataclass
