@@ -941,7 +941,10 @@ def cuda_passes():
 
 def lower_for_cuda(func: PrimFunc) -> HostPlan:
     """Block IR -> kernels with barriers: the whole GPU lowering."""
+    from .exchange import check_thread_exchange
+
     verify_thread_bindings(func)
+    check_thread_exchange(func)
     lowered = func
     for p in cuda_passes():
         try:
