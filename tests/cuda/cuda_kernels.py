@@ -278,4 +278,34 @@ def random_inputs(func, seed: int = 0, dims: dict | None = None) -> list[np.ndar
     return out
 
 
-__all__ = ["elementwise", "elementwise_fp16", "kitchen_sink", "matmul", "random_inputs", "softmax", "tdsl", "unbound"]
+def emulate_matches_interpreter(func, dims: dict | None = None, scalars: dict | None = None, seed: int = 0,
+                                tol: float = 1e-5, **build):
+    """Build `func` (a PrimFunc or Schedule) for CUDA in emulation, run it on random arguments
+    (every buffer, outputs included, so that partial writes are compared too) and check every
+    buffer against tdsl.interpret. Returns the emulated kernel."""
+    func_ = getattr(func, "func", func)
+    dims, scalars = dims or {}, scalars or {}
+    rng = np.random.default_rng(seed)
+    args = []
+    for p in func_.params:
+        if isinstance(p, tdsl.ir.Buffer):
+            shape = tuple(s.value if hasattr(s, "value") else dims[s.name] for s in p.shape)
+            if p.dtype.is_float:
+                args.append(rng.standard_normal(shape).astype(p.dtype.numpy))
+            else:
+                args.append(rng.integers(-50, 50, shape).astype(p.dtype.numpy))
+        else:
+            args.append(scalars[p.name])
+    kernel = tdsl.build(func, target="cuda", emulate=True, **build)
+    got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    kernel(*got)
+    tdsl.interpret(func_, *want)
+    for p, g, w in zip(func_.params, got, want):
+        if isinstance(g, np.ndarray):
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol,
+                                       err_msg=f"buffer {p.name}")
+    return kernel
+
+
+__all__ = ["emulate_matches_interpreter", "elementwise", "elementwise_fp16", "kitchen_sink", "matmul", "random_inputs", "softmax", "tdsl", "unbound"]

@@ -453,9 +453,13 @@ class _SharedHoister(IRMutator):
                               "a kernel cannot allocate global memory: allocate it at function level, or use "
                               'scope "shared" or "local"')
         if not all(isinstance(s, IntImm) for s in buf.shape):
-            raise TargetError(f"buffer {buf.name!r} (scope {buf.scope}) in kernel {self.kernel!r} has a size that "
-                              f"is not a constant ({', '.join(map(str, buf.shape))}); shared and local buffers "
-                              "need constant sizes")
+            size = " * ".join(_expr_text(s) for s in buf.shape)
+            raise TargetError(f"buffer {buf.name!r} (scope {buf.scope}) in kernel {self.kernel!r} has size {size}, "
+                              "which is not a constant, and what one "
+                              f"{'thread' if buf.scope == 'local' else 'thread block'} touches of it is not a "
+                              "constant-size tile either; shared and local buffers need constant sizes: compute it at "
+                              "a loop whose iterations touch a constant-size part (compute_at / reverse_compute_at "
+                              "under the blockIdx loop, a constant split factor), or keep it global")
         if buf.scope == "shared":
             return body
         return op if body is op.body else replace(op, body=body)
@@ -902,8 +906,7 @@ def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
         collector.visit(func.body)
         for buf, (alloc, alloc_loops) in collector.allocs.items():
             uses = collector.uses.get(buf)
-            if (buf.name in done or buf in collector.opaque or not uses
-                    or not all(isinstance(s, IntImm) for s in buf.shape)):
+            if buf.name in done or buf in collector.opaque or not uses:
                 continue
             done.add(buf.name)
             lanes: dict[str, Var] = {}
@@ -916,8 +919,9 @@ def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
                     break
                 depth -= 1
                 region = _region(buf, uses, common[:depth], lanes)
-            if region is None or prod(e for _, e in region) >= prod(s.value for s in buf.shape):
-                continue
+            constant = all(isinstance(s, IntImm) for s in buf.shape)
+            if region is None or (constant and prod(e for _, e in region) >= prod(s.value for s in buf.shape)):
+                continue   # (a buffer of symbolic size always shrinks to a constant region)
             new = Buffer(buf.name, tuple(IntImm(e, s.dtype) for (_, e), s in zip(region, buf.shape)), buf.dtype,
                          scope=buf.scope, span=buf.span)
             anchor = common[depth - 1] if depth > len(alloc_loops) else None

@@ -188,6 +188,15 @@ class EmulatedKernel(CudaKernel):
             return f"{name}[{', '.join(str(int(i)) for i in idx)}]"
         return f"{name}[{flat}]"
 
+    def with_source(self, source: str) -> "EmulatedKernel":
+        """The same launches running `source` (e.g. hand-edited CUDA text) instead of
+        `self.source`; kernel names and parameters must stay as they are."""
+        from . import build_emulated
+
+        opts = dict(self.options)
+        opts["thread_orders"] = self.thread_orders
+        return build_emulated(self.func, self.plan, source, self._vector_params, opts)
+
     def switches(self) -> int:
         """Fiber switches the emulator made so far (a measure of its work)."""
         return int(self._lib.tdsl_emu_switches())
