@@ -628,6 +628,13 @@ class _Planner:
     def _check_divergent(self, stmt: Stmt) -> None:
         """A branch or loop that threads run differently cannot hold a barrier; refuse code that
         would need one there rather than emit a race."""
+        from .cross_thread import ALLREDUCE
+
+        if any(c.op == ALLREDUCE for c in collect(stmt, Call)):
+            what = f"loop {stmt.loop_var.name}" if isinstance(stmt, For) else f"the branch `if {_expr_text(stmt.condition)}`"
+            raise TargetError(f"kernel {self.kernel!r}: a cross-thread reduction sits inside {what}, whose control flow "
+                              "differs between threads, but every thread of the block must take part in it: give the "
+                              "thread loops around it the launch's extents, or move it out of the branch")
         inner = _Planner.__new__(_Planner)
         inner.threads, inner.uniform, inner.count = dict(self.threads), set(self.uniform), 0
         inner.kernel = self.kernel
@@ -940,6 +947,11 @@ def cuda_passes():
     names = [p.name for p in passes]
     if "compact_gpu_buffers" not in names:
         passes.insert(names.index("convert_blocks") + 1, lower_mod.Pass("compact_gpu_buffers", compact_gpu_buffers))
+    if "lower_cross_thread_reductions" not in names:
+        from .cross_thread import lower_cross_thread_reductions
+
+        passes.insert(names.index("convert_blocks"),
+                      lower_mod.Pass("lower_cross_thread_reductions", lower_cross_thread_reductions))
     return passes
 
 
