@@ -288,11 +288,22 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
                              rule="rfactor rebuilds the reduction's own loops: the reduction loops must be the "
                                   "block's own and purely reducing")
     reduce_loops = {f.loop_var for f in own if roles[f.loop_var] == "R"}
-    if free_vars(realize.predicate) & reduce_loops:
-        raise schedule_error(func, "rfactor", f"the predicate T.where({expr_text(realize.predicate)}) of "
-                             f"{block_name(name)} uses a reduction loop", loops=(loop_var,), blocks=(name,),
-                             rule="every partial result must be computed, so the reduction loops cannot be "
-                                  "guarded", fix="split the reduction loop by a factor that divides it")
+    wb_predicate = realize.predicate
+    others = (free_vars(realize.predicate) & reduce_loops) - {loop_var}
+    if others:
+        # a non-dividing split's tail guard (k_0 * 32 + k_1 < m): a slot of the rfactor buffer is
+        # used iff the guard holds at the first iteration of the other reduction loops (where its
+        # init runs), which the write-back checks; needs a guard that only turns false later
+        if not _tail_guard(realize.predicate, others):
+            raise schedule_error(func, "rfactor", f"the predicate T.where({expr_text(realize.predicate)}) of "
+                                 f"{block_name(name)} uses a reduction loop in a way that is not the tail guard of a "
+                                 "split", loops=(loop_var,), blocks=(name,),
+                                 rule="a guard on the reduction loops must be a conjunction of `affine < bound` with "
+                                      "non-negative coefficients (what split makes), so that every slot used is "
+                                      "initialised", fix="split the reduction loop by a factor that divides it")
+        from ...arith import simplify
+
+        wb_predicate = simplify(substitute(realize.predicate, {f.loop_var: f.min for f in own if f.loop_var in others}))
     if free_vars(loop.extent) - _function_vars(func) or free_vars(loop.min) - _function_vars(func):
         raise schedule_error(func, "rfactor", f"the extent of {loop_name(loop_var)} depends on other loops",
                              loops=(loop_var,), rule="the rfactor buffer has one slot per iteration of the loop")
@@ -359,13 +370,29 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
                                                          BufferLoad(rf_buf, wb_rf_idx)), wb_idx),
                      init=None if red.init is None else BufferStore(red.buffer, substitute(red.init, smap), wb_idx))
     wb_realize = BlockRealize(tuple(substitute(v, lmap) for _, v in spatial) + (lmap[loop_var],),
-                              substitute(realize.predicate, lmap), refresh_block(wb_block))
+                              substitute(wb_predicate, lmap), refresh_block(wb_block))
 
     func2 = replace_at(func, bpath, realize, rf_realize)
     top, tpath = _own_top(func2, rf_name, own)
     func3 = insert_beside(func2, tpath, top, _wrap(new_loops, wb_realize), after=True)
     scope_realize = scope_of(find_block(func3, rf_name, "rfactor")[1])[0]
     return add_alloc(func3, scope_realize, rf_buf), rf_name
+
+
+def _tail_guard(pred: PrimExpr, loops: set[Var]) -> bool:
+    """`pred` is a conjunction of `a < b` / `a <= b` where `a - b` is affine in `loops` with
+    non-negative coefficients (so if it holds somewhere it holds at the loops' minimum)."""
+    from ...arith import linear_form
+    from ...ir import Binary
+
+    if isinstance(pred, Binary) and pred.op == "and":
+        return _tail_guard(pred.a, loops) and _tail_guard(pred.b, loops)
+    if not free_vars(pred) & loops:
+        return True
+    if not (isinstance(pred, Binary) and pred.op in ("lt", "le")):
+        return False
+    form = linear_form(pred.a - pred.b, list(loops))
+    return form is not None and all(c >= 0 for c in form[0].values())
 
 
 def _own_top(func: PrimFunc, block: str, own: list[For]) -> tuple[Stmt, Path]:
