@@ -148,6 +148,44 @@ def test_the_emulator_catches_what_the_lowering_check_would(monkeypatch):
     assert "float S_rf[" in local.source   # a private copy per thread, read across threads
 
 
+# ----------------------------------------------------------------------------- reductions with schedules
+
+@pytest.mark.parametrize("maker,inputs", ck.reduction_cases(), ids=[m.__name__ for m, _ in ck.reduction_cases()])
+def test_gpu_reduction_schedules_match_numpy_and_the_interpreter(maker, inputs):
+    sch, ref = maker()
+    want = ref(*inputs)
+    _close(tdsl.interpret(sch.func, *inputs), want, 1e-5)
+    kernel = tdsl.build(sch, target="cuda", emulate=True)
+    _close(kernel(*inputs), want, 1e-5)
+    if maker is not ck.row_sum_rfactor:
+        assert "__shfl_xor_sync" in kernel.source   # a cross-thread reduction
+    _close(tdsl.build(sch, target="cpu")(*inputs), want, 1e-5)
+
+
+@pytest.mark.parametrize("threads", [8, 32, 48, 128])
+def test_cross_thread_all_reduce_for_any_thread_count(threads):
+    # powers of two up to 32: one warp butterfly; multiples of 32: warps, then shared memory;
+    # others (48): shared memory only; with a symbolic reduction length (a tail guard)
+    sch, ref = ck.row_sum_cross_thread(cols=200, threads=threads)
+    a = np.random.default_rng(threads).standard_normal((3, 200)).astype("float32")
+    _close(tdsl.build(sch, target="cuda", emulate=True)(a), ref(a), 1e-5)
+
+
+def test_cross_thread_results_in_a_global_buffer_are_refused():
+    # softmax's row max left in a global buffer: every thread of the row reads what thread 0 wrote
+    sch, _ = ck.softmax_cross_thread(shared=False)
+    with pytest.raises(tdsl.ScheduleError, match='global buffer "M".*set_scope'):
+        tdsl.build(sch, target="cuda", emulate=True)
+
+
+def test_cross_thread_reduction_needs_every_thread_of_the_block():
+    # the reductions on 64 threads, the output stage on 128: the kernel launches 128, so the
+    # reductions would run under `if (tx < 64)`, where a warp shuffle / barrier cannot be
+    sch, _ = ck.softmax_cross_thread(threads=64, out_threads=128)
+    with pytest.raises(tdsl.TargetError, match="cross-thread reduction"):
+        tdsl.build(sch, target="cuda", emulate=True)
+
+
 # ----------------------------------------------------------------------------- hand-edited sources
 
 def test_a_removed_barrier_is_reported_as_a_race():

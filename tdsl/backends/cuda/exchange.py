@@ -12,8 +12,9 @@ memory, which the CUDA lowering inserts. So, within one kernel:
 
 A read is accepted when, for every thread, the region it reads is inside the region that one
 writing block writes in that same thread (threadIdx/blockIdx loops are the thread's identity;
-loops bound to the same tag in sibling nests are the same index). Regions are the blocks'
-declared read/write regions relaxed over their other loops; where a region cannot be bounded
+loops bound to the same tag in sibling nests are the same index); the result of a cross-thread
+reduction (a reduction driven by a threadIdx loop) is written by the first of those threads only,
+so other threads must read it through shared memory. Regions are the blocks' declared read/write regions relaxed over their other loops; where a region cannot be bounded
 the read is not judged here (the emulator still checks it when run).
 """
 from __future__ import annotations
@@ -22,7 +23,20 @@ from dataclasses import dataclass
 
 from ...dtypes import int32
 from ...errors import ScheduleError
-from ...ir import BlockRealize, Buffer, BufferRegion, For, IntImm, PrimExpr, PrimFunc, Range, Stmt, Var, collect
+from ...ir import (
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    For,
+    IntImm,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    Stmt,
+    Var,
+    collect,
+    free_vars,
+)
 
 _SCOPES = ("local", "global")
 
@@ -34,6 +48,7 @@ class _Access:
     text: str                                 # the region as the user wrote it (block's own vars)
     kernel: For | None                        # the outermost thread-bound loop (None: outside kernels)
     write: bool
+    one_thread: frozenset = frozenset()       # tags of a cross-thread reduction: only their first thread writes
 
 
 def _is_thread(loop: For) -> str | None:
@@ -145,6 +160,14 @@ def check_thread_exchange(func: PrimFunc) -> None:
         block = realize.block
         kernel = next((f for f in loops if _is_thread(f)), None)
         warp = _warp_intrin(block) is not None
+        # a reduction driven by threadIdx loops (a cross-thread reduction): after the all-reduce
+        # only the first thread of those loops stores the result
+        reduce_vars = set()
+        for iv, v in zip(block.iter_vars, realize.iter_values):
+            if iv.kind == "R":
+                reduce_vars |= free_vars(v)
+        one = frozenset(f.thread_tag for f in loops if _is_thread(f) and f.thread_tag.startswith("threadIdx")
+                        and f.loop_var in reduce_vars)
         for write, regions in ((False, block.reads), (True, block.writes)):
             for br in regions:
                 buf = br.buffer
@@ -157,7 +180,8 @@ def check_thread_exchange(func: PrimFunc) -> None:
                 if region is None:
                     skip.add(buf)
                     continue
-                accesses.setdefault(buf, []).append(_Access(block.name, region, _region_text(br), kernel, write))
+                accesses.setdefault(buf, []).append(_Access(block.name, region, _region_text(br), kernel, write,
+                                                            one if write else frozenset()))
     for buf, accs in accesses.items():
         if buf in skip:
             continue
@@ -165,7 +189,8 @@ def check_thread_exchange(func: PrimFunc) -> None:
             if read.write or read.kernel is None:
                 continue
             writers = [w for w in accs if w.write and w.kernel is read.kernel]
-            if not writers or any(_contained(read.region, w.region) for w in writers):
+            if not writers or any(_contained(read.region, w.region) and (not w.one_thread or w.block == read.block)
+                                  for w in writers):
                 continue
             other = next((w for w in writers if w.block != read.block), writers[0])
             raise ScheduleError(_message(buf, read, other))
