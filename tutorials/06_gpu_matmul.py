@@ -13,14 +13,13 @@
 # %%
 import importlib.util
 import os
+import shutil
 
 import numpy as np
 
 import tdsl
 from tdsl import T
 from tdsl.intrinsics import cuda as wmma
-
-import shutil
 
 SMALL = bool(os.environ.get("TDSL_TUTORIAL_SMALL"))
 HAVE_CXX = any(shutil.which(c) for c in ("g++", "clang++", "c++"))

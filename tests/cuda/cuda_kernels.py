@@ -320,7 +320,7 @@ def row_sum_rfactor(threads: int = 32):
                 S[vi] = S[vi] + A[vi, vk]
 
     sch = tdsl.Schedule(row_sum_m)
-    i, k = sch.get_loops(sch.get_block("S"))
+    _, k = sch.get_loops(sch.get_block("S"))
     _, ki = sch.split(k, factors=[None, threads])
     rf = sch.rfactor(ki, 1)
     ri, rk0, rk1 = sch.get_loops(rf)
@@ -476,5 +476,19 @@ def emulate_matches_interpreter(func, dims: dict | None = None, scalars: dict | 
     return kernel
 
 
-__all__ = ["emulate_matches_interpreter", "layernorm_cross_thread", "reduction_cases", "row_sum_cross_thread",
-           "row_sum_rfactor", "softmax_cross_thread", "elementwise", "elementwise_fp16", "kitchen_sink", "matmul", "random_inputs", "softmax", "tdsl", "unbound"]
+__all__ = [
+    "elementwise",
+    "elementwise_fp16",
+    "emulate_matches_interpreter",
+    "kitchen_sink",
+    "layernorm_cross_thread",
+    "matmul",
+    "random_inputs",
+    "reduction_cases",
+    "row_sum_cross_thread",
+    "row_sum_rfactor",
+    "softmax",
+    "softmax_cross_thread",
+    "tdsl",
+    "unbound",
+]

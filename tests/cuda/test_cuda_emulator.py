@@ -92,7 +92,7 @@ def _row_sum_schedule(scope, symbolic=True):
     """rfactor, the partial's inner loop on threadIdx.x, the final block at the row with a unit
     loop on threadIdx.x (so thread 0 adds what 32 threads wrote)."""
     sch = tdsl.Schedule(_row_sum() if symbolic else _row_sum_3())
-    i, k = sch.get_loops(sch.get_block("S"))
+    _, k = sch.get_loops(sch.get_block("S"))
     _, ki = sch.split(k, factors=[None, 32])
     rf = sch.rfactor(ki, 1)
     ri, rk0, rk1 = sch.get_loops(rf)
@@ -171,6 +171,30 @@ def test_cross_thread_all_reduce_for_any_thread_count(threads):
     _close(tdsl.build(sch, target="cuda", emulate=True)(a), ref(a), 1e-5)
 
 
+@T.prim_func
+def _row_sum_16(A: T.Buffer((16, 200), "float32"), S: T.Buffer((16,), "float32")):
+    for i, k in T.grid(16, 200):
+        with T.block("S"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                S[vi] = T.float32(0)
+            S[vi] = S[vi] + A[vi, vk]
+
+
+@pytest.mark.parametrize("threads,rows", [(8, 4), (64, 2), (48, 2), (32, 3)])
+def test_cross_thread_reductions_of_several_rows_per_block(threads, rows):
+    # rows on threadIdx.y (3 does not divide 16: a guarded store), the reduction on threadIdx.x
+    sch = tdsl.Schedule(_row_sum_16)
+    i, k = sch.get_loops(sch.get_block("S"))
+    io, ii = sch.split(i, factors=[None, rows])
+    sch.bind(io, "blockIdx.x")
+    sch.bind(ii, "threadIdx.y")
+    _, ki = sch.split(k, factors=[None, threads])
+    sch.bind(ki, "threadIdx.x")
+    a = np.random.default_rng(rows).standard_normal((16, 200)).astype("float32")
+    _close(tdsl.build(sch, target="cuda", emulate=True)(a), a.sum(1), 1e-4)
+
+
 def test_cross_thread_results_in_a_global_buffer_are_refused():
     # softmax's row max left in a global buffer: every thread of the row reads what thread 0 wrote
     sch, _ = ck.softmax_cross_thread(shared=False)
@@ -215,7 +239,7 @@ def test_out_of_bounds_global_and_shared_accesses_name_buffer_and_index():
 
 
 def test_local_array_bounds_are_checked():
-    func, ref = ck.matmul()
+    func, _ = ck.matmul()
     kernel = tdsl.build(func, target="cuda", emulate=True)
     bad = kernel.with_source(kernel.source.replace("C_loc[i * 4 + j] = 0.0f;", "C_loc[i * 4 + j + 1] = 0.0f;"))
     with pytest.raises(tdsl.TargetError, match=r"C_loc\[16\], but C_loc has 16 elements"):
@@ -249,7 +273,7 @@ def test_wmma_lanes_must_pass_the_same_tile():
 
 
 def test_uninitialised_shared_memory_read_is_reported():
-    func, ref = ck.softmax()
+    func, _ = ck.softmax()
     kernel = tdsl.build(func, target="cuda", emulate=True)
     # drop the first stage's init: part[] starts with whatever shared memory held
     src = kernel.source.replace("      part[tx] = -3.4028234663852886e+38f;\n", "", 1)

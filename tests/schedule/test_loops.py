@@ -341,7 +341,7 @@ def test_bind_refuses_unknown_axis_reduction_and_rebinding():
 def test_bind_reduction_loop_to_threads_is_a_cross_thread_reduction():
     f = kernel("matmul")
     sch = tdsl.Schedule(f)
-    i, j, k = loops_of(sch, "C")
+    _, _, k = loops_of(sch, "C")
     sch.bind(k, "threadIdx.x")   # TVM semantics: the threads of k reduce together
     assert sch.func.script().count('thread="threadIdx.x"') == 1
     check(sch, f)

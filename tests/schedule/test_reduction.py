@@ -190,13 +190,13 @@ def test_rfactor_of_a_non_dividing_split():
     f = kernel("rowsum")
     for axis in (0, 1):
         sch = tdsl.Schedule(f)
-        i, k = loops(sch, "B")
+        _, k = loops(sch, "B")
         _k0, k1 = sch.split(k, factors=[None, 8])
         sch.rfactor(k1, axis)
         assert "T.where(" in sch.func.script()
         check(sch, f)
     sch = tdsl.Schedule(f)
-    i, k = loops(sch, "B")
+    _, k = loops(sch, "B")
     _k0, k1 = sch.split(k, factors=[None, 32])   # more slots than elements: 12 never used
     sch.rfactor(k1, 0)
     check(sch, f)

@@ -336,16 +336,20 @@ class CudaCodegen:
                               f"launches threadIdx.x = {bx}; give every threadIdx.x loop of the kernel the extent {n} "
                               "(every thread of the block takes part)")
         total = bx * by * bz
-        group = "0" if total == n else f"({lin} / {n})"
         ty = self.type_of(dt)
         ref = self.expr(acc)
         v = self.fresh("red")
-        comb = lambda a, b: self.binary(op, dt, a, b, acc, acc)  # noqa: E731
+
+        def comb(a: str, b: str) -> str:
+            return self.binary(op, dt, a, b, acc, acc)
+
         tx = "threadIdx.x"
         lin = "(" + " + ".join([tx] + ([f"threadIdx.y * {bx}"] if by > 1 else [])
                                + ([f"threadIdx.z * {bx * by}"] if bz > 1 else [])) + ")"
         if by == bz == 1:
             lin = tx
+        # the group of threads reducing together: one per (threadIdx.y, threadIdx.z)
+        group = "0" if total == n else f"({lin} / {n})"
         self.emit(d, f"{{  // all-reduce ({op}) over the {n} threads of threadIdx.x")
         d1 = d + 1
         self.emit(d1, f"{ty} {v} = {ref};")

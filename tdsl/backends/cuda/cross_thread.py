@@ -78,6 +78,12 @@ def identity(op: str, dtype: DataType):
     return IntImm(lo if op == "max" else hi, dtype)
 
 
+def _conjuncts(pred) -> list:
+    if isinstance(pred, Binary) and pred.op == "and":
+        return _conjuncts(pred.a) + _conjuncts(pred.b)
+    return [pred]
+
+
 def _chain(loop: For) -> tuple[list[For], BlockRealize] | None:
     loops = [loop]
     node = loop.body
@@ -163,6 +169,16 @@ class _Rewriter(IRMutator):
         base = substitute(red.init, binding) if red.init is not None else BufferLoad(store.buffer, indices)
         reduce_call = Evaluate(Call(dtype, ALLREDUCE, (StringImm(red.op), acc, ct.loop_var, ct.extent)))
         write = IfThenElse(ct.loop_var.eq(ct.min), BufferStore(store.buffer, Binary(red.op, base, acc), indices))
+        # the part of the predicate that does not depend on the nest's loops (a spatial tail
+        # guard, e.g. rows split by a non-dividing factor) guards the store as well
+        chain_vars = {f.loop_var for f in loops}
+        outer = [c for c in _conjuncts(pred) if not free_vars(c) & chain_vars
+                 and not (isinstance(c, IntImm) and c.value == 1)]
+        if outer:
+            cond = outer[0]
+            for c in outer[1:]:
+                cond = Binary("and", cond, c)
+            write = IfThenElse(cond, write)
         body = SeqStmt((BufferStore(partial, identity(red.op, dtype), zero), update, reduce_call, write))
         return replace(ct, body=Allocate(partial, body))
 

@@ -44,7 +44,6 @@ from dataclasses import dataclass, field, replace
 
 from ...dtypes import int32
 from ...errors import ScheduleError, TargetError
-from ...script.printer import message_text as _expr_text
 from ...ir import (
     Allocate,
     Binary,
@@ -71,6 +70,7 @@ from ...ir import (
     free_vars,
     substitute,
 )
+from ...script.printer import message_text as _expr_text
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}

@@ -46,7 +46,7 @@ def find_compiler() -> str:
 @functools.lru_cache(maxsize=8)
 def _compiler_id(path: str) -> str:
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60, check=False)
         return path + "\n" + out.stdout
     except (OSError, subprocess.SubprocessError) as exc:
         raise TargetError(f"the C++ compiler {path} does not run ({exc})") from None
@@ -108,7 +108,7 @@ def _compile(unit: str, compiler: str, root: str | None, key: str) -> str:
         f.write(unit)
     cmd = [compiler, *flags(), "-I", INCLUDE_DIR, src, "-o", out]
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         raise TargetError(f"the C++ compiler failed to run ({exc})") from None
     if res.returncode != 0:

@@ -175,7 +175,7 @@ class EmulatedKernel(CudaKernel):
 
     def _element(self, buf: Buffer, flat: int, written) -> str:
         shape = self._nd.get(buf, buf).shape
-        arr = dict((id(p), a) for p, a in written).get(id(buf))
+        arr = {id(p): a for p, a in written}.get(id(buf))
         try:
             dims = tuple(int(s.value) for s in shape)
         except AttributeError:
@@ -188,7 +188,7 @@ class EmulatedKernel(CudaKernel):
             return f"{name}[{', '.join(str(int(i)) for i in idx)}]"
         return f"{name}[{flat}]"
 
-    def with_source(self, source: str) -> "EmulatedKernel":
+    def with_source(self, source: str) -> EmulatedKernel:
         """The same launches running `source` (e.g. hand-edited CUDA text) instead of
         `self.source`; kernel names and parameters must stay as they are."""
         from . import build_emulated

@@ -16,7 +16,7 @@
 // differently), memory-model subtleties (fences, volatile), and the exact rounding of tensor
 // cores (fp32 accumulation in k order here).
 //
-// The tdsl emulator driver (tdsl/backends/cuda/emulator.py) compiles kernel.source with three
+// The tdsl emulator driver (tdsl/backends/cuda/emulator/) compiles kernel.source with three
 // mechanical rewrites (pointer parameters -> tdsl_emu::gptr, __shared__ / local array
 // declarations -> checked arrays) and a generated launcher per kernel.
 #pragma once
