@@ -5,7 +5,7 @@ block under the loop that it drives that way is a *simple reduction*: its body i
 ``B[idx] = combine(B[idx], value)`` (combine: ``+``, ``*``, ``T.max``, ``T.min``; the old value
 may be either operand), ``idx`` depends on no reduction iterator, and its init (if any) is one
 store to the same element. On the CPU the bound loop is an ordinary loop; the CUDA lowering
-(`tdsl.backends.cuda.cross_thread`) turns each such block into an in-thread partial reduction,
+(`tdsl.lower.cross_thread`) turns each such block into an in-thread partial reduction,
 an all-reduce across the bound threads (warp shuffles, then shared memory across warps), and a
 store by one thread.
 """

@@ -133,12 +133,20 @@ def test_row_sum_through_a_shared_partial_is_correct_with_symbolic_rows():
     _close(kernel(a), a.sum(1), 1e-4)
 
 
-def test_the_emulator_catches_what_the_lowering_check_would(monkeypatch):
+@pytest.fixture
+def without_exchange_check():
+    """The CUDA pipeline with its check_thread_exchange pass switched off (restored after)."""
+    from tdsl.lower import Pass, register_pass
+    from tdsl.lower.gpu_exchange import check_thread_exchange
+
+    register_pass("cuda", Pass("check_thread_exchange", lambda func: func))
+    yield
+    register_pass("cuda", Pass("check_thread_exchange", check_thread_exchange))
+
+
+def test_the_emulator_catches_what_the_lowering_check_would(without_exchange_check):
     # with the lowering's exchange check switched off, the two wrong schedules compile to the
     # wrong CUDA of issue 16; the emulator reports both instead of returning garbage
-    from tdsl.backends.cuda import exchange
-
-    monkeypatch.setattr(exchange, "check_thread_exchange", lambda func: None)
     a = np.random.default_rng(0).standard_normal((3, 256)).astype("float32")
     for scope in (None, "local"):
         kernel = tdsl.build(_row_sum_schedule(scope, symbolic=False), target="cuda", emulate=True)
@@ -307,9 +315,6 @@ def test_shared_object_is_cached_on_disk(monkeypatch):
     _close(kernel(a), ref(a), 1e-6)
 
 
-def test_single_thread_order_skips_the_race_check(monkeypatch):
-    from tdsl.backends.cuda import exchange
-
-    monkeypatch.setattr(exchange, "check_thread_exchange", lambda func: None)
+def test_single_thread_order_skips_the_race_check(without_exchange_check):
     kernel = tdsl.build(_row_sum_schedule(None), target="cuda", emulate=True, thread_orders=1)
     kernel(np.ones((2, 256), "float32"))   # runs, silently wrong as on a GPU: nothing compared

@@ -42,7 +42,7 @@ from ...ir import (
     Var,
     collect,
 )
-from .cross_thread import ALLREDUCE
+from ...lower.cross_thread import ALLREDUCE
 from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
 
 _SCALAR_TYPES = {
@@ -322,7 +322,7 @@ class CudaCodegen:
 
     def allreduce(self, call: Call, d: int) -> None:
         """`tdsl_allreduce(op, acc, tx, E)`: every one of the E threadIdx.x threads gets the
-        reduction of all their `acc` (see tdsl.backends.cuda.cross_thread)."""
+        reduction of all their `acc` (see tdsl.lower.cross_thread)."""
         op_imm, acc, _tx, extent = call.args
         op, dt = op_imm.value, acc.dtype
         spec = self.k.spec

@@ -1,4 +1,4 @@
-"""The CUDA pass ``lower_cross_thread_reductions``: reduction blocks driven by a threadIdx loop.
+"""`lower_cross_thread_reductions` (listed in `lower(f, "cuda")`, before ``convert_blocks``): reduction blocks driven by a threadIdx loop.
 
 Before (block IR; `bind(ki, "threadIdx.x")` of a reduction loop, TVM's semantics)::
 
@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...dtypes import DataType
-from ...errors import TargetError
-from ...ir import (
+from ..dtypes import DataType
+from ..errors import TargetError
+from ..ir import (
     Allocate,
     Binary,
     BlockRealize,
@@ -72,7 +72,7 @@ def identity(op: str, dtype: DataType):
         return FloatImm(1.0, dtype) if dtype.is_float else IntImm(1, dtype)
     if dtype.is_float:
         return FloatImm(float("-inf") if op == "max" else float("inf"), dtype)
-    from ...arith.analyzer import dtype_bound
+    from ..arith.analyzer import dtype_bound
 
     lo, hi = dtype_bound(dtype)
     return IntImm(lo if op == "max" else hi, dtype)
@@ -129,7 +129,7 @@ class _Rewriter(IRMutator):
         return self.generic_visit(loop)
 
     def rewrite(self, loops: list[For], realize: BlockRealize, threads: list[For]) -> Stmt:
-        from ...schedule.cross_thread import simple_reduction
+        from ..schedule.cross_thread import simple_reduction
 
         block = realize.block
         red = simple_reduction(block)

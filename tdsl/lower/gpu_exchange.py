@@ -1,4 +1,4 @@
-"""Refusing data exchanges between GPU threads that cannot be correct (checked on the block IR).
+"""`check_thread_exchange` (listed in `lower(f, "cuda")`): GPU data exchanges that cannot be correct.
 
 On a GPU a ``local`` buffer is private to each thread, and the threads (and blocks) of one
 kernel are not ordered with respect to each other except by ``__syncthreads()`` on ``shared``
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...dtypes import int32
-from ...errors import ScheduleError
-from ...ir import (
+from ..dtypes import int32
+from ..errors import ScheduleError
+from ..ir import (
     BlockRealize,
     Buffer,
     BufferRegion,
@@ -58,7 +58,7 @@ def _is_thread(loop: For) -> str | None:
 
 
 def _leaves(stmt: Stmt, loops: tuple[For, ...], out: list) -> None:
-    from .lower_gpu import _children
+    from .gpu_bindings import _children
 
     if isinstance(stmt, For):
         _leaves(stmt.body, loops + (stmt,), out)
@@ -91,15 +91,15 @@ def _tag_vars(loops: tuple[For, ...], tags: dict[str, Var]) -> dict[Var, PrimExp
 
 
 def _cast(dtype, e):
-    from ...lower._util import cast_to
+    from ._util import cast_to
 
     return cast_to(dtype, e)
 
 
 def _region(realize: BlockRealize, loops: tuple[For, ...], br: BufferRegion,
             tags: dict[str, Var]) -> list[tuple[PrimExpr, PrimExpr]] | None:
-    from ...arith import relax, simplify
-    from ...ir import substitute
+    from ..arith import relax, simplify
+    from ..ir import substitute
 
     fixed = _tag_vars(loops, tags)
     if fixed is None:
@@ -124,7 +124,7 @@ def _unbounded(e: PrimExpr) -> bool:
 
 
 def _contained(inner, outer) -> bool:
-    from ...arith import simplify
+    from ..arith import simplify
 
     for (lo_i, hi_i), (lo_o, hi_o) in zip(inner, outer):
         d_lo = simplify(lo_i - lo_o)
@@ -135,7 +135,7 @@ def _contained(inner, outer) -> bool:
 
 
 def _region_text(br: BufferRegion) -> str:
-    from ...script.printer import message_text
+    from ..script.printer import message_text
 
     parts = []
     for r in br.region:
@@ -146,10 +146,10 @@ def _region_text(br: BufferRegion) -> str:
     return f"{br.buffer.name}[{', '.join(parts)}]"
 
 
-def check_thread_exchange(func: PrimFunc) -> None:
+def check_thread_exchange(func: PrimFunc) -> PrimFunc:
     """Raise ScheduleError for the first read of a local/global buffer that gets its data from
-    another thread (or block) of the same kernel; see the module docs."""
-    from .lower_gpu import _warp_intrin
+    another thread (or block) of the same kernel (see the module docs); returns `func` unchanged."""
+    from .gpu_bindings import _warp_intrin
 
     leaves: list = []
     _leaves(func.body, (), leaves)
@@ -194,6 +194,7 @@ def check_thread_exchange(func: PrimFunc) -> None:
                 continue
             other = next((w for w in writers if w.block != read.block), writers[0])
             raise ScheduleError(_message(buf, read, other))
+    return func
 
 
 def _message(buf: Buffer, read: _Access, writer: _Access) -> str:
