@@ -20,6 +20,8 @@
 // mechanical rewrites (pointer parameters -> tdsl_emu::gptr, __shared__ / local array
 // declarations -> checked arrays) and a generated launcher per kernel.
 #pragma once
+#ifndef TDSL_CUDA_EMU_H
+#define TDSL_CUDA_EMU_H
 
 #include <math.h>
 #include <stdint.h>
@@ -772,3 +774,5 @@ inline void mma_sync(fragment<accumulator, M, N, K, TC, void>& d, const fragment
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+#endif  // TDSL_CUDA_EMU_H
