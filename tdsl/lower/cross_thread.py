@@ -61,7 +61,7 @@ ALLREDUCE = "tdsl_allreduce"
 
 
 def _is_thread(loop: For) -> bool:
-    return loop.kind == "thread_binding" and loop.thread_tag.startswith("threadIdx")
+    return loop.kind == "thread_binding" and (loop.thread_tag or "").startswith("threadIdx")
 
 
 def identity(op: str, dtype: DataType):
@@ -75,7 +75,9 @@ def identity(op: str, dtype: DataType):
     from ..arith.analyzer import dtype_bound
 
     lo, hi = dtype_bound(dtype)
-    return IntImm(lo if op == "max" else hi, dtype)
+    value = lo if op == "max" else hi
+    assert value is not None  # integer dtypes are bounded
+    return IntImm(value, dtype)
 
 
 def _conjuncts(pred) -> list:

@@ -180,6 +180,6 @@ def _children(stmt: Stmt) -> list[Stmt]:
 
 def _per_thread_tag(loop: For) -> str | None:
     """The tag of a loop whose variable is one value per thread (threadIdx/blockIdx), else None."""
-    if loop.kind == "thread_binding" and loop.thread_tag.startswith(("threadIdx", "blockIdx")):
+    if loop.kind == "thread_binding" and (loop.thread_tag or "").startswith(("threadIdx", "blockIdx")):
         return loop.thread_tag
     return None

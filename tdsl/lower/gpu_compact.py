@@ -138,7 +138,7 @@ def _region(buf: Buffer, uses: list[_Use], keep: tuple[For, ...],
             return None
         ranges = {}
         for f in use.loops:
-            shared_thread = buf.scope == "shared" and f.kind == "thread_binding" and f.thread_tag.startswith("threadIdx")
+            shared_thread = buf.scope == "shared" and f.kind == "thread_binding" and (f.thread_tag or "").startswith("threadIdx")
             if (f not in kept and f.loop_var not in fixed) or shared_thread:
                 ranges[f.loop_var] = Range(f.min, f.extent)
         tile = (1,) * (len(use.indices) - len(use.tile)) + use.tile
@@ -153,8 +153,8 @@ def _region(buf: Buffer, uses: list[_Use], keep: tuple[For, ...],
     out = []
     for lo_list, hi_list in zip(lows, highs):
         base = lo_list[0]
-        offs = [simplify(x - base) for x in lo_list + hi_list]
-        if not all(isinstance(o, IntImm) for o in offs):
+        offs = [o for o in (simplify(x - base) for x in lo_list + hi_list) if isinstance(o, IntImm)]
+        if len(offs) != len(lo_list) + len(hi_list):
             return None
         lo_off = min(o.value for o in offs[:len(lo_list)])
         hi_off = max(o.value for o in offs[len(lo_list):])
@@ -262,8 +262,9 @@ def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
                     break
                 depth -= 1
                 region = _region(buf, uses, common[:depth], lanes)
-            constant = all(isinstance(s, IntImm) for s in buf.shape)
-            if region is None or (constant and prod(e for _, e in region) >= prod(s.value for s in buf.shape)):
+            sizes = [s.value for s in buf.shape if isinstance(s, IntImm)]
+            constant = len(sizes) == len(buf.shape)
+            if region is None or (constant and prod(e for _, e in region) >= prod(sizes)):
                 continue   # (a buffer of symbolic size always shrinks to a constant region)
             new = Buffer(buf.name, tuple(IntImm(e, s.dtype) for (_, e), s in zip(region, buf.shape)), buf.dtype,
                          scope=buf.scope, span=buf.span)

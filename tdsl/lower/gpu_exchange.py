@@ -52,7 +52,7 @@ class _Access:
 
 
 def _is_thread(loop: For) -> str | None:
-    if loop.kind == "thread_binding" and loop.thread_tag.startswith(("threadIdx", "blockIdx")):
+    if loop.kind == "thread_binding" and (loop.thread_tag or "").startswith(("threadIdx", "blockIdx")):
         return loop.thread_tag
     return None
 

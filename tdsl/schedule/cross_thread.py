@@ -71,7 +71,7 @@ def same_expr(a, b) -> bool:
     if type(a) is not type(b) or isinstance(a, (Var, Buffer)):
         return False
     if isinstance(a, Node):
-        return all(same_expr(getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))
+        return all(same_expr(getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))  # type: ignore[arg-type]
     if isinstance(a, tuple):
         return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b))
     return a == b

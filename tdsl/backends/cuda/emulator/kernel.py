@@ -35,7 +35,7 @@ class EmulatedKernel(CudaKernel):
 
     def __init__(self, func, plan, source, vector_params, unit: str, emu_kernels: list[EmuKernel], lib,
                  options: dict, cubin: bytes | None = None, arch: str | None = None):
-        super().__init__(func, plan, source, cubin, None, arch or "emulated", vector_params, options)
+        super().__init__(func, plan, source, cubin or b"", None, arch or "emulated", vector_params, options)
         self.emulated_source = unit
         self.thread_orders = int(options.get("thread_orders", 3))
         self.seed = 0
