@@ -25,8 +25,9 @@ INCLUDE_DIR = os.path.join(os.path.dirname(__file__), "include")
 def flags() -> tuple[str, ...]:
     """-O1 by default; TDSL_EMU_OPT=0 compiles about twice as fast (small problems, tests), 2 runs faster."""
     opt = os.environ.get("TDSL_EMU_OPT", "1").strip()
+    # -fwrapv: signed integer overflow wraps, as on the GPU (and in tdsl's semantics), instead of being UB
     return ("-std=c++17", f"-O{opt if opt in ('0', '1', '2', '3') else '1'}", "-fPIC", "-shared", "-w",
-            "-fno-strict-aliasing")
+            "-fno-strict-aliasing", "-fwrapv")
 _LOADED: dict[str, ctypes.CDLL] = {}
 _LOCK = threading.Lock()
 
