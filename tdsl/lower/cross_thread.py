@@ -131,7 +131,7 @@ class _Rewriter(IRMutator):
         return self.generic_visit(loop)
 
     def rewrite(self, loops: list[For], realize: BlockRealize, threads: list[For]) -> Stmt:
-        from ..schedule.cross_thread import simple_reduction
+        from ..ir.reduction_form import simple_reduction
 
         block = realize.block
         red = simple_reduction(block)

@@ -433,7 +433,7 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> tuple[PrimFunc, Non
             _check_rebind(func, loop, f, thread_axis, loop_var)
     if thread_axis.startswith("threadIdx") and _cross_thread_reduction(func, loop):
         # TVM's cross-thread reduction: the threads of the loop reduce together (see
-        # tdsl.schedule.cross_thread); on the CPU the loop stays an ordinary loop
+        # tdsl.ir.reduction_form); on the CPU the loop stays an ordinary loop
         check_affine_bindings(func, "bind", loop, loop.loop_var)
         new = dataclasses.replace(loop, kind="thread_binding", thread_tag=thread_axis)
         return _replace(func, path, loop, new), None
@@ -441,9 +441,9 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> tuple[PrimFunc, Non
 
 
 def _cross_thread_reduction(func: PrimFunc, loop: For) -> bool:
-    """Every block under `loop` is a simple reduction (tdsl.schedule.cross_thread) whose
+    """Every block under `loop` is a simple reduction (tdsl.ir.reduction_form) whose
     reduction iterators, and only those, the loop drives."""
-    from ..cross_thread import simple_reduction
+    from ...ir.reduction_form import simple_reduction
 
     realizes = list(all_realizes(loop.body))
     if not realizes:

@@ -1,4 +1,4 @@
-"""Cross-thread reductions: which reduction blocks a threadIdx loop may drive (TVM's semantics).
+"""Simple reductions: which reduction blocks a threadIdx loop may drive (TVM's cross-thread reductions).
 
 `bind(loop, "threadIdx.x")` of a loop that drives reduction iterators is accepted when every
 block under the loop that it drives that way is a *simple reduction*: its body is one store
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Binary, Block, BufferLoad, BufferStore, PrimExpr, free_vars
+from . import Binary, Block, BufferLoad, BufferStore, PrimExpr, free_vars
 
 COMBINERS = ("add", "mul", "max", "min")
 
@@ -64,7 +64,7 @@ def simple_reduction(block: Block) -> SimpleReduction | None:
 
 def same_expr(a, b) -> bool:
     """Syntactic equality, variables and buffers by identity."""
-    from ..ir import Buffer, Node, Var, node_fields
+    from . import Buffer, Node, Var, node_fields
 
     if a is b:
         return True
@@ -78,6 +78,6 @@ def same_expr(a, b) -> bool:
 
 
 def _loads(e: PrimExpr, buf) -> bool:
-    from ..ir import collect
+    from . import collect
 
     return any(x.buffer is buf for x in collect(e, BufferLoad))
