@@ -7,6 +7,6 @@ from .functor import (IRMutator, IRVisitor, collect, free_vars, node_fields, pos
                       substitute, uses_var)
 from .stmt import (FOR_KINDS, THREAD_TAGS, TRUE, Allocate, Block, BlockRealize, BufferStore, Evaluate, For,
                    IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt, flat_seq)
-from .structural import assert_structural_equal, structural_diff, structural_equal, structural_hash
+from .structural import assert_structural_equal, same_expr, structural_diff, structural_equal, structural_hash
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -12,6 +12,7 @@ import re
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Node, Not,
                        PrimExpr, Ramp, Range, Select, StringImm, Var)
+from ..ir.functor import free_vars
 from ..ir.stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
                        SeqStmt, Stmt, flat_seq)
 
@@ -235,7 +236,9 @@ class ScriptPrinter:
         self.loops[id(s.loop_var)] = s
         if self._is_plain_serial(s):
             chain = [s]
-            while self._is_plain_serial(chain[-1].body):
+            while self._is_plain_serial(chain[-1].body) and not (
+                    free_vars(chain[-1].body.extent) & {f.loop_var for f in chain}):
+                # an extent that uses an outer loop's variable cannot be one of T.grid's extents
                 chain.append(chain[-1].body)
                 self.loops[id(chain[-1].loop_var)] = chain[-1]
             if len(chain) > 1:
@@ -307,10 +310,10 @@ class ScriptPrinter:
             loop = self.loops[id(value)]
             if iv.var.dtype != value.dtype or not (_same_const(iv.dom.min, loop.min)
                                                    and _same_const(iv.dom.extent, loop.extent)):
-                from ..ir.structural import structural_equal
+                from ..ir.structural import same_expr
 
-                if iv.var.dtype != value.dtype or not (structural_equal(iv.dom.min, loop.min)
-                                                       and structural_equal(iv.dom.extent, loop.extent)):
+                if iv.var.dtype != value.dtype or not (same_expr(iv.dom.min, loop.min)
+                                                       and same_expr(iv.dom.extent, loop.extent)):
                     return False
         return True
 
