@@ -325,8 +325,26 @@ class ScriptPrinter:
                 for dim in (*p.shape, *p.strides, *(() if p.elem_offset is None else (p.elem_offset,))):
                     for v in _vars_in(dim):
                         self.namer.name(v)
+        scalars = {id(p) for p in f.params if isinstance(p, Var)}
+        symbolic = [v for p in f.params if isinstance(p, Buffer)
+                    for dim in (*p.shape, *p.strides, *(() if p.elem_offset is None else (p.elem_offset,)))
+                    for v in _vars_in(dim) if id(v) not in scalars]
+        # A symbolic dimension that is not int32 cannot be a string in T.Buffer: print the
+        # parameters as TVM does, T.handle + `n = T.int64()` + T.match_buffer.
+        as_handles = any(str(v.dtype) != "int32" for v in symbolic)
+        prelude = []
+        if as_handles:
+            seen = set()
+            for v in symbolic:
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    prelude.append(f"{self.namer.name(v)} = T.{v.dtype}()")
         for p in f.params:
-            if isinstance(p, Buffer):
+            if isinstance(p, Buffer) and as_handles:
+                handle = self.namer.name(Var(f"{p.name.lower()}_handle"))
+                params.append(f"{handle}: T.handle")
+                prelude.append(f"{self.namer.name(p)} = T.match_buffer({handle}, {self.buffer_decl_args(p, False)})")
+            elif isinstance(p, Buffer):
                 params.append(f"{self.namer.name(p)}: T.Buffer({self.buffer_decl_args(p, True)})")
             else:
                 params.append(f"{self.namer.name(p)}: T.{p.dtype}")
@@ -340,6 +358,8 @@ class ScriptPrinter:
         else:
             self.lines.append(header)
         self.lines.insert(0, "@T.prim_func")
+        for line in prelude:
+            self.emit(1, line)
         literal = tuple((k, v) for k, v in f.attrs if isinstance(v, (bool, int, float, str)))
         if literal:
             self.emit(1, f"T.func_attr({_dict_literal(literal)})")

@@ -24,6 +24,7 @@ from ...ir import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Cast,
     For,
     IntImm,
     IRMutator,
@@ -256,11 +257,23 @@ def relaxed_region(region: BufferRegion, realize: BlockRealize, loops: list[For]
     return out
 
 
+def _index_as(e: PrimExpr, dtype) -> PrimExpr:
+    """An integer index expression in `dtype` (constants converted, others cast)."""
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, IntImm):
+        return IntImm(e.value, dtype)
+    return simplify(Cast(dtype, e))
+
+
 def clip(bounds: list[tuple[PrimExpr, PrimExpr]], buffer: Buffer,
          ranges: dict[Var, Range]) -> list[tuple[PrimExpr, PrimExpr]]:
     """Per dimension bounds inside the buffer: the whole dimension where they cannot be shown to fit."""
     out = []
     for (lo, hi), dim in zip(bounds, buffer.shape):
+        # indices may be narrower than the buffer's shape (int32 indices into an int64-shaped
+        # buffer, as TVM allows): the copy runs in the shape's dtype
+        lo, hi = _index_as(lo, dim.dtype), _index_as(hi, dim.dtype)
         if prove(lo >= 0, ranges) and prove(hi < dim, ranges):
             out.append((lo, hi))
         else:
