@@ -104,7 +104,8 @@ class DataflowMethods:
 
     def set_scope(self, block: BlockRV, buffer: int | str, scope: str) -> None:
         """Change the storage scope of a buffer the function allocates (named, or by its index
-        among the block's reads and writes).
+        among the block's writes, as in TVM: `set_scope(block, 0, "shared")` is the block's
+        first written buffer).
 
         Before::
 
@@ -465,7 +466,9 @@ class DataflowMethods:
         """Pad the stride of dimension `axis` of a buffer the function allocates so that
         ``stride % factor == offset`` (the classic cure for shared-memory bank conflicts); the
         padding is recorded as the buffer's strides, and the request in the block annotation
-        ``storage_align.<buffer>`` so that aligning another axis later keeps this one.
+        ``storage_align.<buffer>`` so that aligning another axis later keeps this one. An integer
+        `buffer` counts the block's writes (TVM's `buffer_index`); a name may be any buffer the
+        block accesses.
 
         Before::
 

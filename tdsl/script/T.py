@@ -29,9 +29,10 @@ class _DType(_ScriptOnly):
     `T.int32()` (TVM's spelling of the annotation) is the annotation too."""
 
     def __call__(self, *args, **kwargs):
-        if not args and not kwargs:
-            return self
-        return super().__call__(*args, **kwargs)
+        # T.int32() is TVM's spelling of the annotation; T.int64(128) may appear in a T.Buffer
+        # annotation, which Python evaluates when the function is defined: the parser reads the
+        # source itself, so the value here is never used
+        return self
 
 
 class _BufferSpec:

@@ -20,7 +20,7 @@ from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr,
                        Ramp, Range, Select, StringImm, Var, const)
 from ..ir.stmt import (THREAD_TAGS, TRUE, Allocate, Block, BlockRealize, BufferStore, Evaluate, For,
-                       IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt, flat_seq)
+                       IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt, annotation_value, flat_seq)
 from .builtins import ABSENT, absent_message, resolve
 
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized", "unroll": "unrolled",
@@ -715,6 +715,14 @@ class Parser:
 
         if frame.reads is not None and frame.writes is not None:
             inferred_reads, inferred_writes = infer_block_regions(block)
+            # TVM's scripts leave a reduction's own output out of T.reads (C[vi, vj] = C[vi, vj] + ...
+            # with T.reads(A[...], B[...])): the read of a buffer the block declares it writes is
+            # added after the declared reads, so that read indices keep TVM's meaning
+            written = {id(r.buffer) for r in frame.writes}
+            listed = {id(r.buffer) for r in frame.reads}
+            own = tuple(r for r in inferred_reads if id(r.buffer) in written and id(r.buffer) not in listed)
+            if own:
+                frame.reads = frame.reads + own
             self._check_declared(frame.reads, inferred_reads, "reads", frame, node)
             self._check_declared(frame.writes, inferred_writes, "writes", frame, node)
             return frame.reads, frame.writes
@@ -1525,9 +1533,12 @@ class Parser:
             raise self.error(node, "expected a dict literal", '{"key": value}')
         out = []
         for k, v in value.items():
-            if not isinstance(k, str) or not isinstance(v, (int, float, str, bool)):
-                raise self.error(node, "annotation keys are strings and values are int, float, str or bool")
-            out.append((k, v))
+            if not isinstance(k, str):
+                raise self.error(node, "annotation keys are strings")
+            try:
+                out.append((k, annotation_value(v)))
+            except ValueError as exc:
+                raise self.error(node, f"annotation {k!r}: {exc}") from None
         return tuple(out)
 
     def expr_Dict(self, node: ast.Dict):

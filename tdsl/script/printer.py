@@ -432,7 +432,9 @@ def _describe_attr(value) -> str:
 
 
 def _dict_literal(pairs) -> str:
-    return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in pairs) + "}"
+    from ..ir.stmt import annotation_text
+
+    return "{" + ", ".join(f"{k!r}: {annotation_text(v)}" for k, v in pairs) + "}"
 
 
 def script(func: PrimFunc) -> str:

@@ -459,7 +459,7 @@ def storage_align(func: PrimFunc, block: str, buffer, axis: int, factor: int, of
     """Pad the stride of dimension `axis` of an intermediate buffer so that stride % factor == offset
     (e.g. to avoid shared-memory bank conflicts); recorded as the buffer's strides."""
     realize, path = find_block(func, block, "storage_align")
-    buf = resolve_buffer(func, realize.block, buffer, "storage_align")
+    buf = resolve_buffer(func, realize.block, buffer, "storage_align", "write", names_in="any")
     if alloc_site(func, buf) is None:
         raise schedule_error(func, "storage_align", f"{buf.name} is a parameter of {func.name}: its strides "
                              "are the caller's", blocks=(block,),
