@@ -88,6 +88,7 @@ class Schedule(TensorizeMethods, DataflowMethods):
         self._trace: list[Instruction] = []
         self._live: set[int] = set()
         self._dead: set[int] = set()
+        self._removed: set[tuple] = set()  # handles given to remove_rv: (serial, block name or id(loop var))
 
     # state --------------------------------------------------------------------------------
     @property
@@ -107,6 +108,7 @@ class Schedule(TensorizeMethods, DataflowMethods):
         other._trace = list(self._trace)
         other._live = set(self._live)
         other._dead = set(self._dead)
+        other._removed = set(self._removed)
         return other
 
     def undo(self) -> None:
@@ -152,6 +154,9 @@ class Schedule(TensorizeMethods, DataflowMethods):
                 why = ("the step that made it was undone" if x.serial in self._dead
                        else "it belongs to another schedule (replay with trace.apply)")
                 raise ScheduleError(f"{primitive}: the handle {x!r} is no longer valid: {why}")
+            if (x.serial, x.name if isinstance(x, BlockRV) else id(x.var)) in self._removed:
+                raise ScheduleError(f"{primitive}: the handle {x!r} was removed with sch.remove_rv; look the "
+                                    "block or loop up again")
             return x.name if isinstance(x, BlockRV) else x.var
         if isinstance(x, (list, tuple)):
             return [self._resolve(v, primitive) for v in x]
@@ -194,6 +199,37 @@ class Schedule(TensorizeMethods, DataflowMethods):
     def get_block(self, name: str) -> BlockRV:
         """The block called `name`: ``b = sch.get_block("C")``."""
         return self._apply("get_block", _lookup.get_block, [name], step=False)
+
+    def get_sblock(self, name: str, func_name: str | None = None) -> BlockRV:
+        """TVM's name for get_block (`func_name`, if given, must name this function or be "main")."""
+        self._check_func_name("get_sblock", func_name)
+        return self.get_block(name)
+
+    def work_on(self, func_name: str) -> None:
+        """TVM's choice of the function to schedule in a module: a tdsl schedule has one
+        function, so `func_name` must be its name (or "main")."""
+        self._check_func_name("work_on", func_name)
+
+    def _check_func_name(self, primitive: str, func_name: str | None) -> None:
+        if func_name is not None and func_name not in ("main", self._func.name):
+            raise ScheduleError(f"{primitive}: this schedule works on function {self._func.name!r}, not "
+                                f"{func_name!r} (a tdsl schedule holds one function; make one Schedule per "
+                                "function)")
+
+    def remove_rv(self, rv: BlockRV | LoopRV) -> None:
+        """Forget a handle (TVM's remove_rv): using it afterwards raises ScheduleError. The
+        function is unchanged and the handle's block or loop stays."""
+        self._expect("remove_rv", rv, (BlockRV, LoopRV), "a block or loop handle")
+        self._resolve(rv, "remove_rv")
+        self._removed.add((rv.serial, rv.name if isinstance(rv, BlockRV) else id(rv.var)))
+
+    def get_output_blocks(self, scope_block: BlockRV | str = "root") -> list[BlockRV]:
+        """The leaf blocks under `scope_block` (default: the root block) that write a parameter of
+        the function, in program order."""
+        if isinstance(scope_block, str):
+            scope_block = self.get_block(scope_block)
+        self._expect("get_output_blocks", scope_block, (BlockRV,), "a block handle")
+        return self._apply("get_output_blocks", _lookup.get_output_blocks, [scope_block], step=False)
 
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         """The loops around `block` (up to its enclosing block), outer to inner:

@@ -67,7 +67,7 @@ def resolve_buffer(func: PrimFunc, block: Block, buffer, primitive: str, which: 
     """The buffer a primitive's `buffer` argument names: an index among the block's reads
     (which="read") or writes (which="write"), TVM's `("read", i)` / `("write", i)`, or a buffer
     name (SPEC 6), looked up among the `names_in` regions (default: `which`)."""
-    if isinstance(buffer, tuple) and len(buffer) == 2 and buffer[0] in ("read", "write") \
+    if isinstance(buffer, (tuple, list)) and len(buffer) == 2 and buffer[0] in ("read", "write") \
             and isinstance(buffer[1], int):
         which, buffer = buffer
     elif isinstance(buffer, str) and names_in is not None:
