@@ -12,11 +12,11 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Schedule": ("tdsl.schedule", "Schedule"),
-    "TensorIntrin": ("tdsl.schedule.tensor_intrin", "TensorIntrin"),
+    "TensorIntrin": ("tdsl.intrinsics.registry", "TensorIntrin"),
     "interpret": ("tdsl.interpreter", "interpret"),
     "lower": ("tdsl.lower", "lower"),
     "build": ("tdsl.backends", "build"),
-    "Kernel": ("tdsl.backends.kernel", "Kernel"),
+    "Kernel": ("tdsl.backends.llvm.kernel", "Kernel"),
     "device_array": ("tdsl.backends.cuda.runtime", "device_array"),
     "to_device": ("tdsl.backends.cuda.runtime", "to_device"),
 }

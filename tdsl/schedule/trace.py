@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ScheduleError
 from ..ir import Buffer, PrimExpr, Var, free_vars, substitute
-from .state import BlockRV, LoopRV
+from .handles import BlockRV, LoopRV
 
 if TYPE_CHECKING:
     from ..ir import PrimFunc

@@ -8,8 +8,9 @@ from __future__ import annotations
 import difflib
 
 from ...ir import Block, BlockRealize, Buffer, PrimFunc, Var
+from ...ir.tree import block_names, child_realizes, loops_in_scope
 from ..errors import schedule_error
-from ..state import block_names, child_realizes, find_block, find_loop, loops_in_scope
+from ..tree import find_block, find_loop
 
 
 def get_block(func: PrimFunc, name: str) -> tuple[PrimFunc, str]:
@@ -89,7 +90,7 @@ def get_consumers(func: PrimFunc, block: str) -> tuple[PrimFunc, list[str]]:
 def get_output_blocks(func: PrimFunc, scope: str) -> tuple[PrimFunc, list[str]]:
     """The leaf blocks under the block `scope` (the root block: "root") that write a buffer the
     function's caller sees (a parameter), in program order (TVM's get_output_blocks)."""
-    from ..state import all_realizes
+    from ...ir.tree import all_realizes
 
     if scope == "root" and func.root_block is None:
         body = func.body

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .handles import BlockRV, LoopRV
 from .primitives import cache as _cache
 from .primitives import compute_location as _compute_location
 from .primitives import layout as _layout
 from .primitives import reduction as _reduction
-from .state import BlockRV, LoopRV
 
 
 class DataflowMethods:
