@@ -8,6 +8,7 @@ from ...ir.tree import replace_at
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import find_block, find_loop
 
+
 def _target(func: PrimFunc, target: str | Var, primitive: str):
     """The annotated node (a For or a Block), its path, and how to name it."""
     if isinstance(target, Var):
