@@ -414,10 +414,13 @@ class DataflowMethods:
         return self._apply("rfactor", _reduction.rfactor, [loop], {"factor_axis": factor_axis})
 
     # layout -------------------------------------------------------------------------------
-    def transform_layout(self, block: BlockRV, buffer: int | str, index_map: Callable) -> None:
+    def transform_layout(self, block: BlockRV, buffer: int | str, index_map: Callable, pad_value=None) -> None:
         """Store a buffer the function allocates in a new layout: element `(i, j, ...)` moves to
         `index_map(i, j, ...)`, a Python lambda such as ``lambda i, j: (i // 16, j, i % 16)``. The
-        new shape is the bounding box of the map; the map must be one-to-one.
+        new shape is the bounding box of the map; the map must be one-to-one. Elements of the
+        new shape that no element maps to (padding) are never read, unless `pad_value` (a
+        constant of the buffer's dtype, or a function of the new indices) is given: a block
+        `buffer_<name>_padding` after the buffer's last writer then stores it there.
 
         Before::
 
@@ -459,8 +462,10 @@ class DataflowMethods:
         self._expect("transform_layout", block, (BlockRV,), "a block handle (from sch.get_block)")
         fn = index_map if isinstance(index_map, _layout.IndexMap) or not callable(index_map) \
             else _layout.IndexMap(index_map)
-        return self._apply("transform_layout", _layout.transform_layout, [block],
-                           {"buffer": buffer, "index_map": fn})
+        attrs = {"buffer": buffer, "index_map": fn}
+        if pad_value is not None:
+            attrs["pad_value"] = pad_value if not callable(pad_value) else _layout.IndexMap(pad_value)
+        return self._apply("transform_layout", _layout.transform_layout, [block], attrs)
 
     def storage_align(self, block: BlockRV, buffer: int | str, axis: int, factor: int, offset: int) -> None:
         """Pad the stride of dimension `axis` of a buffer the function allocates so that

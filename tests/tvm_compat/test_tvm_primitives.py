@@ -7,6 +7,8 @@ from sched_check import check, expect_error
 
 import tdsl
 from tdsl import T
+from tdsl.dtypes import DataType
+from tdsl.ir import IntImm
 
 
 @T.prim_func
@@ -144,3 +146,61 @@ def test_tensorize_with_an_implementation_written_with_blocks():
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((8, 8)).astype("float32"), rng.standard_normal((8, 8)).astype("float32")
     np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b.T, rtol=1e-5, atol=1e-5)
+
+
+# test_tir_schedule_transform_layout.py: pad_value -------------------------------------------
+@T.prim_func
+def padded_copy(A: T.Buffer(14, "int32"), C: T.Buffer(14, "int32")):
+    B = T.sblock_alloc_buffer(14, "int32")
+    for i in T.serial(14):
+        with T.sblock("block"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] * 2
+    for i in T.serial(14):
+        with T.sblock("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = B[vi]
+
+
+def _padded_b(func, a):
+    """The (4, 4) buffer B the function computes, made a parameter so that the padding is seen."""
+    text = func.script().replace('    B = T.alloc_buffer((4, 4), "int32")\n', "")
+    text = text.replace('C: T.Buffer((14,), "int32")', 'C: T.Buffer((14,), "int32"), B: T.Buffer((4, 4), "int32")')
+    b = np.full((4, 4), -7, "int32")
+    tdsl.interpret(tdsl.parse(text), a, np.zeros(14, "int32"), b)
+    return b.ravel()
+
+
+@pytest.mark.parametrize("pad_value", [None, 42])
+def test_no_padding_does_not_depend_on_pad_value(pad_value):
+    # test_no_padding: a map without padding ignores pad_value
+    sch = tdsl.Schedule(padded_copy)
+    sch.transform_layout(sch.get_sblock("block"), "B", lambda i: [i // 7, i % 7], pad_value=pad_value)
+    assert "padding" not in sch.func.script()
+    check(sch, padded_copy, args=[np.arange(14, dtype="int32"), np.zeros(14, "int32")])
+
+
+@pytest.mark.parametrize("pad_value, padding", [(0, [0, 0]), (lambda i, j: i + j, [5, 6]), (None, [-7, -7])])
+def test_padded_transform_stores_the_pad_value(pad_value, padding):
+    # test_padded_transform_without_loop / test_pad_value_function: a block fills the padding;
+    # without pad_value the padding is left alone (tdsl accepts; TVM refuses: docs/script.md)
+    sch = tdsl.Schedule(padded_copy)
+    sch.transform_layout(sch.get_sblock("block"), "B", lambda i: [i // 4, i % 4], pad_value=pad_value)
+    text = sch.func.script()
+    assert ('T.block("buffer_B_padding")' in text) == (pad_value is not None)
+    a = np.arange(14, dtype="int32")
+    check(sch, padded_copy, args=[a, np.zeros(14, "int32")])
+    b = _padded_b(sch.func, a)
+    assert list(b[14:]) == padding and list(b[:14]) == list(a * 2)
+    tdsl.assert_structural_equal(sch.trace.apply_to(padded_copy).func, sch.func)  # the trace replays
+
+
+@pytest.mark.parametrize("pad_value, why", [
+    (0.0, "is a float"),  # test_error_on_non_matching_types (a float for an int buffer)
+    (IntImm(0, DataType.parse("int8")), "int8"),  # test_error_on_wrong_padding_type
+    (lambda i, j: padded_copy.params[0][0], "reads a buffer"),  # test_pad_value_may_not_reference_other_buffer
+])
+def test_bad_pad_values_are_refused(pad_value, why):
+    sch = tdsl.Schedule(padded_copy)
+    b = sch.get_sblock("block")
+    expect_error(sch, lambda: sch.transform_layout(b, "B", lambda i: [i // 4, i % 4], pad_value=pad_value), why)

@@ -43,6 +43,7 @@ from ..errors import schedule_error
 from ..tree import alloc_site, find_block, refresh_touching
 from .cache import resolve_buffer
 from .compute_location import eval_int, eval_np
+from .layout_padding import add_padding_block, has_padding, pad_value_expr
 
 _CHECK_LIMIT = 1 << 20  # elements checked one by one for a one-to-one map
 
@@ -420,8 +421,11 @@ def _collision(params, outputs, points, new_shape) -> tuple[tuple, tuple] | None
     return (tuple(int(x[a]) for x in points), tuple(int(x[b]) for x in points)), tuple(int(c[a]) for c in cols)
 
 
-def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable) -> tuple[PrimFunc, None]:
-    """Store an intermediate buffer in a new layout: element idx moves to index_map(*idx)."""
+def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable,
+                     pad_value=None) -> tuple[PrimFunc, None]:
+    """Store an intermediate buffer in a new layout: element idx moves to index_map(*idx). With
+    `pad_value`, the elements of the new shape no element maps to are set to it (see
+    layout_padding)."""
     realize, _ = find_block(func, block, "transform_layout")
     buf = resolve_buffer(func, realize.block, buffer, "transform_layout")
     if alloc_site(func, buf) is None:
@@ -434,9 +438,15 @@ def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable) ->
     shape = _new_shape(func, block, buf, params, outputs)
     _check_one_to_one(func, block, buf, params, outputs, shape)
     new = Buffer(buf.name, shape, buf.dtype, scope=buf.scope)
+    padded = pad_value is not None and has_padding(buf.shape, shape)
+    if padded:  # refuse a bad value before changing anything
+        pad_value_expr(func, block, buf, pad_value, [Var(f"i{d}", s.dtype) for d, s in enumerate(shape)])
     body = _Reindex(buf, new, params, outputs).visit(func.body)
     body = _Realloc(buf, new).visit(body)
-    return func.with_body(refresh_touching(body, {new})), None
+    out = func.with_body(refresh_touching(body, {new}))
+    if padded:
+        out = add_padding_block(out, block, buf, new, params, outputs, pad_value)
+    return out, None
 
 
 class _Realloc(IRMutator):
