@@ -368,7 +368,8 @@ class DataflowMethods:
         """Factor the reduction over `loop`: a block `<name>_rf` computes one partial result per
         iteration of the loop into a new buffer (the loop's slot at position `factor_axis`), and
         the original block combines them. Sums, products, min and max are recognised, whatever
-        their init value. Returns the rfactor block.
+        their init value. Returns the rfactor block. As in TVM, the factored iterator comes first
+        in both blocks.
 
         Before::
 
@@ -395,7 +396,7 @@ class DataflowMethods:
                 C_rf = T.alloc_buffer((4, 4), "float32")
                 for i, k_0, k_1 in T.grid(4, 4, 4):
                     with T.block("C_rf"):
-                        vi, vk_1, vk_0 = T.axis.remap("SSR", [i, k_1, k_0])
+                        vk_1, vi, vk_0 = T.axis.remap("SSR", [k_1, i, k_0])
                         T.reads(C_rf[vk_1, vi], A[vi, vk_0 * 4 + vk_1])
                         T.writes(C_rf[vk_1, vi])
                         with T.init():
@@ -403,7 +404,7 @@ class DataflowMethods:
                         C_rf[vk_1, vi] = T.max(C_rf[vk_1, vi], A[vi, vk_0 * 4 + vk_1])
                 for i_1, k_1_1 in T.grid(4, 4):
                     with T.block("C"):
-                        vi_1, vk_1_1 = T.axis.remap("SR", [i_1, k_1_1])
+                        vk_1_1, vi_1 = T.axis.remap("RS", [k_1_1, i_1])
                         T.reads(C[vi_1], C_rf[vk_1_1, vi_1])
                         T.writes(C[vi_1])
                         with T.init():

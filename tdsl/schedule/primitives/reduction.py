@@ -475,9 +475,9 @@ def _rfactor_block(plan: _RfactorPlan, rf_name: str, rf_buf: Buffer, taken: set[
             new_ivs.append(iv)
             new_vals.append(value)
             continue
-        if not placed_rf:
-            new_ivs.append(IterVar(v_rf, Range(loop.min, loop.extent), "S"))
-            new_vals.append(loop_var)
+        if not placed_rf:  # the factored iterator comes first, as in TVM
+            new_ivs.insert(0, IterVar(v_rf, Range(loop.min, loop.extent), "S"))
+            new_vals.insert(0, loop_var)
             placed_rf = True
         for f in plan.own:
             if f.loop_var in free_vars(value) and f.loop_var not in made:
@@ -516,12 +516,12 @@ def _write_back_block(plan: _RfactorPlan, rf_buf: Buffer, taken: set[str]) -> tu
     v_wb = Var(fresh_name(f"v{loop_var.name}", taken), loop_var.dtype)
     wb_idx = tuple(substitute(i, smap) for i in red.indices)
     wb_rf_idx = wb_idx[:axis] + (_slot(v_wb, loop),) + wb_idx[axis:]
-    wb_block = Block(b.name, tuple(IterVar(smap[iv.var], iv.dom, "S") for iv, _ in spatial) +
-                     (IterVar(v_wb, Range(loop.min, loop.extent), "R"),), (), (),
+    wb_block = Block(b.name, (IterVar(v_wb, Range(loop.min, loop.extent), "R"),) +
+                     tuple(IterVar(smap[iv.var], iv.dom, "S") for iv, _ in spatial), (), (),
                      BufferStore(red.buffer, red.combine(BufferLoad(red.buffer, wb_idx),
                                                          BufferLoad(rf_buf, wb_rf_idx)), wb_idx),
                      init=None if red.init is None else BufferStore(red.buffer, substitute(red.init, smap), wb_idx))
-    wb_realize = BlockRealize(tuple(substitute(v, lmap) for _, v in spatial) + (lmap[loop_var],),
+    wb_realize = BlockRealize((lmap[loop_var],) + tuple(substitute(v, lmap) for _, v in spatial),
                               substitute(realize.predicate, lmap), refresh_block(wb_block))
     return new_loops, wb_realize
 
