@@ -163,8 +163,11 @@ class Schedule(TensorizeMethods, DataflowMethods):
             return [self._resolve(v, primitive) for v in x]
         return x
 
-    @staticmethod
-    def _expect(primitive: str, x, kinds: tuple[type, ...], what: str) -> None:
+    def _expect(self, primitive: str, x, kinds: tuple[type, ...], what: str) -> None:
+        if isinstance(x, str) and BlockRV in kinds:
+            # a block may be named by its name, as in TVM (sch.compute_at("B", loop))
+            _lookup.get_block(self._func, x)
+            return
         if not isinstance(x, kinds):
             shown = repr(x) if isinstance(x, (BlockRV, LoopRV, str, int)) else type(x).__name__
             raise ScheduleError(f"{primitive}: expected {what}, got {shown}")

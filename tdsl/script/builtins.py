@@ -43,6 +43,7 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "min": ("expr", "minimum"), "max": ("expr", "maximum"),
     "if_then_else": ("expr", "lazy select"), "Select": ("expr", "eager select"),
     "cast": ("expr", "T.cast(x, dtype)"), "Cast": ("expr", "T.Cast(dtype, x)"),
+    "likely": ("expr", "T.likely(cond): a branch hint, the condition itself"),
     "floordiv": ("expr", "floor division"), "floormod": ("expr", "floor modulo"),
     "max_value": ("expr", "the largest value of a dtype"), "min_value": ("expr", "the smallest value of a dtype"),
     "call_extern": ("expr", "a call to an external function"),

@@ -1393,6 +1393,12 @@ class Parser:
             result = Binary(op, a, b, span=self.span(node))
         return result
 
+    def call_likely(self, node):
+        """`T.likely(cond)`: TVM's branch hint; the condition itself."""
+        if len(node.args) != 1:
+            raise self.error(node, "T.likely takes one condition")
+        return self.eval_expr(node.args[0])
+
     def call_floordiv(self, node):
         return self.binary("floordiv", self.eval_expr(node.args[0]), self.eval_expr(node.args[1]), node)
 
