@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import ScheduleError
 from .handles import BlockRV, LoopRV
 from .primitives import cache as _cache
 from .primitives import compute_location as _compute_location
@@ -13,12 +14,33 @@ from .primitives import layout as _layout
 from .primitives import reduction as _reduction
 
 
+def _tvm_cache_args(kind: str, block, buffer, scope, consumer_blocks, index, storage_scope):
+    """TVM's keyword names (read_buffer_index / write_buffer_index, storage_scope) and
+    `consumer_blocks`: tdsl caches for the one block it is given, so the consumers may only be
+    that block (call the primitive once per consumer for more)."""
+    buffer = index if buffer is None else buffer
+    scope = storage_scope if scope is None else scope
+    if buffer is None or scope is None:
+        raise ScheduleError(f"{kind}: give the buffer (its name or index) and the storage scope")
+    if consumer_blocks is not None:
+        names = {c.name if isinstance(c, BlockRV) else c for c in consumer_blocks}
+        own = block.name if isinstance(block, BlockRV) else block
+        if names - {own}:
+            others = ", ".join(f'"{n}"' for n in sorted(names - {own}))
+            raise ScheduleError(f"{kind}: consumer_blocks names blocks other than \"{own}\" ({others}); a tdsl "
+                                "cache serves the one block it is made for\n  fix: call "
+                                f"sch.{kind} once per block")
+    return buffer, scope
+
+
 class DataflowMethods:
     """cache_read, cache_write, set_scope, compute_at, reverse_compute_at, compute_inline,
     reverse_compute_inline, decompose_reduction, rfactor, transform_layout, storage_align."""
 
     # caching ------------------------------------------------------------------------------
-    def cache_read(self, block: BlockRV, buffer: int | str, scope: str) -> BlockRV:
+    def cache_read(self, block: BlockRV, buffer: int | str | None = None, scope: str | None = None,
+                   consumer_blocks=None, *, read_buffer_index: int | str | None = None,
+                   storage_scope: str | None = None) -> BlockRV:
         """Make `block` read `buffer` (its name, or its index among the block's reads) from a
         copy in `scope`; the copy block, named after the new buffer, runs right before the
         block's loop nest and copies the part the block reads. Returns the copy block.
@@ -56,9 +78,13 @@ class DataflowMethods:
                         B[vi, vj] = A_shared[vi, vj] * T.float32(2.0)
         """
         self._expect("cache_read", block, (BlockRV,), "a block handle (from sch.get_block)")
+        buffer, scope = _tvm_cache_args("cache_read", block, buffer, scope, consumer_blocks, read_buffer_index,
+                                        storage_scope)
         return self._apply("cache_read", _cache.cache_read, [block], {"buffer": buffer, "scope": scope})
 
-    def cache_write(self, block: BlockRV, buffer: int | str, scope: str) -> BlockRV:
+    def cache_write(self, block: BlockRV, buffer: int | str | None = None, scope: str | None = None,
+                   consumer_blocks=None, *, write_buffer_index: int | str | None = None,
+                   storage_scope: str | None = None) -> BlockRV:
         """Make `block` write `buffer` (its name, or its index among the block's writes) into a
         new buffer in `scope`, copied back by a block (named after the new buffer) right after the
         block's loop nest. Returns the copy block.
@@ -100,6 +126,8 @@ class DataflowMethods:
                         C[v0] = C_local[v0]
         """
         self._expect("cache_write", block, (BlockRV,), "a block handle (from sch.get_block)")
+        buffer, scope = _tvm_cache_args("cache_write", block, buffer, scope, consumer_blocks, write_buffer_index,
+                                        storage_scope)
         return self._apply("cache_write", _cache.cache_write, [block], {"buffer": buffer, "scope": scope})
 
     def set_scope(self, block: BlockRV, buffer: int | str, scope: str) -> None:

@@ -204,3 +204,17 @@ def test_bad_pad_values_are_refused(pad_value, why):
     sch = tdsl.Schedule(padded_copy)
     b = sch.get_sblock("block")
     expect_error(sch, lambda: sch.transform_layout(b, "B", lambda i: [i // 4, i % 4], pad_value=pad_value), why)
+
+
+def test_cache_read_write_take_tvm_keywords_and_block_names():
+    # test_tir_schedule_cache_read_write.py: test_symbolic_matmul_blocked_cache_read / _write use
+    # read_buffer_index= / write_buffer_index= / storage_scope=; TVM passes block names too
+    sch = tdsl.Schedule(matmul)
+    update = sch.get_sblock("update")
+    sch.cache_read(update, read_buffer_index=1, storage_scope="shared", consumer_blocks=[update])
+    sch.cache_write("update", write_buffer_index=0, storage_scope="local")
+    assert {b.name for b in sch.func.root_block.alloc_buffers} == {"A_shared", "C_local"}
+    check(sch, matmul)
+    expect_error(sch, lambda: sch.cache_read(update, 1, "shared", consumer_blocks=["C_local"]),
+                 "consumer_blocks", "once per block")
+    expect_error(sch, lambda: sch.compute_inline("nope"), "no block named")
