@@ -242,3 +242,12 @@ def test_the_builtin_table_names_every_t_name():
         assert hasattr(T, name)
     assert builtins.resolve("sblock") == "block"
     assert "| `T.sblock` | synonym | `T.block` |" in builtins.markdown_table()
+
+
+def test_docs_show_the_builtin_table():
+    import pathlib
+
+    from tdsl.script import builtins
+
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs" / "script.md"
+    assert builtins.markdown_table() in docs.read_text(), "regenerate docs/script.md's table from builtins"
