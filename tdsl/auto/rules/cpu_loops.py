@@ -190,6 +190,8 @@ class ParallelVectorizeUnroll(Rule):
         loops = s.get_loops(s.get_block(block))[:n]
         fused = s.fuse(*loops) if n > 1 else loops[0]
         s.parallel(fused)
+        depth = self.choose(s, UNROLL_STEPS, 1)
+        s.annotate(fused, "pragma_auto_unroll_max_step", depth)
 
     # streaming stores ---------------------------------------------------------------------
     def _stream(self, s: Schedule, block: str) -> None:
