@@ -20,7 +20,8 @@ The micro-kernel tile (MR, NR, KC) is fixed per sketch (it names the intrinsic);
 space offers the default tile and its neighbours as separate sketches. The block counts MC / MR
 and NC / NR are sampled (`sample_categorical`), defaulting to the hand schedule's rules: NR =
 2, 5, 3 or 1 vectors (the first dividing n), MR giving 6..12 accumulators, KC the largest
-divisor of k whose KC x NR sliver fits half of L1, MC the largest multiple of MR dividing m whose
+divisor of k whose KC x NR sliver fits half of L1 (a row of at most 8 vectors that only one
+vector divides, like conv2d's 56 columns, is one whole-row tile with MR = 1 instead), MC the largest multiple of MR dividing m whose
 A and C blocks fit 5/8 of L2 with >= 8 blocks per core, NC the largest multiple of NR <= 256.
 """
 from __future__ import annotations
@@ -51,8 +52,10 @@ class MicroTile:
 def default_tiles(m: int, n: int, k: int, lanes: int, l1: int) -> list[MicroTile]:
     """The micro-kernel tiles worth a sketch, the default (the hand GEMM's rule) first."""
     out = []
-    whole_row = [n] if n <= 8 * lanes and n % lanes == 0 else []  # a short row: one register tile
-    for nr in dict.fromkeys(whole_row + [_divisor(n, (2 * lanes, 5 * lanes, 3 * lanes, lanes))]
+    hand = _divisor(n, (2 * lanes, 5 * lanes, 3 * lanes, lanes))
+    # a short row that only one vector divides (conv2d's 56 columns): the whole row is the tile
+    whole_row = [n] if hand == lanes and lanes < n <= 8 * lanes and n % lanes == 0 else []
+    for nr in dict.fromkeys(whole_row + [hand]
                             + [v * lanes for v in (1, 2, 3, 4) if n % (v * lanes) == 0]):
         if n % nr:
             continue
