@@ -238,7 +238,7 @@ def test_user_rules_join_a_pass_and_user_spaces_replace_the_rules():
 
     def space(s):
         b = s.get_block("relu")
-        i, j = s.get_loops(b)
+        _, j = s.get_loops(b)
         s.split(j, s.sample_perfect_tile(j, 2))
 
     (only,) = sketches(f, "cpu", space=space, seed=3)
