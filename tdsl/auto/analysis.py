@@ -24,7 +24,8 @@ from ..ir import (
     collect,
     free_vars,
 )
-from ..schedule.state import all_realizes, find_block, loops_in_scope
+from ..ir.tree import all_realizes, loops_in_scope
+from ..schedule.tree import find_block
 
 EXPENSIVE_CALLS = ("exp", "log", "tanh", "sigmoid", "erf", "pow", "sqrt", "rsqrt", "sin", "cos")
 
@@ -168,7 +169,7 @@ def writer_of(func: PrimFunc, buffer: Buffer) -> str | None:
 
 def loop_node(func: PrimFunc, var: Var):
     """The For statement of loop `var`."""
-    from ..schedule.state import find_loop
+    from ..schedule.tree import find_loop
 
     return find_loop(func, var, "auto")[0]
 
