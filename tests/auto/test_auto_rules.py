@@ -246,3 +246,18 @@ def test_user_rules_join_a_pass_and_user_spaces_replace_the_rules():
     (only,) = sketches(f, "cpu", space=space, seed=3)
     assert "sample_perfect_tile" in str(only.trace)
     same_meaning(only, f)
+
+
+def test_registered_rules_join_every_default_space():
+    from tdsl.auto import register_rule, unregister_rule
+
+    f = tdsl.parse(CHAIN)
+    register_rule(_SplitBy4, stage="tiling")
+    try:
+        assert "factors=[None, 4]" in str(tdsl.auto_schedule(f, "cpu").trace)
+        assert "factors=[None, 4]" not in str(tdsl.auto_schedule(f, "cuda").trace)  # registered for the CPU
+    finally:
+        unregister_rule(_SplitBy4)
+    assert "factors=[None, 4]" not in str(tdsl.auto_schedule(f, "cpu").trace)
+    with pytest.raises(ValueError, match="stage"):
+        register_rule(_SplitBy4, stage="nowhere")
