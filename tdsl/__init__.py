@@ -7,8 +7,7 @@ from __future__ import annotations
 from .errors import ArgumentError, BoundsError, ScheduleError, ScriptError, TargetError
 from .ir import PrimFunc, assert_structural_equal, structural_diff, structural_equal, structural_hash
 from .script import T, parse, prim_func
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 _LAZY = {
     "Schedule": ("tdsl.schedule", "Schedule"),
@@ -19,6 +18,8 @@ _LAZY = {
     "Kernel": ("tdsl.backends.llvm.kernel", "Kernel"),
     "device_array": ("tdsl.backends.cuda.runtime", "device_array"),
     "to_device": ("tdsl.backends.cuda.runtime", "to_device"),
+    "auto_schedule": ("tdsl.auto", "auto_schedule"),
+    "space": ("tdsl.auto", "space"),
 }
 
 
@@ -40,4 +41,4 @@ def __dir__():
 __all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
            "Kernel", "device_array", "to_device", "structural_equal", "structural_hash", "structural_diff",
            "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
-           "BoundsError"]
+           "BoundsError", "auto_schedule", "space"]

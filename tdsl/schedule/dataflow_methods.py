@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import ScheduleError
+from . import sampling as _sampling
 from .handles import BlockRV, LoopRV
 from .primitives import cache as _cache
 from .primitives import compute_location as _compute_location
@@ -31,6 +32,19 @@ def _tvm_cache_args(kind: str, block, buffer, scope, consumer_blocks, index, sto
                                 "cache serves the one block it is made for\n  fix: call "
                                 f"sch.{kind} once per block")
     return buffer, scope
+
+
+def _stay(func, block, loop):
+    """compute_at to the root handle of sample_compute_location: the block stays where it is."""
+    from .tree import find_block
+
+    find_block(func, block, "compute_at")
+    return func, None
+
+
+def _inline(func, block, loop):
+    """compute_at to the inline handle of sample_compute_location: compute_inline."""
+    return _compute_location.compute_inline(func, block)
 
 
 class DataflowMethods:
@@ -179,6 +193,8 @@ class DataflowMethods:
     def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
         """Move a producer block under `loop` of a later loop nest; at each iteration it computes
         just what the blocks under the loop read (new loops `ax0, ...`, one per iterator).
+        `loop` may be the result of `sample_compute_location`, whose "root" leaves the block
+        where it is and whose "inline" inlines it.
 
         Before::
 
@@ -224,6 +240,10 @@ class DataflowMethods:
         """
         self._expect("compute_at", block, (BlockRV,), "a block handle (from sch.get_block)")
         self._expect("compute_at", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
+        if loop.var is _sampling.ROOT:  # sample_compute_location chose "stay where it is"
+            return self._apply("compute_at", _stay, [block, loop])
+        if loop.var is _sampling.INLINE:  # ... or "inline"
+            return self._apply("compute_at", _inline, [block, loop])
         return self._apply("compute_at", _compute_location.compute_at, [block, loop])
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:

@@ -8,6 +8,7 @@ Adding a primitive = a pure function in `primitives/<family>.py` + one method ca
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable, Sequence
 
 from ..errors import ScheduleError
@@ -17,6 +18,7 @@ from .handles import BlockRV, LoopRV
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
 from .primitives import loops as _loops
+from .sampling import SamplingMethods, plain
 from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
 from .tree import unique_names
@@ -70,7 +72,7 @@ class ScriptDiff:
         return diff_html(self.before, self.after)
 
 
-class Schedule(TensorizeMethods, DataflowMethods):
+class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
 
     Loops written with the same name in two nests are told apart as the printer shows them
@@ -79,9 +81,12 @@ class Schedule(TensorizeMethods, DataflowMethods):
     >>> sch = tdsl.Schedule(matmul)
     >>> i, j, k = sch.get_loops(sch.get_block("C"))
     >>> i0, i1 = sch.split(i, factors=[None, 32])
+
+    `seed` seeds the random source of the sampling primitives (`sample_perfect_tile`, ...):
+    the same seed samples the same decisions; None draws a fresh seed.
     """
 
-    def __init__(self, func: PrimFunc):
+    def __init__(self, func: PrimFunc, seed: int | None = None):
         if not isinstance(func, PrimFunc):
             raise TypeError(f"tdsl.Schedule takes a PrimFunc (a @T.prim_func), not {type(func).__name__}")
         self._func = unique_names(func)
@@ -90,6 +95,7 @@ class Schedule(TensorizeMethods, DataflowMethods):
         self._live: set[int] = set()
         self._dead: set[int] = set()
         self._removed: set[tuple] = set()  # handles given to remove_rv: (serial, block name or id(loop var))
+        self._rng = random.Random(seed)
 
     # state --------------------------------------------------------------------------------
     @property
@@ -103,13 +109,15 @@ class Schedule(TensorizeMethods, DataflowMethods):
         return Trace(list(self._trace))
 
     def copy(self) -> Schedule:
-        """An independent schedule at the same point; handles of this one work on it too."""
+        """An independent schedule at the same point; handles of this one work on it too. Its
+        random source starts where this one's is (reseed it with `copy.seed(n)` to sample apart)."""
         other = Schedule(self._func)
         other._history = list(self._history)
         other._trace = list(self._trace)
         other._live = set(self._live)
         other._dead = set(self._dead)
         other._removed = set(self._removed)
+        other._rng.setstate(self._rng.getstate())
         return other
 
     def undo(self) -> None:
@@ -161,7 +169,7 @@ class Schedule(TensorizeMethods, DataflowMethods):
             return x.name if isinstance(x, BlockRV) else x.var
         if isinstance(x, (list, tuple)):
             return [self._resolve(v, primitive) for v in x]
-        return x
+        return plain(x)
 
     def _expect(self, primitive: str, x, kinds: tuple[type, ...], what: str) -> None:
         if isinstance(x, str) and BlockRV in kinds:
