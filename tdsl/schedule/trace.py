@@ -180,6 +180,11 @@ class Trace:
         return trace_to_json(self)
 
     @staticmethod
+    def apply_json_to_schedule(json_obj, sch: Schedule) -> None:
+        """TVM's name: replay the steps of `as_json()` data (or its `json.dumps` text) on `sch`."""
+        Trace.from_json(json_obj).apply(sch)
+
+    @staticmethod
     def from_json(data) -> Trace:
         """The trace of `as_json()` data (or of its `json.dumps` text)."""
         from .trace_json import trace_from_json

@@ -6,7 +6,8 @@
 * `inputs` and `outputs` name handles "b<k>" (blocks), "l<k>" (loops), "v<k>" (sampled values);
   an input string that is data, not a handle, is quoted as TVM does ('"C"');
 * `attrs` is a list of [name, value] pairs (keyword arguments);
-* other values: numbers, null, true/false and lists as they are; an expression (a symbolic
+* other values: numbers, null, true/false and lists as they are; a dict (an annotation value)
+  is {"dict": [[key, value], ...]}; an expression (a symbolic
   split factor) is {"expr": tree}, an index map {"index_map": [[params], [trees]]}, where a tree is
   ["var", name, dtype] | ["int", value, dtype] | ["float", value, dtype] | ["bin", op, a, b] |
   ["not", a] | ["select", c, t, f] | ["cast", dtype, v] | ["call", dtype, op, [args]];
@@ -20,7 +21,7 @@ import json
 
 from ..dtypes import DataType
 from ..errors import ScheduleError
-from ..ir import Binary, Call, Cast, FloatImm, IntImm, Not, PrimExpr, Select, Var
+from ..ir import AnnotationDict, Binary, Call, Cast, FloatImm, IntImm, Not, PrimExpr, Select, Var
 from .handles import BlockRV, LoopRV
 from .primitives.layout import IndexMap
 from .sampling import ValueRV, value_rv
@@ -109,6 +110,8 @@ def _value_to_json(x, names: dict[int, str]):
         return x
     if isinstance(x, str):
         return json.dumps(x)
+    if isinstance(x, dict) or isinstance(x, AnnotationDict):  # an annotation value
+        return {"dict": [[k, _value_to_json(v, names)] for k, v in (x.items() if isinstance(x, dict) else x)]}
     if isinstance(x, (list, tuple)):
         return [_value_to_json(v, names) for v in x]
     if isinstance(x, PrimExpr):
@@ -151,6 +154,8 @@ def _value_from_json(x, handles: dict[str, object]):
             return _expr_from_json(x["expr"], {})
         if "index_map" in x:
             return _index_map_from_json(x["index_map"])
+        if "dict" in x:
+            return {k: _value_from_json(v, handles) for k, v in x["dict"]}
         raise ScheduleError(f"Trace.from_json: unknown value {x!r}")
     return x
 

@@ -218,3 +218,21 @@ def test_cache_read_write_take_tvm_keywords_and_block_names():
     expect_error(sch, lambda: sch.cache_read(update, 1, "shared", consumer_blocks=["C_local"]),
                  "consumer_blocks", "once per block")
     expect_error(sch, lambda: sch.compute_inline("nope"), "no block named")
+
+
+def test_trace_json_round_trip_with_tvm_names():
+    # test_tir_schedule_trace.py: Trace.as_json / Trace.apply_json_to_schedule, on a trace that
+    # uses this additions (a block by name, write-index set_scope, pad_value, dict values)
+    import json
+
+    from tdsl.schedule.trace import Trace
+
+    sch = tdsl.Schedule(padded_copy)
+    sch.transform_layout("block", "B", lambda i: [i // 4, i % 4], pad_value=lambda i, j: i + j)
+    sch.set_scope(sch.get_sblock("block"), 0, "local")
+    sch.annotate(sch.get_loops(sch.get_sblock("C"))[0], "note", {"arr": [0, 1], "key": 3})
+    text = json.dumps(sch.trace.as_json())
+    again = tdsl.Schedule(padded_copy)
+    Trace.apply_json_to_schedule(json.loads(text), again)
+    tdsl.assert_structural_equal(again.func, sch.func)
+    check(again, padded_copy, args=[np.arange(14, dtype="int32"), np.zeros(14, "int32")])
