@@ -110,7 +110,7 @@ def _value_to_json(x, names: dict[int, str]):
         return x
     if isinstance(x, str):
         return json.dumps(x)
-    if isinstance(x, dict) or isinstance(x, AnnotationDict):  # an annotation value
+    if isinstance(x, (dict, AnnotationDict)):  # an annotation value
         return {"dict": [[k, _value_to_json(v, names)] for k, v in (x.items() if isinstance(x, dict) else x)]}
     if isinstance(x, (list, tuple)):
         return [_value_to_json(v, names) for v in x]
