@@ -23,10 +23,35 @@ import numpy as np
 
 from ..dtypes import DataType, int32
 from ..ir.buffer import Buffer
-from ..ir.expr import (COMPARE_OPS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr,
-                       Ramp, Select, StringImm, Var)
-from ..ir.stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
-                       SeqStmt, Stmt)
+from ..ir.expr import (
+    COMPARE_OPS,
+    Binary,
+    Broadcast,
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    Ramp,
+    Select,
+    StringImm,
+    Var,
+)
+from ..ir.stmt import (
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+)
 from . import runtime
 
 Rng = tuple[int, int] | None
@@ -714,6 +739,7 @@ def _free_vars_in_order(expr: PrimExpr) -> list[Var]:
 
 
 BASE_GLOBALS = {
+    "__name__": "tdsl.interp.generated",  # tdsl.tracebacks hides these frames from users
     "np": np,
     "math": math,
     "_alloc": runtime.alloc,

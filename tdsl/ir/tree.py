@@ -8,25 +8,41 @@ old, new)`, which rebuilds only the ancestors (IR nodes are immutable).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 
 from .buffer import Buffer
 from .expr import Range, Var
 from .functor import collect
-from .stmt import Block, BlockRealize, For, PrimFunc, Stmt
+from .stmt import Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
 
 Path = tuple[Stmt, ...]  # ancestors of a statement, outermost first
 
 
 def children(stmt: Stmt) -> tuple[Stmt, ...]:
-    """The statements directly inside `stmt` (a block's init before its body)."""
-    out = []
-    for name in ("init", "body", "block", "seq", "then_case", "else_case"):
-        value = getattr(stmt, name, None)
-        if isinstance(value, Stmt):
-            out.append(value)
-        elif isinstance(value, tuple):
-            out.extend(v for v in value if isinstance(v, Stmt))
-    return tuple(out)
+    """The statements directly inside `stmt`, in program order (a block's init before its body)."""
+    if isinstance(stmt, (For, LetStmt, Allocate)):
+        return (stmt.body,)
+    if isinstance(stmt, SeqStmt):
+        return stmt.seq
+    if isinstance(stmt, BlockRealize):
+        return (stmt.block,)
+    if isinstance(stmt, Block):
+        return (stmt.body,) if stmt.init is None else (stmt.init, stmt.body)
+    if isinstance(stmt, IfThenElse):
+        return (stmt.then_case,) if stmt.else_case is None else (stmt.then_case, stmt.else_case)
+    return ()
+
+
+def walk(root: Stmt, descend: Callable[[Stmt], bool] | None = None) -> Iterator[Stmt]:
+    """Every statement under `root`, itself first, in program order (pre-order; expressions are
+    not visited: no statement hides in one). The statements inside a node for which
+    `descend(node)` is false are skipped."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if descend is None or descend(node):
+            stack.extend(reversed(children(node)))
 
 
 def find_path(root: Stmt, pred) -> tuple[Stmt, Path] | None:
@@ -80,32 +96,16 @@ def path_ranges(path: Path) -> dict[Var, Range]:
 
 def child_realizes(stmt: Stmt) -> list[BlockRealize]:
     """The block realizes under `stmt` that are not nested inside another block, in order."""
-    out: list[BlockRealize] = []
+    def outside_blocks(s: Stmt) -> bool:
+        return not isinstance(s, BlockRealize)
 
-    def walk(node: Stmt) -> None:
-        if isinstance(node, BlockRealize):
-            out.append(node)
-            return
-        for c in children(node):
-            walk(c)
-
-    for c in children(stmt.block if isinstance(stmt, BlockRealize) else stmt):
-        walk(c)
-    return out
+    top = stmt.block if isinstance(stmt, BlockRealize) else stmt
+    return [r for c in children(top) for r in walk(c, outside_blocks) if isinstance(r, BlockRealize)]
 
 
 def all_realizes(stmt: Stmt) -> list[BlockRealize]:
     """Every block realize under `stmt` (nested ones too), in pre-order."""
-    out: list[BlockRealize] = []
-
-    def walk(node: Stmt) -> None:
-        if isinstance(node, BlockRealize):
-            out.append(node)
-        for c in children(node):
-            walk(c)
-
-    walk(stmt)
-    return out
+    return [s for s in walk(stmt) if isinstance(s, BlockRealize)]
 
 
 def replace_child(parent: Stmt, old: Stmt, new: Stmt) -> Stmt:

@@ -32,7 +32,7 @@ from ..ir import (
     same_expr,
     substitute,
 )
-from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges
+from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges, walk
 from ..script.printer import message_text as expr_text
 from .errors import block_name, loop_name, schedule_error
 
@@ -62,14 +62,7 @@ def is_quasi_affine(expr: PrimExpr, loop_vars: set[Var]) -> bool:
 
 def all_loops(stmt: Stmt) -> list[For]:
     """Every loop under `stmt` (itself included), pre-order."""
-    out: list[For] = []
-    stack = [stmt]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, For):
-            out.append(node)
-        stack.extend(reversed(children(node)))
-    return out
+    return [s for s in walk(stmt) if isinstance(s, For)]
 
 
 def thread_relaxed_loops(loops: list[For], scope: str) -> list[For]:
@@ -110,7 +103,7 @@ def check_parallelizable(func: PrimFunc, primitive: str, loop: For, what: str, p
     # Only the outermost blocks under the loop are driven by it: a block nested in another
     # (the inner block of a blockize) is bound to its parent's iterators, and the parent's
     # bindings say whether the loop's iterations are independent.
-    direct = {id(r) for r in child_realizes(loop.body)}
+    direct = {id(r) for r in child_realizes(loop)}   # (of loop.body, a realize, they would be its children)
     for realize in all_realizes(loop.body):
         block = realize.block
         spatial_use = False
