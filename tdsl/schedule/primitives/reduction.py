@@ -25,6 +25,7 @@ from ...ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
     For,
     IntImm,
     IterVar,
@@ -257,6 +258,8 @@ class _RfactorPlan:
     own: list[For]  # the reduction block's own loops, outer to inner
     roles: dict[Var, str]
     axis: int  # factor_axis, made non-negative
+    wb_predicate: PrimExpr  # the write-back block's predicate
+    wb_guard: PrimExpr | None  # which partials the write-back adds (a non-dividing split's tail guard)
 
 
 def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, str]:
@@ -339,11 +342,7 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _Rfactor
                              rule="rfactor rebuilds the reduction's own loops: the reduction loops must be the "
                                   "block's own and purely reducing")
     reduce_loops = [f for f in own if roles[f.loop_var] == "R"]
-    if free_vars(realize.predicate) & {f.loop_var for f in reduce_loops}:
-        raise schedule_error(func, "rfactor", f"the predicate T.where({expr_text(realize.predicate)}) of "
-                             f"{block_name(name)} uses a reduction loop", loops=(loop_var,), blocks=(name,),
-                             rule="every partial result must be computed, so the reduction loops cannot be "
-                                  "guarded", fix="split the reduction loop by a factor that divides it")
+    wb_predicate, wb_guard = _split_guard(func, realize, own, {f.loop_var for f in reduce_loops}, loop_var, name)
     if free_vars(loop.extent) - _function_vars(func) or free_vars(loop.min) - _function_vars(func):
         raise schedule_error(func, "rfactor", f"the extent of {loop_name(loop_var)} depends on other loops",
                              loops=(loop_var,), rule="the rfactor buffer has one slot per iteration of the loop")
@@ -355,7 +354,7 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _Rfactor
                              f"{ndim}-d buffer {red.buffer.name}", loops=(loop_var,),
                              rule=f"factor_axis is a position in the rfactor buffer: -{ndim + 1} .. {ndim}")
     axis = factor_axis if factor_axis >= 0 else factor_axis + ndim + 1
-    return _RfactorPlan(loop, realize, bpath, red, own, roles, axis)
+    return _RfactorPlan(loop, realize, bpath, red, own, roles, axis, wb_predicate, wb_guard)
 
 
 _ENUMERATE_LIMIT = 1 << 20
@@ -518,14 +517,81 @@ def _write_back_block(plan: _RfactorPlan, rf_buf: Buffer, taken: set[str]) -> tu
     v_wb = Var(fresh_name(f"v{loop_var.name}", taken), loop_var.dtype)
     wb_idx = tuple(substitute(i, smap) for i in red.indices)
     wb_rf_idx = wb_idx[:axis] + (_slot(v_wb, loop),) + wb_idx[axis:]
+    wb_value: PrimExpr = BufferLoad(rf_buf, wb_rf_idx)
+    if plan.wb_guard is not None:
+        wb_value = Call(red.buffer.dtype, "if_then_else", (substitute(plan.wb_guard, {loop_var: v_wb}), wb_value,
+                                                           red.identity()))
     wb_block = Block(b.name, (IterVar(v_wb, Range(loop.min, loop.extent), "R"),) +
                      tuple(IterVar(smap[iv.var], iv.dom, "S") for iv, _ in spatial), (), (),
-                     BufferStore(red.buffer, red.combine(BufferLoad(red.buffer, wb_idx),
-                                                         BufferLoad(rf_buf, wb_rf_idx)), wb_idx),
+                     BufferStore(red.buffer, red.combine(BufferLoad(red.buffer, wb_idx), wb_value), wb_idx),
                      init=None if red.init is None else BufferStore(red.buffer, substitute(red.init, smap), wb_idx))
     wb_realize = BlockRealize((lmap[loop_var],) + tuple(substitute(v, lmap) for _, v in spatial),
-                              substitute(realize.predicate, lmap), refresh_block(wb_block))
+                              substitute(plan.wb_predicate, lmap), refresh_block(wb_block))
     return new_loops, wb_realize
+
+
+def _split_guard(func: PrimFunc, realize: BlockRealize, own: list[For], reduce_loops: set[Var], loop_var: Var,
+                 name: str) -> tuple[PrimExpr, PrimExpr | None]:
+    """(the write-back's predicate, the guard of the slot it adds, or None)."""
+    wb_predicate, wb_guard = realize.predicate, None
+    others = (free_vars(realize.predicate) & reduce_loops) - {loop_var}
+    if others:
+        # a non-dividing split's tail guard (k_0 * 32 + k_1 < m): a slot of the rfactor buffer is
+        # used iff the guard holds at the first iteration of the other reduction loops (where its
+        # init runs); the write-back adds only those slots (`if_then_else(guard, slot, identity)`),
+        # so it needs a guard that only turns false later
+        guard_vars = free_vars(realize.predicate) - reduce_loops - _function_vars(func)
+        if not _tail_guard(realize.predicate, others) or any(
+                free_vars(c) & reduce_loops and free_vars(c) & guard_vars for c in _conjuncts(realize.predicate)):
+            raise schedule_error(func, "rfactor", f"the predicate T.where({expr_text(realize.predicate)}) of "
+                                 f"{block_name(name)} uses a reduction loop in a way that is not the tail guard of a "
+                                 "split", loops=(loop_var,), blocks=(name,),
+                                 rule="a guard on the reduction loops must be a conjunction of `affine < bound` with "
+                                      "non-negative coefficients (what split makes), so that every slot used is "
+                                      "initialised", fix="split the reduction loop by a factor that divides it")
+        from ...arith import simplify
+
+        parts = _conjuncts(realize.predicate)
+        guard = [c for c in parts if free_vars(c) & reduce_loops]
+        keep = [c for c in parts if not free_vars(c) & reduce_loops]
+        from ...ir.stmt import TRUE
+
+        wb_predicate = _all_of(keep) if keep else TRUE
+        wb_guard = simplify(substitute(_all_of(guard), {f.loop_var: f.min for f in own if f.loop_var in others}))
+    return wb_predicate, wb_guard
+
+
+def _conjuncts(pred: PrimExpr) -> list[PrimExpr]:
+    from ...ir import Binary
+
+    if isinstance(pred, Binary) and pred.op == "and":
+        return _conjuncts(pred.a) + _conjuncts(pred.b)
+    return [pred]
+
+
+def _all_of(parts: list[PrimExpr]) -> PrimExpr:
+    from ...ir import Binary
+
+    out = parts[0]
+    for p in parts[1:]:
+        out = Binary("and", out, p)
+    return out
+
+
+def _tail_guard(pred: PrimExpr, loops: set[Var]) -> bool:
+    """`pred` is a conjunction of `a < b` / `a <= b` where `a - b` is affine in `loops` with
+    non-negative coefficients (so if it holds somewhere it holds at the loops' minimum)."""
+    from ...arith import linear_form
+    from ...ir import Binary
+
+    if isinstance(pred, Binary) and pred.op == "and":
+        return _tail_guard(pred.a, loops) and _tail_guard(pred.b, loops)
+    if not free_vars(pred) & loops:
+        return True
+    if not (isinstance(pred, Binary) and pred.op in ("lt", "le")):
+        return False
+    form = linear_form(pred.a - pred.b, list(loops))
+    return form is not None and all(c >= 0 for c in form[0].values())
 
 
 def _own_top(func: PrimFunc, block: str, own: list[For]) -> tuple[Stmt, Path]:
