@@ -108,7 +108,10 @@ class TensorIntrin:
 
     @property
     def impl_body(self):
-        return _content(self.impl)
+        """The implementation as plain code: blocks (TVM writes intrinsics with them) are
+        replaced by their bodies (see `flatten_blocks`)."""
+        body = _content(self.impl)
+        return flatten_blocks(body) if collect(body, Block) else body
 
     @property
     def impl_allocs(self) -> tuple[Buffer, ...]:
@@ -128,6 +131,37 @@ def _content(func: PrimFunc):
     return func.body
 
 
+def _flattenable(stmt) -> bool:
+    return all(not r.block.alloc_buffers and not collect(r.block.body, Block) for r in collect(stmt, BlockRealize))
+
+
+def flatten_blocks(stmt):
+    """`stmt` with every leaf block replaced by what it runs: its body with the iterators
+    replaced by their bindings, under `if predicate:`, its T.init under `if` every reduction
+    iterator is at the start of its domain (what the block means in TensorIR)."""
+    from ..ir import TRUE, IfThenElse, IRMutator, SeqStmt, binary, logical_and, substitute
+
+    class _Flatten(IRMutator):
+        def visit_BlockRealize(self, node: BlockRealize):
+            b = node.block
+            vmap = {iv.var: v for iv, v in zip(b.iter_vars, node.iter_values)}
+            body = substitute(b.body, vmap)
+            if b.init is not None:
+                first = [binary("eq", vmap[iv.var], iv.dom.min) for iv in b.iter_vars if iv.kind == "R"]
+                init = substitute(b.init, vmap)
+                if first:
+                    cond = first[0]
+                    for c in first[1:]:
+                        cond = logical_and(cond, c)
+                    init = IfThenElse(cond, init)
+                body = SeqStmt((init, body))
+            if node.predicate is not TRUE:
+                body = IfThenElse(node.predicate, body)
+            return body
+
+    return _Flatten().visit(stmt)
+
+
 def _check_pair(name: str, desc: PrimFunc, impl: PrimFunc) -> None:
     dp, ip = desc.params, impl.params
     if len(dp) != len(ip):
@@ -145,8 +179,9 @@ def _check_pair(name: str, desc: PrimFunc, impl: PrimFunc) -> None:
     if len(blocks) != 1:
         raise ValueError(f"tensor intrinsic {name!r}: the description must hold exactly one block "
                          f"(inside its loops), found {len(blocks)}")
-    if collect(_content(impl), Block):
-        raise ValueError(f"tensor intrinsic {name!r}: the implementation must be plain code without blocks")
+    if collect(_content(impl), Block) and not _flattenable(_content(impl)):
+        raise ValueError(f"tensor intrinsic {name!r}: the blocks of the implementation must be leaf blocks "
+                         "without T.alloc_buffer")
 
 
 def unknown_message(name: str) -> str:

@@ -19,6 +19,38 @@ THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadI
 Annotations = tuple[tuple[str, Any], ...]
 
 
+class AnnotationDict(tuple):
+    """A dict annotation value, frozen: a tuple of (key, value) pairs that prints as a dict."""
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {annotation_text(v)}" for k, v in self) + "}"
+
+
+def annotation_text(value) -> str:
+    """An annotation value as script text: lists print as lists, dicts as dicts."""
+    if isinstance(value, tuple) and not isinstance(value, AnnotationDict):
+        return "[" + ", ".join(annotation_text(v) for v in value) + "]"
+    return repr(value)
+
+
+def annotation_value(value):
+    """`value` as the IR stores an annotation value: int, float, str and bool as they are, a
+    list or tuple as a tuple, a dict (string keys) as an AnnotationDict, recursively. Raises
+    ValueError for anything else."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, AnnotationDict):
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(annotation_value(v) for v in value)
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise ValueError("the keys of a dict annotation value are strings")
+        return AnnotationDict((k, annotation_value(v)) for k, v in value.items())
+    raise ValueError(f"an annotation value is an int, float, str, bool, or a list or dict of those, not "
+                     f"{type(value).__name__}")
+
+
 def _span_field():
     return field(default=None, kw_only=True, compare=False, repr=False)
 

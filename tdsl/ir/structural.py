@@ -119,6 +119,26 @@ def structural_equal(a, b) -> bool:
     return _Differ().cmp(a, b) is None
 
 
+def same_expr(a, b) -> bool:
+    """Syntactic equality in one scope: variables and buffers compared by identity.
+
+    Use it, not `structural_equal`, to ask whether two expressions of the same program name the
+    same element: `structural_equal(vi, vj)` is True (it maps one free variable onto the other)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (Var, Buffer)):
+        return False
+    if isinstance(a, Node):
+        return all(same_expr(getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
 def assert_structural_equal(a, b) -> None:
     """Raise AssertionError saying where `a` and `b` first differ."""
     diff = structural_diff(a, b)

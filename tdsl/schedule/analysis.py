@@ -29,7 +29,7 @@ from ..ir import (
     Var,
     free_vars,
     logical_and,
-    structural_equal,
+    same_expr,
     substitute,
 )
 from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges, walk
@@ -191,8 +191,8 @@ def _relax_region(region: BufferRegion, inner: dict[Var, Range]) -> BufferRegion
 
 
 def _same_region(a: BufferRegion, b: BufferRegion, ranges: dict[Var, Range]) -> bool:
-    return all(structural_equal(simplify(x.min, ranges), simplify(y.min, ranges)) and
-               structural_equal(simplify(x.extent, ranges), simplify(y.extent, ranges))
+    return all(same_expr(simplify(x.min, ranges), simplify(y.min, ranges)) and
+               same_expr(simplify(x.extent, ranges), simplify(y.extent, ranges))
                for x, y in zip(a.region, b.region))
 
 
@@ -217,7 +217,7 @@ def find_conflict(loop: For, ranges: dict[Var, Range],
             if o is w or o.region.buffer is not w.region.buffer:
                 continue
             # a block reading what it writes at the same place (a reduction) needs no arithmetic
-            trivially_same = o.block == w.block and structural_equal(o.region, w.region)
+            trivially_same = o.block == w.block and same_expr(o.region, w.region)
             if trivially_same and private_to is None:
                 continue
             wr = resolved(w)

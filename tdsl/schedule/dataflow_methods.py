@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import ScheduleError
+from . import sampling as _sampling
 from .handles import BlockRV, LoopRV
 from .primitives import cache as _cache
 from .primitives import compute_location as _compute_location
@@ -13,12 +15,46 @@ from .primitives import layout as _layout
 from .primitives import reduction as _reduction
 
 
+def _tvm_cache_args(kind: str, block, buffer, scope, consumer_blocks, index, storage_scope):
+    """TVM's keyword names (read_buffer_index / write_buffer_index, storage_scope) and
+    `consumer_blocks`: tdsl caches for the one block it is given, so the consumers may only be
+    that block (call the primitive once per consumer for more)."""
+    buffer = index if buffer is None else buffer
+    scope = storage_scope if scope is None else scope
+    if buffer is None or scope is None:
+        raise ScheduleError(f"{kind}: give the buffer (its name or index) and the storage scope")
+    if consumer_blocks is not None:
+        names = {c.name if isinstance(c, BlockRV) else c for c in consumer_blocks}
+        own = block.name if isinstance(block, BlockRV) else block
+        if names - {own}:
+            others = ", ".join(f'"{n}"' for n in sorted(names - {own}))
+            raise ScheduleError(f"{kind}: consumer_blocks names blocks other than \"{own}\" ({others}); a tdsl "
+                                "cache serves the one block it is made for\n  fix: call "
+                                f"sch.{kind} once per block")
+    return buffer, scope
+
+
+def _stay(func, block, loop):
+    """compute_at to the root handle of sample_compute_location: the block stays where it is."""
+    from .tree import find_block
+
+    find_block(func, block, "compute_at")
+    return func, None
+
+
+def _inline(func, block, loop):
+    """compute_at to the inline handle of sample_compute_location: compute_inline."""
+    return _compute_location.compute_inline(func, block)
+
+
 class DataflowMethods:
     """cache_read, cache_write, set_scope, compute_at, reverse_compute_at, compute_inline,
     reverse_compute_inline, decompose_reduction, rfactor, transform_layout, storage_align."""
 
     # caching ------------------------------------------------------------------------------
-    def cache_read(self, block: BlockRV, buffer: int | str, scope: str) -> BlockRV:
+    def cache_read(self, block: BlockRV, buffer: int | str | None = None, scope: str | None = None,
+                   consumer_blocks=None, *, read_buffer_index: int | str | None = None,
+                   storage_scope: str | None = None) -> BlockRV:
         """Make `block` read `buffer` (its name, or its index among the block's reads) from a
         copy in `scope`; the copy block, named after the new buffer, runs right before the
         block's loop nest and copies the part the block reads. Returns the copy block.
@@ -56,9 +92,13 @@ class DataflowMethods:
                         B[vi, vj] = A_shared[vi, vj] * T.float32(2.0)
         """
         self._expect("cache_read", block, (BlockRV,), "a block handle (from sch.get_block)")
+        buffer, scope = _tvm_cache_args("cache_read", block, buffer, scope, consumer_blocks, read_buffer_index,
+                                        storage_scope)
         return self._apply("cache_read", _cache.cache_read, [block], {"buffer": buffer, "scope": scope})
 
-    def cache_write(self, block: BlockRV, buffer: int | str, scope: str) -> BlockRV:
+    def cache_write(self, block: BlockRV, buffer: int | str | None = None, scope: str | None = None,
+                   consumer_blocks=None, *, write_buffer_index: int | str | None = None,
+                   storage_scope: str | None = None) -> BlockRV:
         """Make `block` write `buffer` (its name, or its index among the block's writes) into a
         new buffer in `scope`, copied back by a block (named after the new buffer) right after the
         block's loop nest. Returns the copy block.
@@ -100,11 +140,14 @@ class DataflowMethods:
                         C[v0] = C_local[v0]
         """
         self._expect("cache_write", block, (BlockRV,), "a block handle (from sch.get_block)")
+        buffer, scope = _tvm_cache_args("cache_write", block, buffer, scope, consumer_blocks, write_buffer_index,
+                                        storage_scope)
         return self._apply("cache_write", _cache.cache_write, [block], {"buffer": buffer, "scope": scope})
 
     def set_scope(self, block: BlockRV, buffer: int | str, scope: str) -> None:
         """Change the storage scope of a buffer the function allocates (named, or by its index
-        among the block's reads and writes).
+        among the block's writes, as in TVM: `set_scope(block, 0, "shared")` is the block's
+        first written buffer).
 
         Before::
 
@@ -150,6 +193,8 @@ class DataflowMethods:
     def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
         """Move a producer block under `loop` of a later loop nest; at each iteration it computes
         just what the blocks under the loop read (new loops `ax0, ...`, one per iterator).
+        `loop` may be the result of `sample_compute_location`, whose "root" leaves the block
+        where it is and whose "inline" inlines it.
 
         Before::
 
@@ -195,6 +240,10 @@ class DataflowMethods:
         """
         self._expect("compute_at", block, (BlockRV,), "a block handle (from sch.get_block)")
         self._expect("compute_at", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
+        if loop.var is _sampling.ROOT:  # sample_compute_location chose "stay where it is"
+            return self._apply("compute_at", _stay, [block, loop])
+        if loop.var is _sampling.INLINE:  # ... or "inline"
+            return self._apply("compute_at", _inline, [block, loop])
         return self._apply("compute_at", _compute_location.compute_at, [block, loop])
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
@@ -367,7 +416,8 @@ class DataflowMethods:
         """Factor the reduction over `loop`: a block `<name>_rf` computes one partial result per
         iteration of the loop into a new buffer (the loop's slot at position `factor_axis`), and
         the original block combines them. Sums, products, min and max are recognised, whatever
-        their init value. Returns the rfactor block.
+        their init value. Returns the rfactor block. As in TVM, the factored iterator comes first
+        in both blocks.
 
         Before::
 
@@ -394,7 +444,7 @@ class DataflowMethods:
                 C_rf = T.alloc_buffer((4, 4), "float32")
                 for i, k_0, k_1 in T.grid(4, 4, 4):
                     with T.block("C_rf"):
-                        vi, vk_1, vk_0 = T.axis.remap("SSR", [i, k_1, k_0])
+                        vk_1, vi, vk_0 = T.axis.remap("SSR", [k_1, i, k_0])
                         T.reads(C_rf[vk_1, vi], A[vi, vk_0 * 4 + vk_1])
                         T.writes(C_rf[vk_1, vi])
                         with T.init():
@@ -402,7 +452,7 @@ class DataflowMethods:
                         C_rf[vk_1, vi] = T.max(C_rf[vk_1, vi], A[vi, vk_0 * 4 + vk_1])
                 for i_1, k_1_1 in T.grid(4, 4):
                     with T.block("C"):
-                        vi_1, vk_1_1 = T.axis.remap("SR", [i_1, k_1_1])
+                        vk_1_1, vi_1 = T.axis.remap("RS", [k_1_1, i_1])
                         T.reads(C[vi_1], C_rf[vk_1_1, vi_1])
                         T.writes(C[vi_1])
                         with T.init():
@@ -413,10 +463,13 @@ class DataflowMethods:
         return self._apply("rfactor", _reduction.rfactor, [loop], {"factor_axis": factor_axis})
 
     # layout -------------------------------------------------------------------------------
-    def transform_layout(self, block: BlockRV, buffer: int | str, index_map: Callable) -> None:
+    def transform_layout(self, block: BlockRV, buffer: int | str, index_map: Callable, pad_value=None) -> None:
         """Store a buffer the function allocates in a new layout: element `(i, j, ...)` moves to
         `index_map(i, j, ...)`, a Python lambda such as ``lambda i, j: (i // 16, j, i % 16)``. The
-        new shape is the bounding box of the map; the map must be one-to-one.
+        new shape is the bounding box of the map; the map must be one-to-one. Elements of the
+        new shape that no element maps to (padding) are never read, unless `pad_value` (a
+        constant of the buffer's dtype, or a function of the new indices) is given: a block
+        `buffer_<name>_padding` after the buffer's last writer then stores it there.
 
         Before::
 
@@ -458,14 +511,18 @@ class DataflowMethods:
         self._expect("transform_layout", block, (BlockRV,), "a block handle (from sch.get_block)")
         fn = index_map if isinstance(index_map, _layout.IndexMap) or not callable(index_map) \
             else _layout.IndexMap(index_map)
-        return self._apply("transform_layout", _layout.transform_layout, [block],
-                           {"buffer": buffer, "index_map": fn})
+        attrs = {"buffer": buffer, "index_map": fn}
+        if pad_value is not None:
+            attrs["pad_value"] = pad_value if not callable(pad_value) else _layout.IndexMap(pad_value)
+        return self._apply("transform_layout", _layout.transform_layout, [block], attrs)
 
     def storage_align(self, block: BlockRV, buffer: int | str, axis: int, factor: int, offset: int) -> None:
         """Pad the stride of dimension `axis` of a buffer the function allocates so that
         ``stride % factor == offset`` (the classic cure for shared-memory bank conflicts); the
         padding is recorded as the buffer's strides, and the request in the block annotation
-        ``storage_align.<buffer>`` so that aligning another axis later keeps this one.
+        ``storage_align.<buffer>`` so that aligning another axis later keeps this one. An integer
+        `buffer` counts the block's writes (TVM's `buffer_index`); a name may be any buffer the
+        block accesses.
 
         Before::
 

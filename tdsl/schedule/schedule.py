@@ -8,6 +8,7 @@ Adding a primitive = a pure function in `primitives/<family>.py` + one method ca
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable, Sequence
 
 from ..errors import ScheduleError
@@ -20,6 +21,7 @@ from .handles import BlockRV, LoopRV
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
 from .primitives import loops as _loops
+from .sampling import SamplingMethods, plain
 from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
 from .tree import unique_names
@@ -27,7 +29,7 @@ from .tree import unique_names
 _SERIAL = itertools.count()
 
 
-class Schedule(TensorizeMethods, DataflowMethods, EinsumMethods):
+class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
 
     Loops written with the same name in two nests are told apart as the printer shows them
@@ -36,9 +38,12 @@ class Schedule(TensorizeMethods, DataflowMethods, EinsumMethods):
     >>> sch = tdsl.Schedule(matmul)
     >>> i, j, k = sch.get_loops(sch.get_block("C"))
     >>> i0, i1 = sch.split(i, factors=[None, 32])
+
+    `seed` seeds the random source of the sampling primitives (`sample_perfect_tile`, ...):
+    the same seed samples the same decisions; None draws a fresh seed.
     """
 
-    def __init__(self, func: PrimFunc):
+    def __init__(self, func: PrimFunc, seed: int | None = None):
         if not isinstance(func, PrimFunc):
             raise TypeError(f"tdsl.Schedule takes a PrimFunc (a @T.prim_func), not {type(func).__name__}")
         self._func = unique_names(func)
@@ -46,6 +51,8 @@ class Schedule(TensorizeMethods, DataflowMethods, EinsumMethods):
         self._trace: list[Instruction] = []
         self._live: set[int] = set()
         self._dead: set[int] = set()
+        self._removed: set[tuple] = set()  # handles given to remove_rv: (serial, block name or id(loop var))
+        self._rng = random.Random(seed)
 
     # state --------------------------------------------------------------------------------
     @property
@@ -59,12 +66,15 @@ class Schedule(TensorizeMethods, DataflowMethods, EinsumMethods):
         return Trace(list(self._trace))
 
     def copy(self) -> Schedule:
-        """An independent schedule at the same point; handles of this one work on it too."""
+        """An independent schedule at the same point; handles of this one work on it too. Its
+        random source starts where this one's is (reseed it with `copy.seed(n)` to sample apart)."""
         other = Schedule(self._func)
         other._history = list(self._history)
         other._trace = list(self._trace)
         other._live = set(self._live)
         other._dead = set(self._dead)
+        other._removed = set(self._removed)
+        other._rng.setstate(self._rng.getstate())
         return other
 
     def undo(self) -> None:
@@ -155,13 +165,19 @@ class Schedule(TensorizeMethods, DataflowMethods, EinsumMethods):
                 why = ("the step that made it was undone" if x.serial in self._dead
                        else "it belongs to another schedule (replay with trace.apply)")
                 raise ScheduleError(f"{primitive}: the handle {x!r} is no longer valid: {why}")
+            if (x.serial, x.name if isinstance(x, BlockRV) else id(x.var)) in self._removed:
+                raise ScheduleError(f"{primitive}: the handle {x!r} was removed with sch.remove_rv; look the "
+                                    "block or loop up again")
             return x.name if isinstance(x, BlockRV) else x.var
         if isinstance(x, (list, tuple)):
             return [self._resolve(v, primitive) for v in x]
-        return x
+        return plain(x)
 
-    @staticmethod
-    def _expect(primitive: str, x, kinds: tuple[type, ...], what: str) -> None:
+    def _expect(self, primitive: str, x, kinds: tuple[type, ...], what: str) -> None:
+        if isinstance(x, str) and BlockRV in kinds:
+            # a block may be named by its name, as in TVM (sch.compute_at("B", loop))
+            _lookup.get_block(self._func, x)
+            return
         if not isinstance(x, kinds):
             shown = repr(x) if isinstance(x, (BlockRV, LoopRV, str, int)) else type(x).__name__
             raise ScheduleError(f"{primitive}: expected {what}, got {shown}")
@@ -197,6 +213,37 @@ class Schedule(TensorizeMethods, DataflowMethods, EinsumMethods):
     def get_block(self, name: str) -> BlockRV:
         """The block called `name`: ``b = sch.get_block("C")``."""
         return self._apply("get_block", _lookup.get_block, [name], step=False)
+
+    def get_sblock(self, name: str, func_name: str | None = None) -> BlockRV:
+        """TVM's name for get_block (`func_name`, if given, must name this function or be "main")."""
+        self._check_func_name("get_sblock", func_name)
+        return self.get_block(name)
+
+    def work_on(self, func_name: str) -> None:
+        """TVM's choice of the function to schedule in a module: a tdsl schedule has one
+        function, so `func_name` must be its name (or "main")."""
+        self._check_func_name("work_on", func_name)
+
+    def _check_func_name(self, primitive: str, func_name: str | None) -> None:
+        if func_name is not None and func_name not in ("main", self._func.name):
+            raise ScheduleError(f"{primitive}: this schedule works on function {self._func.name!r}, not "
+                                f"{func_name!r} (a tdsl schedule holds one function; make one Schedule per "
+                                "function)")
+
+    def remove_rv(self, rv: BlockRV | LoopRV) -> None:
+        """Forget a handle (TVM's remove_rv): using it afterwards raises ScheduleError. The
+        function is unchanged and the handle's block or loop stays."""
+        self._expect("remove_rv", rv, (BlockRV, LoopRV), "a block or loop handle")
+        self._resolve(rv, "remove_rv")
+        self._removed.add((rv.serial, rv.name if isinstance(rv, BlockRV) else id(rv.var)))
+
+    def get_output_blocks(self, scope_block: BlockRV | str = "root") -> list[BlockRV]:
+        """The leaf blocks under `scope_block` (default: the root block) that write a parameter of
+        the function, in program order."""
+        if isinstance(scope_block, str):
+            scope_block = self.get_block(scope_block)
+        self._expect("get_output_blocks", scope_block, (BlockRV,), "a block handle")
+        return self._apply("get_output_blocks", _lookup.get_output_blocks, [scope_block], step=False)
 
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         """The loops around `block` (up to its enclosing block), outer to inner:

@@ -8,6 +8,7 @@ show the language.
 from __future__ import annotations
 
 from ..dtypes import SCALAR_NAMES
+from .builtins import BUILTINS, SYNONYMS
 
 
 class _ScriptOnly:
@@ -24,7 +25,14 @@ class _ScriptOnly:
 
 
 class _DType(_ScriptOnly):
-    """`T.float32`: an annotation for scalar parameters, and a constant/cast in scripts."""
+    """`T.float32`: an annotation for scalar parameters, and a constant/cast in scripts.
+    `T.int32()` (TVM's spelling of the annotation) is the annotation too."""
+
+    def __call__(self, *args, **kwargs):
+        # T.int32() is TVM's spelling of the annotation; T.int64(128) may appear in a T.Buffer
+        # annotation, which Python evaluates when the function is defined: the parser reads the
+        # source itself, so the value here is never used
+        return self
 
 
 class _BufferSpec:
@@ -37,16 +45,25 @@ class _BufferSpec:
         return f"T.Buffer({self.shape!r}, {self.dtype!r})"
 
 
-def Buffer(shape, dtype="float32", **kwargs):  # noqa: N802 - TVMScript spelling
+def Buffer(shape=None, dtype="float32", **kwargs):  # noqa: N802 - TVMScript spelling
     """`A: T.Buffer((128, "n"), "float32")` declares a buffer parameter."""
     return _BufferSpec(shape, dtype, **kwargs)
 
 
+_PRIM_FUNC_OPTIONS = ("private", "s_tir", "check_well_formed")
+
+
 def prim_func(fn=None, **kwargs):
-    """Parse the decorated Python function into a PrimFunc (its body is never executed)."""
+    """Parse the decorated Python function into a PrimFunc (its body is never executed).
+
+    TVM's decorator options `private=`, `s_tir=` and `check_well_formed=` are accepted; they
+    change nothing in tdsl (a tdsl function has no global symbol and is always checked)."""
     from ..errors import ScriptError
     from .parser import parse_function_or_error
 
+    bad = [k for k in kwargs if k not in _PRIM_FUNC_OPTIONS]
+    if bad:
+        raise TypeError(f"T.prim_func got an unknown option {bad[0]!r}; it takes {', '.join(_PRIM_FUNC_OPTIONS)}")
     if fn is None:
         return prim_func
     import sys
@@ -56,6 +73,24 @@ def prim_func(fn=None, **kwargs):
     if isinstance(result, ScriptError):
         raise result
     return result
+
+
+class _Handle(_ScriptOnly):
+    """`a: T.handle`: a parameter that `A = T.match_buffer(a, shape, dtype)` turns into a buffer."""
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+
+class _Let(_ScriptOnly):
+    """`x: T.let[T.int32] = value`."""
+
+    def __getitem__(self, item):
+        return self
+
+
+handle = _Handle("handle")
+let = _Let("let")
 
 
 class _Axis:
@@ -69,12 +104,19 @@ axis = _Axis()
 for _name in SCALAR_NAMES:
     globals()[_name] = _DType(_name)
 
-_SCRIPT_NAMES = (
-    "grid serial parallel vectorized unroll thread_binding block init where reads writes block_attr func_attr "
-    "alloc_buffer allocate evaluate LetStmt min max if_then_else Select cast Cast exp log sqrt rsqrt tanh "
-    "sigmoid erf abs floor ceil pow exp2 log2 sin cos round trunc fma max_value min_value call_extern address_of Ramp "
-    "Broadcast floordiv floormod"
-).split()
-for _name in _SCRIPT_NAMES:
+for _name, (_role, _meaning) in BUILTINS.items():
+    if _role in ("dtype", "decorator", "annotation") or _name == "axis":
+        continue
     globals()[_name] = _ScriptOnly(_name)
-del _name
+for _name in SYNONYMS:
+    globals()[_name] = _ScriptOnly(_name)
+del _name, _role, _meaning
+
+
+def __getattr__(name: str):
+    """Any other `T.<name>` (a TVMScript construct tdsl does not have) evaluates to a marker, so
+    that an annotation such as `a: T.Ptr` reaches the parser, whose ScriptError names it and
+    says what tdsl writes instead."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _ScriptOnly(name)

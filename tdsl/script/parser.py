@@ -17,41 +17,11 @@ from .. import dtypes as _dt
 from ..dtypes import DataType
 from ..errors import ScriptError, Span
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.expr import (
-    MATH_CALLS,
-    Binary,
-    Broadcast,
-    BufferLoad,
-    Call,
-    Cast,
-    FloatImm,
-    IntImm,
-    Not,
-    PrimExpr,
-    Ramp,
-    Range,
-    Select,
-    StringImm,
-    Var,
-    const,
-)
-from ..ir.stmt import (
-    THREAD_TAGS,
-    TRUE,
-    Allocate,
-    Block,
-    BlockRealize,
-    BufferStore,
-    Evaluate,
-    For,
-    IfThenElse,
-    IterVar,
-    LetStmt,
-    PrimFunc,
-    SeqStmt,
-    Stmt,
-    flat_seq,
-)
+from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr,
+                       Ramp, Range, Select, StringImm, Var, const)
+from ..ir.stmt import (THREAD_TAGS, TRUE, Allocate, Block, BlockRealize, BufferStore, Evaluate, For,
+                       IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt, annotation_value, flat_seq)
+from .builtins import ABSENT, absent_message, resolve
 
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized", "unroll": "unrolled",
                "thread_binding": "thread_binding"}
@@ -71,6 +41,37 @@ class _Source:
     file: str
     line_offset: int = 0
     col_offset: int = 0
+
+
+class _HandleParam:
+    """A `T.handle` parameter; `T.match_buffer` gives it its buffer."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.buffer: Buffer | None = None
+
+
+@dataclass
+class _View:
+    """`X = T.match_buffer(A[region], shape)` inside a block: X[i, j] is an element of A's
+    region (tdsl has no buffer views in the IR, so the parser rewrites every use of X)."""
+
+    name: str
+    parent: Buffer
+    starts: tuple  # per parent dimension, the region's start
+    dims: tuple  # for each view dimension, the parent dimension it walks
+    shape: tuple
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def parent_indices(self, indices) -> tuple:
+        out = list(self.starts)
+        for d, i in zip(self.dims, indices):
+            out[d] = _simplify(self.starts[d] + i) if not (isinstance(self.starts[d], IntImm)
+                                                           and self.starts[d].value == 0) else i
+        return tuple(out)
 
 
 class _BlockFrame:
@@ -143,7 +144,8 @@ class Parser:
     # function -------------------------------------------------------------------------------
     def parse_function(self, fn: ast.FunctionDef) -> PrimFunc:
         sym: dict[str, Var] = {}  # scalar parameters and symbolic dimensions, by name
-        by_name: dict[str, Buffer | Var] = {}
+        by_name: dict[str, Buffer | Var | None] = {}
+        handles: dict[str, ast.arg] = {}  # T.handle parameters, until T.match_buffer names their buffer
         args = fn.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
             raise self.error(fn, "prim_func parameters must be plain annotated names",
@@ -159,12 +161,13 @@ class Parser:
                 var = Var(arg.arg, self._dtype_of_annotation(arg.annotation), span=self.span(arg))
                 sym[arg.arg] = by_name[arg.arg] = var
                 self.define(arg.arg, var)
+            elif self._is_handle_annotation(arg.annotation):
+                handles[arg.arg] = arg
         for arg in args.args:
-            if by_name[arg.arg] is None:
+            if by_name[arg.arg] is None and arg.arg not in handles:
                 buf = self.parse_buffer_annotation(arg, sym)
                 self.define(arg.arg, buf)
                 by_name[arg.arg] = buf
-        params = [by_name[a.arg] for a in args.args]
         for name, var in sym.items():
             if name not in by_name:
                 self.define(name, var)  # a symbolic dimension, referred to by its bare name
@@ -173,9 +176,35 @@ class Parser:
                 and isinstance(body_nodes[0].value.value, str):
             body_nodes = body_nodes[1:]  # docstring
         attrs: tuple = ()
-        if body_nodes and self._is_call_to(body_nodes[0], "func_attr"):
-            attrs = self.parse_dict(body_nodes[0].value.args[0], body_nodes[0].value)
-            body_nodes = body_nodes[1:]
+        self._handles = {name: _HandleParam(name) for name in handles}
+        for name, h in self._handles.items():
+            self.define(name, h)
+        kept = []
+        for node in body_nodes:  # the prelude: T.func_attr, symbolic variables, T.match_buffer of the handles
+            if self._is_call_to(node, "func_attr"):
+                if not node.value.args:
+                    raise self.error(node, "T.func_attr takes a dict", 'e.g. T.func_attr({"tir.noalias": True})')
+                attrs = attrs + self.parse_dict(node.value.args[0], node.value)
+            elif self._is_symbolic_decl(node):
+                self.parse_symbolic_decl(node, sym)
+            elif self._is_handle_match(node):
+                buf = self.parse_match_buffer(node, node.targets[0].id)
+                h = self.lookup(node.value.args[0])
+                if h.buffer is not None:
+                    raise self.error(node, f"the handle '{h.name}' is matched twice", "match each handle once")
+                h.buffer = buf
+                by_name[h.name] = buf
+                self.define(buf.name, buf)
+            else:
+                kept.append(node)
+        body_nodes = kept
+        unmatched = [name for name, h in self._handles.items() if h.buffer is None]
+        if unmatched:
+            raise self.error(handles[unmatched[0]], f"the T.handle parameter '{unmatched[0]}' has no T.match_buffer",
+                             f"write {unmatched[0].upper()} = T.match_buffer({unmatched[0]}, shape, \"dtype\") at "
+                             "the top of the function, or declare the parameter as T.Buffer(shape, \"dtype\")")
+        params = [by_name[a.arg] for a in args.args]
+        body_nodes = self._unwrap_root_block(body_nodes)
         self.blocks.append(self.root)
         body = self.parse_stmts(body_nodes)
         self.blocks.pop()
@@ -184,10 +213,118 @@ class Parser:
             body = BlockRealize((), TRUE, root)
         return PrimFunc(fn.name, tuple(params), body, attrs, span=self.span(fn))
 
+    def _is_handle_annotation(self, node) -> bool:
+        if isinstance(node, ast.Call):
+            node = node.func
+        return self._t_name(node) == "handle"
+
+    def _symbolic_pairs(self, node) -> list | None:
+        """`n = T.int64()` or `n, m = T.int64(), T.int64()`: symbolic variables (dimensions bound by
+        the buffers at call time), as (name node, call) pairs; None for any other statement."""
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            return None
+        target, value = node.targets[0], node.value
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        calls = value.elts if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) else [value]
+        if len(names) != len(calls) or not all(isinstance(n, ast.Name) for n in names):
+            return None
+        if not all(isinstance(c, ast.Call) and self._t_name(c.func) in _DTYPE_NAMES and not c.args
+                   and not c.keywords for c in calls):
+            return None
+        return list(zip(names, calls))
+
+    def _is_symbolic_decl(self, node) -> bool:
+        return self._symbolic_pairs(node) is not None
+
+    def parse_symbolic_decl(self, node: ast.Assign, sym: dict[str, Var]) -> None:
+        for name_node, call in self._symbolic_pairs(node):
+            name = name_node.id
+            dt = _dt.DataType.parse(self._t_name(call.func))
+            if not dt.is_integer:
+                raise self.error(node, f"the symbolic variable '{name}' must be an integer, not {dt}",
+                                 f"write {name} = T.int32() or T.int64()")
+            var = Var(name, dt, span=self.span(name_node))
+            sym[name] = var
+            self.define(name, var)
+
+    def _is_handle_match(self, node) -> bool:
+        return isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+            and self._is_call_to_expr(node.value, "match_buffer") and node.value.args \
+            and isinstance(node.value.args[0], ast.Name) and node.value.args[0].id in self._handles
+
+    def parse_match_buffer(self, node: ast.Assign, name: str) -> Buffer:
+        """`A = T.match_buffer(a, shape, dtype, strides=, elem_offset=, scope=, ...)` of a handle."""
+        call = node.value
+        kw = {k.arg: k.value for k in call.keywords}
+        rest = list(call.args[1:])
+        shape_node = rest.pop(0) if rest else kw.pop("shape", None)
+        if shape_node is None:
+            raise self.error(call, "T.match_buffer needs a shape", 'e.g. T.match_buffer(a, (128, 128), "float32")')
+        dtype_node = rest.pop(0) if rest else kw.pop("dtype", None)
+        return self._buffer_from(name, shape_node, dtype_node, rest, kw, call, node, "T.match_buffer", {})
+
+    def _buffer_from(self, name, shape_node, dtype_node, rest, kw, call, node, what: str, sym) -> Buffer:
+        """A Buffer from T.Buffer / T.match_buffer / T.alloc_buffer arguments. TVM's layout hints
+        `align=` and `offset_factor=` are accepted and ignored (they constrain where a buffer may
+        start, not what it holds); `elem_offset=` is `offset=`; `buffer_type="default"` and an
+        empty `axis_separators` are accepted."""
+        if rest:
+            raise self.error(rest[0], f"too many arguments to {what}", f"{what} takes shape, dtype and keywords")
+        signature = what == "T.Buffer"
+        dtype = self.parse_dtype(dtype_node) if dtype_node is not None else _dt.float32
+        shape = self.parse_shape(shape_node, sym if signature else None, signature=signature)
+        strides = self.parse_shape(kw.pop("strides"), sym if signature else None, signature=signature) \
+            if "strides" in kw else ()
+        if strides and len(strides) != len(shape):
+            raise self.error(call, f"{len(strides)} strides for {len(shape)} dimensions")
+        offset_node = kw.pop("offset", None) or kw.pop("elem_offset", None)
+        offset = self.parse_dim(offset_node, sym if signature else None, signature) if offset_node is not None \
+            else None
+        if isinstance(offset, IntImm) and offset.value == 0:
+            offset = None
+        scope = self.const_str(kw.pop("scope")) if "scope" in kw else "global"
+        for hint in ("align", "offset_factor"):
+            if hint in kw:
+                self.eval_expr(kw.pop(hint))
+        if "buffer_type" in kw and self.const_str(kw["buffer_type"]) == "default":
+            kw.pop("buffer_type")
+        if "axis_separators" in kw and self.eval_expr(kw["axis_separators"]) in ([], (), None):
+            kw.pop("axis_separators")
+        if kw:
+            bad = next(iter(kw))
+            raise self.error(kw[bad], f"unknown {what} argument '{bad}'",
+                             f"{what} takes shape, dtype, strides=, offset= (elem_offset=), scope=, align=, "
+                             "offset_factor=")
+        return Buffer(name, shape, dtype, strides, offset, scope, span=self.span(node))
+
+    def _unwrap_root_block(self, body_nodes: list) -> list:
+        """`with T.block("root"):` written out (TVM prints it): its allocations are the function's."""
+        if len(body_nodes) != 1 or not isinstance(body_nodes[0], ast.With) or len(body_nodes[0].items) != 1:
+            return body_nodes
+        ctx = body_nodes[0].items[0].context_expr
+        if not (isinstance(ctx, ast.Call) and self._t_name(ctx.func) == "block" and len(ctx.args) == 1
+                and isinstance(ctx.args[0], ast.Constant) and ctx.args[0].value == "root"):
+            return body_nodes
+        out = []
+        declaring = True
+        for st in body_nodes[0].body:
+            if declaring and isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
+                    and self._t_name(st.value.func) in ("reads", "writes"):
+                continue  # the root block's regions are inferred
+            declaring = False
+            out.append(st)
+        if not out:
+            raise self.error(body_nodes[0], 'the root block is empty')
+        return out
+
     def _is_dtype_annotation(self, node) -> bool:
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            node = node.func  # T.int32(), TVM's spelling
         return self._t_name(node) in _DTYPE_NAMES
 
     def _dtype_of_annotation(self, node) -> DataType:
+        if isinstance(node, ast.Call):
+            node = node.func
         return _dt.DataType.parse(node.attr)
 
     def parse_buffer_annotation(self, arg: ast.arg, sym: dict[str, Var]) -> Buffer:
@@ -198,25 +335,19 @@ class Parser:
         elif isinstance(node, ast.Call) and self._is_t_attr(node.func, "Buffer"):
             call_args, keywords = node.args, node.keywords
         else:
+            name = self._t_name(node.func if isinstance(node, ast.Call) else node)
+            if name is not None and name not in ("Buffer", "handle"):
+                message, hint = absent_message(name)
+                raise self.error(node, f"{message} (the annotation of parameter '{arg.arg}')", hint)
             raise self.error(node, f"unsupported annotation for parameter '{arg.arg}'",
                              'use T.Buffer(shape, "dtype") for a buffer or T.int32 / T.float32 ... for a scalar')
         kw = {k.arg: k.value for k in keywords}
-        if not call_args:
+        rest = list(call_args)
+        shape_node = rest.pop(0) if rest else kw.pop("shape", None)
+        if shape_node is None:
             raise self.error(node, "T.Buffer needs a shape", 'e.g. T.Buffer((128, 128), "float32")')
-        shape_node = call_args[0]
-        dtype_node = call_args[1] if len(call_args) > 1 else kw.pop("dtype", None)
-        dtype = self.parse_dtype(dtype_node) if dtype_node is not None else _dt.float32
-        shape = self.parse_shape(shape_node, sym, signature=True)
-        strides = self.parse_shape(kw.pop("strides"), sym, signature=True) if "strides" in kw else ()
-        if strides and len(strides) != len(shape):
-            raise self.error(node, f"{len(strides)} strides for {len(shape)} dimensions")
-        offset = self.parse_dim(kw.pop("offset"), sym, True) if "offset" in kw else None
-        scope = self.const_str(kw.pop("scope")) if "scope" in kw else "global"
-        if kw:
-            bad = next(iter(kw))
-            raise self.error(kw[bad], f"unknown T.Buffer argument '{bad}'",
-                             "T.Buffer takes shape, dtype, strides=, offset=, scope=")
-        return Buffer(arg.arg, shape, dtype, strides, offset, scope, span=self.span(arg))
+        dtype_node = rest.pop(0) if rest else kw.pop("dtype", None)
+        return self._buffer_from(arg.arg, shape_node, dtype_node, rest, kw, node, arg, "T.Buffer", sym)
 
     def parse_shape(self, node, sym: dict[str, Var] | None, signature: bool = False) -> tuple[PrimExpr, ...]:
         if isinstance(node, (ast.Tuple, ast.List)):
@@ -294,6 +425,19 @@ class Parser:
                 self.pop()
                 out.append(LetStmt(var, value, body, span=self.span(node)))
                 break
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                dtype = self._let_annotation_dtype(node)
+                value = self.coerce(self.eval_expr(node.value), dtype, node.value, f"the value of {node.target.id}")
+                if value.dtype != dtype:
+                    raise self.error(node.value, f"{node.target.id} is declared {dtype} but the value is a "
+                                                 f"{value.dtype}", f'convert it: T.cast(value, "{dtype}")')
+                var = Var(node.target.id, dtype, span=self.span(node.target))
+                self.push()
+                self.define(var.name, var)
+                body = self.parse_stmts(rest)
+                self.pop()
+                out.append(LetStmt(var, value, body, span=self.span(node)))
+                break
             stmt = self.parse_stmt(node)
             if stmt is not None:
                 out.append(stmt)
@@ -328,6 +472,8 @@ class Parser:
             return Evaluate(self.python_to_expr(value, call.args[0]), span=self.span(node))
         if isinstance(call, ast.Call) and self._t_name(call.func) == "call_extern":
             return Evaluate(self.eval_expr(call), span=self.span(node))
+        if isinstance(call, ast.Call) and self._t_name(call.func) in ABSENT:
+            raise self.error(call.func, *absent_message(self._t_name(call.func)))
         raise self.error(node, "this expression does nothing as a statement",
                          "store it into a buffer (A[i] = ...), bind it (x = ...), or wrap an extern call in "
                          "T.evaluate(...)")
@@ -353,7 +499,17 @@ class Parser:
         return self.make_store(buf, indices, value, node)
 
     def stmt_AnnAssign(self, node) -> Stmt:
-        raise self.error(node, "annotated assignments are not part of tdsl", "write x = value")
+        raise self.error(node, "an annotated assignment here is not part of tdsl",
+                         "a let binding with its type is `x: T.int32 = value` (or x: T.let[T.int32] = value)")
+
+    def _let_annotation_dtype(self, node: ast.AnnAssign) -> DataType:
+        ann = node.annotation
+        if isinstance(ann, ast.Subscript) and self._t_name(ann.value) == "let":
+            ann = ann.slice
+        if not self._is_dtype_annotation(ann):
+            raise self.error(ann, "a let binding's annotation is a scalar type",
+                             "e.g. x: T.int32 = value, or x: T.let[T.float32] = value")
+        return self._dtype_of_annotation(ann)
 
     def stmt_Assign(self, node: ast.Assign) -> Stmt:
         if len(node.targets) != 1:
@@ -371,6 +527,8 @@ class Parser:
 
     def parse_store_target(self, target: ast.Subscript) -> tuple[Buffer, tuple[PrimExpr, ...]]:
         buf = self.eval_expr(target.value)
+        if isinstance(buf, _View):
+            return buf.parent, buf.parent_indices(self.parse_indices(buf, target))
         if not isinstance(buf, Buffer):
             raise self.error(target.value, "only buffer elements can be stored to",
                              "declare the buffer as a parameter or with T.alloc_buffer")
@@ -512,6 +670,8 @@ class Parser:
             body = self.parse_stmts(node.body)
             self.pop()
             return Allocate(buf, body, span=self.span(node))
+        if name in ABSENT:
+            raise self.error(ctx, *absent_message(name))
         raise self.error(ctx, "unsupported with statement", 'use with T.block("name"): or with T.init():')
 
     # blocks ---------------------------------------------------------------------------------
@@ -547,9 +707,6 @@ class Parser:
         body = self.parse_stmts(body_nodes)
         self.pop()
         self.blocks.pop()
-        if frame.init is not None and not any(iv.kind == "R" for iv in frame.iter_vars):
-            raise self.error(node, f'block "{name}" has T.init() but no reduction iterator',
-                             'declare the reduction axis with T.axis.reduce or "R" in T.axis.remap')
         block = Block(name, tuple(frame.iter_vars), (), (), body, frame.init, tuple(frame.alloc_buffers),
                       frame.annotations, span=self.span(ctx))
         reads, writes = self.block_regions(block, frame, node)
@@ -592,6 +749,14 @@ class Parser:
 
         if frame.reads is not None and frame.writes is not None:
             inferred_reads, inferred_writes = infer_block_regions(block)
+            # TVM's scripts leave a reduction's own output out of T.reads (C[vi, vj] = C[vi, vj] + ...
+            # with T.reads(A[...], B[...])): the read of a buffer the block declares it writes is
+            # added after the declared reads, so that read indices keep TVM's meaning
+            written = {id(r.buffer) for r in frame.writes}
+            listed = {id(r.buffer) for r in frame.reads}
+            own = tuple(r for r in inferred_reads if id(r.buffer) in written and id(r.buffer) not in listed)
+            if own:
+                frame.reads = frame.reads + own
             self._check_declared(frame.reads, inferred_reads, "reads", frame, node)
             self._check_declared(frame.writes, inferred_writes, "writes", frame, node)
             return frame.reads, frame.writes
@@ -615,13 +780,16 @@ class Parser:
         if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
             return self._t_name(st.value.func) in ("reads", "writes", "where", "block_attr")
         if isinstance(st, ast.Assign):
-            return self._is_axis_call(st.value) or self._is_call_to_expr(st.value, "alloc_buffer")
+            return self._is_axis_call(st.value) or self._is_call_to_expr(st.value, "alloc_buffer") \
+                or self._is_call_to_expr(st.value, "match_buffer")
         return False
 
     def _decl_word(self, st) -> str:
         if isinstance(st, ast.Expr):
             return f"T.{self._t_name(st.value.func)}"
-        return "T.axis" if self._is_axis_call(st.value) else "T.alloc_buffer"
+        if self._is_axis_call(st.value):
+            return "T.axis"
+        return "T.match_buffer" if self._is_call_to_expr(st.value, "match_buffer") else "T.alloc_buffer"
 
     def parse_block_decl(self, st, frame: _BlockFrame) -> bool:
         if isinstance(st, ast.Assign) and self._is_axis_call(st.value):
@@ -630,6 +798,10 @@ class Parser:
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
                 and self._is_call_to_expr(st.value, "alloc_buffer"):
             self.parse_alloc_buffer(st, st.targets[0].id)
+            return True
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                and self._is_call_to_expr(st.value, "match_buffer"):
+            self.define(st.targets[0].id, self.parse_view(st, st.targets[0].id))
             return True
         if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
             return False
@@ -736,7 +908,10 @@ class Parser:
         for n in nodes:
             if isinstance(n, ast.Subscript):
                 buf = self.eval_expr(n.value)
-                if not isinstance(buf, Buffer):
+                view = buf if isinstance(buf, _View) else None
+                if view is not None:
+                    buf = view
+                elif not isinstance(buf, Buffer):
                     raise self.error(n.value, "T.reads / T.writes list buffer regions", "e.g. T.reads(A[vi, 0:128])")
                 elts = self._subscript_elts(n)
                 if len(elts) != buf.ndim:
@@ -753,14 +928,67 @@ class Parser:
                     else:
                         idx = self.to_index(self.eval_expr(e), e)
                         ranges.append(Range(idx, const(1, idx.dtype)))
-                out.append(BufferRegion(buf, tuple(ranges), span=self.span(n)))
+                if view is not None:
+                    out.append(self._view_region(view, ranges, n))
+                else:
+                    out.append(BufferRegion(buf, tuple(ranges), span=self.span(n)))
             else:
                 value = self.eval_expr(n)
                 if isinstance(value, Buffer):
                     out.append(value.full_region())
+                elif isinstance(value, _View):
+                    out.append(self._view_region(value, [Range(const(0, e.dtype), e) for e in value.shape], n))
                 else:
                     raise self.error(n, "T.reads / T.writes list buffer regions", "e.g. T.reads(A[vi, 0:128], B)")
         return tuple(out)
+
+    def parse_view(self, node: ast.Assign, name: str) -> _View:
+        """`X = T.match_buffer(A[vi * 4:vi * 4 + 4, 0:16], (4, 16))` inside a block."""
+        call = node.value
+        kw = {k.arg: k.value for k in call.keywords}
+        src = call.args[0] if call.args else None
+        if not isinstance(src, ast.Subscript):
+            raise self.error(call, "inside a block, T.match_buffer takes a buffer region",
+                             "e.g. A0 = T.match_buffer(A[vi, 0:16], (16,))")
+        regions = self.parse_regions(ast.Call(func=call.func, args=[src], keywords=[]))
+        region = regions[0]
+        parent = region.buffer
+        rest = list(call.args[1:])
+        shape_node = rest.pop(0) if rest else kw.pop("shape", None)
+        dtype_node = rest.pop(0) if rest else kw.pop("dtype", None)
+        if shape_node is None:
+            raise self.error(call, "T.match_buffer needs a shape", "e.g. T.match_buffer(A[vi, 0:16], (16,))")
+        shape = self.parse_shape(shape_node, None)
+        if dtype_node is not None and self.parse_dtype(dtype_node) != parent.dtype:
+            raise self.error(dtype_node, f"{parent.name} is {parent.dtype}; a view of it has that dtype")
+        for hint in ("align", "offset_factor", "elem_offset", "strides", "scope", "buffer_type"):
+            kw.pop(hint, None)  # layout facts of the parent; a view in tdsl has the parent's layout
+        if kw or rest:
+            bad = next(iter(kw)) if kw else None
+            raise self.error(kw[bad] if bad else rest[0], f"unknown T.match_buffer argument '{bad or rest[0]}'")
+        extents = [r.extent for r in region.region]
+        dims = list(range(len(extents)))
+        if len(shape) < len(extents):  # dimensions of extent 1 may be left out of the view's shape
+            dims = [d for d, e in enumerate(extents) if not (isinstance(e, IntImm) and e.value == 1)]
+            while len(dims) < len(shape):
+                dims = sorted(set(dims) | {next(d for d in range(len(extents)) if d not in dims)})
+        if len(dims) != len(shape) or not all(self._same_extent(extents[d], e) for d, e in zip(dims, shape)):
+            raise self.error(call, f"the view's shape ({', '.join(_text(e) for e in shape)}) does not match the "
+                                   f"region of {parent.name} ({', '.join(_text(e) for e in extents)})",
+                             "give the view the region's extents (dimensions of extent 1 may be left out)")
+        return _View(name, parent, tuple(r.min for r in region.region), tuple(dims), tuple(shape))
+
+    def _same_extent(self, a: PrimExpr, b: PrimExpr) -> bool:
+        from ..ir.structural import same_expr
+
+        return same_expr(_simplify(a), _simplify(b)) or (
+            isinstance(a, IntImm) and isinstance(b, IntImm) and a.value == b.value)
+
+    def _view_region(self, view: _View, ranges, node) -> BufferRegion:
+        out = [Range(start, const(1, start.dtype)) for start in view.starts]
+        for d, r in zip(view.dims, ranges):
+            out[d] = Range(_simplify(view.starts[d] + r.min), r.extent)
+        return BufferRegion(view.parent, tuple(out), span=self.span(node))
 
     def parse_alloc_buffer(self, node: ast.Assign, name: str) -> None:
         frame = self.blocks[-1] if self.blocks else None
@@ -771,20 +999,14 @@ class Parser:
                              "move it out of the loop, or into a T.block")
         call = node.value
         kw = {k.arg: k.value for k in call.keywords}
-        if not call.args:
+        rest = list(call.args)
+        shape_node = rest.pop(0) if rest else kw.pop("shape", None)
+        if shape_node is None:
             raise self.error(call, "T.alloc_buffer needs a shape", 'e.g. T.alloc_buffer((128,), "float32")')
-        shape = self.parse_shape(call.args[0], None)
-        dtype_node = call.args[1] if len(call.args) > 1 else kw.pop("dtype", None)
-        dtype = self.parse_dtype(dtype_node) if dtype_node is not None else _dt.float32
-        scope = self.const_str(call.args[2]) if len(call.args) > 2 else (
-            self.const_str(kw.pop("scope")) if "scope" in kw else "global")
-        strides = self.parse_shape(kw.pop("strides"), None) if "strides" in kw else ()
-        offset = self.parse_dim(kw.pop("offset"), None, False) if "offset" in kw else None
-        if kw:
-            bad = next(iter(kw))
-            raise self.error(kw[bad], f"unknown T.alloc_buffer argument '{bad}'",
-                             "T.alloc_buffer takes shape, dtype, scope=, strides=, offset=")
-        buf = Buffer(name, shape, dtype, strides, offset, scope, span=self.span(node))
+        dtype_node = rest.pop(0) if rest else kw.pop("dtype", None)
+        if rest:
+            kw["scope"] = rest.pop(0)
+        buf = self._buffer_from(name, shape_node, dtype_node, rest, kw, call, node, "T.alloc_buffer", None)
         frame.alloc_buffers.append(buf)
         self.define(name, buf)
 
@@ -815,9 +1037,19 @@ class Parser:
 
     def expr_Attribute(self, node: ast.Attribute):
         if isinstance(node.value, ast.Name) and node.value.id == "T":
+            if node.attr in ABSENT:
+                raise self.error(node, *absent_message(node.attr))
             raise self.error(node, f"T.{node.attr} cannot be used as a value here",
                              "T functions are called, e.g. T.exp(x), T.float32(0)")
         base = self.eval_expr(node.value)
+        if isinstance(base, _View) and node.attr in ("shape", "ndim", "dtype"):
+            return base.shape if node.attr == "shape" else base.ndim if node.attr == "ndim" else str(
+                base.parent.dtype)
+        if isinstance(base, (Buffer, _View)) and node.attr == "data":
+            return self._pointer(base, 0, node)
+        if isinstance(base, _HandleParam):
+            raise self.error(node, f"'{base.name}' is a T.handle parameter",
+                             f"match it to a buffer first: X = T.match_buffer({base.name}, shape, \"dtype\")")
         if isinstance(base, (PrimExpr, Buffer)):
             if isinstance(base, Buffer) and node.attr in ("shape", "dtype", "ndim"):
                 value = getattr(base, node.attr)
@@ -1038,6 +1270,8 @@ class Parser:
         base = self.eval_expr(node.value)
         if isinstance(base, Buffer):
             return BufferLoad(base, self.parse_indices(base, node), span=self.span(node))
+        if isinstance(base, _View):
+            return BufferLoad(base.parent, base.parent_indices(self.parse_indices(base, node)), span=self.span(node))
         if isinstance(base, (PrimExpr,)):
             raise self.error(node, f"{_describe(base)} cannot be indexed", "only buffers are indexed in tdsl")
         index = self.eval_expr(node.slice)
@@ -1075,6 +1309,10 @@ class Parser:
     # calls ----------------------------------------------------------------------------------
     def expr_Call(self, node: ast.Call):
         name = self._t_name(node.func)
+        if name is None and isinstance(node.func, ast.Attribute) and node.func.attr == "access_ptr":
+            base = self.eval_expr(node.func.value)
+            if isinstance(base, (Buffer, _View)):
+                return self.access_ptr(base, node)
         if name is None:
             func = self.eval_expr(node.func)
             if func in (min, max):
@@ -1098,8 +1336,46 @@ class Parser:
             return handler(node)
         if name in MATH_CALLS:
             return self.math_call(name, [self.eval_expr(a) for a in node.args], node)
+        if name in ABSENT:
+            raise self.error(node.func, *absent_message(name))
         raise self.error(node.func, f"T.{name} is not a tdsl expression",
                          "see SPEC section 1 for the expression functions (T.exp, T.max, T.cast, ...)")
+
+    def access_ptr(self, buf, node: ast.Call):
+        """`A.access_ptr("r")` (TVM): a handle to the buffer's first element, or, with
+        `offset=k`, to its k-th element in row-major order (a 1-d buffer, or k == 0)."""
+        kw = {k.arg: k.value for k in node.keywords}
+        args = list(node.args)
+        names = ["access_mask", "ptr_type", "content_lanes", "offset", "extent"]
+        for k, a in zip(names, args):
+            kw[k] = a
+        bad = [k for k in kw if k not in names]
+        if bad:
+            raise self.error(kw[bad[0]], f"unknown access_ptr argument '{bad[0]}'",
+                             "access_ptr takes (access_mask, ptr_type, content_lanes, offset, extent)")
+        if "ptr_type" in kw and self.const_str(kw["ptr_type"]) != "handle":
+            raise self.error(kw["ptr_type"], "tdsl's access_ptr gives a handle", 'leave ptr_type out or use "handle"')
+        if "content_lanes" in kw and self.eval_expr(kw["content_lanes"]) != 1:
+            raise self.error(kw["content_lanes"], "tdsl's access_ptr has content_lanes=1",
+                             "address a vector's first element with T.address_of(A[i])")
+        offset = self.eval_expr(kw["offset"]) if "offset" in kw else 0
+        return self._pointer(buf, offset, node)
+
+    def _pointer(self, buf, offset, node) -> PrimExpr:
+        """T.address_of the element `offset` (row-major) from the start of `buf` or of a view."""
+        ndim = buf.ndim
+        zero_offset = isinstance(offset, int) and offset == 0 or isinstance(offset, IntImm) and offset.value == 0
+        if not zero_offset and ndim != 1:
+            raise self.error(node, f"an offset into the {ndim}-d buffer {buf.name} is not expressible in tdsl",
+                             "address the element itself: T.address_of(A[i, j])")
+        first = [const(0, e.dtype if isinstance(e, PrimExpr) else _dt.int32) for e in buf.shape]
+        if not zero_offset:
+            first = [self.to_index(offset, node)]
+        if isinstance(buf, _View):
+            load = BufferLoad(buf.parent, buf.parent_indices(first), span=self.span(node))
+        else:
+            load = BufferLoad(buf, tuple(first), span=self.span(node))
+        return Call(_dt.handle, "address_of", (load,), span=self.span(node))
 
     def dtype_call(self, name: str, node: ast.Call):
         dt = _dt.DataType.parse(name)
@@ -1159,6 +1435,12 @@ class Parser:
             a, b = self.unify(result, v, node.args[0], vn, node, op)
             result = Binary(op, a, b, span=self.span(node))
         return result
+
+    def call_likely(self, node):
+        """`T.likely(cond)`: TVM's branch hint; the condition itself."""
+        if len(node.args) != 1:
+            raise self.error(node, "T.likely takes one condition")
+        return self.eval_expr(node.args[0])
 
     def call_floordiv(self, node):
         return self.binary("floordiv", self.eval_expr(node.args[0]), self.eval_expr(node.args[1]), node)
@@ -1300,9 +1582,12 @@ class Parser:
             raise self.error(node, "expected a dict literal", '{"key": value}')
         out = []
         for k, v in value.items():
-            if not isinstance(k, str) or not isinstance(v, (int, float, str, bool)):
-                raise self.error(node, "annotation keys are strings and values are int, float, str or bool")
-            out.append((k, v))
+            if not isinstance(k, str):
+                raise self.error(node, "annotation keys are strings")
+            try:
+                out.append((k, annotation_value(v)))
+            except ValueError as exc:
+                raise self.error(node, f"annotation {k!r}: {exc}") from None
         return tuple(out)
 
     def expr_Dict(self, node: ast.Dict):
@@ -1314,7 +1599,7 @@ class Parser:
             owner = func.value
             if (isinstance(owner, ast.Name) and owner.id == "T") or (isinstance(owner, ast.Attribute)
                                                                      and owner.attr == "T"):
-                return func.attr
+                return resolve(func.attr)
         return None
 
     def _is_t_attr(self, node, attr: str) -> bool:
@@ -1330,6 +1615,12 @@ class Parser:
         return (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
                 and isinstance(expr.func.value, ast.Attribute) and expr.func.value.attr == "axis"
                 and isinstance(expr.func.value.value, ast.Name) and expr.func.value.value.id == "T")
+
+
+def _text(e) -> str:
+    from .printer import message_text
+
+    return message_text(e) if isinstance(e, PrimExpr) else str(e)
 
 
 def _simplify(e: PrimExpr) -> PrimExpr:
@@ -1350,6 +1641,10 @@ def _int_limits(dt: DataType) -> tuple[int, int]:
 
 
 def _describe(value) -> str:
+    if isinstance(value, _View):
+        return f"the view {value.name} of {value.parent.name}"
+    if isinstance(value, _HandleParam):
+        return f"the T.handle parameter {value.name}"
     if isinstance(value, Buffer):
         return f"the buffer {value.name}"
     if isinstance(value, Var):

@@ -10,38 +10,11 @@ import math
 import re
 
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.expr import (
-    MATH_CALLS,
-    Binary,
-    Broadcast,
-    BufferLoad,
-    Call,
-    Cast,
-    FloatImm,
-    IntImm,
-    Node,
-    Not,
-    PrimExpr,
-    Ramp,
-    Range,
-    Select,
-    StringImm,
-    Var,
-)
-from ..ir.stmt import (
-    Allocate,
-    Block,
-    BlockRealize,
-    BufferStore,
-    Evaluate,
-    For,
-    IfThenElse,
-    LetStmt,
-    PrimFunc,
-    SeqStmt,
-    Stmt,
-    flat_seq,
-)
+from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Node, Not,
+                       PrimExpr, Ramp, Range, Select, StringImm, Var)
+from ..ir.functor import free_vars
+from ..ir.stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
+                       SeqStmt, Stmt, flat_seq)
 
 INDENT = "    "
 _RESERVED = set(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None"}
@@ -263,7 +236,9 @@ class ScriptPrinter:
         self.loops[id(s.loop_var)] = s
         if self._is_plain_serial(s):
             chain = [s]
-            while self._is_plain_serial(chain[-1].body):
+            while self._is_plain_serial(chain[-1].body) and not (
+                    free_vars(chain[-1].body.extent) & {f.loop_var for f in chain}):
+                # an extent that uses an outer loop's variable cannot be one of T.grid's extents
                 chain.append(chain[-1].body)
                 self.loops[id(chain[-1].loop_var)] = chain[-1]
             if len(chain) > 1:
@@ -335,10 +310,10 @@ class ScriptPrinter:
             loop = self.loops[id(value)]
             if iv.var.dtype != value.dtype or not (_same_const(iv.dom.min, loop.min)
                                                    and _same_const(iv.dom.extent, loop.extent)):
-                from ..ir.structural import structural_equal
+                from ..ir.structural import same_expr
 
-                if iv.var.dtype != value.dtype or not (structural_equal(iv.dom.min, loop.min)
-                                                       and structural_equal(iv.dom.extent, loop.extent)):
+                if iv.var.dtype != value.dtype or not (same_expr(iv.dom.min, loop.min)
+                                                       and same_expr(iv.dom.extent, loop.extent)):
                     return False
         return True
 
@@ -350,8 +325,26 @@ class ScriptPrinter:
                 for dim in (*p.shape, *p.strides, *(() if p.elem_offset is None else (p.elem_offset,))):
                     for v in _vars_in(dim):
                         self.namer.name(v)
+        scalars = {id(p) for p in f.params if isinstance(p, Var)}
+        symbolic = [v for p in f.params if isinstance(p, Buffer)
+                    for dim in (*p.shape, *p.strides, *(() if p.elem_offset is None else (p.elem_offset,)))
+                    for v in _vars_in(dim) if id(v) not in scalars]
+        # A symbolic dimension that is not int32 cannot be a string in T.Buffer: print the
+        # parameters as TVM does, T.handle + `n = T.int64()` + T.match_buffer.
+        as_handles = any(str(v.dtype) != "int32" for v in symbolic)
+        prelude = []
+        if as_handles:
+            seen = set()
+            for v in symbolic:
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    prelude.append(f"{self.namer.name(v)} = T.{v.dtype}()")
         for p in f.params:
-            if isinstance(p, Buffer):
+            if isinstance(p, Buffer) and as_handles:
+                handle = self.namer.name(Var(f"{p.name.lower()}_handle"))
+                params.append(f"{handle}: T.handle")
+                prelude.append(f"{self.namer.name(p)} = T.match_buffer({handle}, {self.buffer_decl_args(p, False)})")
+            elif isinstance(p, Buffer):
                 params.append(f"{self.namer.name(p)}: T.Buffer({self.buffer_decl_args(p, True)})")
             else:
                 params.append(f"{self.namer.name(p)}: T.{p.dtype}")
@@ -365,6 +358,8 @@ class ScriptPrinter:
         else:
             self.lines.append(header)
         self.lines.insert(0, "@T.prim_func")
+        for line in prelude:
+            self.emit(1, line)
         literal = tuple((k, v) for k, v in f.attrs if isinstance(v, (bool, int, float, str)))
         if literal:
             self.emit(1, f"T.func_attr({_dict_literal(literal)})")
@@ -437,7 +432,9 @@ def _describe_attr(value) -> str:
 
 
 def _dict_literal(pairs) -> str:
-    return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in pairs) + "}"
+    from ..ir.stmt import annotation_text
+
+    return "{" + ", ".join(f"{k!r}: {annotation_text(v)}" for k, v in pairs) + "}"
 
 
 def script(func: PrimFunc) -> str:

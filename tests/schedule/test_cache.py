@@ -169,8 +169,11 @@ def test_set_scope_by_index_of_cache():
     f = kernel("matmul")
     sch = tdsl.Schedule(f)
     c = sch.get_block("C")
+    sch.cache_write(c, 0, "shared")
+    sch.set_scope(c, 0, "local")  # an index counts the block's writes, as in TVM: C_shared
+    assert _alloc(sch, "C_shared").scope == "local"
     sch.cache_read(c, "A", "shared")
-    sch.set_scope(c, 1, "local")  # reads: C, A_shared, B
+    sch.set_scope(c, "A_shared", "local")  # a name may be any buffer the block accesses
     assert _alloc(sch, "A_shared").scope == "local"
     check(sch, f)
 

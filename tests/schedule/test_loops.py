@@ -390,7 +390,7 @@ def test_annotate_refuses_bad_values_and_missing_keys():
     sch = tdsl.Schedule(kernel("matmul"))
     b = sch.get_block("C")
     i, _, _ = sch.get_loops(b)
-    expect_error(sch, lambda: sch.annotate(b, "tiles", [1, 2]), 'block "C"', "list")
+    expect_error(sch, lambda: sch.annotate(b, "tiles", {1, 2}), 'block "C"', "set")  # lists are values (TVM)
     expect_error(sch, lambda: sch.unannotate(i, "nothing"), "loop i", "nothing")
 
 

@@ -74,7 +74,8 @@ def _tile_block(sch: tdsl.Schedule, name: str) -> None:
     loops = sch.get_loops(sch.get_block(name))
     if not loops:
         return
-    sch.split(loops[-1], factors=[None, 3])
+    if not _try(lambda: sch.split(loops[-1], factors=[None, 3])):
+        return  # a loop bound to a thread axis is not split (its binding would be lost)
     loops = sch.get_loops(sch.get_block(name))
     before = sch.func
     if len(loops) >= 3 and not _try(lambda: sch.reorder(loops[-1], loops[0])):

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir import PrimFunc, Var
+from ...ir import PrimFunc, Var, annotation_value
 from ...ir.tree import replace_at
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import find_block, find_loop
-
-_VALUE_TYPES = (bool, int, float, str)
 
 
 def _target(func: PrimFunc, target: str | Var, primitive: str):
@@ -26,9 +24,12 @@ def annotate(func: PrimFunc, target: str | Var, key: str, value) -> tuple[PrimFu
     if not isinstance(key, str) or not key:
         raise schedule_error(func, "annotate", f"annotation key {key!r} on {what} is not a non-empty string",
                              rule="annotation keys are strings", **culprit)
-    if not isinstance(value, _VALUE_TYPES):
-        raise schedule_error(func, "annotate", f"annotation {key!r} on {what} has a {type(value).__name__} value",
-                             rule="annotation values are int, float, str or bool", **culprit)
+    try:
+        value = annotation_value(value)
+    except ValueError as exc:
+        raise schedule_error(func, "annotate", f"annotation {key!r} on {what}: {exc}",
+                             rule="annotation values are int, float, str, bool, or lists and dicts of those",
+                             **culprit) from None
     keys = [k for k, _ in node.annotations]
     if key in keys:  # a new value keeps the key's place
         pairs = tuple((k, value if k == key else v) for k, v in node.annotations)

@@ -24,6 +24,7 @@ from ...ir import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Cast,
     For,
     IntImm,
     IRMutator,
@@ -68,9 +69,16 @@ from ..tree import (
 # shared helpers ------------------------------------------------------------------------------
 
 
-def resolve_buffer(func: PrimFunc, block: Block, buffer, primitive: str, which: str = "any") -> Buffer:
+def resolve_buffer(func: PrimFunc, block: Block, buffer, primitive: str, which: str = "any",
+                   names_in: str | None = None) -> Buffer:
     """The buffer a primitive's `buffer` argument names: an index among the block's reads
-    (which="read") or writes (which="write"), or a buffer name (SPEC 6)."""
+    (which="read") or writes (which="write"), TVM's `("read", i)` / `("write", i)`, or a buffer
+    name (SPEC 6), looked up among the `names_in` regions (default: `which`)."""
+    if isinstance(buffer, (tuple, list)) and len(buffer) == 2 and buffer[0] in ("read", "write") \
+            and isinstance(buffer[1], int):
+        which, buffer = buffer
+    elif isinstance(buffer, str) and names_in is not None:
+        which = names_in
     regions = {"read": block.reads, "write": block.writes, "any": block.reads + block.writes}[which]
     listed = [r.buffer for r in regions]
     shown = ", ".join(dict.fromkeys(b.name for b in listed)) or "nothing"
@@ -122,11 +130,23 @@ def relaxed_region(region: BufferRegion, realize: BlockRealize, loops: list[For]
     return out
 
 
+def _index_as(e: PrimExpr, dtype) -> PrimExpr:
+    """An integer index expression in `dtype` (constants converted, others cast)."""
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, IntImm):
+        return IntImm(e.value, dtype)
+    return simplify(Cast(dtype, e))
+
+
 def clip(bounds: list[tuple[PrimExpr, PrimExpr]], buffer: Buffer,
          ranges: dict[Var, Range]) -> list[tuple[PrimExpr, PrimExpr]]:
     """Per dimension bounds inside the buffer: the whole dimension where they cannot be shown to fit."""
     out = []
     for (lo, hi), dim in zip(bounds, buffer.shape):
+        # indices may be narrower than the buffer's shape (int32 indices into an int64-shaped
+        # buffer, as TVM allows): the copy runs in the shape's dtype
+        lo, hi = _index_as(lo, dim.dtype), _index_as(hi, dim.dtype)
         if prove(lo >= 0, ranges) and prove(hi < dim, ranges):
             out.append((lo, hi))
         else:
@@ -353,7 +373,7 @@ def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: B
 def set_scope(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, None]:
     """Change the storage scope of an intermediate buffer."""
     realize, _ = find_block(func, block, "set_scope")
-    buf = resolve_buffer(func, realize.block, buffer, "set_scope")
+    buf = resolve_buffer(func, realize.block, buffer, "set_scope", "write", names_in="any")
     scope = check_scope(func, "set_scope", scope)
     if alloc_site(func, buf) is None:
         raise schedule_error(func, "set_scope", f"{buf.name} is a parameter of {func.name}; its storage belongs "

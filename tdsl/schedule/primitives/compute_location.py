@@ -49,6 +49,7 @@ from ...ir import (
     logical_and,
     max_,
     min_,
+    same_expr,
     substitute,
 )
 from ...ir.functor import post_order_visit
@@ -1020,16 +1021,15 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     p = p_realize.block
     p_store = _single_store(func, "reverse_compute_inline", p_realize, "the producer", consumer=block)
     loads = [ld for ld in collect(store.value, BufferLoad) if ld.buffer is buf]
-    spatial = [iv.var for iv in c.iter_vars]
     first = list(loads[0].indices)
-    if not (all(isinstance(i, Var) and i in spatial for i in first) and len(set(first)) == len(first)
-            and set(first) == set(spatial)
-            and all(all(a is b for a, b in zip(ld.indices, first)) for ld in loads)):
+    inverse = _digit_inverse(first, c)
+    if inverse is None or not all(all(same_expr(a, b) for a, b in zip(ld.indices, first)) for ld in loads):
         raise schedule_error(func, "reverse_compute_inline", f"{block_name(block)} reads {buf.name}"
                              f"[{', '.join(expr_text(i) for i in loads[0].indices)}]"
                              + ("" if len(loads) == 1 else " among other index patterns"), blocks=(block,),
                              rule="reverse_compute_inline needs every read of the producer's buffer to use the same "
-                                  "indices: each of the consumer's iterators, once",
+                                  "indices, each a mixed-radix number of the consumer's iterators (vi, or "
+                                  "vi * 16 + vj with vj < 16), every iterator once",
                              fix="compute_inline the producer instead, or keep both blocks")
     others = [r.name for r in _readers(func, buf) if r is not c]
     if others or alloc_site(func, buf) is None:
@@ -1038,9 +1038,9 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
                              blocks=(block,) + tuple(others[:1]),
                              rule="reverse_compute_inline removes the producer's buffer, so the consumer must be its "
                                   "only reader")
-    _check_full_cover(func, realize, cpath, p, p_store, buf)
+    _check_full_cover(func, realize, cpath, p, p_store, buf, inverse)
     _check_order(func, p_realize, realize, store.buffer)
-    vmap = {v: i for v, i in zip(first, p_store.indices)}
+    vmap = {v: simplify(rebuild(p_store.indices)) for v, rebuild in inverse[0].items()}
     value = substitute(_replace_loads(store.value, buf, p_store.value), vmap)
     indices = tuple(substitute(i, vmap) for i in store.indices)
     new_p = refresh_block(dataclasses.replace(p, body=BufferStore(store.buffer, value, indices)))
@@ -1058,24 +1058,66 @@ def _replace_loads(expr: PrimExpr, buf: Buffer, value: PrimExpr) -> PrimExpr:
     return _R().visit(expr)
 
 
+def _digit_inverse(indices: list[PrimExpr], c: Block):
+    """How to get the consumer's iterators back from the indices it reads the producer's buffer
+    at: ({iterator: f(buffer indices)}, [(lo, hi) covered per dimension]), or None. Each index is
+    a mixed-radix number of some iterators (`vi * 16 + vj`, vj over 16 values, from 0), every
+    iterator in exactly one index: then the map is one-to-one and onto the box it covers."""
+    doms = {iv.var: iv.dom for iv in c.iter_vars}
+    rebuild: dict = {}
+    covered = []
+    seen: set = set()
+    for d, e in enumerate(indices):
+        if isinstance(e, Var) and e in doms:
+            if e in seen:
+                return None
+            seen.add(e)
+            rebuild[e] = (lambda idx, d=d: idx[d])
+            covered.append((doms[e].min, simplify(doms[e].min + doms[e].extent - 1)))
+            continue
+        form = linear_form(e, list(doms))
+        if form is None or not (isinstance(form[1], IntImm) and form[1].value == 0):
+            return None
+        terms = sorted(((k, v) for v, k in form[0].items() if k != 0), key=lambda t: t[0])
+        if not terms or any(v in seen for _, v in terms):
+            return None
+        expect = 1
+        for k, v in terms:
+            dom = doms[v]
+            if k != expect or not (isinstance(dom.min, IntImm) and dom.min.value == 0
+                                   and isinstance(dom.extent, IntImm)):
+                return None
+            expect = k * dom.extent.value
+        for n, (k, v) in enumerate(terms):
+            seen.add(v)
+            top = n == len(terms) - 1
+            ext = doms[v].extent.value
+
+            def digit(idx, d=d, k=k, ext=ext, top=top):
+                x = idx[d] if k == 1 else idx[d] // k
+                return x if top else x % ext
+            rebuild[v] = digit
+        covered.append((IntImm(0, e.dtype), IntImm(expect - 1, e.dtype)))
+    if seen != set(doms):
+        return None
+    return rebuild, covered
+
+
 def _check_full_cover(func: PrimFunc, realize: BlockRealize, cpath: Path, p: Block, p_store: BufferStore,
-                      buf: Buffer) -> None:
+                      buf: Buffer, inverse) -> None:
     """The consumer runs on exactly the elements the producer writes, once each."""
     c = realize.block
     if not is_true(realize.predicate):
         raise schedule_error(func, "reverse_compute_inline", f"{block_name(c.name)} has a T.where predicate",
                              blocks=(c.name,), rule="the consumer must run on every element the producer writes")
     doms = {iv.var: iv.dom for iv in p.iter_vars}
-    loads = [ld for ld in collect(c.body, BufferLoad) if ld.buffer is buf]
-    cdom = {iv.var: iv.dom for iv in c.iter_vars}
-    for d, (i, ci) in enumerate(zip(p_store.indices, loads[0].indices)):
+    for d, (i, (clo, chi)) in enumerate(zip(p_store.indices, inverse[1])):
         lo, hi = relax(i, doms)
-        dom = cdom[ci]
-        if not (prove(lo.eq(dom.min)) and prove(hi.eq(dom.min + dom.extent - 1))):
+        if not (prove(lo.eq(clo)) and prove(hi.eq(chi))):
             raise schedule_error(func, "reverse_compute_inline", f"{block_name(p.name)} writes {buf.name} over "
                                  f"[{expr_text(lo)}, {expr_text(hi)}] in dimension {d}, but "
-                                 f"{block_name(c.name)} runs over [{expr_text(dom.min)}, "
-                                 f"{expr_text(simplify(dom.min + dom.extent - 1))}]", blocks=(p.name, c.name),
+                                 f"{block_name(c.name)} runs over [{expr_text(clo)}, {expr_text(chi)}]",
+                                 blocks=(p.name, c.name),
                              rule="the consumer must cover exactly what the producer writes")
     _check_movable(func, "reverse_compute_inline", realize, cpath)
 

@@ -42,6 +42,7 @@ from ..analysis import expr_text
 from ..errors import schedule_error
 from ..tree import alloc_site, find_block, refresh_touching
 from .cache import resolve_buffer
+from .layout_padding import add_padding_block, has_padding, pad_value_expr
 
 _CHECK_LIMIT = 1 << 20  # elements checked one by one for a one-to-one map
 
@@ -419,8 +420,11 @@ def _collision(params, outputs, points, new_shape) -> tuple[tuple, tuple] | None
     return (tuple(int(x[a]) for x in points), tuple(int(x[b]) for x in points)), tuple(int(c[a]) for c in cols)
 
 
-def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable) -> tuple[PrimFunc, None]:
-    """Store an intermediate buffer in a new layout: element idx moves to index_map(*idx)."""
+def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable,
+                     pad_value=None) -> tuple[PrimFunc, None]:
+    """Store an intermediate buffer in a new layout: element idx moves to index_map(*idx). With
+    `pad_value`, the elements of the new shape no element maps to are set to it (see
+    layout_padding)."""
     realize, _ = find_block(func, block, "transform_layout")
     buf = resolve_buffer(func, realize.block, buffer, "transform_layout")
     if alloc_site(func, buf) is None:
@@ -433,9 +437,15 @@ def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable) ->
     shape = _new_shape(func, block, buf, params, outputs)
     _check_one_to_one(func, block, buf, params, outputs, shape)
     new = Buffer(buf.name, shape, buf.dtype, scope=buf.scope)
+    padded = pad_value is not None and has_padding(buf.shape, shape)
+    if padded:  # refuse a bad value before changing anything
+        pad_value_expr(func, block, buf, pad_value, [Var(f"i{d}", s.dtype) for d, s in enumerate(shape)])
     body = _Reindex(buf, new, params, outputs).visit(func.body)
     body = _Realloc(buf, new).visit(body)
-    return func.with_body(refresh_touching(body, {new})), None
+    out = func.with_body(refresh_touching(body, {new}))
+    if padded:
+        out = add_padding_block(out, block, buf, new, params, outputs, pad_value)
+    return out, None
 
 
 class _Realloc(IRMutator):
@@ -459,7 +469,7 @@ def storage_align(func: PrimFunc, block: str, buffer, axis: int, factor: int, of
     """Pad the stride of dimension `axis` of an intermediate buffer so that stride % factor == offset
     (e.g. to avoid shared-memory bank conflicts); recorded as the buffer's strides."""
     realize, path = find_block(func, block, "storage_align")
-    buf = resolve_buffer(func, realize.block, buffer, "storage_align")
+    buf = resolve_buffer(func, realize.block, buffer, "storage_align", "write", names_in="any")
     if alloc_site(func, buf) is None:
         raise schedule_error(func, "storage_align", f"{buf.name} is a parameter of {func.name}: its strides "
                              "are the caller's", blocks=(block,),

@@ -1,4 +1,5 @@
-"""Lookup primitives: get_block, get_loops, get_child_blocks, get_producers, get_consumers.
+"""Lookup primitives: get_block, get_loops, get_child_blocks, get_producers, get_consumers,
+get_output_blocks.
 
 They return the function unchanged with the blocks (by name) or loops (by Var) they found.
 """
@@ -84,3 +85,20 @@ def get_consumers(func: PrimFunc, block: str) -> tuple[PrimFunc, list[str]]:
             out.append(b.name)
     return func, out
 
+
+
+def get_output_blocks(func: PrimFunc, scope: str) -> tuple[PrimFunc, list[str]]:
+    """The leaf blocks under the block `scope` (the root block: "root") that write a buffer the
+    function's caller sees (a parameter), in program order (TVM's get_output_blocks)."""
+    from ...ir.tree import all_realizes
+
+    if scope == "root" and func.root_block is None:
+        body = func.body
+    else:
+        body = find_block(func, scope, "get_output_blocks")[0].block.body
+    params = {p for p in func.params if isinstance(p, Buffer)}
+    out = []
+    for r in all_realizes(body):
+        if not child_realizes(r) and any(w.buffer in params for w in r.block.writes):
+            out.append(r.block.name)
+    return func, out

@@ -184,9 +184,21 @@ class _PredicateAdder:
         return node
 
 
+def _check_unbound(func: PrimFunc, primitive: str, loop: For) -> None:
+    """A loop bound to a thread axis or carrying annotations would lose them (TVM refuses too)."""
+    if loop.thread_tag is not None or loop.annotations:
+        what = f"is bound to {loop.thread_tag}" if loop.thread_tag is not None else \
+            f"has annotations ({', '.join(repr(k) for k, _ in loop.annotations)})"
+        raise schedule_error(func, primitive, f"{loop_name(loop.loop_var)} {what}, which the new loops would not "
+                             "keep", loops=(loop.loop_var,),
+                             rule=f"{primitive} applies to loops without a thread binding or annotations",
+                             fix=f"{primitive} before sch.bind / sch.annotate, or sch.unannotate first")
+
+
 def split(func: PrimFunc, loop_var: Var, factors: Sequence) -> tuple[PrimFunc, list[Var]]:
     """Split a loop into len(factors) nested loops, outer to inner."""
     loop, path = find_loop(func, loop_var, "split")
+    _check_unbound(func, "split", loop)
     factors = list(factors)
     if len(factors) < 2:
         raise schedule_error(func, "split", f"{loop_name(loop_var)} needs at least 2 factors, got {len(factors)}",
@@ -255,6 +267,8 @@ def fuse(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, Var]:
                 rule="fuse needs adjacent, perfectly nested loops given outer to inner",
                 fix="list the loops in the order sch.get_loops returns them; move other statements out first")
         loops.append(body)
+    for f in loops:
+        _check_unbound(func, "fuse", f)
     fused_vars = {f.loop_var for f in loops}
     for f in loops[1:]:
         if uses_any(f.min, fused_vars) or uses_any(f.extent, fused_vars):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ...arith import linear_form
 from ...ir import (
     Binary,
     Block,
@@ -26,6 +27,7 @@ from ...ir import (
     BufferStore,
     Call,
     For,
+    IntImm,
     IterVar,
     PrimExpr,
     PrimFunc,
@@ -33,14 +35,15 @@ from ...ir import (
     SeqStmt,
     Stmt,
     Var,
+    binary,
     collect,
     const,
     free_vars,
-    structural_equal,
+    same_expr,
     substitute,
 )
 from ...ir.tree import Path, all_realizes, child_realizes, fresh_name, loops_in_scope, replace_at, var_names
-from ..analysis import expr_text
+from ..analysis import expr_text, is_quasi_affine
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, find_loop, insert_beside, refresh_block, scope_of
 
@@ -84,7 +87,7 @@ def _extreme(dtype, largest: bool) -> PrimExpr:
 
 
 def _same_indices(a, b) -> bool:
-    return len(a) == len(b) and all(structural_equal(x, y) for x, y in zip(a, b))
+    return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b))
 
 
 def recognize(func: PrimFunc, block: Block, primitive: str, decomposed: bool = False) -> Reducer:
@@ -244,9 +247,67 @@ def _function_vars(func: PrimFunc) -> set[Var]:
     return out
 
 
+@dataclass
+class _RfactorPlan:
+    """What the checks of rfactor establish, for the two blocks it builds."""
+
+    loop: For
+    realize: BlockRealize
+    bpath: Path
+    red: Reducer
+    own: list[For]  # the reduction block's own loops, outer to inner
+    roles: dict[Var, str]
+    axis: int  # factor_axis, made non-negative
+    wb_predicate: PrimExpr  # the write-back block's predicate
+    wb_guard: PrimExpr | None  # which partials the write-back adds (a non-dividing split's tail guard)
+
+
 def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, str]:
     """Split a reduction over `loop` into partial results `<C>_rf` (one per iteration of `loop`,
-    stored along `factor_axis`) and a write-back block that combines them into the output."""
+    stored along `factor_axis`) and a write-back block that combines them into the output.
+
+    before::
+
+        for i, k in T.grid(128, 128):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    B[vi] = 0.0
+                B[vi] = B[vi] + A[vi, vk]
+
+    `sch.rfactor(k, 0)` after::
+
+        for i, k in T.grid(128, 128):
+            with T.block("B_rf"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                B_rf[vk, vi] = A[vi, vk]
+        for i, k in T.grid(128, 128):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    B[vi] = 0.0
+                B[vi] = B[vi] + B_rf[vk, vi]
+    """
+    plan = _rfactor_checks(func, loop_var, factor_axis)
+    name = plan.realize.block.name
+    taken_names = set(_block_names(func)) | buffer_names(func)
+    rf_name = fresh_name(f"{name}_rf", taken_names)
+    rf_buf_name = rf_name if rf_name not in buffer_names(func) else fresh_name(rf_name, taken_names)
+    red, loop, axis = plan.red, plan.loop, plan.axis
+    shape = red.buffer.shape[:axis] + (loop.extent,) + red.buffer.shape[axis:]
+    rf_buf = Buffer(rf_buf_name, tuple(shape), red.buffer.dtype)
+    taken = var_names(func)
+    rf_realize = _rfactor_block(plan, rf_name, rf_buf, taken)
+    new_loops, wb_realize = _write_back_block(plan, rf_buf, taken)
+    func2 = replace_at(func, plan.bpath, plan.realize, rf_realize)
+    top, tpath = _own_top(func2, rf_name, plan.own)
+    func3 = insert_beside(func2, tpath, top, _wrap(new_loops, wb_realize), after=True)
+    scope_realize = scope_of(find_block(func3, rf_name, "rfactor")[1])[0]
+    return add_alloc(func3, scope_realize, rf_buf), rf_name
+
+
+def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _RfactorPlan:
+    """Every rule rfactor needs to preserve the meaning, or the ScheduleError of the first broken one."""
     loop, _lpath = find_loop(func, loop_var, "rfactor")
     inside = all_realizes(loop.body)
     if len(inside) != 1:
@@ -280,25 +341,130 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
                              loops=(bad[0],), blocks=(name,),
                              rule="rfactor rebuilds the reduction's own loops: the reduction loops must be the "
                                   "block's own and purely reducing")
-    reduce_loops = {f.loop_var for f in own if roles[f.loop_var] == "R"}
-    wb_predicate, wb_guard = _split_guard(func, realize, own, reduce_loops, loop_var, name)
+    reduce_loops = [f for f in own if roles[f.loop_var] == "R"]
+    wb_predicate, wb_guard = _split_guard(func, realize, own, {f.loop_var for f in reduce_loops}, loop_var, name)
     if free_vars(loop.extent) - _function_vars(func) or free_vars(loop.min) - _function_vars(func):
         raise schedule_error(func, "rfactor", f"the extent of {loop_name(loop_var)} depends on other loops",
                              loops=(loop_var,), rule="the rfactor buffer has one slot per iteration of the loop")
+    if red.init is not None:
+        _check_init_runs_once(func, realize, reduce_loops, loop_var)
     ndim = len(red.buffer.shape)
     if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not -(ndim + 1) <= factor_axis <= ndim:
         raise schedule_error(func, "rfactor", f"factor_axis {factor_axis!r} is out of range for the "
                              f"{ndim}-d buffer {red.buffer.name}", loops=(loop_var,),
                              rule=f"factor_axis is a position in the rfactor buffer: -{ndim + 1} .. {ndim}")
     axis = factor_axis if factor_axis >= 0 else factor_axis + ndim + 1
-    taken_names = set(_block_names(func)) | buffer_names(func)
-    rf_name = fresh_name(f"{name}_rf", taken_names)
-    rf_buf_name = rf_name if rf_name not in buffer_names(func) else fresh_name(rf_name, taken_names)
-    shape = red.buffer.shape[:axis] + (loop.extent,) + red.buffer.shape[axis:]
-    rf_buf = Buffer(rf_buf_name, tuple(shape), red.buffer.dtype)
-    taken = var_names(func)
+    return _RfactorPlan(loop, realize, bpath, red, own, roles, axis, wb_predicate, wb_guard)
 
-    # the rfactor block: the loop's share of the reduction becomes a spatial iterator
+
+_ENUMERATE_LIMIT = 1 << 20
+
+
+def _check_init_runs_once(func: PrimFunc, realize: BlockRealize, reduce_loops: list[For], culprit: Var) -> None:
+    """The T.init of the block runs once per output element, on the first iteration of its
+    reduction loops (where every reduction iterator is at the start of its domain), as rfactor's
+    write-back does. A binding such as `vk = T.axis.reduce(128, k * k // 2)` is at 0 for k = 0 and
+    k = 1, so the original program starts over at k = 1; splitting it into partials would not."""
+    b = realize.block
+    ivs = [(iv, v) for iv, v in zip(b.iter_vars, realize.iter_values) if iv.kind == "R"]
+    loop_vars = {f.loop_var for f in reduce_loops}
+    culprit_iv = next((iv for iv, v in ivs if not is_quasi_affine(v, loop_vars)), None)
+    reason = None
+    if culprit_iv is not None:
+        value = {iv.var: v for iv, v in ivs}[culprit_iv.var]
+        reason = f"binds its reduction iterator {culprit_iv.var.name} to {expr_text(value)}, which is not an " \
+                 "affine function of the loops"
+    else:
+        verdict = _init_runs_once_linear(ivs, reduce_loops)
+        if verdict is None:
+            verdict = _init_runs_once_enumerated(ivs, reduce_loops)
+        if verdict is None:
+            reason = "binds its reduction iterators in a way tdsl cannot prove to start once per element"
+        elif not verdict:
+            reason = "starts its reduction (T.init) more than once per element, or not on the first iteration"
+    if reason is not None:
+        raise schedule_error(func, "rfactor", f"{block_name(b.name)} {reason}", loops=(culprit,),
+                             blocks=(b.name,),
+                             rule="rfactor needs the T.init of the block to run exactly once per output element, "
+                                  "on the first iteration of its reduction loops (an affine, one-to-one binding "
+                                  "of the reduction iterators)",
+                             fix="bind the reduction iterators to the loops affinely, "
+                                 "e.g. T.axis.reduce(128, ko * 4 + ki)")
+
+
+def _init_runs_once_linear(ivs, reduce_loops: list[For]) -> bool | None:
+    """True when every reduction iterator is `dom.min + sum(c * (loop - loop.min))` with every
+    c > 0 and every reduction loop in some iterator: then all iterators are at their minimum
+    exactly when all loops are. None when the bindings are not of that form."""
+    from ...arith import prove, simplify
+
+    loop_vars = [f.loop_var for f in reduce_loops]
+    at_min = {f.loop_var: f.min for f in reduce_loops}
+    used: set[Var] = set()
+    for iv, value in ivs:
+        form = linear_form(value, loop_vars)
+        if form is None:
+            return None
+        coeffs, _rest = form
+        if any(c < 0 for c in coeffs.values()):
+            return None
+        used |= {v for v, c in coeffs.items() if c > 0}
+        start = simplify(substitute(value, at_min))
+        if not prove(binary("eq", start, iv.dom.min)):
+            return False
+    return used == set(loop_vars) or None
+
+
+def _init_runs_once_enumerated(ivs, reduce_loops: list[For]) -> bool | None:
+    """Count, over every iteration of the reduction loops (constant extents, at most
+    _ENUMERATE_LIMIT points), where all reduction iterators are at their minimum: once, first."""
+    import numpy as np
+
+    if not all(isinstance(f.extent, IntImm) and isinstance(f.min, IntImm) for f in reduce_loops):
+        return None
+    sizes = [f.extent.value for f in reduce_loops]
+    if int(np.prod(sizes, dtype=np.int64)) > _ENUMERATE_LIMIT or not all(s > 0 for s in sizes):
+        return None
+    grids = np.meshgrid(*[np.arange(f.min.value, f.min.value + f.extent.value, dtype=np.int64)
+                          for f in reduce_loops], indexing="ij")
+    env = {f.loop_var: g.ravel() for f, g in zip(reduce_loops, grids)}
+    at_start = np.ones(int(np.prod(sizes, dtype=np.int64)), dtype=bool)
+    for iv, value in ivs:
+        got = _evaluate(value, env)
+        lo = _evaluate(iv.dom.min, env)
+        if got is None or lo is None:
+            return None
+        at_start &= got == lo
+    return bool(at_start[0]) and int(at_start.sum()) == 1
+
+
+def _evaluate(e: PrimExpr, env: dict):
+    """`e` over numpy arrays of loop values (integer + - * // % min max only), or None."""
+    import numpy as np
+
+    if isinstance(e, IntImm):
+        return np.int64(e.value)
+    if isinstance(e, Var):
+        return env.get(e)
+    if isinstance(e, Binary):
+        a, b = _evaluate(e.a, env), _evaluate(e.b, env)
+        if a is None or b is None:
+            return None
+        ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+        if e.op in ops:
+            return ops[e.op](a, b)
+        if e.op in ("floordiv", "floormod"):
+            if np.any(b == 0):
+                return None
+            return np.floor_divide(a, b) if e.op == "floordiv" else np.mod(a, b)
+    return None
+
+
+def _rfactor_block(plan: _RfactorPlan, rf_name: str, rf_buf: Buffer, taken: set[str]) -> BlockRealize:
+    """The block computing the partial results: the loop's share of the reduction becomes a
+    spatial iterator indexing `rf_buf` along the factor axis."""
+    realize, loop, red, axis = plan.realize, plan.loop, plan.red, plan.axis
+    b, loop_var = realize.block, plan.loop.loop_var
     v_rf = Var(fresh_name(f"v{loop_var.name}", taken), loop_var.dtype)
     new_ivs: list[IterVar] = []
     new_vals: list[PrimExpr] = []
@@ -310,19 +476,18 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
             new_ivs.append(iv)
             new_vals.append(value)
             continue
-        if not placed_rf:
-            new_ivs.append(IterVar(v_rf, Range(loop.min, loop.extent), "S"))
-            new_vals.append(loop_var)
+        if not placed_rf:  # the factored iterator comes first, as in TVM
+            new_ivs.insert(0, IterVar(v_rf, Range(loop.min, loop.extent), "S"))
+            new_vals.insert(0, loop_var)
             placed_rf = True
-        for f in own:
+        for f in plan.own:
             if f.loop_var in free_vars(value) and f.loop_var not in made:
                 r = Var(fresh_name(f"v{f.loop_var.name}", taken), f.loop_var.dtype)
                 made[f.loop_var] = r
                 new_ivs.append(IterVar(r, Range(f.min, f.extent), "R"))
                 new_vals.append(f.loop_var)
         remap[iv.var] = substitute(value, made)
-    slot = v_rf - loop.min if not (hasattr(loop.min, "value") and loop.min.value == 0) else v_rf
-    rf_idx = red.indices[:axis] + (slot,) + red.indices[axis:]
+    rf_idx = red.indices[:axis] + (_slot(v_rf, loop),) + red.indices[axis:]
     rf_load = BufferLoad(rf_buf, rf_idx)
     rhs = substitute(red.rhs, remap)
     if any(iv.kind == "R" for iv in new_ivs):
@@ -332,32 +497,37 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
         rf_init, rf_value = None, rhs if plain else red.combine(red.identity(), rhs)
     rf_block = dataclasses.replace(b, name=rf_name, iter_vars=tuple(new_ivs), init=rf_init,
                                    body=BufferStore(rf_buf, rf_value, rf_idx))
-    rf_realize = BlockRealize(tuple(new_vals), realize.predicate, refresh_block(rf_block))
+    return BlockRealize(tuple(new_vals), realize.predicate, refresh_block(rf_block))
 
-    # the write-back block keeps the name (and the handle) of the original block
-    new_loops, lmap = _copy_loops(own, lambda f: roles[f.loop_var] == "S" or f is loop, taken, serial=loop)
+
+def _slot(v: Var, loop: For) -> PrimExpr:
+    """The position of iteration `v` of `loop` along the factor axis."""
+    return v if isinstance(loop.min, IntImm) and loop.min.value == 0 else v - loop.min
+
+
+def _write_back_block(plan: _RfactorPlan, rf_buf: Buffer, taken: set[str]) -> tuple[list[For], BlockRealize]:
+    """The block that folds the partial results into the output; it keeps the name (and the
+    handle) of the original block. Returns its loops (the spatial ones and the factored one)."""
+    realize, loop, red, axis = plan.realize, plan.loop, plan.red, plan.axis
+    b, loop_var = realize.block, loop.loop_var
+    new_loops, lmap = _copy_loops(plan.own, lambda f: plan.roles[f.loop_var] == "S" or f is loop, taken,
+                                  serial=loop)
     spatial = [(iv, v) for iv, v in zip(b.iter_vars, realize.iter_values) if iv.kind == "S"]
     smap = {iv.var: Var(fresh_name(iv.var.name, taken), iv.var.dtype) for iv, _ in spatial}
     v_wb = Var(fresh_name(f"v{loop_var.name}", taken), loop_var.dtype)
     wb_idx = tuple(substitute(i, smap) for i in red.indices)
-    wb_slot = v_wb - loop.min if slot is not v_rf else v_wb
-    wb_rf_idx = wb_idx[:axis] + (wb_slot,) + wb_idx[axis:]
+    wb_rf_idx = wb_idx[:axis] + (_slot(v_wb, loop),) + wb_idx[axis:]
     wb_value: PrimExpr = BufferLoad(rf_buf, wb_rf_idx)
-    if wb_guard is not None:
-        wb_value = Call(red.buffer.dtype, "if_then_else", (substitute(wb_guard, {loop_var: v_wb}), wb_value,
+    if plan.wb_guard is not None:
+        wb_value = Call(red.buffer.dtype, "if_then_else", (substitute(plan.wb_guard, {loop_var: v_wb}), wb_value,
                                                            red.identity()))
-    wb_block = Block(name, tuple(IterVar(smap[iv.var], iv.dom, "S") for iv, _ in spatial) +
-                     (IterVar(v_wb, Range(loop.min, loop.extent), "R"),), (), (),
+    wb_block = Block(b.name, (IterVar(v_wb, Range(loop.min, loop.extent), "R"),) +
+                     tuple(IterVar(smap[iv.var], iv.dom, "S") for iv, _ in spatial), (), (),
                      BufferStore(red.buffer, red.combine(BufferLoad(red.buffer, wb_idx), wb_value), wb_idx),
                      init=None if red.init is None else BufferStore(red.buffer, substitute(red.init, smap), wb_idx))
-    wb_realize = BlockRealize(tuple(substitute(v, lmap) for _, v in spatial) + (lmap[loop_var],),
-                              substitute(wb_predicate, lmap), refresh_block(wb_block))
-
-    func2 = replace_at(func, bpath, realize, rf_realize)
-    top, tpath = _own_top(func2, rf_name, own)
-    func3 = insert_beside(func2, tpath, top, _wrap(new_loops, wb_realize), after=True)
-    scope_realize = scope_of(find_block(func3, rf_name, "rfactor")[1])[0]
-    return add_alloc(func3, scope_realize, rf_buf), rf_name
+    wb_realize = BlockRealize((lmap[loop_var],) + tuple(substitute(v, lmap) for _, v in spatial),
+                              substitute(plan.wb_predicate, lmap), refresh_block(wb_block))
+    return new_loops, wb_realize
 
 
 def _split_guard(func: PrimFunc, realize: BlockRealize, own: list[For], reduce_loops: set[Var], loop_var: Var,

@@ -1,0 +1,158 @@
+"""transform_layout's `pad_value=`: fill the padding a layout adds with a known value.
+
+A map such as `lambda i: (i // 4, i % 4)` on a 14-element buffer gives a (4, 4) buffer whose two
+last elements hold nothing. With `pad_value`, a block `buffer_<name>_padding` placed after the
+last writer of the buffer stores the value there, so that later steps (a vectorized loop over the
+padded axis, a tensorized tile) may read it. This is TVM's fallback form of padding; TVM often
+rewrites the producer's loops instead (`T.if_then_else` in the store) — the results are equal.
+
+The padding elements are found by inverting the map: its outputs must be indices (`i`) or pairs
+`i // c`, `i % c`, from which `i` is rebuilt; an element is padding when a rebuilt index falls
+outside the old shape.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ...arith import simplify
+from ...ir import (
+    Binary,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    For,
+    IntImm,
+    IterVar,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Var,
+    as_expr,
+    binary,
+    collect,
+    const,
+    free_vars,
+    logical_or,
+)
+from ...ir.tree import all_realizes, block_names, find_path, fresh_name, replace_at, var_names
+from ..analysis import expr_text
+from ..errors import schedule_error
+from ..tree import alloc_site, buffer_names, refresh_block, seq_insert
+
+
+def has_padding(old_shape, new_shape) -> bool:
+    """True when the new shape has more elements than the old one (constant shapes)."""
+    if not all(isinstance(s, IntImm) for s in (*old_shape, *new_shape)):
+        return False
+    old = new = 1
+    for s in old_shape:
+        old *= s.value
+    for s in new_shape:
+        new *= s.value
+    return new > old
+
+
+def _inverse(params: list[Var], outputs: list[PrimExpr], new_vars: list[Var]) -> dict[Var, PrimExpr] | None:
+    """Each old index as an expression of the new indices, or None when the map is not made of
+    `i`, `i // c` and `i % c` outputs."""
+    whole: dict[Var, PrimExpr] = {}
+    quot: dict[Var, tuple[int, PrimExpr]] = {}
+    rem: dict[Var, tuple[int, PrimExpr]] = {}
+    for o, n in zip(outputs, new_vars):
+        if isinstance(o, Var) and o in params:
+            whole[o] = n
+        elif isinstance(o, Binary) and o.op in ("floordiv", "floormod") and isinstance(o.a, Var) \
+                and o.a in params and isinstance(o.b, IntImm) and o.b.value > 0:
+            (quot if o.op == "floordiv" else rem)[o.a] = (o.b.value, n)
+        else:
+            return None
+    out: dict[Var, PrimExpr] = {}
+    for p in params:
+        if p in whole:
+            out[p] = whole[p]
+        elif p in quot and p in rem and quot[p][0] == rem[p][0]:
+            c, q = quot[p]
+            out[p] = q * const(c, p.dtype) + rem[p][1]
+        else:
+            return None
+    return out
+
+
+def pad_value_expr(func: PrimFunc, block: str, buf: Buffer, pad_value, new_vars: list[Var]) -> PrimExpr:
+    """The value stored into the padding at `new_vars`: a constant of the buffer's dtype, or a
+    function of the new indices that reads no buffer."""
+    value = pad_value
+    if callable(pad_value):
+        try:
+            value = pad_value(*new_vars)
+        except Exception as exc:  # noqa: BLE001 - the user's function: report what it did
+            raise schedule_error(func, "transform_layout", f"pad_value failed on the new indices: {exc}",
+                                 blocks=(block,)) from None
+        if isinstance(value, (tuple, list)) and len(value) == 1:
+            value = value[0]  # a traced IndexMap gives a 1-tuple
+    if isinstance(value, bool) or (isinstance(value, int) and not buf.dtype.is_integer) or \
+            (isinstance(value, float) and not buf.dtype.is_float):
+        raise schedule_error(func, "transform_layout", f"pad_value {value!r} is a {type(value).__name__}, but "
+                             f"{buf.name} holds {buf.dtype}", blocks=(block,),
+                             rule="the padding value has the buffer's dtype",
+                             fix=f"pass a {buf.dtype} value, e.g. T.{buf.dtype}(0) or {'0' if buf.dtype.is_integer else '0.0'}")
+    try:
+        value = as_expr(value, buf.dtype)
+    except TypeError as exc:
+        raise schedule_error(func, "transform_layout", f"pad_value {value!r}: {exc}", blocks=(block,)) from None
+    if value.dtype != buf.dtype:
+        raise schedule_error(func, "transform_layout", f"pad_value {expr_text(value)} is {value.dtype}, but "
+                             f"{buf.name} holds {buf.dtype}", blocks=(block,),
+                             rule="the padding value has the buffer's dtype")
+    if collect(value, BufferLoad) or free_vars(value) - set(new_vars):
+        raise schedule_error(func, "transform_layout", f"pad_value {expr_text(value)} reads a buffer or an outside "
+                             "variable", blocks=(block,),
+                             rule="the padding value is a constant or a function of the new indices only")
+    return value
+
+
+def add_padding_block(func: PrimFunc, block: str, old: Buffer, new: Buffer, params: list[Var],
+                      outputs: list[PrimExpr], pad_value) -> PrimFunc:
+    """`func` (already re-laid out to `new`) with a block that stores `pad_value` into every
+    element of `new` no element of `old` maps to, right after the last writer of the buffer."""
+    taken = var_names(func)
+    loop_vars = [Var(fresh_name(f"ax{d}", taken), s.dtype) for d, s in enumerate(new.shape)]
+    inverse = _inverse(params, outputs, loop_vars)
+    if inverse is None:
+        raise schedule_error(func, "transform_layout", f"tdsl cannot tell which elements of the new layout of "
+                             f"{old.name} are padding for the map ({', '.join(expr_text(o) for o in outputs)})",
+                             blocks=(block,),
+                             rule="pad_value needs a map whose outputs are indices i or pairs i // c, i % c",
+                             fix="leave pad_value out (the padding is then never read), or write the map that way")
+    outside = None
+    for p, s in zip(params, old.shape):
+        cond = binary("ge", simplify(inverse[p]), s)
+        outside = cond if outside is None else logical_or(outside, cond)
+    ivs = [IterVar(Var(fresh_name(f"v{d}", taken), s.dtype), Range(const(0, s.dtype), s), "S")
+           for d, s in enumerate(new.shape)]
+    ivars = [iv.var for iv in ivs]
+    value = pad_value_expr(func, block, old, pad_value, ivars)
+    names = set(block_names(func)) | buffer_names(func)
+    name = fresh_name(f"buffer_{old.name}_padding", names)
+    body = refresh_block(Block(name, tuple(ivs), (), (), BufferStore(new, value, tuple(ivars))))
+    stmt = BlockRealize(tuple(loop_vars), outside, body)
+    for v, s in reversed(list(zip(loop_vars, new.shape))):
+        stmt = For(v, const(0, s.dtype), s, "serial", stmt)
+    site = alloc_site(func, new)
+    scope = site.block
+    items = list(scope.body.seq) if isinstance(scope.body, SeqStmt) else [scope.body]
+    last = max((k for k, item in enumerate(items)
+                if any(any(w.buffer is new for w in r.block.writes) for r in all_realizes(item))), default=-1)
+    new_scope = dataclasses.replace(scope, body=seq_insert(scope.body, last + 1, stmt))
+    if scope.name != "root" or scope.iter_vars:
+        new_scope = refresh_block(new_scope)
+    return replace_at(func, _path_to(func, site), site, dataclasses.replace(site, block=new_scope))
+
+
+def _path_to(func: PrimFunc, realize: BlockRealize):
+    found = find_path(func.body, lambda x: x is realize)
+    return found[1]
+

@@ -1,0 +1,123 @@
+"""The `T.*` names of tdsl scripts, defined once: the T namespace, the parser and the docs read
+this table.
+
+`BUILTINS` maps each name tdsl understands to its role (what part of the parser handles it) and
+a one-line meaning; `SYNONYMS` maps TVM spellings onto the tdsl name they stand for; `ABSENT`
+maps TVMScript names tdsl does not have onto what a tdsl script writes instead, so that the
+parser's error says both.
+"""
+from __future__ import annotations
+
+from ..dtypes import SCALAR_NAMES
+
+MATH_NAMES = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "floor", "ceil", "pow", "exp2",
+              "log2", "sin", "cos", "round", "trunc", "fma")
+
+# name -> (role, meaning). Roles: "decorator", "annotation", "loop", "with", "decl" (block
+# declarations), "stmt", "expr", "prelude" (function-level declarations).
+BUILTINS: dict[str, tuple[str, str]] = {
+    "prim_func": ("decorator", "parse the decorated function (private=, s_tir=, check_well_formed= are accepted)"),
+    "Buffer": ("annotation", "a buffer parameter: T.Buffer(shape, dtype, strides=, offset=, scope=)"),
+    "handle": ("annotation", "a parameter that T.match_buffer turns into a buffer"),
+    "let": ("annotation", "x: T.let[T.int32] = value, a let binding with its type"),
+    "match_buffer": ("prelude", ("A = T.match_buffer(a, shape, dtype): the buffer behind a T.handle; inside "
+                                 "a block, a view of a region: T.match_buffer(A[vi, 0:16], (16,))")),
+    "func_attr": ("prelude", "T.func_attr({...}): the function's attributes"),
+    "grid": ("loop", "nested serial loops"),
+    "serial": ("loop", "a serial loop"),
+    "parallel": ("loop", "a parallel loop"),
+    "vectorized": ("loop", "a vectorized loop"),
+    "unroll": ("loop", "an unrolled loop"),
+    "thread_binding": ("loop", "a loop bound to a GPU thread axis"),
+    "block": ("with", "with T.block(name): a block"),
+    "init": ("with", "with T.init(): the reduction initialisation of a block"),
+    "axis": ("decl", "T.axis.spatial / T.axis.reduce / T.axis.remap: block iterators"),
+    "where": ("decl", "the block's predicate"),
+    "reads": ("decl", "the block's read regions"),
+    "writes": ("decl", "the block's write regions"),
+    "block_attr": ("decl", "the block's annotations"),
+    "alloc_buffer": ("decl", "an intermediate buffer"),
+    "allocate": ("stmt", "storage in lowered IR"),
+    "evaluate": ("stmt", "an expression statement (an extern call)"),
+    "LetStmt": ("with", "with T.LetStmt(value) as x: a let binding"),
+    "min": ("expr", "minimum"), "max": ("expr", "maximum"),
+    "if_then_else": ("expr", "lazy select"), "Select": ("expr", "eager select"),
+    "cast": ("expr", "T.cast(x, dtype)"), "Cast": ("expr", "T.Cast(dtype, x)"),
+    "likely": ("expr", "T.likely(cond): a branch hint, the condition itself"),
+    "floordiv": ("expr", "floor division"), "floormod": ("expr", "floor modulo"),
+    "max_value": ("expr", "the largest value of a dtype"), "min_value": ("expr", "the smallest value of a dtype"),
+    "call_extern": ("expr", "a call to an external function"),
+    "address_of": ("expr", "a handle to one buffer element"),
+    "Ramp": ("expr", "a vector of base + k * stride"), "Broadcast": ("expr", "a vector of one value"),
+    **{name: ("expr", "a math function") for name in MATH_NAMES},
+    **{name: ("dtype", f"the {name} type: an annotation, a constant or a cast") for name in SCALAR_NAMES},
+}
+
+# TVM spelling -> tdsl name
+SYNONYMS: dict[str, str] = {
+    "sblock": "block",
+    "sblock_alloc_buffer": "alloc_buffer",
+    "sblock_attr": "block_attr",
+}
+
+# TVMScript names tdsl does not have -> what a tdsl script writes instead
+ABSENT: dict[str, str] = {
+    "decl_buffer": "declare the buffer with T.alloc_buffer(shape, dtype) at the top of a block",
+    "Ptr": "use a buffer parameter, T.Buffer(shape, dtype)",
+    "launch_thread": 'loops bound to thread axes: for tx in T.thread_binding(32, thread="threadIdx.x")',
+    "env_thread": 'loops bound to thread axes: for tx in T.thread_binding(32, thread="threadIdx.x")',
+    "attr": "annotations on loops (T.serial(n, annotations={...})) or blocks (T.block_attr({...}))",
+    "Assert": "if c: ... (tdsl has no assertions in kernels)",
+    "assume": "nothing: tdsl has no assumptions; a T.where or an if states a condition",
+    "tvm_access_ptr": "T.address_of(A[i, j]) or A.access_ptr(\"r\")",
+    "type_annotation": "T.address_of(A[i, j]) for a pointer argument",
+    "call_intrin": 'T.call_extern("dtype", "name", ...)',
+    "call_pure_extern": 'T.call_extern("dtype", "name", ...)',
+    "call_llvm_intrin": 'T.call_extern("dtype", "llvm.name", ...)',
+    "call_llvm_pure_intrin": 'T.call_extern("dtype", "llvm.name", ...)',
+    "buffer_store": "a store statement: A[i, j] = value",
+    "BufferStore": "a store statement: A[i, j] = value",
+    "BufferLoad": "a load: A[i, j]",
+    "bind": "a let binding: x = value",
+    "realize": "T.alloc_buffer and blocks",
+    "prefetch": 'T.evaluate(T.call_extern("void", "llvm.prefetch.p0", T.address_of(A[i]), 0, 3, 1))',
+    "tvm_thread_allreduce": "sch.rfactor and sch.bind on the reduction loop",
+    "tvm_storage_sync": "nothing: the CUDA backend inserts the barriers a shared buffer needs",
+    "reinterpret": "T.cast (a value conversion; tdsl has no bit reinterpretation)",
+    "bitwise_and": "arithmetic: tdsl has no bitwise operators",
+    "bitwise_or": "arithmetic: tdsl has no bitwise operators",
+    "bitwise_xor": "arithmetic: tdsl has no bitwise operators",
+    "bitwise_not": "arithmetic: tdsl has no bitwise operators",
+    "shift_left": "a multiplication by a power of two",
+    "shift_right": "a floor division by a power of two",
+    "meta_var": "a Python value from the enclosing scope (closure values are captured)",
+    "boolean": 'T.bool',
+    "vscale": "a fixed vector length",
+    "comm_reducer": "a reduction block: with T.init() and C[i] = C[i] + x",
+}
+
+
+def resolve(name: str) -> str:
+    """The tdsl name a T attribute stands for (a synonym resolves to its tdsl name)."""
+    return SYNONYMS.get(name, name)
+
+
+def absent_message(name: str) -> tuple[str, str]:
+    """(message, hint) for a `T.<name>` tdsl does not have."""
+    hint = ABSENT.get(name)
+    if hint is None:
+        known = ", ".join(sorted(n for n, (role, _) in BUILTINS.items() if role == "expr"))
+        return f"T.{name} is not part of tdsl", f"the T functions for expressions are: {known}"
+    return f"T.{name} (TVMScript) is not part of tdsl", f"tdsl writes instead: {hint}"
+
+
+def names_by_role(role: str) -> list[str]:
+    return [n for n, (r, _) in BUILTINS.items() if r == role]
+
+
+def markdown_table() -> str:
+    """The table of T names, for the docs."""
+    rows = ["| name | role | meaning |", "|---|---|---|"]
+    rows += [f"| `T.{n}` | {r} | {m} |" for n, (r, m) in BUILTINS.items() if r != "dtype"]
+    rows += [f"| `T.{n}` | synonym | `T.{t}` |" for n, t in SYNONYMS.items()]
+    return "\n".join(rows)
