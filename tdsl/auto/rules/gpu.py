@@ -21,6 +21,7 @@ Defaults: per-thread tiles of up to 4 x 4, 8 x 8 to 16 x 16 threads per block, k
 from __future__ import annotations
 
 from ...errors import ScheduleError
+from ...ir.attrs import AUTO_SCHEDULED
 from ...schedule import Schedule
 from ..analysis import block_info
 from .base import Rule
@@ -90,7 +91,7 @@ class GPUMatmulTiling(Rule):
             s.bind(fx, "threadIdx.x")
         local = s.cache_write(c, 0, "local")
         s.reverse_compute_at(local, tx)
-        s.annotate(s.get_block(block), "auto.scheduled", True)
+        s.annotate(s.get_block(block), AUTO_SCHEDULED, True)
 
 
 class GPUBind(Rule):
