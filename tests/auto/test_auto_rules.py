@@ -282,3 +282,9 @@ def test_row_prefetch_tensorizes_a_row_step_with_a_generated_intrinsic():
     x = np.random.default_rng(0).standard_normal((8, 64)).astype("float32")
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(tdsl.build(out[0])(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_gpu_matmul_tiling_respects_the_thread_and_shared_memory_limits():
+    sch = tdsl.Schedule(gemm(64, 64, 32))
+    assert GPUMatmulTiling(Hardware("cuda", lanes=1, max_threads=16))(sch, "C") == [sch]
+    assert GPUMatmulTiling(Hardware("cuda", lanes=1, max_shared=1024))(sch, "C") == [sch]

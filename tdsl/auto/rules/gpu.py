@@ -71,6 +71,11 @@ class GPUMatmulTiling(Rule):
         fk = s.sample_perfect_tile(lk, 2, max_innermost_factor=16,
                                    decision=[kext // _divisor(kext, (8, 4, 2, 1)), _divisor(kext, (8, 4, 2, 1))]
                                    if self.defaults else None)
+        threads = int(fi[1]) * int(fj[1])
+        tile_elems = (int(fi[1]) * int(fi[2]) + int(fj[1]) * int(fj[2])) * int(fk[1])
+        if threads > self.hw.max_threads or tile_elems * 4 > self.hw.max_shared:
+            raise ScheduleError(f"multi-level-tiling-gpu: {threads} threads or {tile_elems * 4} bytes of shared "
+                                f"memory per block exceed the limits ({self.hw.max_threads}, {self.hw.max_shared})")
         by, ty, ti = s.split(li, fi)
         bx, tx, tj = s.split(lj, fj)
         ko, ki = s.split(lk, fk)
