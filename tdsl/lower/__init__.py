@@ -116,8 +116,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TargetError
-from ..ir import Block, IRVisitor, PrimFunc, Stmt, as_prim_func
+from ..ir import Block, PrimFunc, as_prim_func
 from ..ir.attrs import LOWER_NOTES, TENSOR_INTRIN, get_attr
+from ..ir.tree import walk
 from ..target import parse_target
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
@@ -154,27 +155,9 @@ def _tensor_intrinsics(target: str) -> Callable[[PrimFunc], PrimFunc]:
 
 
 def _annotation_keys(func: PrimFunc) -> set:
-    """The annotation keys of every block of `func`."""
-    finder = _BlockAnnotations()
-    finder.visit(func.body)
-    return finder.keys
-
-
-class _BlockAnnotations(IRVisitor):
-    """Collects block annotation keys, walking statements only: blocks are statements, and the
-    expressions (most of the tree) hold none."""
-
-    def __init__(self):
-        self.keys: set = set()
-
-    def visit(self, node):
-        if isinstance(node, Stmt):
-            return super().visit(node)
-        return None
-
-    def visit_Block(self, block: Block) -> None:
-        self.keys.update(k for k, _ in block.annotations)
-        self.generic_visit(block)
+    """The annotation keys of every block of `func` (blocks are statements: expressions, most of
+    the tree, are not walked)."""
+    return {k for s in walk(func.body) if isinstance(s, Block) for k, _ in s.annotations}
 
 
 _PIPELINES: dict[str, list[Pass]] = {

@@ -25,9 +25,9 @@ from ..errors import ScheduleError, TargetError
 from ..intrinsics.cuda import FRAGMENT_SCOPES  # per-thread arrays on CUDA, filled by the device functions
 from ..intrinsics.match import Mismatch, instantiate_impl, match
 from ..intrinsics.registry import TensorIntrin
-from ..ir import Block, BlockRealize, Buffer, IRVisitor, PrimFunc, Stmt, replace_buffers
+from ..ir import Block, BlockRealize, Buffer, PrimFunc, Stmt, collect, replace_buffers
 from ..ir.attrs import CUDA_PRELUDE, TENSOR_INTRIN
-from ..ir.tree import find_realize, replace_at
+from ..ir.tree import find_realize, replace_at, walk
 from ..target import host_features, parse_target
 
 PASS_NAME = "apply_tensor_intrinsics"
@@ -94,38 +94,17 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
 def _fragments_to_local(func: PrimFunc) -> PrimFunc:
     """Fragment buffers become per-thread `local` arrays (the device functions fill them)."""
     bmap: dict[Buffer, Buffer] = {}
-    for realize in _all_blocks(func.body):
+    for realize in collect(func.body, BlockRealize):
         for buf in realize.block.alloc_buffers:
             if buf.scope in FRAGMENT_SCOPES:
                 bmap[buf] = buf.with_(scope="local")
     return func.with_body(replace_buffers(func.body, bmap)) if bmap else func
 
 
-def _all_blocks(stmt: Stmt) -> list[BlockRealize]:
-    from ..ir import collect
-
-    return collect(stmt, BlockRealize)
-
-
-class _TensorizedFinder(IRVisitor):
-    """The tensorized blocks' realizes, walking statements only (module level: a class made per
-    call starts with an empty dispatch table)."""
-
-    def __init__(self):
-        self.out: list[BlockRealize] = []
-
-    def visit(self, node):
-        if isinstance(node, Stmt):
-            super().visit(node)
-
-    def visit_BlockRealize(self, node: BlockRealize) -> None:
-        if intrin_of(node.block) is not None:
-            self.out.append(node)
-            return  # nothing inside a tensorized block is tensorized on its own
-        self.generic_visit(node)
-
-
 def _tensorized(stmt: Stmt) -> list[BlockRealize]:
-    finder = _TensorizedFinder()
-    finder.visit(stmt)
-    return finder.out
+    """The tensorized blocks' realizes, in program order (nothing inside a tensorized block is
+    tensorized on its own)."""
+    def untensorized(s: Stmt) -> bool:
+        return not (isinstance(s, BlockRealize) and intrin_of(s.block) is not None)
+
+    return [s for s in walk(stmt, untensorized) if isinstance(s, BlockRealize) and not untensorized(s)]

@@ -23,11 +23,11 @@ from ...ir import (
     Allocate,
     Binary,
     Buffer,
+    BufferStore,
     Cast,
     For,
     IfThenElse,
     IntImm,
-    IRVisitor,
     LetStmt,
     PrimExpr,
     PrimFunc,
@@ -37,6 +37,7 @@ from ...ir import (
 )
 from ...ir.attrs import NONTEMPORAL_BUFFERS
 from ...ir.functor import statements
+from ...ir.tree import walk
 from ...script.printer import message_text as expr_text
 from .abi import (
     ERR_SLOW,
@@ -94,26 +95,9 @@ def _dims_of(func: PrimFunc) -> list[Var]:
     return list(seen.values())
 
 
-class _StoreCollector(IRVisitor):
-    """The buffers stored to. Stores are statements and no expression holds a statement, so
-    the walk skips expressions."""
-
-    def __init__(self):
-        self.out: set = set()
-
-    def visit(self, node):
-        if isinstance(node, PrimExpr):
-            return None
-        return super().visit(node)
-
-    def visit_BufferStore(self, s):
-        self.out.add(s.buffer)
-
-
 def _written_buffers(func: PrimFunc) -> set:
-    stores = _StoreCollector()
-    stores.visit(func.body)
-    return stores.out
+    """The buffers stored to (stores are statements: the walk skips expressions)."""
+    return {s.buffer for s in walk(func.body) if isinstance(s, BufferStore)}
 
 
 def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_check: bool = False,

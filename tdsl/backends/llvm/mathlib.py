@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
@@ -18,9 +19,9 @@ from .lltypes import F32, I32, _const, _suffix
 
 def _tanh_coeffs(n: int) -> list[float]:
     """Taylor coefficients of tanh: x, x^3, ... (2^2k (2^2k - 1) B_2k / (2k)!)."""
-    bern = [Fraction(1)]
+    bern: list[Fraction] = [Fraction(1)]
     for m in range(1, 2 * n + 2):
-        bern.append(-sum(math.comb(m + 1, k) * bern[k] for k in range(m)) / (m + 1))
+        bern.append(-sum((math.comb(m + 1, k) * bern[k] for k in range(m)), Fraction(0)) / (m + 1))
     return [float(4 ** k * (4 ** k - 1) * bern[2 * k] / math.factorial(2 * k)) for k in range(1, n + 1)]
 
 
@@ -37,6 +38,17 @@ _ERFC_NR = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.2788
 
 class MathEmitter:
     """T.exp, T.tanh, T.erf, T.sigmoid, ... of the emitter (see the module docstring)."""
+
+    if TYPE_CHECKING:  # provided by the emitter (codegen._Emitter)
+        b: ir.IRBuilder
+        m: Any
+
+        def expr(self, e) -> Any: ...
+
+        def _fix(self, v: Any, dt: DataType) -> Any: ...
+
+        @staticmethod
+        def _same_shape(ty: ir.Type, elem: ir.Type) -> ir.Type: ...
 
     def _unary_intrinsic(self, name: str, x: ir.Value) -> ir.Value:
         fn = self.m.intrinsic(f"llvm.{name}.{_suffix(x.type)}", x.type, [x.type])
