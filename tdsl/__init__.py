@@ -4,7 +4,8 @@ Only the public API lives here; heavy modules (llvmlite, cuda-python, rich) load
 """
 from __future__ import annotations
 
-from .errors import ArgumentError, BoundsError, ScheduleError, ScriptError, TargetError
+from .config import config
+from .errors import ArgumentError, BoundsError, PerformanceWarning, ScheduleError, ScriptError, TargetError
 from .ir import PrimFunc, assert_structural_equal, structural_diff, structural_equal, structural_hash
 from .script import T, parse, prim_func
 from .version import __version__ as __version__
@@ -35,10 +36,10 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+    return sorted(set(globals()) | set(_LAZY))  # a lazy name, once loaded, is in both
 
 
 __all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
            "Kernel", "device_array", "to_device", "structural_equal", "structural_hash", "structural_diff",
            "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
-           "BoundsError", "auto_schedule", "space"]
+           "BoundsError", "PerformanceWarning", "config", "auto_schedule", "space"]
