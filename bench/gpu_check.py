@@ -2,8 +2,10 @@
 
     python bench/gpu_check.py [--quick]
 
-Always: compile-only checks (every GPU kernel of tests/cuda/cuda_kernels.py to CUBIN for sm_80
-and sm_90). With a GPU, also: the tests/cuda test suite, correctness of every kernel on the
+Always: every GPU kernel of tests/cuda/cuda_kernels.py run in the CPU emulator
+(`emulate=True`, needs a host C++ compiler) at small sizes against numpy / the interpreter, with
+the emulator's speed; with cuda-python, compile-only checks (each kernel to CUBIN for sm_80 and
+sm_90). With a GPU, also: the tests/cuda test suite, correctness of every kernel on the
 device against numpy (numpy, DeviceArray and, when torch is installed, torch arguments through
 DLPack), and a GEMM benchmark against torch.matmul (cuBLAS) with the ratios printed. Without a
 GPU it says so and exits 0 once the compile-only checks pass. Exit status 1 means a check failed.
@@ -120,6 +122,78 @@ def _close(out, expected, tol) -> str | None:
 
 
 # ----------------------------------------------------------------------------- steps
+
+def emulated_cases():
+    """(label, func, reference, inputs, tolerance) at sizes the CPU emulator runs quickly."""
+    import cuda_kernels as ck
+
+    rng = np.random.default_rng(0)
+    cases = []
+    f, ref = ck.elementwise(1024)
+    cases.append(("elementwise float4 (n=8 symbolic)", f, ref, [rng.standard_normal((8, 1024)).astype("float32")],
+                  1e-5))
+    f, ref = ck.elementwise_fp16(4096)
+    try:
+        bf16 = tdsl.dtypes.bfloat16.numpy
+        cases.append(("fp16/bf16 elementwise", f, ref, [rng.standard_normal(4096).astype("float16"),
+                                                        rng.standard_normal(4096).astype(bf16)], 0))
+    except TypeError as exc:
+        print(f"  fp16/bf16 elementwise skipped: {exc}")
+    f, ref = ck.softmax(64, 256)
+    cases.append(("row softmax 64x256 (shared tree)", f, ref, [rng.standard_normal((64, 256)).astype("float32")],
+                  1e-5))
+    f, ref = ck.matmul(256, 192, 128)
+    cases.append(("tiled matmul 256x192x128", f, ref, [rng.standard_normal((256, 128)).astype("float32"),
+                                                       rng.standard_normal((128, 192)).astype("float32")], 1e-4))
+    f, ref, make_inputs = ck.kitchen_sink(256)
+    cases.append(("kitchen sink vs interpreter", f, ref, make_inputs(), 2e-6))
+    sch, ref = ck.wmma_gemm(64, 32, 64)
+    cases.append(("WMMA GEMM 64x32x64 (warp-collective)", sch, ref, [rng.standard_normal((64, 64)).astype("float16"),
+                                                                      rng.standard_normal((64, 32)).astype("float16")],
+                  1e-4))
+    f, ref = floordiv_kernel()
+    cases.append(("floor division / modulo with negatives", f, ref, [np.int32(-37)], 0))
+    for maker, inputs in ck.reduction_cases():   # cross-thread / rfactor reductions written with schedules
+        sch, ref = maker()
+        cases.append((f"{maker.__name__} (schedule)", sch, ref, inputs, 1e-5))
+    return cases
+
+
+def emulated_checks() -> None:
+    """Every case in the CPU emulator; the tiled matmul's speed in thread-iterations per second."""
+    import shutil
+
+    print("emulated checks (generated CUDA C++ on the CPU; races and bounds checked):", flush=True)
+    if not any(shutil.which(c) for c in ("g++", "clang++", "c++")):
+        report("emulator", False, "no host C++ compiler (g++ / clang++) on PATH")
+        return
+    for label, func, ref, inputs, tol in emulated_cases():
+        def run(label=label, func=func, ref=ref, inputs=inputs, tol=tol):
+            t = time.perf_counter()
+            kernel = tdsl.build(func, target="cuda", emulate=True)
+            built = time.perf_counter() - t
+            out = kernel(*inputs)
+            err = _close(out, ref(*inputs), tol)
+            report(label, err is None, err or f"build {built:.2f}s, run {time.perf_counter() - t - built:.2f}s "
+                                              "(3 thread orders)")
+
+        attempt(label, run)
+
+    import cuda_kernels as ck
+
+    def speed():
+        m, n, k = 256, 192, 128
+        func, _ = ck.matmul(m, n, k)
+        rng = np.random.default_rng(1)
+        a, b = rng.standard_normal((m, k)).astype("float32"), rng.standard_normal((k, n)).astype("float32")
+        kernel = tdsl.build(func, target="cuda", emulate=True, thread_orders=1)
+        seconds = kernel.time(a, b, repeat=3)
+        print(f"  emulator speed: tiled matmul {m}x{n}x{k}, one thread order: {seconds * 1e3:.1f} ms per call, "
+              f"{m * n * k / seconds / 1e6:.1f} M thread-iterations (multiply-adds) per second, "
+              f"{m * n // 16 / seconds / 1e6:.2f} M threads per second", flush=True)
+
+    attempt("emulator speed", speed)
+
 
 def compile_only() -> None:
     print("compile-only checks (NVRTC -> CUBIN, no GPU needed):", flush=True)
@@ -281,6 +355,7 @@ def main() -> int:
     args = parser.parse_args()
     t0 = time.perf_counter()
     print(f"tdsl {tdsl.__version__}, Python {sys.version.split()[0]}, numpy {np.__version__}")
+    emulated_checks()
     try:
         import cuda.bindings
 
@@ -288,8 +363,8 @@ def main() -> int:
 
         print(f"cuda-bindings {cuda.bindings.__version__}, NVRTC {'.'.join(map(str, nvrtc_version()))}")
     except ImportError:
-        print("cuda-python is not installed: nothing to check for CUDA (pip install 'tdsl[cuda]')")
-        return 0
+        print("cuda-python is not installed: no NVRTC or device checks (pip install 'tdsl[cuda]')")
+        return 1 if FAILURES else 0
     except tdsl.TargetError as exc:
         print(f"NVRTC is not usable: {exc}")
         return 1

@@ -6,12 +6,14 @@
 # accumulate in per-thread storage with `cache_write(..., "local")`, and finally use tensor
 # cores through the WMMA intrinsics. CUDA C++ is compiled by NVRTC for sm_80/sm_90 even on a
 # machine without a GPU; the same scheduled function also runs on the CPU (compiled, or in the
-# interpreter), so its meaning is checked against numpy anywhere. On a machine with a GPU it
-# runs there too.
+# interpreter), so its meaning is checked against numpy anywhere, and the generated CUDA C++
+# itself runs on the CPU in tdsl's emulator (`emulate=True`, needs only a host C++ compiler),
+# which also catches races and out-of-bounds accesses. On a machine with a GPU it runs there too.
 
 # %%
 import importlib.util
 import os
+import shutil
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from tdsl import T
 from tdsl.intrinsics import cuda as wmma
 
 SMALL = bool(os.environ.get("TDSL_TUTORIAL_SMALL"))
+HAVE_CXX = any(shutil.which(c) for c in ("g++", "clang++", "c++"))
 SKIPPED: list[str] = []  # what this machine cannot run, said at the end
 SIZE = 64 if SMALL else 512
 HAVE_NVRTC = importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cuda.bindings") is not None
@@ -172,6 +175,30 @@ else:
     print(source[start:start + 2500])
 
 # %% [markdown]
+# ## The CUDA C++, run on the CPU
+# `emulate=True` compiles exactly that source with the host C++ compiler against tdsl's model of
+# CUDA: blocks one at a time, the threads of a block as fibers that meet at `__syncthreads()`,
+# shared memory per block, local arrays per thread. Every block runs under three thread orders
+# (ascending, descending, shuffled) and the results are compared: a missing barrier would make
+# them differ. Every memory access is bounds-checked. It says nothing about speed.
+
+# %%
+if HAVE_CXX:
+    emulated = tdsl.build(small, target="cuda", emulate=True)
+    np.testing.assert_allclose(emulated(a64, b64), a64 @ b64, rtol=1e-4, atol=1e-4)
+    print("emulated CUDA matmul (64^3) matches numpy")
+    # the same source without its first barrier: the emulator reports the race
+    lines = emulated.source.splitlines()
+    first = next(i for i, line in enumerate(lines) if "__syncthreads();" in line)
+    try:
+        emulated.with_source("\n".join(lines[:first] + lines[first + 1:]) + "\n")(a64, b64)
+        raise AssertionError("a removed barrier must be reported")
+    except tdsl.TargetError as err:
+        print(f"without its first barrier: {err}")
+else:
+    SKIPPED.append("the CUDA emulator (no host C++ compiler: apt-get install g++)")
+
+# %% [markdown]
 # ## On a GPU
 # With a GPU present, the kernel takes numpy arrays (copied in and out) or device tensors.
 
@@ -268,6 +295,10 @@ tc_kernel = compile_for(tc) if HAVE_NVRTC else None
 if tc_kernel is not None:
     start = tc_kernel.source.index('extern "C"')
     print(tc_kernel.source[start:])
+if HAVE_CXX:
+    # WMMA in emulation: load/mma/store are warp-collective (all 32 lanes, the same tile)
+    np.testing.assert_allclose(tdsl.build(tc, target="cuda", emulate=True)(ah, bh), want_h, rtol=1e-3, atol=1e-3)
+    print("WMMA kernel: emulated on the CPU and matches numpy")
 if HAVE_GPU:
     np.testing.assert_allclose(tdsl.build(tc, target="cuda")(ah, bh), want_h, rtol=1e-2, atol=1e-2)
     print("WMMA kernel: ran on the GPU and matches numpy")

@@ -91,9 +91,19 @@ The CPU pipeline, in order:
     Clean up: constant conditions, empty and zero-trip loops, one-trip loops (not thread
     bindings), unused lets and allocations, ``X[i] = X[i]``.
 
-The CUDA pipeline is ``convert_blocks, flatten_buffers, simplify, unroll, vectorize (4 lanes),
-simplify, remove_no_op``; thread bindings and GPU scopes are kept. A backend adds its
-own passes with ``register_pass(target, Pass(name, fn), after="...")``.
+The CUDA pipeline (everything ``build(..., target="cuda")`` runs before kernel splitting and
+barrier planning, which stay in ``tdsl.backends.cuda``)::
+
+    verify_thread_bindings         every computing block under a threadIdx loop (gpu_bindings)
+    check_thread_exchange          no data passed between threads via local/global (gpu_exchange)
+    apply_tensor_intrinsics
+    lower_cross_thread_reductions  reductions bound to threadIdx.x -> all-reduce (cross_thread)
+    convert_blocks
+    compact_gpu_buffers            local/shared buffers -> one thread's / block's tile (gpu_compact)
+    flatten_buffers, simplify, unroll, vectorize (4 lanes), simplify, remove_no_op
+
+Thread bindings and GPU scopes are kept. A backend adds its own passes with
+``register_pass(target, Pass(name, fn), after="...")``.
 
 What the lowered form adds to docs/internals.md:
 
@@ -125,7 +135,11 @@ from ..target import parse_target
 from ..tracebacks import public_entry
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
+from .cross_thread import lower_cross_thread_reductions
 from .flatten import flatten_buffers
+from .gpu_bindings import verify_thread_bindings
+from .gpu_compact import compact_gpu_buffers
+from .gpu_exchange import check_thread_exchange
 from .simplify import remove_no_op, simplify
 from .storage import storage
 from .unroll import unroll
@@ -178,8 +192,12 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("remove_no_op", remove_no_op),
     ],
     "cuda": [
+        Pass("verify_thread_bindings", verify_thread_bindings),
+        Pass("check_thread_exchange", check_thread_exchange),
         Pass("apply_tensor_intrinsics", _tensor_intrinsics("cuda")),
+        Pass("lower_cross_thread_reductions", lower_cross_thread_reductions),
         Pass("convert_blocks", convert_blocks),
+        Pass("compact_gpu_buffers", compact_gpu_buffers),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),
         Pass("unroll", unroll),

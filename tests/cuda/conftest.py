@@ -1,10 +1,13 @@
-"""CUDA backend tests: a private disk cache, and `cuda_kernels` (the shared GPU kernels) importable."""
+"""CUDA backend tests: a private disk cache, `cuda_kernels` (the shared GPU kernels) importable,
+emulated kernels compiled at -O0."""
 import os
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+# the emulator's test problems are small: compile them at -O0 (about twice as fast to build)
+os.environ.setdefault("TDSL_EMU_OPT", "0")
 
 
 @pytest.fixture(autouse=True, scope="session")

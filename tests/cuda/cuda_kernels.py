@@ -278,4 +278,217 @@ def random_inputs(func, seed: int = 0, dims: dict | None = None) -> list[np.ndar
     return out
 
 
-__all__ = ["elementwise", "elementwise_fp16", "kitchen_sink", "matmul", "random_inputs", "softmax", "tdsl", "unbound"]
+# ----------------------------------------------------------------------------- reductions written with schedules
+
+def _split_bind(sch, block: str, threads: int) -> None:
+    """Split the block's innermost loop by `threads` and bind the inner part to threadIdx.x."""
+    loop = sch.get_loops(sch.get_block(block))[-1]
+    _, inner = sch.split(loop, factors=[None, threads])
+    sch.bind(inner, "threadIdx.x")
+
+
+def row_sum_cross_thread(cols: int = 256, threads: int = 64):
+    """S[i] = sum_k A[i, k] over a symbolic number of rows: one block per row, the reduction
+    loop bound to threadIdx.x (a cross-thread reduction: shuffles, then shared memory)."""
+
+    @T.prim_func
+    def row_sum(A: T.Buffer(("n", cols), "float32"), S: T.Buffer(("n",), "float32")):
+        for i, k in T.grid(n, cols):
+            with T.block("S"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    S[vi] = T.float32(0)
+                S[vi] = S[vi] + A[vi, vk]
+
+    sch = tdsl.Schedule(row_sum)
+    sch.bind(sch.get_loops(sch.get_block("S"))[0], "blockIdx.x")
+    _split_bind(sch, "S", threads)
+    return sch, lambda a: a.sum(1, dtype=np.float32)
+
+
+def row_sum_rfactor(threads: int = 32):
+    """Row sums of a symbolic width m (not a multiple of `threads`): rfactor of the predicated
+    split into a shared buffer of partials, one per thread, added up by thread 0."""
+
+    @T.prim_func
+    def row_sum_m(A: T.Buffer((8, "m"), "float32"), S: T.Buffer((8,), "float32")):
+        for i, k in T.grid(8, m):
+            with T.block("S"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    S[vi] = T.float32(0)
+                S[vi] = S[vi] + A[vi, vk]
+
+    sch = tdsl.Schedule(row_sum_m)
+    _, k = sch.get_loops(sch.get_block("S"))
+    _, ki = sch.split(k, factors=[None, threads])
+    rf = sch.rfactor(ki, 1)
+    ri, rk0, rk1 = sch.get_loops(rf)
+    sch.reorder(ri, rk1, rk0)
+    sch.bind(ri, "blockIdx.x")
+    sch.bind(rk1, "threadIdx.x")
+    fin = sch.get_block("S")
+    sch.reverse_compute_at(fin, ri)
+    unit, _ = sch.split(sch.get_loops(fin)[-1], factors=[1, None])
+    sch.bind(unit, "threadIdx.x")
+    sch.set_scope(rf, 0, "shared")
+    return sch, lambda a: a.sum(1, dtype=np.float32)
+
+
+def softmax_cross_thread(cols: int = 256, threads: int = 128, shared: bool = True, out_threads: int | None = None):
+    """Row softmax over a symbolic number of rows: max and sum as cross-thread reductions
+    (their results in shared memory, read by every thread), exp inlined."""
+
+    @T.prim_func
+    def softmax_rows(A: T.Buffer(("n", cols), "float32"), B: T.Buffer(("n", cols), "float32")):
+        M = T.alloc_buffer((n,), "float32")
+        E = T.alloc_buffer((n, cols), "float32")
+        S = T.alloc_buffer((n,), "float32")
+        for i, k in T.grid(n, cols):
+            with T.block("M"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    M[vi] = T.min_value("float32")
+                M[vi] = T.max(M[vi], A[vi, vk])
+        for i, k in T.grid(n, cols):
+            with T.block("E"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                E[vi, vk] = T.exp(A[vi, vk] - M[vi])
+        for i, k in T.grid(n, cols):
+            with T.block("S"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    S[vi] = T.float32(0)
+                S[vi] = S[vi] + E[vi, vk]
+        for i, k in T.grid(n, cols):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                B[vi, vk] = E[vi, vk] / S[vi]
+
+    sch = tdsl.Schedule(softmax_rows)
+    sch.compute_inline(sch.get_block("E"))
+    row = sch.get_loops(sch.get_block("B"))[0]
+    sch.bind(row, "blockIdx.x")
+    for name in ("S", "M"):
+        sch.compute_at(sch.get_block(name), row)
+    for name in ("M", "S", "B"):
+        _split_bind(sch, name, out_threads if name == "B" and out_threads else threads)
+    for name in ("M", "S") if shared else ():
+        sch.set_scope(sch.get_block(name), 0, "shared")
+
+    def ref(a):
+        e = np.exp(a - a.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    return sch, ref
+
+
+def layernorm_cross_thread(cols: int = 256, threads: int = 64, eps: float = 1e-5):
+    """Layer norm over a symbolic number of rows: mean and variance as cross-thread reductions."""
+
+    @T.prim_func
+    def layernorm(A: T.Buffer(("n", cols), "float32"), G: T.Buffer((cols,), "float32"),
+                  Bt: T.Buffer((cols,), "float32"), Y: T.Buffer(("n", cols), "float32")):
+        S1 = T.alloc_buffer((n,), "float32")
+        S2 = T.alloc_buffer((n,), "float32")
+        for i, k in T.grid(n, cols):
+            with T.block("S1"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    S1[vi] = T.float32(0)
+                S1[vi] = S1[vi] + A[vi, vk]
+        for i, k in T.grid(n, cols):
+            with T.block("S2"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    S2[vi] = T.float32(0)
+                S2[vi] = S2[vi] + (A[vi, vk] - S1[vi] * T.float32(1.0 / cols)) * (A[vi, vk] - S1[vi] * T.float32(
+                    1.0 / cols))
+        for i, k in T.grid(n, cols):
+            with T.block("Y"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                Y[vi, vk] = ((A[vi, vk] - S1[vi] * T.float32(1.0 / cols))
+                             * T.rsqrt(S2[vi] * T.float32(1.0 / cols) + T.float32(eps)) * G[vk] + Bt[vk])
+
+    sch = tdsl.Schedule(layernorm)
+    row = sch.get_loops(sch.get_block("Y"))[0]
+    sch.bind(row, "blockIdx.x")
+    for name in ("S2", "S1"):
+        sch.compute_at(sch.get_block(name), row)
+    for name in ("S1", "S2", "Y"):
+        _split_bind(sch, name, threads)
+    for name in ("S1", "S2"):
+        sch.set_scope(sch.get_block(name), 0, "shared")
+
+    def ref(a, g, b):
+        mean = a.mean(1, keepdims=True)
+        var = ((a - mean) ** 2).mean(1, keepdims=True)
+        return (a - mean) / np.sqrt(var + eps) * g + b
+
+    return sch, ref
+
+
+def shared_tiled_gemm():
+    """The shared-memory tiled GEMM built with schedule primitives (tutorial 06's schedule):
+    cache_read into shared at each k tile, a local accumulator per thread."""
+    return matmul()
+
+
+def _rows(n: int, cols: int, seed: int = 0):
+    return np.random.default_rng(seed).standard_normal((n, cols)).astype("float32")
+
+
+def reduction_cases():
+    """(maker, inputs) for the schedules above, at sizes the emulator runs quickly."""
+    g = np.random.default_rng(1).standard_normal(256).astype("float32")
+    b = np.random.default_rng(2).standard_normal(256).astype("float32")
+    return [(row_sum_cross_thread, [_rows(5, 256)]), (row_sum_rfactor, [_rows(8, 77)]),
+            (softmax_cross_thread, [_rows(3, 256)]), (layernorm_cross_thread, [_rows(4, 256), g, b])]
+
+
+def emulate_matches_interpreter(func, dims: dict | None = None, scalars: dict | None = None, seed: int = 0,
+                                tol: float = 1e-5, **build):
+    """Build `func` (a PrimFunc or Schedule) for CUDA in emulation, run it on random arguments
+    (every buffer, outputs included, so that partial writes are compared too) and check every
+    buffer against tdsl.interpret. Returns the emulated kernel."""
+    func_ = getattr(func, "func", func)
+    dims, scalars = dims or {}, scalars or {}
+    rng = np.random.default_rng(seed)
+    args = []
+    for p in func_.params:
+        if isinstance(p, tdsl.ir.Buffer):
+            shape = tuple(s.value if hasattr(s, "value") else dims[s.name] for s in p.shape)
+            if p.dtype.is_float:
+                args.append(rng.standard_normal(shape).astype(p.dtype.numpy))
+            else:
+                args.append(rng.integers(-50, 50, shape).astype(p.dtype.numpy))
+        else:
+            args.append(scalars[p.name])
+    kernel = tdsl.build(func, target="cuda", emulate=True, **build)
+    got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    kernel(*got)
+    tdsl.interpret(func_, *want)
+    for p, g, w in zip(func_.params, got, want):
+        if isinstance(g, np.ndarray):
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol,
+                                       err_msg=f"buffer {p.name}")
+    return kernel
+
+
+__all__ = [
+    "elementwise",
+    "elementwise_fp16",
+    "emulate_matches_interpreter",
+    "kitchen_sink",
+    "layernorm_cross_thread",
+    "matmul",
+    "random_inputs",
+    "reduction_cases",
+    "row_sum_cross_thread",
+    "row_sum_rfactor",
+    "softmax",
+    "softmax_cross_thread",
+    "tdsl",
+    "unbound",
+]

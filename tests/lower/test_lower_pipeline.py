@@ -231,7 +231,15 @@ def run_case(name, target):
     arrays = args_for(func, sizes, rng)
     expected = [a.copy() for a in arrays]
     tdsl.interpret(func, *expected)
-    lowered = tdsl.lower(func_or_sch, target=target)
+    if target == "cuda":
+        # the transforming passes of the CUDA pipeline; its first two only check that the function is
+        # valid for a GPU, which most of these CPU-style cases are not
+        lowered = func
+        for p in passes_for("cuda"):
+            if p.name not in ("verify_thread_bindings", "check_thread_exchange"):
+                lowered = p(lowered)
+    else:
+        lowered = tdsl.lower(func_or_sch, target=target)
     assert_lowered_form(lowered, target)
     got = [a.copy() for a in arrays]
     tdsl.interpret(lowered, *got)
@@ -281,7 +289,10 @@ def test_passes_for_targets():
     assert cpu == ["apply_tensor_intrinsics", "thread_bindings_to_serial", "convert_blocks", "compact_buffers", "flatten_buffers",
                    "simplify", "unroll", "vectorize", "storage", "simplify", "remove_no_op"]
     cuda = [p.name for p in passes_for("cuda")]
-    assert "thread_bindings_to_serial" not in cuda and "storage" not in cuda
+    # every pass build(..., target="cuda") runs before kernel splitting and barrier planning
+    assert cuda == ["verify_thread_bindings", "check_thread_exchange", "apply_tensor_intrinsics",
+                    "lower_cross_thread_reductions", "convert_blocks", "compact_gpu_buffers", "flatten_buffers",
+                    "simplify", "unroll", "vectorize", "simplify", "remove_no_op"]
     with pytest.raises(tdsl.TargetError, match="unknown target 'tpu'"):
         tdsl.lower(matmul, target="tpu")
     with pytest.raises(tdsl.TargetError):
@@ -295,7 +306,13 @@ def test_register_pass_adds_a_step_for_one_target():
     try:
         names = [p.name for p in passes_for("cuda")]
         assert names[names.index("convert_blocks") + 1] == "test_probe"
-        tdsl.lower(matmul, target="cuda")
+        with pytest.raises(tdsl.ScheduleError, match="not under any threadIdx loop"):
+            tdsl.lower(matmul, target="cuda")   # the CUDA pipeline checks the thread bindings first
+        sch = tdsl.Schedule(matmul)
+        i, j, _ = sch.get_loops(sch.get_block("C"))
+        sch.bind(i, "blockIdx.x")
+        sch.bind(j, "threadIdx.x")
+        tdsl.lower(sch, target="cuda")
         tdsl.lower(matmul, target="cpu")
         assert seen == ["matmul"]
     finally:

@@ -331,9 +331,20 @@ def test_bind_refuses_unknown_axis_reduction_and_rebinding():
     sch = tdsl.Schedule(kernel("matmul"))
     i, j, k = loops_of(sch, "C")
     expect_error(sch, lambda: sch.bind(i, "threadIdx.w"), "loop i", "threadIdx.w", "did you mean")
-    expect_error(sch, lambda: sch.bind(k, "threadIdx.x"), "loop k", 'block "C"')
+    # a reduction loop on blockIdx is refused (blocks cannot reduce together); on threadIdx it is a
+    # cross-thread reduction (test_bind_reduction_loop_to_threads_is_a_cross_thread_reduction)
+    expect_error(sch, lambda: sch.bind(k, "blockIdx.x"), "loop k", 'block "C"')
     sch.bind(i, "threadIdx.x")
     expect_error(sch, lambda: sch.bind(j, "threadIdx.x"), "loop i", "loop j", "threadIdx.x")
+
+
+def test_bind_reduction_loop_to_threads_is_a_cross_thread_reduction():
+    f = kernel("matmul")
+    sch = tdsl.Schedule(f)
+    _, _, k = loops_of(sch, "C")
+    sch.bind(k, "threadIdx.x")   # TVM semantics: the threads of k reduce together
+    assert sch.func.script().count('thread="threadIdx.x"') == 1
+    check(sch, f)
 
 
 # annotate ----------------------------------------------------------------------------------

@@ -178,15 +178,28 @@ def test_rfactor_refusals():
     sch = tdsl.Schedule(g)
     i, k = loops(sch, "B")
     expect_error(sch, lambda: sch.rfactor(k, 0), 'block "B"', "not a sum, product, min or max")
-    sch = tdsl.Schedule(kernel("rowsum"))
-    i, k = loops(sch, "B")
-    _k0, k1 = sch.split(k, factors=[None, 8])  # 20 = 3 * 8 - 4: a predicate on the reduction
-    expect_error(sch, lambda: sch.rfactor(k1, 0), 'block "B"', "reduction loop")
     h = parse(ROWSUM_THEN_SCALE)
     sch = tdsl.Schedule(h)
     ci, _ = loops(sch, "C")
     sch.compute_at(sch.get_block("S"), ci)
     expect_error(sch, lambda: sch.rfactor(ci, 0), f"loop {ci.name}", "2 blocks")
+
+
+def test_rfactor_of_a_non_dividing_split():
+    # 20 = 3 * 8 - 4: a tail guard on the reduction; slot j of the partials is used iff j < 20
+    f = kernel("rowsum")
+    for axis in (0, 1):
+        sch = tdsl.Schedule(f)
+        _, k = loops(sch, "B")
+        _k0, k1 = sch.split(k, factors=[None, 8])
+        sch.rfactor(k1, axis)
+        assert "T.where(" in sch.func.script()
+        check(sch, f)
+    sch = tdsl.Schedule(f)
+    _, k = loops(sch, "B")
+    _k0, k1 = sch.split(k, factors=[None, 32])   # more slots than elements: 12 never used
+    sch.rfactor(k1, 0)
+    check(sch, f)
 
 
 @pytest.mark.parametrize("name", ["decompose_reduction", "rfactor"])

@@ -10,7 +10,7 @@ from ...ir import as_prim_func
 
 __all__ = ["build", "build_cuda", "cuda_source", "lower_cuda"]
 
-_OPTIONS = ("arch", "ptx", "use_cache")
+_OPTIONS = ("arch", "emulate", "ptx", "thread_orders", "use_cache")
 
 
 def lower_cuda(func_or_schedule):
@@ -28,11 +28,15 @@ def cuda_source(func_or_schedule) -> str:
 
 
 def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, use_cache: bool = True,
-               **options):
+               emulate: bool = False, thread_orders: int = 3, **options):
     """Compile for CUDA: GPU lowering -> CUDA C++ -> NVRTC CUBIN -> CudaKernel.
 
     arch: "sm_80", "sm_90", ... (compile only; no GPU needed); None means the GPU present
     (TargetError without one). ptx=True also keeps the PTX as `kernel.ptx`.
+    emulate=True: run the same CUDA C++ on the CPU (`tdsl.backends.cuda.emulator`; needs a host
+    C++ compiler, no GPU, no cuda-python); each block runs under `thread_orders` (1-3) thread
+    orders whose results are compared (a race raises TargetError). With `arch` as well, the
+    source is also compiled with NVRTC for that architecture (`kernel.cubin`).
     """
     if options:
         raise TargetError(f"unknown option(s) for target 'cuda': {', '.join(sorted(options))}; "
@@ -42,8 +46,21 @@ def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, 
     from .nvrtc import check_arch, compile_cuda
 
     func = as_prim_func(func_or_schedule, "build_cuda")
+    if emulate not in (True, False) or thread_orders not in (1, 2, 3):
+        raise TargetError(f"emulate must be True or False and thread_orders 1, 2 or 3 (got emulate={emulate!r}, "
+                          f"thread_orders={thread_orders!r})")
     plan = lower_cuda(func)
     source, vector_params = generate(plan)
+    if emulate:
+        from .emulator import build_emulated
+
+        cubin = None
+        if arch is not None:
+            check_arch(arch)
+            cubin = compile_cuda(source, arch, want_ptx=ptx, name=f"{func.name}.cu", use_cache=use_cache).cubin
+        return build_emulated(func, plan, source, vector_params,
+                              {"emulate": True, "thread_orders": thread_orders, "use_cache": use_cache, "arch": arch},
+                              cubin=cubin, arch=arch)
     if arch is None:
         from .runtime import device_info
 

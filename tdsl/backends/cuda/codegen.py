@@ -43,6 +43,7 @@ from ...ir import (
     collect,
 )
 from ...ir.attrs import CUDA_PRELUDE as PRELUDE_ATTR
+from ...lower.cross_thread import ALLREDUCE
 from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
 
 _SCALAR_TYPES = {
@@ -251,6 +252,9 @@ class CudaCodegen:
         if isinstance(v, Call) and v.op == SYNC:
             self.emit(d, "__syncthreads();")
             return
+        if isinstance(v, Call) and v.op == ALLREDUCE:
+            self.allreduce(v, d)
+            return
         self.emit(d, f"{self.expr(v)};")
 
     def stmt_For(self, s: For, d: int) -> None:
@@ -314,6 +318,79 @@ class CudaCodegen:
             for k in range(lanes):
                 self.emit(d + 1, f"{buf}[{_strip(self.index(s.buffer, self.lane_index(index, k)))}] = "
                                  f"{_strip(values[k])};")
+        self.emit(d, "}")
+
+    def allreduce(self, call: Call, d: int) -> None:
+        """`tdsl_allreduce(op, acc, tx, E)`: every one of the E threadIdx.x threads gets the
+        reduction of all their `acc` (see tdsl.lower.cross_thread)."""
+        op_imm, acc, _tx, extent = call.args
+        op, dt = op_imm.value, acc.dtype
+        spec = self.k.spec
+        dims = spec.dims("threadIdx")
+        if not all(isinstance(e, IntImm) for e in dims) or not isinstance(extent, IntImm):
+            raise TargetError(f"kernel {spec.name!r}: a cross-thread reduction needs constant thread-block dimensions")
+        bx, by, bz = (e.value for e in dims)
+        n = extent.value
+        if n != bx:
+            raise TargetError(f"kernel {spec.name!r}: a cross-thread reduction runs over {n} threads but the kernel "
+                              f"launches threadIdx.x = {bx}; give every threadIdx.x loop of the kernel the extent {n} "
+                              "(every thread of the block takes part)")
+        total = bx * by * bz
+        ty = self.type_of(dt)
+        ref = self.expr(acc)
+        v = self.fresh("red")
+
+        def comb(a: str, b: str) -> str:
+            return self.binary(op, dt, a, b, acc, acc)
+
+        tx = "threadIdx.x"
+        lin = "(" + " + ".join([tx] + ([f"threadIdx.y * {bx}"] if by > 1 else [])
+                               + ([f"threadIdx.z * {bx * by}"] if bz > 1 else [])) + ")"
+        if by == bz == 1:
+            lin = tx
+        # the group of threads reducing together: one per (threadIdx.y, threadIdx.z)
+        group = "0" if total == n else f"({lin} / {n})"
+        self.emit(d, f"{{  // all-reduce ({op}) over the {n} threads of threadIdx.x")
+        d1 = d + 1
+        self.emit(d1, f"{ty} {v} = {ref};")
+        pow2 = n & (n - 1) == 0
+        if total % 32 == 0 or total <= 32:
+            mask = "0xffffffffu" if total >= 32 else f"{(1 << total) - 1:#x}u"
+        else:
+            mask = f"(({lin} | 31) < {total} ? 0xffffffffu : {(1 << (total % 32)) - 1:#x}u)"
+        if pow2 and n <= 32:
+            self.emit(d1, f"for (int tdsl_o = {n // 2}; tdsl_o > 0; tdsl_o >>= 1) {{")
+            self.emit(d1 + 1, f"{v} = {comb(v, f'__shfl_xor_sync({mask}, {v}, tdsl_o, {n})')};")
+            self.emit(d1, "}")
+        else:
+            groups = total // n
+            if n % 32 == 0 and n // 32 <= 32:
+                warps = n // 32
+                buf = self.fresh("tdsl_red_smem")
+                self.emit(d1, "for (int tdsl_o = 16; tdsl_o > 0; tdsl_o >>= 1) {")
+                self.emit(d1 + 1, f"{v} = {comb(v, f'__shfl_xor_sync(0xffffffffu, {v}, tdsl_o, 32)')};")
+                self.emit(d1, "}")
+                self.emit(d1, f"__shared__ __align__(16) {ty} {buf}[{groups * warps}];")
+                self.emit(d1, "__syncthreads();")
+                self.emit(d1, f"if (({tx} & 31) == 0) {{")
+                self.emit(d1 + 1, f"{buf}[{group} * {warps} + {tx} / 32] = {v};")
+                self.emit(d1, "}")
+                self.emit(d1, "__syncthreads();")
+                self.emit(d1, f"{v} = {buf}[{group} * {warps}];")
+                self.emit(d1, f"for (int tdsl_w = 1; tdsl_w < {warps}; ++tdsl_w) {{")
+                self.emit(d1 + 1, f"{v} = {comb(v, f'{buf}[{group} * {warps} + tdsl_w]')};")
+                self.emit(d1, "}")
+            else:
+                buf = self.fresh("tdsl_red_smem")
+                self.emit(d1, f"__shared__ __align__(16) {ty} {buf}[{total}];")
+                self.emit(d1, "__syncthreads();")
+                self.emit(d1, f"{buf}[{lin}] = {v};")
+                self.emit(d1, "__syncthreads();")
+                self.emit(d1, f"{v} = {buf}[{group} * {n}];")
+                self.emit(d1, f"for (int tdsl_w = 1; tdsl_w < {n}; ++tdsl_w) {{")
+                self.emit(d1 + 1, f"{v} = {comb(v, f'{buf}[{group} * {n} + tdsl_w]')};")
+                self.emit(d1, "}")
+        self.emit(d1, f"{ref} = {v};")
         self.emit(d, "}")
 
     # vectors ------------------------------------------------------------------------------

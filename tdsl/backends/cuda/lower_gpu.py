@@ -1,29 +1,9 @@
-"""GPU-specific lowering: thread-binding checks, kernel extraction, `__syncthreads()` placement.
+"""GPU lowering in the CUDA backend: kernel extraction and `__syncthreads()` placement.
 
-The steps, in the order `build_cuda` runs them:
+`lower_for_cuda` runs ``tdsl.lower(func, "cuda")`` (whose listed passes include the GPU ones:
+``verify_thread_bindings``, ``check_thread_exchange``, ``lower_cross_thread_reductions``,
+``compact_gpu_buffers``; see tdsl.lower), then the two steps that stay here:
 
-``verify_thread_bindings`` (block IR, before `tdsl.lower`)
-    Every block that computes something sits under a ``threadIdx`` loop; otherwise a
-    `UnboundBlockError` names the block and the `bind` that is missing. Warp-wide blocks
-    (TVM's rule): a block tensorized with a CUDA tensor intrinsic (annotation
-    "tdsl.tensor_intrin" naming an intrinsic whose target is "cuda", e.g. the WMMA ones) runs
-    on the 32 lanes of a warp, which are an implicit ``threadIdx.x`` of extent 32. Such a block
-    must be under a ``blockIdx`` loop; warps are ``threadIdx.y``/``threadIdx.z`` loops (none:
-    one warp per block); it needs no ``threadIdx.x`` loop, and one around it must have extent
-    32 and not be used by the block (an explicit lane loop). In a kernel (outermost
-    blockIdx/threadIdx nest) holding a warp-wide block, every other computing block must be
-    under a ``threadIdx.x`` loop (else all 32 lanes would run it); such loops have extent <= 32.
-``tdsl.lower``'s CUDA passes, with ``compact_gpu_buffers`` after ``convert_blocks``
-    The common passes (blocks -> loops, flatten, simplify, 4-lane vectorize, unroll). The
-    extra pass shrinks each ``local`` buffer to what one thread touches (``shared``: one block)
-    and allocates it at the innermost loop whose iterations cannot pass values through it, so
-    a schedule's ``cache_write(..., "local")`` accumulator becomes the thread's register tile.
-    For a ``local`` buffer every blockIdx/threadIdx loop is the thread's own index, so sibling
-    nests bound to the same tags (compute, then write back) agree on one per-thread tile; a
-    fragment passed to a WMMA device function (`tdsl.intrinsics.cuda.FRAGMENT_ARGS`) touches
-    the 16 x 16 tile at the element passed (per thread = per warp, the lanes being implicit).
-    Buffers passed to other extern calls, or whose per-thread region is not a constant-size
-    box at a common corner, keep their size.
 ``split_kernels`` (lowered IR -> `HostPlan`)
     Each outermost thread-bound loop nest becomes one kernel; sibling nests become launches in
     order. A kernel that calls a warp-wide intrinsic's device function (`warp_calls`) launches
@@ -43,12 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...dtypes import int32
-from ...errors import ScheduleError, TargetError
+from ...errors import TargetError
 from ...ir import (
     Allocate,
     Binary,
-    Block,
-    BlockRealize,
     Buffer,
     BufferLoad,
     BufferStore,
@@ -70,6 +48,15 @@ from ...ir import (
     free_vars,
     substitute,
 )
+from ...lower.gpu_bindings import (  # noqa: F401 (UnboundBlockError, verify_thread_bindings: public here too)
+    WARP_SIZE,
+    UnboundBlockError,
+    _children,
+    _per_thread_tag,
+    verify_thread_bindings,
+    warp_calls,
+)
+from ...lower.gpu_compact import compact_gpu_buffers  # noqa: F401
 from ...script.printer import message_text as _expr_text
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -77,149 +64,6 @@ MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
 MAX_GRID_DIM = {"x": 2**31 - 1, "y": 65535, "z": 65535}
 MAX_STATIC_SHARED_BYTES = 48 * 1024
 SYNC = "__syncthreads"
-
-
-class UnboundBlockError(ScheduleError, TargetError):
-    """A block that is not under the thread bindings a CUDA kernel needs (both a ScheduleError
-    and a TargetError, so either `except` catches it)."""
-
-
-# ----------------------------------------------------------------------------- block-level check
-
-def _computes(block: Block) -> bool:
-    """True when the block itself (not a nested block) stores something."""
-    found: list[bool] = []
-
-    class _Finder(IRVisitor):
-        def visit_BlockRealize(self, op):
-            pass  # nested blocks are checked on their own
-
-        def visit_BufferStore(self, op):
-            found.append(True)
-
-    finder = _Finder()
-    finder.visit(block.body)
-    if block.init is not None:
-        finder.visit(block.init)
-    return bool(found)
-
-
-WARP_SIZE = 32
-
-
-def _warp_intrin(block: Block) -> str | None:
-    """The CUDA tensor intrinsic a block is tensorized with (a warp-wide block), else None."""
-    from ...intrinsics.registry import TensorIntrin
-    from ...lower.tensorize import intrin_of
-
-    name = intrin_of(block)
-    if name is None:
-        return None
-    try:
-        intrin = TensorIntrin.get(name)
-    except ScheduleError:
-        return None  # apply_tensor_intrinsics reports unknown intrinsics
-    return name if intrin.target == "cuda" else None
-
-
-def warp_calls(func: PrimFunc) -> frozenset[str]:
-    """Names of the extern functions that the CUDA tensor intrinsics used in `func` call: a
-    kernel calling one of them runs warp-wide (threadIdx.x = 32 lanes)."""
-    from ...intrinsics.registry import TensorIntrin
-
-    out: set[str] = set()
-    for realize in collect(func.body, BlockRealize):
-        name = _warp_intrin(realize.block)
-        if name is not None:
-            out |= {c.op for c in collect(TensorIntrin.get(name).impl.body, Call)}
-    return frozenset(out)
-
-
-def verify_thread_bindings(func: PrimFunc) -> None:
-    """Raise `UnboundBlockError` for the first computing block without the bindings it needs
-    (the rules are in the module docs)."""
-    root = func.root_block
-
-    def walk(stmt: Stmt, tags: tuple[str, ...], loops: tuple[For, ...], warp_nest: bool) -> None:
-        if isinstance(stmt, For):
-            tag = stmt.thread_tag if stmt.kind == "thread_binding" else None
-            if tag is not None and not tag.startswith(("threadIdx", "blockIdx")):
-                tag = None  # vthread loops become serial loops
-            if tag is not None and not any(_per_thread_tag(f) for f in loops):
-                warp_nest = _has_warp_block(stmt)   # a kernel root: does the kernel run warps?
-            walk(stmt.body, tags + ((tag,) if tag else ()), loops + (stmt,), warp_nest)
-            return
-        if isinstance(stmt, BlockRealize):
-            block = stmt.block
-            if block is not root and (_warp_intrin(block) is not None or _computes(block)):
-                _check_block(stmt, tags, loops, warp_nest)
-            if _warp_intrin(block) is not None:
-                return  # the tensorized body runs as one warp-wide call
-            walk(block.body, tags, loops, warp_nest)
-            if block.init is not None:
-                walk(block.init, tags, loops, warp_nest)
-            return
-        for child in _children(stmt):
-            walk(child, tags, loops, warp_nest)
-
-    walk(func.body, (), (), False)
-
-
-def _has_warp_block(stmt: Stmt) -> bool:
-    return any(_warp_intrin(r.block) is not None for r in collect(stmt, BlockRealize))
-
-
-def _check_block(realize: BlockRealize, tags: tuple[str, ...], loops: tuple[For, ...], warp_nest: bool) -> None:
-    block = realize.block
-    names = tuple(f.loop_var.name for f in loops)
-    intrin = _warp_intrin(block)
-    if intrin is None:
-        if not any(t.startswith("threadIdx") for t in tags):
-            raise UnboundBlockError(_unbound_message(block.name, tags, names))
-        if warp_nest and "threadIdx.x" not in tags:
-            raise UnboundBlockError(
-                f'block "{block.name}" is in a kernel with warp-wide (tensor-core) blocks, which launches '
-                f"threadIdx.x = {WARP_SIZE} lanes, but is not under a threadIdx.x loop, so every lane would run it: "
-                f'bind one of its loops with sch.bind(loop, "threadIdx.x") (extent <= {WARP_SIZE})')
-        return
-    if not any(t.startswith("blockIdx") for t in tags):
-        raise UnboundBlockError(
-            f'block "{block.name}" (tensorized with {intrin!r}, which runs on a whole warp) is not under a '
-            f'blockIdx loop: bind an outer loop with sch.bind(loop, "blockIdx.x")')
-    used = set()
-    for v in realize.iter_values + (realize.predicate,):
-        used |= free_vars(v)
-    for f in loops:
-        if f.kind != "thread_binding" or f.thread_tag != "threadIdx.x":
-            continue
-        if not (isinstance(f.extent, IntImm) and f.extent.value == WARP_SIZE) or f.loop_var in used:
-            depends = " and the block depends on it" if f.loop_var in used else ""
-            raise UnboundBlockError(
-                f'block "{block.name}" (tensorized with {intrin!r}) runs on the {WARP_SIZE} lanes of a warp, '
-                f"which are threadIdx.x, but loop {f.loop_var.name} binds threadIdx.x with extent "
-                f"{_expr_text(f.extent)}{depends}: bind warps to threadIdx.y/z "
-                f"and leave threadIdx.x to the lanes (or bind a loop of {WARP_SIZE} lanes the block does not use)")
-
-
-def _unbound_message(name: str, tags: tuple[str, ...], loops: tuple[str, ...]) -> str:
-    where = f"inside loops {', '.join(loops)}" if loops else "not inside any loop"
-    missing = 'sch.bind(loop, "threadIdx.x")'
-    if not any(t.startswith("blockIdx") for t in tags):
-        missing += ' (and usually an outer one with sch.bind(loop, "blockIdx.x"))'
-    return (f'block "{name}" is not under any threadIdx loop ({where}): a CUDA kernel runs every block on '
-            f"GPU threads; bind a loop with {missing}")
-
-
-def _children(stmt: Stmt) -> list[Stmt]:
-    if isinstance(stmt, SeqStmt):
-        return list(stmt.seq)
-    if isinstance(stmt, IfThenElse):
-        return [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
-    if isinstance(stmt, (LetStmt, Allocate, For)):
-        return [stmt.body]
-    if isinstance(stmt, Block):
-        return [stmt.body]
-    return []
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -454,9 +298,13 @@ class _SharedHoister(IRMutator):
                               "a kernel cannot allocate global memory: allocate it at function level, or use "
                               'scope "shared" or "local"')
         if not all(isinstance(s, IntImm) for s in buf.shape):
-            raise TargetError(f"buffer {buf.name!r} (scope {buf.scope}) in kernel {self.kernel!r} has a size that "
-                              f"is not a constant ({', '.join(map(str, buf.shape))}); shared and local buffers "
-                              "need constant sizes")
+            size = " * ".join(_expr_text(s) for s in buf.shape)
+            raise TargetError(f"buffer {buf.name!r} (scope {buf.scope}) in kernel {self.kernel!r} has size {size}, "
+                              "which is not a constant, and what one "
+                              f"{'thread' if buf.scope == 'local' else 'thread block'} touches of it is not a "
+                              "constant-size tile either; shared and local buffers need constant sizes: compute it at "
+                              "a loop whose iterations touch a constant-size part (compute_at / reverse_compute_at "
+                              "under the blockIdx loop, a constant split factor), or keep it global")
         if buf.scope == "shared":
             return body
         return op if body is op.body else replace(op, body=body)
@@ -625,6 +473,13 @@ class _Planner:
     def _check_divergent(self, stmt: Stmt) -> None:
         """A branch or loop that threads run differently cannot hold a barrier; refuse code that
         would need one there rather than emit a race."""
+        from ...lower.cross_thread import ALLREDUCE
+
+        if any(c.op == ALLREDUCE for c in collect(stmt, Call)):
+            what = f"loop {stmt.loop_var.name}" if isinstance(stmt, For) else f"the branch `if {_expr_text(stmt.condition)}`"
+            raise TargetError(f"kernel {self.kernel!r}: a cross-thread reduction sits inside {what}, whose control flow "
+                              "differs between threads, but every thread of the block must take part in it: give the "
+                              "thread loops around it the launch's extents, or move it out of the branch")
         inner = _Planner.__new__(_Planner)
         inner.threads, inner.uniform, inner.count = dict(self.threads), set(self.uniform), 0
         inner.kernel = self.kernel
@@ -687,269 +542,12 @@ def insert_barriers(spec: KernelSpec, func: PrimFunc) -> int:
     return planner.count
 
 
-# ----------------------------------------------------------------------------- buffer compaction
-
-@dataclass
-class _Use:
-    indices: tuple[PrimExpr, ...]
-    loops: tuple[For, ...]
-    tile: tuple[int, ...] = ()     # a fragment argument: the tile (last dims) it stands for
-
-
-def _per_thread_tag(loop: For) -> str | None:
-    """The tag of a loop whose variable is one value per thread (threadIdx/blockIdx), else None."""
-    if loop.kind == "thread_binding" and loop.thread_tag.startswith(("threadIdx", "blockIdx")):
-        return loop.thread_tag
-    return None
-
-
-class _UseCollector(IRVisitor):
-    """Accesses of every local/shared buffer with their enclosing loops, where each is allocated,
-    and the buffers passed to extern calls other than as WMMA fragments (`opaque`)."""
-
-    def __init__(self):
-        self.stack: list[For] = []
-        self.uses: dict[Buffer, list[_Use]] = {}
-        self.allocs: dict[Buffer, tuple[Allocate, tuple[For, ...]]] = {}
-        self.opaque: set[Buffer] = set()
-
-    def visit_For(self, op: For) -> None:
-        self.visit(op.min)
-        self.visit(op.extent)
-        self.stack.append(op)
-        self.visit(op.body)
-        self.stack.pop()
-
-    def visit_Allocate(self, op: Allocate) -> None:
-        if op.buffer.scope in ("local", "shared"):
-            self.allocs[op.buffer] = (op, tuple(self.stack))
-        self.visit(op.body)
-
-    def _use(self, buf: Buffer, indices, tile: tuple[int, ...] = ()) -> None:
-        self.uses.setdefault(buf, []).append(_Use(tuple(indices), tuple(self.stack), tile))
-
-    def visit_Call(self, op: Call) -> None:
-        from ...intrinsics.cuda import FRAGMENT_ARGS, FRAGMENT_TILE
-        from ...ir import MATH_CALLS
-
-        if op.op not in MATH_CALLS and op.op not in ("if_then_else", SYNC):
-            fragments = FRAGMENT_ARGS.get(op.op, ())
-            for i, arg in enumerate(op.args):
-                if not isinstance(arg, BufferLoad):
-                    continue
-                if i in fragments and arg.buffer.scope == "local" and len(arg.indices) >= len(FRAGMENT_TILE):
-                    self._use(arg.buffer, arg.indices, FRAGMENT_TILE)
-                else:
-                    # an element standing for a tile of unknown size (and maybe a leading dimension)
-                    self.opaque.add(arg.buffer)
-        self.generic_visit(op)
-
-    def visit_BufferLoad(self, op: BufferLoad) -> None:
-        self._use(op.buffer, op.indices)
-        self.generic_visit(op)
-
-    def visit_BufferStore(self, op: BufferStore) -> None:
-        self._use(op.buffer, op.indices)
-        self.generic_visit(op)
-
-
-def _thread_vars(buf: Buffer, use: _Use, kept: set[For], lanes: dict[str, Var]) -> dict[Var, PrimExpr] | None:
-    """For a local buffer, the use's per-thread loops outside `kept` as the thread's own index
-    (`lanes[tag]` + start), so that sibling nests bound to the same tags agree on one thread's
-    region; None when a tag is bound twice on the way (no single index per thread)."""
-    if buf.scope != "local":
-        return {}
-    kept_tags = {_per_thread_tag(f) for f in kept} - {None}
-    out: dict[Var, PrimExpr] = {}
-    seen: set[str] = set()
-    for f in use.loops:
-        tag = _per_thread_tag(f)
-        if tag is None or f in kept:
-            continue
-        if tag in seen or tag in kept_tags:
-            return None
-        seen.add(tag)
-        lane = lanes.setdefault(tag, Var(f"tdsl_{tag.replace('.', '_')}", int32))
-        start = lane if lane.dtype == f.loop_var.dtype else _cast(f.loop_var.dtype, lane)
-        out[f.loop_var] = start if isinstance(f.min, IntImm) and f.min.value == 0 else start + f.min
-    return out
-
-
-def _region(buf: Buffer, uses: list[_Use], keep: tuple[For, ...],
-            lanes: dict[str, Var]) -> list[tuple[PrimExpr, int]] | None:
-    """Per dimension (min, constant extent) of what `uses` touch with the loops in `keep` fixed
-    (local buffers: every thread-bound loop is fixed, written with the `lanes` Vars; shared
-    buffers: threadIdx loops always vary, a block's threads share them); None if unknown."""
-    from ...arith import relax, simplify
-    from ...ir import Range
-
-    kept = set(keep)
-    lows: list[list[PrimExpr]] = [[] for _ in buf.shape]
-    highs: list[list[PrimExpr]] = [[] for _ in buf.shape]
-    for use in uses:
-        fixed = _thread_vars(buf, use, kept, lanes)
-        if fixed is None:
-            return None
-        ranges = {}
-        for f in use.loops:
-            shared_thread = buf.scope == "shared" and f.kind == "thread_binding" and f.thread_tag.startswith("threadIdx")
-            if (f not in kept and f.loop_var not in fixed) or shared_thread:
-                ranges[f.loop_var] = Range(f.min, f.extent)
-        tile = (1,) * (len(use.indices) - len(use.tile)) + use.tile
-        for d, (idx, extra) in enumerate(zip(use.indices, tile)):
-            if idx.dtype.lanes != 1:
-                return None
-            lo, hi = relax(substitute(idx, fixed), ranges)
-            if lo is None or hi is None:
-                return None
-            lows[d].append(lo)
-            highs[d].append(hi + (extra - 1) if extra > 1 else hi)
-    out = []
-    for lo_list, hi_list in zip(lows, highs):
-        base = lo_list[0]
-        offs = [simplify(x - base) for x in lo_list + hi_list]
-        if not all(isinstance(o, IntImm) for o in offs):
-            return None
-        lo_off = min(o.value for o in offs[:len(lo_list)])
-        hi_off = max(o.value for o in offs[len(lo_list):])
-        out.append((simplify(base + lo_off) if lo_off else base, hi_off - lo_off + 1))
-    return out
-
-
-def _disjoint_iterations(region: list[tuple[PrimExpr, int]], loop: For) -> bool:
-    """Different iterations of `loop` touch different elements (so no value flows between them)."""
-    from ...arith import linear_form
-
-    for lo, extent in region:
-        form = linear_form(lo, [loop.loop_var])
-        if form is not None and abs(form[0][loop.loop_var]) >= extent:
-            return True
-    return False
-
-
-class _Compactor(IRMutator):
-    """Moves the accesses of `old` to `new`, shifted by `mins`; a `lanes` Var in a min stands for
-    the thread index of that tag, i.e. the enclosing loop bound to it (minus its start)."""
-
-    def __init__(self, old: Allocate, new: Buffer, mins: list[PrimExpr], anchor: For | None,
-                 lanes: dict[str, Var]):
-        self.old, self.new, self.mins, self.anchor = old, new, mins, anchor
-        self.lane_tags = {v: t for t, v in lanes.items()}
-        self.stack: list[For] = []
-
-    def _lane_values(self) -> dict[Var, PrimExpr]:
-        out: dict[Var, PrimExpr] = {}
-        for f in self.stack:
-            for lane, tag in self.lane_tags.items():
-                if _per_thread_tag(f) == tag:
-                    value = f.loop_var if isinstance(f.min, IntImm) and f.min.value == 0 else f.loop_var - f.min
-                    out[lane] = value if value.dtype == lane.dtype else _cast(lane.dtype, value)
-        return out
-
-    def _shift(self, indices) -> tuple[PrimExpr, ...]:
-        from ...lower._util import arith
-
-        lanes = self._lane_values() if self.lane_tags else {}
-        return tuple(arith("sub", self.visit(i), substitute(m, lanes)) if not (isinstance(m, IntImm) and m.value == 0)
-                     else self.visit(i) for i, m in zip(indices, self.mins))
-
-    def visit_BufferLoad(self, op: BufferLoad) -> PrimExpr:
-        if op.buffer is self.old.buffer:
-            return BufferLoad(self.new, self._shift(op.indices), span=op.span)
-        return self.generic_visit(op)
-
-    def visit_BufferStore(self, op: BufferStore) -> Stmt:
-        if op.buffer is self.old.buffer:
-            return BufferStore(self.new, self.visit(op.value), self._shift(op.indices), span=op.span)
-        return self.generic_visit(op)
-
-    def visit_Allocate(self, op: Allocate) -> Stmt:
-        body = self.visit(op.body)
-        if op is self.old:
-            return body if self.anchor is not None else Allocate(self.new, body)
-        return op if body is op.body else replace(op, body=body)
-
-    def visit_For(self, op: For) -> Stmt:
-        self.stack.append(op)
-        try:
-            new = self.generic_visit(op)
-        finally:
-            self.stack.pop()
-        if op is self.anchor:
-            new = replace(new, body=Allocate(self.new, new.body))
-        return new
-
-
-def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
-    """Shrink each local/shared buffer to the region one thread (local) or one block (shared)
-    touches, allocated at the innermost loop around all its uses whose iterations cannot pass
-    values through it (thread-bound loops, loops touching disjoint parts); indices are shifted.
-
-    A local buffer's region is taken per thread even across sibling loop nests: loops bound to
-    the same thread tag are the same thread index in a kernel. A local buffer passed to the
-    WMMA device functions as a fragment (`tdsl.intrinsics.cuda.FRAGMENT_ARGS`) touches the
-    16 x 16 tile at the element passed; a warp's lanes are implicit, so the thread's region is
-    the warp's. Buffers passed to other extern calls keep their size.
-
-    So a `cache_write(..., "local")` accumulator of a 128x128 result becomes the thread's 4x4
-    tile (registers) instead of a private copy of the whole 128x128 array."""
-    from math import prod
-
-    from ...lower._util import common_prefix
-
-    done: set[str] = set()
-    while True:
-        collector = _UseCollector()
-        collector.visit(func.body)
-        for buf, (alloc, alloc_loops) in collector.allocs.items():
-            uses = collector.uses.get(buf)
-            if (buf.name in done or buf in collector.opaque or not uses
-                    or not all(isinstance(s, IntImm) for s in buf.shape)):
-                continue
-            done.add(buf.name)
-            lanes: dict[str, Var] = {}
-            common = common_prefix([u.loops for u in uses])
-            depth = len(common)
-            region = _region(buf, uses, common[:depth], lanes)
-            while depth > len(alloc_loops):
-                loop = common[depth - 1]
-                if region is not None and (loop.kind == "thread_binding" or _disjoint_iterations(region, loop)):
-                    break
-                depth -= 1
-                region = _region(buf, uses, common[:depth], lanes)
-            if region is None or prod(e for _, e in region) >= prod(s.value for s in buf.shape):
-                continue
-            new = Buffer(buf.name, tuple(IntImm(e, s.dtype) for (_, e), s in zip(region, buf.shape)), buf.dtype,
-                         scope=buf.scope, span=buf.span)
-            anchor = common[depth - 1] if depth > len(alloc_loops) else None
-            func = func.with_body(_Compactor(alloc, new, [m for m, _ in region], anchor, lanes).visit(func.body))
-            break
-        else:
-            return func
-
-
-def cuda_passes():
-    """tdsl.lower's CUDA pipeline with `compact_gpu_buffers` after `convert_blocks`."""
-    import importlib
-
-    lower_mod = importlib.import_module("tdsl.lower")
-    passes = lower_mod.passes_for("cuda")
-    names = [p.name for p in passes]
-    if "compact_gpu_buffers" not in names:
-        passes.insert(names.index("convert_blocks") + 1, lower_mod.Pass("compact_gpu_buffers", compact_gpu_buffers))
-    return passes
-
-
 def lower_for_cuda(func: PrimFunc) -> HostPlan:
-    """Block IR -> kernels with barriers: the whole GPU lowering."""
-    verify_thread_bindings(func)
-    lowered = func
-    for p in cuda_passes():
-        try:
-            lowered = p(lowered)
-        except Exception as exc:
-            exc.add_note(f"(in lowering pass {p.name!r} of function {func.name!r})")
-            raise
+    """Block IR -> kernels with barriers: `tdsl.lower(func, "cuda")` (every GPU pass listed
+    there), then kernel splitting and barrier planning."""
+    from ...lower import lower
+
+    lowered = lower(func, "cuda")
     plan = split_kernels(lowered, warp_calls(func))
     for spec in plan.kernels:
         insert_barriers(spec, lowered)

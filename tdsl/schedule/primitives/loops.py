@@ -431,7 +431,28 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> tuple[PrimFunc, Non
     for f in _inner_loops(loop):
         if f.thread_tag == thread_axis:
             _check_rebind(func, loop, f, thread_axis, loop_var)
+    if thread_axis.startswith("threadIdx") and _cross_thread_reduction(func, loop):
+        # TVM's cross-thread reduction: the threads of the loop reduce together (see
+        # tdsl.ir.reduction_form); on the CPU the loop stays an ordinary loop
+        check_affine_bindings(func, "bind", loop, loop.loop_var)
+        new = dataclasses.replace(loop, kind="thread_binding", thread_tag=thread_axis)
+        return _replace(func, path, loop, new), None
     return _set_kind(func, loop_var, "bind", "thread_binding", f"bound to {thread_axis}", thread_axis)
+
+
+def _cross_thread_reduction(func: PrimFunc, loop: For) -> bool:
+    """Every block under `loop` is a simple reduction (tdsl.ir.reduction_form) whose
+    reduction iterators, and only those, the loop drives."""
+    from ...ir.reduction_form import simple_reduction
+
+    realizes = list(all_realizes(loop.body))
+    if not realizes:
+        return False
+    for r in realizes:
+        uses = [(iv, v) for iv, v in zip(r.block.iter_vars, r.iter_values) if loop.loop_var in free_vars(v)]
+        if not uses or any(iv.kind != "R" for iv, _ in uses) or simple_reduction(r.block) is None:
+            return False
+    return True
 
 
 def _check_rebind(func: PrimFunc, outer: For, inner: For, axis: str, culprit: Var) -> None:

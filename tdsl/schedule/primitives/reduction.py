@@ -24,6 +24,7 @@ from ...ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
     For,
     IterVar,
     PrimExpr,
@@ -280,11 +281,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
                              rule="rfactor rebuilds the reduction's own loops: the reduction loops must be the "
                                   "block's own and purely reducing")
     reduce_loops = {f.loop_var for f in own if roles[f.loop_var] == "R"}
-    if free_vars(realize.predicate) & reduce_loops:
-        raise schedule_error(func, "rfactor", f"the predicate T.where({expr_text(realize.predicate)}) of "
-                             f"{block_name(name)} uses a reduction loop", loops=(loop_var,), blocks=(name,),
-                             rule="every partial result must be computed, so the reduction loops cannot be "
-                                  "guarded", fix="split the reduction loop by a factor that divides it")
+    wb_predicate, wb_guard = _split_guard(func, realize, own, reduce_loops, loop_var, name)
     if free_vars(loop.extent) - _function_vars(func) or free_vars(loop.min) - _function_vars(func):
         raise schedule_error(func, "rfactor", f"the extent of {loop_name(loop_var)} depends on other loops",
                              loops=(loop_var,), rule="the rfactor buffer has one slot per iteration of the loop")
@@ -345,19 +342,86 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     wb_idx = tuple(substitute(i, smap) for i in red.indices)
     wb_slot = v_wb - loop.min if slot is not v_rf else v_wb
     wb_rf_idx = wb_idx[:axis] + (wb_slot,) + wb_idx[axis:]
+    wb_value: PrimExpr = BufferLoad(rf_buf, wb_rf_idx)
+    if wb_guard is not None:
+        wb_value = Call(red.buffer.dtype, "if_then_else", (substitute(wb_guard, {loop_var: v_wb}), wb_value,
+                                                           red.identity()))
     wb_block = Block(name, tuple(IterVar(smap[iv.var], iv.dom, "S") for iv, _ in spatial) +
                      (IterVar(v_wb, Range(loop.min, loop.extent), "R"),), (), (),
-                     BufferStore(red.buffer, red.combine(BufferLoad(red.buffer, wb_idx),
-                                                         BufferLoad(rf_buf, wb_rf_idx)), wb_idx),
+                     BufferStore(red.buffer, red.combine(BufferLoad(red.buffer, wb_idx), wb_value), wb_idx),
                      init=None if red.init is None else BufferStore(red.buffer, substitute(red.init, smap), wb_idx))
     wb_realize = BlockRealize(tuple(substitute(v, lmap) for _, v in spatial) + (lmap[loop_var],),
-                              substitute(realize.predicate, lmap), refresh_block(wb_block))
+                              substitute(wb_predicate, lmap), refresh_block(wb_block))
 
     func2 = replace_at(func, bpath, realize, rf_realize)
     top, tpath = _own_top(func2, rf_name, own)
     func3 = insert_beside(func2, tpath, top, _wrap(new_loops, wb_realize), after=True)
     scope_realize = scope_of(find_block(func3, rf_name, "rfactor")[1])[0]
     return add_alloc(func3, scope_realize, rf_buf), rf_name
+
+
+def _split_guard(func: PrimFunc, realize: BlockRealize, own: list[For], reduce_loops: set[Var], loop_var: Var,
+                 name: str) -> tuple[PrimExpr, PrimExpr | None]:
+    """(the write-back's predicate, the guard of the slot it adds, or None)."""
+    wb_predicate, wb_guard = realize.predicate, None
+    others = (free_vars(realize.predicate) & reduce_loops) - {loop_var}
+    if others:
+        # a non-dividing split's tail guard (k_0 * 32 + k_1 < m): a slot of the rfactor buffer is
+        # used iff the guard holds at the first iteration of the other reduction loops (where its
+        # init runs); the write-back adds only those slots (`if_then_else(guard, slot, identity)`),
+        # so it needs a guard that only turns false later
+        guard_vars = free_vars(realize.predicate) - reduce_loops - _function_vars(func)
+        if not _tail_guard(realize.predicate, others) or any(
+                free_vars(c) & reduce_loops and free_vars(c) & guard_vars for c in _conjuncts(realize.predicate)):
+            raise schedule_error(func, "rfactor", f"the predicate T.where({expr_text(realize.predicate)}) of "
+                                 f"{block_name(name)} uses a reduction loop in a way that is not the tail guard of a "
+                                 "split", loops=(loop_var,), blocks=(name,),
+                                 rule="a guard on the reduction loops must be a conjunction of `affine < bound` with "
+                                      "non-negative coefficients (what split makes), so that every slot used is "
+                                      "initialised", fix="split the reduction loop by a factor that divides it")
+        from ...arith import simplify
+
+        parts = _conjuncts(realize.predicate)
+        guard = [c for c in parts if free_vars(c) & reduce_loops]
+        keep = [c for c in parts if not free_vars(c) & reduce_loops]
+        from ...ir.stmt import TRUE
+
+        wb_predicate = _all_of(keep) if keep else TRUE
+        wb_guard = simplify(substitute(_all_of(guard), {f.loop_var: f.min for f in own if f.loop_var in others}))
+    return wb_predicate, wb_guard
+
+
+def _conjuncts(pred: PrimExpr) -> list[PrimExpr]:
+    from ...ir import Binary
+
+    if isinstance(pred, Binary) and pred.op == "and":
+        return _conjuncts(pred.a) + _conjuncts(pred.b)
+    return [pred]
+
+
+def _all_of(parts: list[PrimExpr]) -> PrimExpr:
+    from ...ir import Binary
+
+    out = parts[0]
+    for p in parts[1:]:
+        out = Binary("and", out, p)
+    return out
+
+
+def _tail_guard(pred: PrimExpr, loops: set[Var]) -> bool:
+    """`pred` is a conjunction of `a < b` / `a <= b` where `a - b` is affine in `loops` with
+    non-negative coefficients (so if it holds somewhere it holds at the loops' minimum)."""
+    from ...arith import linear_form
+    from ...ir import Binary
+
+    if isinstance(pred, Binary) and pred.op == "and":
+        return _tail_guard(pred.a, loops) and _tail_guard(pred.b, loops)
+    if not free_vars(pred) & loops:
+        return True
+    if not (isinstance(pred, Binary) and pred.op in ("lt", "le")):
+        return False
+    form = linear_form(pred.a - pred.b, list(loops))
+    return form is not None and all(c >= 0 for c in form[0].values())
 
 
 def _own_top(func: PrimFunc, block: str, own: list[For]) -> tuple[Stmt, Path]:

@@ -1,0 +1,3 @@
+// tdsl emulator stand-in for <cuda_fp16.h>: everything is in cuda_emu.h
+#pragma once
+#include "cuda_emu.h"

@@ -1,0 +1,232 @@
+"""EmulatedKernel: a CUDA build whose kernels run on the CPU through the emulator.
+
+Called exactly like a `CudaKernel` (same argument checks; numpy arrays or CPU DLPack tensors,
+outputs left out are allocated and returned). Each launch runs every block under several
+thread (and block) orders: ascending, descending, then a seeded shuffle; the buffers the kernel
+writes are restored between runs and compared bit for bit afterwards. A difference is a race
+(a missing barrier, threads or blocks exchanging data through memory without ordering, a thread
+reading another thread's local buffer, or a read of memory nothing wrote: new shared/local
+arrays start with a different byte pattern in each order), and raises `TargetError` naming the
+buffer, an element and the block.
+"""
+from __future__ import annotations
+
+import ctypes
+import statistics
+import threading
+import time as _time
+
+import numpy as np
+
+from ....errors import ArgumentError, TargetError
+from ....ir import Buffer
+from ..kernel import CudaKernel, _Arg, evaluate, scalar_ctype
+from .translate import EmuKernel
+
+ORDER_NAMES = ("ascending", "descending", "shuffled")
+_CALL_LOCK = threading.Lock()   # the emulator's state is per shared object and not re-entrant
+MAX_LOCATE_BLOCKS = 4096
+
+
+class EmulatedKernel(CudaKernel):
+    """A CUDA function run by the CPU emulator: `source` is the CUDA C++ (what a GPU build
+    compiles), `emulated_source` the host C++ translation unit actually compiled;
+    `thread_orders` (1-3) how many thread orders each block runs under."""
+
+    def __init__(self, func, plan, source, vector_params, unit: str, emu_kernels: list[EmuKernel], lib,
+                 options: dict, cubin: bytes | None = None, arch: str | None = None):
+        super().__init__(func, plan, source, cubin or b"", None, arch or "emulated", vector_params, options)
+        self.emulated_source = unit
+        self.thread_orders = int(options.get("thread_orders", 3))
+        self.seed = 0
+        self._lib = lib
+        self._emu = {k.name: k for k in emu_kernels}
+        self._fns = {}
+        for k in emu_kernels:
+            fn = getattr(lib, f"tdsl_emu_run_{k.name}")
+            fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong),
+                           ctypes.POINTER(ctypes.c_longlong), ctypes.c_int, ctypes.c_ulonglong, ctypes.c_longlong]
+            fn.restype = ctypes.c_int
+            self._fns[k.name] = fn
+        lib.tdsl_emu_error.restype = ctypes.c_char_p
+        lib.tdsl_emu_switches.restype = ctypes.c_ulonglong
+
+    def __repr__(self) -> str:
+        return f"<EmulatedKernel {self.name}: {len(self.kernels)} launch(es) on the CPU emulator>"
+
+    # ------------------------------------------------------------------------- arguments
+    def _classify(self, p: Buffer, value) -> _Arg:
+        if isinstance(value, np.ndarray):
+            return _Arg(p, "host", host=value, original=value)
+        if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+            dev_type, _ = value.__dlpack_device__()
+            if dev_type in (1, 3):  # kDLCPU, kDLCUDAHost
+                return _Arg(p, "host", host=np.from_dlpack(value), original=value)
+            raise ArgumentError(f"parameter {p.name!r}: an emulated CUDA kernel runs on the CPU and takes host "
+                                f"arrays (numpy or CPU DLPack tensors), not a tensor on DLPack device type {dev_type}")
+        raise ArgumentError(f"parameter {p.name!r}: expected an array (numpy or a CPU DLPack tensor), "
+                            f"got {type(value).__name__}")
+
+    # ------------------------------------------------------------------------- calling
+    def __call__(self, *args, stream=None, **kwargs):
+        bufs, scalars, values = self._bind_all(args, kwargs, 0)
+        arrays: dict[Buffer, np.ndarray] = {}
+        copies: list[tuple[np.ndarray, np.ndarray]] = []
+        outputs = []
+        for arg in bufs:
+            nd = self._nd[arg.param]
+            if arg.mode == "host":
+                arr = arg.host
+                if not arr.flags.c_contiguous or not arr.flags.writeable:
+                    work = np.ascontiguousarray(arr).copy()
+                    if arg.param in self._written:
+                        copies.append((arr, work))
+                    arr = work
+            else:  # a new output: NaN-like garbage, as uninitialised device memory would be
+                shape = tuple(evaluate(s, values) for s in nd.shape)
+                arr = _poisoned(shape, nd.dtype.numpy)
+                outputs.append(arr)
+            arrays[arg.param] = arr
+        for w in self.plan.workspaces:
+            arrays[w] = _poisoned((evaluate(w.shape[0], values),), w.dtype.numpy)
+        with _CALL_LOCK:
+            for spec in self.kernels:
+                self._launch_emulated(spec, arrays, scalars, values)
+        for orig, work in copies:
+            np.copyto(orig, work)
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _launch_emulated(self, spec, arrays: dict, scalars: dict, values: dict) -> None:
+        grid = tuple(evaluate(e, values) for e in spec.dims("blockIdx"))
+        block = tuple(evaluate(e, values) for e in spec.dims("threadIdx"))
+        if min(grid) <= 0 or min(block) <= 0:
+            return
+        emu = self._emu[spec.name]
+        if len(emu.params) != len(spec.params):
+            raise TargetError(f"kernel {spec.name!r}: the emulator read {len(emu.params)} parameters from its "
+                              f"signature but the launch has {len(spec.params)}")
+        n = len(spec.params)
+        ptrs = (ctypes.c_void_p * n)()
+        sizes = (ctypes.c_longlong * n)()
+        keep = []
+        written: list[tuple[Buffer, np.ndarray]] = []
+        for i, (p, ep) in enumerate(zip(spec.params, emu.params)):
+            if isinstance(p, Buffer):
+                arr = arrays[p]
+                ptrs[i] = arr.ctypes.data
+                sizes[i] = arr.size
+                if not ep.const:
+                    written.append((p, arr))
+            else:
+                value = scalars[p] if p in scalars else values[p]
+                c = scalar_ctype(p.dtype, value)
+                keep.append(c)
+                ptrs[i] = ctypes.addressof(c)
+        dims = (ctypes.c_longlong * 6)(*grid, *block)
+        fn = self._fns[spec.name]
+
+        def run(order: int, only_block: int = -1) -> None:
+            if fn(ptrs, sizes, dims, order, self.seed, only_block):
+                msg = self._lib.tdsl_emu_error().decode(errors="replace")
+                raise TargetError(f"kernel {spec.name!r} (emulated, {ORDER_NAMES[order]} thread order): {msg}")
+
+        orders = max(1, min(3, self.thread_orders))
+        snapshot = [a.copy() for _, a in written] if orders > 1 else []
+        run(0)
+        if orders == 1:
+            return
+        first = [a.copy() for _, a in written]
+        for order in range(1, orders):
+            for (_, a), s in zip(written, snapshot):
+                np.copyto(a, s)
+            run(order)
+            for (p, a), ref in zip(written, first):
+                bad = _first_difference(a, ref)
+                if bad is not None:
+                    self._report_race(spec, p, bad, written, snapshot, run, order, grid)
+
+    def _report_race(self, spec, buf: Buffer, flat: int, written, snapshot, run, order: int, grid) -> None:
+        """Find the block whose threads disagree (each block alone under two orders) and raise."""
+        nblocks = grid[0] * grid[1] * grid[2]
+        where = self._element(buf, flat, written)
+        if nblocks <= MAX_LOCATE_BLOCKS:
+            for b in range(nblocks):
+                results = []
+                for o in (0, order):
+                    for (_, a), s in zip(written, snapshot):
+                        np.copyto(a, s)
+                    run(o, b)
+                    results.append([a.copy() for _, a in written])
+                for (p, _), r0, r1 in zip(written, results[0], results[1]):
+                    bad = _first_difference(r1, r0)
+                    if bad is not None:
+                        idx = (b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1]))
+                        raise TargetError(
+                            f"kernel {spec.name!r} (emulated): threads of block {idx} disagree on "
+                            f"{self._element(p, bad, written)} between the {ORDER_NAMES[0]} and {ORDER_NAMES[order]} "
+                            "thread orders: a missing barrier, a thread reading another thread's buffer, or a read "
+                            "of memory nothing wrote")
+        raise TargetError(f"kernel {spec.name!r} (emulated): {where} differs between the {ORDER_NAMES[0]} and "
+                          f"{ORDER_NAMES[order]} block orders, while each block alone agrees with itself: the blocks "
+                          "of one launch exchange data through global memory, which has no order on a GPU; split "
+                          "the computation into separate kernels (separate thread-bound loop nests)")
+
+    def _element(self, buf: Buffer, flat: int, written) -> str:
+        shape = self._nd.get(buf, buf).shape
+        arr = {id(p): a for p, a in written}.get(id(buf))
+        try:
+            dims = tuple(int(s.value) for s in shape)
+        except AttributeError:
+            dims = None
+        if dims is None and arr is not None:
+            dims = arr.shape
+        name = self._nd.get(buf, buf).name
+        if dims and int(np.prod(dims)) > flat:
+            idx = np.unravel_index(flat, dims)
+            return f"{name}[{', '.join(str(int(i)) for i in idx)}]"
+        return f"{name}[{flat}]"
+
+    def with_source(self, source: str) -> EmulatedKernel:
+        """The same launches running `source` (e.g. hand-edited CUDA text) instead of
+        `self.source`; kernel names and parameters must stay as they are."""
+        from . import build_emulated
+
+        opts = dict(self.options)
+        opts["thread_orders"] = self.thread_orders
+        return build_emulated(self.func, self.plan, source, self._vector_params, opts)
+
+    def switches(self) -> int:
+        """Fiber switches the emulator made so far (a measure of its work)."""
+        return int(self._lib.tdsl_emu_switches())
+
+    def time(self, *args, number: int | None = None, repeat: int = 5, stream=None, **kwargs) -> float:
+        """Median seconds per emulated call on the CPU (not GPU time), after a warm-up call."""
+        self(*args, **kwargs)
+        number = number or 1
+        samples = []
+        for _ in range(repeat):
+            t0 = _time.perf_counter()
+            for _ in range(number):
+                self(*args, **kwargs)
+            samples.append((_time.perf_counter() - t0) / number)
+        return statistics.median(samples)
+
+
+def _poisoned(shape, dtype) -> np.ndarray:
+    arr = np.empty(shape, dtype)
+    arr.view(np.uint8).fill(0xFF)
+    return arr
+
+
+def _first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
+    """The flat index of the first element whose bits differ, else None."""
+    ua = a.reshape(-1).view(np.uint8).reshape(a.size, -1) if a.size else a.reshape(-1)
+    ub = b.reshape(-1).view(np.uint8).reshape(b.size, -1) if b.size else b.reshape(-1)
+    if ua.size == 0:
+        return None
+    diff = np.any(ua != ub, axis=1)
+    if not diff.any():
+        return None
+    return int(np.argmax(diff))
