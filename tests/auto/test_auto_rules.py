@@ -319,3 +319,17 @@ def test_gpu_wmma_tiling_tensorizes_fp16_gemms_onto_tensor_cores():
     pytest.importorskip("cuda.bindings")
     for arch in ("sm_80", "sm_90"):
         assert tdsl.build(sch, target="cuda", arch=arch).cubin
+
+
+def test_gpu_cross_thread_reduction_binds_the_reduction_to_threads():
+    from tdsl.auto import GPUCrossThreadReduction
+
+    f = tdsl.parse(ROWSUM_SYMBOLIC.replace("48", "256").replace("T.grid(n, 256)", "T.grid(n, 256)"))
+    sch = _one(GPUCrossThreadReduction(CUDA), tdsl.Schedule(f), "B")
+    text = sch.func.script()
+    assert 'T.thread_binding(256, thread="threadIdx.x")' in text and '"blockIdx.x"' in text
+    for n in (1, 5):
+        same_meaning(sch, f, {"n": n})
+    assert GPUCrossThreadReduction(AVX2)(tdsl.Schedule(f), "B")  # CPU: not applicable, unchanged
+    pytest.importorskip("cuda.bindings")
+    assert tdsl.build(sch, target="cuda", arch="sm_80").cubin

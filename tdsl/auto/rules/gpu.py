@@ -13,8 +13,9 @@
   fused and split by a sampled thread count into blockIdx.x / threadIdx.x; reductions stay
   serial inside each thread. A nest whose loops cannot be bound runs in one thread
   (a unit loop bound to blockIdx.x and threadIdx.x), correct but slow.
-* Cross-thread reduction (a reduction spread over a warp with shuffles) waits for the CUDA
-  backend's support (issue of the cuda-emu branch); until then reductions run per thread.
+* `GPUCrossThreadReduction`: a row reduction gets one thread block per output row, its
+  reduction loop bound to threadIdx.x (the CUDA backend's cross-thread reduction: in-thread
+  partials, warp shuffles, shared memory).
 
 Defaults: per-thread tiles of up to 4 x 4, 8 x 8 to 16 x 16 threads per block, k-tiles of 8
 (shared tiles well under `Hardware.max_shared`), 256 threads for elementwise kernels.
@@ -215,3 +216,37 @@ class GPUWmmaTiling(Rule):
         s.tensorize(s.get_loops(c)[-3], wmma.MMA)
         _split_last_by_16(s, acc)
         s.tensorize(s.get_loops(acc)[-2], wmma.store("global"))
+
+
+class GPUCrossThreadReduction(Rule):
+    """A row reduction (spatial loops outside, one reduction loop of constant extent >= a warp
+    innermost) becomes one thread block per output: the spatial loops fused on blockIdx.x, the
+    reduction split by a sampled thread count on threadIdx.x -- a cross-thread reduction
+    (in-thread partials, warp shuffles, shared memory; see the CUDA backend)."""
+
+    name = "cross-thread-reduction-gpu"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        if not self.hw.is_gpu:
+            return []
+        info = block_info(sch.func, block)
+        if (info.is_spatial or not info.simple_bindings or not info.top_level or info.store is None
+                or len(info.reduction) != 1 or not info.spatial):
+            return []
+        kinds = [next(it.kind for it in info.iters if it.loop is v) for v in info.loops]
+        if kinds[-1] != "R" or "R" in kinds[:-1] or info.loop_extents[-1] is None:
+            return []
+        extent = info.loop_extents[-1]
+        threads = [t for t in (256, 128, 64, 32) if t <= self.hw.max_threads and extent % t == 0]
+        if not threads:
+            return []
+        return [lambda s: self._bind(s, block, threads)]
+
+    def _bind(self, s: Schedule, block: str, threads: list[int]) -> None:
+        loops = s.get_loops(s.get_block(block))
+        t = self.choose(s, threads, 0)
+        _, lanes = s.split(loops[-1], [None, t])
+        spatial = loops[:-1]
+        bx = s.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+        s.bind(bx, "blockIdx.x")
+        s.bind(lanes, "threadIdx.x")
