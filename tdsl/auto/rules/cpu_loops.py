@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...ir import For, IntImm
+from ...ir import Call, For, IntImm, collect
 from ...ir.attrs import AUTO_SCHEDULED, AUTO_UNROLL, NONTEMPORAL, TENSOR_INTRIN
 from ...schedule import Schedule
 from ..analysis import block_info, blocks_in_nest, consumers, loop_node
@@ -239,6 +239,8 @@ class ParallelVectorizeUnroll(Rule):
         idx = info.store.indices
         if not idx or idx[-1] is not inner.var:
             return
+        if any(c.op == "if_then_else" for c in collect(info.block.body, Call)):
+            return  # a guarded load (padding) stays scalar: lowering cannot vectorize it safely
         extent = info.loop_extents[-1]
         lanes = self.hw.lanes
         choices = [v for v in (lanes * 4, lanes * 2, lanes) if extent is None or extent >= v] or [lanes]
