@@ -11,7 +11,8 @@ ROOT = os.path.dirname(os.path.abspath(tdsl.__file__))
 
 # lowest first; a room may import only rooms listed before it (itself aside)
 LAYERS = ["errors", "config", "tracebacks", "deep", "dtypes", "version", "target", "ir", "arith", "script", "intrinsics", "schedule",
-          "lower", "interp", "interpreter", "backends", "auto"]
+          "auto",
+          "lower", "interp", "interpreter", "backends"]
 TOP = ("tdsl", "__main__")  # the public facade and the demo: nothing imports them
 
 

@@ -11,7 +11,9 @@ from .rules import (
     AutoInline,
     ComputeLocation,
     GPUBind,
+    GPUCrossThreadReduction,
     GPUMatmulTiling,
+    GPUWmmaTiling,
     MatmulTensorizeCPU,
     MultiLevelTilingCPU,
     ParallelVectorizeUnroll,
@@ -22,7 +24,7 @@ from .rules import (
 )
 from .space import Pass, Space, default_passes, register_rule, sketches, space, unregister_rule
 
-__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "Hardware", "MatmulTensorizeCPU",
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUWmmaTiling", "Hardware", "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Pass", "RowPrefetch", "Rule", "Space",
            "TensorizeMatching", "VectorReduction", "auto_schedule", "default_passes", "hardware", "register_rule", "sketches", "space",
            "unregister_rule"]

@@ -18,6 +18,13 @@ Block annotations:
 * `NONTEMPORAL` ("tdsl.nontemporal"): truthy: write this block's outputs with streaming stores
   (a hint; results are the same).
 
+Loop annotations set by schedules:
+
+* `AUTO_UNROLL` ("pragma_auto_unroll_max_step", TVM's name): lowering's `unroll` unrolls the
+  serial loops of constant extent inside whose nest has at most that many iterations.
+* `AUTO_SCHEDULED` ("auto.scheduled", a block annotation): tdsl.auto's rules mark the blocks
+  they scheduled so that later rules leave them alone; no meaning for lowering.
+
 Loop annotations (internal to lowering):
 
 * `VECTORIZE_BLOCKS` ("tdsl.vectorize.blocks"): the blocks a vectorized loop encloses, kept by
@@ -37,6 +44,8 @@ CUDA_PRELUDE = "tdsl.cuda_prelude"
 TENSOR_INTRIN = "tdsl.tensor_intrin"
 NONTEMPORAL = "tdsl.nontemporal"
 VECTORIZE_BLOCKS = "tdsl.vectorize.blocks"
+AUTO_UNROLL = "pragma_auto_unroll_max_step"
+AUTO_SCHEDULED = "auto.scheduled"
 
 
 def get_attr(func: PrimFunc, key: str, default: Any = None) -> Any:

@@ -18,7 +18,8 @@
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...ir import For, IntImm
+from ...ir import Call, For, IntImm, collect
+from ...ir.attrs import AUTO_SCHEDULED, AUTO_UNROLL, NONTEMPORAL, TENSOR_INTRIN
 from ...schedule import Schedule
 from ..analysis import block_info, blocks_in_nest, consumers, loop_node
 from .base import Rule, index_of
@@ -48,7 +49,7 @@ class ComputeLocation(Rule):
 
 
 def _tensorized(func, name: str) -> bool:
-    return any(k == "tdsl.tensor_intrin" for k, _ in block_info(func, name).block.annotations)
+    return any(k == TENSOR_INTRIN for k, _ in block_info(func, name).block.annotations)
 
 
 def _is_tuned(info) -> bool:
@@ -95,7 +96,7 @@ class VectorReduction(Rule):
             second = self._vector_step(s, block, combine)
             s.unroll(s.get_loops(second)[-2])
         del rf
-        s.annotate(s.get_block(block), "auto.scheduled", True)
+        s.annotate(s.get_block(block), AUTO_SCHEDULED, True)
 
     def _vector_step(self, s: Schedule, block: str, lanes):
         blk = s.get_block(block)
@@ -106,7 +107,7 @@ class VectorReduction(Rule):
         init = s.decompose_reduction(rf, rf_loops[-2])
         s.vectorize(s.get_loops(init)[-1])
         s.vectorize(s.get_loops(rf)[-1])
-        s.annotate(rf, "auto.scheduled", True)
+        s.annotate(rf, AUTO_SCHEDULED, True)
         return rf
 
 
@@ -204,7 +205,7 @@ class ParallelVectorizeUnroll(Rule):
         fused = s.fuse(*loops) if n > 1 else loops[0]
         s.parallel(fused)
         depth = self.choose(s, UNROLL_STEPS, 1)
-        s.annotate(fused, "pragma_auto_unroll_max_step", depth)
+        s.annotate(fused, AUTO_UNROLL, depth)
 
     # streaming stores ---------------------------------------------------------------------
     def _stream(self, s: Schedule, block: str) -> None:
@@ -222,7 +223,7 @@ class ParallelVectorizeUnroll(Rule):
         if size <= self.hw.l2 * self.hw.cores * 2:
             return
         if self.choose(s, [1, 0], 0):
-            s.annotate(s.get_block(block), "tdsl.nontemporal", True)
+            s.annotate(s.get_block(block), NONTEMPORAL, True)
 
     # vectorize ----------------------------------------------------------------------------
     def _vectorize_block(self, s: Schedule, name: str) -> None:
@@ -238,6 +239,8 @@ class ParallelVectorizeUnroll(Rule):
         idx = info.store.indices
         if not idx or idx[-1] is not inner.var:
             return
+        if any(c.op == "if_then_else" for c in collect(info.block.body, Call)):
+            return  # a guarded load (padding) stays scalar: lowering cannot vectorize it safely
         extent = info.loop_extents[-1]
         lanes = self.hw.lanes
         choices = [v for v in (lanes * 4, lanes * 2, lanes) if extent is None or extent >= v] or [lanes]

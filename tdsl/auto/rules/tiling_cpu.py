@@ -20,7 +20,8 @@ hand-written micro-kernel joins the design space by registering itself.
 from __future__ import annotations
 
 from ...intrinsics.registry import TensorIntrin
-from ...ir import BufferLoad, collect, free_vars
+from ...ir import BufferLoad, Call, collect, free_vars
+from ...ir.attrs import AUTO_SCHEDULED
 from ...schedule import Schedule
 from ..analysis import block_info
 from .base import Rule
@@ -47,6 +48,8 @@ class MultiLevelTilingCPU(Rule):
                          for ld in collect(info.store.value, BufferLoad))
         if not contiguous or (j.extent is not None and j.extent < self.hw.lanes):
             return []
+        if any(c.op == "if_then_else" for c in collect(info.block.body, Call)):
+            return []  # a guarded (padded) load: lowering cannot vectorize it, so no vector tile
         return [lambda s: self._tile(s, block, j)]
 
     def _tile(self, s: Schedule, block: str, j) -> None:
@@ -68,7 +71,7 @@ class MultiLevelTilingCPU(Rule):
         s.vectorize(s.get_loops(init)[-1])
         s.vectorize(s.get_loops(c)[-1])
         s.vectorize(s.get_loops(local)[-1])
-        s.annotate(c, "auto.scheduled", True)
+        s.annotate(c, AUTO_SCHEDULED, True)
 
 
 def _desc_extents(intrin: TensorIntrin) -> list[int] | None:
