@@ -31,10 +31,19 @@ def build(func_or_schedule, target="cpu", **options):
 
     `target` is "cpu" (LLVM for the host CPU, every feature it has) or "cuda" (NVRTC).
     CPU options: `bounds_check=True` adds run-time bounds checks (a bad index raises
-    tdsl.BoundsError naming the buffer instead of crashing).
+    tdsl.BoundsError naming the buffer instead of crashing). `database="tuning.db"` (a path or
+    a tdsl.tuner.Database) builds the function with the schedule of its best tuning record on
+    this machine (tdsl.tune), or auto-scheduled with a warning when there is none.
     """
     func = _as_func(func_or_schedule)
     tgt = parse_target(target)
+    database = options.pop("database", None)
+    if database is not None:
+        # the one call upward: tuning records live above the backends (tdsl.tuner)
+        from ..tuner.apply import schedule_from_database
+
+        func = schedule_from_database(func, str(tgt), database)
+        func_or_schedule = func
     if tgt.kind == "cuda":
         return _build_cuda(func_or_schedule, func, options)
     return _build_cpu(func, options)

@@ -1,0 +1,291 @@
+"""The search: evolutionary rounds over a design space's decisions, ranked by a cost model.
+
+One round for one function (a `TaskState`), `batch` trials:
+
+1. propose: while few candidates are measured, fresh samples (a sketch with every decision
+   sampled anew from a new seed); afterwards mostly children of the fastest measured candidates
+   (mutations of one or two decisions, crossovers of two parents of one sketch) plus a few fresh
+   samples, `pool` times more than the batch;
+2. prepare them on the executor (replay, lower, features); a refused decision drops the proposal
+   (it is not a trial), as does a program already measured;
+3. pick the batch: the cost model's best predictions (and `explore` of the batch at random); the
+   first round, with no model yet, is random and compiles while it prepares;
+4. build the picked candidates on the executor, then measure them one at a time (runner.py);
+5. record every trial in the database, failures with their reason, and refit the model.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import space as space_mod
+from . import worker
+from .cost_model import CostModel, targets
+from .database import Database, Record, Workload
+
+
+@dataclass
+class TuneOptions:
+    trials: int
+    time_budget: float | None = None
+    batch: int = 16
+    pool: int = 4              # proposals per trial once the model ranks them
+    explore: float = 0.2       # share of each batch picked at random
+    timeout: float = 60.0      # seconds a measurement may take
+    build_timeout: float = 300.0
+    repeats: int = 5
+    warmup: int = 1
+    min_sample_s: float = 0.005
+    check_seed: int = 0
+
+
+@dataclass
+class TaskState:
+    """The search state of one function."""
+
+    func: object
+    target: str
+    sketches: list
+    model: CostModel
+    rng: random.Random
+    workload: Workload | None = None
+    flops: int | None = None
+    records: list = field(default_factory=list)          # this workload's records, oldest first
+    seen: set = field(default_factory=set)                # program keys measured (or failed)
+    stale: int = 0                                         # rounds in a row without a new candidate
+    measured_here: int = 0                                 # trials of this run
+
+    def __post_init__(self):
+        from ..ir import structural_hash
+
+        self.name = self.func.name
+        self.func_script = self.func.script()
+        self.func_hash = structural_hash(self.func)
+
+    @property
+    def best(self) -> Record | None:
+        ok = [r for r in self.records if r.ok]
+        return min(ok, key=lambda r: r.time) if ok else None
+
+    def add(self, record: Record) -> None:
+        self.records.append(record)
+        self.seen.add(record.candidate)
+
+    # proposals ------------------------------------------------------------------------------
+    def _fresh(self) -> dict:
+        sketch = self.rng.choice(self.sketches)
+        return {"trace": space_mod.trace_text(sketch),
+                "decisions": {str(k): None for k in sketch.decisions}, "seed": self.rng.randrange(1 << 30)}
+
+    def propose(self, n: int, random_only: bool) -> list[dict]:
+        ok = sorted((r for r in self.records if r.ok), key=lambda r: r.time)
+        if random_only or not ok:
+            return [self._fresh() for _ in range(n)]
+        parents = [space_mod.load(r.trace) for r in ok[: max(4, min(16, len(ok) // 3 + 1))]]
+        out = []
+        for _ in range(n):
+            roll = self.rng.random()
+            decisions = None
+            parent = self.rng.choice(parents[:8]) if self.rng.random() < 0.7 else self.rng.choice(parents)
+            if roll < 0.15:
+                out.append(self._fresh())
+                continue
+            if roll < 0.35 and len(parents) > 1:
+                other = self.rng.choice(parents)
+                decisions = space_mod.crossover(parent, other, self.rng)
+            if decisions is None:
+                decisions = space_mod.mutate(parent, self.rng, steps=1 if self.rng.random() < 0.7 else 2)
+            if decisions is None:
+                out.append(self._fresh())
+                continue
+            out.append({"trace": space_mod.trace_text(parent), "decisions": {str(k): v for k, v in decisions.items()},
+                        "seed": self.rng.randrange(1 << 30)})
+        return out
+
+    # the model ------------------------------------------------------------------------------
+    def refit(self) -> None:
+        rows = [r for r in self.records if r.features is not None]
+        if len(rows) >= 4:
+            X = np.array([r.features for r in rows], dtype=np.float64)
+            self.model.fit(X, targets([r.time if r.ok else None for r in rows]))
+
+    def rank(self, prepared: list[dict], k: int, explore: float) -> list[dict]:
+        if not self.model.fitted or len(prepared) <= k:
+            return prepared[:k]
+        scores = self.model.predict(np.array([p["features"] for p in prepared], dtype=np.float64))
+        order = list(np.argsort(-scores))
+        n_random = round(k * explore)
+        chosen = order[: k - n_random]
+        rest = order[k - n_random:]
+        self.rng.shuffle(rest)
+        chosen += rest[:n_random]
+        return [prepared[i] for i in chosen]
+
+
+class Interrupted(Exception):
+    pass
+
+
+class Engine:
+    """Runs rounds over several TaskStates until the trials or the time budget are spent."""
+
+    def __init__(self, tasks: list[TaskState], executor, measure_locally: bool, database: Database | None,
+                 options: TuneOptions, progress, kill=None):
+        self.tasks = tasks
+        self.executor = executor
+        self.measure_locally = measure_locally
+        self.db = database
+        self.opt = options
+        self.progress = progress
+        self.kill = kill
+        self.start = time.monotonic()
+        self.trials_done = 0
+        self.invalid = 0
+        self.duplicates = 0
+        self.builds = 0
+        self.build_seconds = 0.0
+        self.prepare_seconds = 0.0
+        self.interrupted = False
+        self.machines: set = set()
+
+    def _time_left(self) -> float | None:
+        if self.opt.time_budget is None:
+            return None
+        return self.opt.time_budget - (time.monotonic() - self.start)
+
+    def _out_of_time(self) -> bool:
+        left = self._time_left()
+        return left is not None and left <= 0
+
+    def _wait(self, futures, timeout: float | None) -> list:
+        """Each future's result, or {"error": ...} for one that raised or overran `timeout`."""
+        out = []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for f in futures:
+            try:
+                left = None if deadline is None else max(0.1, deadline - time.monotonic())
+                out.append(f.result(timeout=left))
+            except FutureTimeout:
+                if self.kill is not None:
+                    self.kill(f)
+                f.cancel()
+                out.append({"error": f"build timeout: no result within {timeout:g} s"})
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a worker crash fails that candidate
+                out.append({"error": f"worker failed: {type(exc).__name__}: {str(exc)[:300]}"})
+        return out
+
+    def run(self) -> None:
+        turn = 0
+        try:
+            while self.trials_done < self.opt.trials and not self._out_of_time():
+                active = [t for t in self.tasks if t.stale < 3]
+                if not active:
+                    self.progress.note("tuning: no new candidates left in the design space")
+                    break
+                # the task with the fewest trials this run goes next (ties: in order)
+                task = min(active, key=lambda t: (t.measured_here, (self.tasks.index(t) - turn) % len(self.tasks)))
+                turn += 1
+                left = self.opt.trials - self.trials_done
+                self.round(task, min(self.opt.batch, left))
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.progress.note("tuning interrupted: keeping the best candidates measured so far")
+
+    def round(self, task: TaskState, batch: int) -> None:
+        first = not task.model.fitted or sum(r.features is not None for r in task.records) < 4
+        n = batch * (2 if first else self.opt.pool)
+        proposals = task.propose(n, random_only=first)
+        common = {"func": task.func_script, "compile": first}
+        t0 = time.monotonic()
+        futures = [self.executor.submit(worker.prepare, dict(common, **p)) for p in proposals]
+        prepared = self._wait(futures, self.opt.build_timeout)
+        self.prepare_seconds += time.monotonic() - t0
+        valid, keys = [], set()
+        for p in prepared:
+            if "invalid" in p or "key" not in p:
+                self.invalid += 1
+                continue
+            if p["key"] in task.seen or p["key"] in keys:
+                self.duplicates += 1
+                continue
+            keys.add(p["key"])
+            valid.append(p)
+        if not valid:
+            task.stale += 1
+            return
+        task.stale = 0
+        picked = task.rank([p for p in valid if "features" in p], batch, self.opt.explore) if not first else valid[:batch]
+        if not first:
+            picked += [p for p in valid if "features" not in p][: max(0, batch - len(picked))]
+        if self._out_of_time():
+            return
+        # build what the prepare step did not compile
+        todo = [p for p in picked if "error" not in p and "build_s" not in p]
+        if todo:
+            t0 = time.monotonic()
+            futures = [self.executor.submit(worker.build, {"script": p["script"], "key": p["key"]}) for p in todo]
+            for p, res in zip(todo, self._wait(futures, self.opt.build_timeout)):
+                p.update({k: v for k, v in res.items() if k in ("build_s", "error")})
+            self.build_seconds += time.monotonic() - t0
+        for p in picked:
+            if "build_s" in p:
+                self.builds += 1
+        self.measure(task, picked)
+        task.refit()
+
+    def measure(self, task: TaskState, picked: list[dict]) -> None:
+        requests = []
+        for p in picked:
+            requests.append({"func": task.func_script, "func_hash": task.func_hash, "candidate": p["script"],
+                             "seed": self.opt.check_seed, "warmup": self.opt.warmup, "repeats": self.opt.repeats,
+                             "min_sample_s": self.opt.min_sample_s, "timeout": self.opt.timeout})
+        runnable = [i for i, p in enumerate(picked) if "error" not in p]
+        answers: dict[int, dict] = {}
+        if self.measure_locally:
+            for i in runnable:
+                answers[i] = worker.measure(requests[i])
+                self._record(task, picked[i], answers[i])
+        else:
+            futures = {i: self.executor.submit(worker.measure, requests[i]) for i in runnable}
+            for i, res in zip(futures, self._wait(list(futures.values()), None)):
+                answers[i] = res
+                self._record(task, picked[i], res)
+        for i, p in enumerate(picked):
+            if i not in answers:
+                self._record(task, p, {"error": p["error"]})
+
+    def _record(self, task: TaskState, p: dict, answer: dict) -> None:
+        error = answer.get("error")
+        record = Record(candidate=p["key"], trace=p["trace"], decisions=p.get("decisions", {}),
+                        time=None if error else answer.get("time"), times=answer.get("times", []),
+                        error=error, build_time=p.get("build_s"), features=p.get("features"))
+        machine = answer.get("machine") or p.get("machine")
+        if machine:
+            self.machines.add(machine)
+        if self.db is not None:
+            wl = task.workload
+            if machine and wl is not None and machine != wl.machine:
+                wl = self.db.workload(task.func, task.target, machine=machine)
+            if wl is not None:
+                self.db.add(wl, record)
+        if machine is None or task.workload is None or machine == task.workload.machine:
+            task.add(record)
+        else:
+            task.seen.add(record.candidate)
+        task.measured_here += 1
+        self.trials_done += 1
+        best = task.best
+        rate = task.flops / record.time / 1e9 if record.ok and task.flops else None
+        best_rate = task.flops / best.time / 1e9 if best is not None and task.flops else None
+        self.progress.update(task.name, record, rate, best.time if best else None, best_rate)
+
+
+def decisions_json(decisions: dict) -> str:
+    return json.dumps({str(k): v for k, v in decisions.items()}, sort_keys=True)
