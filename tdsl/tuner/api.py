@@ -185,7 +185,7 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
       interrupted run resumes where it stopped); `time_budget`: seconds, stops starting rounds.
     * `database`: a SQLite path (or Database) keeping every record; None keeps nothing.
     * `space`: None for tdsl's rules (`tdsl.space`), or a function `space(sch)` written with
-      ordinary and sampling primitives.
+      ordinary and sampling primitives (or a dict of them by function name).
     * `executor`: any concurrent.futures.Executor for builds (and, when given, measurements);
       default a pool of fresh local processes, one per core. A Dask `client.get_executor()`
       builds and measures on the cluster's workers.
@@ -219,7 +219,10 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     tasks = []
     resumed = 0
     for k, f in enumerate(funcs):
-        found = sketches(f, str(tgt), space, seed + k)
+        fn = space.get(f.name) if isinstance(space, dict) else space
+        if isinstance(space, dict) and fn is None:
+            raise ValueError(f"tune: space= names no design space for {f.name!r} (it has {sorted(space)})")
+        found = sketches(f, str(tgt), fn, seed + k)
         if not found:
             raise ValueError(f"tune: the design space of {f.name} is empty (space() made no trace)")
         model = make_model(cost_model)

@@ -35,7 +35,7 @@ def _send(fh, obj) -> None:
     fh.flush()
 
 
-def _recv(fh):
+def _recv_bytes(fh) -> bytes:
     head = fh.read(8)
     if len(head) < 8:
         raise EOFError
@@ -43,7 +43,11 @@ def _recv(fh):
     data = fh.read(n)
     if len(data) < n:
         raise EOFError
-    return pickle.loads(data)
+    return data
+
+
+def _recv(fh):
+    return pickle.loads(_recv_bytes(fh))
 
 
 class _Worker:
@@ -170,10 +174,11 @@ def _main() -> None:
     sys.stdout = sys.stderr
     while True:
         try:
-            fn, args, kwargs = _recv(stdin)
+            data = _recv_bytes(stdin)
         except EOFError:
             break
         try:
+            fn, args, kwargs = pickle.loads(data)
             answer = (True, fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - sent back to the caller
             answer = (False, exc)
