@@ -19,6 +19,8 @@ _LAZY = {
     "Kernel": ("tdsl.backends.kernel", "Kernel"),
     "device_array": ("tdsl.backends.cuda.runtime", "device_array"),
     "to_device": ("tdsl.backends.cuda.runtime", "to_device"),
+    "auto_schedule": ("tdsl.auto", "auto_schedule"),
+    "space": ("tdsl.auto", "space"),
     "tune": ("tdsl.tuner.api", "tune"),
 }
 
@@ -39,6 +41,7 @@ def __dir__():
 
 
 __all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
-           "Kernel", "device_array", "to_device", "tune", "structural_equal", "structural_hash", "structural_diff",
+           "Kernel", "device_array", "to_device", "auto_schedule", "space", "tune", "structural_equal", "structural_hash",
+           "structural_diff",
            "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
            "BoundsError"]

@@ -6,11 +6,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import sampling as _sampling
 from .primitives import cache as _cache
 from .primitives import compute_location as _compute_location
 from .primitives import layout as _layout
 from .primitives import reduction as _reduction
 from .state import BlockRV, LoopRV
+
+
+def _stay(func, block, loop):
+    """compute_at to the root handle of sample_compute_location: the block stays where it is."""
+    from .state import find_block
+
+    find_block(func, block, "compute_at")
+    return func, None
+
+
+def _inline(func, block, loop):
+    """compute_at to the inline handle of sample_compute_location: compute_inline."""
+    return _compute_location.compute_inline(func, block)
 
 
 class DataflowMethods:
@@ -150,6 +164,8 @@ class DataflowMethods:
     def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
         """Move a producer block under `loop` of a later loop nest; at each iteration it computes
         just what the blocks under the loop read (new loops `ax0, ...`, one per iterator).
+        `loop` may be the result of `sample_compute_location`, whose "root" leaves the block
+        where it is and whose "inline" inlines it.
 
         Before::
 
@@ -195,6 +211,10 @@ class DataflowMethods:
         """
         self._expect("compute_at", block, (BlockRV,), "a block handle (from sch.get_block)")
         self._expect("compute_at", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
+        if loop.var is _sampling.ROOT:  # sample_compute_location chose "stay where it is"
+            return self._apply("compute_at", _stay, [block, loop])
+        if loop.var is _sampling.INLINE:  # ... or "inline"
+            return self._apply("compute_at", _inline, [block, loop])
         return self._apply("compute_at", _compute_location.compute_at, [block, loop])
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:

@@ -8,6 +8,7 @@ Adding a primitive = a pure function in `primitives/<family>.py` + one method ca
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable, Sequence
 
 from ..errors import ScheduleError
@@ -16,6 +17,7 @@ from .dataflow import DataflowMethods
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
 from .primitives import loops as _loops
+from .sampling import SamplingMethods, plain
 from .state import BlockRV, LoopRV, unique_names
 from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
@@ -69,7 +71,7 @@ class ScriptDiff:
         return diff_html(self.before, self.after)
 
 
-class Schedule(TensorizeMethods, DataflowMethods):
+class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
 
     Loops written with the same name in two nests are told apart as the printer shows them
@@ -78,9 +80,12 @@ class Schedule(TensorizeMethods, DataflowMethods):
     >>> sch = tdsl.Schedule(matmul)
     >>> i, j, k = sch.get_loops(sch.get_block("C"))
     >>> i0, i1 = sch.split(i, factors=[None, 32])
+
+    `seed` seeds the random source of the sampling primitives (`sample_perfect_tile`, ...):
+    the same seed samples the same decisions; None draws a fresh seed.
     """
 
-    def __init__(self, func: PrimFunc):
+    def __init__(self, func: PrimFunc, seed: int | None = None):
         if not isinstance(func, PrimFunc):
             raise TypeError(f"tdsl.Schedule takes a PrimFunc (a @T.prim_func), not {type(func).__name__}")
         self._func = unique_names(func)
@@ -88,6 +93,7 @@ class Schedule(TensorizeMethods, DataflowMethods):
         self._trace: list[Instruction] = []
         self._live: set[int] = set()
         self._dead: set[int] = set()
+        self._rng = random.Random(seed)
 
     # state --------------------------------------------------------------------------------
     @property
@@ -101,12 +107,14 @@ class Schedule(TensorizeMethods, DataflowMethods):
         return Trace(list(self._trace))
 
     def copy(self) -> Schedule:
-        """An independent schedule at the same point; handles of this one work on it too."""
+        """An independent schedule at the same point; handles of this one work on it too. Its
+        random source starts where this one's is (reseed it with `copy.seed(n)` to sample apart)."""
         other = Schedule(self._func)
         other._history = list(self._history)
         other._trace = list(self._trace)
         other._live = set(self._live)
         other._dead = set(self._dead)
+        other._rng.setstate(self._rng.getstate())
         return other
 
     def undo(self) -> None:
@@ -155,7 +163,7 @@ class Schedule(TensorizeMethods, DataflowMethods):
             return x.name if isinstance(x, BlockRV) else x.var
         if isinstance(x, (list, tuple)):
             return [self._resolve(v, primitive) for v in x]
-        return x
+        return plain(x)
 
     @staticmethod
     def _expect(primitive: str, x, kinds: tuple[type, ...], what: str) -> None:

@@ -3,14 +3,19 @@
 Replay re-runs each step by its facade method on the target schedule, mapping the handles the
 recording produced to the handles the replay produces; lookups run again by name and position
 (get_block("C"), get_loops(b0)), so a trace recorded on one size replays on another.
+
+Sampling steps (`sample_perfect_tile`, ...) carry their decision: a replay reuses it, and
+`with_decisions` gives the same trace with other decisions (None: sample anew). `as_json()` /
+`Trace.from_json()` is the form stored in tuning databases (see `trace_json`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ScheduleError
 from ..ir import Buffer, PrimExpr, Var, free_vars, substitute
+from .sampling import ValueRV
 from .state import BlockRV, LoopRV
 
 if TYPE_CHECKING:
@@ -18,9 +23,10 @@ if TYPE_CHECKING:
     from .schedule import Schedule
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Instruction:
-    """One step: `outputs = sch.<kind>(*inputs, **attrs)`; `shape` is "none", "one" or "list"."""
+    """One step: `outputs = sch.<kind>(*inputs, **attrs)`; `shape` is "none", "one" or "list";
+    `decision` is a sampling step's decision (None for the other steps)."""
 
     kind: str
     inputs: tuple
@@ -28,10 +34,19 @@ class Instruction:
     outputs: tuple
     shape: str
     serial: int
+    decision: Any = None
+
+    @property
+    def is_sampling(self) -> bool:
+        return self.kind.startswith("sample_")
 
 
 def _is_handle(x) -> bool:
-    return isinstance(x, (BlockRV, LoopRV))
+    return isinstance(x, (BlockRV, LoopRV) + ValueRV)
+
+
+def _prefix(h) -> str:
+    return "b" if isinstance(h, BlockRV) else "l" if isinstance(h, LoopRV) else "v"
 
 
 @dataclass
@@ -53,10 +68,12 @@ class Trace:
         lines = []
         for ins in self.instructions:
             args = [_fmt(x, names) for x in ins.inputs] + [f"{k}={_fmt(v, names)}" for k, v in ins.attrs]
+            if ins.is_sampling:
+                args.append(f"decision={ins.decision!r}")
             call = f"sch.{ins.kind}({', '.join(args)})"
             outs = []
             for h in ins.outputs:
-                names[id(h)] = f"{'b' if isinstance(h, BlockRV) else 'l'}{len(names)}"
+                names[id(h)] = f"{_prefix(h)}{len(names)}"
                 outs.append(names[id(h)])
             if ins.shape == "one":
                 lines.append(f"{outs[0]} = {call}")
@@ -79,18 +96,68 @@ class Trace:
 
         return to_html(str(self))
 
+    # decisions --------------------------------------------------------------------------
+    @property
+    def decisions(self) -> dict[int, Any]:
+        """The decision of each sampling step, by step index."""
+        return {k: ins.decision for k, ins in enumerate(self.instructions) if ins.is_sampling}
+
+    def with_decisions(self, decisions: dict) -> Trace:
+        """The same steps with other decisions: keys are step indices (or the Instruction
+        objects) of sampling steps, values the new decisions (None: sample anew on replay).
+
+        >>> tiles = {k: d for k, d in trace.decisions.items() if isinstance(d, list)}
+        >>> sch = trace.with_decisions({min(tiles): [16, 4]}).apply(func)
+        """
+        steps = list(self.instructions)
+        for key, decision in decisions.items():
+            k = key if isinstance(key, int) and not isinstance(key, bool) else next(
+                (i for i, ins in enumerate(steps) if ins is key), None)
+            if k is None or not 0 <= k < len(steps):
+                raise ScheduleError(f"with_decisions: {key!r} is not a step of this trace (0..{len(steps) - 1})")
+            if not steps[k].is_sampling:
+                raise ScheduleError(f"with_decisions: step {k} ({self.as_python()[k]}) is not a sampling step; "
+                                    f"the sampling steps are {sorted(self.decisions)}")
+            steps[k] = replace(steps[k], decision=decision)
+        return Trace(steps)
+
     # replay -----------------------------------------------------------------------------
-    def apply(self, sch: Schedule) -> dict:
-        """Replay every step on `sch`; returns the map from recorded handles to the new ones."""
+    def apply(self, target: Schedule | PrimFunc, seed: int | None = None):
+        """Replay every step, decisions included. On a PrimFunc: returns a new Schedule of it (its
+        random source seeded with `seed`, which only matters for decisions that are None). On a
+        Schedule: replays onto it and returns the map from recorded handles to the new ones. A
+        step the target refuses raises a ScheduleError naming the step."""
+        from ..ir import PrimFunc
+        from .schedule import Schedule
+
+        if isinstance(target, PrimFunc):
+            sch = Schedule(target, seed=seed)
+            self._replay(sch)
+            return sch
+        if not isinstance(target, Schedule):
+            raise TypeError(f"trace.apply takes a PrimFunc or a Schedule, not {type(target).__name__}")
+        return self._replay(target)
+
+    def _replay(self, sch: Schedule) -> dict:
         mapping: dict[int, Any] = {}
         dims = _dimensions(sch.func)
         for step, ins in enumerate(self.instructions):
-            inputs = [_map(x, mapping, dims) for x in ins.inputs]
-            attrs = {k: _map(v, mapping, dims) for k, v in ins.attrs}
+            try:
+                inputs = [_map(x, mapping, dims) for x in ins.inputs]
+                attrs = {k: _map(v, mapping, dims) for k, v in ins.attrs}
+            except KeyError:
+                raise ScheduleError(f"replaying step {step} ({self.as_python()[step]}): it uses a handle that no "
+                                    "earlier step of the trace made") from None
+            if ins.is_sampling:
+                attrs["decision"] = ins.decision
             try:
                 result = getattr(sch, ins.kind)(*inputs, **attrs)
             except ScheduleError as err:
                 raise ScheduleError(f"replaying step {step} ({self.as_python()[step]}) failed:\n{err}") from err
+            except AttributeError as err:
+                if hasattr(sch, ins.kind):
+                    raise
+                raise ScheduleError(f"replaying step {step}: the schedule has no primitive {ins.kind!r}") from err
             produced = [] if result is None else [result] if _is_handle(result) else list(result)
             if len(produced) != len(ins.outputs):
                 raise ScheduleError(f"replaying step {step} ({self.as_python()[step]}): it gave "
@@ -99,13 +166,25 @@ class Trace:
                 mapping[id(old)] = new
         return mapping
 
-    def apply_to(self, func: PrimFunc) -> Schedule:
-        """A new Schedule of `func` with every step replayed."""
-        from .schedule import Schedule
+    def apply_to(self, func: PrimFunc, seed: int | None = None) -> Schedule:
+        """A new Schedule of `func` with every step replayed (the same as `apply(func)`)."""
+        return self.apply(func, seed=seed)
 
-        sch = Schedule(func)
-        self.apply(sch)
-        return sch
+    # JSON ---------------------------------------------------------------------------------
+    def as_json(self) -> list:
+        """The trace as JSON data, `[instructions, decisions]` as in TVM's `Trace.as_json`:
+        each instruction `[kind, inputs, attrs, outputs]`, each decision `[step, decision]`;
+        handles are named "b0", "l1", "v2", strings are quoted ('"C"'). `json.dumps` it to store."""
+        from .trace_json import trace_to_json
+
+        return trace_to_json(self)
+
+    @staticmethod
+    def from_json(data) -> Trace:
+        """The trace of `as_json()` data (or of its `json.dumps` text)."""
+        from .trace_json import trace_from_json
+
+        return trace_from_json(data)
 
 
 def _dimensions(func: PrimFunc) -> dict[str, Var]:
@@ -119,6 +198,8 @@ def _dimensions(func: PrimFunc) -> dict[str, Var]:
 
 def _map(x, mapping: dict, dims: dict[str, Var]):
     """A recorded argument for the replay: handles mapped, dimensions taken from the target."""
+    if isinstance(x, ValueRV):  # a sampled value: the replay's, or the number if made elsewhere
+        return mapping.get(id(x), x._plain())
     if _is_handle(x):
         return mapping[id(x)]
     if isinstance(x, list):

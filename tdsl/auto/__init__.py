@@ -1,0 +1,26 @@
+"""Auto-scheduling: schedule rules, design spaces and zero-measurement default schedules.
+
+    sch = tdsl.auto_schedule(func, "cpu")     # the rules' default schedule
+    print(tdsl.space(func, "cpu"))            # the design space's sketches
+
+Imports point down: auto -> schedule -> ir.
+"""
+from .auto_schedule import auto_schedule
+from .hardware import Hardware, hardware
+from .rules import (
+                    AutoInline,
+                    ComputeLocation,
+                    GPUBind,
+                    GPUMatmulTiling,
+                    MatmulTensorizeCPU,
+                    MultiLevelTilingCPU,
+                    ParallelVectorizeUnroll,
+                    Rule,
+                    TensorizeMatching,
+                    VectorReduction,
+)
+from .space import Pass, Space, default_passes, sketches, space
+
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "Hardware", "MatmulTensorizeCPU",
+           "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Pass", "Rule", "Space", "TensorizeMatching",
+           "VectorReduction", "auto_schedule", "default_passes", "hardware", "sketches", "space"]

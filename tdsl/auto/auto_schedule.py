@@ -1,0 +1,32 @@
+"""`tdsl.auto_schedule(func, target)`: a good schedule with no measurement at all.
+
+The design space's rules (`space.default_passes`) with every sampled choice at its
+hardware-aware default and every rule's preferred alternative: one sketch, built in
+well under a second. Its trace is readable Python with the decisions written out, so it can be
+edited (`trace.with_decisions`) and replayed, and it is where a tuning search starts.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..ir import PrimFunc
+from ..schedule import Schedule
+from .space import Pass, sketches
+
+
+def auto_schedule(func: PrimFunc, target="cpu", *, passes: list[Pass] | None = None,
+                  space: Callable[[Schedule], None] | None = None, seed: int = 0) -> Schedule:
+    """A Schedule of `func` for `target` ("cpu" or "cuda") chosen by the rules, no measurement.
+
+    >>> sch = tdsl.auto_schedule(matmul, "cpu")
+    >>> print(sch.trace)                      # the steps, as Python
+    >>> kernel = tdsl.build(sch)
+
+    `passes` replaces the default rules (see `tdsl.auto.space`); `space(sch)` replaces the whole
+    design space with your function (its sampling steps then take the seeded random decisions).
+    """
+    if isinstance(func, Schedule):
+        func = func.func
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"tdsl.auto_schedule takes a PrimFunc (a @T.prim_func), not {type(func).__name__}")
+    return sketches(func, target, passes=passes, space=space, defaults=True, seed=seed, limit=1)[0]

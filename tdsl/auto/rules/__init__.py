@@ -1,0 +1,10 @@
+"""The schedule rules of the design space; each is `rule(sch, block) -> list[Schedule]` (see `base`)."""
+from .base import Rule
+from .cpu_loops import ComputeLocation, ParallelVectorizeUnroll, VectorReduction
+from .gpu import GPUBind, GPUMatmulTiling
+from .inline import AutoInline
+from .matmul_cpu import MatmulTensorizeCPU
+from .tiling_cpu import MultiLevelTilingCPU, TensorizeMatching
+
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "MatmulTensorizeCPU",
+           "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Rule", "TensorizeMatching", "VectorReduction"]

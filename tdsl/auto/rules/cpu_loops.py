@@ -1,0 +1,222 @@
+"""CPU loop rules: compute locations, vectorized reductions (rfactor), parallel / vectorize / unroll.
+
+* `ComputeLocation`: an intermediate block that was neither inlined nor tiled moves into the
+  loop nest of its readers (`sample_compute_location` + `compute_at`): by default the outermost
+  legal loop, so that row kernels (softmax, layernorm) compute each row's reductions right where
+  the row is used and the row stays in L1.
+* `VectorReduction`: a reduction whose innermost loop runs over a reduced axis of constant extent
+  (>= 2 vectors) is split by L lanes and `rfactor`ed into L partial results, the update and the
+  init vectorized (L a sampled multiple of the vector width; the small spatial extent per row
+  -- one output -- cannot be vectorized any other way).
+* `ParallelVectorizeUnroll`: the outer loops of a root loop nest that carry no dependence are
+  fused and run in parallel (enough iterations for every core, a sampled count of loops); the
+  innermost spatial loop of each block is split by a sampled vector length and vectorized where
+  its stores are unit-stride; the outermost loop gets a sampled `pragma_auto_unroll_max_step`
+  (inner loops of constant extent whose product is at most that are unrolled when lowering).
+"""
+from __future__ import annotations
+
+from ...errors import ScheduleError
+from ...ir import For, IntImm
+from ...schedule import Schedule
+from ..analysis import block_info, blocks_in_nest, consumers, loop_node
+from .base import Rule, index_of
+
+UNROLL_STEPS = [0, 16, 64, 512]
+
+
+class ComputeLocation(Rule):
+    """Move an intermediate block under its readers' loops (default: the outermost legal one)."""
+
+    name = "compute-location"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        info = block_info(sch.func, block)
+        if info.writes_output or not info.top_level or _is_tuned(info):
+            return []
+        if not consumers(sch.func, block):
+            return []
+
+        def move(s: Schedule):
+            blk = s.get_block(block)
+            loc = s.sample_compute_location(blk, decision=0 if self.defaults else None)
+            s.compute_at(blk, loc)
+
+        return [move]
+
+
+def _is_tuned(info) -> bool:
+    """A block that an earlier rule already scheduled (tensorized, tiled or annotated)."""
+    return any(k.startswith(("tdsl.", "auto.")) for k, _ in info.block.annotations)
+
+
+def reduction_lanes(extent: int, lanes: int) -> list[int]:
+    """The vector lengths a reduction of `extent` can be split by: multiples of the vector width
+    (powers of two up to 4 vectors) that divide the extent at least twice."""
+    out = [v for v in (lanes * 4, lanes * 2, lanes, lanes // 2) if v >= 2 and extent % v == 0 and extent >= 2 * v]
+    return out
+
+
+class VectorReduction(Rule):
+    """rfactor the innermost reduced loop into a vector of partial results; see the module docstring."""
+
+    name = "vector-reduction"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        info = block_info(sch.func, block)
+        if info.is_spatial or info.store is None or _is_tuned(info) or not info.loops or not info.top_level:
+            return []
+        last = info.loops[-1]
+        inner = next((it for it in info.iters if it.loop is last), None)
+        if inner is None or inner.kind != "R" or info.loop_extents[-1] is None:
+            return []
+        if any(it.kind == "R" and it.loop is None for it in info.iters):
+            return []
+        choices = reduction_lanes(info.loop_extents[-1], self.hw.lanes)
+        if not choices:
+            return []
+
+        def rfactor(s: Schedule):
+            blk = s.get_block(block)
+            loops = s.get_loops(blk)
+            lanes = self.choose(s, choices, 0)
+            _, vec = s.split(loops[-1], [None, lanes])
+            rf = s.rfactor(vec, len(loops) - 1)
+            rf_loops = s.get_loops(rf)
+            init = s.decompose_reduction(rf, rf_loops[-2])
+            s.vectorize(s.get_loops(init)[-1])
+            s.vectorize(s.get_loops(rf)[-1])
+            s.annotate(rf, "auto.scheduled", True)
+            s.annotate(s.get_block(block), "auto.scheduled", True)
+
+        return [rfactor]
+
+
+def _perfect_prefix(func, loop_vars) -> list:
+    """The outer loops of `loop_vars` that form a perfect nest (each the only statement of the one before)."""
+    out = []
+    for var in loop_vars:
+        out.append(var)
+        if not isinstance(loop_node(func, var).body, For):
+            break
+    return out
+
+
+def _extent_of(func, var) -> int | None:
+    ext = loop_node(func, var).extent
+    return int(ext.value) if isinstance(ext, IntImm) else None
+
+
+def _kind_of(func, var) -> str:
+    return loop_node(func, var).kind
+
+
+def attempt(s: Schedule, steps) -> bool:
+    """Run `steps(s)` if it succeeds on a copy (then the same steps, same decisions, on `s`)."""
+    trial = s.copy()
+    try:
+        steps(trial)
+    except ScheduleError:
+        return False
+    steps(s)
+    return True
+
+
+def legal_parallel_prefix(func, block: str, count_from: Schedule) -> int:
+    """How many outer loops of `block`'s perfect nest can be fused and run in parallel."""
+    info = block_info(func, block)
+    prefix = _perfect_prefix(func, info.loops)
+    n = 0
+    for k in range(1, len(prefix) + 1):
+        def par(t: Schedule, k=k) -> None:
+            loops = t.get_loops(t.get_block(block))[:k]
+            t.parallel(t.fuse(*loops) if k > 1 else loops[0])
+        trial = count_from.copy()
+        try:
+            par(trial)
+        except ScheduleError:
+            break
+        n = k
+    return n
+
+
+class ParallelVectorizeUnroll(Rule):
+    """Parallel outer loops, vectorized inner loops, a sampled unroll depth; see the module docstring."""
+
+    name = "parallel-vectorize-unroll"
+
+    def __init__(self, hw, defaults: bool = True, tasks_per_core: int = 8):
+        super().__init__(hw, defaults)
+        self.tasks_per_core = tasks_per_core
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        info = block_info(sch.func, block)
+        if not info.top_level or not info.loops:
+            return []
+
+        def make(s: Schedule):
+            self._parallel(s, block)
+            for name in blocks_in_nest(s.func, block):
+                self._vectorize_block(s, name)
+
+        return [make]
+
+    # parallel -----------------------------------------------------------------------------
+    def _parallel(self, s: Schedule, block: str) -> None:
+        info = block_info(s.func, block)
+        if _kind_of(s.func, info.loops[0]) != "serial":
+            return
+        n_legal = legal_parallel_prefix(s.func, block, s)
+        if not n_legal:
+            return
+        want = self.hw.cores * self.tasks_per_core
+        total, default = 1, n_legal
+        for n, var in enumerate(info.loops[:n_legal], start=1):
+            ext = _extent_of(s.func, var)
+            if ext is None:
+                default = n
+                break
+            total *= ext
+            if total >= want:
+                default = n
+                break
+        n = self.choose(s, list(range(1, n_legal + 1)), default - 1) if n_legal > 1 else 1
+        loops = s.get_loops(s.get_block(block))[:n]
+        fused = s.fuse(*loops) if n > 1 else loops[0]
+        s.parallel(fused)
+
+    # vectorize ----------------------------------------------------------------------------
+    def _vectorize_block(self, s: Schedule, name: str) -> None:
+        info = block_info(s.func, name)
+        if not info.loops or _is_tuned(info) or info.store is None:
+            return
+        last = info.loops[-1]
+        if _kind_of(s.func, last) != "serial":
+            return
+        inner = next((it for it in info.iters if it.loop is last), None)
+        if inner is None or inner.kind != "S":
+            return
+        idx = info.store.indices
+        if not idx or idx[-1] is not inner.var:
+            return
+        extent = info.loop_extents[-1]
+        lanes = self.hw.lanes
+        choices = [v for v in (lanes * 4, lanes * 2, lanes) if extent is None or extent >= v] or [lanes]
+        default = 0
+        if extent is not None:
+            dividing = [k for k, v in enumerate(choices) if extent % v == 0]
+            default = dividing[0] if dividing else len(choices) - 1
+
+        def vec(t: Schedule) -> None:
+            width = self.choose(t, choices, default)
+            loop = t.get_loops(t.get_block(name))[-1]
+            if extent is not None and extent <= width:
+                t.vectorize(loop)
+            else:
+                _, v = t.split(loop, [None, width])
+                t.vectorize(v)
+
+        attempt(s, vec)
+
+
+__all__ = ["UNROLL_STEPS", "ComputeLocation", "ParallelVectorizeUnroll", "VectorReduction", "attempt", "index_of"]

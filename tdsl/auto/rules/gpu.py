@@ -1,0 +1,137 @@
+"""GPU rules: every loop nest becomes a kernel with bound threads.
+
+* `GPUMatmulTiling`: a reduction block with two or more spatial loops and constant extents
+  (GEMM, batched matmul, convolutions) is tiled TVM's classic way: the last two spatial loops
+  split into (blockIdx, threadIdx, per-thread) tiles (`sample_perfect_tile`), the largest
+  reduction loop into (k-tile, k-step); the operands are staged per k-tile in shared memory
+  (`cache_read(..., "shared")` + `compute_at` the k-tile loop, the copy fused and spread over
+  the block's threads), the results accumulated in a per-thread register tile
+  (`cache_write(..., "local")` + `reverse_compute_at` the threadIdx loop). Other spatial loops
+  are fused into blockIdx.y.
+* `GPUBind`: any other root loop nest: its outer spatial loops (those `parallel` accepts) are
+  fused and split by a sampled thread count into blockIdx.x / threadIdx.x; reductions stay
+  serial inside each thread. A nest whose loops cannot be bound runs in one thread
+  (a unit loop bound to blockIdx.x and threadIdx.x), correct but slow.
+* Cross-thread reduction (a reduction spread over a warp with shuffles) waits for the CUDA
+  backend's support (issue of the cuda-emu branch); until then reductions run per thread.
+
+Defaults: per-thread tiles of up to 4 x 4, 8 x 8 to 16 x 16 threads per block, k-tiles of 8
+(shared tiles well under `Hardware.max_shared`), 256 threads for elementwise kernels.
+"""
+from __future__ import annotations
+
+from ...errors import ScheduleError
+from ...schedule import Schedule
+from ..analysis import block_info
+from .base import Rule
+from .cpu_loops import _extent_of, _kind_of, legal_parallel_prefix
+
+
+def _divisor(n: int, candidates) -> int:
+    return next((c for c in candidates if n % c == 0), 1)
+
+
+def gpu_tile(n: int, max_threads: int = 16) -> list[int]:
+    """[blocks, threads, per-thread] for a spatial extent n: the default decision."""
+    r = _divisor(n, (4, 2, 1))
+    t = _divisor(n // r, tuple(d for d in (16, 8, 4, 2) if d <= max_threads) + (1,))
+    return [n // (t * r), t, r]
+
+
+class GPUMatmulTiling(Rule):
+    """Shared-memory tiling with a register accumulator; see the module docstring."""
+
+    name = "multi-level-tiling-gpu"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        info = block_info(sch.func, block)
+        if (info.is_spatial or len(info.spatial) < 2 or not info.simple_bindings or not info.constant_extents
+                or not info.top_level or info.store is None):
+            return []
+        return [lambda s: self._tile(s, block)]
+
+    def _tile(self, s: Schedule, block: str) -> None:
+        c = s.get_block(block)
+        info = block_info(s.func, block)
+        handles = s.get_loops(c)
+        kinds = {id(it.loop): it.kind for it in info.iters}
+        spatial = [h for h in handles if kinds[id(h.var)] == "S"]
+        reduce_ = [h for h in handles if kinds[id(h.var)] == "R"]
+        li, lj = spatial[-2], spatial[-1]
+        others = spatial[:-2]
+        ext = {id(h.var): _extent_of(s.func, h.var) for h in handles}
+        lk = max(reduce_, key=lambda h: ext[id(h.var)])
+        other_r = [h for h in reduce_ if h is not lk]
+        fi = s.sample_perfect_tile(li, 3, max_innermost_factor=4,
+                                   decision=gpu_tile(ext[id(li.var)]) if self.defaults else None)
+        fj = s.sample_perfect_tile(lj, 3, max_innermost_factor=4,
+                                   decision=gpu_tile(ext[id(lj.var)]) if self.defaults else None)
+        kext = ext[id(lk.var)]
+        fk = s.sample_perfect_tile(lk, 2, max_innermost_factor=16,
+                                   decision=[kext // _divisor(kext, (8, 4, 2, 1)), _divisor(kext, (8, 4, 2, 1))]
+                                   if self.defaults else None)
+        by, ty, ti = s.split(li, fi)
+        bx, tx, tj = s.split(lj, fj)
+        ko, ki = s.split(lk, fk)
+        s.reorder(*others, by, bx, ty, tx, ko, *other_r, ki, ti, tj)
+        if others:
+            by = s.fuse(*others, by)
+        s.bind(by, "blockIdx.y")
+        s.bind(bx, "blockIdx.x")
+        s.bind(ty, "threadIdx.y")
+        s.bind(tx, "threadIdx.x")
+        for buf in sorted({r.name for r in info.reads if r.name != info.store.buffer.name}):
+            shared = s.cache_read(c, buf, "shared")
+            s.compute_at(shared, ko)
+            copy = s.get_loops(shared)[5:]
+            fused = s.fuse(*copy) if len(copy) > 1 else copy[0]
+            _, fy, fx = s.split(fused, [None, fi[1], fj[1]])
+            s.bind(fy, "threadIdx.y")
+            s.bind(fx, "threadIdx.x")
+        local = s.cache_write(c, 0, "local")
+        s.reverse_compute_at(local, tx)
+        s.annotate(s.get_block(block), "auto.scheduled", True)
+
+
+class GPUBind(Rule):
+    """Bind a root loop nest's outer spatial loops to blockIdx.x / threadIdx.x; see the module docstring."""
+
+    name = "gpu-bind"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        info = block_info(sch.func, block)
+        if not info.top_level:
+            return []
+        if info.loops and _kind_of(sch.func, info.loops[0]) == "thread_binding":
+            return []
+        return [lambda s: self._bind(s, block)]
+
+    def _bind(self, s: Schedule, block: str) -> None:
+        info = block_info(s.func, block)
+        n = legal_parallel_prefix(s.func, block, s)
+        if not n:
+            self._one_thread(s, block)
+            return
+        total = 1
+        for var in info.loops[:n]:
+            e = _extent_of(s.func, var)
+            total = None if e is None or total is None else total * e
+        choices = [256, 128, 512, 64, 1024, 32]
+        default = 0
+        if total is not None:
+            fitting = [k for k, t in enumerate(choices) if t <= max(total, 32)]
+            default = fitting[0] if fitting else len(choices) - 1
+        threads = self.choose(s, choices, default)
+        loops = s.get_loops(s.get_block(block))[:n]
+        fused = s.fuse(*loops) if n > 1 else loops[0]
+        bx, tx = s.split(fused, [None, threads])
+        s.bind(bx, "blockIdx.x")
+        s.bind(tx, "threadIdx.x")
+
+    def _one_thread(self, s: Schedule, block: str) -> None:
+        root = s.get_loops(s.get_block(block))
+        if not root:
+            raise ScheduleError(f'gpu-bind: block "{block}" has no loop to bind')
+        one_block, one_thread, _ = s.split(root[0], [1, 1, None])
+        s.bind(one_block, "blockIdx.x")
+        s.bind(one_thread, "threadIdx.x")

@@ -1,0 +1,182 @@
+"""CPU multi-level tiling of multiply-accumulate blocks onto the x86 fp32 register micro-kernel.
+
+For a block `C[.., i, .., j] += A[.., i, .., k] * B[.., k, .., j]` with constant extents (GEMM,
+batched matmul, conv2d in NCHW: i = filters, j = output columns, k = channels; see
+`analysis.matmul_roles`), GotoBLAS style, as bench/schedules.py's hand GEMM:
+
+* loops, outer to inner: the other spatial loops (batch, output rows), `io` (MC rows of C per
+  parallel task), the other reductions (filter taps), `jc` (NC columns per pass), `k0` (KC
+  steps), `j0` (NR panels), `i0` (MR rows), then the MR x NR x KC micro-kernel, `tensorize`d with
+  `x86.<isa>.fp32_<MR>x<NR>x<KC>` (accumulators in vector registers) -- the S-S-R-S-R-S tiles
+  of a register-blocked GEMM;
+* packing of the reused operands where they are plain 2-D (or batched) matrices: B into NR-wide
+  column panels (`cache_read` + `transform_layout` to (j // NR, k, j % NR), a parallel vector
+  copy), A per MC block into MR-interleaved micro-panels (`cache_read` + `compute_at` io +
+  `transform_layout`), C per MC x NC block as micro-tiles in a `cache_write` buffer copied back
+  with vector stores (`reverse_compute_at` jc);
+* the outer spatial loops and io fused and parallel, the init split off (`decompose_reduction`).
+
+The micro-kernel tile (MR, NR, KC) is fixed per sketch (it names the intrinsic); the design
+space offers the default tile and its neighbours as separate sketches. The block counts MC / MR
+and NC / NR are sampled (`sample_categorical`), defaulting to the hand schedule's rules: NR =
+2, 5, 3 or 1 vectors (the first dividing n), MR giving 6..12 accumulators, KC the largest
+divisor of k whose KC x NR sliver fits half of L1, MC the largest multiple of MR dividing m whose
+A and C blocks fit 5/8 of L2 with >= 8 blocks per core, NC the largest multiple of NR <= 256.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...intrinsics import x86
+from ...schedule import Schedule
+from ..analysis import MatmulRoles, block_info, matmul_roles
+from .base import Rule, index_of
+
+TASKS_PER_CORE = 8
+
+
+def _divisor(n: int, candidates) -> int:
+    return next((c for c in candidates if n % c == 0), 1)
+
+
+@dataclass(frozen=True)
+class MicroTile:
+    mr: int
+    nr: int
+    kc: int
+
+
+def default_tiles(m: int, n: int, k: int, lanes: int, l1: int) -> list[MicroTile]:
+    """The micro-kernel tiles worth a sketch, the default (the hand GEMM's rule) first."""
+    out = []
+    for nr in dict.fromkeys([_divisor(n, (2 * lanes, 5 * lanes, 3 * lanes, lanes))]
+                            + [v * lanes for v in (1, 2, 3, 4) if n % (v * lanes) == 0]):
+        if n % nr:
+            continue
+        vectors = nr // lanes
+        mr = _divisor(m, tuple(r for r in (12, 10, 8, 6, 5, 4, 3, 2) if 6 <= r * vectors <= 12) + (2, 1))
+        kc = max(d for d in range(1, max(1, (l1 // 2) // (nr * 4)) + 1) if k % d == 0)
+        out.append(MicroTile(mr, nr, kc))
+    return out
+
+
+def mc_candidates(m: int, mr: int, kc: int, nc: int, l2: int, cores: int) -> tuple[list[int], int]:
+    """(MC / MR counts to sample from, the default's index)."""
+    counts = [d // mr for d in range(mr, m + 1, mr) if m % d == 0]
+    row_bytes = (kc + nc) * 4
+    fit = [c for c in counts if c * mr * row_bytes <= l2 * 5 // 8] or counts[:1]
+    tasks = [c for c in fit if m // (c * mr) >= TASKS_PER_CORE * cores] or fit[:1]
+    even = [c for c in tasks if (m // (c * mr)) % 2 == 0]
+    default = max(even or tasks)
+    return counts, counts.index(default)
+
+
+def nc_candidates(n: int, nr: int) -> tuple[list[int], int]:
+    counts = [d // nr for d in range(nr, n + 1, nr) if n % d == 0]
+    default = max(d for d in range(nr, max(nr, min(n, 256)) + 1, nr) if n % d == 0) // nr
+    return counts, counts.index(default)
+
+
+def _lambda(params: list[str], outputs: list[str]):
+    """A layout map with named parameters (printable and JSON-able), from text."""
+    return eval(f"lambda {', '.join(params)}: ({', '.join(outputs)},)")
+
+
+class MatmulTensorizeCPU(Rule):
+    """GotoBLAS tiling onto the x86 fp32 micro-kernel; see the module docstring."""
+
+    name = "multi-level-tiling-cpu-tensorize"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        if self.hw.kind != "cpu" or not self.hw.isa:
+            return []
+        info = block_info(sch.func, block)
+        roles = matmul_roles(info)
+        if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
+            return []
+        m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
+        if n % self.hw.lanes:
+            return []
+        tiles = default_tiles(m, n, k, self.hw.lanes, self.hw.l1)
+        return [lambda s, t=t: self._tile(s, block, roles, t) for t in tiles]
+
+    def _tile(self, s: Schedule, block: str, roles: MatmulRoles, tile: MicroTile) -> None:
+        hw = self.hw
+        mr, nr, kc = tile.mr, tile.nr, tile.kc
+        m, n = roles.i.extent, roles.j.extent
+        c = s.get_block(block)
+        info = block_info(s.func, block)
+        plain_b = _plain_operand(roles.b_indices, roles.k, roles.j)
+        plain_a = _plain_operand(roles.a_indices, roles.i, roles.k)
+        plain_c = _plain_operand(roles.c_indices, roles.i, roles.j)
+        batch = len(roles.c_indices) - 2
+        b_name = roles.b.name
+        if plain_b is not None:
+            pack_b = s.cache_read(c, b_name, "global")
+            params = [f"v{d}" for d in range(len(roles.b_indices))]
+            lead, kk, jj = params[:-2], params[-2], params[-1]
+            s.transform_layout(pack_b, f"{b_name}_global",
+                               _lambda(params, lead + [f"{jj} // {nr}", kk, f"{jj} % {nr}"]))
+            loops = s.get_loops(pack_b)
+            s.parallel(s.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
+            _, vec = s.split(loops[-1], [None, nr])
+            s.vectorize(vec)
+        pack_a = s.cache_read(c, roles.a.name, "global") if plain_a is not None else None
+        copy_c = s.cache_write(c, roles.c.name, "global") if plain_c is not None and plain_a is not None else None
+        # the loops, by the iterators they bind
+        handles = s.get_loops(c)
+        by_var = {id(h.var): h for h in handles}
+        loop_of = {id(it.var): by_var[id(it.loop)] for it in info.iters}
+        by_loop = {id(it.loop): it for it in info.iters}
+        loop_iter = [by_loop[id(h.var)] for h in handles]
+        li, lj, lk = loop_of[id(roles.i.var)], loop_of[id(roles.j.var)], loop_of[id(roles.k.var)]
+        others_s = [h for h, it in zip(handles, loop_iter) if it.kind == "S" and h not in (li, lj)]
+        others_r = [h for h, it in zip(handles, loop_iter) if it.kind == "R" and h is not lk]
+        nc_counts, nc_default = nc_candidates(n, nr)
+        nc_over_nr = self.choose(s, nc_counts, nc_default)
+        nc = nr * int(nc_over_nr)
+        mc_counts, mc_default = mc_candidates(m, mr, kc, nc, hw.l2, hw.cores)
+        mc_over_mr = self.choose(s, mc_counts, mc_default)
+        io, i0, i1 = s.split(li, [None, mc_over_mr, mr])
+        jc, j0, j1 = s.split(lj, [None, nc_over_nr, nr])
+        k0, k1 = s.split(lk, [None, kc])
+        order = others_s + [io] + others_r + [jc, k0, j0, i0, i1, j1, k1]
+        s.reorder(*order)
+        outer = others_s + [io]
+        s.parallel(s.fuse(*outer) if len(outer) > 1 else io)
+        fused = s.get_loops(c)[0]
+        if pack_a is not None:
+            s.compute_at(pack_a, fused)
+            params = [f"v{d}" for d in range(len(roles.a_indices))]
+            lead, ii, kk = params[:-2], params[-2], params[-1]
+            s.transform_layout(pack_a, f"{roles.a.name}_global",
+                               _lambda(params, lead + [f"{ii} // {mr}", kk, f"{ii} % {mr}"]))
+        if copy_c is not None:
+            s.reverse_compute_at(copy_c, s.get_loops(c)[1 + len(others_r)])
+            params = [f"v{d}" for d in range(len(roles.c_indices))]
+            lead, ii, jj = params[:-2], params[-2], params[-1]
+            s.transform_layout(c, f"{roles.c.name}_global",
+                               _lambda(params, lead + [f"{jj} // {nr}", f"{ii} // {mr}", f"{ii} % {mr}",
+                                                       f"{jj} % {nr}"]))
+            _, vec = s.split(s.get_loops(copy_c)[-1], [None, nr])
+            s.vectorize(vec)
+        first_r = (others_r + [k0])[0]
+        s.decompose_reduction(c, first_r)
+        packed = plain_b is not None and pack_a is not None
+        name = x86.register_fp32(hw.isa, mr, nr, kc, prefetch=packed and nr * 4 <= 64)
+        s.tensorize(i1, name)
+        del batch
+
+
+def _plain_operand(indices, row, col):
+    """The indices when they are (batch..., row, col) plain iterators of the block, else None."""
+    from ...ir import Var
+
+    if len(indices) < 2 or not all(isinstance(e, Var) for e in indices):
+        return None
+    if indices[-2] is not row.var or indices[-1] is not col.var:
+        return None
+    return indices
+
+
+__all__ = ["MatmulTensorizeCPU", "default_tiles", "index_of"]

@@ -1,0 +1,125 @@
+"""A design space: rules applied to every block, or the user's own `space(sch)` function.
+
+`rules(target)` is the default rule list, in passes:
+
+1. `AutoInline`, blocks in program order (elementwise chains and padding collapse first);
+2. the tiling rules (`MatmulTensorizeCPU`, `TensorizeMatching`, `MultiLevelTilingCPU` on the
+   CPU; `GPUMatmulTiling`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
+   blocks consumers first (post-order: a consumer is tiled before its producers choose where to go);
+3. `ParallelVectorizeUnroll` (CPU), blocks in program order.
+
+Each rule maps a schedule and a block to the schedules it makes (see `rules.base.Rule`); the
+space is every combination, `sketches(func, target)` lists them. To extend the space, add your
+rule to a pass (`passes = default_passes(hw); passes[1].insert(0, MyRule(hw))`) and pass
+`passes=` -- or write `def space(sch): ...` with ordinary and sampling primitives and pass
+`space=space`: it is then the whole design space (one sketch per call).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..schedule import Schedule
+from .analysis import top_level_blocks
+from .hardware import Hardware, hardware
+from .rules import (
+    AutoInline,
+    ComputeLocation,
+    GPUBind,
+    GPUMatmulTiling,
+    MatmulTensorizeCPU,
+    MultiLevelTilingCPU,
+    ParallelVectorizeUnroll,
+    Rule,
+    TensorizeMatching,
+    VectorReduction,
+)
+
+
+@dataclass
+class Pass:
+    """Rules applied to every block, in program order or consumers first."""
+
+    rules: list[Rule]
+    consumers_first: bool = False
+
+    def insert(self, index: int, rule: Rule) -> None:
+        self.rules.insert(index, rule)
+
+    def append(self, rule: Rule) -> None:
+        self.rules.append(rule)
+
+
+def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
+    """The default rules for `hw` (see the module docstring); `defaults`: every sampled choice is
+    the rule's default (auto_schedule) or random (a search's sketches)."""
+    if hw.is_gpu:
+        return [Pass([AutoInline(hw, defaults)]),
+                Pass([GPUMatmulTiling(hw, defaults), GPUBind(hw, defaults)], consumers_first=True)]
+    return [Pass([AutoInline(hw, defaults)]),
+            Pass([MatmulTensorizeCPU(hw, defaults), TensorizeMatching(hw, defaults), MultiLevelTilingCPU(hw, defaults),
+                  ComputeLocation(hw, defaults), VectorReduction(hw, defaults)], consumers_first=True),
+            Pass([ParallelVectorizeUnroll(hw, defaults)])]
+
+
+def _apply_pass(schedules: list[Schedule], p: Pass, limit: int) -> list[Schedule]:
+    names = top_level_blocks(schedules[0].func)
+    if p.consumers_first:
+        names = list(reversed(names))
+    for name in names:
+        for rule in p.rules:
+            nxt: list[Schedule] = []
+            for sch in schedules:
+                nxt.extend(rule(sch, name))
+                if len(nxt) >= limit:
+                    break
+            schedules = nxt[:limit]
+    return schedules
+
+
+def sketches(func, target="cpu", *, passes: list[Pass] | None = None, space: Callable | None = None,
+             defaults: bool = False, seed: int | None = 0, limit: int = 64) -> list[Schedule]:
+    """The design space of `func` on `target`: schedules whose traces are its sketches (sampling
+    steps included; `trace.with_decisions` / replay explores them). `defaults=True` takes every
+    rule's default decision instead of sampling. At most `limit` sketches (the first ones: the
+    rules' preferred alternatives come first)."""
+    hw = hardware(target)
+    if space is not None:
+        sch = Schedule(func, seed=seed)
+        space(sch)
+        return [sch]
+    passes = passes if passes is not None else default_passes(hw, defaults)
+    schedules = [Schedule(func, seed=seed)]
+    for p in passes:
+        schedules = _apply_pass(schedules, p, limit)
+    return schedules
+
+
+class Space:
+    """The sketches of a design space, printable: `print(tdsl.space(matmul, "cpu"))`."""
+
+    def __init__(self, func, target, schedules: list[Schedule]):
+        self.func, self.target, self.schedules = func, target, schedules
+
+    def __len__(self) -> int:
+        return len(self.schedules)
+
+    def __iter__(self):
+        return iter(self.schedules)
+
+    def __getitem__(self, k: int) -> Schedule:
+        return self.schedules[k]
+
+    def __str__(self) -> str:
+        parts = []
+        for k, s in enumerate(self.schedules):
+            parts.append(f"# sketch {k}: {len(s.trace)} steps, {len(s.trace.decisions)} decisions\n{s.trace}")
+        return "\n\n".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Space({self.func.name}, {self.target!r}, {len(self)} sketches)\n{self}"
+
+
+def space(func, target="cpu", *, passes: list[Pass] | None = None, seed: int | None = 0, limit: int = 64) -> Space:
+    """The design space's sketches of `func` on `target` (decisions sampled with `seed`)."""
+    return Space(func, target, sketches(func, target, passes=passes, seed=seed, limit=limit))
