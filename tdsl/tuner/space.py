@@ -28,7 +28,7 @@ def sketches(func, target: str, space, seed: int, tries: int = 8) -> list:
 
     if space is None:
         try:
-            from .. import space as rules_space  # tdsl.space: the auto-scheduling rules
+            from ..auto import space as rules_space  # tdsl.space: the auto-scheduling rules
         except ImportError:
             raise ValueError("tune: tdsl has no rule-based design space in this installation; pass "
                              "space=fn, a function (sch) -> None written with sampling primitives") from None
