@@ -58,6 +58,7 @@ class TaskState:
     records: list = field(default_factory=list)          # this workload's records, oldest first
     seen: set = field(default_factory=set)                # program keys measured (or failed)
     stale: int = 0                                         # rounds in a row without a new candidate
+    tried: set = field(default_factory=set)                # (sketch structure, decisions) prepared so far
     measured_here: int = 0                                 # trials of this run
 
     def __post_init__(self):
@@ -75,35 +76,62 @@ class TaskState:
     def add(self, record: Record) -> None:
         self.records.append(record)
         self.seen.add(record.candidate)
+        if record.trace and record.decisions:
+            try:
+                self.note_tried(record.trace, record.decisions)
+            except Exception:  # noqa: BLE001, S110 - a record from another tdsl: it is only not deduplicated
+                pass
 
     # proposals ------------------------------------------------------------------------------
-    def _fresh(self) -> dict:
+    def _fresh(self) -> tuple:
+        """A fresh sample: categorical decisions drawn here (their candidates do not depend on other
+        decisions), tiles and compute locations left None (sampled by the replay from the seed)."""
         sketch = self.rng.choice(self.sketches)
-        return {"trace": space_mod.trace_text(sketch),
-                "decisions": {str(k): None for k in sketch.decisions}, "seed": self.rng.randrange(1 << 30)}
+        decisions = {}
+        for k in sketch.decisions:
+            ins = sketch.instructions[k]
+            if ins.kind == "sample_categorical":
+                weights = dict(ins.attrs)["probs"]
+                decisions[k] = self.rng.choices(range(len(weights)), weights=weights)[0]
+            else:
+                decisions[k] = None
+        return sketch, decisions
+
+    def _child(self, parents: list) -> tuple:
+        roll = self.rng.random()
+        parent = self.rng.choice(parents[:8]) if self.rng.random() < 0.7 else self.rng.choice(parents)
+        if roll < 0.15:
+            return self._fresh()
+        decisions = None
+        if roll < 0.35 and len(parents) > 1:
+            decisions = space_mod.crossover(parent, self.rng.choice(parents), self.rng)
+        if decisions is None:
+            decisions = space_mod.mutate(parent, self.rng, steps=1 if self.rng.random() < 0.7 else 2)
+        return (parent, decisions) if decisions is not None else self._fresh()
+
+    def note_tried(self, trace_text: str, decisions: dict) -> None:
+        """Remember a realized candidate (its sketch and decisions) so that it is not proposed again."""
+        self.tried.add((space_mod.structure(space_mod.load(trace_text)),
+                        json.dumps({str(k): v for k, v in decisions.items()}, sort_keys=True)))
 
     def propose(self, n: int, random_only: bool) -> list[dict]:
+        """Up to `n` proposals none of which was tried before (a proposal whose decisions are all
+        known is compared before any replay; one with decisions left to the replay after it)."""
         ok = sorted((r for r in self.records if r.ok), key=lambda r: r.time)
-        if random_only or not ok:
-            return [self._fresh() for _ in range(n)]
         parents = [space_mod.load(r.trace) for r in ok[: max(4, min(16, len(ok) // 3 + 1))]]
-        out = []
-        for _ in range(n):
-            roll = self.rng.random()
-            decisions = None
-            parent = self.rng.choice(parents[:8]) if self.rng.random() < 0.7 else self.rng.choice(parents)
-            if roll < 0.15:
-                out.append(self._fresh())
-                continue
-            if roll < 0.35 and len(parents) > 1:
-                other = self.rng.choice(parents)
-                decisions = space_mod.crossover(parent, other, self.rng)
-            if decisions is None:
-                decisions = space_mod.mutate(parent, self.rng, steps=1 if self.rng.random() < 0.7 else 2)
-            if decisions is None:
-                out.append(self._fresh())
-                continue
-            out.append({"trace": space_mod.trace_text(parent), "decisions": {str(k): v for k, v in decisions.items()},
+        out, keys = [], set()
+        for _ in range(8 * n):
+            if len(out) >= n:
+                break
+            trace, changed = self._fresh() if random_only or not parents else self._child(parents)
+            merged = dict(trace.decisions)
+            merged.update(changed)
+            if all(v is not None for v in merged.values()):
+                key = (space_mod.structure(trace), json.dumps({str(k): v for k, v in merged.items()}, sort_keys=True))
+                if key in self.tried or key in keys:
+                    continue
+                keys.add(key)
+            out.append({"trace": space_mod.trace_text(trace), "decisions": {str(k): v for k, v in changed.items()},
                         "seed": self.rng.randrange(1 << 30)})
         return out
 
@@ -212,13 +240,14 @@ class Engine:
             if "invalid" in p or "key" not in p:
                 self.invalid += 1
                 continue
+            task.note_tried(p["trace"], p["decisions"])
             if p["key"] in task.seen or p["key"] in keys:
                 self.duplicates += 1
                 continue
             keys.add(p["key"])
             valid.append(p)
-        if not valid:
-            task.stale += 1
+        if not proposals or not valid:
+            task.stale += 1 if proposals else 3        # nothing left to propose: the space is exhausted
             return
         task.stale = 0
         picked = task.rank([p for p in valid if "features" in p], batch, self.opt.explore) if not first else valid[:batch]
