@@ -126,7 +126,14 @@ class Runner:
                 child = self._start()
                 child.stdin.write((json.dumps(request) + "\n").encode())
                 child.stdin.flush()
-            line = self._read_line(child, time.monotonic() + timeout)
+            try:
+                line = self._read_line(child, time.monotonic() + timeout)
+            except BaseException:
+                # interrupted (Ctrl-C) mid-measurement: the child's answer would arrive late and
+                # answer the next request; end it, the next request starts a fresh one
+                self._kill(child)
+                self._child = None
+                raise
             if line is None:
                 self._kill(child)
                 self._child = None
