@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from dataclasses import dataclass, field
 
 from .cost_model import make_model
@@ -187,8 +188,9 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     * `space`: None for tdsl's rules (`tdsl.space`), or a function `space(sch)` written with
       ordinary and sampling primitives (or a dict of them by function name).
     * `executor`: any concurrent.futures.Executor for builds (and, when given, measurements);
-      default a pool of fresh local processes, one per core. A Dask `client.get_executor()`
-      builds and measures on the cluster's workers.
+      default a pool of fresh local processes, one per core (`tdsl.tuner.pool.LocalPool`, which
+      may also be passed, to reuse one pool; with it this process measures). Any other executor
+      also measures: a Dask `client.get_executor()` builds and measures on the cluster's workers.
     * `cost_model`: "auto" (lightgbm when installed, else numpy), "lightgbm", "numpy",
       "random" (random search) or a CostModel.
     * `verbose`: 0 silent, 1 live bar / summary, 2 one line per candidate. Ctrl-C stops and
@@ -199,7 +201,6 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     from .machine import fingerprint
     from .pool import LocalPool
     from .progress import Progress
-    from .space import sketches
 
     funcs = list(func_or_funcs) if isinstance(func_or_funcs, (list, tuple)) else [func_or_funcs]
     funcs = [getattr(f, "func", f) for f in funcs]        # a Schedule: its current function
@@ -216,24 +217,19 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     options = TuneOptions(trials=trials, time_budget=time_budget, batch=max(1, batch), timeout=timeout,
                           repeats=repeats)
     rng = random.Random(seed)
-    tasks = []
-    resumed = 0
-    for k, f in enumerate(funcs):
-        fn = space.get(f.name) if isinstance(space, dict) else space
-        if isinstance(space, dict) and fn is None:
-            raise ValueError(f"tune: space= names no design space for {f.name!r} (it has {sorted(space)})")
-        found = sketches(f, str(tgt), fn, seed + k)
-        if not found:
-            raise ValueError(f"tune: the design space of {f.name} is empty (space() made no trace)")
-        model = make_model(cost_model)
-        task = TaskState(f, str(tgt), found, model, random.Random(rng.randrange(1 << 30)), flops=flop_count(f))
-        if db is not None:
-            task.workload = db.workload(f, str(tgt), machine=machine)
-            for r in db.records(task.workload):
-                task.add(r)
-            resumed += len(task.records)
-            task.refit()
-        tasks.append(task)
+    owned = executor is None
+    pool = LocalPool() if owned else executor           # its workers start while the sketches are made
+    local = isinstance(pool, LocalPool)                 # its workers are on this machine: measure here
+    if local:
+        from .runner import runner
+
+        runner().prestart()
+    try:
+        tasks, resumed = _tasks(funcs, tgt, space, seed, rng, cost_model, db, machine)
+    except BaseException:
+        if owned:
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise
     already = sum(len(t.records) for t in tasks)
     options.trials = max(0, trials - already)
     progress = Progress(options.trials, verbose=verbose, log_path=db.log_path if db is not None else None,
@@ -241,16 +237,14 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     if resumed:
         progress.note(f"tuning: resuming from {db.path}: {resumed} records already measured, "
                       f"{options.trials} trials left")
-    owned = executor is None
-    pool = LocalPool() if owned else executor
-    engine = Engine(tasks, pool, measure_locally=owned, database=db, options=options, progress=progress,
-                    kill=pool.kill_worker if owned else None)
+    engine = Engine(tasks, pool, measure_locally=local, database=db, options=options, progress=progress,
+                    kill=pool.kill_worker if local else None)
     try:
         engine.run()
     finally:
         if owned:
             pool.shutdown(wait=not engine.interrupted, cancel_futures=True)
-    seconds = engine.start and (__import__("time").monotonic() - engine.start)
+    seconds = time.monotonic() - engine.start
     result = TuneResult(
         [TaskResult(t.func, t.records, t.flops, t.workload.key if t.workload else None) for t in tasks],
         stats={"trials": engine.trials_done, "seconds": seconds, "invalid": engine.invalid,
@@ -264,3 +258,27 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     if db is not None and not isinstance(database, Database):
         db.close()
     return result
+
+
+def _tasks(funcs, tgt, space, seed: int, rng: random.Random, cost_model, db, machine: str):
+    """One TaskState per function (its sketches; its records when a database is given)."""
+    from .space import sketches
+
+    tasks, resumed = [], 0
+    for k, f in enumerate(funcs):
+        fn = space.get(f.name) if isinstance(space, dict) else space
+        if isinstance(space, dict) and fn is None:
+            raise ValueError(f"tune: space= names no design space for {f.name!r} (it has {sorted(space)})")
+        found = sketches(f, str(tgt), fn, seed + k)
+        if not found:
+            raise ValueError(f"tune: the design space of {f.name} is empty (space() made no trace)")
+        task = TaskState(f, str(tgt), found, make_model(cost_model), random.Random(rng.randrange(1 << 30)),
+                         flops=flop_count(f))
+        if db is not None:
+            task.workload = db.workload(f, str(tgt), machine=machine)
+            for r in db.records(task.workload):
+                task.add(r)
+            resumed += len(task.records)
+            task.refit()
+        tasks.append(task)
+    return tasks, resumed

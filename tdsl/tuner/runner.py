@@ -68,6 +68,12 @@ class Runner:
         self._buffer = b""
         return self._child
 
+    def prestart(self) -> None:
+        """Start the child now (its imports then overlap the first builds)."""
+        with self._lock:
+            if self._child is None or self._child.poll() is not None:
+                self._start()
+
     def _stderr_tail(self) -> str:
         if self._stderr is None:
             return ""

@@ -20,12 +20,12 @@ def _has_measured() -> bool:
 def test_tune_on_a_local_dask_cluster(tmp_path):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                   worker_dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        result = tdsl.tune(mm, trials=3, space=space, batch=3, executor=client.get_executor(), verbose=0,
+        result = tdsl.tune(mm, trials=2, space=space, batch=2, executor=client.get_executor(), verbose=0,
                            database=tmp_path / "d.db")
         measured_there = client.run(_has_measured)
-    assert len(result.records) == 3 and result.best is not None
+    assert len(result.records) == 2 and result.best is not None
     assert result.stats["machines"] == [fingerprint()]
     assert len(measured_there) == 2 and any(measured_there.values())   # the workers measured
     with Database(tmp_path / "d.db") as db:
         (wl,) = db.workloads()
-        assert wl.machine == fingerprint() and db.count(wl) == 3
+        assert wl.machine == fingerprint() and db.count(wl) == 2
