@@ -228,13 +228,15 @@ class Engine:
 
     def round(self, task: TaskState, batch: int) -> None:
         first = not task.model.fitted or sum(r.features is not None for r in task.records) < 4
-        n = batch * (2 if first else self.opt.pool)
+        n = batch if first else int(batch * self._pool_factor())   # random rounds compile all they prepare
         proposals = task.propose(n, random_only=first)
         common = {"func": task.func_script, "compile": first}
         t0 = time.monotonic()
         futures = [self.executor.submit(worker.prepare, dict(common, **p)) for p in proposals]
         prepared = self._wait(futures, self.opt.build_timeout)
         self.prepare_seconds += time.monotonic() - t0
+        if not first and proposals:
+            self._prepare_wall = (time.monotonic() - t0) / len(proposals)
         valid, keys = [], set()
         for p in prepared:
             if "invalid" in p or "key" not in p:
@@ -266,8 +268,20 @@ class Engine:
         for p in picked:
             if "build_s" in p:
                 self.builds += 1
+        t0 = time.monotonic()
         self.measure(task, picked)
+        if picked:
+            self._trial_wall = (time.monotonic() - t0) / len(picked)
         task.refit()
+
+    def _pool_factor(self) -> float:
+        """Proposals prepared per trial: `pool`, fewer when preparing (replaying) a proposal costs
+        much more than building and measuring one (the prepare phase then stays within about
+        twice the measure phase), at least 1.5."""
+        prep, trial = getattr(self, "_prepare_wall", None), getattr(self, "_trial_wall", None)
+        if not prep or not trial:
+            return float(self.opt.pool)
+        return max(1.5, min(float(self.opt.pool), 2.0 * trial / prep))
 
     def measure(self, task: TaskState, picked: list[dict]) -> None:
         requests = []

@@ -137,16 +137,20 @@ def test_several_functions_share_the_budget_and_ctrl_c_keeps_the_best():
         _ = both.best
 
     class StopAfterOneRound(ThreadPoolExecutor):
-        rounds = 0
+        """Ctrl-C as the second round starts preparing."""
+
+        measured = 0
 
         def submit(self, fn, *args, **kwargs):
-            if fn is worker.prepare and args[0].get("compile") is False:
+            if fn is worker.measure:
+                self.measured += 1
+            elif fn is worker.prepare and self.measured:
                 raise KeyboardInterrupt
             return super().submit(fn, *args, **kwargs)
 
     with StopAfterOneRound(2) as pool, warnings.catch_warnings():
         result = tdsl.tune(mm, trials=12, space=space, batch=4, executor=pool, verbose=0)
-    assert result.interrupted and len(result.records) == 4 and result.best is not None
+    assert result.interrupted and 1 <= len(result.records) == pool.measured <= 4 and result.best is not None
 
 
 def test_plot_or_a_clear_error(tmp_path):
