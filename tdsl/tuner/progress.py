@@ -47,13 +47,12 @@ class Progress:
             self._log.flush()
 
     def note(self, line: str) -> None:
-        """A line for the user (verbose >= 1) and the log."""
+        """A line for the log, and for the user in a terminal (verbose >= 1) or with verbose >= 2."""
         self.log(line)
-        if self.verbose >= 1:
-            if self._live is not None:
-                self._live.console.print(line)
-            else:
-                print(line, file=sys.stderr)
+        if self._live is not None and self.verbose >= 1:
+            self._live.console.print(line)
+        elif self.verbose >= 2:
+            print(line, file=sys.stderr)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start

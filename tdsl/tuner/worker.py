@@ -116,6 +116,6 @@ def measure(task: dict) -> dict:
     """Check and time one candidate in this process's measuring child (see runner.Runner)."""
     from .runner import runner
 
-    request = {k: task[k] for k in ("func", "func_hash", "candidate", "seed", "warmup", "repeats", "min_sample_s")
-               if k in task}
+    request = {k: task[k] for k in ("func", "func_hash", "candidate", "seed", "warmup", "repeats", "min_sample_s",
+                                     "measure_s") if k in task}
     return runner().measure(request, timeout=float(task.get("timeout", 60.0)))

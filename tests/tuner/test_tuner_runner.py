@@ -39,7 +39,7 @@ def scale_slow(A: T.Buffer((256,), "float32"), B: T.Buffer((256,), "float32")):
 
 def _request(candidate):
     return {"func": scale.script(), "func_hash": tdsl.structural_hash(scale), "candidate": candidate.script(),
-            "repeats": 2, "min_sample_s": 0.001}
+            "repeats": 2, "min_sample_s": 0.001, "measure_s": 0.0}
 
 
 def test_measure_right_wrong_hanging_and_crashing():
