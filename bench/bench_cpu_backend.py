@@ -276,8 +276,8 @@ def _pipeline_kernels() -> dict:
 def _build_with(func, lowered, pipeline: str | None, tag: str) -> tuple[tdsl.Kernel, float]:
     """`func` compiled with `pipeline` (None: the one tdsl picks) under its own symbol, outside
     the caches; and the CPU time the compilation took."""
-    from tdsl.backends.kernel import Kernel
     from tdsl.backends.llvm import compile as llvm_compile
+    from tdsl.backends.llvm.kernel import Kernel
 
     t = time.thread_time()
     compiled = llvm_compile._compile(lowered, func, f"tdsl_ab_{tag}", False, None, pipeline)

@@ -12,11 +12,11 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Schedule": ("tdsl.schedule", "Schedule"),
-    "TensorIntrin": ("tdsl.schedule.tensor_intrin", "TensorIntrin"),
+    "TensorIntrin": ("tdsl.intrinsics.registry", "TensorIntrin"),
     "interpret": ("tdsl.interpreter", "interpret"),
     "lower": ("tdsl.lower", "lower"),
     "build": ("tdsl.backends", "build"),
-    "Kernel": ("tdsl.backends.kernel", "Kernel"),
+    "Kernel": ("tdsl.backends.llvm.kernel", "Kernel"),
     "device_array": ("tdsl.backends.cuda.runtime", "device_array"),
     "to_device": ("tdsl.backends.cuda.runtime", "to_device"),
     "auto_schedule": ("tdsl.auto", "auto_schedule"),
@@ -41,7 +41,6 @@ def __dir__():
 
 
 __all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
-           "Kernel", "device_array", "to_device", "auto_schedule", "space", "tune", "structural_equal", "structural_hash",
-           "structural_diff",
+           "Kernel", "device_array", "to_device", "structural_equal", "structural_hash", "structural_diff",
            "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
-           "BoundsError"]
+           "BoundsError", "auto_schedule", "space", "tune"]

@@ -66,3 +66,15 @@ class ArgumentError(TypeError, ValueError):
 
 class BoundsError(IndexError):
     """A run-time bounds check (build(..., bounds_check=True)) failed."""
+
+
+# how messages name the user's loops and blocks -----------------------------------------------
+
+def loop_name(var) -> str:
+    """How a message names a loop: `loop i_1`."""
+    return f"loop {var.name}"
+
+
+def block_name(name: str) -> str:
+    """How a message names a block: `block "C"`."""
+    return f'block "{name}"'

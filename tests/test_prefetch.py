@@ -38,7 +38,7 @@ ADDRESS_ROW = 'T.evaluate(T.address_of(A[rows[vi], vj]))'
 
 @functools.cache
 def _features() -> frozenset:
-    from tdsl.schedule.tensorize_lower import host_features
+    from tdsl.target import host_features
 
     return frozenset(host_features())
 
@@ -142,7 +142,7 @@ def test_prefetching_microkernel_tensorizes_and_matches_numpy(rng, isa, mr, nr, 
 
 
 def test_prefetching_microkernel_is_made_on_first_use_by_name():
-    from tdsl.schedule.tensor_intrin import TensorIntrin
+    from tdsl.intrinsics.registry import TensorIntrin
 
     # one k loop: each step prefetches A's line and B's row (NR = 8: one line) 16 steps ahead
     impl = TensorIntrin.get("x86.avx2.fp32_3x8x24_pf").impl.script()

@@ -19,8 +19,9 @@ from .rules import (
                     TensorizeMatching,
                     VectorReduction,
 )
-from .space import Pass, Space, default_passes, sketches, space
+from .space import Pass, Space, default_passes, register_rule, sketches, space, unregister_rule
 
 __all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "Hardware", "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Pass", "Rule", "Space", "TensorizeMatching",
-           "VectorReduction", "auto_schedule", "default_passes", "hardware", "sketches", "space"]
+           "VectorReduction", "auto_schedule", "default_passes", "hardware", "register_rule", "sketches", "space",
+           "unregister_rule"]

@@ -16,6 +16,7 @@ from ..ir import (
     BufferStore,
     Call,
     Cast,
+    For,
     IntImm,
     LetStmt,
     PrimFunc,
@@ -23,7 +24,8 @@ from ..ir import (
     collect,
     free_vars,
 )
-from ..schedule.state import all_realizes, find_block, loops_in_scope
+from ..ir.tree import all_realizes, loops_in_scope
+from ..schedule.tree import find_block
 
 EXPENSIVE_CALLS = ("exp", "log", "tanh", "sigmoid", "erf", "pow", "sqrt", "rsqrt", "sin", "cos")
 
@@ -120,20 +122,26 @@ def block_info(func: PrimFunc, name: str) -> BlockInfo:
         loop = value if isinstance(value, Var) and any(value is v for v in loop_vars) else None
         iters.append(Iter(iv.var, iv.kind, _extent(iv.dom.extent), loop))
     params = frozenset(p for p in func.params if isinstance(p, Buffer))
-    enclosing = [p for p in path if isinstance(p, BlockRealize)]
-    top = len(enclosing) <= 1
+    top = _top_level(path)
     return BlockInfo(name, realize.block, realize, tuple(iters), tuple(loop_vars),
                      tuple(_extent(f.extent) for f in loops), params, top)
 
 
+def _top_level(path) -> bool:
+    """No loop encloses the block's enclosing block: it is not nested in another block's loop nest
+    (blocks directly in loop-less wrapper blocks count as top level)."""
+    last = max((k for k, p in enumerate(path) if isinstance(p, BlockRealize)), default=-1)
+    return not any(isinstance(p, For) for p in path[:last])
+
+
 def top_level_blocks(func: PrimFunc) -> list[str]:
-    """The blocks directly under the root block (or the function body), in program order."""
+    """The blocks not nested in another block's loop nest, in program order (the root excluded)."""
     out = []
     for r in all_realizes(func.body):
         if r is func.body:
             continue
         _, path = find_block(func, r.block.name, "auto")
-        if sum(isinstance(p, BlockRealize) for p in path) <= 1:
+        if _top_level(path):
             out.append(r.block.name)
     return out
 
@@ -152,9 +160,16 @@ def producers(func: PrimFunc, name: str) -> list[str]:
     return get_producers(func, name)[1]
 
 
+def writer_of(func: PrimFunc, buffer: Buffer) -> str | None:
+    """The one top-level block that writes `buffer` (None when there is not exactly one)."""
+    names = [n for n in top_level_blocks(func)
+             if any(r.buffer is buffer for r in find_block(func, n, "auto")[0].block.writes)]
+    return names[0] if len(names) == 1 else None
+
+
 def loop_node(func: PrimFunc, var: Var):
     """The For statement of loop `var`."""
-    from ..schedule.state import find_loop
+    from ..schedule.tree import find_loop
 
     return find_loop(func, var, "auto")[0]
 

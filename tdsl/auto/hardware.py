@@ -80,7 +80,7 @@ def hardware(target) -> Hardware:
     """The Hardware of a target ("cpu", "cuda", a Target, or a Hardware, returned as is)."""
     if isinstance(target, Hardware):
         return target
-    from ..backends.target import parse_target
+    from ..target import parse_target
 
     kind = parse_target(target).kind
     return _host_cpu() if kind == "cpu" else Hardware("cuda", lanes=1, cores=1)

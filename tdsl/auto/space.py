@@ -9,10 +9,13 @@
 3. `ParallelVectorizeUnroll` (CPU), blocks in program order.
 
 Each rule maps a schedule and a block to the schedules it makes (see `rules.base.Rule`); the
-space is every combination, `sketches(func, target)` lists them. To extend the space, add your
-rule to a pass (`passes = default_passes(hw); passes[1].insert(0, MyRule(hw))`) and pass
-`passes=` -- or write `def space(sch): ...` with ordinary and sampling primitives and pass
-`space=space`: it is then the whole design space (one sketch per call).
+space is every combination, `sketches(func, target)` lists them. To extend the space:
+
+* for every call: `register_rule(MyRule, stage="tiling")` (the hook for library calls and
+  auto-tensorized candidates: a rule whose alternatives call a library block or tensorize);
+* for one call: `passes = default_passes(hw); passes[1].insert(0, MyRule(hw))`, then `passes=`;
+* or replace the rules: write `def space(sch): ...` with ordinary and sampling primitives and
+  pass `space=space`; it is then the whole design space (one sketch per call).
 """
 from __future__ import annotations
 
@@ -50,16 +53,53 @@ class Pass:
         self.rules.append(rule)
 
 
+STAGES = ("inline", "tiling", "loops")
+_REGISTERED: list[tuple[str, int, str, Callable[[Hardware, bool], Rule]]] = []  # (stage, position, kind, factory)
+
+
+def register_rule(factory: Callable[[Hardware, bool], Rule], *, stage: str = "tiling", position: int = 0,
+                  target: str = "cpu") -> Callable[[Hardware, bool], Rule]:
+    """Add a rule to every default design space (auto_schedule, space, and tuning) of `target`
+    ("cpu" or "cuda"): `factory(hw, defaults)` makes it, e.g. the `Rule` subclass itself; it runs
+    in `stage` ("inline", "tiling": consumers first, "loops": CPU only) at `position` among that
+    stage's rules (0: before the built-in ones, so its alternatives come first and its first one is
+    auto_schedule's choice). This is the hook for library calls and auto-tensorized candidates:
+
+        class UseMyLibrary(tdsl.auto.Rule):
+            name = "my-library"
+            def alternatives(self, sch, block): ...   # callables building one schedule each
+        tdsl.auto.register_rule(UseMyLibrary)
+
+    Returns `factory` (usable as a class decorator); `unregister_rule(factory)` removes it."""
+    if stage not in STAGES:
+        raise ValueError(f"register_rule: stage must be one of {STAGES}, not {stage!r}")
+    kind = "cuda" if target in ("cuda", "gpu") else "cpu"
+    _REGISTERED.append((stage, position, kind, factory))
+    return factory
+
+
+def unregister_rule(factory) -> None:
+    """Remove every registration of `factory`."""
+    _REGISTERED[:] = [r for r in _REGISTERED if r[3] is not factory]
+
+
 def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
-    """The default rules for `hw` (see the module docstring); `defaults`: every sampled choice is
-    the rule's default (auto_schedule) or random (a search's sketches)."""
+    """The default rules for `hw` (see the module docstring) plus the registered ones
+    (`register_rule`); `defaults`: every sampled choice is the rule's default (auto_schedule) or
+    random (a search's sketches)."""
     if hw.is_gpu:
-        return [Pass([AutoInline(hw, defaults)]),
-                Pass([GPUMatmulTiling(hw, defaults), GPUBind(hw, defaults)], consumers_first=True)]
-    return [Pass([AutoInline(hw, defaults)]),
-            Pass([MatmulTensorizeCPU(hw, defaults), TensorizeMatching(hw, defaults), MultiLevelTilingCPU(hw, defaults),
-                  ComputeLocation(hw, defaults), VectorReduction(hw, defaults)], consumers_first=True),
-            Pass([ParallelVectorizeUnroll(hw, defaults)])]
+        passes = [Pass([AutoInline(hw, defaults)]),
+                  Pass([GPUMatmulTiling(hw, defaults), GPUBind(hw, defaults)], consumers_first=True)]
+    else:
+        passes = [Pass([AutoInline(hw, defaults)]),
+                  Pass([MatmulTensorizeCPU(hw, defaults), TensorizeMatching(hw, defaults),
+                        MultiLevelTilingCPU(hw, defaults), ComputeLocation(hw, defaults),
+                        VectorReduction(hw, defaults)], consumers_first=True),
+                  Pass([ParallelVectorizeUnroll(hw, defaults)])]
+    for stage, position, kind, factory in _REGISTERED:
+        if kind == hw.kind and STAGES.index(stage) < len(passes):
+            passes[STAGES.index(stage)].insert(position, factory(hw, defaults))
+    return passes
 
 
 def _apply_pass(schedules: list[Schedule], p: Pass, limit: int) -> list[Schedule]:

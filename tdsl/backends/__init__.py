@@ -6,7 +6,7 @@ cuda-python only when a CUDA one is.
 from __future__ import annotations
 
 from ..errors import TargetError
-from .target import KNOWN_TARGETS, Target, parse_target
+from ..target import KNOWN_TARGETS, Target, parse_target
 
 
 def _as_func(func_or_schedule):
@@ -50,9 +50,9 @@ def build(func_or_schedule, target="cpu", **options):
 
 
 def _build_cpu(func, options: dict):
-    from .kernel import Kernel
+    from ..target import check_cpu_options
     from .llvm.compile import compile_func
-    from .target import check_cpu_options
+    from .llvm.kernel import Kernel
 
     opts = check_cpu_options(options)
     compiled = compile_func(func, lambda f: _lower(f, "cpu"), bounds_check=opts["bounds_check"])

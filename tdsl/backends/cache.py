@@ -54,9 +54,10 @@ def disk_key(kind: str, program_hash: str, options: str = "") -> str:
 
 _COMPILER_PARTS = ("ir", "arith", "lower", os.path.join("backends", "llvm"), "dtypes.py", "__init__.py",
                    os.path.join("backends", "cache.py"),
-                   # lowering of tensorized blocks (the intrinsics themselves are in the program key)
-                   os.path.join("schedule", "tensorize_lower.py"),
-                   os.path.join("schedule", "primitives", "tensorize.py"))
+                   "target.py",
+                   # matching and binding of tensorized blocks (lowered by lower/tensorize.py; the
+                   # intrinsics themselves are in the program key)
+                   os.path.join("intrinsics", "match.py"))
 
 
 @functools.cache

@@ -1,15 +1,14 @@
-"""Built-in tensor intrinsics, registered on import (tdsl.TensorIntrin.get imports this lazily).
+"""Tensor intrinsics: their registry, the matcher that binds them, and the built-in ones.
 
+* `tdsl.intrinsics.registry`: `TensorIntrin` (register, get, list), exported as `tdsl.TensorIntrin`.
+* `tdsl.intrinsics.match`: does a block compute an intrinsic's description (`match`), and the
+  implementation bound to the matched regions (`instantiate_impl`); used by the `tensorize`
+  primitive and by the lowering pass `tdsl.lower.tensorize`.
 * `tdsl.intrinsics.x86`: fp32 register-tile micro-kernels (AVX-512, AVX2) and the int8
   u8 x s8 -> s32 dot product (AVX512-VNNI, AVX-VNNI); `x86.fp32_microkernel(kc)` and
   `x86.int8_dot()` pick the variant this CPU runs.
 * `tdsl.intrinsics.cuda`: WMMA m16n16k16 fp16 -> fp32 (fill, load_a, load_b, mma, store).
+
+Importing this package is light: the built-in intrinsics (`tdsl.intrinsics.builtins`) register
+themselves the first time the registry is asked for a name.
 """
-from __future__ import annotations
-
-from . import cuda, x86
-
-x86._register_builtins()
-cuda._register_builtins()
-
-__all__ = ["cuda", "x86"]

@@ -27,7 +27,7 @@ the CPU, the blocks compute through their descriptions.
 """
 from __future__ import annotations
 
-from ..schedule.tensor_intrin import TensorIntrin
+from .registry import TensorIntrin
 
 PRELUDE_ATTR = "tdsl.cuda_prelude"
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")

@@ -22,7 +22,7 @@ a TargetError naming what the CPU lacks; `available()` lists what the host can r
 from __future__ import annotations
 
 from ..errors import TargetError
-from ..schedule.tensor_intrin import TensorIntrin
+from .registry import TensorIntrin
 
 ISAS = {
     # isa: (vector lanes of fp32, CPU features the implementation needs)
@@ -168,12 +168,10 @@ def register_dot(isa: str) -> str:
 
 # choosing by the host's features -----------------------------------------------------------
 
-def _host() -> tuple[str, set[str]]:
-    from llvmlite import binding as llvm
+def _host() -> tuple[str, frozenset[str]]:
+    from ..target import host_cpu_name, host_features
 
-    from ..schedule.tensorize_lower import host_features
-
-    return llvm.get_host_cpu_name(), host_features()
+    return host_cpu_name(), host_features()
 
 
 def available() -> list[str]:

@@ -140,12 +140,12 @@ class Pass:
 
 def _tensor_intrinsics(target: str) -> Callable[[PrimFunc], PrimFunc]:
     """Swap tensorized blocks' descriptions for their implementations (see
-    tdsl.schedule.tensorize_lower); free for functions that use no tensor intrinsic."""
+    tdsl.lower.tensorize); free for functions that use no tensor intrinsic."""
 
     def run(func: PrimFunc) -> PrimFunc:
         if "tdsl.tensor_intrin" not in _annotation_keys(func):
             return func
-        from ..schedule.tensorize_lower import apply_tensor_intrinsics
+        from .tensorize import apply_tensor_intrinsics
 
         return apply_tensor_intrinsics(func, target)
 

@@ -32,9 +32,9 @@ from ..ir import (
     structural_equal,
     substitute,
 )
+from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges
 from ..script.printer import message_text as expr_text
 from .errors import block_name, loop_name, schedule_error
-from .state import Path, all_realizes, child_realizes, children
 
 
 def uses_any(expr, variables: set[Var]) -> bool:
@@ -70,18 +70,6 @@ def all_loops(stmt: Stmt) -> list[For]:
             out.append(node)
         stack.extend(reversed(children(node)))
     return out
-
-
-def path_ranges(path: Path) -> dict[Var, Range]:
-    """The ranges of the loops and block iterators enclosing a statement."""
-    ranges: dict[Var, Range] = {}
-    for node in path:
-        if isinstance(node, For):
-            ranges[node.loop_var] = Range(node.min, node.extent)
-        elif isinstance(node, Block):
-            for iv in node.iter_vars:
-                ranges[iv.var] = iv.dom
-    return ranges
 
 
 def thread_relaxed_loops(loops: list[For], scope: str) -> list[For]:

@@ -12,22 +12,14 @@ from __future__ import annotations
 
 import re
 
-from ..errors import ScheduleError
+from ..errors import ScheduleError, block_name, loop_name
 from ..ir import PrimFunc, Var
+
+__all__ = ["block_name", "loop_name", "render_context", "schedule_error"]
 
 _CONTEXT_BEFORE = 2
 _CONTEXT_AFTER = 3
 _FOR_LINE = re.compile(r"^\s*for\s+(.+?)\s+in\s")
-
-
-def loop_name(var: Var) -> str:
-    """How a message names a loop: `loop i_1`."""
-    return f"loop {var.name}"
-
-
-def block_name(name: str) -> str:
-    """How a message names a block: `block "C"`."""
-    return f'block "{name}"'
 
 
 def schedule_error(func: PrimFunc, primitive: str, message: str, *, loops: tuple[Var, ...] = (),

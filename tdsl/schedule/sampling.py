@@ -22,9 +22,10 @@ from collections.abc import Sequence
 from ..errors import ScheduleError
 from ..ir import IntImm, PrimFunc, Var
 from .errors import loop_name, schedule_error
+from .handles import BlockRV, LoopRV
 from .primitives import compute_location as _compute_location
 from .primitives import lookup as _lookup
-from .state import BlockRV, LoopRV, find_loop
+from .tree import find_loop
 
 ROOT = Var("root")
 """The loop variable of the handle `sample_compute_location` returns for "stay at the root":

@@ -3,7 +3,7 @@
 Each method checks its handles, runs the pure primitive on the current function and commits
 the result only when the primitive succeeded: a refused step leaves the schedule untouched.
 Adding a primitive = a pure function in `primitives/<family>.py` + one method calling
-`self._apply(...)`, here or in the family's mixin (`dataflow.py`, `tensorize_methods.py`).
+`self._apply(...)`, here or in the family's mixin (`dataflow_methods.py`, `tensorize_methods.py`).
 """
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from collections.abc import Callable, Sequence
 
 from ..errors import ScheduleError
 from ..ir import PrimExpr, PrimFunc, Var
-from .dataflow import DataflowMethods
+from .dataflow_methods import DataflowMethods
+from .handles import BlockRV, LoopRV
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
 from .primitives import loops as _loops
 from .sampling import SamplingMethods, plain
-from .state import BlockRV, LoopRV, unique_names
 from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
+from .tree import unique_names
 
 _SERIAL = itertools.count()
 

@@ -1,12 +1,12 @@
 """The Schedule methods of the tensorize family (a mixin of `Schedule`): blockize, tensorize."""
 from __future__ import annotations
 
-from .primitives import tensorize as _tensorize
-from .state import BlockRV, LoopRV
+from .handles import BlockRV, LoopRV
+from .primitives import blockize as _tensorize
 
 
 class TensorizeMethods:
-    """blockize / tensorize; see `tdsl.schedule.primitives.tensorize` for the semantics."""
+    """blockize / tensorize; see `tdsl.schedule.primitives.blockize` for the semantics."""
 
     def blockize(self, loop: LoopRV) -> BlockRV:
         """Make the subtree under `loop` an inner block of a new outer block `<name>_o`, whose

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ScheduleError
 from ..ir import Buffer, PrimExpr, Var, free_vars, substitute
+from .handles import BlockRV, LoopRV
 from .sampling import ValueRV
-from .state import BlockRV, LoopRV
 
 if TYPE_CHECKING:
     from ..ir import PrimFunc

@@ -21,9 +21,9 @@ import json
 from ..dtypes import DataType
 from ..errors import ScheduleError
 from ..ir import Binary, Call, Cast, FloatImm, IntImm, Not, PrimExpr, Select, Var
+from .handles import BlockRV, LoopRV
 from .primitives.layout import IndexMap
 from .sampling import ValueRV, value_rv
-from .state import BlockRV, LoopRV
 
 
 def _expr_to_json(e: PrimExpr):

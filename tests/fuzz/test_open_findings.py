@@ -3,13 +3,11 @@
 read before it is written left out of the call. All three are fixed."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from corpus import CORPUS
 
 import tdsl
-
 
 PREDICATED = '''
 @T.prim_func
@@ -24,7 +22,7 @@ def f(A: T.Buffer((5, 4), "float32"), B: T.Buffer((5, 4), "float32")):
 
 
 def test_o1_blockize_keeps_a_predicated_block_in_its_domain():
-    """O1 (schedule/primitives/tensorize.py): blockize under a T.where leaves the predicate on
+    """O1 (schedule/primitives/blockize.py): blockize under a T.where leaves the predicate on
     the inner block, so the new outer block's iterator is bound to 5, outside [0, 5)."""
     sch = tdsl.Schedule(tdsl.parse(PREDICATED))
     _, _, j = sch.get_loops(sch.get_block("B"))
@@ -44,7 +42,7 @@ class _JunkDevice:
 
 
 def test_o2_broken_dlpack_device_is_an_argument_error():
-    """O2 (backends/kernel.py): a __dlpack_device__ returning junk raises a bare ValueError
+    """O2 (backends/llvm/kernel.py): a __dlpack_device__ returning junk raises a bare ValueError
     from int() instead of tdsl.ArgumentError naming the parameter."""
     case = next(c for c in CORPUS if c.name == "relu")
     kernel = tdsl.build(case.func, target="cpu")
@@ -53,7 +51,7 @@ def test_o2_broken_dlpack_device_is_an_argument_error():
 
 
 def test_o3_left_out_output_that_is_read_is_not_garbage():
-    """O3 (backends/kernel.py): y in matvec_accumulate is read before it is written (no init);
+    """O3 (backends/llvm/kernel.py): y in matvec_accumulate is read before it is written (no init);
     leaving it out allocates it with np.empty, so the result adds uninitialised memory. Either
     refuse (ArgumentError: the parameter is read, pass it) or start from zeros."""
     case = next(c for c in CORPUS if c.name == "matvec_accumulate")

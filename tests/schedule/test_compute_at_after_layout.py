@@ -8,7 +8,7 @@ from dataflow_helpers import CHAIN, parse
 from sched_check import check, expect_error
 
 import tdsl
-from tdsl.schedule.state import find_loop
+from tdsl.schedule.tree import find_loop
 
 GEMM = '''
 @T.prim_func

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tdsl
-from tdsl.schedule.tensorize_lower import host_features
+from tdsl.target import host_features
 
 RNG = np.random.default_rng(8)
 HAS_AVX2 = {"avx2", "fma"} <= host_features()

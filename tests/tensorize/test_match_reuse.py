@@ -8,8 +8,8 @@ import pytest
 from tz_kernels import register_double16
 
 import tdsl
-from tdsl.schedule.primitives import tensorize as tz
-from tdsl.schedule.tensorize_lower import host_features
+from tdsl.intrinsics import match as tz
+from tdsl.target import host_features
 
 SCALE = '''
 @T.prim_func
@@ -93,7 +93,7 @@ def test_callers_get_their_own_bindings():
     _, sch = _tensorized_scale()
     realize = next(r for r in tdsl.ir.collect(sch.func.body, tdsl.ir.BlockRealize)
                    if tz.INTRIN_ANNOTATION in dict(r.block.annotations))
-    from tdsl.schedule.state import find_block
+    from tdsl.schedule.tree import find_block
 
     _, path = find_block(sch.func, realize.block.name, "test")
     intrin = tdsl.TensorIntrin.get(register_double16())

@@ -16,7 +16,7 @@ from tdsl.intrinsics import x86
 
 @functools.cache
 def _features() -> frozenset:
-    from tdsl.schedule.tensorize_lower import host_features
+    from tdsl.target import host_features
 
     return frozenset(host_features())
 

@@ -398,7 +398,7 @@ def copy_{role}(A: T.Buffer((2, 16), "float32", strides=("a_s", 1), offset="a_of
 
 
 def test_impl_binds_strides_offsets_and_regions():
-    from tdsl.schedule.tensorize_lower import apply_tensor_intrinsics
+    from tdsl.lower.tensorize import apply_tensor_intrinsics
 
     if not tdsl.TensorIntrin.exists("test.copy_probe"):
         desc = tdsl.parse(COPY_PROBE.format(role="desc", body='''    for i, j in T.grid(2, 16):

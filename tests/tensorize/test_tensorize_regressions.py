@@ -103,7 +103,7 @@ def test_description_with_a_unit_loop_matches_after_split_by_one():
     text = sch.func.script()
     assert "'tdsl.tensor_intrin': 'test_row_1x4x4'" in text
     check(sch, f, tol=1e-4)
-    from tdsl.schedule.tensorize_lower import apply_tensor_intrinsics
+    from tdsl.lower.tensorize import apply_tensor_intrinsics
 
     lowered = apply_tensor_intrinsics(sch.func, "cpu").script()
     assert 'T.block("C")' not in lowered  # the implementation replaced the matched block

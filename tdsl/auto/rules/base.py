@@ -60,7 +60,7 @@ class Rule:
 
 
 def _exists(sch: Schedule, block: str) -> bool:
-    from ...schedule.state import block_names
+    from ...ir.tree import block_names
 
     return block in block_names(sch.func)
 

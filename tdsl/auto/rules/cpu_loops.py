@@ -34,8 +34,9 @@ class ComputeLocation(Rule):
         info = block_info(sch.func, block)
         if info.writes_output or not info.top_level or _is_tuned(info):
             return []
-        if not consumers(sch.func, block):
-            return []
+        readers = consumers(sch.func, block)
+        if not readers or any(_tensorized(sch.func, r) for r in readers):
+            return []  # the operand of a micro-kernel stays a whole, packed copy
 
         def move(s: Schedule):
             blk = s.get_block(block)
@@ -43,6 +44,10 @@ class ComputeLocation(Rule):
             s.compute_at(blk, loc)
 
         return [move]
+
+
+def _tensorized(func, name: str) -> bool:
+    return any(k == "tdsl.tensor_intrin" for k, _ in block_info(func, name).block.annotations)
 
 
 def _is_tuned(info) -> bool:
@@ -158,6 +163,7 @@ class ParallelVectorizeUnroll(Rule):
             self._parallel(s, block)
             for name in blocks_in_nest(s.func, block):
                 self._vectorize_block(s, name)
+            self._stream(s, block)
 
         return [make]
 
@@ -184,6 +190,26 @@ class ParallelVectorizeUnroll(Rule):
         loops = s.get_loops(s.get_block(block))[:n]
         fused = s.fuse(*loops) if n > 1 else loops[0]
         s.parallel(fused)
+        depth = self.choose(s, UNROLL_STEPS, 1)
+        s.annotate(fused, "pragma_auto_unroll_max_step", depth)
+
+    # streaming stores ---------------------------------------------------------------------
+    def _stream(self, s: Schedule, block: str) -> None:
+        """Outputs larger than the caches, written once by a spatial block, get streaming
+        stores (`tdsl.nontemporal`: their lines are not read first); a sampled yes / no."""
+        info = block_info(s.func, block)
+        if not info.is_spatial or not info.writes_output or info.store is None:
+            return
+        out = info.store.buffer
+        size = out.dtype.itemsize
+        for e in out.shape:
+            if not isinstance(e, IntImm):
+                return
+            size *= int(e.value)
+        if size <= self.hw.l2 * self.hw.cores * 2:
+            return
+        if self.choose(s, [1, 0], 0):
+            s.annotate(s.get_block(block), "tdsl.nontemporal", True)
 
     # vectorize ----------------------------------------------------------------------------
     def _vectorize_block(self, s: Schedule, name: str) -> None:

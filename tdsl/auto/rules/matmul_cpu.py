@@ -20,7 +20,8 @@ The micro-kernel tile (MR, NR, KC) is fixed per sketch (it names the intrinsic);
 space offers the default tile and its neighbours as separate sketches. The block counts MC / MR
 and NC / NR are sampled (`sample_categorical`), defaulting to the hand schedule's rules: NR =
 2, 5, 3 or 1 vectors (the first dividing n), MR giving 6..12 accumulators, KC the largest
-divisor of k whose KC x NR sliver fits half of L1, MC the largest multiple of MR dividing m whose
+divisor of k whose KC x NR sliver fits half of L1 (a row of at most 8 vectors that only one
+vector divides, like conv2d's 56 columns, is one whole-row tile with MR = 1 instead), MC the largest multiple of MR dividing m whose
 A and C blocks fit 5/8 of L2 with >= 8 blocks per core, NC the largest multiple of NR <= 256.
 """
 from __future__ import annotations
@@ -28,9 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...intrinsics import x86
+from ...ir import free_vars
 from ...schedule import Schedule
-from ..analysis import MatmulRoles, block_info, matmul_roles
+from ..analysis import MatmulRoles, block_info, matmul_roles, writer_of
 from .base import Rule, index_of
+from .cpu_loops import _extent_of
 
 TASKS_PER_CORE = 8
 
@@ -49,24 +52,29 @@ class MicroTile:
 def default_tiles(m: int, n: int, k: int, lanes: int, l1: int) -> list[MicroTile]:
     """The micro-kernel tiles worth a sketch, the default (the hand GEMM's rule) first."""
     out = []
-    for nr in dict.fromkeys([_divisor(n, (2 * lanes, 5 * lanes, 3 * lanes, lanes))]
+    hand = _divisor(n, (2 * lanes, 5 * lanes, 3 * lanes, lanes))
+    # a short row that only one vector divides (conv2d's 56 columns): the whole row is the tile
+    whole_row = [n] if hand == lanes and lanes < n <= 8 * lanes and n % lanes == 0 else []
+    for nr in dict.fromkeys(whole_row + [hand]
                             + [v * lanes for v in (1, 2, 3, 4) if n % (v * lanes) == 0]):
         if n % nr:
             continue
         vectors = nr // lanes
-        mr = _divisor(m, tuple(r for r in (12, 10, 8, 6, 5, 4, 3, 2) if 6 <= r * vectors <= 12) + (2, 1))
+        mr = _divisor(m, tuple(r for r in (12, 10, 8, 6, 5, 4, 3, 2) if 6 <= r * vectors <= 12)
+                      + tuple(r for r in (2,) if r * vectors <= 12) + (1,))
         kc = max(d for d in range(1, max(1, (l1 // 2) // (nr * 4)) + 1) if k % d == 0)
         out.append(MicroTile(mr, nr, kc))
     return out
 
 
-def mc_candidates(m: int, mr: int, kc: int, nc: int, l2: int, cores: int) -> tuple[list[int], int]:
-    """(MC / MR counts to sample from, the default's index)."""
+def mc_candidates(m: int, mr: int, kc: int, nc: int, l2: int, cores: int, outer: int = 1) -> tuple[list[int], int]:
+    """(MC / MR counts to sample from, the default's index); `outer`: the parallel iterations
+    the other spatial loops (batch, output rows) already give."""
     counts = [d // mr for d in range(mr, m + 1, mr) if m % d == 0]
     row_bytes = (kc + nc) * 4
     fit = [c for c in counts if c * mr * row_bytes <= l2 * 5 // 8] or counts[:1]
-    tasks = [c for c in fit if m // (c * mr) >= TASKS_PER_CORE * cores] or fit[:1]
-    even = [c for c in tasks if (m // (c * mr)) % 2 == 0]
+    tasks = [c for c in fit if outer * (m // (c * mr)) >= TASKS_PER_CORE * cores] or fit[:1]
+    even = [c for c in tasks if (outer * (m // (c * mr))) % 2 == 0]
     default = max(even or tasks)
     return counts, counts.index(default)
 
@@ -121,6 +129,8 @@ class MatmulTensorizeCPU(Rule):
             s.parallel(s.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
             _, vec = s.split(loops[-1], [None, nr])
             s.vectorize(vec)
+        elif roles.b not in info.params:
+            self._reorder_operand(s, roles)
         pack_a = s.cache_read(c, roles.a.name, "global") if plain_a is not None else None
         copy_c = s.cache_write(c, roles.c.name, "global") if plain_c is not None and plain_a is not None else None
         # the loops, by the iterators they bind
@@ -135,7 +145,10 @@ class MatmulTensorizeCPU(Rule):
         nc_counts, nc_default = nc_candidates(n, nr)
         nc_over_nr = self.choose(s, nc_counts, nc_default)
         nc = nr * int(nc_over_nr)
-        mc_counts, mc_default = mc_candidates(m, mr, kc, nc, hw.l2, hw.cores)
+        outer_tasks = 1
+        for h in others_s:
+            outer_tasks *= _extent_of(s.func, h.var) or 1
+        mc_counts, mc_default = mc_candidates(m, mr, kc, nc, hw.l2, hw.cores, outer_tasks)
         mc_over_mr = self.choose(s, mc_counts, mc_default)
         io, i0, i1 = s.split(li, [None, mc_over_mr, mr])
         jc, j0, j1 = s.split(lj, [None, nc_over_nr, nr])
@@ -166,6 +179,29 @@ class MatmulTensorizeCPU(Rule):
         name = x86.register_fp32(hw.isa, mr, nr, kc, prefetch=packed and nr * 4 <= 64)
         s.tensorize(i1, name)
         del batch
+
+
+    def _reorder_operand(self, s: Schedule, roles: MatmulRoles) -> None:
+        """Store an intermediate B operand (a padded input) with its k dimension next to its j
+        dimension, so that the KC x NR slice the micro-kernel reads is one contiguous block, and
+        have its producer write it in that order: Xpad[b, c, y, x] -> (b, y, c, x)."""
+        dims = len(roles.b_indices)
+        k_dims = [d for d, e in enumerate(roles.b_indices) if roles.k.var in free_vars(e)]
+        if len(k_dims) != 1 or k_dims[0] >= dims - 2:
+            return
+        kd = k_dims[0]
+        order = [d for d in range(dims - 1) if d != kd] + [kd, dims - 1]
+        writer = writer_of(s.func, roles.b)
+        if writer is None:
+            return
+        params = [f"v{d}" for d in range(dims)]
+        w = block_info(s.func, writer)
+        in_order = w.simple_bindings and w.store is not None and len(w.loops) == dims and all(
+            e is it.var and it.loop is loop for e, it, loop in zip(w.store.indices, w.iters, w.loops))
+        s.transform_layout(s.get_block(writer), roles.b.name, _lambda(params, [params[d] for d in order]))
+        if in_order:
+            loops = s.get_loops(s.get_block(writer))
+            s.reorder(*[loops[d] for d in order])
 
 
 def _plain_operand(indices, row, col):

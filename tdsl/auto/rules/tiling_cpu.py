@@ -19,9 +19,9 @@ hand-written micro-kernel joins the design space by registering itself.
 """
 from __future__ import annotations
 
+from ...intrinsics.registry import TensorIntrin
 from ...ir import BufferLoad, collect, free_vars
 from ...schedule import Schedule
-from ...schedule.tensor_intrin import TensorIntrin
 from ..analysis import block_info
 from .base import Rule
 from .cpu_loops import _is_tuned
@@ -89,8 +89,9 @@ class TensorizeMatching(Rule):
     name = "tensorize-matching"
 
     def alternatives(self, sch: Schedule, block: str) -> list:
-        from ...schedule.tensorize_lower import missing_features
+        from ...target import host_features
 
+        host = host_features()
         info = block_info(sch.func, block)
         if info.store is None or not info.top_level or _is_tuned(info) or not info.constant_extents:
             return []
@@ -98,7 +99,8 @@ class TensorizeMatching(Rule):
         handles_ext = list(info.loop_extents)
         for name in TensorIntrin.list():
             intrin = TensorIntrin.get(name)
-            if intrin.target != self.hw.kind or (self.hw.kind == "cpu" and missing_features(intrin)):
+            missing = self.hw.kind == "cpu" and any(f not in host for f in intrin.features)
+            if intrin.target != self.hw.kind or missing:
                 continue
             want = _desc_extents(intrin)
             if not want or len(want) > len(handles_ext):

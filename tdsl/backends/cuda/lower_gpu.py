@@ -44,7 +44,6 @@ from dataclasses import dataclass, field, replace
 
 from ...dtypes import int32
 from ...errors import ScheduleError, TargetError
-from ...script.printer import message_text as _expr_text
 from ...ir import (
     Allocate,
     Binary,
@@ -71,6 +70,7 @@ from ...ir import (
     free_vars,
     substitute,
 )
+from ...script.printer import message_text as _expr_text
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
@@ -109,8 +109,8 @@ WARP_SIZE = 32
 
 def _warp_intrin(block: Block) -> str | None:
     """The CUDA tensor intrinsic a block is tensorized with (a warp-wide block), else None."""
-    from ...schedule.tensor_intrin import TensorIntrin
-    from ...schedule.tensorize_lower import intrin_of
+    from ...intrinsics.registry import TensorIntrin
+    from ...lower.tensorize import intrin_of
 
     name = intrin_of(block)
     if name is None:
@@ -125,7 +125,7 @@ def _warp_intrin(block: Block) -> str | None:
 def warp_calls(func: PrimFunc) -> frozenset[str]:
     """Names of the extern functions that the CUDA tensor intrinsics used in `func` call: a
     kernel calling one of them runs warp-wide (threadIdx.x = 32 lanes)."""
-    from ...schedule.tensor_intrin import TensorIntrin
+    from ...intrinsics.registry import TensorIntrin
 
     out: set[str] = set()
     for realize in collect(func.body, BlockRealize):

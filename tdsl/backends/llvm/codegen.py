@@ -56,13 +56,21 @@ from ...ir import (
 )
 from ...ir.functor import IRVisitor, statements
 from ...script.printer import message_text as expr_text
+from .abi import (
+    ERR_NOMEM,
+    ERR_SLOW,
+    ND_DATA,
+    ND_DESCR,
+    ND_DIMS,
+    ND_FLAGS,
+    ND_NDIM,
+    NPY_ALIGNED,
+    NPY_C_CONTIGUOUS,
+    NPY_WRITEABLE,
+    OB_TYPE,
+    TUPLE_ITEMS,
+)
 
-# numpy's PyArrayObject layout (stable public ABI; checked at run time by the Kernel)
-ND_DATA, ND_NDIM, ND_DIMS, ND_DESCR, ND_FLAGS, OB_TYPE = 16, 24, 32, 56, 64, 8
-TUPLE_SIZE, TUPLE_ITEMS = 16, 24     # CPython's PyTupleObject: ob_size, ob_item[]
-NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
-
-ERR_SLOW, ERR_NOMEM = -1, -2
 STACK_LIMIT = 64 * 1024          # constant-size allocations up to this many bytes go on the stack
 UNROLL_LIMIT = 64
 

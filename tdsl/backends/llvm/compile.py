@@ -51,7 +51,7 @@ class Compiled:
 
 
 _LOCK = threading.Lock()
-# the block annotation naming a tensorized block's intrinsic (tdsl.schedule.primitives.tensorize,
+# the block annotation naming a tensorized block's intrinsic (tdsl.schedule.primitives.blockize,
 # not imported here: building a kernel without schedules should not load the schedule package)
 INTRIN_ANNOTATION = "tdsl.tensor_intrin"
 # name -> (the registered TensorIntrin, its fingerprint): hashing an implementation costs ~0.5 ms
@@ -151,7 +151,7 @@ def _intrin_fingerprint(name: str) -> str:
     again), implementation, target, CPU features and prelude. An unregistered name makes
     lowering fail, so it needs no more than a marker."""
     from ...errors import ScheduleError
-    from ...schedule.tensor_intrin import TensorIntrin
+    from ...intrinsics.registry import TensorIntrin
 
     try:
         intrin = TensorIntrin.get(name)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from llvmlite import binding as llvm
 
 from ...errors import TargetError
+from ...target import host_cpu_name, host_feature_string
 
 _LOCK = threading.RLock()
 _STATE: dict = {}
@@ -38,8 +39,8 @@ def _init() -> dict:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         triple = llvm.get_process_triple()
-        cpu = llvm.get_host_cpu_name()
-        features = llvm.get_host_cpu_features().flatten()
+        cpu = host_cpu_name()
+        features = host_feature_string()
         target = llvm.Target.from_triple(triple)
         # The engine owns this target machine; a second one serves optimisation and emission.
         engine_tm = target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)

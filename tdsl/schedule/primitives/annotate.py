@@ -4,8 +4,9 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import PrimFunc, Var
+from ...ir.tree import replace_at
 from ..errors import block_name, loop_name, schedule_error
-from ..state import find_block, find_loop, replace_at
+from ..tree import find_block, find_loop
 
 _VALUE_TYPES = (bool, int, float, str)
 

@@ -54,23 +54,24 @@ from ...ir import (
     min_,
     substitute,
 )
-from ..analysis import check_affine_bindings, expr_text, path_ranges, simplify_realizes, thread_relaxed_loops
-from ..errors import block_name, loop_name, schedule_error
-from ..state import (
+from ...ir.tree import (
     Path,
     all_realizes,
     child_realizes,
     children,
-    find_block,
-    find_loop,
     fresh_name,
     loops_in_scope,
+    path_ranges,
     replace_at,
     var_names,
 )
-from .cache import (
+from ..analysis import check_affine_bindings, expr_text, simplify_realizes, thread_relaxed_loops
+from ..errors import block_name, loop_name, schedule_error
+from ..tree import (
     alloc_site,
     drop_unused_allocs,
+    find_block,
+    find_loop,
     is_true,
     outer_ranges,
     refresh_block,

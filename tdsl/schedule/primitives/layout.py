@@ -37,10 +37,11 @@ from ...ir import (
     free_vars,
     replace_buffers,
 )
+from ...ir.tree import replace_at
 from ..analysis import expr_text
 from ..errors import schedule_error
-from ..state import find_block, replace_at
-from .cache import alloc_site, refresh_touching, resolve_buffer
+from ..tree import alloc_site, find_block, refresh_touching
+from .cache import resolve_buffer
 from .compute_location import eval_int, eval_np
 
 _CHECK_LIMIT = 1 << 20  # elements checked one by one for a one-to-one map

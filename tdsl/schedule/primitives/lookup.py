@@ -7,8 +7,9 @@ from __future__ import annotations
 import difflib
 
 from ...ir import Block, BlockRealize, Buffer, PrimFunc, Var
+from ...ir.tree import block_names, child_realizes, loops_in_scope
 from ..errors import schedule_error
-from ..state import block_names, child_realizes, find_block, find_loop, loops_in_scope
+from ..tree import find_block, find_loop
 
 
 def get_block(func: PrimFunc, name: str) -> tuple[PrimFunc, str]:

@@ -34,19 +34,19 @@ from ...ir import (
     free_vars,
     substitute,
 )
+from ...ir.tree import Path, all_realizes, children, fresh_name, path_ranges, var_names
 from ..analysis import (
     and_predicate,
     check_affine_bindings,
     check_parallelizable,
     expr_text,
     find_conflict,
-    path_ranges,
     refresh_regions,
     simplify_realizes,
     uses_any,
 )
 from ..errors import block_name, loop_name, schedule_error
-from ..state import Path, all_realizes, children, find_loop, fresh_name, var_names
+from ..tree import find_loop
 
 # split -------------------------------------------------------------------------------------
 
@@ -213,7 +213,7 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence) -> tuple[PrimFunc, l
 
 
 def _replace(func: PrimFunc, path: Path, old: Stmt, new: Stmt) -> PrimFunc:
-    from ..state import replace_at
+    from ...ir.tree import replace_at
 
     return replace_at(func, path, old, new)
 

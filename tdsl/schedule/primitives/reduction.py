@@ -38,20 +38,10 @@ from ...ir import (
     structural_equal,
     substitute,
 )
+from ...ir.tree import Path, all_realizes, child_realizes, fresh_name, loops_in_scope, replace_at, var_names
 from ..analysis import expr_text
 from ..errors import block_name, loop_name, schedule_error
-from ..state import (
-    Path,
-    all_realizes,
-    child_realizes,
-    find_block,
-    find_loop,
-    fresh_name,
-    loops_in_scope,
-    replace_at,
-    var_names,
-)
-from .cache import add_alloc, buffer_names, insert_beside, refresh_block, scope_of
+from ..tree import add_alloc, buffer_names, find_block, find_loop, insert_beside, refresh_block, scope_of
 
 COMBINERS = ("add", "mul", "min", "max")
 

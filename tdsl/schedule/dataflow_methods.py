@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import sampling as _sampling
+from .handles import BlockRV, LoopRV
 from .primitives import cache as _cache
 from .primitives import compute_location as _compute_location
 from .primitives import layout as _layout
 from .primitives import reduction as _reduction
-from .state import BlockRV, LoopRV
 
 
 def _stay(func, block, loop):
     """compute_at to the root handle of sample_compute_location: the block stays where it is."""
-    from .state import find_block
+    from .tree import find_block
 
     find_block(func, block, "compute_at")
     return func, None

@@ -1,45 +1,12 @@
-"""Tensorize primitives: blockize and tensorize, and the structural matcher behind them.
+"""The tensor-intrinsic matcher and binder: does a block compute an intrinsic's description,
+and where does each description buffer land (`match`); the implementation with its buffers
+bound to those regions (`instantiate_impl`).
 
-blockize(loop)
-    The subtree under `loop` (loops down to exactly one block) becomes an inner block inside a
-    new outer block `<name>_o` (TensorIR semantics). Each iterator binding of the block is
-    divided into an outer part (the enclosing loops) and an inner part (the loops under
-    `loop`): `v = vo * E + vi`, where E is the extent the inner loops cover. The outer block
-    gets one iterator per outer part; the inner block keeps the inner parts. A block with a
-    `T.init()` hands it to the outer block when the outer block has reduction iterators, as a
-    loop nest `<name>_init` over the inner spatial loops, so that it still runs once before the
-    first update of each tile; when the whole reduction is inside the tile, the init stays in
-    the inner block (its condition is unchanged). The conjuncts of the block's predicate that
-    use no loop under `loop` move to the outer block (TVM does the same): they decide whether
-    the tile runs at all, and the outer iterators may leave their domains where they fail.
-
-tensorize(block_or_loop, intrin)
-    (A loop is blockized first.) The block's body must equal the intrinsic's description up to
-    renaming, the order of the operands of `+` and `*`, and a base offset per buffer dimension:
-    each dimension j of a description buffer D maps to one dimension k_j of the real buffer X,
-    and every access `X[e_1, ..., e_n]` of the code is `D[d_1, ..., d_m]` of the description
-    with `e_{k_j} = base_{k_j} + d_j`, the other real dimensions indexed by bases only, where
-    the bases depend only on what is outside the block. The real dimensions are the innermost
-    ones in order when that fits; else any others the indices fit and the intrinsic's constant
-    strides allow, in order if possible: a tile of a packed layout, or one in non-adjacent
-    dimensions (C = Y[b, k0:k0+MR, y, x0:x0+NR] of an NCHW output is an MR x NR tile with row
-    stride H*W, which the implementation gets through its symbolic strides). The buffers'
-    dtypes and scopes must agree, and constant strides declared by the intrinsic's buffers must
-    be the real ones. A mismatch is a ScheduleError that says what differs and which primitive
-    fixes it.
-    Unit iterators: blockize gives an iterator whose inner part is a loop of extent 1 (after
-    `split(i, [None, 1])`) to the outer block only, so the code's block can lack some of the
-    description's extent-1 iterators; those match as the constant start of their domain (the
-    code's outer iterator then shows up as a base offset).
-
-Representation. A tensorized block keeps the description's computation as its body (the
-user's own code, which matched it) and records the intrinsic in the block annotation
-``"tdsl.tensor_intrin"``. So the meaning is never lost: `tdsl.interpret` and any backend that
-cannot run the implementation compute through the description, and printing/parsing round
-trips. Lowering (`tdsl.schedule.tensorize_lower.apply_tensor_intrinsics(func, target)`, the
-first lowering pass) matches again and swaps in the implementation, with its buffers bound to
-the matched regions, when the intrinsic's target is the one being built for (and the host CPU
-has its features). An init the description does not cover stays ordinary code.
+`tdsl.schedule.primitives.blockize.tensorize` matches at schedule time and records the
+intrinsic in the block annotation `INTRIN_ANNOTATION`; `tdsl.lower.tensorize` matches again at
+lowering and swaps in the implementation. The matching rules are those of the tensorize
+primitive (see its module docstring): equal up to renaming, the order of the operands of `+`
+and `*`, and a base offset per buffer dimension.
 """
 from __future__ import annotations
 
@@ -47,10 +14,9 @@ import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
-from ...arith import infer_block_regions, linear_form, prove, simplify
-from ...errors import ScheduleError
-from ...ir import (
-    TRUE,
+from ..arith import simplify
+from ..errors import block_name, loop_name
+from ..ir import (
     Binary,
     Block,
     BlockRealize,
@@ -69,7 +35,6 @@ from ...ir import (
     LetStmt,
     Not,
     PrimExpr,
-    PrimFunc,
     Ramp,
     Range,
     Select,
@@ -82,245 +47,12 @@ from ...ir import (
     free_vars,
     substitute,
 )
-from ..analysis import expr_text, path_ranges
-from ..errors import block_name, loop_name, schedule_error
-from ..state import Path, block_names, child_realizes, find_block, find_loop, fresh_name, replace_at
-from ..tensor_intrin import TensorIntrin
+from ..ir.tree import Path, path_ranges
+from ..script.printer import message_text as expr_text
+from .registry import TensorIntrin
 
 INTRIN_ANNOTATION = "tdsl.tensor_intrin"
 COMMUTATIVE = ("add", "mul")  # operations whose operands match in either order
-
-
-# blockize ----------------------------------------------------------------------------------
-
-@dataclass
-class _Division:
-    """How one block iterator divides: outer binding/extent (None: no outer part), inner binding,
-    inner extent, and the expression that replaces the iterator in the block's code."""
-
-    iv: IterVar
-    outer: PrimExpr | None = None
-    outer_dom: Range | None = None
-    inner: PrimExpr | None = None
-    inner_extent: PrimExpr | None = None
-    outer_var: Var | None = None
-    inner_var: Var | None = None
-
-
-def _loop_chain(func: PrimFunc, loop: For, primitive: str) -> tuple[list[For], BlockRealize]:
-    """The loops from `loop` down to the single block under it."""
-    chain = [loop]
-    node: Stmt = loop.body
-    while isinstance(node, For):
-        chain.append(node)
-        node = node.body
-    if isinstance(node, BlockRealize):
-        return chain, node
-    inner = child_realizes(loop)
-    names = ", ".join(f'"{r.block.name}"' for r in inner) or "none"
-    raise schedule_error(
-        func, primitive, f"the body of {loop_name(loop.loop_var)} is not a perfect loop nest around one block "
-        f"(a {type(node).__name__} under {loop_name(chain[-1].loop_var)}; blocks inside: {names})",
-        loops=(loop.loop_var,),
-        rule=f"{primitive} takes a loop whose body is a perfect loop nest around exactly one block",
-        fix="choose a loop inside the nest of one block, or split the other statements out first")
-
-
-def _divide(func: PrimFunc, primitive: str, loop: For, iv: IterVar, value: PrimExpr, inner: list[For],
-            ranges: dict) -> _Division:
-    inner_vars = [f.loop_var for f in inner]
-    form = linear_form(value, inner_vars)
-    if form is None:
-        raise schedule_error(func, primitive, f"the binding {iv.var.name} = {expr_text(value)} is not an affine "
-                             f"function of the loops under {loop_name(loop.loop_var)}", loops=(loop.loop_var,),
-                             rule="blockize divides each binding into outer and inner parts (v = vo * E + vi)",
-                             fix="blockize a loop above the non-affine part")
-    coeffs, rest = form
-    terms = sorted(((c, f) for f, c in zip(inner, (coeffs[v] for v in inner_vars)) if c != 0), key=lambda t: t[0])
-    div = _Division(iv)
-    if not terms:  # bound by the outer loops only
-        div.outer, div.outer_dom = value, iv.dom
-        return div
-    expected = 1
-    for c, f in terms:
-        ext = simplify(f.extent)
-        if c != expected or not isinstance(ext, IntImm) or not _is_zero(f.min):
-            raise schedule_error(
-                func, primitive, f"the inner part of {iv.var.name} = {expr_text(value)} does not cover a "
-                f"contiguous range (coefficient {c} of {loop_name(f.loop_var)}, expected {expected})",
-                loops=(loop.loop_var,), rule="the loops under the blockized loop must cover 0 .. E-1 of each "
-                "iterator they drive, like the loops a split makes", fix="fuse or reorder the inner loops first")
-        expected *= ext.value
-    extent = const(expected, value.dtype)
-    inner_value = simplify(sum((f.loop_var * c for c, f in terms[1:]), terms[0][1].loop_var * terms[0][0]))
-    loop_vars_outside = {v for v in ranges}
-    if not (free_vars(rest) & loop_vars_outside):  # the inner loops alone (plus a constant)
-        div.inner = simplify(inner_value + rest) if not _is_zero(rest) else inner_value
-        div.inner_extent = iv.dom.extent
-        return div
-    if not (_is_zero(iv.dom.min) and prove(Binary("eq", simplify(rest % extent, ranges), const(0, rest.dtype)),
-                                           ranges)
-            and prove(Binary("eq", simplify(iv.dom.extent % extent), const(0, extent.dtype)))):
-        raise schedule_error(
-            func, primitive, f"{iv.var.name} = {expr_text(value)} does not divide into an outer part times "
-            f"{expected} plus the inner loops", loops=(loop.loop_var,),
-            rule="blockize needs v = vo * E + vi with E the extent the inner loops cover",
-            fix=f"split the loops so that their factors divide the iterator's extent ({expr_text(iv.dom.extent)})")
-    div.outer = simplify(rest // extent, ranges)
-    div.outer_dom = Range(const(0, extent.dtype), simplify(iv.dom.extent // extent))
-    div.inner, div.inner_extent = inner_value, extent
-    return div
-
-
-def _is_zero(e) -> bool:
-    return isinstance(e, IntImm) and e.value == 0
-
-
-def blockize(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, str]:
-    """Turn the subtree under `loop_var` into an inner block of a new outer block `<name>_o`."""
-    return _blockize(func, loop_var, "blockize")
-
-
-def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, str]:
-    loop, path = find_loop(func, loop_var, primitive)
-    chain, realize = _loop_chain(func, loop, primitive)
-    block = realize.block
-    ranges = path_ranges(path)
-    divs = [_divide(func, primitive, loop, iv, v, chain, ranges) for iv, v in zip(block.iter_vars, realize.iter_values)]
-    # the conditions on the outer loops only guard the whole tile: they go to the outer block,
-    # whose iterators would otherwise be bound outside their domains where they fail
-    outer_pred, inner_pred = _split_predicate(realize.predicate, {f.loop_var for f in chain})
-    # a predicate mixing outer and inner loops stays inside (i_0 * 6 + i_1 * 2 + i_2 < 16 of a
-    # 3-way split of 16 by 3 and 2): the outer block then guards its own iterators' domains; a
-    # tile outside them holds only instances outside the block's domain, which that predicate
-    # switched off
-    for d in divs if not _is_true(inner_pred) else ():
-        if d.outer is not None and not prove(Binary("lt", d.outer, d.outer_dom.extent), ranges):
-            guard = Binary("lt", d.outer, d.outer_dom.extent)
-            outer_pred = guard if _is_true(outer_pred) else Binary("and", outer_pred, guard)
-    realize = dataclasses.replace(realize, predicate=inner_pred)
-    taken = {v.name for v in collect(func.body, Var)}
-    vmap: dict[Var, PrimExpr] = {}
-    outer_ivs: list[IterVar] = []
-    outer_values: list[PrimExpr] = []
-    inner_ivs: list[IterVar] = []
-    inner_values: list[PrimExpr] = []
-    for d in divs:
-        iv = d.iv
-        if d.outer is not None:
-            d.outer_var = Var(fresh_name(f"{iv.var.name}_o", taken), iv.var.dtype)
-            outer_ivs.append(IterVar(d.outer_var, d.outer_dom, iv.kind))
-            outer_values.append(d.outer)
-        if d.inner is None:
-            vmap[iv.var] = d.outer_var
-            continue
-        if d.outer is None:
-            inner_ivs.append(iv)
-            inner_values.append(d.inner)
-            continue
-        d.inner_var = Var(fresh_name(f"{iv.var.name}_i", taken), iv.var.dtype)
-        inner_ivs.append(IterVar(d.inner_var, Range(const(0, d.inner_extent.dtype), d.inner_extent), iv.kind))
-        inner_values.append(d.inner)
-        vmap[iv.var] = d.outer_var * d.inner_extent + d.inner_var
-    body = substitute(block.body, vmap)
-    # With every reduction iterator inside the tile the init's condition is unchanged: it stays
-    # in the inner block (as in TensorIR; an outer block without reduction has no init).
-    keep = block.init is not None and not any(d.iv.kind == "R" and d.outer is not None for d in divs)
-    inner_init = substitute(block.init, vmap) if keep else None
-    inner_block = dataclasses.replace(block, iter_vars=tuple(inner_ivs), body=body, init=inner_init)
-    reads, writes = infer_block_regions(inner_block)
-    inner_block = dataclasses.replace(inner_block, reads=reads, writes=writes)
-    inner_realize = BlockRealize(tuple(inner_values), realize.predicate, inner_block)
-    nest: Stmt = inner_realize
-    for f in reversed(chain):
-        nest = dataclasses.replace(f, body=nest)
-    init = None
-    if block.init is not None and not keep:
-        init = _lift_init(func, primitive, realize, chain, divs, taken)
-    names = set(block_names(func))
-    outer_name = fresh_name(f"{block.name}_o", names)
-    outer = Block(outer_name, tuple(outer_ivs), (), (), nest, init)
-    reads, writes = infer_block_regions(outer)
-    outer = dataclasses.replace(outer, reads=reads, writes=writes)
-    new_realize = BlockRealize(tuple(outer_values), outer_pred, outer)
-    return replace_at(func, path, loop, new_realize), outer_name
-
-
-def _split_predicate(pred: PrimExpr, inner: set[Var]) -> tuple[PrimExpr, PrimExpr]:
-    """(the conjuncts of `pred` free of the `inner` loops, the others), each TRUE when empty."""
-    conjuncts: list[PrimExpr] = []
-    stack = [pred]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Binary) and e.op == "and":
-            stack.extend((e.b, e.a))
-        elif not _is_true(e):
-            conjuncts.append(e)
-    outer = [c for c in conjuncts if not (free_vars(c) & inner)]
-    rest = [c for c in conjuncts if free_vars(c) & inner]
-
-    def join(parts: list[PrimExpr]) -> PrimExpr:
-        out: PrimExpr = TRUE
-        for p in parts:
-            out = p if out is TRUE else Binary("and", out, p)
-        return out
-
-    return join(outer), join(rest)
-
-
-def _lift_init(func: PrimFunc, primitive: str, realize: BlockRealize, chain: list[For], divs: list[_Division],
-               taken: set[str]) -> Stmt:
-    """The block's init as a loop nest over the inner spatial loops, for the outer block (under
-    the block's predicate, so that a partial tile initialises only its own elements)."""
-    block = realize.block
-    spatial_loops: set[Var] = set()
-    reduce_loops: set[Var] = set()
-    for d in divs:
-        if d.inner is not None:
-            (reduce_loops if d.iv.kind == "R" else spatial_loops).update(free_vars(d.inner))
-    mixed = spatial_loops & reduce_loops
-    if mixed:
-        v = next(iter(mixed))
-        raise schedule_error(func, primitive, f"{loop_name(v)} drives both spatial and reduction iterators of "
-                             f"{block_name(block.name)}, so its T.init cannot be separated",
-                             loops=(v,), blocks=(block.name,),
-                             rule="blockize moves the init over the inner spatial loops only",
-                             fix="split spatial and reduction loops apart before blockize")
-    loops = [f for f in chain if f.loop_var in spatial_loops]
-    lmap = {f.loop_var: Var(fresh_name(f"{f.loop_var.name}_init", taken), f.loop_var.dtype) for f in loops}
-    ivs: list[IterVar] = []
-    values: list[PrimExpr] = []
-    init_map: dict[Var, PrimExpr] = {}
-    for d in divs:
-        if d.inner is None:
-            init_map[d.iv.var] = d.outer_var
-        elif d.iv.kind == "S":
-            var = Var(fresh_name(f"{d.iv.var.name}_init", taken), d.iv.var.dtype)
-            dom = d.iv.dom if d.outer is None else Range(const(0, d.inner_extent.dtype), d.inner_extent)
-            ivs.append(IterVar(var, dom, "S"))
-            values.append(substitute(d.inner, lmap))
-            init_map[d.iv.var] = var if d.outer is None else d.outer_var * d.inner_extent + var
-    init_body = substitute(block.init, init_map)
-    stray = set(collect(init_body, Var)) & {d.iv.var for d in divs}
-    if stray:
-        raise schedule_error(func, primitive, f"the T.init of {block_name(block.name)} uses the reduction iterator "
-                             f"{next(iter(stray)).name}", blocks=(block.name,),
-                             rule="an init may only use the spatial iterators of its block")
-    inner_loops = {f.loop_var for f in chain}
-    if free_vars(realize.predicate) & (inner_loops - spatial_loops):
-        raise schedule_error(func, primitive, f"the predicate of {block_name(block.name)} depends on its inner "
-                             "reduction loops, so its T.init cannot be moved out of them", blocks=(block.name,),
-                             rule="blockize moves the init over the inner spatial loops only",
-                             fix="split the reduction loop by a factor that divides its extent")
-    init_name = fresh_name(f"{block.name}_init", set(block_names(func)))
-    init_block = Block(init_name, tuple(ivs), (), (), init_body)
-    reads, writes = infer_block_regions(init_block)
-    init_block = dataclasses.replace(init_block, reads=reads, writes=writes)
-    predicate = substitute(realize.predicate, lmap) if not _is_true(realize.predicate) else TRUE
-    stmt: Stmt = BlockRealize(tuple(values), predicate, init_block)
-    for f in reversed(loops):
-        stmt = For(lmap[f.loop_var], f.min, f.extent, "serial", stmt)
-    return stmt
 
 
 # matching ----------------------------------------------------------------------------------
@@ -816,7 +548,7 @@ def _equal(a: PrimExpr, b: PrimExpr, ranges: dict) -> bool:
         return False
     if a.dtype.is_integer and a.dtype.lanes == 1:
         return _is_zero(simplify(a - b, ranges))
-    from ...ir import structural_equal
+    from ..ir import structural_equal
 
     return structural_equal(a, b)
 
@@ -861,55 +593,6 @@ def _match_key(intrin: TensorIntrin, block: Block, path: Path) -> tuple:
     return intrin, block.name, block.body, block.alloc_buffers, block.iter_vars, tuple(outer)
 
 
-# tensorize ---------------------------------------------------------------------------------
-
-def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[PrimFunc, None]:
-    """Mark a block (or the block blockize makes of a loop) as computed by tensor intrinsic
-    `intrin_name` after checking that it computes the intrinsic's description."""
-    if not isinstance(intrin_name, str):
-        raise schedule_error(func, "tensorize", f"the intrinsic name must be a string, not {intrin_name!r}")
-    try:
-        intrin = TensorIntrin.get(intrin_name)
-    except ScheduleError as exc:  # unknown name: re-raise with the schedule's context
-        culprit = {"loops": (target,)} if isinstance(target, Var) else {"blocks": (target,)}
-        raise schedule_error(func, "tensorize", str(exc), **culprit) from None
-    original = func
-    if isinstance(target, Var):
-        find_loop(func, target, "tensorize")
-        func, name = _blockize(func, target, "tensorize")
-        culprit = {"loops": (target,)}
-    else:
-        name = target
-        culprit = {"blocks": (target,)}
-    realize, path = find_block(func, name, "tensorize")
-    block = realize.block
-    try:
-        match(intrin, block, path + (realize,))
-    except Mismatch as m:
-        loops = m.loops or culprit.get("loops", ())
-        blocks = m.blocks if not loops else ()
-        shown_blocks = tuple(b for b in blocks if b in block_names(original)) or culprit.get("blocks", ())
-        raise schedule_error(original, "tensorize",
-                             f"{_where(target)} does not match the description of {intrin_name!r}: {m.message}",
-                             rule="tensorize replaces code that computes exactly the intrinsic's description (up to "
-                                  "renaming and a base offset per buffer dimension)",
-                             fix=m.fix, loops=tuple(v for v in loops if _has_loop(original, v)),
-                             blocks=shown_blocks) from None
-    from .. import tensorize_lower  # noqa: F401  (registers the lowering pass that swaps in the impl)
-
-    pairs = tuple((k, v) for k, v in block.annotations if k != INTRIN_ANNOTATION) + ((INTRIN_ANNOTATION, intrin_name),)
-    new_block = dataclasses.replace(block, annotations=pairs)
-    return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block)), None
-
-
-def _where(target) -> str:
-    return loop_name(target) if isinstance(target, Var) else block_name(target)
-
-
-def _has_loop(func: PrimFunc, var: Var) -> bool:
-    return any(f.loop_var is var for f in collect(func.body, For))
-
-
 # binding an implementation -----------------------------------------------------------------
 
 def instantiate_impl(intrin: TensorIntrin, bindings: list[Binding]) -> tuple[Stmt, tuple[Buffer, ...]]:
@@ -938,7 +621,7 @@ class _Binder:
     """Rewrites impl accesses P[idx] into Real[base + idx] and renews loop/let variables."""
 
     def __init__(self, vmap: dict[Var, PrimExpr], bmap: dict[Buffer, Binding], allocs: dict[Buffer, Buffer]):
-        from ...ir import IRMutator
+        from ..ir import IRMutator
 
         outer = self
 
@@ -998,3 +681,7 @@ def _offset(base: PrimExpr, index: PrimExpr) -> PrimExpr:
     if index.dtype.lanes > 1:
         return Binary("add", Broadcast(base, index.dtype.lanes), index)
     return simplify(base + index)
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, IntImm) and e.value == 0

@@ -1,7 +1,7 @@
 """Lowering hook for tensorized blocks: `apply_tensor_intrinsics(func, target) -> func`.
 
 A tensorized block keeps its description's code and names its intrinsic in the block
-annotation "tdsl.tensor_intrin" (see tdsl.schedule.primitives.tensorize). This pass, the first
+annotation "tdsl.tensor_intrin" (see tdsl.schedule.primitives.blockize). This pass, the first
 of a lowering pipeline (before `convert_blocks`), decides per block:
 
 * the intrinsic's target is the one being built for ("cpu" intrinsics on "cpu", "cuda" ones on
@@ -20,30 +20,19 @@ nothing for functions without tensorized blocks.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from ..errors import ScheduleError, TargetError
+from ..intrinsics.match import INTRIN_ANNOTATION, Mismatch, instantiate_impl, match
+from ..intrinsics.registry import TensorIntrin
 from ..ir import Block, BlockRealize, Buffer, IRVisitor, PrimFunc, Stmt, replace_buffers
-from .primitives.tensorize import INTRIN_ANNOTATION, Mismatch, instantiate_impl, match
-from .state import find_block
-from .tensor_intrin import TensorIntrin
+from ..ir.tree import find_realize, replace_at
+from ..target import host_features
 
 PASS_NAME = "apply_tensor_intrinsics"
 PRELUDE_ATTR = "tdsl.cuda_prelude"
 # Scopes of per-thread tensor-core fragments: on CUDA they are plain per-thread arrays that the
 # intrinsics' device functions fill (see tdsl.intrinsics.cuda).
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
-
-
-@functools.cache
-def host_features() -> frozenset[str]:
-    """The host CPU's features as LLVM names them (e.g. "avx512f", "avxvnni"); asked of LLVM once
-    per process (every build of a tensorized function checks them)."""
-    from llvmlite import binding as llvm
-
-    llvm.initialize_native_target()
-    feats = llvm.get_host_cpu_features()
-    return frozenset(k for k in feats if feats[k])
 
 
 def missing_features(intrin: TensorIntrin) -> list[str]:
@@ -72,7 +61,7 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     kind = _target_kind(target)
     preludes: list[str] = []
     for name in names:
-        realize, path = find_block(func, name, "lower")
+        realize, path = find_realize(func.body, name)  # type: ignore[misc]
         block = realize.block
         intrin_name = intrin_of(block)
         try:
@@ -99,7 +88,7 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
                               f"(a later schedule step changed it): {m.message}") from None
         body, allocs = instantiate_impl(intrin, bindings)
         new_block = dataclasses.replace(block, body=body, alloc_buffers=block.alloc_buffers + allocs)
-        func = _replace(func, path, realize, dataclasses.replace(realize, block=new_block))
+        func = replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
         if intrin.prelude and intrin.prelude not in preludes:
             preludes.append(intrin.prelude)
     if kind == "cuda" and preludes:
@@ -147,9 +136,3 @@ def _tensorized(stmt: Stmt) -> list[BlockRealize]:
     finder = _TensorizedFinder()
     finder.visit(stmt)
     return finder.out
-
-
-def _replace(func: PrimFunc, path, old, new) -> PrimFunc:
-    from .state import replace_at
-
-    return replace_at(func, path, old, new)

@@ -15,46 +15,14 @@ import time as _time
 
 import numpy as np
 
-from ..dtypes import DataType
-from ..errors import ArgumentError, BoundsError, TargetError
-from ..ir import Buffer, IntImm, PrimFunc, Var
-from ..ir.outputs import read_before_written
+from ...dtypes import DataType
+from ...errors import ArgumentError, BoundsError, TargetError
+from ...ir import Buffer, IntImm, PrimFunc, Var
+from ...ir.outputs import read_before_written
+from .abi import numpy_layout_ok
 
 _MISSING = object()
 _CPU_DEVICES = (1, 3)   # DLPack kDLCPU, kDLCUDAHost (pinned host memory)
-
-
-def _numpy_layout_ok() -> bool:
-    """True when numpy's array struct and CPython's tuple have the layout the fast entries read
-    (checked here, not assumed)."""
-    from .llvm.codegen import (
-        ND_DATA,
-        ND_DESCR,
-        ND_DIMS,
-        ND_FLAGS,
-        ND_NDIM,
-        NPY_C_CONTIGUOUS,
-        OB_TYPE,
-        TUPLE_ITEMS,
-        TUPLE_SIZE,
-    )
-
-    x = np.zeros((3, 5), np.float32)
-    base = id(x)
-    try:
-        ok = (ctypes.c_void_p.from_address(base + OB_TYPE).value == id(np.ndarray)
-              and ctypes.c_void_p.from_address(base + ND_DATA).value == x.__array_interface__["data"][0]
-              and ctypes.c_int32.from_address(base + ND_NDIM).value == 2
-              and ctypes.c_void_p.from_address(base + ND_DESCR).value == id(x.dtype)
-              and ctypes.c_int32.from_address(base + ND_FLAGS).value & NPY_C_CONTIGUOUS == NPY_C_CONTIGUOUS)
-        dims = ctypes.c_void_p.from_address(base + ND_DIMS).value
-        ok = ok and tuple((ctypes.c_int64 * 2).from_address(dims)) == (3, 5)
-        t = (x, np.ones(1))
-        items = (ctypes.c_void_p * 2).from_address(id(t) + TUPLE_ITEMS)
-        return (ok and ctypes.c_ssize_t.from_address(id(t) + TUPLE_SIZE).value == 2
-                and tuple(items) == (id(t[0]), id(t[1])))
-    except (ValueError, OSError):
-        return False
 
 
 _FAST_OK: bool | None = None
@@ -104,7 +72,7 @@ class Kernel:
     def __init__(self, func: PrimFunc, compiled, options: dict | None = None):
         global _FAST_OK
         if _FAST_OK is None:
-            _FAST_OK = _numpy_layout_ok()
+            _FAST_OK = numpy_layout_ok()
         self.func = func
         self._lowered: PrimFunc | None = None
         self.target = "cpu"
@@ -139,7 +107,7 @@ class Kernel:
     def lowered(self) -> PrimFunc:
         """The lowered function that was compiled (lowered again on demand after a disk hit)."""
         if self._lowered is None:
-            from ..lower import lower
+            from ...lower import lower
 
             self._lowered = lower(self.func, target="cpu")
         return self._lowered
@@ -159,7 +127,7 @@ class Kernel:
     def asm(self) -> str:
         """The assembly for the host CPU."""
         if self._asm is None:
-            from .llvm import jit
+            from . import jit
 
             self._asm = jit.emit_assembly(self.optimized_ir)
         return self._asm
@@ -342,7 +310,7 @@ class Kernel:
                                 f"(expected {expected})")
 
     def _dim_value(self, s, dims: dict, p: _Param) -> int:
-        from .llvm.codegen import expr_text
+        from .codegen import expr_text
 
         if isinstance(s, IntImm):
             return s.value

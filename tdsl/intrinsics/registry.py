@@ -9,7 +9,7 @@ and the element offset of the matched region) or constants (the region must have
 
 `sch.tensorize(loop_or_block, name)` matches a subtree against the description; lowering
 swaps in the implementation where the target can run it (see
-`tdsl.schedule.primitives.tensorize`). Built-in intrinsics (`tdsl.intrinsics`) register
+`tdsl.schedule.primitives.blockize`). Built-in intrinsics (`tdsl.intrinsics.builtins`) register
 themselves the first time a name is looked up.
 """
 from __future__ import annotations
@@ -162,11 +162,11 @@ def unknown_message(name: str) -> str:
 
 
 def _load_builtins() -> None:
-    """Import tdsl.intrinsics once (it registers the built-in intrinsics)."""
+    """Import tdsl.intrinsics.builtins once (it registers the built-in intrinsics)."""
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
     _BUILTINS_LOADED = True
     import importlib
 
-    importlib.import_module("tdsl.intrinsics")
+    importlib.import_module("tdsl.intrinsics.builtins")

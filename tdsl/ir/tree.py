@@ -1,44 +1,18 @@
-"""Handles (BlockRV, LoopRV) and navigation of a function's statement tree.
+"""Paths through a function's statement tree: children, find, replace.
 
-The pure primitives name things by stable identities: a block by its name (unique in a
-function), a loop by its loop `Var` object (primitives that keep a loop keep its Var). The
-Schedule wraps those identities in handles that also remember the trace step that made them,
-so that a handle of an undone step is refused.
+A `Path` is the tuple of a statement's ancestors, outermost first. The schedule primitives,
+the tensor-intrinsic matcher and the lowering pass that swaps intrinsics in all navigate the
+tree this way; rewriting a statement somewhere inside a function is `replace_at(func, path,
+old, new)`, which rebuilds only the ancestors (IR nodes are immutable).
 """
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
-from ..ir import Block, BlockRealize, Buffer, For, LetStmt, PrimFunc, Stmt, Var, collect, substitute
-from .errors import block_name, loop_name, schedule_error
-
-
-@dataclass(frozen=True, eq=False)
-class BlockRV:
-    """A handle to a block, followed by its name."""
-
-    name: str
-    serial: int
-
-    def __repr__(self) -> str:
-        return f'Block("{self.name}")'
-
-
-@dataclass(frozen=True, eq=False)
-class LoopRV:
-    """A handle to a loop, followed by the identity of its loop variable."""
-
-    var: Var
-    serial: int
-
-    @property
-    def name(self) -> str:
-        return self.var.name
-
-    def __repr__(self) -> str:
-        return f"Loop({self.var.name})"
-
+from .buffer import Buffer
+from .expr import Range, Var
+from .functor import collect
+from .stmt import Block, BlockRealize, For, PrimFunc, Stmt
 
 Path = tuple[Stmt, ...]  # ancestors of a statement, outermost first
 
@@ -67,25 +41,9 @@ def find_path(root: Stmt, pred) -> tuple[Stmt, Path] | None:
     return None
 
 
-def find_block(func: PrimFunc, name: str, primitive: str) -> tuple[BlockRealize, Path]:
-    """The realize of block `name` and its ancestors; a ScheduleError naming it when gone."""
-    found = find_path(func.body, lambda s: isinstance(s, BlockRealize) and s.block.name == name)
-    if found is None:
-        raise schedule_error(func, primitive, f"{block_name(name)} no longer exists in the function",
-                             rule="a handle can only be used while its block exists (compute_inline and "
-                                  "undo remove blocks)",
-                             fix=f"look it up again with sch.get_block({name!r}) if it still exists")
-    return found  # type: ignore[return-value]
-
-
-def find_loop(func: PrimFunc, var: Var, primitive: str) -> tuple[For, Path]:
-    """The loop whose variable is `var` and its ancestors; a ScheduleError naming it when gone."""
-    found = find_path(func.body, lambda s: isinstance(s, For) and s.loop_var is var)
-    if found is None:
-        raise schedule_error(func, primitive, f"{loop_name(var)} no longer exists in the function",
-                             rule="a loop handle dies when its loop is replaced (split, fuse) or its step undone",
-                             fix="take fresh handles from sch.get_loops(block)")
-    return found  # type: ignore[return-value]
+def find_realize(root: Stmt, name: str) -> tuple[BlockRealize, Path] | None:
+    """The realize of the block called `name` and its ancestors; None when there is none."""
+    return find_path(root, lambda s: isinstance(s, BlockRealize) and s.block.name == name)  # type: ignore[return-value]
 
 
 def enclosing_block(path: Path) -> Block | None:
@@ -106,6 +64,18 @@ def loops_in_scope(path: Path) -> list[For]:
             out.append(node)
     out.reverse()
     return out
+
+
+def path_ranges(path: Path) -> dict[Var, Range]:
+    """The ranges of the loops and block iterators enclosing a statement."""
+    ranges: dict[Var, Range] = {}
+    for node in path:
+        if isinstance(node, For):
+            ranges[node.loop_var] = Range(node.min, node.extent)
+        elif isinstance(node, Block):
+            for iv in node.iter_vars:
+                ranges[iv.var] = iv.dom
+    return ranges
 
 
 def child_realizes(stmt: Stmt) -> list[BlockRealize]:
@@ -146,7 +116,7 @@ def replace_child(parent: Stmt, old: Stmt, new: Stmt) -> Stmt:
             return dataclasses.replace(parent, **{f.name: new})
         if isinstance(value, tuple) and any(v is old for v in value):
             return dataclasses.replace(parent, **{f.name: tuple(new if v is old else v for v in value)})
-    raise ValueError("replace_child: not a child")  # a broken path is a bug in the primitive
+    raise ValueError("replace_child: not a child")  # a broken path is a bug in the caller
 
 
 def replace_at(func: PrimFunc, path: Path, old: Stmt, new: Stmt) -> PrimFunc:
@@ -183,40 +153,3 @@ def fresh_name(base: str, taken: set[str]) -> str:
 def block_names(func: PrimFunc) -> list[str]:
     """The names of all blocks, in program order (the implicit root block excluded)."""
     return [r.block.name for r in all_realizes(func.body) if r is not func.body]
-
-
-def unique_names(func: PrimFunc) -> PrimFunc:
-    """`func` with every loop, block iterator and let variable under a name of its own.
-
-    Parsing gives two nests written `for i, j` two pairs of Vars both called i and j; the
-    printer shows the second pair as i_1, j_1. Renaming them the same way up front makes the
-    names in error messages and traces the names the user sees in `sch.show()`. A function
-    whose names are already unique is returned as is.
-    """
-    taken = {p.name for p in func.params}
-    for p in func.params:
-        if isinstance(p, Buffer):
-            taken.update(v.name for s in p.shape for v in collect(s, Var))
-    root = func.root_block
-    if root is not None:  # function-level buffers print before the loops
-        taken.update(b.name for b in root.alloc_buffers)
-    renames: dict[Var, Var] = {}
-    stack: list[Stmt] = [func.body]
-    while stack:
-        node = stack.pop()
-        defined: list[Var] = []
-        if isinstance(node, For):
-            defined.append(node.loop_var)
-        elif isinstance(node, LetStmt):
-            defined.append(node.var)
-        elif isinstance(node, BlockRealize):
-            defined.extend(iv.var for iv in node.block.iter_vars)
-        for var in defined:
-            if var.name in taken:
-                renames[var] = Var(fresh_name(var.name, taken), var.dtype)
-            else:
-                taken.add(var.name)
-        stack.extend(reversed(children(node)))
-    if not renames:
-        return func
-    return func.with_body(substitute(func.body, renames))

@@ -1,0 +1,263 @@
+"""Each schedule rule on a small kernel: what it does, and that the result means the same."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from auto_check import BMM, CHAIN, CONV, DEPTHWISE, ROWSUM_SYMBOLIC, SOFTMAX, gemm, same_meaning
+
+import tdsl
+from tdsl.auto import (
+    AutoInline,
+    ComputeLocation,
+    GPUBind,
+    GPUMatmulTiling,
+    Hardware,
+    MatmulTensorizeCPU,
+    MultiLevelTilingCPU,
+    ParallelVectorizeUnroll,
+    Rule,
+    TensorizeMatching,
+    VectorReduction,
+)
+from tdsl.auto.rules.matmul_cpu import default_tiles, mc_candidates
+
+AVX2 = Hardware("cpu", isa="avx2", lanes=8, cores=2)
+CUDA = Hardware("cuda", lanes=1)
+
+
+def _one(rule: Rule, sch: tdsl.Schedule, block: str) -> tdsl.Schedule:
+    before, steps = sch.func, len(sch.trace)
+    out = rule(sch, block)
+    assert out and all(isinstance(s, tdsl.Schedule) for s in out)
+    assert sch.func is before and len(sch.trace) == steps, "a rule changed the schedule it was given"
+    return out[0]
+
+
+def test_a_rule_that_does_not_apply_returns_the_schedule_itself():
+    sch = tdsl.Schedule(tdsl.parse(CHAIN))
+    assert VectorReduction(AVX2)(sch, "relu") == [sch]
+    assert MatmulTensorizeCPU(AVX2)(sch, "mul") == [sch]
+    assert AutoInline(AVX2)(sch, "no_such_block") == [sch]
+
+
+def test_auto_inline_collapses_an_elementwise_chain():
+    f = tdsl.parse(CHAIN)
+    sch = tdsl.Schedule(f)
+    for name in ("mul", "add"):
+        sch = _one(AutoInline(AVX2), sch, name)
+    text = sch.func.script()
+    assert 'T.block("mul")' not in text and 'T.block("add")' not in text
+    same_meaning(sch, f)
+
+
+def test_auto_inline_keeps_padding_for_a_micro_kernel_and_offers_inlining_second():
+    f = tdsl.parse(CONV)
+    sch = tdsl.Schedule(f)
+    out = AutoInline(AVX2)(sch, "pad")
+    assert len(out) == 2
+    assert 'T.block("pad")' in out[0].func.script() and 'T.block("pad")' not in out[1].func.script()
+    for s in out:
+        same_meaning(s, f)
+    # without a micro-kernel (CUDA, or a CPU without AVX2) padding is simply inlined
+    assert len(AutoInline(Hardware("cpu", isa="", lanes=4))(sch, "pad")) == 1
+
+
+def test_auto_inline_does_not_duplicate_transcendental_work():
+    sch = tdsl.Schedule(tdsl.parse(SOFTMAX))
+    assert AutoInline(AVX2)(sch, "exp") == [sch]  # exp has two readers (sum and norm)
+
+
+def test_matmul_tensorize_packs_tiles_and_tensorizes(tmp_path):
+    f = gemm(32, 32, 32)
+    sch = _one(MatmulTensorizeCPU(AVX2), tdsl.Schedule(f), "C")
+    text = str(sch.trace)
+    for step in ('cache_read(b0, buffer="B", scope="global")', 'cache_read(b0, buffer="A", scope="global")',
+                 "transform_layout", "decompose_reduction", 'tensorize(', "x86.avx2.fp32_", "sch.parallel("):
+        assert step in text, text
+    assert "tdsl.tensor_intrin" in sch.func.script()
+    same_meaning(sch, f)
+
+
+def test_matmul_tensorize_offers_a_sketch_per_micro_tile():
+    tiles = default_tiles(64, 64, 64, 8, 32 * 1024)
+    assert tiles[0].nr == 16 and tiles[0].mr * tiles[0].nr // 8 <= 12  # the hand GEMM's tile first
+    assert len({(t.mr, t.nr) for t in tiles}) == len(tiles) > 1
+    out = MatmulTensorizeCPU(AVX2)(tdsl.Schedule(gemm(64, 64, 64)), "C")
+    assert len(out) == len(tiles)
+    counts, default = mc_candidates(1024, 4, 256, 256, 512 * 1024, 2)
+    assert counts[default] * 4 * 16 <= 1024 and (1024 // (counts[default] * 4)) >= 16
+
+
+def test_matmul_tensorize_batched_and_conv2d():
+    f = tdsl.parse(BMM)
+    same_meaning(_one(MatmulTensorizeCPU(AVX2), tdsl.Schedule(f), "C"), f)
+    f = tdsl.parse(CONV)
+    sch = _one(MatmulTensorizeCPU(AVX2), tdsl.Schedule(f), "conv")
+    text = str(sch.trace)
+    # the padded input is stored channels-next-to-columns and written in that order
+    assert "lambda v0, v1, v2, v3: (v0, v2, v1, v3)" in text and "x86.avx2.fp32_" in text
+    same_meaning(sch, f)
+
+
+def test_matmul_tensorize_result_builds_and_runs():
+    f = gemm(32, 48, 32)
+    sch = _one(MatmulTensorizeCPU(AVX2), tdsl.Schedule(f), "C")
+    from tdsl.intrinsics import x86
+
+    if "avx2" not in x86.available():
+        pytest.skip("this CPU has no AVX2")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 32), dtype=np.float32), rng.standard_normal((32, 48), dtype=np.float32)
+    np.testing.assert_allclose(tdsl.build(sch)(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_multi_level_tiling_cpu_register_tile_on_depthwise():
+    f = tdsl.parse(DEPTHWISE)
+    sch = _one(MultiLevelTilingCPU(AVX2), tdsl.Schedule(f), "Y")
+    text = sch.func.script()
+    assert 'scope="local"' in text and "T.vectorized" in text
+    same_meaning(sch, f)
+
+
+def test_multi_level_tiling_skips_reductions_without_a_contiguous_output_axis():
+    sch = tdsl.Schedule(tdsl.parse(ROWSUM_SYMBOLIC))
+    assert MultiLevelTilingCPU(AVX2)(sch, "B") == [sch]
+
+
+def test_vector_reduction_rfactors_the_row():
+    f = tdsl.parse(ROWSUM_SYMBOLIC)
+    sch = _one(VectorReduction(AVX2), tdsl.Schedule(f), "B")
+    text = sch.func.script()
+    assert 'T.block("B_rf")' in text and "T.vectorized" in text
+    for n in (1, 5, 9):
+        same_meaning(sch, f, {"n": n})
+
+
+def test_compute_location_moves_producers_into_the_row_loop():
+    f = tdsl.parse(SOFTMAX)
+    sch = tdsl.Schedule(f)
+    for name in ("sum", "exp", "max"):
+        sch = _one(ComputeLocation(AVX2), sch, name)
+    assert str(sch.trace).count("sample_compute_location") == 3
+    loops = sch.get_loops(sch.get_block("max"))
+    assert loops[0].var is sch.get_loops(sch.get_block("norm"))[0].var  # all under the row loop
+    same_meaning(sch, f)
+
+
+def test_parallel_vectorize_unroll():
+    f = tdsl.parse(CHAIN)
+    sch = _one(ParallelVectorizeUnroll(AVX2), tdsl.Schedule(f), "relu")
+    text = sch.func.script()
+    assert "T.parallel" in text and "T.vectorized" in text and "pragma_auto_unroll_max_step" in text
+    same_meaning(sch, f)
+
+
+def test_parallel_vectorize_streams_large_outputs():
+    big = CHAIN.replace("(16, 40)", "(512, 1024)").replace("T.grid(16, 40)", "T.grid(512, 1024)")
+    sch = _one(ParallelVectorizeUnroll(Hardware("cpu", isa="avx2", lanes=8, cores=2, l2=256 * 1024)),
+               tdsl.Schedule(tdsl.parse(big)), "relu")
+    assert "tdsl.nontemporal" in sch.func.script()
+
+
+def test_tensorize_matching_uses_registered_intrinsics():
+    desc = tdsl.parse('''
+@T.prim_func
+def desc(A: T.Buffer((8,), "float32"), D: T.Buffer((8,), "float32")):
+    for j in range(8):
+        with T.block("relu"):
+            vj = T.axis.spatial(8, j)
+            D[vj] = T.max(A[vj] * T.float32(2), T.float32(0))
+''')
+    impl = tdsl.parse('''
+@T.prim_func
+def impl(A: T.Buffer((8,), "float32"), D: T.Buffer((8,), "float32")):
+    D[T.Ramp(0, 1, 8)] = T.max(A[T.Ramp(0, 1, 8)] * T.Broadcast(T.float32(2), 8), T.Broadcast(T.float32(0), 8))
+''')
+    name = "test.auto.relu2_8"
+    if not tdsl.TensorIntrin.exists(name):
+        tdsl.TensorIntrin.register(name, desc, impl, target="cpu")
+    f = tdsl.parse('''
+@T.prim_func
+def relu2(A: T.Buffer((4, 8), "float32"), D: T.Buffer((4, 8), "float32")):
+    for i, j in T.grid(4, 8):
+        with T.block("relu"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            D[vi, vj] = T.max(A[vi, vj] * T.float32(2), T.float32(0))
+''')
+    out = TensorizeMatching(AVX2)(tdsl.Schedule(f), "relu")
+    assert any(f'"{name}"' in str(s.trace) for s in out)
+    for s in out:
+        same_meaning(s, f)
+
+
+def test_gpu_matmul_tiling_stages_shared_and_local():
+    f = gemm(64, 64, 32)
+    sch = _one(GPUMatmulTiling(CUDA), tdsl.Schedule(f), "C")
+    text = sch.func.script()
+    for needle in ('scope="shared"', 'scope="local"', '"blockIdx.x"', '"threadIdx.y"'):
+        assert needle in text
+    same_meaning(sch, f)
+
+
+def test_gpu_bind_elementwise_and_unparallelizable_nests():
+    f = tdsl.parse(CHAIN)
+    sch = _one(GPUBind(CUDA), tdsl.Schedule(f), "relu")
+    assert '"threadIdx.x"' in sch.func.script()
+    same_meaning(sch, f)
+    scan = tdsl.parse('''
+@T.prim_func
+def scan(A: T.Buffer((20,), "float32"), B: T.Buffer((20,), "float32")):
+    for i in range(20):
+        with T.block("B"):
+            vi = T.axis.spatial(20, i)
+            B[vi] = A[vi] + T.if_then_else(vi > 0, B[vi - 1], T.float32(0))
+''')
+    sch = _one(GPUBind(CUDA), tdsl.Schedule(scan), "B")
+    assert 'T.thread_binding(1, thread="threadIdx.x")' in sch.func.script()
+    same_meaning(sch, scan)
+
+
+class _SplitBy4(Rule):
+    """A user rule: split the innermost loop by 4."""
+
+    name = "split-by-4"
+
+    def alternatives(self, sch, block):
+        def make(s):
+            s.split(s.get_loops(s.get_block(block))[-1], [None, 4])
+        return [make]
+
+
+def test_user_rules_join_a_pass_and_user_spaces_replace_the_rules():
+    from tdsl.auto import default_passes, sketches
+
+    f = tdsl.parse(CHAIN)
+    passes = default_passes(AVX2)
+    passes[1].insert(0, _SplitBy4(AVX2))
+    sch = tdsl.auto_schedule(f, AVX2, passes=passes)
+    assert "factors=[None, 4]" in str(sch.trace)
+    same_meaning(sch, f)
+
+    def space(s):
+        b = s.get_block("relu")
+        _, j = s.get_loops(b)
+        s.split(j, s.sample_perfect_tile(j, 2))
+
+    (only,) = sketches(f, "cpu", space=space, seed=3)
+    assert "sample_perfect_tile" in str(only.trace)
+    same_meaning(only, f)
+
+
+def test_registered_rules_join_every_default_space():
+    from tdsl.auto import register_rule, unregister_rule
+
+    f = tdsl.parse(CHAIN)
+    register_rule(_SplitBy4, stage="tiling")
+    try:
+        assert "factors=[None, 4]" in str(tdsl.auto_schedule(f, "cpu").trace)
+        assert "factors=[None, 4]" not in str(tdsl.auto_schedule(f, "cuda").trace)  # registered for the CPU
+    finally:
+        unregister_rule(_SplitBy4)
+    assert "factors=[None, 4]" not in str(tdsl.auto_schedule(f, "cpu").trace)
+    with pytest.raises(ValueError, match="stage"):
+        register_rule(_SplitBy4, stage="nowhere")
