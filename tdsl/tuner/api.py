@@ -198,7 +198,7 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     * `verbose`: 0 silent, 1 live bar / summary, 2 one line per candidate. Ctrl-C stops and
       returns the best so far.
     """
-    from ..backends.target import parse_target
+    from ..target import parse_target
     from .checking import check_tunable
     from .machine import fingerprint
     from .pool import LocalPool
