@@ -141,7 +141,6 @@ class TuneResult:
                          f"{s.get('invalid', 0)} proposals refused by the schedule, {s.get('duplicates', 0)} "
                          f"duplicates skipped; cost model: {s.get('model', '-')}"
                          + (f"; resumed from {s['resumed']} records" if s.get("resumed") else "")
-                         + (f"; the best {s['remeasured']} measured again" if s.get("remeasured") else "")
                          + ("; interrupted" if self.interrupted else ""))
         return "\n".join(lines)
 
@@ -243,12 +242,6 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
                     kill=pool.kill_worker if local else None)
     try:
         engine.run()
-        if not engine.interrupted and engine.trials_done:
-            progress.note("tuning: measuring the best candidates again")
-            try:
-                engine.remeasure_best()
-            except KeyboardInterrupt:
-                engine.interrupted = True
     finally:
         if owned:
             pool.shutdown(wait=not engine.interrupted, cancel_futures=True)
@@ -260,7 +253,7 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
                "candidates_per_minute": engine.trials_done / seconds * 60 if seconds else 0.0,
                "prepare_seconds": engine.prepare_seconds, "build_seconds": engine.build_seconds,
                "model": tasks[0].model.name if tasks else "-", "machines": sorted(engine.machines),
-               "resumed": resumed, "remeasured": engine.remeasured},
+               "resumed": resumed},
         interrupted=engine.interrupted, database=db.path if db is not None else None)
     progress.close(result.table())
     if db is not None and not isinstance(database, Database):

@@ -197,12 +197,6 @@ class Database:
                 record.id, record.workload = cur.lastrowid, workload.id
         return added
 
-    def update_time(self, record: Record, time_s: float, times: list) -> None:
-        """Replace a record's times (the final re-measurement of the best candidates)."""
-        with self._write() as c:
-            c.execute("UPDATE records SET time_s = ?, times = ? WHERE id = ?", (time_s, json.dumps(times), record.id))
-        record.time, record.times = time_s, list(times)
-
     _COLUMNS = ("id, workload, candidate, trace, decisions, time_s, times, error, build_s, features, "
                 "tdsl_version, created")
 

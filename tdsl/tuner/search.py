@@ -181,8 +181,6 @@ class Engine:
         self.prepare_seconds = 0.0
         self.interrupted = False
         self.machines: set = set()
-        self.remeasured = 0
-        self._scripts: dict[str, str] = {}      # candidate key -> scheduled script, this run
 
     def _time_left(self) -> float | None:
         if self.opt.time_budget is None:
@@ -277,35 +275,6 @@ class Engine:
             self._trial_wall = (time.monotonic() - t0) / len(picked)
         task.refit()
 
-    def remeasure_best(self, k: int = 3, measure_s: float = 0.3) -> None:
-        """Measure each task's `k` fastest records again, longer, and keep those times: on a
-        loaded machine one lucky sample can rank a candidate first; the best is chosen on the
-        second measurement (a record that fails it now keeps its first times)."""
-        for task in self.tasks:
-            top = sorted((r for r in task.records if r.ok), key=lambda r: r.time)[:k]
-            if len(top) < 2:
-                continue
-            for record in top:
-                script = self._scripts.get(record.candidate)
-                if script is None:
-                    try:
-                        script = space_mod.load(record.trace).apply(task.func).func.script()
-                    except Exception:  # noqa: BLE001, S112 - a record that no longer replays keeps its times
-                        continue
-                req = {"func": task.func_script, "func_hash": task.func_hash, "candidate": script,
-                       "seed": self.opt.check_seed, "warmup": self.opt.warmup, "repeats": self.opt.repeats,
-                       "min_sample_s": self.opt.min_sample_s, "measure_s": measure_s, "timeout": self.opt.timeout}
-                answer = worker.measure(req) if self.measure_locally else \
-                    self._wait([self.executor.submit(worker.measure, req)], None)[0]
-                same_machine = task.workload is None or answer.get("machine") == task.workload.machine
-                if answer.get("error") or not answer.get("times") or not same_machine:
-                    continue
-                if self.db is not None and record.id is not None:
-                    self.db.update_time(record, answer["time"], answer["times"])
-                else:
-                    record.time, record.times = answer["time"], answer["times"]
-                self.remeasured += 1
-
     def _pool_factor(self) -> float:
         """Proposals prepared per trial: `pool`, fewer when preparing (replaying) a proposal costs
         much more than building and measuring one (the prepare phase then stays within about
@@ -339,8 +308,6 @@ class Engine:
 
     def _record(self, task: TaskState, p: dict, answer: dict) -> None:
         error = answer.get("error")
-        if "script" in p:
-            self._scripts[p["key"]] = p["script"]
         record = Record(candidate=p["key"], trace=p["trace"], decisions=p.get("decisions", {}),
                         time=None if error else answer.get("time"), times=answer.get("times", []),
                         error=error, build_time=p.get("build_s"), features=p.get("features"))
