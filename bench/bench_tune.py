@@ -146,7 +146,9 @@ def run_compare(args) -> list[dict]:
         best = {}
         for model in ("auto", "random"):
             result = tdsl.tune(func, trials=args.trials, space=_space(args.space, hand), seed=args.seed,
-                               cost_model=model, verbose=0)
+                               cost_model=model if model != "auto" else args.model, verbose=0, batch=8)
+            print(f"  {name} {model}: best measured while tuning {result.best.time * 1e3:.3f} ms "
+                  f"({result.stats['seconds']:.0f} s); {load()}")
             best[model] = (result, tdsl.build(result.best.schedule))
         model_kernel, random_kernel = best["auto"][1], best["random"][1]
         args_ = (*inputs, model_kernel(*inputs))
@@ -202,7 +204,7 @@ def main() -> None:
         args.trials = args.trials or 64
         out = run_gemm(args)
     elif args.what == "compare":
-        args.trials = args.trials or 24
+        args.trials = args.trials or 32
         out = run_compare(args)
     elif args.what == "build-speed":
         args.trials = args.trials or 16
