@@ -9,7 +9,8 @@
              --model auto|numpy|lightgbm, --json out.json
 
 TVM 0.27 MetaSchedule on this machine (issue 18): GEMM 512^3 fp32, 64 trials, 337 s, 46 GFLOP/s =
-0.30x numpy. Kernel times are the minimum over interleaved turns with numpy (bench/timing.py);
+0.30x numpy. Kernel times are the minimum over interleaved turns with numpy (bench/timing.py,
+2 ms samples as in the tuner);
 the machine's load average is printed with every figure: it is shared, ratios from one run are
 what to compare.
 """
@@ -35,6 +36,9 @@ from timing import interleaved
 import tdsl
 
 TVM_GFLOPS, TVM_SECONDS = 46.0, 337.0
+SAMPLE_S = 0.002
+"""Seconds per timing sample: as short as the tuner's (its minimum over many short samples is the
+undisturbed figure; with 20 ms samples on a machine at load 8 a 0.4 ms GEMM 256 timed 1-2 ms)."""
 
 
 # -- hand-written design spaces (used when the rules are absent, or with --space hand) ----------
@@ -113,7 +117,7 @@ def _space(choice: str, hand):
 def time_against_numpy(kernel, inputs, numpy_fn, repeat: int = 5) -> tuple[float, float]:
     out = kernel(*inputs)
     args = (*inputs, out)
-    t_tdsl, t_np = interleaved([lambda: kernel(*args), numpy_fn], repeat=repeat)
+    t_tdsl, t_np = interleaved([lambda: kernel(*args), numpy_fn], repeat=repeat, min_time=SAMPLE_S)
     return t_tdsl, t_np
 
 
@@ -153,7 +157,7 @@ def run_compare(args) -> list[dict]:
         model_kernel, random_kernel = best["auto"][1], best["random"][1]
         args_ = (*inputs, model_kernel(*inputs))
         t_model, t_random = interleaved([lambda k=model_kernel, a=args_: k(*a), lambda k=random_kernel, a=args_: k(*a)],
-                                        repeat=5)
+                                        repeat=5, min_time=SAMPLE_S)
         row = {"kernel": name, "trials": args.trials, "model": best["auto"][0].stats["model"],
                "model_s": t_model, "random_s": t_random, "random_over_model": t_random / t_model, "load": load()}
         print(f"{name}: {args.trials} trials each, {row['model']} {t_model * 1e3:.3f} ms vs random "
