@@ -41,10 +41,18 @@ def schedule_from_database(func, target: str, database):
     except ImportError:
         auto_schedule = None
     if auto_schedule is not None:
+        try:
+            scheduled = auto_schedule(func, target=target).func
+        except Exception as exc:  # noqa: BLE001 - the function as written still builds
+            warnings.warn(NoTuningRecord(f"build(database={db.path!r}): the database {why} on this machine and "
+                                         f"target {target!r}, and tdsl.auto_schedule({func.name}) failed "
+                                         f"({type(exc).__name__}: {str(exc).splitlines()[0]}); building it as "
+                                         "written"), stacklevel=3)
+            return func
         warnings.warn(NoTuningRecord(f"build(database={db.path!r}): the database {why} on this machine "
                                      f"and target {target!r}; using tdsl.auto_schedule({func.name}) instead"),
                       stacklevel=3)
-        return auto_schedule(func, target=target).func
+        return scheduled
     warnings.warn(NoTuningRecord(f"build(database={db.path!r}): the database {why} on this machine and "
                                  f"target {target!r}, and this tdsl has no auto_schedule; building {func.name} "
                                  "as written (unscheduled)"), stacklevel=3)
