@@ -59,7 +59,8 @@ class TaskState:
     records: list = field(default_factory=list)          # this workload's records, oldest first
     seen: set = field(default_factory=set)                # program keys measured (or failed)
     stale: int = 0                                         # rounds in a row without a new candidate
-    tried: set = field(default_factory=set)                # (sketch structure, decisions) prepared so far
+    tried: set = field(default_factory=set)                # (sketch structure, decisions) measured or refused
+    pending: dict = field(default_factory=dict)            # the same key -> prepared, not yet measured
     measured_here: int = 0                                 # trials of this run
 
     def __post_init__(self):
@@ -110,14 +111,23 @@ class TaskState:
             decisions = space_mod.mutate(parent, self.rng, steps=1 if self.rng.random() < 0.7 else 2)
         return (parent, decisions) if decisions is not None else self._fresh()
 
+    @staticmethod
+    def candidate_key(trace_text: str, decisions: dict) -> tuple:
+        """(sketch structure, decisions): what a proposal is, before its program is known."""
+        return (space_mod.structure(space_mod.load(trace_text)),
+                json.dumps({str(k): v for k, v in decisions.items()}, sort_keys=True))
+
     def note_tried(self, trace_text: str, decisions: dict) -> None:
-        """Remember a realized candidate (its sketch and decisions) so that it is not proposed again."""
-        self.tried.add((space_mod.structure(space_mod.load(trace_text)),
-                        json.dumps({str(k): v for k, v in decisions.items()}, sort_keys=True)))
+        """Remember a measured candidate so that it is not proposed again."""
+        key = self.candidate_key(trace_text, decisions)
+        self.tried.add(key)
+        self.pending.pop(key, None)
 
     def propose(self, n: int, random_only: bool) -> list[dict]:
-        """Up to `n` proposals none of which was tried before (a proposal whose decisions are all
-        known is compared before any replay; one with decisions left to the replay after it)."""
+        """Up to `n` proposals none of which was measured, refused or prepared before (a proposal
+        whose decisions are all known is compared before any replay; one with decisions left to the
+        replay after it). Prepared candidates that were not picked wait in `pending` for a later
+        round's ranking: they are not replayed again."""
         ok = sorted((r for r in self.records if r.ok), key=lambda r: r.time)
         parents = [space_mod.load(r.trace) for r in ok[: max(4, min(16, len(ok) // 3 + 1))]]
         out, keys = [], set()
@@ -127,13 +137,14 @@ class TaskState:
             trace, changed = self._fresh() if random_only or not parents else self._child(parents)
             merged = dict(trace.decisions)
             merged.update(changed)
+            key = None
             if all(v is not None for v in merged.values()):
                 key = (space_mod.structure(trace), json.dumps({str(k): v for k, v in merged.items()}, sort_keys=True))
-                if key in self.tried or key in keys:
+                if key in self.tried or key in self.pending or key in keys:
                     continue
                 keys.add(key)
             out.append({"trace": space_mod.trace_text(trace), "decisions": {str(k): v for k, v in changed.items()},
-                        "seed": self.rng.randrange(1 << 30)})
+                        "seed": self.rng.randrange(1 << 30), "_key": key})
         return out
 
     # the model ------------------------------------------------------------------------------
@@ -238,24 +249,36 @@ class Engine:
         self.prepare_seconds += time.monotonic() - t0
         if not first and proposals:
             self._prepare_wall = (time.monotonic() - t0) / len(proposals)
-        valid, keys = [], set()
-        for p in prepared:
+        keys = {p["key"] for p in task.pending.values()}
+        fresh = 0
+        for proposal, p in zip(proposals, prepared):
             if "invalid" in p or "key" not in p:
                 self.invalid += 1
+                if proposal.get("_key") is not None:
+                    task.tried.add(proposal["_key"])
                 continue
-            task.note_tried(p["trace"], p["decisions"])
-            if p["key"] in task.seen or p["key"] in keys:
+            ckey = task.candidate_key(p["trace"], p["decisions"])
+            if p["key"] in task.seen or p["key"] in keys or ckey in task.tried:
                 self.duplicates += 1
+                task.tried.add(ckey)
                 continue
             keys.add(p["key"])
-            valid.append(p)
-        if not proposals or not valid:
+            task.pending[ckey] = p
+            fresh += 1
+        for ckey in [k for k, p in task.pending.items() if p["key"] in task.seen]:
+            del task.pending[ckey]
+        while len(task.pending) > 512:                  # the oldest unpicked go first
+            del task.pending[next(iter(task.pending))]
+        valid = list(task.pending.values())
+        if not valid:
             task.stale += 1 if proposals else 3        # nothing left to propose: the space is exhausted
             return
         task.stale = 0
         picked = task.rank([p for p in valid if "features" in p], batch, self.opt.explore) if not first else valid[:batch]
         if not first:
             picked += [p for p in valid if "features" not in p][: max(0, batch - len(picked))]
+        for p in picked:
+            task.pending.pop(task.candidate_key(p["trace"], p["decisions"]), None)
         if self._out_of_time():
             return
         # build what the prepare step did not compile
