@@ -164,7 +164,7 @@ def child_times(func, results, turns: int = 4) -> list[float]:
 
 def run_compare(args) -> list[dict]:
     rows = []
-    for name in ("gemm256", "conv2d28"):
+    for name in args.only or ("gemm256", "conv2d28"):
         func, hand, inputs, _, _ = kernels()[name]()
         best = {}
         for model in ("auto", "random"):
@@ -224,6 +224,7 @@ def main() -> None:
     ap.add_argument("--space", choices=("auto", "rules", "hand"), default="auto")
     ap.add_argument("--model", default="auto")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--only", nargs="*", default=None, help="compare: kernels (gemm256, conv2d28, ...)")
     args = ap.parse_args()
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         if os.environ.get(var):
