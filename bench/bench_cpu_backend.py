@@ -276,8 +276,8 @@ def _pipeline_kernels() -> dict:
 def _build_with(func, lowered, pipeline: str | None, tag: str) -> tuple[tdsl.Kernel, float]:
     """`func` compiled with `pipeline` (None: the one tdsl picks) under its own symbol, outside
     the caches; and the CPU time the compilation took."""
+    from tdsl import Kernel
     from tdsl.backends.llvm import compile as llvm_compile
-    from tdsl.backends.llvm.kernel import Kernel
 
     t = time.thread_time()
     compiled = llvm_compile._compile(lowered, func, f"tdsl_ab_{tag}", False, None, pipeline)
@@ -353,8 +353,8 @@ def bench_build_phases(pipelines: list[str], names: list[str] | None, repeat: in
     caches), min over `repeat` rounds that take the pipelines in turn ("auto": tdsl's choice)."""
     from dataclasses import asdict
 
-    from tdsl.backends.llvm import codegen, jit
     from tdsl.backends.llvm import compile as llvm_compile
+    from tdsl.backends.llvm import entry, jit
     from tdsl.backends.llvm.bounds import check_static_bounds
     from tdsl.lower import lower
 
@@ -371,7 +371,7 @@ def bench_build_phases(pipelines: list[str], names: list[str] | None, repeat: in
                 marks.append(time.thread_time())
                 check_static_bounds(lowered)
                 pipeline = llvm_compile.pipeline_for(lowered.body) if choice == "auto" else choice
-                result = codegen.codegen(lowered, f"tdsl_phases_{abs(hash(name))}_{r}_{k}", api=func,
+                result = entry.codegen(lowered, f"tdsl_phases_{abs(hash(name))}_{r}_{k}", api=func,
                                          triple=host.triple, datalayout=jit.data_layout(),
                                          wrappers_optnone=pipeline == jit.SIMPLIFY)   # as compile._compile
                 marks.append(time.thread_time())

@@ -7,8 +7,7 @@ from __future__ import annotations
 from .errors import ArgumentError, BoundsError, ScheduleError, ScriptError, TargetError
 from .ir import PrimFunc, assert_structural_equal, structural_diff, structural_equal, structural_hash
 from .script import T, parse, prim_func
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 _LAZY = {
     "Schedule": ("tdsl.schedule", "Schedule"),

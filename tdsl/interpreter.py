@@ -26,7 +26,7 @@ from .interp.codegen import BASE_GLOBALS, InterpretError, PythonCodegen
 from .interp.runtime import GARBAGE_BYTE, ExternCallError
 from .ir.buffer import Buffer
 from .ir.expr import Var
-from .ir.stmt import PrimFunc
+from .ir.stmt import PrimFunc, as_prim_func
 
 __all__ = ["GARBAGE_BYTE", "ExternCallError", "InterpretError", "interpret", "python_source"]
 
@@ -46,15 +46,6 @@ class _Compiled:
 
 _cache: OrderedDict[int, _Compiled] = OrderedDict()
 _serial = itertools.count()
-
-
-def _as_func(func) -> PrimFunc:
-    """A PrimFunc, or the current function of anything holding one in `.func` (a Schedule)."""
-    if not isinstance(func, PrimFunc) and isinstance(getattr(func, "func", None), PrimFunc):
-        return func.func
-    if not isinstance(func, PrimFunc):
-        raise TypeError(f"tdsl.interpret expects a PrimFunc or a Schedule, got {type(func).__name__}")
-    return func
 
 
 def _compile(func: PrimFunc) -> _Compiled:
@@ -81,7 +72,7 @@ def _compile(func: PrimFunc) -> _Compiled:
 
 def python_source(func: PrimFunc) -> str:
     """The Python code the interpreter runs for `func` (useful to see what a program means)."""
-    return _compile(_as_func(func)).source
+    return _compile(as_prim_func(func, "tdsl.interpret")).source
 
 
 def interpret(func: PrimFunc, *args, **kwargs):
@@ -92,7 +83,7 @@ def interpret(func: PrimFunc, *args, **kwargs):
     out: they are allocated and returned (one -> the array, several -> a tuple in parameter
     order, none left out -> None). Wrong arguments raise `tdsl.ArgumentError`.
     """
-    func = _as_func(func)
+    func = as_prim_func(func, "tdsl.interpret")
     compiled = _compile(func)
     call = bind_arguments(func, compiled.sig_buffers, compiled.sig_vars, compiled.written, args, kwargs)
     with np.errstate(all="ignore"):

@@ -13,27 +13,84 @@ from .errors import TargetError
 KNOWN_TARGETS = ("cpu", "cuda")
 _ALIASES = {"cpu": "cpu", "llvm": "cpu", "host": "cpu", "cuda": "cuda", "gpu": "cuda", "nvidia": "cuda"}
 CPU_OPTIONS = ("bounds_check",)
+# the `-key=value` attributes of a TVM target string that tdsl understands, per kind
+TARGET_ATTRS = {"cpu": ("mcpu", "mtriple", "mattr", "keys"), "cuda": ("arch", "keys")}
 
 
 @dataclass(frozen=True)
 class Target:
-    """A build target: `kind` is "cpu" or "cuda"."""
+    """A build target: `kind` is "cpu" or "cuda"; `attrs` the `-key=value` parts of a TVM target
+    string (`"llvm -mcpu=znver3"` -> Target("cpu", (("mcpu", "znver3"),)))."""
 
     kind: str
+    attrs: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The value of attribute `key` (e.g. "arch"), or `default`."""
+        return dict(self.attrs).get(key, default)
 
     def __str__(self) -> str:
-        return self.kind
+        return " ".join([self.kind] + [f"-{k}={v}" for k, v in self.attrs])
 
 
 def parse_target(target) -> Target:
-    """Accept "cpu" (aliases "llvm", "host"), "cuda" (alias "gpu"), or a Target."""
+    """The Target that `lower` and `build` take: "cpu" (aliases "llvm", "host"), "cuda" (aliases
+    "gpu", "nvidia"), a TVM target string ("llvm -mcpu=znver3", "cuda -arch=sm_90"), a Target,
+    or an object whose `kind` (or `kind.name`, as TVM's Target has) is one of those names."""
     if isinstance(target, Target):
         return target
     if isinstance(target, str):
-        kind = _ALIASES.get(target.strip().lower())
-        if kind is not None:
-            return Target(kind)
+        return _parse_string(target)
+    kind = getattr(target, "kind", None)
+    kind = getattr(kind, "name", kind)
+    if isinstance(kind, str) and kind.strip().lower() in _ALIASES:
+        return Target(_ALIASES[kind.strip().lower()])
     raise TargetError(f"unknown target {target!r}; known targets: {', '.join(repr(t) for t in KNOWN_TARGETS)}")
+
+
+def _parse_string(text: str) -> Target:
+    words = text.split()
+    kind = _ALIASES.get(words[0].lower()) if words else None
+    if kind is None:
+        raise TargetError(f"unknown target {text!r}; known targets: {', '.join(repr(t) for t in KNOWN_TARGETS)} "
+                          "(or TVM's strings: 'llvm', 'llvm -mcpu=...', 'cuda -arch=sm_90')")
+    attrs: dict[str, str] = {}
+    for word in words[1:]:
+        key, eq, value = word.lstrip("-").partition("=")
+        if not word.startswith("-") or not key or not eq or not value:
+            raise TargetError(f"target {text!r}: {word!r} is not an attribute; write -key=value "
+                              f"(e.g. {'-mcpu=znver3' if kind == 'cpu' else '-arch=sm_90'})")
+        if key not in TARGET_ATTRS[kind]:
+            raise TargetError(f"target {text!r}: unknown attribute -{key} for a {kind} target; tdsl understands "
+                              + ", ".join(f"-{k}" for k in TARGET_ATTRS[kind]))
+        if key in attrs and attrs[key] != value:
+            raise TargetError(f"target {text!r}: -{key} is given twice ({attrs[key]!r} and {value!r})")
+        attrs[key] = value
+    return Target(kind, tuple(attrs.items()))
+
+
+def check_host_target(target: Target) -> None:
+    """A CPU target's -mcpu/-mtriple/-mattr must describe this machine: tdsl compiles for the host
+    (every feature it has) and does not cross-compile; a TargetError says what differs."""
+    if target.kind != "cpu":
+        return
+    mcpu = target.get("mcpu")
+    if mcpu is not None and mcpu not in ("native", host_cpu_name()):
+        raise TargetError(f"target {str(target)!r}: tdsl compiles for the host CPU ({host_cpu_name()}), not "
+                          f"for -mcpu={mcpu}; drop -mcpu (or write -mcpu=native) to build for this machine")
+    mtriple = target.get("mtriple")
+    if mtriple is not None and mtriple != host_triple():
+        raise TargetError(f"target {str(target)!r}: tdsl compiles for the host ({host_triple()}), not for "
+                          f"-mtriple={mtriple}; drop -mtriple to build for this machine")
+    mattr = target.get("mattr")
+    if mattr is not None:
+        have = host_features()
+        for item in mattr.split(","):
+            name, wanted = item.lstrip("+-"), not item.startswith("-")
+            if (name in have) != wanted:
+                raise TargetError(f"target {str(target)!r}: -mattr={mattr} asks for {item!r}, but tdsl uses exactly "
+                                  f"the host CPU's features ({name} is {'on' if name in have else 'off'} here); "
+                                  "drop -mattr")
 
 
 def check_cpu_options(options: dict) -> dict:
@@ -49,11 +106,20 @@ def check_cpu_options(options: dict) -> dict:
 
 @functools.cache
 def _host_cpu() -> tuple[str, dict[str, bool], str]:
+    """(CPU name, feature -> on, LLVM's feature string), asked of LLVM once per process."""
     from llvmlite import binding as llvm
 
     llvm.initialize_native_target()
     feats = llvm.get_host_cpu_features()
     return llvm.get_host_cpu_name(), {k: bool(feats[k]) for k in feats}, feats.flatten()
+
+
+@functools.cache
+def host_triple() -> str:
+    """The host's target triple as LLVM names it (e.g. "x86_64-unknown-linux-gnu")."""
+    from llvmlite import binding as llvm
+
+    return llvm.get_process_triple()
 
 
 def host_cpu_name() -> str:

@@ -15,8 +15,8 @@ Symbolic-shape kernels have `sizes`: `case.sizes(n)` gives an inputs callable at
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 

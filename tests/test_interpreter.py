@@ -10,10 +10,32 @@ import tdsl
 from tdsl import T
 from tdsl import dtypes as D
 from tdsl.interpreter import GARBAGE_BYTE, ExternCallError, interpret, python_source
-from tdsl.ir import (TRUE, Allocate, Block, BlockRealize, Broadcast, Buffer, BufferRegion, BufferStore, Call, Cast,
-                     Evaluate, FloatImm, For, IfThenElse, IntImm, IterVar, LetStmt, PrimFunc, Ramp, Range, Select,
-                     SeqStmt, Var, if_then_else)
-
+from tdsl.ir import (
+    TRUE,
+    Allocate,
+    Block,
+    BlockRealize,
+    Broadcast,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Call,
+    Cast,
+    Evaluate,
+    FloatImm,
+    For,
+    IfThenElse,
+    IntImm,
+    IterVar,
+    LetStmt,
+    PrimFunc,
+    Ramp,
+    Range,
+    Select,
+    SeqStmt,
+    Var,
+    if_then_else,
+)
 
 # ----------------------------------------------------------------------------- builders
 

@@ -142,7 +142,7 @@ def test_prefetching_microkernel_tensorizes_and_matches_numpy(rng, isa, mr, nr, 
 
 
 def test_prefetching_microkernel_is_made_on_first_use_by_name():
-    from tdsl.intrinsics.registry import TensorIntrin
+    from tdsl import TensorIntrin
 
     # one k loop: each step prefetches A's line and B's row (NR = 8: one line) 16 steps ahead
     impl = TensorIntrin.get("x86.avx2.fp32_3x8x24_pf").impl.script()

@@ -8,20 +8,21 @@ Imports point down: auto -> schedule -> ir.
 from .auto_schedule import auto_schedule
 from .hardware import Hardware, hardware
 from .rules import (
-                    AutoInline,
-                    ComputeLocation,
-                    GPUBind,
-                    GPUMatmulTiling,
-                    MatmulTensorizeCPU,
-                    MultiLevelTilingCPU,
-                    ParallelVectorizeUnroll,
-                    Rule,
-                    TensorizeMatching,
-                    VectorReduction,
+    AutoInline,
+    ComputeLocation,
+    GPUBind,
+    GPUMatmulTiling,
+    MatmulTensorizeCPU,
+    MultiLevelTilingCPU,
+    ParallelVectorizeUnroll,
+    RowPrefetch,
+    Rule,
+    TensorizeMatching,
+    VectorReduction,
 )
 from .space import Pass, Space, default_passes, register_rule, sketches, space, unregister_rule
 
 __all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "Hardware", "MatmulTensorizeCPU",
-           "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Pass", "Rule", "Space", "TensorizeMatching",
-           "VectorReduction", "auto_schedule", "default_passes", "hardware", "register_rule", "sketches", "space",
+           "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Pass", "RowPrefetch", "Rule", "Space",
+           "TensorizeMatching", "VectorReduction", "auto_schedule", "default_passes", "hardware", "register_rule", "sketches", "space",
            "unregister_rule"]

@@ -6,7 +6,8 @@
 2. the tiling rules (`MatmulTensorizeCPU`, `TensorizeMatching`, `MultiLevelTilingCPU` on the
    CPU; `GPUMatmulTiling`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
    blocks consumers first (post-order: a consumer is tiled before its producers choose where to go);
-3. `ParallelVectorizeUnroll` (CPU), blocks in program order.
+3. `RowPrefetch` (CPU), blocks in program order;
+4. `ParallelVectorizeUnroll` (CPU), blocks in program order.
 
 Each rule maps a schedule and a block to the schedules it makes (see `rules.base.Rule`); the
 space is every combination, `sketches(func, target)` lists them. To extend the space:
@@ -33,6 +34,7 @@ from .rules import (
     MatmulTensorizeCPU,
     MultiLevelTilingCPU,
     ParallelVectorizeUnroll,
+    RowPrefetch,
     Rule,
     TensorizeMatching,
     VectorReduction,
@@ -53,7 +55,7 @@ class Pass:
         self.rules.append(rule)
 
 
-STAGES = ("inline", "tiling", "loops")
+STAGES = ("inline", "tiling", "prefetch", "loops")
 _REGISTERED: list[tuple[str, int, str, Callable[[Hardware, bool], Rule]]] = []  # (stage, position, kind, factory)
 
 
@@ -61,7 +63,7 @@ def register_rule(factory: Callable[[Hardware, bool], Rule], *, stage: str = "ti
                   target: str = "cpu") -> Callable[[Hardware, bool], Rule]:
     """Add a rule to every default design space (auto_schedule, space, and tuning) of `target`
     ("cpu" or "cuda"): `factory(hw, defaults)` makes it, e.g. the `Rule` subclass itself; it runs
-    in `stage` ("inline", "tiling": consumers first, "loops": CPU only) at `position` among that
+    in `stage` ("inline", "tiling": consumers first, "prefetch" and "loops": CPU only) at `position` among that
     stage's rules (0: before the built-in ones, so its alternatives come first and its first one is
     auto_schedule's choice). This is the hook for library calls and auto-tensorized candidates:
 
@@ -95,6 +97,7 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
                   Pass([MatmulTensorizeCPU(hw, defaults), TensorizeMatching(hw, defaults),
                         MultiLevelTilingCPU(hw, defaults), ComputeLocation(hw, defaults),
                         VectorReduction(hw, defaults)], consumers_first=True),
+                  Pass([RowPrefetch(hw, defaults)]),
                   Pass([ParallelVectorizeUnroll(hw, defaults)])]
     for stage, position, kind, factory in _REGISTERED:
         if kind == hw.kind and STAGES.index(stage) < len(passes):

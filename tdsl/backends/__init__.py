@@ -6,18 +6,8 @@ cuda-python only when a CUDA one is.
 from __future__ import annotations
 
 from ..errors import TargetError
-from ..target import KNOWN_TARGETS, Target, parse_target
-
-
-def _as_func(func_or_schedule):
-    from ..ir import PrimFunc
-
-    if isinstance(func_or_schedule, PrimFunc):
-        return func_or_schedule
-    inner = getattr(func_or_schedule, "func", None)
-    if isinstance(inner, PrimFunc):
-        return inner
-    raise TypeError(f"tdsl.build takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
+from ..ir import as_prim_func
+from ..target import KNOWN_TARGETS, Target, check_host_target, parse_target
 
 
 def _lower(func, target: str):
@@ -29,13 +19,14 @@ def _lower(func, target: str):
 def build(func_or_schedule, target="cpu", **options):
     """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel.
 
-    `target` is "cpu" (LLVM for the host CPU, every feature it has) or "cuda" (NVRTC).
+    `target` is "cpu" (LLVM for the host CPU, every feature it has) or "cuda" (NVRTC), or a TVM
+    target string ("llvm", "llvm -mcpu=znver3", "cuda -arch=sm_90"; see `tdsl.target`).
     CPU options: `bounds_check=True` adds run-time bounds checks (a bad index raises
     tdsl.BoundsError naming the buffer instead of crashing). `database="tuning.db"` (a path or
     a tdsl.tuner.Database) builds the function with the schedule of its best tuning record on
     this machine (tdsl.tune), or auto-scheduled with a warning when there is none.
     """
-    func = _as_func(func_or_schedule)
+    func = as_prim_func(func_or_schedule, "tdsl.build")
     tgt = parse_target(target)
     database = options.pop("database", None)
     if database is not None:
@@ -45,8 +36,20 @@ def build(func_or_schedule, target="cpu", **options):
         func = schedule_from_database(func, str(tgt), database)
         func_or_schedule = func
     if tgt.kind == "cuda":
-        return _build_cuda(func_or_schedule, func, options)
+        return _build_cuda(func_or_schedule, func, _cuda_options(tgt, options))
+    check_host_target(tgt)
     return _build_cpu(func, options)
+
+
+def _cuda_options(tgt: Target, options: dict) -> dict:
+    """The build options with the target string's -arch as `arch` (they must agree)."""
+    arch = tgt.get("arch")
+    if arch is None:
+        return options
+    if options.get("arch") not in (None, arch):
+        raise TargetError(f"target {str(tgt)!r} says -arch={arch} but the build options say arch={options['arch']!r}; "
+                          "give the architecture once")
+    return {**options, "arch": arch}
 
 
 def _build_cpu(func, options: dict):

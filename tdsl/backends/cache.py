@@ -43,7 +43,7 @@ def cache_dir() -> str | None:
 
 def disk_key(kind: str, program_hash: str, options: str = "") -> str:
     """The cache key of a compiled artifact for this machine, toolchain and tdsl version."""
-    from .. import __version__
+    from ..version import __version__
     from .llvm import jit
 
     host = jit.host_info()

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..arith.evaluate import EvalError, eval_int
 from ..errors import ArgumentError
+from ..ir.attrs import FLAT_PARAMS
 from ..ir.buffer import Buffer
-from ..ir.expr import Binary, Cast, IntImm, PrimExpr, Var
+from ..ir.expr import Binary, IntImm, PrimExpr, Var
 from ..ir.functor import post_order_visit
 from ..ir.outputs import read_before_written
 from ..ir.stmt import Block, BufferStore, PrimFunc
@@ -56,18 +58,17 @@ class BoundCall:
             dst[...] = src.reshape(dst.shape)
 
 
-FLAT_PARAMS_ATTR = "tdsl.flat_params"
 
 
 def declared_params(func: PrimFunc) -> dict[Buffer, Buffer]:
     """For each buffer parameter, the buffer arguments are checked against: itself, or for a
     flattened (lowered) function the original n-d buffer kept in attrs["tdsl.flat_params"]."""
-    originals = dict(func.attrs).get(FLAT_PARAMS_ATTR)
+    originals = dict(func.attrs).get(FLAT_PARAMS)
     params = func.buffer_params
     if originals is None:
         return {p: p for p in params}
     if len(originals) != len(params):
-        raise ArgumentError(f"{func.name}: attrs[{FLAT_PARAMS_ATTR!r}] lists {len(originals)} buffers for "
+        raise ArgumentError(f"{func.name}: attrs[{FLAT_PARAMS!r}] lists {len(originals)} buffers for "
                             f"{len(params)} buffer parameters")
     return dict(zip(params, originals))
 
@@ -286,21 +287,13 @@ def _describe(expr: PrimExpr, env: _Env) -> str:
     return f"the size computed from {names}"
 
 
-_INT_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-            "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min, "max": max}
-
-
 def evaluate(expr: PrimExpr, values: dict[Var, int]) -> int:
-    """The value of an integer shape expression under `values`."""
-    if isinstance(expr, IntImm):
-        return int(expr.value)
-    if isinstance(expr, Var):
-        return int(values[expr])
-    if isinstance(expr, Cast):
-        return evaluate(expr.value, values)
-    if isinstance(expr, Binary) and expr.op in _INT_OPS:
-        return _INT_OPS[expr.op](evaluate(expr.a, values), evaluate(expr.b, values))
-    raise ArgumentError(f"the interpreter cannot evaluate the shape expression {type(expr).__name__} at call time")
+    """The value of an integer shape expression under `values` (KeyError for an unbound Var)."""
+    try:
+        return eval_int(expr, values)
+    except EvalError as exc:
+        raise ArgumentError(f"the interpreter cannot evaluate the shape expression {type(exc.node).__name__} at "
+                            "call time") from None
 
 
 def _allocate_output(p: Buffer, env: _Env) -> np.ndarray:

@@ -23,10 +23,35 @@ import numpy as np
 
 from ..dtypes import DataType, int32
 from ..ir.buffer import Buffer
-from ..ir.expr import (COMPARE_OPS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr,
-                       Ramp, Select, StringImm, Var)
-from ..ir.stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
-                       SeqStmt, Stmt)
+from ..ir.expr import (
+    COMPARE_OPS,
+    Binary,
+    Broadcast,
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    Ramp,
+    Select,
+    StringImm,
+    Var,
+)
+from ..ir.stmt import (
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+)
 from . import runtime
 
 Rng = tuple[int, int] | None

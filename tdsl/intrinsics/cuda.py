@@ -27,9 +27,11 @@ the CPU, the blocks compute through their descriptions.
 """
 from __future__ import annotations
 
+from ..ir.attrs import CUDA_PRELUDE
 from .registry import TensorIntrin
 
-PRELUDE_ATTR = "tdsl.cuda_prelude"
+PRELUDE_ATTR = CUDA_PRELUDE  # the function attribute lowering puts PRELUDE in (tdsl.ir.attrs)
+
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 
 PRELUDE = r"""#include <mma.h>

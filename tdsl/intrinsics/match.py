@@ -3,7 +3,7 @@ and where does each description buffer land (`match`); the implementation with i
 bound to those regions (`instantiate_impl`).
 
 `tdsl.schedule.primitives.blockize.tensorize` matches at schedule time and records the
-intrinsic in the block annotation `INTRIN_ANNOTATION`; `tdsl.lower.tensorize` matches again at
+intrinsic in the block annotation `tdsl.ir.attrs.TENSOR_INTRIN`; `tdsl.lower.tensorize` matches again at
 lowering and swaps in the implementation. The matching rules are those of the tensorize
 primitive (see its module docstring): equal up to renaming, the order of the operands of `+`
 and `*`, and a base offset per buffer dimension.
@@ -51,7 +51,6 @@ from ..ir.tree import Path, path_ranges
 from ..script.printer import message_text as expr_text
 from .registry import TensorIntrin
 
-INTRIN_ANNOTATION = "tdsl.tensor_intrin"
 COMMUTATIVE = ("add", "mul")  # operations whose operands match in either order
 
 

@@ -1,12 +1,67 @@
 """The TensorIR data model: frozen nodes, traversal, structural equality."""
 from .buffer import SCOPES, Buffer, BufferRegion
-from .expr import (ARITH_OPS, BINARY_OPS, COMPARE_OPS, LOGIC_OPS, MATH_CALLS, Binary, Broadcast, BufferLoad,
-                   Call, Cast, FloatImm, IntImm, Node, Not, PrimExpr, Ramp, Range, Select, StringImm, Var, as_expr,
-                   binary, call, const, if_then_else, is_const, logical_and, logical_or, max_, min_)
-from .functor import (IRMutator, IRVisitor, collect, free_vars, node_fields, post_order_visit, replace_buffers,
-                      substitute, uses_var)
-from .stmt import (FOR_KINDS, THREAD_TAGS, TRUE, Allocate, Block, BlockRealize, BufferStore, Evaluate, For,
-                   IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt, flat_seq)
+from .expr import (
+                   ARITH_OPS,
+                   BINARY_OPS,
+                   COMPARE_OPS,
+                   LOGIC_OPS,
+                   MATH_CALLS,
+                   Binary,
+                   Broadcast,
+                   BufferLoad,
+                   Call,
+                   Cast,
+                   FloatImm,
+                   IntImm,
+                   Node,
+                   Not,
+                   PrimExpr,
+                   Ramp,
+                   Range,
+                   Select,
+                   StringImm,
+                   Var,
+                   as_expr,
+                   binary,
+                   call,
+                   const,
+                   if_then_else,
+                   is_const,
+                   logical_and,
+                   logical_or,
+                   max_,
+                   min_,
+)
+from .functor import (
+                   IRMutator,
+                   IRVisitor,
+                   collect,
+                   free_vars,
+                   node_fields,
+                   post_order_visit,
+                   replace_buffers,
+                   substitute,
+                   uses_var,
+)
+from .stmt import (
+                   FOR_KINDS,
+                   THREAD_TAGS,
+                   TRUE,
+                   Allocate,
+                   Block,
+                   BlockRealize,
+                   BufferStore,
+                   Evaluate,
+                   For,
+                   IfThenElse,
+                   IterVar,
+                   LetStmt,
+                   PrimFunc,
+                   SeqStmt,
+                   Stmt,
+                   as_prim_func,
+                   flat_seq,
+)
 from .structural import assert_structural_equal, structural_diff, structural_equal, structural_hash
 
 __all__ = [name for name in dir() if not name.startswith("_")]

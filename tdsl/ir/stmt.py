@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..dtypes import bool_
+from . import printing
 from .buffer import Buffer, BufferRegion
 from .expr import IntImm, Node, PrimExpr, Range, Var
 
@@ -163,24 +164,18 @@ class PrimFunc(Node):
     attrs: Annotations = ()
     span: Span | None = _span_field()
 
-    # user-facing conveniences (defined in tdsl.script to keep the IR free of printing) ------
+    # user-facing conveniences (printed by tdsl.script through the hook in ir/printing.py) -----
     def script(self) -> str:
-        from ..script.printer import script
-
-        return script(self)
+        return printing.script(self)
 
     def __str__(self) -> str:
         return self.script()
 
     def show(self, style: str | None = None) -> None:
-        from ..script.highlight import show
-
-        show(self.script(), style=style)
+        printing.show(self.script(), style=style)
 
     def _repr_html_(self) -> str:
-        from ..script.highlight import to_html
-
-        return to_html(self.script())
+        return printing.to_html(self.script())
 
     def with_body(self, body: Stmt) -> "PrimFunc":
         from dataclasses import replace
@@ -198,3 +193,14 @@ class PrimFunc(Node):
     def __call__(self, *args, **kwargs):
         raise TypeError(f"prim_func {self.name!r} is IR, not a compiled kernel: call "
                         f"tdsl.interpret({self.name}, ...) or tdsl.build({self.name})(...)")
+
+
+def as_prim_func(obj, caller: str) -> PrimFunc:
+    """`obj` if it is a PrimFunc, else the current function of what holds one in `.func` (a
+    Schedule); a TypeError naming `caller` ("tdsl.build", "lower()") for anything else."""
+    if isinstance(obj, PrimFunc):
+        return obj
+    inner = getattr(obj, "func", None)
+    if isinstance(inner, PrimFunc):
+        return inner
+    raise TypeError(f"{caller} takes a PrimFunc or a Schedule, not {type(obj).__name__}")

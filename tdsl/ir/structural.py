@@ -10,6 +10,7 @@ import math
 from functools import lru_cache
 
 from ..dtypes import DataType
+from . import printing
 from .buffer import Buffer
 from .expr import FloatImm, Node, Var
 from .functor import node_fields
@@ -109,9 +110,7 @@ def structural_diff(a, b) -> str | None:
 
 
 def _short(x) -> str:
-    from ..script.printer import message_text  # lazily: the script package imports the IR
-
-    text = message_text(x) if isinstance(x, Node) else repr(x)
+    text = printing.message_text(x) if isinstance(x, Node) else repr(x)
     return text if len(text) < 300 else text[:297] + "..."
 
 

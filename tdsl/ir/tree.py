@@ -8,6 +8,7 @@ old, new)`, which rebuilds only the ancestors (IR nodes are immutable).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 
 from .buffer import Buffer
 from .expr import Range, Var
@@ -27,6 +28,18 @@ def children(stmt: Stmt) -> tuple[Stmt, ...]:
         elif isinstance(value, tuple):
             out.extend(v for v in value if isinstance(v, Stmt))
     return tuple(out)
+
+
+def walk(root: Stmt, descend: Callable[[Stmt], bool] | None = None) -> Iterator[Stmt]:
+    """Every statement under `root`, itself first, in program order (pre-order; expressions are
+    not visited: no statement hides in one). The statements inside a node for which
+    `descend(node)` is false are skipped."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if descend is None or descend(node):
+            stack.extend(reversed(children(node)))
 
 
 def find_path(root: Stmt, pred) -> tuple[Stmt, Path] | None:
@@ -80,32 +93,16 @@ def path_ranges(path: Path) -> dict[Var, Range]:
 
 def child_realizes(stmt: Stmt) -> list[BlockRealize]:
     """The block realizes under `stmt` that are not nested inside another block, in order."""
-    out: list[BlockRealize] = []
+    def outside_blocks(s: Stmt) -> bool:
+        return not isinstance(s, BlockRealize)
 
-    def walk(node: Stmt) -> None:
-        if isinstance(node, BlockRealize):
-            out.append(node)
-            return
-        for c in children(node):
-            walk(c)
-
-    for c in children(stmt.block if isinstance(stmt, BlockRealize) else stmt):
-        walk(c)
-    return out
+    top = stmt.block if isinstance(stmt, BlockRealize) else stmt
+    return [r for c in children(top) for r in walk(c, outside_blocks) if isinstance(r, BlockRealize)]
 
 
 def all_realizes(stmt: Stmt) -> list[BlockRealize]:
     """Every block realize under `stmt` (nested ones too), in pre-order."""
-    out: list[BlockRealize] = []
-
-    def walk(node: Stmt) -> None:
-        if isinstance(node, BlockRealize):
-            out.append(node)
-        for c in children(node):
-            walk(c)
-
-    walk(stmt)
-    return out
+    return [s for s in walk(stmt) if isinstance(s, BlockRealize)]
 
 
 def replace_child(parent: Stmt, old: Stmt, new: Stmt) -> Stmt:

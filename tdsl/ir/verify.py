@@ -8,12 +8,11 @@ allocated by an enclosing block or Allocate; thread tags are known; loop bounds 
 """
 from __future__ import annotations
 
+from .attrs import FLAT_PARAMS
 from .buffer import Buffer, BufferRegion
 from .expr import BufferLoad, PrimExpr, Range, Var
 from .functor import IRVisitor, free_vars
 from .stmt import THREAD_TAGS, Allocate, Block, BlockRealize, BufferStore, For, LetStmt, PrimFunc
-
-_FLAT_PARAMS_ATTR = "tdsl.flat_params"  # lowered functions keep their n-d parameters here
 
 
 class WellFormedError(ValueError):
@@ -79,7 +78,7 @@ class _Verifier(IRVisitor):
     def run(self) -> None:
         func = self.func
         shape_vars: list[Var] = []
-        extra = [b for k, v in func.attrs if k == _FLAT_PARAMS_ATTR for b in (v if isinstance(v, tuple) else ())
+        extra = [b for k, v in func.attrs if k == FLAT_PARAMS for b in (v if isinstance(v, tuple) else ())
                  if isinstance(b, Buffer)]
         for p in func.params:
             if isinstance(p, Var):

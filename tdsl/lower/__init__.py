@@ -116,8 +116,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TargetError
-from ..ir import Block, IRVisitor, PrimFunc, Stmt
-from ._util import NOTES_ATTR, get_attr
+from ..ir import Block, PrimFunc, as_prim_func
+from ..ir.attrs import LOWER_NOTES, TENSOR_INTRIN, get_attr
+from ..ir.tree import walk
+from ..target import parse_target
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
 from .flatten import flatten_buffers
@@ -143,7 +145,7 @@ def _tensor_intrinsics(target: str) -> Callable[[PrimFunc], PrimFunc]:
     tdsl.lower.tensorize); free for functions that use no tensor intrinsic."""
 
     def run(func: PrimFunc) -> PrimFunc:
-        if "tdsl.tensor_intrin" not in _annotation_keys(func):
+        if TENSOR_INTRIN not in _annotation_keys(func):
             return func
         from .tensorize import apply_tensor_intrinsics
 
@@ -153,27 +155,9 @@ def _tensor_intrinsics(target: str) -> Callable[[PrimFunc], PrimFunc]:
 
 
 def _annotation_keys(func: PrimFunc) -> set:
-    """The annotation keys of every block of `func`."""
-    finder = _BlockAnnotations()
-    finder.visit(func.body)
-    return finder.keys
-
-
-class _BlockAnnotations(IRVisitor):
-    """Collects block annotation keys, walking statements only: blocks are statements, and the
-    expressions (most of the tree) hold none."""
-
-    def __init__(self):
-        self.keys: set = set()
-
-    def visit(self, node):
-        if isinstance(node, Stmt):
-            return super().visit(node)
-        return None
-
-    def visit_Block(self, block: Block) -> None:
-        self.keys.update(k for k, _ in block.annotations)
-        self.generic_visit(block)
+    """The annotation keys of every block of `func` (blocks are statements: expressions, most of
+    the tree, are not walked)."""
+    return {k for s in walk(func.body) if isinstance(s, Block) for k, _ in s.annotations}
 
 
 _PIPELINES: dict[str, list[Pass]] = {
@@ -204,8 +188,10 @@ _PIPELINES: dict[str, list[Pass]] = {
 
 
 def _target_name(target) -> str:
-    name = target if isinstance(target, str) else getattr(target, "kind", getattr(target, "name", None))
-    if not isinstance(name, str) or name not in _PIPELINES:
+    """The pipeline for `target`: anything `tdsl.target.parse_target` takes ("cpu", "llvm",
+    "llvm -mcpu=znver3", "cuda -arch=sm_90", a Target)."""
+    name = parse_target(target).kind
+    if name not in _PIPELINES:
         raise TargetError(f"unknown target {target!r}; expected one of {', '.join(map(repr, _PIPELINES))}")
     return name
 
@@ -234,13 +220,6 @@ def register_pass(target: str, new: Pass, *, after: str | None = None, before: s
     pipeline.insert(index, new)
 
 
-def _as_func(func_or_schedule) -> PrimFunc:
-    func = func_or_schedule if isinstance(func_or_schedule, PrimFunc) else getattr(func_or_schedule, "func", None)
-    if not isinstance(func, PrimFunc):
-        raise TypeError(f"lower() takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
-    return func
-
-
 def _run(func: PrimFunc, p: Pass) -> PrimFunc:
     try:
         return p(func)
@@ -257,7 +236,7 @@ def _print_stage(name: str, func: PrimFunc) -> None:
 
 def stages(func_or_schedule, target="cpu") -> list[tuple[str, PrimFunc]]:
     """[("input", func), (pass name, func after that pass), ...] for every pass of `target`."""
-    func = _as_func(func_or_schedule)
+    func = as_prim_func(func_or_schedule, "lower()")
     out = [("input", func)]
     for p in passes_for(target):
         func = _run(func, p)
@@ -267,11 +246,12 @@ def stages(func_or_schedule, target="cpu") -> list[tuple[str, PrimFunc]]:
 
 def lower(func_or_schedule, target="cpu", *, show: bool = False,
           trace: bool | Callable[[str, PrimFunc], None] = False) -> PrimFunc:
-    """Lower a PrimFunc or Schedule for `target` ("cpu" or "cuda"); see the module docs.
+    """Lower a PrimFunc or Schedule for `target` ("cpu", "cuda", or a TVM target string such as
+    "llvm -mcpu=znver3"; see `tdsl.target.parse_target`); see the module docs.
 
     show: print the lowered IR and the notes. trace: True prints the IR after every pass; a
     callable is called as trace(pass_name, func) after every pass."""
-    func = _as_func(func_or_schedule)
+    func = as_prim_func(func_or_schedule, "lower()")
     report = _print_stage if trace is True else (trace or None)
     for p in passes_for(target):
         func = _run(func, p)
@@ -286,7 +266,7 @@ def lower(func_or_schedule, target="cpu", *, show: bool = False,
 
 def notes(func: PrimFunc) -> list[str]:
     """The notes lowering left on `func` (e.g. loops that stayed scalar, and why)."""
-    return list(get_attr(func, NOTES_ATTR, ()))
+    return list(get_attr(func, LOWER_NOTES, ()))
 
 
 # `tdsl.lower` is both this package and (via tdsl's lazy attributes) the `lower` function; which

@@ -2,8 +2,7 @@
 fresh copies of statements, expression identity, function attributes."""
 from __future__ import annotations
 
-from typing import Any
-
+from ..arith.analyzer import fold_binary
 from ..dtypes import DataType, int32
 from ..ir import (
     Allocate,
@@ -26,33 +25,18 @@ from ..ir import (
     Var,
     node_fields,
 )
+from ..ir.attrs import LOWER_NOTES, get_attr, set_attr
 from ..ir.functor import replace_fields as replace
 
 # ----------------------------------------------------------------------------- attributes
-
-NOTES_ATTR = "tdsl.lower_notes"
-FLAT_PARAMS_ATTR = "tdsl.flat_params"
-
-
-def get_attr(func: PrimFunc, key: str, default: Any = None) -> Any:
-    for k, v in func.attrs:
-        if k == key:
-            return v
-    return default
-
-
-def set_attr(func: PrimFunc, key: str, value: Any) -> PrimFunc:
-    attrs = tuple((k, v) for k, v in func.attrs if k != key) + ((key, value),)
-    return replace(func, attrs=attrs)
-
 
 def add_notes(func: PrimFunc, notes: list[str]) -> PrimFunc:
     """Append lowering notes (things the user may want to know, e.g. a loop left scalar)."""
     if not notes:
         return func
-    old = tuple(get_attr(func, NOTES_ATTR, ()))
+    old = tuple(get_attr(func, LOWER_NOTES, ()))
     new = tuple(dict.fromkeys(n for n in notes if n not in old))  # unrolled copies repeat a note
-    return set_attr(func, NOTES_ATTR, old + new)
+    return set_attr(func, LOWER_NOTES, old + new)
 
 
 # ----------------------------------------------------------------------------- statements
@@ -133,14 +117,14 @@ def broadcast(e: PrimExpr, lanes: int) -> PrimExpr:
 
 
 def _fold(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
-    """Fold integer constants and the identities x+0, x*1, x*0 on scalars."""
+    """Fold integer constants (as the machine computes them: `tdsl.arith.fold_binary`, which
+    wraps around) and the identities x+0, x*1, x*0 on scalars."""
     if a.dtype.lanes != 1 or b.dtype.lanes != 1 or not a.dtype.is_integer:
         return None
     ca = a.value if isinstance(a, IntImm) else None
     cb = b.value if isinstance(b, IntImm) else None
     if ca is not None and cb is not None:
-        value = {"add": ca + cb, "sub": ca - cb, "mul": ca * cb}[op]
-        return IntImm(value, a.dtype)
+        return fold_binary(op, a, b)
     if op == "add":
         if ca == 0:
             return b

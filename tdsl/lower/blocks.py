@@ -17,20 +17,12 @@ from ..ir import (
     Stmt,
     substitute,
 )
+from ..ir.attrs import NONTEMPORAL, NONTEMPORAL_BUFFERS, VECTORIZE_BLOCKS, set_attr
 from ..ir.functor import replace_fields as replace
-from ._util import StmtMutator, cast_to, collect_stmts, is_true, seq, set_attr
+from ._util import StmtMutator, cast_to, collect_stmts, is_true, seq
 
-NONTEMPORAL_ANNOTATION = "tdsl.nontemporal"
-"""A block annotation: the buffers the block writes are written with non-temporal (streaming)
-stores by the CPU backend -- for outputs written once and not read again soon, so that the
-stores bypass the caches instead of first reading each line (`sch.annotate(block,
-"tdsl.nontemporal", True)`). Only a hint: results are the same."""
-NONTEMPORAL_ATTR = "tdsl.nontemporal_buffers"
-"""PrimFunc attribute set by `convert_blocks`: names of the buffers written by annotated blocks."""
-
-# Loops marked vectorized carry the names of the blocks they enclose until `vectorize` reads
-# them, so that its notes can say "loop j in block C".
-BLOCKS_ANNOTATION = "tdsl.vectorize.blocks"
+# The annotation keys read and set here (NONTEMPORAL, NONTEMPORAL_BUFFERS, VECTORIZE_BLOCKS) are
+# described in tdsl.ir.attrs.
 
 
 def _init_condition(block: Block, values: tuple[PrimExpr, ...]) -> PrimExpr | None:
@@ -87,7 +79,7 @@ class _BlockConverter(StmtMutator):
         if loop.kind == "vectorized":
             names = _block_names(loop.body)
             if names:
-                annotations = annotations + ((BLOCKS_ANNOTATION, ", ".join(names)),)
+                annotations = annotations + ((VECTORIZE_BLOCKS, ", ".join(names)),)
         if body is loop.body and annotations is loop.annotations:
             return loop
         return replace(loop, body=body, annotations=annotations)
@@ -104,14 +96,14 @@ def convert_blocks(func: PrimFunc) -> PrimFunc:
     streamed = _nontemporal_buffers(func.body)
     body = _BlockConverter().visit(func.body)
     func = func.with_body(body)
-    return set_attr(func, NONTEMPORAL_ATTR, streamed) if streamed else func
+    return set_attr(func, NONTEMPORAL_BUFFERS, streamed) if streamed else func
 
 
 def _nontemporal_buffers(stmt: Stmt) -> tuple[str, ...]:
     """Names of the buffers written by blocks annotated `tdsl.nontemporal` (truthy)."""
     names: list[str] = []
     for block in collect_stmts(stmt, Block):
-        if dict(block.annotations).get(NONTEMPORAL_ANNOTATION):
+        if dict(block.annotations).get(NONTEMPORAL):
             names.extend(r.buffer.name for r in block.writes if r.buffer.name not in names)
     return tuple(names)
 

@@ -14,8 +14,9 @@ from ..ir import (
     PrimFunc,
     Stmt,
 )
+from ..ir.attrs import FLAT_PARAMS, get_attr, set_attr
 from ..ir.functor import replace_fields as replace
-from ._util import FLAT_PARAMS_ATTR, arith, get_attr, promote_ints, set_attr
+from ._util import arith, promote_ints
 from .simplify import simplify_index
 
 
@@ -125,10 +126,10 @@ def flatten_buffers(func: PrimFunc) -> PrimFunc:
     if _has_block(func.body):
         raise ValueError(f"flatten_buffers needs a function without blocks; run convert_blocks first "
                          f"(function {func.name!r})")
-    if get_attr(func, FLAT_PARAMS_ATTR) is not None and all(_is_flat(b) for b in func.buffer_params):
+    if get_attr(func, FLAT_PARAMS) is not None and all(_is_flat(b) for b in func.buffer_params):
         return func  # already lowered once
     originals = tuple(func.buffer_params)
     flattener = _Flattener()
     body = flattener.visit(func.body)
     params = tuple(flattener.visit_buffer(p) if isinstance(p, Buffer) else p for p in func.params)
-    return set_attr(replace(func, params=params, body=body), FLAT_PARAMS_ATTR, originals)
+    return set_attr(replace(func, params=params, body=body), FLAT_PARAMS, originals)

@@ -22,17 +22,15 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import ScheduleError, TargetError
-from ..intrinsics.match import INTRIN_ANNOTATION, Mismatch, instantiate_impl, match
+from ..intrinsics.cuda import FRAGMENT_SCOPES  # per-thread arrays on CUDA, filled by the device functions
+from ..intrinsics.match import Mismatch, instantiate_impl, match
 from ..intrinsics.registry import TensorIntrin
-from ..ir import Block, BlockRealize, Buffer, IRVisitor, PrimFunc, Stmt, replace_buffers
-from ..ir.tree import find_realize, replace_at
-from ..target import host_features
+from ..ir import Block, BlockRealize, Buffer, PrimFunc, Stmt, collect, replace_buffers
+from ..ir.attrs import CUDA_PRELUDE, TENSOR_INTRIN
+from ..ir.tree import find_realize, replace_at, walk
+from ..target import host_features, parse_target
 
 PASS_NAME = "apply_tensor_intrinsics"
-PRELUDE_ATTR = "tdsl.cuda_prelude"
-# Scopes of per-thread tensor-core fragments: on CUDA they are plain per-thread arrays that the
-# intrinsics' device functions fill (see tdsl.intrinsics.cuda).
-FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 
 
 def missing_features(intrin: TensorIntrin) -> list[str]:
@@ -43,14 +41,9 @@ def missing_features(intrin: TensorIntrin) -> list[str]:
     return [f for f in intrin.features if f not in have]
 
 
-def _target_kind(target) -> str:
-    name = target if isinstance(target, str) else getattr(target, "kind", getattr(target, "name", "cpu"))
-    return "cuda" if str(name).startswith("cuda") else "cpu"
-
-
 def intrin_of(block: Block) -> str | None:
     for k, v in block.annotations:
-        if k == INTRIN_ANNOTATION:
+        if k == TENSOR_INTRIN:
             return v
     return None
 
@@ -58,7 +51,7 @@ def intrin_of(block: Block) -> str | None:
 def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     """Swap in the implementation of every tensorized block the target can run (module docs)."""
     names = [r.block.name for r in _tensorized(func.body)]
-    kind = _target_kind(target)
+    kind = parse_target(target).kind
     preludes: list[str] = []
     for name in names:
         realize, path = find_realize(func.body, name)  # type: ignore[misc]
@@ -93,7 +86,7 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
             preludes.append(intrin.prelude)
     if kind == "cuda" and preludes:
         func = _fragments_to_local(func)
-        attrs = tuple((k, v) for k, v in func.attrs if k != PRELUDE_ATTR) + ((PRELUDE_ATTR, "\n".join(preludes)),)
+        attrs = tuple((k, v) for k, v in func.attrs if k != CUDA_PRELUDE) + ((CUDA_PRELUDE, "\n".join(preludes)),)
         func = dataclasses.replace(func, attrs=attrs)
     return func
 
@@ -101,38 +94,17 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
 def _fragments_to_local(func: PrimFunc) -> PrimFunc:
     """Fragment buffers become per-thread `local` arrays (the device functions fill them)."""
     bmap: dict[Buffer, Buffer] = {}
-    for realize in _all_blocks(func.body):
+    for realize in collect(func.body, BlockRealize):
         for buf in realize.block.alloc_buffers:
             if buf.scope in FRAGMENT_SCOPES:
                 bmap[buf] = buf.with_(scope="local")
     return func.with_body(replace_buffers(func.body, bmap)) if bmap else func
 
 
-def _all_blocks(stmt: Stmt) -> list[BlockRealize]:
-    from ..ir import collect
-
-    return collect(stmt, BlockRealize)
-
-
-class _TensorizedFinder(IRVisitor):
-    """The tensorized blocks' realizes, walking statements only (module level: a class made per
-    call starts with an empty dispatch table)."""
-
-    def __init__(self):
-        self.out: list[BlockRealize] = []
-
-    def visit(self, node):
-        if isinstance(node, Stmt):
-            super().visit(node)
-
-    def visit_BlockRealize(self, node: BlockRealize) -> None:
-        if intrin_of(node.block) is not None:
-            self.out.append(node)
-            return  # nothing inside a tensorized block is tensorized on its own
-        self.generic_visit(node)
-
-
 def _tensorized(stmt: Stmt) -> list[BlockRealize]:
-    finder = _TensorizedFinder()
-    finder.visit(stmt)
-    return finder.out
+    """The tensorized blocks' realizes, in program order (nothing inside a tensorized block is
+    tensorized on its own)."""
+    def untensorized(s: Stmt) -> bool:
+        return not (isinstance(s, BlockRealize) and intrin_of(s.block) is not None)
+
+    return [s for s in walk(stmt, untensorized) if isinstance(s, BlockRealize) and not untensorized(s)]

@@ -7,6 +7,7 @@ times those of the serial loops inside it, number at most N (innermost loops fir
 from __future__ import annotations
 
 from ..ir import For, IntImm, PrimFunc, Stmt
+from ..ir.attrs import AUTO_UNROLL
 from ..ir.functor import replace_fields as replace
 from ._util import StmtMutator, arith, fresh_copy, seq
 
@@ -25,8 +26,6 @@ class _Unroller(StmtMutator):
             return seq(*copies)
         return loop if body is loop.body else replace(loop, body=body)
 
-
-AUTO_UNROLL = "pragma_auto_unroll_max_step"
 
 
 def _children(node: Stmt) -> list[Stmt]:

@@ -32,9 +32,9 @@ from ..ir import (
     substitute,
     uses_var,
 )
+from ..ir.attrs import VECTORIZE_BLOCKS
 from ..ir.functor import replace_fields as replace
 from ._util import StmtMutator, add_notes, arith, broadcast, cast_to, fresh_copy, promote_ints, same_expr, seq
-from .blocks import BLOCKS_ANNOTATION
 from .simplify import simplify_index
 
 MAX_LANES = 64
@@ -380,8 +380,8 @@ class _Vectorizer(StmtMutator):
             loop = replace(loop, body=body)
         if loop.kind != "vectorized":
             return loop
-        blocks = dict(loop.annotations).get(BLOCKS_ANNOTATION)
-        loop = replace(loop, annotations=tuple(kv for kv in loop.annotations if kv[0] != BLOCKS_ANNOTATION))
+        blocks = dict(loop.annotations).get(VECTORIZE_BLOCKS)
+        loop = replace(loop, annotations=tuple(kv for kv in loop.annotations if kv[0] != VECTORIZE_BLOCKS))
         try:
             return vectorize_loop(loop, self.max_lanes)
         except NotVectorizable as exc:

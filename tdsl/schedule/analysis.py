@@ -32,7 +32,7 @@ from ..ir import (
     structural_equal,
     substitute,
 )
-from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges
+from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges, walk
 from ..script.printer import message_text as expr_text
 from .errors import block_name, loop_name, schedule_error
 
@@ -62,14 +62,7 @@ def is_quasi_affine(expr: PrimExpr, loop_vars: set[Var]) -> bool:
 
 def all_loops(stmt: Stmt) -> list[For]:
     """Every loop under `stmt` (itself included), pre-order."""
-    out: list[For] = []
-    stack = [stmt]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, For):
-            out.append(node)
-        stack.extend(reversed(children(node)))
-    return out
+    return [s for s in walk(stmt) if isinstance(s, For)]
 
 
 def thread_relaxed_loops(loops: list[For], scope: str) -> list[For]:

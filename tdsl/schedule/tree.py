@@ -28,7 +28,7 @@ from ..ir import (
     collect,
     substitute,
 )
-from ..ir.tree import Path, all_realizes, children, find_path, fresh_name, path_ranges, replace_at
+from ..ir.tree import Path, all_realizes, find_path, fresh_name, path_ranges, replace_at, walk
 from .errors import block_name, loop_name, schedule_error
 
 
@@ -69,9 +69,7 @@ def unique_names(func: PrimFunc) -> PrimFunc:
     if root is not None:  # function-level buffers print before the loops
         taken.update(b.name for b in root.alloc_buffers)
     renames: dict[Var, Var] = {}
-    stack: list[Stmt] = [func.body]
-    while stack:
-        node = stack.pop()
+    for node in walk(func.body):
         defined: list[Var] = []
         if isinstance(node, For):
             defined.append(node.loop_var)
@@ -84,7 +82,6 @@ def unique_names(func: PrimFunc) -> PrimFunc:
                 renames[var] = Var(fresh_name(var.name, taken), var.dtype)
             else:
                 taken.add(var.name)
-        stack.extend(reversed(children(node)))
     if not renames:
         return func
     return func.with_body(substitute(func.body, renames))

@@ -2,8 +2,25 @@
 import tdsl
 from tdsl.arith import infer_block_regions, region_covers, region_union
 from tdsl.dtypes import float32, int32
-from tdsl.ir import (Allocate, Block, BlockRealize, Buffer, BufferRegion, BufferStore, FloatImm, For, IntImm,
-                     IterVar, LetStmt, Ramp, Range, SeqStmt, Var, collect, structural_equal)
+from tdsl.ir import (
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    FloatImm,
+    For,
+    IntImm,
+    IterVar,
+    LetStmt,
+    Ramp,
+    Range,
+    SeqStmt,
+    Var,
+    collect,
+    structural_equal,
+)
 from tdsl.script.printer import expr_str
 
 

@@ -1,7 +1,7 @@
 """relax and linear_form."""
 from tdsl.arith import linear_form, relax
 from tdsl.dtypes import float32, int64
-from tdsl.ir import BufferLoad, Buffer, IntImm, Range, Select, Var, max_, min_, structural_equal
+from tdsl.ir import Buffer, BufferLoad, IntImm, Range, Select, Var, max_, min_, structural_equal
 
 i, j, k, n = Var("i"), Var("j"), Var("k"), Var("n")
 

@@ -5,8 +5,25 @@ import pytest
 
 from tdsl.arith import const_bound, prove, simplify
 from tdsl.dtypes import bool_, float16, float32, int8, int32, int64, uint8
-from tdsl.ir import (Binary, BufferLoad, Buffer, Call, Cast, FloatImm, IntImm, Not, Range, Select, Var,
-                     if_then_else, logical_and, logical_or, max_, min_, structural_equal)
+from tdsl.ir import (
+    Binary,
+    Buffer,
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    Range,
+    Select,
+    Var,
+    if_then_else,
+    logical_and,
+    logical_or,
+    max_,
+    min_,
+    structural_equal,
+)
 
 i, j, k, f, n = Var("i"), Var("j"), Var("k"), Var("f"), Var("n")
 R = {i: Range.from_extent(32), j: Range.from_extent(32), k: Range.from_extent(8), f: Range.from_extent(128)}

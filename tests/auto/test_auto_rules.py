@@ -261,3 +261,30 @@ def test_registered_rules_join_every_default_space():
     assert "factors=[None, 4]" not in str(tdsl.auto_schedule(f, "cpu").trace)
     with pytest.raises(ValueError, match="stage"):
         register_rule(_SplitBy4, stage="nowhere")
+
+
+def test_row_prefetch_tensorizes_a_row_step_with_a_generated_intrinsic():
+    from tdsl.auto import RowPrefetch, default_passes, sketches
+
+    f = tdsl.parse(SOFTMAX)
+    passes = default_passes(AVX2)
+    sch = sketches(f, AVX2, passes=passes[:2], defaults=True, limit=1)[0]
+    out = RowPrefetch(AVX2)(sch, "exp")
+    assert len(out) == 2
+    text = str(out[0].trace)
+    assert 'intrin_name="auto.row_prefetch_exp_32_' in text
+    impl = tdsl.TensorIntrin.get(text.split('intrin_name="')[1].split('"')[0]).impl.script()
+    assert "llvm.prefetch" in impl and "T.vectorized(32)" in impl
+    assert "tensorize" not in str(out[1].trace)
+    same_meaning(out[0], f)
+    # the first row of the nest reads A first: no prefetch there (nothing earlier to help)
+    assert RowPrefetch(AVX2)(sch, "max_rf_init") == [sch]
+    x = np.random.default_rng(0).standard_normal((8, 64)).astype("float32")
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(tdsl.build(out[0])(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_gpu_matmul_tiling_respects_the_thread_and_shared_memory_limits():
+    sch = tdsl.Schedule(gemm(64, 64, 32))
+    assert GPUMatmulTiling(Hardware("cuda", lanes=1, max_threads=16))(sch, "C") == [sch]
+    assert GPUMatmulTiling(Hardware("cuda", lanes=1, max_shared=1024))(sch, "C") == [sch]

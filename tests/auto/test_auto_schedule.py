@@ -148,3 +148,23 @@ def test_random_decisions_on_random_functions_never_give_a_wrong_program(case, t
     except tdsl.ScheduleError:
         return
     _check_on_interpreter(case, replayed)
+
+
+_BUILT = ("matmul", "batch_matmul", "softmax", "layernorm", "conv2d_nchw", "depthwise_conv2d", "row_sum_symbolic",
+          "dense_bias_relu")
+
+
+@pytest.mark.parametrize("case", [c for c in CORPUS if c.name in _BUILT], ids=lambda c: c.name)
+def test_auto_schedules_build_and_run_on_the_cpu(case):
+    """The interpreter computes tensorized blocks through their descriptions; the build runs the
+    implementations (micro-kernels, generated prefetching steps) for real."""
+    kernel = tdsl.build(tdsl.auto_schedule(case.func, "cpu"))
+
+    def run(_func, *args):
+        kernel(*args)
+
+    if case.symbolic:
+        for n in SYMBOLIC_SIZES:
+            check_case(case, run, args=case.sizes(n)(np.random.default_rng(n)))
+    else:
+        check_case(case, run)

@@ -17,7 +17,7 @@ import pytest
 
 import tdsl
 from tdsl import BoundsError
-from tdsl.backends.llvm import codegen, jit
+from tdsl.backends.llvm import entry, jit
 from tdsl.backends.llvm.compile import _key
 from tdsl.lower import lower
 
@@ -119,7 +119,7 @@ def test_raw_function_with_a_serial_loop_is_optimised():
 
 @pytest.mark.parametrize(("text", "launches"), [(PARALLEL_ONLY, True), (SERIAL_AND_PARALLEL, False), (GATHER, True)])
 def test_only_launches_sees_work_outside_parallel_loops(text, launches):
-    assert codegen._only_launches(lower(tdsl.parse(text)).body) is launches
+    assert entry._only_launches(lower(tdsl.parse(text)).body) is launches
 
 
 def test_unrolled_top_loop_is_work():
@@ -127,7 +127,7 @@ def test_unrolled_top_loop_is_work():
     sch.unroll(sch.get_loops(sch.get_block("b"))[0])
     lowered = lower(sch)
     assert not any(isinstance(s, tdsl.ir.For) and s.kind != "parallel" for s in lowered.body.seq)  # stores now
-    assert not codegen._only_launches(lowered.body)
+    assert not entry._only_launches(lowered.body)
     k = tdsl.build(sch)
     assert not _optnone(k.source)[k._compiled.meta["raw_symbol"]]
     a = np.random.default_rng(4).standard_normal(64).astype(np.float32)

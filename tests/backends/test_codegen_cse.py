@@ -12,7 +12,7 @@ from corpus import CORPUS
 from llvmlite import ir
 
 import tdsl
-from tdsl.backends.llvm import codegen, jit
+from tdsl.backends.llvm import codegen, entry, jit, lltypes
 from tdsl.backends.llvm import compile as cpu_compile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
@@ -23,7 +23,7 @@ _Emitter = codegen._Emitter
 
 def _pure_every_time(self, op, a, c, elem=None):
     if op == "gep":
-        return codegen._gep(self.b, a, [c], elem)
+        return lltypes._gep(self.b, a, [c], elem)
     return getattr(self.b, op)(a, c, flags=self.nsw)
 
 
@@ -36,7 +36,7 @@ def _splat_every_time(self, v, lanes):
 def _asm_and_ir(func, bounds_check: bool) -> tuple[str, str]:
     lowered = tdsl.lower(func)
     host = jit.host_info()
-    text = codegen.codegen(lowered, "tdsl_cse", api=func, bounds_check=bounds_check, triple=host.triple,
+    text = entry.codegen(lowered, "tdsl_cse", api=func, bounds_check=bounds_check, triple=host.triple,
                            datalayout=jit.data_layout()).ir
     optimized = jit.optimized_ir(text, cpu_compile.pipeline_for(lowered.body), "test")
     return jit.emit_assembly(optimized), text

@@ -16,10 +16,10 @@ from test_build_speed_paths import vector_scale
 
 import tdsl
 from bench.schedules import gemm_schedule, layernorm_schedule
+from tdsl import Kernel
 from tdsl.backends import cache
 from tdsl.backends.llvm import compile as llvm_compile
 from tdsl.backends.llvm import jit
-from tdsl.backends.llvm.kernel import Kernel
 from tdsl.lower import lower
 
 # a tile of five 8-lane accumulators over a serial loop: register-tiled, no AVX2 needed

@@ -3,8 +3,24 @@ import pytest
 
 import tdsl
 from tdsl.dtypes import float32, float64, int64
-from tdsl.ir import (TRUE, Allocate, Cast, Block, BlockRealize, Buffer, BufferStore, FloatImm, For, IntImm, IterVar,
-                     LetStmt, PrimFunc, Range, SeqStmt, Var)
+from tdsl.ir import (
+    TRUE,
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferStore,
+    Cast,
+    FloatImm,
+    For,
+    IntImm,
+    IterVar,
+    LetStmt,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Var,
+)
 from tdsl.ir.verify import WellFormedError, verify
 
 MATMUL = '''

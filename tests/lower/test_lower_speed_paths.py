@@ -291,7 +291,7 @@ def test_mutator_keeps_spans_and_checks():
 
 @pytest.mark.parametrize("name,func", FUNCS, ids=IDS)
 def test_statement_walks_find_what_full_walks_find(name, func):
-    from tdsl.backends.llvm.codegen import _written_buffers
+    from tdsl.backends.llvm.entry import _written_buffers
     from tdsl.lower import _annotation_keys
 
     for cls in (Block, BlockRealize, For, Allocate):

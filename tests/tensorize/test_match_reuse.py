@@ -9,6 +9,7 @@ from tz_kernels import register_double16
 
 import tdsl
 from tdsl.intrinsics import match as tz
+from tdsl.ir.attrs import TENSOR_INTRIN
 from tdsl.target import host_features
 
 SCALE = '''
@@ -92,7 +93,7 @@ def test_a_mismatch_is_not_remembered(match_runs):
 def test_callers_get_their_own_bindings():
     _, sch = _tensorized_scale()
     realize = next(r for r in tdsl.ir.collect(sch.func.body, tdsl.ir.BlockRealize)
-                   if tz.INTRIN_ANNOTATION in dict(r.block.annotations))
+                   if TENSOR_INTRIN in dict(r.block.annotations))
     from tdsl.schedule.tree import find_block
 
     _, path = find_block(sch.func, realize.block.name, "test")

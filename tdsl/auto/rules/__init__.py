@@ -4,7 +4,8 @@ from .cpu_loops import ComputeLocation, ParallelVectorizeUnroll, VectorReduction
 from .gpu import GPUBind, GPUMatmulTiling
 from .inline import AutoInline
 from .matmul_cpu import MatmulTensorizeCPU
+from .prefetch import RowPrefetch
 from .tiling_cpu import MultiLevelTilingCPU, TensorizeMatching
 
 __all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "MatmulTensorizeCPU",
-           "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Rule", "TensorizeMatching", "VectorReduction"]
+           "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "RowPrefetch", "Rule", "TensorizeMatching", "VectorReduction"]

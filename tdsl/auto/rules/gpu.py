@@ -21,6 +21,7 @@ Defaults: per-thread tiles of up to 4 x 4, 8 x 8 to 16 x 16 threads per block, k
 from __future__ import annotations
 
 from ...errors import ScheduleError
+from ...ir.attrs import AUTO_SCHEDULED
 from ...schedule import Schedule
 from ..analysis import block_info
 from .base import Rule
@@ -70,6 +71,11 @@ class GPUMatmulTiling(Rule):
         fk = s.sample_perfect_tile(lk, 2, max_innermost_factor=16,
                                    decision=[kext // _divisor(kext, (8, 4, 2, 1)), _divisor(kext, (8, 4, 2, 1))]
                                    if self.defaults else None)
+        threads = int(fi[1]) * int(fj[1])
+        tile_elems = (int(fi[1]) * int(fi[2]) + int(fj[1]) * int(fj[2])) * int(fk[1])
+        if threads > self.hw.max_threads or tile_elems * 4 > self.hw.max_shared:
+            raise ScheduleError(f"multi-level-tiling-gpu: {threads} threads or {tile_elems * 4} bytes of shared "
+                                f"memory per block exceed the limits ({self.hw.max_threads}, {self.hw.max_shared})")
         by, ty, ti = s.split(li, fi)
         bx, tx, tj = s.split(lj, fj)
         ko, ki = s.split(lk, fk)
@@ -90,7 +96,7 @@ class GPUMatmulTiling(Rule):
             s.bind(fx, "threadIdx.x")
         local = s.cache_write(c, 0, "local")
         s.reverse_compute_at(local, tx)
-        s.annotate(s.get_block(block), "auto.scheduled", True)
+        s.annotate(s.get_block(block), AUTO_SCHEDULED, True)
 
 
 class GPUBind(Rule):

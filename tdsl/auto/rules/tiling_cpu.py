@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ...intrinsics.registry import TensorIntrin
 from ...ir import BufferLoad, collect, free_vars
+from ...ir.attrs import AUTO_SCHEDULED
 from ...schedule import Schedule
 from ..analysis import block_info
 from .base import Rule
@@ -68,7 +69,7 @@ class MultiLevelTilingCPU(Rule):
         s.vectorize(s.get_loops(init)[-1])
         s.vectorize(s.get_loops(c)[-1])
         s.vectorize(s.get_loops(local)[-1])
-        s.annotate(c, "auto.scheduled", True)
+        s.annotate(c, AUTO_SCHEDULED, True)
 
 
 def _desc_extents(intrin: TensorIntrin) -> list[int] | None:

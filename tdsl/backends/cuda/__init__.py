@@ -6,27 +6,18 @@ Nothing here imports cuda-python at import time: NVRTC and the driver load on fi
 from __future__ import annotations
 
 from ...errors import TargetError
-from ...ir import PrimFunc
+from ...ir import as_prim_func
 
 __all__ = ["build", "build_cuda", "cuda_source", "lower_cuda"]
 
 _OPTIONS = ("arch", "ptx", "use_cache")
 
 
-def _as_func(func_or_schedule) -> PrimFunc:
-    if isinstance(func_or_schedule, PrimFunc):
-        return func_or_schedule
-    inner = getattr(func_or_schedule, "func", None)
-    if isinstance(inner, PrimFunc):
-        return inner
-    raise TypeError(f"build_cuda takes a PrimFunc or a Schedule, not {type(func_or_schedule).__name__}")
-
-
 def lower_cuda(func_or_schedule):
     """The GPU lowering of a function: a HostPlan (kernels with barriers, launch dimensions)."""
     from .lower_gpu import lower_for_cuda
 
-    return lower_for_cuda(_as_func(func_or_schedule))
+    return lower_for_cuda(as_prim_func(func_or_schedule, "build_cuda"))
 
 
 def cuda_source(func_or_schedule) -> str:
@@ -50,7 +41,7 @@ def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, 
     from .kernel import CudaKernel
     from .nvrtc import check_arch, compile_cuda
 
-    func = _as_func(func_or_schedule)
+    func = as_prim_func(func_or_schedule, "build_cuda")
     plan = lower_cuda(func)
     source, vector_params = generate(plan)
     if arch is None:

@@ -42,6 +42,7 @@ from ...ir import (
     Var,
     collect,
 )
+from ...ir.attrs import CUDA_PRELUDE as PRELUDE_ATTR
 from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
 
 _SCALAR_TYPES = {
@@ -53,7 +54,6 @@ _SCALAR_TYPES = {
 _VECTOR_TYPES = {("float32", 2): "float2", ("float32", 4): "float4", ("int32", 2): "int2", ("int32", 4): "int4",
                  ("uint32", 2): "uint2", ("uint32", 4): "uint4", ("float64", 2): "double2"}
 _LANE_FIELDS = "xyzw"
-PRELUDE_ATTR = "tdsl.cuda_prelude"
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
            "gt": ">", "ge": ">=", "and": "&&", "or": "||"}

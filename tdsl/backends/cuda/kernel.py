@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...arith.evaluate import EvalError, eval_int
 from ...dtypes import DataType
 from ...errors import ArgumentError
-from ...ir import Binary, Buffer, BufferStore, Cast, IntImm, PrimExpr, PrimFunc, Var, collect
+from ...ir import Buffer, BufferStore, IntImm, PrimExpr, PrimFunc, Var, collect
 from .lower_gpu import HostPlan
 
 _MISSING = object()
@@ -26,22 +27,12 @@ _MISSING = object()
 
 def evaluate(e: PrimExpr, values: dict[Var, int]) -> int:
     """The value of an integer expression over bound symbolic dimensions / scalars."""
-    if isinstance(e, IntImm):
-        return int(e.value)
-    if isinstance(e, Var):
-        if e not in values:
-            raise ArgumentError(f"symbolic dimension or scalar {e.name!r} is not bound by the arguments")
-        return int(values[e])
-    if isinstance(e, Cast):
-        return evaluate(e.value, values)
-    if isinstance(e, Binary):
-        a, b = evaluate(e.a, values), evaluate(e.b, values)
-        ops = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "floordiv": lambda: a // b,
-               "floormod": lambda: a % b, "min": lambda: min(a, b), "max": lambda: max(a, b),
-               "div": lambda: int(a / b) if b else 0}
-        if e.op in ops:
-            return ops[e.op]()
-    raise ArgumentError(f"cannot evaluate the launch expression {e}")
+    try:
+        return eval_int(e, values)
+    except KeyError as exc:
+        raise ArgumentError(f"symbolic dimension or scalar {exc.args[0].name!r} is not bound by the arguments") from None
+    except EvalError as exc:
+        raise ArgumentError(f"cannot evaluate the launch expression {exc.node}") from None
 
 
 _CTYPES = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
@@ -78,7 +69,8 @@ class CudaKernel:
 
     def __init__(self, func: PrimFunc, plan: HostPlan, source: str, cubin: bytes, ptx: str | None, arch: str,
                  vector_params: dict[str, set[str]], options: dict):
-        from ...lower._util import FLAT_PARAMS_ATTR, get_attr
+        from ...ir.attrs import FLAT_PARAMS as FLAT_PARAMS_ATTR
+        from ...ir.attrs import get_attr
 
         self.func = func
         self.plan = plan

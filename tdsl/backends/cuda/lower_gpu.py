@@ -314,7 +314,8 @@ def _describe(stmt: Stmt) -> str:
 def _param_vars(func: PrimFunc) -> set[Var]:
     """Vars that are uniform over a whole launch: scalar params and symbolic dimensions."""
     out = {p for p in func.params if isinstance(p, Var)}
-    from ...lower._util import FLAT_PARAMS_ATTR, get_attr
+    from ...ir.attrs import FLAT_PARAMS as FLAT_PARAMS_ATTR
+    from ...ir.attrs import get_attr
 
     for buf in get_attr(func, FLAT_PARAMS_ATTR, ()) or func.buffer_params:
         for e in tuple(buf.shape) + tuple(buf.strides) + ((buf.elem_offset,) if buf.elem_offset is not None else ()):

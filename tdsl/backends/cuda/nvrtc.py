@@ -86,7 +86,7 @@ def _options(arch: str, source: str) -> list[str]:
 
 
 def cache_key(source: str, arch: str, want_ptx: bool) -> str:
-    from ... import __version__
+    from ...version import __version__
 
     major, minor = nvrtc_version()
     parts = ["cuda", __version__, f"nvrtc{major}.{minor}", arch, str(want_ptx), source]

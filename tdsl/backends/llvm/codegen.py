@@ -1,11 +1,6 @@
-"""Lowered PrimFunc -> LLVM IR text (llvmlite.ir), with two entry points per kernel.
-
-* `<sym>_raw(ptr noalias A, ..., scalars, i64 dims...) -> i32`: the kernel on raw pointers.
-  Integer and bool scalars arrive as i64, floats as double; symbolic dimensions as i64.
-* `<sym>(ptr objA, ..., scalars) -> i32`: the fast entry Kernel calls with the numpy arrays
-  themselves (ctypes `py_object`). It checks type, dtype, shape, flags and overlap by reading
-  the ndarray struct and returns -1 when anything is unusual, so the Python side re-checks
-  slowly with clear messages and calls `_raw`. It never writes to the objects.
+"""Lowered PrimFunc -> LLVM IR (llvmlite.ir): the emitter of kernel bodies and outlined
+parallel loops (`_Emitter`). The entry points around a body and `codegen()` are in `entry`,
+the math functions in `mathlib`, LLVM types in `lltypes`.
 
 Return codes: 0 ok, -1 "check slowly", -2 out of memory, k > 0 run-time bounds check k failed.
 
@@ -20,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from llvmlite import ir
 
@@ -46,168 +40,29 @@ from ...ir import (
     LetStmt,
     Not,
     PrimExpr,
-    PrimFunc,
     Ramp,
     Select,
     SeqStmt,
-    Stmt,
     StringImm,
     Var,
 )
-from ...ir.functor import IRVisitor, statements
+from ...ir.functor import IRVisitor
 from ...script.printer import message_text as expr_text
 from .abi import (
     ERR_NOMEM,
-    ERR_SLOW,
-    ND_DATA,
-    ND_DESCR,
-    ND_DIMS,
-    ND_FLAGS,
-    ND_NDIM,
-    NPY_ALIGNED,
-    NPY_C_CONTIGUOUS,
-    NPY_WRITEABLE,
-    OB_TYPE,
-    TUPLE_ITEMS,
 )
+from .lltypes import F32, I1, I8, I16, I32, I64, PTR, _Callee, _const, _gep, _size_of, _suffix, lltype, memtype
+from .mathlib import MathEmitter
 
 STACK_LIMIT = 64 * 1024          # constant-size allocations up to this many bytes go on the stack
 UNROLL_LIMIT = 64
 
-I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-F32, F64, PTR = ir.FloatType(), ir.DoubleType(), ir.PointerType()
-
-
-@dataclass
-class ParamInfo:
-    """What the Kernel needs to know about one parameter."""
-
-    name: str
-    kind: str                    # "buffer" or "scalar"
-    dtype: str
-    shape: list                  # ints and dimension names (buffers)
-    written: bool = False
-
-
-@dataclass
-class CodegenResult:
-    ir: str
-    symbol: str
-    raw_symbol: str
-    ctx_symbol: str
-    params: list[ParamInfo]
-    dims: list[str]              # symbolic dimension names, in the raw entry's order
-    checks: list[dict]           # bounds check k (1-based) -> {"buffer", "param", "index", "extent"}
-    parallel: bool
-    descr_dtypes: list[str]      # ctx[2 + k] holds numpy's descriptor of descr_dtypes[k]
-    tuple_symbol: str = ""       # the entry taking one tuple of arrays (kernels without scalars)
-    dim_sources: list = field(default_factory=list)   # per dim: [param index, axis] (axis -1: a scalar)
-
-
-# ----------------------------------------------------------------------------- types
-
-def lltype(dt: DataType) -> ir.Type:
-    """The register type of a dtype."""
-    if dt.code == "bool":
-        base = I1
-    elif dt.code == "bfloat":
-        base = F32
-    elif dt.code == "float":
-        base = {16: ir.HalfType(), 32: F32, 64: F64}[dt.bits]
-    elif dt.code == "handle":
-        base = PTR
-    else:
-        base = ir.IntType(dt.bits)
-    return ir.VectorType(base, dt.lanes) if dt.lanes > 1 else base
-
-
-def memtype(dt: DataType) -> ir.Type:
-    """The in-memory type of a dtype (bool takes a byte, bfloat16 is raw i16)."""
-    if dt.code == "bool":
-        base = I8
-    elif dt.code == "bfloat":
-        base = I16
-    else:
-        return lltype(dt)
-    return ir.VectorType(base, dt.lanes) if dt.lanes > 1 else base
-
-
-def _suffix(ty: ir.Type) -> str:
-    """The overload suffix of an intrinsic name: f32, v16f32, i64..."""
-    if isinstance(ty, ir.VectorType):
-        return f"v{ty.count}{_suffix(ty.element)}"
-    if isinstance(ty, ir.HalfType):
-        return "f16"
-    if isinstance(ty, ir.FloatType):
-        return "f32"
-    if isinstance(ty, ir.DoubleType):
-        return "f64"
-    if isinstance(ty, ir.IntType):
-        return f"i{ty.width}"
-    raise TargetError(f"internal error: no intrinsic suffix for {ty}")
-
-
-def _const(ty: ir.Type, value) -> ir.Constant:
-    """A scalar or splatted vector constant of `ty`."""
-    if isinstance(ty, ir.VectorType):
-        return ir.Constant(ty, [_const(ty.element, value) for _ in range(ty.count)])
-    if isinstance(ty, ir.IntType):
-        v = int(value) & ((1 << ty.width) - 1)
-        if ty.width > 1 and v >= 1 << (ty.width - 1):
-            v -= 1 << ty.width
-        return ir.Constant(ty, v)
-    if isinstance(ty, ir.HalfType):
-        import numpy as np
-
-        return ir.Constant(ty, float(np.float16(value)))
-    return ir.Constant(ty, float(value))
-
-
-def _gep(b: ir.IRBuilder, ptr: ir.Value, indices: list, etype: ir.Type) -> ir.Value:
-    """getelementptr with an opaque result, so that loads and stores of any type accept it."""
-    g = b.gep(ptr, indices, source_etype=etype)
-    g.type = PTR
-    return g
-
-
-class _Callee(ir.instructions.CastInstr):
-    """`inttoptr` of a function address that llvmlite can call (it needs the function type)."""
-
-    def __init__(self, parent, address: ir.Value, fnty: ir.FunctionType):
-        super().__init__(parent, "inttoptr", address, PTR)
-        self._fnty = fnty
-
-    @property
-    def function_type(self) -> ir.FunctionType:
-        return self._fnty
-
-
-def _size_of(ty: ir.Type) -> int:
-    """Bytes a register value takes in memory (an upper bound is enough: closure slots)."""
-    if isinstance(ty, ir.VectorType):
-        return ty.count * _size_of(ty.element)
-    if isinstance(ty, ir.IntType):
-        return max(ty.width // 8, 1)
-    return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(ty), 8)
-
-
-def _tanh_coeffs(n: int) -> list[float]:
-    """Taylor coefficients of tanh: x, x^3, ... (2^2k (2^2k - 1) B_2k / (2k)!)."""
-    bern = [Fraction(1)]
-    for m in range(1, 2 * n + 2):
-        bern.append(-sum(math.comb(m + 1, k) * bern[k] for k in range(m)) / (m + 1))
-    return [float(4 ** k * (4 ** k - 1) * bern[2 * k] / math.factorial(2 * k)) for k in range(1, n + 1)]
-
-
-_TANH_TAYLOR = _tanh_coeffs(10)
-_ERF_TAYLOR = [2 / math.sqrt(math.pi) * (-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(13)]
-# e**r on [-ln2/2, ln2/2]: minimax for relative error (Remez exchange, error 1.9e-9 before the
-# coefficients are rounded to float32; the first two round to exactly 1).
-_EXP_MINIMAX = (1.0, 1.0, 0.49999991059303284, 0.16666419804096222, 0.04166822507977486,
-                0.008374815806746483, 0.0013836845755577087)
-# Numerical Recipes' erfc Chebyshev fit: fractional error below 1.2e-7 everywhere.
-_ERFC_NR = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
-            -0.82215223, 0.17087277)
+# The fast entry is straight-line checks already in SSA form: LLVM's pipeline has little to
+# improve there, yet cost ~25% of every kernel's optimisation and emission time while the entry
+# was inlined into the tuple entry (two copies, each with the raw function inlined). `optnone`
+# compiles it as written, once (optnone requires noinline): ~20-30 ms less per build, and no
+# measurable change in call overhead (docs/performance.md, "Build time").
+ENTRY_ATTRIBUTES: tuple[str, ...] = ("noinline", "optnone")
 
 
 class _LoadFinder(IRVisitor):
@@ -351,7 +206,7 @@ class _Module:
         return len(self.checks)
 
 
-class _Emitter:
+class _Emitter(MathEmitter):
     """Emits one LLVM function: a kernel body or an outlined parallel loop body."""
 
     def __init__(self, mod: _Module, fn: ir.Function, in_parallel: bool):
@@ -1237,129 +1092,6 @@ class _Emitter:
         phi.add_incoming(fv, f_end)
         return phi
 
-    def _unary_intrinsic(self, name: str, x: ir.Value) -> ir.Value:
-        fn = self.m.intrinsic(f"llvm.{name}.{_suffix(x.type)}", x.type, [x.type])
-        return self.b.call(fn, [x])
-
-    def _math(self, e: Call) -> ir.Value:
-        dt = e.dtype
-        args = [self.expr(a) for a in e.args]
-        op = e.op
-        if not dt.is_float:
-            return self._int_math(op, args, dt)
-        x = args[0]
-        b = self.b
-        if dt.code == "float" and dt.bits == 16 and op in ("tanh", "erf", "sigmoid"):
-            wide = b.fpext(x, self._same_shape(x.type, F32))
-            return b.fptrunc(self._special(op, wide), x.type)
-        direct = {"log": "log", "sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil",
-                  "exp2": "exp2", "log2": "log2", "sin": "sin", "cos": "cos", "round": "roundeven", "trunc": "trunc"}
-        if op == "exp":
-            out = self._exp(x)
-        elif op in direct:
-            out = self._unary_intrinsic(direct[op], x)
-        elif op == "rsqrt":
-            out = b.fdiv(_const(x.type, 1.0), self._unary_intrinsic("sqrt", x))
-        elif op == "pow":
-            fn = self.m.intrinsic(f"llvm.pow.{_suffix(x.type)}", x.type, [x.type, x.type])
-            out = b.call(fn, args)
-        elif op == "fma":
-            fn = self.m.intrinsic(f"llvm.fma.{_suffix(x.type)}", x.type, [x.type] * 3)
-            out = b.call(fn, args)
-        else:
-            out = self._special(op, x)
-        return self._fix(out, dt)
-
-    def _int_math(self, op: str, args, dt: DataType) -> ir.Value:
-        x = args[0]
-        b = self.b
-        if op in ("floor", "ceil", "round", "trunc"):
-            return x
-        if op == "abs":
-            if not dt.is_int:
-                return x
-            return b.select(b.icmp_signed("<", x, _const(x.type, 0)), b.sub(_const(x.type, 0), x), x)
-        if op == "fma":
-            return b.add(b.mul(args[0], args[1]), args[2])
-        raise TargetError(f"T.{op} needs a floating-point argument, not {dt}")
-
-    def _exp(self, x: ir.Value) -> ir.Value:
-        """e**x. float32 (scalar or vector) in IR so that it vectorises (LLVM would call expf once
-        per lane); other widths through llvm.exp.
-
-        Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2 (two FMAs), a degree-6 minimax
-        polynomial for e**r (`_EXP_MINIMAX`, relative error 2e-9) and the scaling by 2**n split in
-        two factors so that subnormal results and overflow come out right: within 1.1 ulp of the
-        correctly rounded result. The clamp to [-104, 89] is a compare and select that keeps NaN
-        (any comparison with NaN is false; x86 does each in one min/max), so NaN flows through
-        to the result with no final select. Against the previous degree-7 Taylor version (no
-        FMA in the reduction, a final NaN select) a vector loop of exps runs ~30% faster. On Zen
-        3 such a loop now costs about half a cycle per vector operation (19 per vector of 8):
-        fewer operations pay, a shorter chain with more of them (Estrin's scheme) does not.
-        """
-        ety = x.type.element if isinstance(x.type, ir.VectorType) else x.type
-        if not isinstance(ety, ir.FloatType):
-            return self._unary_intrinsic("exp", x)
-        b = self.b
-        ty = x.type
-        ity = self._same_shape(ty, I32)
-        fmuladd = self.m.intrinsic("llvm.fmuladd." + _suffix(ty), ty, [ty] * 3)
-        hi, lo = _const(ty, 89.0), _const(ty, -104.0)
-        xc = b.select(b.fcmp_ordered(">", x, hi), hi, x)      # NaN > 89 is false: NaN kept
-        xc = b.select(b.fcmp_ordered("<", xc, lo), lo, xc)
-        # n = round(x / ln2) by adding 1.5 * 2**23 + 254: the sum's ulp is 1, so its low bits
-        # are n + 254 (in [104, 382]), with no fptosi (poison for NaN) and no round
-        magic = _const(ty, 12583166.0)
-        t = b.call(fmuladd, [xc, _const(ty, 1.4426950408889634), magic])
-        n = b.fsub(t, magic)
-        # n * 0.693359375 is exact (9 + 8 significant bits), so the first step loses nothing
-        r = b.call(fmuladd, [n, _const(ty, -0.693359375), xc])
-        r = b.call(fmuladd, [n, _const(ty, 2.12194440e-4), r])
-        p = self._poly(r, _EXP_MINIMAX)
-        # 2**n = 2**n1 * 2**n2, n1 = floor(n / 2), n2 = n - n1, exponent fields shifted straight
-        # out of t's bits (the bits above them fall off): e1 = (n + 254) >> 1 = n1 + 127, and
-        # (n + 254) - e1 = n2 + 127. Four integer operations instead of seven: ~9% off a vector
-        # exp loop on Zen 3, same results. NaN: any scale, p is NaN.
-        bits = b.bitcast(t, ity)
-        e1 = b.shl(b.lshr(bits, _const(ity, 1)), _const(ity, 23))
-        e2 = b.sub(b.shl(bits, _const(ity, 23)), e1)
-        return b.fmul(b.fmul(p, b.bitcast(e1, ty)), b.bitcast(e2, ty))
-
-    def _poly(self, x: ir.Value, coeffs) -> ir.Value:
-        """Horner evaluation of sum(coeffs[k] * x**k). Each step is `llvm.fmuladd`: one FMA
-        where the CPU has it (LLVM never contracts a separate fmul + fadd without fast-math
-        flags), which halves the latency of the chain; a multiply and an add elsewhere."""
-        fmuladd = self.m.intrinsic("llvm.fmuladd." + _suffix(x.type), x.type, [x.type] * 3)
-        acc = _const(x.type, coeffs[-1])
-        for cf in reversed(coeffs[:-1]):
-            acc = self.b.call(fmuladd, [acc, x, _const(x.type, cf)])
-        return acc
-
-    def _special(self, op: str, x: ir.Value) -> ir.Value:
-        """tanh, sigmoid and erf written in IR on top of llvm.exp, so they vectorise."""
-        b = self.b
-        ty = x.type
-        one = _const(ty, 1.0)
-        if op == "sigmoid":
-            return b.fdiv(one, b.fadd(one, self._exp(b.fneg(x))))
-        ax = self._unary_intrinsic("fabs", x)
-        copysign = self.m.intrinsic("llvm.copysign." + _suffix(ty), ty, [ty, ty])
-        x2 = b.fmul(x, x)
-        if op == "tanh":
-            # small |x|: odd Taylor series (no cancellation); else (1 - e^-2|x|) / (1 + e^-2|x|)
-            small = b.fmul(x, self._poly(x2, _TANH_TAYLOR))
-            t = self._exp(b.fmul(ax, _const(ty, -2.0)))
-            big = b.call(copysign, [b.fdiv(b.fsub(one, t), b.fadd(one, t)), x])
-            return b.select(b.fcmp_ordered("<", ax, _const(ty, 0.625)), small, big)
-        if op == "erf":
-            small = b.fmul(x, self._poly(x2, _ERF_TAYLOR))
-            t = b.fdiv(one, b.fadd(one, b.fmul(_const(ty, 0.5), ax)))
-            inner = b.fsub(self._poly(t, _ERFC_NR), x2)
-            erfc = b.fmul(t, self._exp(inner))
-            big = b.call(copysign, [b.fsub(one, erfc), x])
-            return b.select(b.fcmp_ordered("<", ax, one), small, big)
-        raise TargetError(f"unknown math function T.{op}")
-
     def _extern(self, e: Call) -> ir.Value:
         """An LLVM intrinsic or a C function, declared from the argument and result dtypes."""
         if any(isinstance(a, StringImm) for a in e.args):
@@ -1376,287 +1108,4 @@ class _Emitter:
         return self.b.call(fn, args)
 
 
-# ----------------------------------------------------------------------------- entry points
-
-def _dims_of(func: PrimFunc) -> list[Var]:
-    """Symbolic dimensions: Vars in parameter buffer shapes that are not scalar parameters."""
-    scalars = {p for p in func.params if isinstance(p, Var)}
-    seen: dict[str, Var] = {}
-    for p in func.params:
-        if isinstance(p, Buffer):
-            for s in p.shape:
-                for v, _ in ((v, None) for v in _used_vars_and_buffers(s)[0]):
-                    if v not in scalars and v.name not in seen:
-                        seen[v.name] = v
-    return list(seen.values())
-
-
-class _StoreCollector(IRVisitor):
-    """The buffers stored to. Stores are statements and no expression holds a statement, so
-    the walk skips expressions."""
-
-    def __init__(self):
-        self.out: set = set()
-
-    def visit(self, node):
-        if isinstance(node, PrimExpr):
-            return None
-        return super().visit(node)
-
-    def visit_BufferStore(self, s):
-        self.out.add(s.buffer)
-
-
-def _written_buffers(func: PrimFunc) -> set:
-    stores = _StoreCollector()
-    stores.visit(func.body)
-    return stores.out
-
-
-def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_check: bool = False,
-            triple: str = "", datalayout: str = "", wrappers_optnone: bool = False) -> CodegenResult:
-    """Compile a lowered PrimFunc to an LLVM module (text) with the two entry points.
-
-    `api` is the function as the user wrote it (n-d parameter shapes, checked by the fast
-    entry); it defaults to `lowered`. Parameters correspond by position. `wrappers_optnone`
-    compiles the parallel loops' wrappers as written, like the entries (for pipelines without
-    an inliner, jit.SIMPLIFY, which keep them apart from the loop bodies anyway; with one, the
-    inliner folds each body into its wrapper instead). With the tuple entry and a launch-only
-    raw function also optnone, bench's GEMM, conv2d and softmax builds spend ~3-5 ms less CPU in
-    LLVM, the loop bodies' machine code unchanged.
-    """
-    api = api or lowered
-    if len(api.params) != len(lowered.params):
-        raise TargetError(f"internal error: lowering changed the parameters of {api.name!r}")
-    module = ir.Module(name=symbol)
-    module.triple = triple
-    module.data_layout = datalayout
-    dims = _dims_of(lowered)
-    api_dim_names = {v.name for v in _dims_of(api)} | {p.name for p in api.params if isinstance(p, Var)}
-    for d in dims:
-        if d.name not in api_dim_names:
-            raise TargetError(f"symbolic dimension {d.name!r} of {api.name!r} is not bound by any parameter")
-
-    written = _written_buffers(lowered)
-    params: list[ParamInfo] = []
-    descr_dtypes: list[str] = []
-    for p_api, p in zip(api.params, lowered.params):
-        if isinstance(p, Buffer):
-            shape = [int(s.value) if isinstance(s, IntImm) else s.name if isinstance(s, Var) else expr_text(s)
-                     for s in p_api.shape]
-            params.append(ParamInfo(p_api.name, "buffer", str(p.dtype), shape, p in written))
-            if str(p.dtype) not in descr_dtypes:
-                descr_dtypes.append(str(p.dtype))
-        else:
-            params.append(ParamInfo(p_api.name, "scalar", str(p.dtype), []))
-
-    ctx_ty = ir.ArrayType(I64, 2 + len(descr_dtypes))
-    ctx = ir.GlobalVariable(module, ctx_ty, f"{symbol}_ctx")
-    ctx.initializer = ir.Constant(ctx_ty, None)
-    ctx.align = 64
-    m = _Module(module, symbol, bounds_check, ctx)
-    m.param_index = {p: i for i, p in enumerate(lowered.params) if isinstance(p, Buffer)}
-    m.nontemporal = frozenset(dict(lowered.attrs).get("tdsl.nontemporal_buffers", ()))
-    m.wrappers_optnone = wrappers_optnone
-
-    raw = _emit_raw(m, lowered, dims)
-    fast = _emit_fast(m, api, lowered, params, dims, descr_dtypes, raw)
-    if all(isinstance(p, Buffer) for p in lowered.params):
-        _emit_tuple_entry(m, fast, len(lowered.params))
-    tuple_symbol = f"{symbol}_tuple" if all(isinstance(p, Buffer) for p in lowered.params) else ""
-    return CodegenResult(str(module), symbol, f"{symbol}_raw", f"{symbol}_ctx", params, [d.name for d in dims],
-                         m.checks, m.parallel, descr_dtypes, tuple_symbol, _dim_sources(api, dims))
-
-
-def _dim_sources(api: PrimFunc, dims: list[Var]) -> list[list[int]]:
-    """Where each symbolic dimension's value comes from, by position (names may differ between
-    alpha-equivalent functions that share this machine code)."""
-    out = []
-    for d in dims:
-        for i, p in enumerate(api.params):
-            if isinstance(p, Var) and p.name == d.name:
-                out.append([i, -1])
-                break
-            if isinstance(p, Buffer):
-                axis = next((k for k, s in enumerate(p.shape) if isinstance(s, Var) and s.name == d.name), None)
-                if axis is not None:
-                    out.append([i, axis])
-                    break
-        else:
-            raise TargetError(f"symbolic dimension {d.name!r} of {api.name!r} is not a dimension of any parameter")
-    return out
-
-
-def _scalar_abi(dt: DataType) -> ir.Type:
-    return F64 if dt.is_float else I64
-
-
-def _emit_raw(m: _Module, func: PrimFunc, dims: list[Var]) -> ir.Function:
-    arg_tys = []
-    for p in func.params:
-        arg_tys.append(PTR if isinstance(p, Buffer) else _scalar_abi(p.dtype))
-    arg_tys += [I64] * len(dims)
-    fn = ir.Function(m.module, ir.FunctionType(I32, arg_tys), f"{m.symbol}_raw")
-    em = _Emitter(m, fn, in_parallel=False)
-    b = em.b
-    for d, a in zip(dims, fn.args[len(func.params):]):
-        a.name = f"dim_{d.name}"
-        em.env[d] = em.cast_int(a, d.dtype) if not d.dtype.is_float else b.sitofp(a, lltype(d.dtype))
-    scalar_args = []
-    for p, a in zip(func.params, fn.args):
-        a.name = p.name
-        if isinstance(p, Var):
-            scalar_args.append((p, a))
-    for p, a in scalar_args:
-        dt = p.dtype
-        if dt.is_float:
-            v = a
-            if dt.code == "bfloat":
-                v = em.bf16_round(b.fptrunc(a, F32))
-            elif dt.bits == 16:
-                v = b.fptrunc(em._to_f32_round_to_odd(a), lltype(dt))
-            elif dt.bits < 64:
-                v = b.fptrunc(a, lltype(dt))
-            em.env[p] = v
-        elif dt.is_bool:
-            em.env[p] = b.icmp_unsigned("!=", a, ir.Constant(I64, 0))
-        else:
-            em.env[p] = em.cast_int(a, dt)
-    for p, a in zip(func.params, fn.args):
-        if isinstance(p, Buffer):
-            a.add_attribute("noalias")
-            em.bufs[p] = (a, em.extent_of(p))
-    em.stmt(func.body)
-    em.finish()
-    fn.attributes.add("nounwind")
-    if _only_launches(func.body):
-        # allocates and launches parallel loops (outlined): nothing for LLVM to speed up here
-        for attr in ENTRY_ATTRIBUTES:
-            fn.attributes.add(attr)
-    return fn
-
-
-def _only_launches(stmt: Stmt) -> bool:
-    """Whether all the work of `stmt` is in parallel loops (outlined into functions of their
-    own): outside them only allocations, lets, ifs and sequences, no store, call or other loop
-    (a serial loop, or one the unroll pass expanded into stores, is code worth optimising)."""
-    for node in statements(stmt, descend=lambda s: not isinstance(s, For)):
-        if isinstance(node, For):
-            if node.kind != "parallel":
-                return False
-        elif not isinstance(node, (SeqStmt, IfThenElse, LetStmt, Allocate)):
-            return False
-    return True
-
-
-# The fast entry is straight-line checks already in SSA form: LLVM's pipeline has little to
-# improve there, yet cost ~25% of every kernel's optimisation and emission time while the entry
-# was inlined into the tuple entry (two copies, each with the raw function inlined). `optnone`
-# compiles it as written, once (optnone requires noinline): ~20-30 ms less per build, and no
-# measurable change in call overhead (docs/performance.md, "Build time").
-ENTRY_ATTRIBUTES: tuple[str, ...] = ("noinline", "optnone")
-
-
-def _emit_fast(m: _Module, api: PrimFunc, lowered: PrimFunc, params: list[ParamInfo], dims: list[Var],
-               descr_dtypes: list[str], raw: ir.Function) -> None:
-    """The entry taking numpy arrays: validate cheaply, else return -1 for the slow path."""
-    arg_tys = [PTR if isinstance(p, Buffer) else _scalar_abi(p.dtype) for p in lowered.params]
-    fn = ir.Function(m.module, ir.FunctionType(I32, arg_tys), m.symbol)
-    for attr in ENTRY_ATTRIBUTES:
-        fn.attributes.add(attr)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    slow = fn.append_basic_block("slow")
-    ir.IRBuilder(slow).ret(ir.Constant(I32, ERR_SLOW))
-
-    def require(cond):
-        ok = fn.append_basic_block("ok")
-        b.cbranch(cond, ok, slow)
-        b.position_at_end(ok)
-
-    def field(obj, offset, ty):
-        return b.load(_gep(b, obj, [ir.Constant(I64, offset)], I8), typ=ty)
-
-    def ctx(i):
-        return b.load(_gep(b, m.ctx, [ir.Constant(I64, i)], I64), typ=I64)
-
-    bound: dict[str, ir.Value] = {}
-    for p, a in zip(lowered.params, fn.args):
-        if isinstance(p, Var):
-            bound[p.name] = a   # a scalar parameter may size a buffer
-    nd_type = ctx(1)
-    datas, sizes = [], []
-    pending = []   # (dimension value, shape expr) checked once every name is bound
-    for i, (p_api, p, info) in enumerate(zip(api.params, lowered.params, params)):
-        if not isinstance(p, Buffer):
-            continue
-        obj = fn.args[i]
-        require(b.icmp_unsigned("==", b.ptrtoint(field(obj, OB_TYPE, PTR), I64), nd_type))
-        require(b.icmp_unsigned("==", b.ptrtoint(field(obj, ND_DESCR, PTR), I64),
-                                ctx(2 + descr_dtypes.index(info.dtype))))
-        require(b.icmp_signed("==", field(obj, ND_NDIM, I32), ir.Constant(I32, len(p_api.shape))))
-        flags = field(obj, ND_FLAGS, I32)
-        need = NPY_C_CONTIGUOUS | NPY_ALIGNED | (NPY_WRITEABLE if info.written else 0)
-        require(b.icmp_unsigned("==", b.and_(flags, ir.Constant(I32, need)), ir.Constant(I32, need)))
-        dims_ptr = field(obj, ND_DIMS, PTR)
-        count = ir.Constant(I64, 1)
-        for k, s in enumerate(p_api.shape):
-            d = b.load(_gep(b, dims_ptr, [ir.Constant(I64, k)], I64), typ=I64)
-            count = b.mul(count, d)
-            if isinstance(s, Var) and s.name not in bound:
-                limit = (1 << (s.dtype.bits - 1)) - 1 if s.dtype.is_int else (1 << s.dtype.bits) - 1
-                require(b.icmp_unsigned("<=", d, ir.Constant(I64, limit)))
-                bound[s.name] = d
-            else:
-                pending.append((d, s))
-        datas.append((i, field(obj, ND_DATA, PTR)))
-        sizes.append((i, b.mul(count, ir.Constant(I64, p.dtype.itemsize)), info.written))
-    for d, s in pending:
-        require(b.icmp_signed("==", d, _fast_shape_value(b, s, bound)))
-    # an output must not overlap any other array (noalias): such calls go the slow way
-    starts = {i: b.ptrtoint(ptr, I64) for i, ptr in datas}
-    for i, size_i, w_i in sizes:
-        for j, size_j, w_j in sizes:
-            if j <= i or not (w_i or w_j):
-                continue
-            lo_i, lo_j = starts[i], starts[j]
-            overlap = b.and_(b.icmp_unsigned("<", lo_i, b.add(lo_j, size_j)),
-                             b.icmp_unsigned("<", lo_j, b.add(lo_i, size_i)))
-            nonempty = b.and_(b.icmp_unsigned("!=", size_i, ir.Constant(I64, 0)),
-                              b.icmp_unsigned("!=", size_j, ir.Constant(I64, 0)))
-            require(b.not_(b.and_(overlap, nonempty)))
-    call_args = []
-    data_by_index = dict(datas)
-    for i, p in enumerate(lowered.params):
-        call_args.append(data_by_index[i] if isinstance(p, Buffer) else fn.args[i])
-    for d in dims:
-        call_args.append(bound[d.name])
-    b.ret(b.call(raw, call_args))
-    return fn
-
-
-def _emit_tuple_entry(m: _Module, fast: ir.Function, count: int) -> None:
-    """`<sym>_tuple(args)`: the fast entry taking the Python tuple of arrays as one argument
-    (one ctypes argument instead of several is what makes a call cheap)."""
-    fn = ir.Function(m.module, ir.FunctionType(I32, [PTR]), f"{m.symbol}_tuple")
-    for attr in ENTRY_ATTRIBUTES:   # loads and a call: nothing to optimise, and no copy of `fast`
-        fn.attributes.add(attr)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    items = [b.load(_gep(b, fn.args[0], [ir.Constant(I64, TUPLE_ITEMS + 8 * k)], I8), typ=PTR) for k in range(count)]
-    b.ret(b.call(fast, items))
-
-
-def _fast_shape_value(b: ir.IRBuilder, s: PrimExpr, bound: dict[str, ir.Value]) -> ir.Value:
-    """An expected dimension (a constant, a bound name, or arithmetic on them) as i64."""
-    if isinstance(s, IntImm):
-        return ir.Constant(I64, s.value)
-    if isinstance(s, Var):
-        return bound[s.name]
-    if isinstance(s, Binary) and s.op in ("add", "sub", "mul"):
-        x, y = _fast_shape_value(b, s.a, bound), _fast_shape_value(b, s.b, bound)
-        return {"add": b.add, "sub": b.sub, "mul": b.mul}[s.op](x, y)
-    if isinstance(s, Cast):
-        return _fast_shape_value(b, s.value, bound)
-    raise TargetError(f"a parameter shape entry must be a constant or a name, not {expr_text(s)}")
-
-
-__all__ = ["CodegenResult", "ParamInfo", "codegen", "expr_text", "lane_expr", "lltype", "memtype"]
+__all__ = ["ENTRY_ATTRIBUTES", "expr_text", "lane_expr", "lltype", "memtype"]

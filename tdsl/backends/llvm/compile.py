@@ -21,9 +21,10 @@ from ...ir import (
     Stmt,
     structural_hash,
 )
+from ...ir.attrs import TENSOR_INTRIN
 from ...ir.functor import statements
 from .. import cache
-from . import codegen, jit, runtime
+from . import entry, jit, runtime
 
 
 @dataclass
@@ -51,9 +52,6 @@ class Compiled:
 
 
 _LOCK = threading.Lock()
-# the block annotation naming a tensorized block's intrinsic (tdsl.schedule.primitives.blockize,
-# not imported here: building a kernel without schedules should not load the schedule package)
-INTRIN_ANNOTATION = "tdsl.tensor_intrin"
 # name -> (the registered TensorIntrin, its fingerprint): hashing an implementation costs ~0.5 ms
 _FINGERPRINTS: dict[str, tuple[object, str]] = {}
 
@@ -73,7 +71,7 @@ def _key(func: PrimFunc, options: dict) -> str:
 def _tensor_intrin_names(body: Stmt) -> list[str]:
     """The intrinsic names of the tensorized blocks under `body`, sorted, without repeats."""
     names = {v for node in statements(body) if isinstance(node, Block)
-             for k, v in node.annotations if k == INTRIN_ANNOTATION and isinstance(v, str)}
+             for k, v in node.annotations if k == TENSOR_INTRIN and isinstance(v, str)}
     return sorted(names)
 
 
@@ -221,7 +219,7 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     check_static_bounds(lowered)
     host = jit.host_info()
     pipeline = pipeline or pipeline_for(lowered.body)
-    result = codegen.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
+    result = entry.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
                              datalayout=jit.data_layout(), wrappers_optnone=pipeline == jit.SIMPLIFY)
     mod = jit.parse_and_verify(result.ir, f"kernel {api.name!r}")
     jit.optimize(mod, pipeline)

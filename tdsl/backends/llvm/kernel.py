@@ -15,9 +15,10 @@ import time as _time
 
 import numpy as np
 
+from ...arith.evaluate import EvalError, eval_int
 from ...dtypes import DataType
 from ...errors import ArgumentError, BoundsError, TargetError
-from ...ir import Buffer, IntImm, PrimFunc, Var
+from ...ir import Buffer, IntImm, PrimFunc, Var, collect
 from ...ir.outputs import read_before_written
 from .abi import numpy_layout_ok
 
@@ -312,19 +313,14 @@ class Kernel:
     def _dim_value(self, s, dims: dict, p: _Param) -> int:
         from .codegen import expr_text
 
-        if isinstance(s, IntImm):
-            return s.value
-        if isinstance(s, Var):
-            if s.name not in dims:
-                raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: dimension "
-                                    f"{s.name!r} is not given by any input; pass {p.name!r} explicitly")
-            return dims[s.name][0]
-        ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-               "floordiv": lambda a, b: a // b}
-        op = getattr(s, "op", None)
-        if op in ops:
-            return ops[op](self._dim_value(s.a, dims, p), self._dim_value(s.b, dims, p))
-        raise ArgumentError(f"parameter {p.name!r}: cannot evaluate the shape entry {expr_text(s)}")
+        env = {v: dims[v.name][0] for v in collect(s, Var) if v.name in dims}
+        try:
+            return eval_int(s, env)
+        except KeyError as exc:
+            raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: dimension "
+                                f"{exc.args[0].name!r} is not given by any input; pass {p.name!r} explicitly") from None
+        except EvalError as exc:
+            raise ArgumentError(f"parameter {p.name!r}: cannot evaluate the shape entry {expr_text(exc.node)}") from None
 
     def _check_scalar(self, p: _Param, v):
         dt = p.dtype

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 from ...arith import infer_block_regions, linear_form, prove, simplify
 from ...errors import ScheduleError
-from ...intrinsics.match import INTRIN_ANNOTATION, Mismatch, match
+from ...intrinsics.match import Mismatch, match
 from ...intrinsics.registry import TensorIntrin
 from ...ir import (
     TRUE,
@@ -68,6 +68,7 @@ from ...ir import (
     free_vars,
     substitute,
 )
+from ...ir.attrs import TENSOR_INTRIN
 from ...ir.tree import block_names, child_realizes, fresh_name, path_ranges, replace_at
 from ..analysis import expr_text
 from ..errors import block_name, loop_name, schedule_error
@@ -339,7 +340,7 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
                                   "renaming and a base offset per buffer dimension)",
                              fix=m.fix, loops=tuple(v for v in loops if _has_loop(original, v)),
                              blocks=shown_blocks) from None
-    pairs = tuple((k, v) for k, v in block.annotations if k != INTRIN_ANNOTATION) + ((INTRIN_ANNOTATION, intrin_name),)
+    pairs = tuple((k, v) for k, v in block.annotations if k != TENSOR_INTRIN) + ((TENSOR_INTRIN, intrin_name),)
     new_block = dataclasses.replace(block, annotations=pairs)
     return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block)), None
 

@@ -24,7 +24,7 @@ import dataclasses
 import itertools
 import math
 
-from ...arith import const_bound, linear_form, prove, relax, simplify
+from ...arith import const_bound, eval_array, eval_int, linear_form, prove, relax, simplify
 from ...errors import ScheduleError
 from ...ir import (
     TRUE,
@@ -34,15 +34,12 @@ from ...ir import (
     Buffer,
     BufferLoad,
     BufferStore,
-    Cast,
     For,
     IntImm,
     IRMutator,
-    Not,
     PrimExpr,
     PrimFunc,
     Range,
-    Select,
     SeqStmt,
     Stmt,
     Var,
@@ -96,33 +93,6 @@ def _writes(block: Block) -> set[Buffer]:
 
 def _names(buffers) -> str:
     return ", ".join(sorted(b.name for b in buffers))
-
-
-def eval_int(expr: PrimExpr, env: dict[Var, int]) -> int:
-    """The value of an integer expression under `env` (floor division and modulo, as in Python)."""
-    if isinstance(expr, IntImm):
-        return expr.value
-    if isinstance(expr, Var):
-        return env[expr]
-    if isinstance(expr, Cast):
-        return eval_int(expr.value, env)
-    if isinstance(expr, Not):
-        return int(not eval_int(expr.a, env))
-    if isinstance(expr, Select):
-        return eval_int(expr.true_value if eval_int(expr.condition, env) else expr.false_value, env)
-    if isinstance(expr, Binary):
-        a, b = eval_int(expr.a, env), eval_int(expr.b, env)
-        return _BINOPS[expr.op](a, b)
-    raise ValueError(f"cannot evaluate {type(expr).__name__}")
-
-
-_BINOPS = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min, "max": max,
-    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b), "lt": lambda a, b: int(a < b),
-    "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
-    "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
-}
 
 
 def _below(path: Path, anchor: Stmt) -> Path:
@@ -248,8 +218,8 @@ def _instances_are_domain(realize: BlockRealize, loops: list[For]) -> bool | Non
     env = {f.loop_var: g.ravel() for f, g in zip(mine, grids)}
     size = grids[0].size if grids else 1
     try:
-        keep = np.broadcast_to(np.asarray(eval_np(realize.predicate, env), dtype=bool), (size,))
-        cols = [np.broadcast_to(np.asarray(eval_np(v, env)), (size,))[keep] - iv.dom.min.value
+        keep = np.broadcast_to(np.asarray(eval_array(realize.predicate, env), dtype=bool), (size,))
+        cols = [np.broadcast_to(np.asarray(eval_array(v, env)), (size,))[keep] - iv.dom.min.value
                 for iv, v in zip(b.iter_vars, realize.iter_values)]
     except (ValueError, KeyError):
         return None
@@ -258,38 +228,6 @@ def _instances_are_domain(realize: BlockRealize, loops: list[For]) -> bool | Non
     if any(((c < 0) | (c >= n)).any() for c, n in zip(cols, dom)):
         return False
     return len(np.unique(np.ravel_multi_index(cols, dom))) == math.prod(dom)
-
-
-def eval_np(expr: PrimExpr, env):
-    """Vectorised evaluation of an integer or bool expression over numpy arrays of loop values."""
-    import numpy as np
-
-    if isinstance(expr, IntImm):
-        return expr.value
-    if isinstance(expr, Var):
-        return env[expr]
-    if isinstance(expr, Cast):
-        return eval_np(expr.value, env)
-    if isinstance(expr, Not):
-        return np.logical_not(eval_np(expr.a, env))
-    if isinstance(expr, Select):
-        return np.where(eval_np(expr.condition, env), eval_np(expr.true_value, env), eval_np(expr.false_value, env))
-    if isinstance(expr, Binary):
-        a, b = eval_np(expr.a, env), eval_np(expr.b, env)
-        return _NP_OPS[expr.op](a, b)
-    raise ValueError(f"cannot evaluate {type(expr).__name__}")
-
-
-def _np_ops():
-    import numpy as np
-
-    return {"add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide,
-            "floormod": np.mod, "min": np.minimum, "max": np.maximum, "eq": np.equal, "ne": np.not_equal,
-            "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-            "and": np.logical_and, "or": np.logical_or}
-
-
-_NP_OPS = _np_ops()
 
 
 def _same_scope(func: PrimFunc, primitive: str, block: Block, bpath: Path, loop: For, lpath: Path) -> None:

@@ -18,7 +18,7 @@ import itertools
 import math
 from collections.abc import Callable
 
-from ...arith import prove, relax, simplify
+from ...arith import eval_array, eval_int, prove, relax, simplify
 from ...ir import (
     Binary,
     Block,
@@ -42,7 +42,6 @@ from ..analysis import expr_text
 from ..errors import schedule_error
 from ..tree import alloc_site, find_block, refresh_touching
 from .cache import resolve_buffer
-from .compute_location import eval_int, eval_np
 
 _CHECK_LIMIT = 1 << 20  # elements checked one by one for a one-to-one map
 
@@ -407,7 +406,7 @@ def _collision(params, outputs, points, new_shape) -> tuple[tuple, tuple] | None
     env = {p: x for p, x in zip(params, points)}
     count = points[0].size if points else 1
     try:
-        cols = [np.broadcast_to(np.asarray(eval_np(o, env), dtype=np.int64), (count,)) for o in outputs]
+        cols = [np.broadcast_to(np.asarray(eval_array(o, env), dtype=np.int64), (count,)) for o in outputs]
     except ValueError:  # an expression numpy cannot evaluate: one point at a time
         cols = [np.array([eval_int(o, {p: int(x[t]) for p, x in zip(params, points)}) for t in range(count)],
                          dtype=np.int64) for o in outputs]

@@ -1,0 +1,62 @@
+"""The keys of function attributes and block/loop annotations that tdsl's rooms share: one name
+for each, and the two helpers that read and set a function attribute.
+
+Function attributes (`PrimFunc.attrs`):
+
+* `FLAT_PARAMS` ("tdsl.flat_params"): set by lowering (flatten_buffers): the original n-d
+  parameter Buffers, in the order of `func.buffer_params`; codegen, the kernels and the
+  interpreter bind dimensions and check arguments against them.
+* `LOWER_NOTES` ("tdsl.lower_notes"): a tuple of notes lowering left (a loop left scalar, why).
+* `NONTEMPORAL_BUFFERS` ("tdsl.nontemporal_buffers"): set by convert_blocks: names of the
+  buffers written by blocks annotated `NONTEMPORAL`; the CPU codegen streams their stores.
+* `CUDA_PRELUDE` ("tdsl.cuda_prelude"): CUDA source the tensor intrinsics' device functions
+  need, set by the lowering pass that swaps intrinsics in; emitted at the top of the kernel.
+
+Block annotations:
+
+* `TENSOR_INTRIN` ("tdsl.tensor_intrin"): the intrinsic a tensorized block is computed by.
+* `NONTEMPORAL` ("tdsl.nontemporal"): truthy: write this block's outputs with streaming stores
+  (a hint; results are the same).
+
+Loop annotations set by schedules:
+
+* `AUTO_UNROLL` ("pragma_auto_unroll_max_step", TVM's name): lowering's `unroll` unrolls the
+  serial loops of constant extent inside whose nest has at most that many iterations.
+* `AUTO_SCHEDULED` ("auto.scheduled", a block annotation): tdsl.auto's rules mark the blocks
+  they scheduled so that later rules leave them alone; no meaning for lowering.
+
+Loop annotations (internal to lowering):
+
+* `VECTORIZE_BLOCKS` ("tdsl.vectorize.blocks"): the blocks a vectorized loop encloses, kept by
+  convert_blocks until vectorize reads them for its notes ("loop j in block C").
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .functor import replace_fields
+from .stmt import PrimFunc
+
+FLAT_PARAMS = "tdsl.flat_params"
+LOWER_NOTES = "tdsl.lower_notes"
+NONTEMPORAL_BUFFERS = "tdsl.nontemporal_buffers"
+CUDA_PRELUDE = "tdsl.cuda_prelude"
+TENSOR_INTRIN = "tdsl.tensor_intrin"
+NONTEMPORAL = "tdsl.nontemporal"
+VECTORIZE_BLOCKS = "tdsl.vectorize.blocks"
+AUTO_UNROLL = "pragma_auto_unroll_max_step"
+AUTO_SCHEDULED = "auto.scheduled"
+
+
+def get_attr(func: PrimFunc, key: str, default: Any = None) -> Any:
+    """The value of function attribute `key`, or `default`."""
+    for k, v in func.attrs:
+        if k == key:
+            return v
+    return default
+
+
+def set_attr(func: PrimFunc, key: str, value: Any) -> PrimFunc:
+    """`func` with attribute `key` set to `value` (replacing an earlier value)."""
+    attrs = tuple((k, v) for k, v in func.attrs if k != key) + ((key, value),)
+    return replace_fields(func, attrs=attrs)

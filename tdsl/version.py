@@ -1,0 +1,2 @@
+"""The package version (one place; `tdsl.__version__` re-exports it)."""
+__version__ = "0.1.0"

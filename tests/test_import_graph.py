@@ -1,0 +1,122 @@
+"""The house's one-way flow, read from the source with `ast`: every import of a tdsl module
+(at the top of a file or inside a function) points down the layers of docs/internals.md, and no
+import circle joins two rooms."""
+import ast
+import functools
+import os
+
+import tdsl
+
+ROOT = os.path.dirname(os.path.abspath(tdsl.__file__))
+
+# lowest first; a room may import only rooms listed before it (itself aside)
+LAYERS = ["errors", "dtypes", "version", "target", "ir", "arith", "script", "intrinsics", "schedule", "auto",
+          "lower", "interp", "interpreter", "backends"]
+TOP = ("tdsl", "__main__")  # the public facade and the demo: nothing imports them
+
+
+def _module_name(path: str) -> str:
+    rel = os.path.relpath(path, os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
+    return rel[:-len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def _is_module(name: str) -> bool:
+    base = os.path.join(os.path.dirname(ROOT), *name.split("."))
+    return os.path.isfile(base + ".py") or os.path.isfile(os.path.join(base, "__init__.py"))
+
+
+@functools.cache
+def imports() -> list[tuple[str, str, str]]:
+    """(importing module, imported module, file:line) for every tdsl import in the package."""
+    out = []
+    for dirpath, _, files in os.walk(ROOT):
+        for f in sorted(files):
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, f)
+            mod = _module_name(path)
+            package = mod if f == "__init__.py" else mod.rpartition(".")[0]
+            with open(path, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read(), path)
+            for node in ast.walk(tree):
+                where = f"{os.path.relpath(path, ROOT)}:{getattr(node, 'lineno', 0)}"
+                if isinstance(node, ast.Import):
+                    out += [(mod, a.name, where) for a in node.names if a.name.split(".")[0] == "tdsl"]
+                elif isinstance(node, ast.ImportFrom):
+                    if node.level:
+                        parts = package.split(".")
+                        base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                    else:
+                        base = node.module or ""
+                    if base.split(".")[0] != "tdsl":
+                        continue
+                    for a in node.names:  # `from . import x` imports the module x
+                        target = f"{base}.{a.name}"
+                        out.append((mod, target if _is_module(target) else base, where))
+    return out
+
+
+def room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "tdsl"
+
+
+def edges() -> dict[tuple[str, str], str]:
+    found: dict[tuple[str, str], str] = {}
+    for src, dst, where in imports():
+        a, b = room(src), room(dst)
+        if a != b:
+            found.setdefault((a, b), f"{src} -> {dst} ({where})")
+    return found
+
+
+def test_the_scan_sees_imports():
+    found = edges()
+    assert ("schedule", "ir") in found and ("backends", "lower") in found  # lazy imports count too
+    assert set(room(m) for m, _, _ in imports()) >= {"ir", "arith", "schedule", "lower", "backends"}
+
+
+def test_every_room_is_in_a_layer():
+    rooms = {room(m) for m, _, _ in imports()} | {room(d) for _, d, _ in imports()}
+    unknown = rooms - set(LAYERS) - set(TOP)
+    assert not unknown, f"add the new room(s) {sorted(unknown)} to LAYERS here and to docs/internals.md"
+
+
+def test_imports_point_down():
+    rank = {name: k for k, name in enumerate(LAYERS)}
+    upward = [why for (a, b), why in edges().items()
+              if (b in TOP and a not in TOP) or (a in rank and b in rank and rank[b] > rank[a])]
+    assert not upward, "imports that point up the house:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_circle_between_rooms():
+    graph: dict[str, set[str]] = {}
+    for a, b in edges():
+        graph.setdefault(a, set()).add(b)
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_the_named_rules_of_issue_15():
+    found = edges()
+    assert ("lower", "schedule") not in found, found.get(("lower", "schedule"))
+    for banned in ("script", "schedule", "arith"):
+        assert ("ir", banned) not in found, found.get(("ir", banned))
+    assert ("intrinsics", "schedule") not in found, found.get(("intrinsics", "schedule"))
