@@ -13,6 +13,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from .cost_model import make_model
 from .database import Database, Record
@@ -24,17 +25,17 @@ from .search import Engine, TaskState, TuneOptions
 class Best:
     """The fastest verified candidate of one function."""
 
-    func: object
+    func: Any
     record: Record
     flops: int | None = None
 
     @property
     def time(self) -> float:
-        return self.record.time
+        return self.record.time or 0.0   # a Best is a record that passed: it has a time
 
     @property
     def gflops(self) -> float | None:
-        return self.flops / self.record.time / 1e9 if self.flops else None
+        return self.flops / self.record.time / 1e9 if self.flops and self.record.time else None
 
     @property
     def decisions(self) -> dict:
@@ -66,7 +67,7 @@ class Best:
 class TaskResult:
     """What tuning found for one function: its records (this workload's, oldest first) and best."""
 
-    func: object
+    func: Any
     records: list
     flops: int | None
     workload_key: str | None = None
@@ -235,7 +236,7 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     options.trials = max(0, trials - already)
     progress = Progress(options.trials, verbose=verbose, log_path=db.log_path if db is not None else None,
                         time_budget=time_budget)
-    if resumed:
+    if resumed and db is not None:
         progress.note(f"tuning: resuming from {db.path}: {resumed} records already measured, "
                       f"{options.trials} trials left")
     engine = Engine(tasks, pool, measure_locally=local, database=db, options=options, progress=progress,

@@ -41,7 +41,7 @@ def random_inputs(func: PrimFunc, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     arrays = []
     for p in func.params:
-        shape = tuple(int(s.value) for s in p.shape)
+        shape = tuple(int(s.value) for s in p.shape)  # type: ignore[union-attr]  # checked by check_tunable
         dt = p.dtype
         if dt.is_bool:
             arrays.append(rng.integers(0, 2, shape).astype(bool))

@@ -271,4 +271,6 @@ class Database:
             c.execute("INSERT OR IGNORE INTO workloads (key, func_hash, target, machine, name, script, created) "
                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (key, head["func_hash"], head["target"], head["machine"],
                                                        head["name"], head["script"], time.time()))
-        return self._workload_by_key(key)
+        made = self._workload_by_key(key)
+        assert made is not None
+        return made

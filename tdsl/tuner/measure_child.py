@@ -95,7 +95,7 @@ def measure(req: dict, refs: _References) -> dict:
         if elapsed >= min_sample or number >= 1 << 16:
             break
         number = max(number * 2, int(number * min_sample / max(elapsed, 1e-9) * 1.2))
-    times = []
+    times: list[float] = []
     repeats, budget = max(1, int(req.get("repeats", 5))), float(req.get("measure_s", 0.1))
     deadline = time.perf_counter() + budget
     while len(times) < repeats or (time.perf_counter() < deadline and len(times) < 500):

@@ -84,7 +84,7 @@ class LocalPool(Executor):
             self._threads.append(t)
 
     def _serve(self, slot: int) -> None:
-        worker = _Worker()          # started now: its imports overlap the caller's own work
+        worker: _Worker | None = _Worker()          # started now: its imports overlap the caller's own work
         while True:
             item = self._queue.get()
             if item is None:

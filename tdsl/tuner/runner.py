@@ -90,7 +90,7 @@ class Runner:
         child, self._child = self._child, None
         if child is not None and child.poll() is None:
             with contextlib.suppress(OSError):
-                child.stdin.close()
+                child.stdin.close()  # type: ignore[union-attr]
             try:
                 child.wait(timeout=2)
             except subprocess.TimeoutExpired:
@@ -106,7 +106,7 @@ class Runner:
             child.wait(timeout=5)
 
     def _read_line(self, child: subprocess.Popen, deadline: float) -> bytes | None:
-        fd = child.stdout.fileno()
+        fd = child.stdout.fileno()  # type: ignore[union-attr]
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -126,12 +126,12 @@ class Runner:
         with self._lock, (machine_lock() if lock else contextlib.nullcontext()):
             child = self._child if self._child is not None and self._child.poll() is None else self._start()
             try:
-                child.stdin.write((json.dumps(request) + "\n").encode())
-                child.stdin.flush()
+                child.stdin.write((json.dumps(request) + "\n").encode())  # type: ignore[union-attr]
+                child.stdin.flush()  # type: ignore[union-attr]
             except OSError:
                 child = self._start()
-                child.stdin.write((json.dumps(request) + "\n").encode())
-                child.stdin.flush()
+                child.stdin.write((json.dumps(request) + "\n").encode())  # type: ignore[union-attr]
+                child.stdin.flush()  # type: ignore[union-attr]
             try:
                 line = self._read_line(child, time.monotonic() + timeout)
             except BaseException:

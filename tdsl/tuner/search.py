@@ -89,7 +89,7 @@ class TaskState:
         """A fresh sample: categorical decisions drawn here (their candidates do not depend on other
         decisions), tiles and compute locations left None (sampled by the replay from the seed)."""
         sketch = self.rng.choice(self.sketches)
-        decisions = {}
+        decisions: dict[int, int | None] = {}
         for k in sketch.decisions:
             ins = sketch.instructions[k]
             if ins.kind == "sample_categorical":
@@ -130,7 +130,8 @@ class TaskState:
         round's ranking: they are not replayed again."""
         ok = sorted((r for r in self.records if r.ok), key=lambda r: r.time)
         parents = [space_mod.load(r.trace) for r in ok[: max(4, min(16, len(ok) // 3 + 1))]]
-        out, keys = [], set()
+        out: list[dict] = []
+        keys: set = set()
         for _ in range(8 * n):
             if len(out) >= n:
                 break
@@ -249,26 +250,7 @@ class Engine:
         self.prepare_seconds += time.monotonic() - t0
         if not first and proposals:
             self._prepare_wall = (time.monotonic() - t0) / len(proposals)
-        keys = {p["key"] for p in task.pending.values()}
-        fresh = 0
-        for proposal, p in zip(proposals, prepared):
-            if "invalid" in p or "key" not in p:
-                self.invalid += 1
-                if proposal.get("_key") is not None:
-                    task.tried.add(proposal["_key"])
-                continue
-            ckey = task.candidate_key(p["trace"], p["decisions"])
-            if p["key"] in task.seen or p["key"] in keys or ckey in task.tried:
-                self.duplicates += 1
-                task.tried.add(ckey)
-                continue
-            keys.add(p["key"])
-            task.pending[ckey] = p
-            fresh += 1
-        for ckey in [k for k, p in task.pending.items() if p["key"] in task.seen]:
-            del task.pending[ckey]
-        while len(task.pending) > 512:                  # the oldest unpicked go first
-            del task.pending[next(iter(task.pending))]
+        self._collect(task, proposals, prepared)
         valid = list(task.pending.values())
         if not valid:
             task.stale += 1 if proposals else 3        # nothing left to propose: the space is exhausted
@@ -281,14 +263,7 @@ class Engine:
             task.pending.pop(task.candidate_key(p["trace"], p["decisions"]), None)
         if self._out_of_time():
             return
-        # build what the prepare step did not compile
-        todo = [p for p in picked if "error" not in p and "build_s" not in p]
-        if todo:
-            t0 = time.monotonic()
-            futures = [self.executor.submit(worker.build, {"script": p["script"], "key": p["key"]}) for p in todo]
-            for p, res in zip(todo, self._wait(futures, self.opt.build_timeout)):
-                p.update({k: v for k, v in res.items() if k in ("build_s", "error")})
-            self.build_seconds += time.monotonic() - t0
+        self._build(picked)
         for p in picked:
             if "build_s" in p:
                 self.builds += 1
@@ -306,6 +281,38 @@ class Engine:
         if not prep or not trial:
             return float(self.opt.pool)
         return max(1.5, min(float(self.opt.pool), 2.0 * trial / prep))
+
+    def _collect(self, task: TaskState, proposals: list[dict], prepared: list[dict]) -> None:
+        """Put the new prepared candidates into the task's pending pool (refused and duplicate
+        ones are remembered as tried)."""
+        keys = {p["key"] for p in task.pending.values()}
+        for proposal, p in zip(proposals, prepared):
+            if "invalid" in p or "key" not in p:
+                self.invalid += 1
+                if proposal.get("_key") is not None:
+                    task.tried.add(proposal["_key"])
+                continue
+            ckey = task.candidate_key(p["trace"], p["decisions"])
+            if p["key"] in task.seen or p["key"] in keys or ckey in task.tried:
+                self.duplicates += 1
+                task.tried.add(ckey)
+                continue
+            keys.add(p["key"])
+            task.pending[ckey] = p
+        for ckey in [k for k, p in task.pending.items() if p["key"] in task.seen]:
+            del task.pending[ckey]
+        while len(task.pending) > 512:                  # the oldest unpicked go first
+            del task.pending[next(iter(task.pending))]
+
+    def _build(self, picked: list[dict]) -> None:
+        """Compile the picked candidates that the prepare step did not."""
+        todo = [p for p in picked if "error" not in p and "build_s" not in p]
+        if todo:
+            t0 = time.monotonic()
+            futures = [self.executor.submit(worker.build, {"script": p["script"], "key": p["key"]}) for p in todo]
+            for p, res in zip(todo, self._wait(futures, self.opt.build_timeout)):
+                p.update({k: v for k, v in res.items() if k in ("build_s", "error")})
+            self.build_seconds += time.monotonic() - t0
 
     def measure(self, task: TaskState, picked: list[dict]) -> None:
         requests = []
@@ -350,8 +357,8 @@ class Engine:
         task.measured_here += 1
         self.trials_done += 1
         best = task.best
-        rate = task.flops / record.time / 1e9 if record.ok and task.flops else None
-        best_rate = task.flops / best.time / 1e9 if best is not None and task.flops else None
+        rate = task.flops / record.time / 1e9 if record.time and record.ok and task.flops else None
+        best_rate = task.flops / best.time / 1e9 if best is not None and best.time and task.flops else None
         self.progress.update(task.name, record, rate, best.time if best else None, best_rate)
 
 
