@@ -14,7 +14,6 @@ _LAZY = {
     "TensorIntrin": ("tdsl.intrinsics.registry", "TensorIntrin"),
     "interpret": ("tdsl.interpreter", "interpret"),
     "lower": ("tdsl.lower", "lower"),
-    "build": ("tdsl.backends", "build"),
     "Kernel": ("tdsl.backends.llvm.kernel", "Kernel"),
     "device_array": ("tdsl.backends.cuda.runtime", "device_array"),
     "to_device": ("tdsl.backends.cuda.runtime", "to_device"),
@@ -22,6 +21,24 @@ _LAZY = {
     "space": ("tdsl.auto", "space"),
     "tune": ("tdsl.tuner.api", "tune"),
 }
+
+
+def build(func_or_schedule, target="cpu", *, database=None, **options):
+    """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel
+    (tdsl.backends.build: `target` "cpu" or "cuda", CPU option `bounds_check=True`).
+
+    `database="tuning.db"` (a path or a tdsl.tuner.Database) builds the function with the
+    schedule of its best tuning record on this machine (tdsl.tune), or auto-scheduled with a
+    NoTuningRecord warning when there is none."""
+    from .backends import build as _build
+
+    if database is None:
+        return _build(func_or_schedule, target, **options)
+    from .target import parse_target
+    from .tuner.apply import schedule_from_database
+
+    func = getattr(func_or_schedule, "func", func_or_schedule)
+    return _build(schedule_from_database(func, str(parse_target(target)), database), target, **options)
 
 
 def __getattr__(name: str):

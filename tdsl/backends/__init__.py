@@ -22,19 +22,11 @@ def build(func_or_schedule, target="cpu", **options):
     `target` is "cpu" (LLVM for the host CPU, every feature it has) or "cuda" (NVRTC), or a TVM
     target string ("llvm", "llvm -mcpu=znver3", "cuda -arch=sm_90"; see `tdsl.target`).
     CPU options: `bounds_check=True` adds run-time bounds checks (a bad index raises
-    tdsl.BoundsError naming the buffer instead of crashing). `database="tuning.db"` (a path or
-    a tdsl.tuner.Database) builds the function with the schedule of its best tuning record on
-    this machine (tdsl.tune), or auto-scheduled with a warning when there is none.
+    tdsl.BoundsError naming the buffer instead of crashing). (`tdsl.build(..., database=)`, the
+    public facade, first applies the best tuning record: tdsl.tuner.apply.)
     """
     func = as_prim_func(func_or_schedule, "tdsl.build")
     tgt = parse_target(target)
-    database = options.pop("database", None)
-    if database is not None:
-        # the one call upward: tuning records live above the backends (tdsl.tuner)
-        from ..tuner.apply import schedule_from_database
-
-        func = schedule_from_database(func, str(tgt), database)
-        func_or_schedule = func
     if tgt.kind == "cuda":
         return _build_cuda(func_or_schedule, func, _cuda_options(tgt, options))
     check_host_target(tgt)

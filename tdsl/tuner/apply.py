@@ -37,9 +37,9 @@ def schedule_from_database(func, target: str, database):
         if db is not database:
             db.close()
     try:
-        from .. import auto_schedule
+        from ..auto import auto_schedule
     except ImportError:
-        auto_schedule = None
+        auto_schedule = None  # type: ignore[assignment]
     if auto_schedule is not None:
         try:
             scheduled = auto_schedule(func, target=target).func

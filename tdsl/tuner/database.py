@@ -180,7 +180,7 @@ class Database:
     # records ----------------------------------------------------------------------------
     def add(self, workload: Workload, record: Record) -> bool:
         """Store `record` under `workload`; False when that candidate was already recorded there."""
-        from .. import __version__
+        from ..version import __version__
 
         record.tdsl_version = record.tdsl_version or __version__
         record.created = record.created or time.time()

@@ -39,13 +39,12 @@ class _References:
     def get(self, func, func_hash: str, seed: int):
         key = (func_hash, seed)
         if key not in self._known:
-            import tdsl
-
+            from ..backends import build
             from .checking import random_inputs
 
             inputs = random_inputs(func, seed)
             outputs = [a.copy() for a in inputs]
-            tdsl.build(func, target="cpu")(*outputs)
+            build(func, target="cpu")(*outputs)
             if len(self._known) > 8:
                 self._known.clear()
             self._known[key] = (inputs, outputs)
@@ -56,25 +55,24 @@ _FUNCS: dict[str, object] = {}
 
 
 def _parse(script: str):
-    import tdsl
+    from ..script import parse
 
     found = _FUNCS.get(script)
     if found is None:
         if len(_FUNCS) > 64:
             _FUNCS.clear()
-        found = _FUNCS[script] = tdsl.parse(script)
+        found = _FUNCS[script] = parse(script)
     return found
 
 
 def measure(req: dict, refs: _References) -> dict:
-    import tdsl
-
+    from ..backends import build
     from .checking import compare
 
     func = _parse(req["func"])
     candidate = _parse(req["candidate"])
     try:
-        kernel = tdsl.build(candidate, target="cpu")
+        kernel = build(candidate, target="cpu")
     except Exception as exc:  # noqa: BLE001 - every failure is the candidate's record
         return {"error": f"build failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
     inputs, want = refs.get(func, req["func_hash"], int(req.get("seed", 0)))

@@ -30,10 +30,10 @@ def _remember(cache: OrderedDict, key, value, limit: int):
 
 
 def _parse(script: str):
-    import tdsl
+    from ..script import parse
 
     found = _FUNCS.get(script)
-    return found if found is not None else _remember(_FUNCS, script, tdsl.parse(script), 32)
+    return found if found is not None else _remember(_FUNCS, script, parse(script), 32)
 
 
 def _first_line(exc: BaseException) -> str:
