@@ -121,6 +121,11 @@ def test_resume_and_build_from_the_database(tmp_path):
     assert tdsl.structural_equal(kernel.func, again.best.schedule.func)
     a = np.random.rand(64, 64).astype("float32")
     np.testing.assert_allclose(kernel(a, a), a @ a, rtol=1e-5)
+    from tdsl.tuner import Database
+
+    with Database(db) as source, Database(str(tmp_path / "copy.db")) as copy:   # records move as JSON lines
+        assert source.export_jsonl(tmp_path / "r.jsonl") == 5 and copy.import_jsonl(tmp_path / "r.jsonl") == 5
+    assert tdsl.structural_equal(tdsl.build(mm, database=str(tmp_path / "copy.db")).func, kernel.func)
     with pytest.warns(NoTuningRecord, match="no record of this function"):
         plain = tdsl.build(rowsum, database=db)
     x = np.random.rand(64, 256).astype("float32")
@@ -164,6 +169,12 @@ def test_plot_or_a_clear_error(tmp_path):
     else:
         result.plot(path=str(tmp_path / "p.png"))
         assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_a_spent_time_budget_measures_nothing():
+    with ThreadPoolExecutor(1) as pool:
+        result = tdsl.tune(rowsum, trials=50, time_budget=0, space=rowsum_space, executor=pool, verbose=0)
+    assert result.stats["trials"] == 0 and result.best is None and "rowsum" in str(result)
 
 
 def test_bad_arguments():
