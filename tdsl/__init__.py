@@ -4,9 +4,11 @@ Only the public API lives here; heavy modules (llvmlite, cuda-python, rich) load
 """
 from __future__ import annotations
 
-from .errors import ArgumentError, BoundsError, ScheduleError, ScriptError, TargetError
+from .config import config
+from .errors import ArgumentError, BoundsError, PerformanceWarning, ScheduleError, ScriptError, TargetError
 from .ir import PrimFunc, assert_structural_equal, structural_diff, structural_equal, structural_hash
 from .script import T, parse, prim_func
+from .tracebacks import public_entry
 from .version import __version__ as __version__
 
 _LAZY = {
@@ -23,6 +25,7 @@ _LAZY = {
 }
 
 
+@public_entry
 def build(func_or_schedule, target="cpu", *, database=None, **options):
     """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel
     (tdsl.backends.build: `target` "cpu" or "cuda", CPU option `bounds_check=True`).
@@ -53,10 +56,10 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+    return sorted(set(globals()) | set(_LAZY))  # a lazy name, once loaded, is in both
 
 
 __all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
            "Kernel", "device_array", "to_device", "structural_equal", "structural_hash", "structural_diff",
            "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
-           "BoundsError", "auto_schedule", "space", "tune"]
+           "BoundsError", "PerformanceWarning", "config", "auto_schedule", "space", "tune"]

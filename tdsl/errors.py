@@ -78,3 +78,8 @@ def loop_name(var) -> str:
 def block_name(name: str) -> str:
     """How a message names a block: `block "C"`."""
     return f'block "{name}"'
+
+
+class PerformanceWarning(UserWarning):
+    """build() could not do something the schedule asked for (e.g. a `vectorize` that stayed
+    scalar): the kernel is correct but slower than requested; `kernel.notes` says what and why."""

@@ -27,6 +27,7 @@ from .interp.runtime import GARBAGE_BYTE, ExternCallError
 from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.stmt import PrimFunc, as_prim_func
+from .tracebacks import public_entry
 
 __all__ = ["GARBAGE_BYTE", "ExternCallError", "InterpretError", "interpret", "python_source"]
 
@@ -75,6 +76,7 @@ def python_source(func: PrimFunc) -> str:
     return _compile(as_prim_func(func, "tdsl.interpret")).source
 
 
+@public_entry
 def interpret(func: PrimFunc, *args, **kwargs):
     """Run `func` (a PrimFunc, or a Schedule's current function) on numpy arrays, following
     SPEC section 4's calling convention.

@@ -62,8 +62,9 @@ measure("naive", sch)
 # ## 1. Tile for the caches
 #
 # Split `i` and `j` into blocks and make `k` run inside a block: a tile of C and the rows of
-# A and B it needs are reused while they are in cache. `show(diff=True)` prints what the step
-# changed.
+# A and B it needs are reused while they are in cache. `show(diff=True)` prints what the last
+# step changed, `show(diff=3)` the last three steps (or `mark = sch.checkpoint()` first, then
+# `show(diff=mark)`); in a notebook the diff is highlighted HTML.
 
 # %%
 block = sch.get_block("C")
@@ -71,7 +72,7 @@ i, j, k = sch.get_loops(block)
 i0, i1 = sch.split(i, factors=[None, 4])
 j0, j1 = sch.split(j, factors=[None, 16])
 sch.reorder(i0, j0, k, i1, j1)
-sch.show(diff=True)
+sch.show(diff=3)
 measure("tiled", sch)
 
 # %% [markdown]
@@ -93,11 +94,12 @@ assert tdsl.structural_equal(sch.func, before)
 # first (`decompose_reduction`), so that the update block is a plain vectorizable loop.
 
 # %%
+mark = sch.checkpoint("vectorize")
 init = sch.decompose_reduction(block, k)
 sch.vectorize(j1)
 sch.unroll(i1)
 sch.vectorize(sch.get_loops(init)[-1])
-sch.show(diff=True)
+sch.show(diff=mark)
 measure("vectorized", sch)
 
 # %% [markdown]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..errors import TargetError
 from ..ir import as_prim_func
 from ..target import KNOWN_TARGETS, Target, check_host_target, parse_target
+from ..tracebacks import public_entry
 
 
 def _lower(func, target: str):
@@ -16,14 +17,30 @@ def _lower(func, target: str):
     return lower(func, target=target)
 
 
+@public_entry
 def build(func_or_schedule, target="cpu", **options):
     """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel.
 
-    `target` is "cpu" (LLVM for the host CPU, every feature it has) or "cuda" (NVRTC), or a TVM
-    target string ("llvm", "llvm -mcpu=znver3", "cuda -arch=sm_90"; see `tdsl.target`).
-    CPU options: `bounds_check=True` adds run-time bounds checks (a bad index raises
-    tdsl.BoundsError naming the buffer instead of crashing). (`tdsl.build(..., database=)`, the
-    public facade, first applies the best tuning record: tdsl.tuner.apply.)
+    target: "cpu" (LLVM for the host CPU, every feature it has), "cuda" (NVRTC; needs
+    ``pip install "tdsl[cuda]"``), or a TVM target string ("llvm", "llvm -mcpu=znver3",
+    "cuda -arch=sm_90"; see `tdsl.target`). An unknown target or option is a tdsl.TargetError.
+
+    Options for "cpu":
+      bounds_check=False   True adds run-time bounds checks: a bad index raises
+                           tdsl.BoundsError naming the buffer instead of crashing.
+
+    Options for "cuda":
+      arch=None            "sm_80", "sm_90", ...: compile for that GPU (no GPU needed; the
+                           kernel has `source` and `cubin`); None: the GPU present
+                           (tdsl.TargetError without one).
+      ptx=False            True also keeps the PTX as `kernel.ptx`.
+      use_cache=True       False compiles again instead of reading the disk cache.
+
+    A CPU kernel's `notes` say what the build could not do as the schedule asked (a
+    `vectorize` left scalar, and why); building warns once with tdsl.PerformanceWarning then.
+    Errors show the user's frame only (tdsl.config.full_traceback = True shows all).
+    (`tdsl.build(..., database=)`, the public facade, first applies the best tuning record:
+    tdsl.tuner.apply.)
     """
     func = as_prim_func(func_or_schedule, "tdsl.build")
     tgt = parse_target(target)
@@ -51,7 +68,27 @@ def _build_cpu(func, options: dict):
 
     opts = check_cpu_options(options)
     compiled = compile_func(func, lambda f: _lower(f, "cpu"), bounds_check=opts["bounds_check"])
-    return Kernel(func, compiled, opts)
+    kernel = Kernel(func, compiled, opts)
+    if compiled.notes:
+        warn_notes(func.name, compiled.notes)
+    return kernel
+
+
+def warn_notes(name: str, notes) -> None:
+    """One tdsl.PerformanceWarning for a kernel's notes, attributed to the user's build call."""
+    import sys
+    import types
+    import warnings
+
+    from ..errors import PerformanceWarning
+
+    level = 2   # stacklevel 2 is the frame that called this one
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).partition(".")[0] == "tdsl":
+        level, frame = level + 1, frame.f_back
+    text = "; ".join(notes)
+    warnings.warn(f"kernel {name!r} is slower than its schedule asks: {text} (kernel.notes lists this)",
+                  PerformanceWarning, stacklevel=level)
 
 
 def _build_cuda(func_or_schedule, func, options: dict):

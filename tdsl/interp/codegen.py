@@ -739,6 +739,7 @@ def _free_vars_in_order(expr: PrimExpr) -> list[Var]:
 
 
 BASE_GLOBALS = {
+    "__name__": "tdsl.interp.generated",  # tdsl.tracebacks hides these frames from users
     "np": np,
     "math": math,
     "_alloc": runtime.alloc,

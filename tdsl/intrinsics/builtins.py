@@ -1,7 +1,8 @@
-"""Registers the built-in intrinsics (x86, CUDA) on import; `TensorIntrin.get` imports it once."""
+"""Registers the built-in intrinsics (x86, CUDA, BLAS) on import; `TensorIntrin.get` imports it once."""
 from __future__ import annotations
 
-from . import cuda, x86
+from . import blas, cuda, x86
 
 x86._register_builtins()
 cuda._register_builtins()
+blas._register_builtins()

@@ -16,6 +16,9 @@ int8 dot product ``x86.<isa>.dot_u8s8s32_<N>x4`` (isa ``avx512vnni``: N=16, ``av
 / ``.256``, which LLVM encodes as the VEX AVX-VNNI form on CPUs without AVX-512). B's tile is
 N rows of 4 bytes, contiguous (a packed layout such as ``B[n // N, k // 4, n % N, k % 4]``).
 
+``x86.avx2.dot_u8s8s32_8x2`` is the exact AVX2 int8 dot product (vpmaddwd) for CPUs without VNNI;
+`int8_dot_any()` picks VNNI where the CPU has it, else this one.
+
 `fp32_microkernel(kc)` and `int8_dot()` return the best variant's name for this CPU, or raise
 a TargetError naming what the CPU lacks; `available()` lists what the host can run.
 """
@@ -206,7 +209,53 @@ def int8_dot(isa: str | None = None) -> str:
                       "intrinsic needs (vpdpbusd); compute the int8 GEMM without tensorize here")
 
 
+AVX2_DOT = "x86.avx2.dot_u8s8s32_8x2"
+"""The int8 dot product for CPUs without VNNI: ``C[8] += sum_k u8(A[k]) * s8(B[8, k])`` over 2
+consecutive k, exact in int32 (vpmaddwd on the operands widened to int16; u8 x s8 pairs cannot
+overflow int16 products' int32 sums). B's tile is 8 rows of 2 bytes, contiguous."""
+
+_AVX2_DOT_DESC = '''
+@T.prim_func
+def dot_desc(A: T.Buffer((2,), "uint8"), B: T.Buffer((8, 2), "int8", strides=(2, 1)),
+             C: T.Buffer((8,), "int32")):
+    for j, k in T.grid(8, 2):
+        with T.block("update"):
+            vj, vk = T.axis.remap("SR", [j, k])
+            C[vj] = C[vj] + T.cast(A[vk], "int32") * T.cast(B[vj, vk], "int32")
+'''
+
+# The pair (a0, a1) is repeated over the 16 int16 lanes by a select of two broadcasts, which LLVM
+# turns into vpbroadcastw + vpunpcklwd (an index like Ramp % 2 would become a gather).
+_AVX2_DOT_IMPL = '''
+@T.prim_func
+def dot_impl(A: T.Buffer((2,), "uint8"), B: T.Buffer((8, 2), "int8", strides=(2, 1)),
+             C: T.Buffer((8,), "int32")):
+    C[T.Ramp(0, 1, 8)] = C[T.Ramp(0, 1, 8)] + T.call_extern(
+        "int32x8", "llvm.x86.avx2.pmadd.wd",
+        T.Select(T.Ramp(0, 1, 16) % T.Broadcast(2, 16) == T.Broadcast(0, 16),
+                 T.Broadcast(T.cast(A[0], "int16"), 16), T.Broadcast(T.cast(A[1], "int16"), 16)),
+        T.cast(B[0, T.Ramp(0, 1, 16)], "int16x16"))
+'''
+
+
+def int8_dot_any() -> str:
+    """The best exact int8 dot product this CPU runs: VNNI (`int8_dot`) where it has it, else the
+    AVX2 vpmaddwd one (`AVX2_DOT`); a TargetError without AVX2."""
+    try:
+        return int8_dot()
+    except TargetError:
+        pass
+    cpu, feats = _host()
+    if "avx2" not in feats:
+        raise TargetError(f"this CPU ({cpu}) has neither VNNI nor AVX2 for an int8 dot product")
+    return AVX2_DOT
+
+
 def _register_builtins() -> None:
+    from ..script import parse
+
+    TensorIntrin.register(AVX2_DOT, parse(_AVX2_DOT_DESC), parse(_AVX2_DOT_IMPL), target="cpu",
+                          features=("avx2",), doc="C[8] += A[2] . B[8, 2], u8 x s8 -> s32 (AVX2 vpmaddwd)")
     for isa, (mr, nr) in DEFAULT_TILE.items():
         for kc in (16, 64):
             register_fp32(isa, mr, nr, kc)

@@ -12,7 +12,6 @@ from typing import ClassVar
 
 from .buffer import Buffer
 from .expr import Binary, Broadcast, BufferLoad, Call, Cast, Node, PrimExpr, Ramp, Var
-from .stmt import Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, SeqStmt, Stmt
 
 
 @cache
@@ -254,35 +253,6 @@ def collect(node, cls) -> list:
     out = []
     post_order_visit(node, lambda n: out.append(n) if isinstance(n, cls) else None)
     return out
-
-
-def statements(body: Stmt, descend: Callable[[Stmt], bool] | None = None):
-    """Every statement under `body`, itself first (blocks included, expressions not: blocks and
-    stores cannot hide in expressions), cheaply: no visitor dispatch. The children of a
-    statement for which `descend(stmt)` is false are skipped.
-
-        [type(s).__name__ for s in statements(func.body)]   # ['BlockRealize', 'Block', 'For', ...]
-    """
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        yield node
-        if descend is not None and not descend(node):
-            continue
-        if isinstance(node, BlockRealize):
-            stack.append(node.block)
-        elif isinstance(node, Block):
-            stack.append(node.body)
-            if node.init is not None:
-                stack.append(node.init)
-        elif isinstance(node, SeqStmt):
-            stack.extend(node.seq)
-        elif isinstance(node, IfThenElse):
-            stack.append(node.then_case)
-            if node.else_case is not None:
-                stack.append(node.else_case)
-        elif isinstance(node, (For, LetStmt, Allocate)):
-            stack.append(node.body)
 
 
 class _Substituter(IRMutator):

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 _HOOKS: dict[str, Callable] = {}
-_NAMES = ("script", "message_text", "show", "to_html")
+_NAMES = ("script", "message_text", "show", "to_html", "summary", "show_function", "function_html")
 
 
 def register(**hooks: Callable) -> None:
     """Set the printing functions: script(func) -> str, message_text(node) -> str,
-    show(text, style=None), to_html(text) -> str."""
+    show(text, style=None), to_html(text) -> str, summary(func) -> str (one line, for repr),
+    show_function(func, style=None) (HTML in a notebook, else printed), function_html(func) -> str."""
     unknown = set(hooks) - set(_NAMES)
     if unknown:
         raise TypeError(f"unknown printing hook(s): {', '.join(sorted(unknown))}; known: {', '.join(_NAMES)}")
@@ -47,3 +48,18 @@ def show(text: str, style: str | None = None) -> None:
 def to_html(text: str) -> str:
     """Script text as highlighted HTML (notebooks)."""
     return _hook("to_html")(text)
+
+
+def summary(func) -> str:
+    """One line about a function: name, signature, block count (`repr(func)`)."""
+    return _hook("summary")(func)
+
+
+def show_function(func, style: str | None = None) -> None:
+    """Show a function: HTML in a notebook, highlighted text in a terminal."""
+    _hook("show_function")(func, style=style)
+
+
+def function_html(func) -> str:
+    """A function as notebook HTML."""
+    return _hook("function_html")(func)

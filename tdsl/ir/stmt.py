@@ -155,7 +155,11 @@ class PrimFunc(Node):
 
     The body of a parsed function is a BlockRealize of the implicit root block, which holds
     the function-level `T.alloc_buffer`s. Symbolic dimensions are the Vars found in the
-    parameter buffers' shapes.
+    parameter buffers' shapes. `attrs` is a tuple of (key, value) pairs (compiler metadata,
+    e.g. lowering's notes): look one up with `dict(func.attrs).get(key)`.
+
+    `str(func)` / `print(func)` is the script; `repr(func)` one line (name, signature, blocks);
+    notebooks render `_repr_html_`, the highlighted script.
     """
 
     name: str
@@ -171,11 +175,15 @@ class PrimFunc(Node):
     def __str__(self) -> str:
         return self.script()
 
+    def __repr__(self) -> str:
+        return f"<PrimFunc {printing.summary(self)}>"
+
     def show(self, style: str | None = None) -> None:
-        printing.show(self.script(), style=style)
+        """Print the script, highlighted in a terminal; in a notebook, display it as HTML."""
+        printing.show_function(self, style=style)
 
     def _repr_html_(self) -> str:
-        return printing.to_html(self.script())
+        return printing.function_html(self)
 
     def with_body(self, body: Stmt) -> "PrimFunc":
         from dataclasses import replace

@@ -13,21 +13,24 @@ from collections.abc import Callable, Iterator
 from .buffer import Buffer
 from .expr import Range, Var
 from .functor import collect
-from .stmt import Block, BlockRealize, For, PrimFunc, Stmt
+from .stmt import Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
 
 Path = tuple[Stmt, ...]  # ancestors of a statement, outermost first
 
 
 def children(stmt: Stmt) -> tuple[Stmt, ...]:
-    """The statements directly inside `stmt` (a block's init before its body)."""
-    out = []
-    for name in ("init", "body", "block", "seq", "then_case", "else_case"):
-        value = getattr(stmt, name, None)
-        if isinstance(value, Stmt):
-            out.append(value)
-        elif isinstance(value, tuple):
-            out.extend(v for v in value if isinstance(v, Stmt))
-    return tuple(out)
+    """The statements directly inside `stmt`, in program order (a block's init before its body)."""
+    if isinstance(stmt, (For, LetStmt, Allocate)):
+        return (stmt.body,)
+    if isinstance(stmt, SeqStmt):
+        return stmt.seq
+    if isinstance(stmt, BlockRealize):
+        return (stmt.block,)
+    if isinstance(stmt, Block):
+        return (stmt.body,) if stmt.init is None else (stmt.init, stmt.body)
+    if isinstance(stmt, IfThenElse):
+        return (stmt.then_case,) if stmt.else_case is None else (stmt.then_case, stmt.else_case)
+    return ()
 
 
 def walk(root: Stmt, descend: Callable[[Stmt], bool] | None = None) -> Iterator[Stmt]:

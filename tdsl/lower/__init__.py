@@ -97,12 +97,14 @@ own passes with ``register_pass(target, Pass(name, fn), after="...")``.
 
 What the lowered form adds to docs/internals.md:
 
-* ``attrs["tdsl.flat_params"]``: the original (n-d) parameter Buffers, in the order of
+(``func.attrs`` is a tuple of (key, value) pairs: ``dict(func.attrs)[key]`` reads one.)
+
+* ``"tdsl.flat_params"``: the original (n-d) parameter Buffers, in the order of
   ``func.buffer_params``. Their shapes hold the symbolic dimension Vars that the flat body
   uses, so codegen and the interpreter bind those from the arguments' shapes, and check
   dtypes and shapes against them. The flat parameter buffer has shape ``(prod(shape),)``
   (for explicit strides: the last reachable element + 1; ``elem_offset`` added).
-* ``attrs["tdsl.lower_notes"]``: a tuple of strings (see Notes).
+* ``"tdsl.lower_notes"``: a tuple of strings (see Notes).
 * Scopes after ``storage`` on the CPU are only ``local`` (stack) and ``global`` (heap).
 * Vector loads/stores have a ``Ramp`` index of stride 1; a lane-uniform
   ``T.if_then_else(cond, vec_a, vec_b)`` keeps a scalar condition; ``Select`` has all
@@ -120,6 +122,7 @@ from ..ir import Block, PrimFunc, as_prim_func
 from ..ir.attrs import LOWER_NOTES, TENSOR_INTRIN, get_attr
 from ..ir.tree import walk
 from ..target import parse_target
+from ..tracebacks import public_entry
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
 from .flatten import flatten_buffers
@@ -234,6 +237,7 @@ def _print_stage(name: str, func: PrimFunc) -> None:
     print(func.script())
 
 
+@public_entry
 def stages(func_or_schedule, target="cpu") -> list[tuple[str, PrimFunc]]:
     """[("input", func), (pass name, func after that pass), ...] for every pass of `target`."""
     func = as_prim_func(func_or_schedule, "lower()")
@@ -244,6 +248,7 @@ def stages(func_or_schedule, target="cpu") -> list[tuple[str, PrimFunc]]:
     return out
 
 
+@public_entry
 def lower(func_or_schedule, target="cpu", *, show: bool = False,
           trace: bool | Callable[[str, PrimFunc], None] = False) -> PrimFunc:
     """Lower a PrimFunc or Schedule for `target` ("cpu", "cuda", or a TVM target string such as
@@ -258,10 +263,22 @@ def lower(func_or_schedule, target="cpu", *, show: bool = False,
         if report is not None:
             report(p.name, func)
     if show:
-        func.show()
-        for note in notes(func):
-            print(f"note: {note}")
+        _show(func)
     return func
+
+
+def _show(func: PrimFunc) -> None:
+    """lower(show=True): the IR and its notes, once (a notebook cell that ends with the call
+    would render the returned function again: that rendering becomes one line)."""
+    from ..script.highlight import display_html
+    from ..script.html import Shown, mark_shown
+
+    if display_html(Shown(func, notes(func))):
+        mark_shown(func)
+        return
+    func.show()
+    for note in notes(func):
+        print(f"note: {note}")
 
 
 def notes(func: PrimFunc) -> list[str]:
@@ -277,6 +294,7 @@ lower.passes_for = passes_for  # type: ignore[attr-defined]
 
 
 class _CallableModule(types.ModuleType):
+    @public_entry   # the outermost tdsl frame when `tdsl.lower` is this module: it trims too
     def __call__(self, *args, **kwargs) -> PrimFunc:
         return lower(*args, **kwargs)
 

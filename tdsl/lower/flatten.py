@@ -9,13 +9,13 @@ from ..ir import (
     BufferStore,
     IntImm,
     IRMutator,
-    IRVisitor,
     PrimExpr,
     PrimFunc,
     Stmt,
 )
 from ..ir.attrs import FLAT_PARAMS, get_attr, set_attr
 from ..ir.functor import replace_fields as replace
+from ..ir.tree import walk
 from ._util import arith, promote_ints
 from .simplify import simplify_index
 
@@ -93,26 +93,9 @@ class _Flattener(IRMutator):
                        indices=(flat_index(op.buffer, indices),))
 
 
-class _BlockFound(Exception):
-    pass
-
-
-class _BlockFinder(IRVisitor):
-    """Raises _BlockFound at the first block; walks statements only (blocks are statements)."""
-
-    def visit(self, node):
-        if isinstance(node, (Block, BlockRealize)):
-            raise _BlockFound
-        if isinstance(node, Stmt):
-            super().visit(node)
-
-
 def _has_block(stmt: Stmt) -> bool:
-    try:
-        _BlockFinder().visit(stmt)
-    except _BlockFound:
-        return True
-    return False
+    """Whether a block is left under `stmt` (blocks are statements: expressions are not walked)."""
+    return any(isinstance(s, (Block, BlockRealize)) for s in walk(stmt))
 
 
 def _is_flat(buf: Buffer) -> bool:

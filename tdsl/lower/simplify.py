@@ -9,6 +9,7 @@ from ..ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
     Evaluate,
     For,
     IfThenElse,
@@ -21,6 +22,7 @@ from ..ir import (
     PrimFunc,
     Ramp,
     Range,
+    Select,
     SeqStmt,
     Stmt,
     Var,
@@ -144,12 +146,33 @@ class _Simplifier(IRMutator):
             return loop
         return replace(loop, min=lo, extent=ext, body=body)
 
+    def visit_Call(self, e: Call) -> PrimExpr:
+        # a non-integer T.if_then_else whose condition folded to a constant (inlined padding
+        # away from the border, an unrolled offset) is the branch it picks: exact, no rounding
+        out = self.generic_visit(e)
+        if isinstance(out, Call) and out.op == "if_then_else":
+            return _pick(out.args[0], out.args[1], out.args[2], out)
+        return out
+
+    def visit_Select(self, e: Select) -> PrimExpr:
+        out = self.generic_visit(e)
+        if isinstance(out, Select):
+            return _pick(out.condition, out.true_value, out.false_value, out)
+        return out
+
     def visit_LetStmt(self, op: LetStmt) -> Stmt:
         value = self.visit(op.value)
         if op.var in self.ranges:
             self._restart()   # the let's Var has no range in its body
         body = self.visit(op.body)
         return op if value is op.value and body is op.body else replace(op, value=value, body=body)
+
+
+def _pick(cond: PrimExpr, then: PrimExpr, other: PrimExpr, default: PrimExpr) -> PrimExpr:
+    """The branch a scalar constant condition selects (`default` when it is not constant)."""
+    if type(cond) is IntImm and cond.dtype.lanes == 1 and then.dtype == other.dtype == default.dtype:
+        return then if cond.value else other
+    return default
 
 
 def simplify(func: PrimFunc) -> PrimFunc:

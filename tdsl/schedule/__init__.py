@@ -1,6 +1,7 @@
 """Schedules: transform a PrimFunc step by step with TensorIR's primitives."""
+from .diffs import Checkpoint, ScriptDiff
 from .handles import BlockRV, LoopRV
-from .schedule import Schedule, ScriptDiff
+from .schedule import Schedule
 from .trace import Instruction, Trace
 
-__all__ = ["BlockRV", "Instruction", "LoopRV", "Schedule", "ScriptDiff", "Trace"]
+__all__ = ["BlockRV", "Checkpoint", "Instruction", "LoopRV", "Schedule", "ScriptDiff", "Trace"]

@@ -103,7 +103,7 @@ def check_parallelizable(func: PrimFunc, primitive: str, loop: For, what: str, p
     # Only the outermost blocks under the loop are driven by it: a block nested in another
     # (the inner block of a blockize) is bound to its parent's iterators, and the parent's
     # bindings say whether the loop's iterations are independent.
-    direct = {id(r) for r in child_realizes(loop.body)}
+    direct = {id(r) for r in child_realizes(loop)}   # (of loop.body, a realize, they would be its children)
     for realize in all_realizes(loop.body):
         block = realize.block
         spatial_use = False

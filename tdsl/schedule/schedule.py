@@ -13,7 +13,10 @@ from collections.abc import Callable, Sequence
 
 from ..errors import ScheduleError
 from ..ir import PrimExpr, PrimFunc, Var
+from ..tracebacks import wrap_public_methods
 from .dataflow_methods import DataflowMethods
+from .diffs import Checkpoint, ScriptDiff, step_line
+from .einsum_methods import EinsumMethods
 from .handles import BlockRV, LoopRV
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
@@ -26,53 +29,7 @@ from .tree import unique_names
 _SERIAL = itertools.count()
 
 
-def _in_notebook() -> bool:
-    """True inside a Jupyter kernel (where HTML renders), False in a terminal or a script."""
-    import sys
-
-    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
-    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
-
-
-class ScriptDiff:
-    """What one schedule step changed: `str()` is a unified diff; notebooks render it as HTML."""
-
-    def __init__(self, before: str, after: str, title: str = ""):
-        self.before, self.after, self.title = before, after, title
-
-    @property
-    def text(self) -> str:
-        from ..script.highlight import diff
-
-        return diff(self.before, self.after, "before", f"after {self.title}".rstrip())
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return self.text if self.before != self.after else "(no change)"
-
-    def show(self) -> None:
-        """Print the diff, highlighted in a terminal; in a notebook, display it as HTML."""
-        if _in_notebook():
-            from IPython.display import display
-
-            display(self)
-            return
-        if self.before == self.after:
-            print(f"(no change{': ' + self.title if self.title else ''})")
-            return
-        from ..script.highlight import show_diff
-
-        show_diff(self.before, self.after)
-
-    def _repr_html_(self) -> str:
-        from ..script.highlight import diff_html
-
-        return diff_html(self.before, self.after)
-
-
-class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods):
+class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
 
     Loops written with the same name in two nests are told apart as the printer shows them
@@ -130,28 +87,73 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods):
         self._func = func
 
     # showing ------------------------------------------------------------------------------
-    def diff(self) -> ScriptDiff:
-        """What the last step changed, as a unified diff of the script."""
-        if not self._history:
-            text = self._func.script()
-            return ScriptDiff(text, text, "(no step yet)")
-        before, length = self._history[-1]
-        step = Trace(self._trace[: length + 1]).as_python()[-1] if len(self._trace) > length else ""
-        return ScriptDiff(before.script(), self._func.script(), step)
+    def checkpoint(self, name: str | None = None) -> Checkpoint:
+        """Mark this point of the schedule: ``mark = sch.checkpoint("tiles")``; later
+        ``sch.diff(since=mark)`` / ``sch.show(diff=mark)`` show what the steps since changed."""
+        if name is not None and not isinstance(name, str):
+            raise ScheduleError(f"checkpoint: the name must be a string, not {type(name).__name__}")
+        steps = len(self._history)
+        return Checkpoint(name if name is not None else f"step {steps}", steps, self._func, id(self._history))
 
-    def show(self, diff: bool = False, style: str | None = None) -> None:
-        """Print the function (highlighted), or with diff=True what the last step changed."""
-        if diff:
+    def _func_after(self, steps: int) -> PrimFunc:
+        return self._history[steps][0] if steps < len(self._history) else self._func
+
+    def _since(self, since) -> int:
+        """The number of steps made before `since` (a Checkpoint, or how many steps back)."""
+        if isinstance(since, Checkpoint):
+            if since.owner != id(self._history):
+                raise ScheduleError(f"diff: {since!r} belongs to another schedule (made by its checkpoint())")
+            if since.steps > len(self._history) or self._func_after(since.steps) is not since.func:
+                raise ScheduleError(f"diff: {since!r} no longer exists: the steps since then were undone "
+                                    f"(this schedule has made {len(self._history)} steps)")
+            return since.steps
+        if isinstance(since, bool) or not isinstance(since, int) or since < 0:
+            raise ScheduleError(f"diff: expected a checkpoint (sch.checkpoint()) or a number of steps >= 0, "
+                                f"got {since!r}")
+        return max(len(self._history) - since, 0)
+
+    def step_lines(self, start: int = 0) -> list[str]:
+        """The steps from number `start` on, one line each, with the names the script prints."""
+        lines = []
+        for k in range(start, len(self._history)):
+            first = self._history[k][1]
+            if first < len(self._trace):
+                ins = self._trace[first]
+                lines.append(step_line(ins.kind, ins.inputs, ins.attrs, ins.outputs))
+        return lines
+
+    def diff(self, since: Checkpoint | int | None = None) -> ScriptDiff:
+        """What steps changed, as a unified diff of the script headed by the steps:
+        the last step (default), the steps since a checkpoint (``since=mark``) or the last
+        `since` steps (``since=3``)."""
+        start = self._since(1 if since is None else since)
+        before = self._func_after(start)
+        return ScriptDiff(before.script(), self._func.script(), self.step_lines(start), self._func.name)
+
+    def show(self, diff: bool | int | Checkpoint = False, style: str | None = None) -> None:
+        """Show the function: highlighted in a terminal, HTML in a notebook. ``diff=True``: what
+        the last step changed; ``diff=3``: the last three steps; ``diff=mark``: since a checkpoint."""
+        if diff is True:
             self.diff().show()
-            return
-        self._func.show(style=style)
+        elif diff is False or diff is None:
+            from ..script.highlight import display_html
+
+            if not display_html(self):
+                self._func.show(style=style)
+        else:
+            self.diff(since=diff).show()
 
     def __repr__(self) -> str:
         n = len(self._history)
         return f"# Schedule of {self._func.name}, {n} step{'s' if n != 1 else ''}\n{self._func.script()}"
 
     def _repr_html_(self) -> str:
-        return self._func._repr_html_()
+        from ..script.html import script_html
+
+        n = len(self._history)
+        last = self.step_lines(n - 1) if n else []
+        head = f"# Schedule of {self._func.name}, {n} step{'s' if n != 1 else ''}"
+        return script_html(self._func.script(), [head + (f"; last: {last[0]}" if last else "")])
 
     # machinery ----------------------------------------------------------------------------
     def _resolve(self, x, primitive: str):
@@ -511,3 +513,6 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods):
         """
         self._expect("unannotate", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
         return self._apply("unannotate", _annotate.unannotate, [block_or_loop], {"key": key})
+
+
+wrap_public_methods(Schedule)

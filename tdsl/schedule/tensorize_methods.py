@@ -50,7 +50,9 @@ class TensorizeMethods:
         """Compute a block (or the block `blockize(loop)` makes) with the tensor intrinsic
         `intrin_name`, after checking that the code computes exactly its description. The block
         keeps the description's code and is annotated ``"tdsl.tensor_intrin"``; lowering swaps in
-        the implementation where the target can run it.
+        the implementation where the target can run it. A library intrinsic (``"blas.sgemm"``,
+        ``"blas.dgemm"``) takes a block or the loop above its i, j, k loops of any constant
+        shape and storage layout (`tdsl.schedule.library`); outer loops stay around the call.
 
         Before::
 
@@ -86,4 +88,7 @@ class TensorizeMethods:
                                 B[vi_o, vj] = A[vi_o, vj] * T.float32(2)
         """
         self._expect("tensorize", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
-        return self._apply("tensorize", _tensorize.tensorize, [block_or_loop], {"intrin_name": intrin_name})
+        from . import library  # generic library intrinsics ("blas.sgemm") take any constant shape
+
+        fn = library.tensorize if library.is_generic(intrin_name) else _tensorize.tensorize
+        return self._apply("tensorize", fn, [block_or_loop], {"intrin_name": intrin_name})

@@ -1,12 +1,31 @@
-"""Syntax highlighting of script text: rich in a terminal, inline-styled HTML in notebooks."""
+"""Script text for people: rich highlighting in a terminal, HTML in notebooks (see html.py)."""
 from __future__ import annotations
 
 import difflib
-import html
+import sys
+from collections.abc import Sequence
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (JupyterLab, VS Code, nbconvert --execute), where HTML renders;
+    False in a terminal, a script or a plain IPython shell."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def display_html(obj) -> bool:
+    """Show `obj` (anything with `_repr_html_`) as a notebook output; False when not in one."""
+    if not in_notebook():
+        return False
+    from IPython.display import display
+
+    display(obj)
+    return True
 
 
 def show(text: str, style: str | None = None) -> None:
-    """Print script text, highlighted when the output is a terminal."""
+    """Print script text, highlighted when the output is a terminal (`style`: a pygments style
+    name, which also forces highlighting)."""
     from rich.console import Console
     from rich.syntax import Syntax
 
@@ -17,15 +36,18 @@ def show(text: str, style: str | None = None) -> None:
     console.print(Syntax(text.rstrip("\n"), "python", theme=style or "monokai", background_color="default"))
 
 
-def to_html(text: str) -> str:
+def show_function(func, style: str | None = None) -> None:
+    """`func.show()`: HTML in a notebook (unless a pygments `style` is asked for), else printed."""
+    if style is None and display_html(func):
+        return
+    show(func.script(), style=style)
+
+
+def to_html(text: str, title: Sequence[str] = ()) -> str:
     """Script text as a self-contained highlighted HTML fragment (for `_repr_html_`)."""
-    try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import PythonLexer
-    except ImportError:  # pygments comes with rich; keep a plain fallback anyway
-        return f"<pre>{html.escape(text)}</pre>"
-    return highlight(text, PythonLexer(), HtmlFormatter(noclasses=True, style="default"))
+    from .html import script_html
+
+    return script_html(text, title)
 
 
 def diff(before: str, after: str, before_name: str = "before", after_name: str = "after") -> str:
@@ -34,24 +56,25 @@ def diff(before: str, after: str, before_name: str = "before", after_name: str =
     return "\n".join(lines) + "\n"
 
 
-def show_diff(before: str, after: str) -> None:
-    """Print a highlighted unified diff (plain text when not a terminal)."""
-    text = diff(before, after)
+def show_diff_text(text: str) -> None:
+    """Print a unified diff, highlighted in a terminal (plain text otherwise)."""
     from rich.console import Console
     from rich.syntax import Syntax
 
     console = Console()
     if not console.is_terminal:
-        print(text, end="")
+        print(text, end="" if text.endswith("\n") else "\n")
         return
     console.print(Syntax(text.rstrip("\n"), "diff", theme="monokai", background_color="default"))
 
 
-def diff_html(before: str, after: str) -> str:
-    """The unified diff as HTML, added lines green and removed lines red."""
-    rows = []
-    for line in diff(before, after).splitlines():
-        color = "#e6ffec" if line.startswith("+") else "#ffebe9" if line.startswith("-") else "transparent"
-        rows.append(f'<div style="background:{color};white-space:pre;font-family:monospace">'
-                    f"{html.escape(line) or '&nbsp;'}</div>")
-    return "<div>" + "".join(rows) + "</div>"
+def show_diff(before: str, after: str) -> None:
+    """Print a highlighted unified diff of two script texts (plain text when not a terminal)."""
+    show_diff_text(diff(before, after))
+
+
+def diff_html(before: str, after: str, title: Sequence[str] = ()) -> str:
+    """The unified diff as HTML: both sides highlighted, removed lines red, added green."""
+    from .html import diff_html as render
+
+    return render(before, after, title)

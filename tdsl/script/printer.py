@@ -472,3 +472,24 @@ def message_text(node) -> str:
 
 def stmt_str(stmt: Stmt) -> str:
     return expr_str(stmt)
+
+
+def summary(func: PrimFunc) -> str:
+    """One line about `func`: name, signature and block count, as `repr(func)` shows it:
+    ``matmul(A: float32[128, 128], B: float32[128, 128], C: float32[128, 128]), 1 block``."""
+    from ..ir.tree import walk
+
+    printer = ScriptPrinter()
+    params = []
+    for p in func.params:
+        if isinstance(p, Buffer):
+            dims = ", ".join(message_text(d) for d in p.shape)
+            params.append(f"{printer.namer.name(p)}: {p.dtype}[{dims}]")
+        else:
+            params.append(f"{printer.namer.name(p)}: {p.dtype}")
+    root = func.root_block
+    blocks = sum(1 for s in walk(func.body) if isinstance(s, Block) and s is not root)
+    what = f"{blocks} block{'s' if blocks != 1 else ''}"
+    if any(k == "tdsl.flat_params" for k, _ in func.attrs):
+        what += ", lowered"
+    return f"{func.name}({', '.join(params)}), {what}"

@@ -102,7 +102,7 @@ def test_show_and_diff(capsys):
     diff = sch.diff()
     assert "-    for i, j, k in T.grid(16, 16, 16):" in str(diff)
     assert "+    for i_0, i_1, j, k in T.grid(4, 4, 16, 16):" in str(diff)
-    assert "sch.split(l1, factors=[None, 4])" in str(diff)
+    assert "i_0, i_1 = sch.split(i, factors=[None, 4])" in str(diff)   # the names the script prints
     assert "<" in diff._repr_html_() and "i_0" in diff._repr_html_()
     sch.show(diff=True)
     assert "+    for i_0, i_1" in capsys.readouterr().out

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 from ...errors import TargetError
 
-_INSTALL_HINT = ('install the CUDA extra: pip install "cuda-python>=13" "cuda-toolkit[nvrtc,cudart,crt]" '
-                 "(or the nvidia-cuda-nvrtc, nvidia-cuda-runtime and nvidia-cuda-crt wheels)")
+# the one install instruction (README, tutorials, every message): the extra brings cuda-python,
+# NVRTC and the runtime and crt headers NVRTC needs
+INSTALL_HINT = 'install the CUDA extra: pip install "tdsl[cuda]"'
+_INSTALL_HINT = INSTALL_HINT
 
 
 @dataclass(frozen=True)

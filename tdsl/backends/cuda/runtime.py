@@ -32,7 +32,7 @@ def _driver():
     try:
         from cuda.bindings import driver
     except ImportError as exc:
-        raise TargetError(_NO_GPU.format(why="cuda-python is not installed: pip install 'cuda-python>=13'")) from exc
+        raise TargetError(_NO_GPU.format(why='cuda-python is not installed: pip install "tdsl[cuda]"')) from exc
     return driver
 
 

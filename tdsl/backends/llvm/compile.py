@@ -21,8 +21,8 @@ from ...ir import (
     Stmt,
     structural_hash,
 )
-from ...ir.attrs import TENSOR_INTRIN
-from ...ir.functor import statements
+from ...ir.attrs import LOWER_NOTES, TENSOR_INTRIN
+from ...ir.tree import walk
 from .. import cache
 from . import entry, jit, runtime
 
@@ -36,6 +36,8 @@ class Compiled:
     pipeline: str              # the LLVM pipeline it was compiled with (jit.PIPELINES)
     addresses: dict[str, int]  # symbol -> address
     from_disk: bool = False
+    notes: tuple[str, ...] = ()           # lowering's notes (a request not honoured: build warns)
+    pipeline_notes: tuple[str, ...] = ()  # about the pipeline chosen (Kernel.notes only)
     _optimized_ir: str | None = field(default=None, repr=False)
 
     @property
@@ -70,7 +72,7 @@ def _key(func: PrimFunc, options: dict) -> str:
 
 def _tensor_intrin_names(body: Stmt) -> list[str]:
     """The intrinsic names of the tensorized blocks under `body`, sorted, without repeats."""
-    names = {v for node in statements(body) if isinstance(node, Block)
+    names = {v for node in walk(body) if isinstance(node, Block)
              for k, v in node.annotations if k == TENSOR_INTRIN and isinstance(v, str)}
     return sorted(names)
 
@@ -86,7 +88,7 @@ def register_tiled(lowered: Stmt) -> bool:
     pipeline_for); loops with one or two vector statements (row reductions, copies) still gain
     from LLVM's unrolling, and scalar code from all of O3."""
     return any(isinstance(node, For) and node.kind != "unrolled"
-               and _vector_stores(node.body) >= TILED_LOOP_VECTOR_STORES for node in statements(lowered))
+               and _vector_stores(node.body) >= TILED_LOOP_VECTOR_STORES for node in walk(lowered))
 
 
 # a loop storing at least this many bits of vectors per iteration needs no unrolling by LLVM
@@ -99,7 +101,7 @@ def wide_vector_loops(lowered: Stmt) -> bool:
     like softmax's 32-lane loops) and there is such a loop. LLVM's unroller only adds code to
     these (softmax: 3x the optimisation and emission time, the same speed measured); narrower
     vector loops (layernorm's 16 lanes) keep it."""
-    widths = [_vector_stores(node.body, bits=True) for node in statements(lowered)
+    widths = [_vector_stores(node.body, bits=True) for node in walk(lowered)
               if isinstance(node, For) and node.kind != "unrolled"]
     widths = [w for w in widths if w]
     return bool(widths) and min(widths) >= WIDE_LOOP_VECTOR_BITS
@@ -121,9 +123,81 @@ def pipeline_for(lowered: Stmt) -> str:
       ~1% slower with jit.SIMPLIFY (64 x 1024, one thread);
     * everything else gets jit.O3: scalar code needs the vectorizers, and layernorm's 16-lane
       loops the unroller (5% slower with jit.SIMPLIFY)."""
-    if register_tiled(lowered):
+    if register_tiled(lowered) and scalar_store_share(lowered) < SCALAR_SHARE_FOR_SIMPLIFY:
         return jit.SIMPLIFY
     return jit.O3_NO_UNROLL if wide_vector_loops(lowered) else jit.O3
+
+
+# jit.SIMPLIFY has no loop vectorizer: register-tiled code gets it only while its scalar stores
+# are a small share of all the elements it stores (the GEMMs 0.2-0.8%, int8 GEMM 3%, softmax
+# 0.7%). A depthwise 3x3 conv with its padding in a scalar loop and r, s unrolled (10%) ran
+# 3.5x slower with it than with O3 (1708 vs 491 us, C=64, 56x56): unroll alone chose it.
+SCALAR_SHARE_FOR_SIMPLIFY = 0.05
+# a loop whose extent is not a constant counts as this many iterations
+_UNKNOWN_EXTENT = 64
+
+
+def element_stores(stmt: Stmt, times: int = 1, acc: list[int] | None = None) -> tuple[int, int]:
+    """(scalar, vector) elements `stmt` stores in one run, estimated: a non-constant extent
+    counts as _UNKNOWN_EXTENT iterations, both branches of an `if` as taken."""
+    acc = [0, 0] if acc is None else acc
+    stack = [(stmt, times)]
+    while stack:
+        node, n = stack.pop()
+        if isinstance(node, BufferStore):
+            lanes = node.value.dtype.lanes
+            acc[lanes != 1] += n * lanes
+        elif isinstance(node, For):
+            ext = node.extent.value if isinstance(node.extent, IntImm) else _UNKNOWN_EXTENT
+            stack.append((node.body, n * max(ext, 0)))
+        elif isinstance(node, SeqStmt):
+            stack.extend((s, n) for s in node.seq)
+        elif isinstance(node, IfThenElse):
+            stack.append((node.then_case, n))
+            if node.else_case is not None:
+                stack.append((node.else_case, n))
+        elif isinstance(node, (LetStmt, Allocate)):
+            stack.append((node.body, n))
+        elif isinstance(node, Block):
+            stack.append((node.body, n))
+            if node.init is not None:
+                stack.append((node.init, n))
+        elif hasattr(node, "block"):
+            stack.append((node.block, n))
+    return acc[0], acc[1]
+
+
+def scalar_store_share(lowered: Stmt) -> float:
+    """The share of stored elements that scalar stores write (0 when nothing is stored)."""
+    scalar, vector = element_stores(lowered)
+    return scalar / (scalar + vector) if scalar + vector else 0.0
+
+
+def scalar_loops(lowered: Stmt) -> list[str]:
+    """Innermost loops (not unrolled) that store scalars only, by loop variable name."""
+    names = []
+    for node in walk(lowered):
+        if not isinstance(node, For) or node.kind in ("unrolled", "vectorized"):
+            continue
+        inner = [n for n in walk(node.body) if isinstance(n, For) and n.kind != "unrolled"]
+        stores = [n for n in walk(node.body) if isinstance(n, BufferStore)]
+        if not inner and stores and all(st.value.dtype.lanes == 1 for st in stores):
+            names.append(node.loop_var.name)
+    return names
+
+
+def pipeline_notes(lowered: Stmt, pipeline: str) -> list[str]:
+    """What a user should know about the pipeline pipeline_for chose (empty when nothing)."""
+    if pipeline != jit.SIMPLIFY:
+        return []
+    loops = scalar_loops(lowered)
+    if not loops:
+        return []
+    shown = ", ".join(loops[:4]) + (f" and {len(loops) - 4} more" if len(loops) > 4 else "")
+    share = scalar_store_share(lowered)
+    note = (f"register tiles: LLVM pipeline {pipeline!r} (no LLVM vectorizer); the scalar loops {shown} "
+            f"({share:.1%} of the stored elements) run as written: vectorize them in the schedule if they matter")
+    return [note]
 
 
 def _vector_stores(stmt: Stmt, bits: bool = False) -> int:
@@ -202,12 +276,14 @@ def _from_entry(entry) -> Compiled | None:
     meta = entry.meta
     try:
         info, source, pipeline = meta["info"], meta["source"], meta["pipeline"]
-        if not (isinstance(source, str) and pipeline in jit.PIPELINES):
+        notes, more = meta.get("notes", []), meta.get("pipeline_notes", [])
+        if not (isinstance(source, str) and pipeline in jit.PIPELINES and isinstance(notes, list)
+                and isinstance(more, list) and all(isinstance(n, str) for n in notes + more)):
             return None
         addrs = jit.load_object(entry.obj, _symbols(info))
     except (KeyError, TypeError):
         return None
-    return Compiled(info, source, pipeline, addrs, from_disk=True)
+    return Compiled(info, source, pipeline, addrs, from_disk=True, notes=tuple(notes), pipeline_notes=tuple(more))
 
 
 def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, disk_key: str | None,
@@ -226,10 +302,13 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     obj = jit.emit_object(mod)
     info = {k: v for k, v in asdict(result).items() if k != "ir"}
     source = _pack_text(result.ir)
+    notes = [str(n) for n in dict(lowered.attrs).get(LOWER_NOTES, ())]
+    more = pipeline_notes(lowered.body, pipeline)
     if disk_key is not None:
-        cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source, "pipeline": pipeline})
+        cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source, "pipeline": pipeline,
+                                         "notes": notes, "pipeline_notes": more})
     addrs = jit.load_object(obj, _symbols(info))
-    return Compiled(info, source, pipeline, addrs)
+    return Compiled(info, source, pipeline, addrs, notes=tuple(notes), pipeline_notes=tuple(more))
 
 
 def _symbols(info: dict) -> list[str]:

@@ -36,7 +36,6 @@ from ...ir import (
     Var,
 )
 from ...ir.attrs import NONTEMPORAL_BUFFERS
-from ...ir.functor import statements
 from ...ir.tree import walk
 from ...script.printer import message_text as expr_text
 from .abi import (
@@ -125,13 +124,17 @@ def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_
             raise TargetError(f"symbolic dimension {d.name!r} of {api.name!r} is not bound by any parameter")
 
     written = _written_buffers(lowered)
+    api_written = _written_buffers(api) if api is not lowered else written
     params: list[ParamInfo] = []
     descr_dtypes: list[str] = []
     for p_api, p in zip(api.params, lowered.params):
         if isinstance(p, Buffer):
             shape = [int(s.value) if isinstance(s, IntImm) else s.name if isinstance(s, Var) else expr_text(s)
                      for s in p_api.shape]
-            params.append(ParamInfo(p_api.name, "buffer", str(p.dtype), shape, p in written))
+            # a buffer the user's code stores to is written even where lowering replaced those
+            # stores by a library call that writes through a pointer (tdsl.intrinsics.blas)
+            params.append(ParamInfo(p_api.name, "buffer", str(p.dtype), shape,
+                                    p in written or p_api in api_written))
             if str(p.dtype) not in descr_dtypes:
                 descr_dtypes.append(str(p.dtype))
         else:
@@ -227,7 +230,7 @@ def _only_launches(stmt: Stmt) -> bool:
     """Whether all the work of `stmt` is in parallel loops (outlined into functions of their
     own): outside them only allocations, lets, ifs and sequences, no store, call or other loop
     (a serial loop, or one the unroll pass expanded into stores, is code worth optimising)."""
-    for node in statements(stmt, descend=lambda s: not isinstance(s, For)):
+    for node in walk(stmt, descend=lambda s: not isinstance(s, For)):
         if isinstance(node, For):
             if node.kind != "parallel":
                 return False

@@ -20,6 +20,7 @@ from ...dtypes import DataType
 from ...errors import ArgumentError, BoundsError, TargetError
 from ...ir import Buffer, IntImm, PrimFunc, Var, collect
 from ...ir.outputs import read_before_written
+from ...tracebacks import public_entry
 from .abi import numpy_layout_ok
 
 _MISSING = object()
@@ -67,7 +68,8 @@ class Kernel:
     """A compiled function. Call it with arrays (destination passing) or leave outputs out.
 
     Attributes: `func` (the PrimFunc as given), `lowered` (what was compiled), `source` (LLVM IR
-    as generated), `optimized_ir`, `asm`, `time(*args)`.
+    as generated), `optimized_ir`, `asm`, `notes` (what the build could not do as asked),
+    `time(*args)`.
     """
 
     def __init__(self, func: PrimFunc, compiled, options: dict | None = None):
@@ -134,6 +136,12 @@ class Kernel:
         return self._asm
 
     @property
+    def notes(self) -> list[str]:
+        """What the build could not do as the schedule asked (a `vectorize` left scalar, and why)
+        and what it chose that costs speed; build warns (tdsl.PerformanceWarning) about the first kind."""
+        return [*self._compiled.notes, *self._compiled.pipeline_notes]
+
+    @property
     def from_cache(self) -> bool:
         """True when the machine code came from the disk cache."""
         return self._compiled.from_disk
@@ -142,6 +150,7 @@ class Kernel:
         sig = ", ".join(f"{p.name}: {p.dtype}{p.shape_text() if p.is_buffer else ''}" for p in self._params)
         return f"<tdsl.Kernel {self.func.name}({sig}) target='cpu'>"
 
+    @public_entry
     def time(self, *args, number: int | None = None, repeat: int = 5, **kwargs) -> float:
         """Median seconds per call over `repeat` runs of `number` calls, after a warm-up call."""
         full = self._complete(args, kwargs)
@@ -367,6 +376,7 @@ class Kernel:
                 copy[...] = arrays[q.index]
                 arrays[q.index] = copy
 
+    @public_entry
     def _slow_call(self, args, kwargs, rc):
         if rc is not None and rc != -1:
             self._raise(rc)
@@ -450,7 +460,7 @@ def _specialised_class(k: Kernel) -> type:
             lines.append(f"                return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
             lines.append("            return self._slow_call(args, kwargs, rc)")
     lines.append("    return self._slow_call(args, kwargs, None)")
-    env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty}
+    env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty, "__name__": __name__}
     for p in params:
         env[f"dt{p.index}"] = p.np_dtype
         if p.lo is not None:

@@ -197,7 +197,9 @@ def decompose_reduction(func: PrimFunc, block: str, loop_var: Var) -> tuple[Prim
                              rule="the init block repeats the spatial loops below the chosen loop, so none of them "
                                   "may also drive a reduction iterator")
     written = {r.buffer for r in b.writes}
-    others = [r.block.name for r in all_realizes(loop) if r is not realize and
+    # blocks nested in this one (the inner block of a blockize, the init nest it lifted) are part of it
+    nested = {id(r) for r in all_realizes(realize)}
+    others = [r.block.name for r in all_realizes(loop) if r is not realize and id(r) not in nested and
               {x.buffer for x in r.block.reads + r.block.writes} & written]
     if others:
         raise schedule_error(func, "decompose_reduction", f"{block_name(others[0])} under {loop_name(loop_var)} "
