@@ -20,7 +20,6 @@ import time
 import numpy as np
 
 import tdsl
-from tdsl import T
 
 SMALL = bool(os.environ.get("TDSL_TUTORIAL_SMALL"))
 N = 128 if SMALL else 512

@@ -12,6 +12,7 @@ from .rules import (
     ComputeLocation,
     GPUBind,
     GPUMatmulTiling,
+    GPUWmmaTiling,
     MatmulTensorizeCPU,
     MultiLevelTilingCPU,
     ParallelVectorizeUnroll,
@@ -22,7 +23,7 @@ from .rules import (
 )
 from .space import Pass, Space, default_passes, register_rule, sketches, space, unregister_rule
 
-__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "Hardware", "MatmulTensorizeCPU",
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "GPUWmmaTiling", "Hardware", "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Pass", "RowPrefetch", "Rule", "Space",
            "TensorizeMatching", "VectorReduction", "auto_schedule", "default_passes", "hardware", "register_rule", "sketches", "space",
            "unregister_rule"]

@@ -4,7 +4,7 @@
 
 1. `AutoInline`, blocks in program order (elementwise chains and padding collapse first);
 2. the tiling rules (`MatmulTensorizeCPU`, `TensorizeMatching`, `MultiLevelTilingCPU` on the
-   CPU; `GPUMatmulTiling`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
+   CPU; `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
    blocks consumers first (post-order: a consumer is tiled before its producers choose where to go);
 3. `RowPrefetch` (CPU), blocks in program order;
 4. `ParallelVectorizeUnroll` (CPU), blocks in program order.
@@ -31,6 +31,7 @@ from .rules import (
     ComputeLocation,
     GPUBind,
     GPUMatmulTiling,
+    GPUWmmaTiling,
     MatmulTensorizeCPU,
     MultiLevelTilingCPU,
     ParallelVectorizeUnroll,
@@ -91,7 +92,8 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
     random (a search's sketches)."""
     if hw.is_gpu:
         passes = [Pass([AutoInline(hw, defaults)]),
-                  Pass([GPUMatmulTiling(hw, defaults), GPUBind(hw, defaults)], consumers_first=True)]
+                  Pass([GPUWmmaTiling(hw, defaults), GPUMatmulTiling(hw, defaults), GPUBind(hw, defaults)],
+                       consumers_first=True)]
     else:
         passes = [Pass([AutoInline(hw, defaults)]),
                   Pass([MatmulTensorizeCPU(hw, defaults), TensorizeMatching(hw, defaults),

@@ -288,3 +288,34 @@ def test_gpu_matmul_tiling_respects_the_thread_and_shared_memory_limits():
     sch = tdsl.Schedule(gemm(64, 64, 32))
     assert GPUMatmulTiling(Hardware("cuda", lanes=1, max_threads=16))(sch, "C") == [sch]
     assert GPUMatmulTiling(Hardware("cuda", lanes=1, max_shared=1024))(sch, "C") == [sch]
+
+
+HGEMM = '''
+@T.prim_func
+def hgemm(A: T.Buffer((32, 48), "float16"), B: T.Buffer((48, 32), "float16"), C: T.Buffer((32, 32), "float32")):
+    for i, j, k in T.grid(32, 32, 48):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+'''
+
+
+def test_gpu_wmma_tiling_tensorizes_fp16_gemms_onto_tensor_cores():
+    from tdsl.auto import GPUWmmaTiling
+
+    f = tdsl.parse(HGEMM)
+    sch = _one(GPUWmmaTiling(CUDA), tdsl.Schedule(f), "C")
+    text = str(sch.trace)
+    for name in ("fill_16x16_f32", "load_a_16x16_f16_global", "load_b_16x16_f16_global", "mma_16x16x16_f16f32",
+                 "store_16x16_f32_global"):
+        assert f"cuda.wmma.{name}" in text
+    a = np.random.default_rng(0).standard_normal((32, 48)).astype("float16")
+    b = np.random.default_rng(1).standard_normal((48, 32)).astype("float16")
+    np.testing.assert_allclose(tdsl.build(sch, target="cpu")(a, b), a.astype("float32") @ b.astype("float32"),
+                               rtol=1e-3, atol=1e-3)
+    assert GPUWmmaTiling(CUDA)(tdsl.Schedule(gemm(32, 32, 32)), "C")[0].trace.decisions == {}  # fp32: no
+    pytest.importorskip("cuda.bindings")
+    for arch in ("sm_80", "sm_90"):
+        assert tdsl.build(sch, target="cuda", arch=arch).cubin

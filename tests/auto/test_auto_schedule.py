@@ -154,11 +154,13 @@ _BUILT = ("matmul", "batch_matmul", "softmax", "layernorm", "conv2d_nchw", "dept
           "dense_bias_relu")
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
 @pytest.mark.parametrize("case", [c for c in CORPUS if c.name in _BUILT], ids=lambda c: c.name)
-def test_auto_schedules_build_and_run_on_the_cpu(case):
+def test_auto_schedules_build_and_run_on_the_cpu(case, target):
     """The interpreter computes tensorized blocks through their descriptions; the build runs the
-    implementations (micro-kernels, generated prefetching steps) for real."""
-    kernel = tdsl.build(tdsl.auto_schedule(case.func, "cpu"))
+    implementations (micro-kernels, generated prefetching steps) for real. GPU schedules run
+    on the CPU build (thread loops become serial loops)."""
+    kernel = tdsl.build(tdsl.auto_schedule(case.func, target), target="cpu")
 
     def run(_func, *args):
         kernel(*args)

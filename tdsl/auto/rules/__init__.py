@@ -1,11 +1,11 @@
 """The schedule rules of the design space; each is `rule(sch, block) -> list[Schedule]` (see `base`)."""
 from .base import Rule
 from .cpu_loops import ComputeLocation, ParallelVectorizeUnroll, VectorReduction
-from .gpu import GPUBind, GPUMatmulTiling
+from .gpu import GPUBind, GPUMatmulTiling, GPUWmmaTiling
 from .inline import AutoInline
 from .matmul_cpu import MatmulTensorizeCPU
 from .prefetch import RowPrefetch
 from .tiling_cpu import MultiLevelTilingCPU, TensorizeMatching
 
-__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "MatmulTensorizeCPU",
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUMatmulTiling", "GPUWmmaTiling", "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "RowPrefetch", "Rule", "TensorizeMatching", "VectorReduction"]

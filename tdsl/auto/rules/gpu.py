@@ -1,5 +1,6 @@
 """GPU rules: every loop nest becomes a kernel with bound threads.
 
+* `GPUWmmaTiling`: fp16 GEMMs with fp32 accumulation on tensor cores (see its docstring).
 * `GPUMatmulTiling`: a reduction block with two or more spatial loops and constant extents
   (GEMM, batched matmul, convolutions) is tiled TVM's classic way: the last two spatial loops
   split into (blockIdx, threadIdx, per-thread) tiles (`sample_perfect_tile`), the largest
@@ -141,3 +142,76 @@ class GPUBind(Rule):
         one_block, one_thread, _ = s.split(root[0], [1, 1, None])
         s.bind(one_block, "blockIdx.x")
         s.bind(one_thread, "threadIdx.x")
+
+
+def _split_last_by_16(s: Schedule, block) -> None:
+    """Split a fragment copy's rows x (16 * t) loops into t tiles of 16 x 16 (tile loop outermost)."""
+    rows, cols = s.get_loops(block)[-2:]
+    co, ci = s.split(cols, [None, 16])
+    s.reorder(co, rows, ci)
+
+
+class GPUWmmaTiling(Rule):
+    """Tensor cores for fp16 x fp16 -> fp32 GEMMs: `C[i, j] += f32(A[i, k]) * f32(B[k, j])` with
+    m, k multiples of 16 and n of 16 is tiled TVM's WMMA way (tdsl.intrinsics.cuda): a thread
+    block computes (warps x 16) x (t x 16) of C, its warps on threadIdx.y each accumulating a
+    16 x (t x 16) strip in `wmma.accumulator` fragments (`cache_write` + `reverse_compute_at`),
+    A and B loaded per 16-step of k into `wmma.matrix_a` / `wmma.matrix_b` fragments
+    (`cache_read` + `compute_at`), and the fill, loads, multiply-accumulate and store
+    `tensorize`d with the WMMA intrinsics. Warps per block (1, 2, 4) and t (1, 2) are sampled."""
+
+    name = "wmma-tiling-gpu"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        from ..analysis import matmul_roles
+
+        if not self.hw.is_gpu:
+            return []
+        info = block_info(sch.func, block)
+        roles = matmul_roles(info)
+        if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
+            return []
+        if (str(roles.a.dtype), str(roles.b.dtype), str(roles.c.dtype)) != ("float16", "float16", "float32"):
+            return []
+        if len(roles.c_indices) != 2 or len(info.iters) != 3 or len(roles.a_indices) != 2:
+            return []
+        if roles.a_indices[0] is not roles.i.var or roles.b_indices[0] is not roles.k.var:
+            return []
+        m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
+        if m % 16 or n % 16 or k % 16:
+            return []
+        warps = [w for w in (2, 1, 4) if m % (16 * w) == 0]
+        tiles = [t for t in (2, 1) if n % (16 * t) == 0]
+        return [lambda s: self._tile(s, block, roles, warps, tiles)]
+
+    def _tile(self, s: Schedule, block: str, roles, warps, tiles) -> None:
+        from ...intrinsics import cuda as wmma
+
+        c = s.get_block(block)
+        info = block_info(s.func, block)
+        by_loop = {id(it.var): it.loop for it in info.iters}
+        handles = {id(h.var): h for h in s.get_loops(c)}
+        li, lj, lk = (handles[id(by_loop[id(r.var)])] for r in (roles.i, roles.j, roles.k))
+        w = self.choose(s, warps, 0)
+        t = self.choose(s, tiles, 0)
+        bi, ty, ii = s.split(li, [None, w, 16])
+        bj, jo, jj = s.split(lj, [None, t, 16])
+        ko, ki = s.split(lk, [None, 16])
+        s.reorder(bi, bj, ty, ko, jo, ii, jj, ki)
+        s.bind(bi, "blockIdx.y")
+        s.bind(bj, "blockIdx.x")
+        s.bind(ty, "threadIdx.y")
+        acc = s.cache_write(c, 0, "wmma.accumulator")
+        s.reverse_compute_at(acc, ty)
+        frag_a = s.cache_read(c, roles.a.name, "wmma.matrix_a")
+        s.compute_at(frag_a, ko)
+        frag_b = s.cache_read(c, roles.b.name, "wmma.matrix_b")
+        s.compute_at(frag_b, ko)
+        init = s.decompose_reduction(c, ko)
+        s.tensorize(s.get_loops(init)[-2], wmma.FILL)
+        s.tensorize(s.get_loops(frag_a)[-2], wmma.load_a("global"))
+        _split_last_by_16(s, frag_b)
+        s.tensorize(s.get_loops(frag_b)[-2], wmma.load_b("global"))
+        s.tensorize(s.get_loops(c)[-3], wmma.MMA)
+        _split_last_by_16(s, acc)
+        s.tensorize(s.get_loops(acc)[-2], wmma.store("global"))
