@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Buffer, BufferStore, IntImm, PrimFunc, Var
-from ..ir.functor import statements
+from ..ir.tree import walk as statements
 
 RTOL = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-4, "float64": 1e-9}
 """Relative tolerance by dtype (integers and bools compare exactly)."""

@@ -8,7 +8,7 @@ no float arithmetic (then GFLOP/s is not reported).
 from __future__ import annotations
 
 from ..ir import ARITH_OPS, Binary, BlockRealize, BufferLoad, Call, Cast, For, IntImm, PrimFunc, Select
-from ..ir.functor import statements
+from ..ir.tree import walk as statements
 
 
 def _ops(expr) -> int:
