@@ -44,6 +44,20 @@ def build(func_or_schedule, target="cpu", *, database=None, **options):
     return _build(schedule_from_database(func, str(parse_target(target)), database), target, **options)
 
 
+def _build_doc() -> str:
+    from .backends import build as _build
+
+    return (_build.__doc__ or "") + """
+    Option for every target:
+      database=None        "tuning.db" (a path or a tdsl.tuner.Database): build with the
+                           schedule of the function's best tuning record on this machine
+                           (tdsl.tune); with none, auto-scheduled, and a NoTuningRecord warning.
+"""
+
+
+build.__doc__ = _build_doc()
+
+
 def __getattr__(name: str):
     if name in _LAZY:
         import importlib
