@@ -8,6 +8,7 @@ from .config import config
 from .errors import ArgumentError, BoundsError, PerformanceWarning, ScheduleError, ScriptError, TargetError
 from .ir import PrimFunc, assert_structural_equal, structural_diff, structural_equal, structural_hash
 from .script import T, parse, prim_func
+from .tracebacks import public_entry
 from .version import __version__ as __version__
 
 _LAZY = {
@@ -15,13 +16,46 @@ _LAZY = {
     "TensorIntrin": ("tdsl.intrinsics.registry", "TensorIntrin"),
     "interpret": ("tdsl.interpreter", "interpret"),
     "lower": ("tdsl.lower", "lower"),
-    "build": ("tdsl.backends", "build"),
     "Kernel": ("tdsl.backends.llvm.kernel", "Kernel"),
     "device_array": ("tdsl.backends.cuda.runtime", "device_array"),
     "to_device": ("tdsl.backends.cuda.runtime", "to_device"),
     "auto_schedule": ("tdsl.auto", "auto_schedule"),
     "space": ("tdsl.auto", "space"),
+    "tune": ("tdsl.tuner.api", "tune"),
 }
+
+
+@public_entry
+def build(func_or_schedule, target="cpu", *, database=None, **options):
+    """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel
+    (tdsl.backends.build: `target` "cpu" or "cuda", CPU option `bounds_check=True`).
+
+    `database="tuning.db"` (a path or a tdsl.tuner.Database) builds the function with the
+    schedule of its best tuning record on this machine (tdsl.tune), or auto-scheduled with a
+    NoTuningRecord warning when there is none."""
+    from .backends import build as _build
+
+    if database is None:
+        return _build(func_or_schedule, target, **options)
+    from .target import parse_target
+    from .tuner.apply import schedule_from_database
+
+    func = getattr(func_or_schedule, "func", func_or_schedule)
+    return _build(schedule_from_database(func, str(parse_target(target)), database), target, **options)
+
+
+def _build_doc() -> str:
+    from .backends import build as _build
+
+    return (_build.__doc__ or "") + """
+    Option for every target:
+      database=None        "tuning.db" (a path or a tdsl.tuner.Database): build with the
+                           schedule of the function's best tuning record on this machine
+                           (tdsl.tune); with none, auto-scheduled, and a NoTuningRecord warning.
+"""
+
+
+build.__doc__ = _build_doc()
 
 
 def __getattr__(name: str):
@@ -42,4 +76,4 @@ def __dir__():
 __all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
            "Kernel", "device_array", "to_device", "structural_equal", "structural_hash", "structural_diff",
            "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
-           "BoundsError", "PerformanceWarning", "config", "auto_schedule", "space"]
+           "BoundsError", "PerformanceWarning", "config", "auto_schedule", "space", "tune"]

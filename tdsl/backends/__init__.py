@@ -51,6 +51,8 @@ def build(func_or_schedule, target="cpu", **options):
     A CPU kernel's `notes` say what the build could not do as the schedule asked (a
     `vectorize` left scalar, and why); building warns once with tdsl.PerformanceWarning then.
     Errors show the user's frame only (tdsl.config.full_traceback = True shows all).
+    (`tdsl.build(..., database=)`, the public facade, first applies the best tuning record:
+    tdsl.tuner.apply.)
     """
     func = as_prim_func(func_or_schedule, "tdsl.build")
     tgt = parse_target(target)

@@ -17,10 +17,42 @@ from .. import dtypes as _dt
 from ..dtypes import DataType
 from ..errors import ScriptError, Span
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Not, PrimExpr,
-                       Ramp, Range, Select, StringImm, Var, const)
-from ..ir.stmt import (THREAD_TAGS, TRUE, Allocate, Block, BlockRealize, BufferStore, Evaluate, For,
-                       IfThenElse, IterVar, LetStmt, PrimFunc, SeqStmt, Stmt, annotation_value, flat_seq)
+from ..ir.expr import (
+    MATH_CALLS,
+    Binary,
+    Broadcast,
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    Ramp,
+    Range,
+    Select,
+    StringImm,
+    Var,
+    const,
+)
+from ..ir.stmt import (
+    THREAD_TAGS,
+    TRUE,
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    IterVar,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    annotation_value,
+    flat_seq,
+)
 from .builtins import ABSENT, absent_message, resolve
 
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized", "unroll": "unrolled",

@@ -10,11 +10,39 @@ import math
 import re
 
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.expr import (MATH_CALLS, Binary, Broadcast, BufferLoad, Call, Cast, FloatImm, IntImm, Node, Not,
-                       PrimExpr, Ramp, Range, Select, StringImm, Var)
+from ..ir.expr import (
+    MATH_CALLS,
+    Binary,
+    Broadcast,
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Node,
+    Not,
+    PrimExpr,
+    Ramp,
+    Range,
+    Select,
+    StringImm,
+    Var,
+)
 from ..ir.functor import free_vars
-from ..ir.stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
-                       SeqStmt, Stmt, flat_seq)
+from ..ir.stmt import (
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    flat_seq,
+)
 
 INDENT = "    "
 _RESERVED = set(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None"}

@@ -1,0 +1,276 @@
+"""The tuning database: one SQLite file (stdlib sqlite3), shared by processes and sessions.
+
+Two tables: `workloads` (one row per function x target x machine: the key is a hash of the
+function's structural hash, the target and the machine fingerprint) and `records` (one row per
+measured candidate: its trace as JSON with the decisions, the decisions alone, the times, the
+error that failed it, the build time, the cost model's features, the tdsl version and the time of
+measurement). The file runs in WAL mode with a busy timeout, and every write is one short
+`BEGIN IMMEDIATE` transaction, so several tuning processes can write to it at once.
+
+    db = Database("tuning.db")
+    wl = db.workload(func, "cpu")            # this machine's workload of func
+    db.best(wl)                              # the fastest record that passed, or None
+    db.export_jsonl("records.jsonl"); db.import_jsonl("records.jsonl")
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS workloads (
+    id INTEGER PRIMARY KEY,
+    key TEXT UNIQUE NOT NULL,
+    func_hash TEXT NOT NULL,
+    target TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    name TEXT NOT NULL,
+    script TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY,
+    workload INTEGER NOT NULL REFERENCES workloads(id),
+    candidate TEXT NOT NULL,
+    trace TEXT NOT NULL,
+    decisions TEXT NOT NULL,
+    time_s REAL,
+    times TEXT NOT NULL,
+    error TEXT,
+    build_s REAL,
+    features TEXT,
+    tdsl_version TEXT NOT NULL,
+    created REAL NOT NULL,
+    UNIQUE (workload, candidate)
+);
+CREATE INDEX IF NOT EXISTS records_by_time ON records (workload, time_s);
+"""
+
+
+def workload_key(func_hash: str, target: str, machine: str) -> str:
+    """The key of a workload: the function (structural hash), the target and the machine."""
+    return hashlib.sha256(f"{func_hash}\x00{target}\x00{machine}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One function x target x machine."""
+
+    id: int
+    key: str
+    func_hash: str
+    target: str
+    machine: str
+    name: str
+    script: str
+
+
+@dataclass
+class Record:
+    """One measured candidate. `ok` when it built, ran and matched the unscheduled function."""
+
+    candidate: str                    # a key of the scheduled program (dedupes candidates)
+    trace: str                        # the trace as JSON, decisions included
+    decisions: dict = field(default_factory=dict)
+    time: float | None = None         # seconds per call (the minimum over repeats)
+    times: list = field(default_factory=list)
+    error: str | None = None          # why it failed, or None
+    build_time: float | None = None
+    features: list | None = None
+    tdsl_version: str = ""
+    created: float = 0.0
+    id: int | None = None
+    workload: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.time is not None
+
+
+class Database:
+    """A SQLite tuning database at `path` (created when missing)."""
+
+    def __init__(self, path: str | os.PathLike, timeout: float = 60.0):
+        self.path = os.fspath(path)
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        with self._write():
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                self._conn.execute(statement)
+            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        found = self._conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
+        if found is None or found[0] != str(SCHEMA_VERSION):
+            raise ValueError(f"{self.path}: a tuning database of schema {found and found[0]}, this tdsl "
+                             f"reads schema {SCHEMA_VERSION}; export it with the tdsl that wrote it")
+
+    # transactions ---------------------------------------------------------------------
+    class _Tx:
+        def __init__(self, conn):
+            self.conn = conn
+
+        def __enter__(self):
+            self.conn.execute("BEGIN IMMEDIATE")
+            return self.conn
+
+        def __exit__(self, kind, value, tb):
+            self.conn.execute("COMMIT" if kind is None else "ROLLBACK")
+            return False
+
+    def _write(self):
+        return Database._Tx(self._conn)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self) -> str:
+        return f"<tdsl.tuner.Database {self.path!r}>"
+
+    @property
+    def log_path(self) -> str:
+        """The tuning log beside the database: `<path>.log`."""
+        return self.path + ".log"
+
+    # workloads --------------------------------------------------------------------------
+    def workload(self, func, target: str, machine: str | None = None, create: bool = True) -> Workload | None:
+        """The workload of `func` on `target` and `machine` (this machine by default); made when
+        missing unless `create` is False (then None)."""
+        from ..ir import structural_hash
+        from .machine import fingerprint
+
+        machine = machine or fingerprint()
+        func_hash = structural_hash(func)
+        key = workload_key(func_hash, str(target), machine)
+        found = self._workload_by_key(key)
+        if found is not None or not create:
+            return found
+        with self._write() as c:
+            c.execute("INSERT OR IGNORE INTO workloads (key, func_hash, target, machine, name, script, created) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (key, func_hash, str(target), machine, func.name, func.script(), time.time()))
+        return self._workload_by_key(key)
+
+    def _workload_by_key(self, key: str) -> Workload | None:
+        row = self._conn.execute("SELECT id, key, func_hash, target, machine, name, script FROM workloads "
+                                 "WHERE key = ?", (key,)).fetchone()
+        return Workload(*row) if row else None
+
+    def workloads(self) -> list[Workload]:
+        rows = self._conn.execute("SELECT id, key, func_hash, target, machine, name, script FROM workloads "
+                                  "ORDER BY id").fetchall()
+        return [Workload(*r) for r in rows]
+
+    # records ----------------------------------------------------------------------------
+    def add(self, workload: Workload, record: Record) -> bool:
+        """Store `record` under `workload`; False when that candidate was already recorded there."""
+        from ..version import __version__
+
+        record.tdsl_version = record.tdsl_version or __version__
+        record.created = record.created or time.time()
+        with self._write() as c:
+            cur = c.execute(
+                "INSERT OR IGNORE INTO records (workload, candidate, trace, decisions, time_s, times, error, "
+                "build_s, features, tdsl_version, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (workload.id, record.candidate, record.trace, json.dumps(record.decisions), record.time,
+                 json.dumps(record.times), record.error, record.build_time,
+                 None if record.features is None else json.dumps(record.features), record.tdsl_version,
+                 record.created))
+            added = cur.rowcount == 1
+            if added:
+                record.id, record.workload = cur.lastrowid, workload.id
+        return added
+
+    _COLUMNS = ("id, workload, candidate, trace, decisions, time_s, times, error, build_s, features, "
+                "tdsl_version, created")
+
+    @staticmethod
+    def _record(row) -> Record:
+        rid, wid, cand, trace, decisions, t, times, error, build_s, features, version, created = row
+        return Record(cand, trace, json.loads(decisions), t, json.loads(times), error, build_s,
+                      None if features is None else json.loads(features), version, created, rid, wid)
+
+    def records(self, workload: Workload, ok_only: bool = False) -> list[Record]:
+        """The records of `workload`, oldest first (only those that passed with `ok_only`)."""
+        where = " AND error IS NULL AND time_s IS NOT NULL" if ok_only else ""
+        rows = self._conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE workload = ?{where} ORDER BY id",
+                                  (workload.id,)).fetchall()
+        return [self._record(r) for r in rows]
+
+    def best(self, workload: Workload, k: int = 1):
+        """The fastest record of `workload` that passed (None when none did); a list with k > 1."""
+        rows = self._conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE workload = ? AND error IS NULL "
+                                  "AND time_s IS NOT NULL ORDER BY time_s, id LIMIT ?",
+                                  (workload.id, k)).fetchall()
+        found = [self._record(r) for r in rows]
+        return found if k > 1 else (found[0] if found else None)
+
+    def count(self, workload: Workload) -> int:
+        return self._conn.execute("SELECT COUNT(*) FROM records WHERE workload = ?", (workload.id,)).fetchone()[0]
+
+    # export / import -------------------------------------------------------------------------
+    def export_jsonl(self, path: str | os.PathLike, workload: Workload | None = None) -> int:
+        """Write every record (of `workload`, or all) as one JSON object per line; returns the count."""
+        n = 0
+        with open(path, "w") as fh:
+            for wl in [workload] if workload is not None else self.workloads():
+                head = {"key": wl.key, "func_hash": wl.func_hash, "target": wl.target, "machine": wl.machine,
+                        "name": wl.name, "script": wl.script}
+                for r in self.records(wl):
+                    line = {"workload": head, "candidate": r.candidate, "trace": r.trace, "decisions": r.decisions,
+                                "time": r.time, "times": r.times, "error": r.error, "build_time": r.build_time,
+                                "features": r.features, "tdsl_version": r.tdsl_version, "created": r.created}
+                    fh.write(json.dumps(line) + "\n")
+                    n += 1
+        return n
+
+    def import_jsonl(self, path: str | os.PathLike) -> int:
+        """Add the records of a JSON-lines export (those already here are skipped); returns how
+        many were added."""
+        added = 0
+        with open(path) as fh:
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    d = json.loads(line)
+                    head = d["workload"]
+                    wl = self._import_workload(head)
+                    rec = Record(d["candidate"], d["trace"], d.get("decisions") or {}, d.get("time"),
+                                 d.get("times") or [], d.get("error"), d.get("build_time"), d.get("features"),
+                                 d.get("tdsl_version", ""), d.get("created") or 0.0)
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ValueError(f"{path}:{number}: not a tdsl tuning record ({exc})") from None
+                added += self.add(wl, rec)
+        return added
+
+    def _import_workload(self, head: dict) -> Workload:
+        key = head["key"]
+        if key != workload_key(head["func_hash"], head["target"], head["machine"]):
+            raise ValueError(f"workload key {key!r} does not match its function, target and machine")
+        found = self._workload_by_key(key)
+        if found is not None:
+            return found
+        with self._write() as c:
+            c.execute("INSERT OR IGNORE INTO workloads (key, func_hash, target, machine, name, script, created) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?)", (key, head["func_hash"], head["target"], head["machine"],
+                                                       head["name"], head["script"], time.time()))
+        made = self._workload_by_key(key)
+        assert made is not None
+        return made

@@ -1,0 +1,366 @@
+"""The search: evolutionary rounds over a design space's decisions, ranked by a cost model.
+
+One round for one function (a `TaskState`), `batch` trials:
+
+1. propose: while few candidates are measured, fresh samples (a sketch with every decision
+   sampled anew from a new seed); afterwards mostly children of the fastest measured candidates
+   (mutations of one or two decisions, crossovers of two parents of one sketch) plus a few fresh
+   samples, `pool` times more than the batch;
+2. prepare them on the executor (replay, lower, features); a refused decision drops the proposal
+   (it is not a trial), as does a program already measured;
+3. pick the batch: the cost model's best predictions (and `explore` of the batch at random); the
+   first round, with no model yet, is random and compiles while it prepares;
+4. build the picked candidates on the executor, then measure them one at a time (runner.py);
+5. record every trial in the database, failures with their reason, and refit the model.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import space as space_mod
+from . import worker
+from .cost_model import CostModel, targets
+from .database import Database, Record, Workload
+
+
+@dataclass
+class TuneOptions:
+    trials: int
+    time_budget: float | None = None
+    batch: int = 16
+    pool: int = 4              # proposals per trial once the model ranks them
+    explore: float = 0.2       # share of each batch picked at random
+    timeout: float = 60.0      # seconds a measurement may take
+    build_timeout: float = 300.0
+    repeats: int = 5           # samples at least
+    measure_s: float = 0.1     # and more until this long (the minimum counts)
+    warmup: int = 1
+    min_sample_s: float = 0.002
+    check_seed: int = 0
+
+
+@dataclass
+class TaskState:
+    """The search state of one function."""
+
+    func: object
+    target: str
+    sketches: list
+    model: CostModel
+    rng: random.Random
+    workload: Workload | None = None
+    flops: int | None = None
+    records: list = field(default_factory=list)          # this workload's records, oldest first
+    seen: set = field(default_factory=set)                # program keys measured (or failed)
+    stale: int = 0                                         # rounds in a row without a new candidate
+    tried: set = field(default_factory=set)                # (sketch structure, decisions) measured or refused
+    pending: dict = field(default_factory=dict)            # the same key -> prepared, not yet measured
+    measured_here: int = 0                                 # trials of this run
+
+    def __post_init__(self):
+        from ..ir import structural_hash
+
+        self.name = self.func.name
+        self.func_script = self.func.script()
+        self.func_hash = structural_hash(self.func)
+
+    @property
+    def best(self) -> Record | None:
+        ok = [r for r in self.records if r.ok]
+        return min(ok, key=lambda r: r.time) if ok else None
+
+    def add(self, record: Record) -> None:
+        self.records.append(record)
+        self.seen.add(record.candidate)
+        if record.trace and record.decisions:
+            try:
+                self.note_tried(record.trace, record.decisions)
+            except Exception:  # noqa: BLE001, S110 - a record from another tdsl: it is only not deduplicated
+                pass
+
+    # proposals ------------------------------------------------------------------------------
+    def _fresh(self) -> tuple:
+        """A fresh sample: categorical decisions drawn here (their candidates do not depend on other
+        decisions), tiles and compute locations left None (sampled by the replay from the seed)."""
+        sketch = self.rng.choice(self.sketches)
+        decisions: dict[int, int | None] = {}
+        for k in sketch.decisions:
+            ins = sketch.instructions[k]
+            if ins.kind == "sample_categorical":
+                weights = dict(ins.attrs)["probs"]
+                decisions[k] = self.rng.choices(range(len(weights)), weights=weights)[0]
+            else:
+                decisions[k] = None
+        return sketch, decisions
+
+    def _child(self, parents: list) -> tuple:
+        roll = self.rng.random()
+        parent = self.rng.choice(parents[:8]) if self.rng.random() < 0.7 else self.rng.choice(parents)
+        if roll < 0.15:
+            return self._fresh()
+        decisions = None
+        if roll < 0.35 and len(parents) > 1:
+            decisions = space_mod.crossover(parent, self.rng.choice(parents), self.rng)
+        if decisions is None:
+            decisions = space_mod.mutate(parent, self.rng, steps=1 if self.rng.random() < 0.7 else 2)
+        return (parent, decisions) if decisions is not None else self._fresh()
+
+    @staticmethod
+    def candidate_key(trace_text: str, decisions: dict) -> tuple:
+        """(sketch structure, decisions): what a proposal is, before its program is known."""
+        return (space_mod.structure(space_mod.load(trace_text)),
+                json.dumps({str(k): v for k, v in decisions.items()}, sort_keys=True))
+
+    def note_tried(self, trace_text: str, decisions: dict) -> None:
+        """Remember a measured candidate so that it is not proposed again."""
+        key = self.candidate_key(trace_text, decisions)
+        self.tried.add(key)
+        self.pending.pop(key, None)
+
+    def propose(self, n: int, random_only: bool) -> list[dict]:
+        """Up to `n` proposals none of which was measured, refused or prepared before (a proposal
+        whose decisions are all known is compared before any replay; one with decisions left to the
+        replay after it). Prepared candidates that were not picked wait in `pending` for a later
+        round's ranking: they are not replayed again."""
+        ok = sorted((r for r in self.records if r.ok), key=lambda r: r.time)
+        parents = [space_mod.load(r.trace) for r in ok[: max(4, min(16, len(ok) // 3 + 1))]]
+        out: list[dict] = []
+        keys: set = set()
+        for _ in range(8 * n):
+            if len(out) >= n:
+                break
+            trace, changed = self._fresh() if random_only or not parents else self._child(parents)
+            merged = dict(trace.decisions)
+            merged.update(changed)
+            key = None
+            if all(v is not None for v in merged.values()):
+                key = (space_mod.structure(trace), json.dumps({str(k): v for k, v in merged.items()}, sort_keys=True))
+                if key in self.tried or key in self.pending or key in keys:
+                    continue
+                keys.add(key)
+            out.append({"trace": space_mod.trace_text(trace), "decisions": {str(k): v for k, v in changed.items()},
+                        "seed": self.rng.randrange(1 << 30), "_key": key})
+        return out
+
+    # the model ------------------------------------------------------------------------------
+    def refit(self) -> None:
+        rows = [r for r in self.records if r.features is not None]
+        if len(rows) >= 4:
+            X = np.array([r.features for r in rows], dtype=np.float64)
+            self.model.fit(X, targets([r.time if r.ok else None for r in rows]))
+
+    def rank(self, prepared: list[dict], k: int, explore: float) -> list[dict]:
+        if not self.model.fitted or len(prepared) <= k:
+            return prepared[:k]
+        scores = self.model.predict(np.array([p["features"] for p in prepared], dtype=np.float64))
+        order = list(np.argsort(-scores))
+        n_random = round(k * explore)
+        chosen = order[: k - n_random]
+        rest = order[k - n_random:]
+        self.rng.shuffle(rest)
+        chosen += rest[:n_random]
+        return [prepared[i] for i in chosen]
+
+
+class Interrupted(Exception):
+    pass
+
+
+class Engine:
+    """Runs rounds over several TaskStates until the trials or the time budget are spent."""
+
+    def __init__(self, tasks: list[TaskState], executor, measure_locally: bool, database: Database | None,
+                 options: TuneOptions, progress, kill=None):
+        self.tasks = tasks
+        self.executor = executor
+        self.measure_locally = measure_locally
+        self.db = database
+        self.opt = options
+        self.progress = progress
+        self.kill = kill
+        self.start = time.monotonic()
+        self.trials_done = 0
+        self.invalid = 0
+        self.duplicates = 0
+        self.builds = 0
+        self.build_seconds = 0.0
+        self.prepare_seconds = 0.0
+        self.interrupted = False
+        self.machines: set = set()
+
+    def _time_left(self) -> float | None:
+        if self.opt.time_budget is None:
+            return None
+        return self.opt.time_budget - (time.monotonic() - self.start)
+
+    def _out_of_time(self) -> bool:
+        left = self._time_left()
+        return left is not None and left <= 0
+
+    def _wait(self, futures, timeout: float | None) -> list:
+        """Each future's result, or {"error": ...} for one that raised or overran `timeout`."""
+        out = []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for f in futures:
+            try:
+                left = None if deadline is None else max(0.1, deadline - time.monotonic())
+                out.append(f.result(timeout=left))
+            except FutureTimeout:
+                if self.kill is not None:
+                    self.kill(f)
+                f.cancel()
+                out.append({"error": f"build timeout: no result within {timeout:g} s"})
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a worker crash fails that candidate
+                out.append({"error": f"worker failed: {type(exc).__name__}: {str(exc)[:300]}"})
+        return out
+
+    def run(self) -> None:
+        turn = 0
+        try:
+            while self.trials_done < self.opt.trials and not self._out_of_time():
+                active = [t for t in self.tasks if t.stale < 3]
+                if not active:
+                    self.progress.note("tuning: no new candidates left in the design space")
+                    break
+                # the task with the fewest trials this run goes next (ties: in order)
+                task = min(active, key=lambda t: (t.measured_here, (self.tasks.index(t) - turn) % len(self.tasks)))
+                turn += 1
+                left = self.opt.trials - self.trials_done
+                self.round(task, min(self.opt.batch, left))
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.progress.note("tuning interrupted: keeping the best candidates measured so far")
+
+    def round(self, task: TaskState, batch: int) -> None:
+        first = not task.model.fitted or sum(r.features is not None for r in task.records) < 4
+        n = batch if first else int(batch * self._pool_factor())   # random rounds compile all they prepare
+        proposals = task.propose(n, random_only=first)
+        common = {"func": task.func_script, "compile": first}
+        t0 = time.monotonic()
+        futures = [self.executor.submit(worker.prepare, dict(common, **p)) for p in proposals]
+        prepared = self._wait(futures, self.opt.build_timeout)
+        self.prepare_seconds += time.monotonic() - t0
+        if not first and proposals:
+            self._prepare_wall = (time.monotonic() - t0) / len(proposals)
+        self._collect(task, proposals, prepared)
+        valid = list(task.pending.values())
+        if not valid:
+            task.stale += 1 if proposals else 3        # nothing left to propose: the space is exhausted
+            return
+        task.stale = 0
+        picked = task.rank([p for p in valid if "features" in p], batch, self.opt.explore) if not first else valid[:batch]
+        if not first:
+            picked += [p for p in valid if "features" not in p][: max(0, batch - len(picked))]
+        for p in picked:
+            task.pending.pop(task.candidate_key(p["trace"], p["decisions"]), None)
+        if self._out_of_time():
+            return
+        self._build(picked)
+        for p in picked:
+            if "build_s" in p:
+                self.builds += 1
+        t0 = time.monotonic()
+        self.measure(task, picked)
+        if picked:
+            self._trial_wall = (time.monotonic() - t0) / len(picked)
+        task.refit()
+
+    def _pool_factor(self) -> float:
+        """Proposals prepared per trial: `pool`, fewer when preparing (replaying) a proposal costs
+        much more than building and measuring one (the prepare phase then stays within about
+        twice the measure phase), at least 1.5."""
+        prep, trial = getattr(self, "_prepare_wall", None), getattr(self, "_trial_wall", None)
+        if not prep or not trial:
+            return float(self.opt.pool)
+        return max(1.5, min(float(self.opt.pool), 2.0 * trial / prep))
+
+    def _collect(self, task: TaskState, proposals: list[dict], prepared: list[dict]) -> None:
+        """Put the new prepared candidates into the task's pending pool (refused and duplicate
+        ones are remembered as tried)."""
+        keys = {p["key"] for p in task.pending.values()}
+        for proposal, p in zip(proposals, prepared):
+            if "invalid" in p or "key" not in p:
+                self.invalid += 1
+                if proposal.get("_key") is not None:
+                    task.tried.add(proposal["_key"])
+                continue
+            ckey = task.candidate_key(p["trace"], p["decisions"])
+            if p["key"] in task.seen or p["key"] in keys or ckey in task.tried:
+                self.duplicates += 1
+                task.tried.add(ckey)
+                continue
+            keys.add(p["key"])
+            task.pending[ckey] = p
+        for ckey in [k for k, p in task.pending.items() if p["key"] in task.seen]:
+            del task.pending[ckey]
+        while len(task.pending) > 512:                  # the oldest unpicked go first
+            del task.pending[next(iter(task.pending))]
+
+    def _build(self, picked: list[dict]) -> None:
+        """Compile the picked candidates that the prepare step did not."""
+        todo = [p for p in picked if "error" not in p and "build_s" not in p]
+        if todo:
+            t0 = time.monotonic()
+            futures = [self.executor.submit(worker.build, {"script": p["script"], "key": p["key"]}) for p in todo]
+            for p, res in zip(todo, self._wait(futures, self.opt.build_timeout)):
+                p.update({k: v for k, v in res.items() if k in ("build_s", "error")})
+            self.build_seconds += time.monotonic() - t0
+
+    def measure(self, task: TaskState, picked: list[dict]) -> None:
+        requests = []
+        for p in picked:
+            requests.append({"func": task.func_script, "func_hash": task.func_hash, "candidate": p["script"],
+                             "seed": self.opt.check_seed, "warmup": self.opt.warmup, "repeats": self.opt.repeats,
+                             "min_sample_s": self.opt.min_sample_s, "measure_s": self.opt.measure_s,
+                             "timeout": self.opt.timeout})
+        runnable = [i for i, p in enumerate(picked) if "error" not in p]
+        answers: dict[int, dict] = {}
+        if self.measure_locally:
+            for i in runnable:
+                answers[i] = worker.measure(requests[i])
+                self._record(task, picked[i], answers[i])
+        else:
+            futures = {i: self.executor.submit(worker.measure, requests[i]) for i in runnable}
+            for i, res in zip(futures, self._wait(list(futures.values()), None)):
+                answers[i] = res
+                self._record(task, picked[i], res)
+        for i, p in enumerate(picked):
+            if i not in answers:
+                self._record(task, p, {"error": p["error"]})
+
+    def _record(self, task: TaskState, p: dict, answer: dict) -> None:
+        error = answer.get("error")
+        record = Record(candidate=p["key"], trace=p["trace"], decisions=p.get("decisions", {}),
+                        time=None if error else answer.get("time"), times=answer.get("times", []),
+                        error=error, build_time=p.get("build_s"), features=p.get("features"))
+        machine = answer.get("machine") or p.get("machine")
+        if machine:
+            self.machines.add(machine)
+        if self.db is not None:
+            wl = task.workload
+            if machine and wl is not None and machine != wl.machine:
+                wl = self.db.workload(task.func, task.target, machine=machine)
+            if wl is not None:
+                self.db.add(wl, record)
+        if machine is None or task.workload is None or machine == task.workload.machine:
+            task.add(record)
+        else:
+            task.seen.add(record.candidate)
+        task.measured_here += 1
+        self.trials_done += 1
+        best = task.best
+        rate = task.flops / record.time / 1e9 if record.time and record.ok and task.flops else None
+        best_rate = task.flops / best.time / 1e9 if best is not None and best.time and task.flops else None
+        self.progress.update(task.name, record, rate, best.time if best else None, best_rate)
+
+
+def decisions_json(decisions: dict) -> str:
+    return json.dumps({str(k): v for k, v in decisions.items()}, sort_keys=True)
