@@ -174,7 +174,7 @@ class Parser:
         self.scopes.pop()
 
     # function -------------------------------------------------------------------------------
-    def parse_function(self, fn: ast.FunctionDef) -> PrimFunc:
+    def parse_function(self, fn: ast.FunctionDef) -> PrimFunc:  # noqa: C901
         sym: dict[str, Var] = {}  # scalar parameters and symbolic dimensions, by name
         by_name: dict[str, Buffer | Var | None] = {}
         handles: dict[str, ast.arg] = {}  # T.handle parameters, until T.match_buffer names their buffer
