@@ -47,6 +47,8 @@ def build(func_or_schedule, target="cpu", **options):
                            (tdsl.TargetError without one).
       ptx=False            True also keeps the PTX as `kernel.ptx`.
       use_cache=True       False compiles again instead of reading the disk cache.
+      emulate=False        True runs the exact CUDA C++ on the CPU (host C++ compiler, no GPU):
+                           several thread orders compared, every access bounds-checked.
 
     A CPU kernel's `notes` say what the build could not do as the schedule asked (a
     `vectorize` left scalar, and why); building warns once with tdsl.PerformanceWarning then.
