@@ -49,6 +49,8 @@ def build(func_or_schedule, target="cpu", **options):
       use_cache=True       False compiles again instead of reading the disk cache.
       emulate=False        True runs the exact CUDA C++ on the CPU (host C++ compiler, no GPU):
                            several thread orders compared, every access bounds-checked.
+      thread_orders=3      with emulate=True: 1-3 thread orders per block (ascending, descending,
+                           a seeded shuffle) whose results must agree.
 
     A CPU kernel's `notes` say what the build could not do as the schedule asked (a
     `vectorize` left scalar, and why); building warns once with tdsl.PerformanceWarning then.

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="assignment"
 """The tensor intrinsic registry: `tdsl.TensorIntrin.register(name, desc, impl)`.
 
 A tensor intrinsic is a pair of prim_funcs with the same parameter list: the description says

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="arg-type"
 """structural_equal / structural_hash: equality of meaning, up to renaming (alpha-equivalence).
 
 Variable, buffer and function names do not matter; block names and everything else do.

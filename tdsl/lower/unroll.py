@@ -1,3 +1,4 @@
+# mypy: disable-error-code="operator,type-var"
 """`unroll`: fully unroll `unrolled` loops of small constant extent.
 
 A loop annotated ``pragma_auto_unroll_max_step = N`` (the auto-scheduler's unroll knob, as in

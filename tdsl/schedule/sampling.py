@@ -1,3 +1,4 @@
+# mypy: disable-error-code="attr-defined"
 """Sampling primitives (a mixin of `Schedule`): random choices recorded, with their decision, in the trace.
 
 A sampling step does not change the function; it returns values (`IntRV`, `FloatRV`, `StrRV`:

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="arg-type"
 """A trace as JSON data (for tuning databases), in the layout of TVM's `Trace.as_json`.
 
     [[[kind, inputs, attrs, outputs], ...], [[step, decision], ...]]

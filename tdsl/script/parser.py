@@ -1,3 +1,4 @@
+# mypy: disable-error-code="union-attr"
 """tdsl script (a Python AST) -> PrimFunc.
 
 Every rejection is a ScriptError naming the file and line with a caret under the offending

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="arg-type,assignment,operator,return-value,union-attr"
 """GPU rules: every loop nest becomes a kernel with bound threads.
 
 * `GPUWmmaTiling`: fp16 GEMMs with fp32 accumulation on tensor cores (see its docstring).

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="type-var"
 """CPU multi-level tiling of reductions that no micro-kernel takes, and tensorize-by-matching.
 
 `MultiLevelTilingCPU`, for a reduction block whose output's last index is a spatial iterator

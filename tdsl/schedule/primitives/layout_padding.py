@@ -1,3 +1,4 @@
+# mypy: disable-error-code="arg-type,assignment,index,type-var,union-attr"
 """transform_layout's `pad_value=`: fill the padding a layout adds with a known value.
 
 A map such as `lambda i: (i // 4, i % 4)` on a 14-element buffer gives a (4, 4) buffer whose two

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="call-overload"
 """Reduction primitives: decompose_reduction, rfactor, and the reducer recognition they share.
 
 A reduction block is `with T.init(): C[idx] = c` followed by `C[idx] = combine(C[idx], x)` with
