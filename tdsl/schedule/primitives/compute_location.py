@@ -507,10 +507,11 @@ def _site_writes(site: _Site, buf: Buffer, env: dict, shape, done, budget: list)
     return visit(0, dict(env))
 
 
-def _box_is_exact(site: _Site, buf: Buffer) -> bool:
+def _box_is_exact(site: _Site, buf: Buffer, predicate: bool = True) -> bool:
     """The relaxed box of what the site writes per anchor iteration is all written: no
-    predicate, and no floor division or modulo in its bindings (a fused loop's digits)."""
-    if not is_true(site.realize.predicate):
+    predicate (unless `predicate` is False: a tail guard of a symbolic split, whose readers are
+    guarded alike), and no floor division or modulo in its bindings (a fused loop's digits)."""
+    if predicate and not is_true(site.realize.predicate):
         return False
     found = []
     for v in site.realize.iter_values:
@@ -555,9 +556,9 @@ def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: 
                 if need is not None and not (_box_inside(needed, env, shape) and done[need].all()):
                     raise fail
             return
-        except ValueError:
-            pass  # an expression the evaluator does not know: fall back to proofs
-    if (exact_writer and not _box_is_exact(writer, buf)) or not _covers_symbolic(produced, needed, ranges):
+        except (ValueError, KeyError):
+            pass  # an expression the evaluator does not know (or a symbolic size): fall back to proofs
+    if (exact_writer and not _box_is_exact(writer, buf, predicate=False)) or not _covers_symbolic(produced, needed, ranges):
         raise fail
 
 
