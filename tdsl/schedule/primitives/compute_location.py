@@ -34,6 +34,7 @@ from ...ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
     For,
     IntImm,
     IRMutator,
@@ -77,6 +78,7 @@ from ..tree import (
     refresh_touching,
     remove_realize,
 )
+from .read_inverse import read_inverse
 
 Box = list[tuple[PrimExpr, PrimExpr]]  # inclusive (lo, hi) per dimension
 _ENUM_LIMIT = 20_000  # loop iterations walked by the exact checks
@@ -198,35 +200,49 @@ def _check_bindings_symbolic(func: PrimFunc, primitive: str, realize: BlockReali
                                  fix="bind each iterator to its whole domain")
 
 
-def _instances_are_domain(realize: BlockRealize, loops: list[For]) -> bool | None:
-    """Whether the instances the loops run (bindings where the predicate holds) are exactly the
-    iterator domain, found by running the loops; None when they are not constant and small."""
+def _instance_grid(realize: BlockRealize, loops: list[For]):
+    """The instances the loops run, found by running them: (iterator -> array of values, one per
+    instance where the predicate holds), or None when the loops are not constant and small."""
     import numpy as np
 
-    b = realize.block
     exprs = list(realize.iter_values) + [realize.predicate]
     used = set().union(*(free_vars(e) for e in exprs))
     mine = [f for f in loops if f.loop_var in used]
     if used - {f.loop_var for f in mine}:
         return None  # bindings that use variables from outside the scope
-    if not all(isinstance(x, IntImm) for f in mine for x in (f.min, f.extent)) or \
-            not all(isinstance(x, IntImm) for iv in b.iter_vars for x in (iv.dom.min, iv.dom.extent)):
+    if not all(isinstance(x, IntImm) for f in mine for x in (f.min, f.extent)):
         return None
-    total = math.prod(f.extent.value for f in mine)
-    dom = [iv.dom.extent.value for iv in b.iter_vars]
-    if total > 4 * _ENUM_LIMIT or math.prod(dom) > _CELL_LIMIT:
+    if math.prod(f.extent.value for f in mine) > 4 * _ENUM_LIMIT:
         return None
     grids = np.meshgrid(*[np.arange(f.min.value, f.min.value + f.extent.value) for f in mine], indexing="ij")
     env = {f.loop_var: g.ravel() for f, g in zip(mine, grids)}
     size = grids[0].size if grids else 1
     try:
         keep = np.broadcast_to(np.asarray(eval_array(realize.predicate, env), dtype=bool), (size,))
-        cols = [np.broadcast_to(np.asarray(eval_array(v, env)), (size,))[keep] - iv.dom.min.value
-                for iv, v in zip(b.iter_vars, realize.iter_values)]
+        return {iv.var: np.broadcast_to(np.asarray(eval_array(v, env)), (size,))[keep]
+                for iv, v in zip(realize.block.iter_vars, realize.iter_values)}, int(keep.sum())
     except (ValueError, KeyError):
         return None
+
+
+def _instances_are_domain(realize: BlockRealize, loops: list[For]) -> bool | None:
+    """Whether the instances the loops run (bindings where the predicate holds) are exactly the
+    iterator domain, found by running the loops; None when they are not constant and small."""
+    import numpy as np
+
+    b = realize.block
+    if not all(isinstance(x, IntImm) for iv in b.iter_vars for x in (iv.dom.min, iv.dom.extent)):
+        return None
+    dom = [iv.dom.extent.value for iv in b.iter_vars]
+    if math.prod(dom) > _CELL_LIMIT:
+        return None
+    grid = _instance_grid(realize, loops)
+    if grid is None:
+        return None
+    values, count = grid
+    cols = [values[iv.var] - iv.dom.min.value for iv in b.iter_vars]
     if not cols:
-        return bool(keep.any())
+        return count > 0
     if any(((c < 0) | (c >= n)).any() for c, n in zip(cols, dom)):
         return False
     return len(np.unique(np.ravel_multi_index(cols, dom))) == math.prod(dom)
@@ -595,10 +611,18 @@ def _check_under_loop(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
                                      rule="a producer stays before its consumers")
             produced = _span_box(me.block, _buffer_box(me.block, me.block.writes, buf), spans) \
                 if first is me else _produced_box(first, buf)
-            needed = _span_box(me.block, _buffer_box(me.block, me.block.reads, buf), spans) \
-                if second is me else _needed_box(second, buf)
+            needed = _in_shape(_span_box(me.block, _buffer_box(me.block, me.block.reads, buf), spans)
+                               if second is me else _needed_box(second, buf), buf)
             _check_flow(func, primitive, loop, lpath, first, second, buf, produced, needed,
                         exact_writer=first is not me)
+
+
+def _in_shape(box: Box, buf: Buffer) -> Box:
+    """`box` clipped to the buffer: a read region past the buffer's edge (`T.reads(B[v:v + 2])`
+    whose far element a `T.if_then_else` guards, a concat's other branch) names no element any
+    block writes, and a program that ran such a read would be out of bounds anyway."""
+    return [(simplify(max_(lo, const(0, lo.dtype))), simplify(min_(hi, n - 1)))
+            for (lo, hi), n in zip(box, buf.shape)]
 
 
 def _check_final(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: _Site, reader: _Site,
@@ -797,7 +821,7 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, Non
                              f"{block_name(block)} reads comes after a block reading what it writes",
                              loops=(loop_var,), blocks=(block,),
                              rule="compute_at needs a place after the producers and before the consumers")
-    new = _insert_in_loop(_without(func, realize), loop_var, last_w + 1, nest)
+    new = _insert_in_loop(_without(func, realize), loop_var, first_r, nest)
     _check_under_loop(new, "compute_at", loop_var, block, True, spans)
     return new, None
 
@@ -928,6 +952,22 @@ def _single_store(func: PrimFunc, primitive: str, realize: BlockRealize, role: s
     return b.body
 
 
+def _check_no_address(func: PrimFunc, primitive: str, buf: Buffer, moved: str) -> None:
+    """No block takes the address of an element of `buf` (`T.address_of`, `access_ptr`): such an
+    opaque access sees memory, not values, so the stores the primitive removes must stay."""
+    for r in all_realizes(func.body):
+        if r is func.body:
+            continue
+        calls = [c for c in collect(r.block.body, Call) if c.op == "address_of" and
+                 isinstance(c.args[0], BufferLoad) and c.args[0].buffer is buf]
+        if calls and not child_realizes(r):
+            raise schedule_error(func, primitive, f"{block_name(r.block.name)} takes the address of {buf.name} "
+                                 f"(T.address_of / access_ptr), an opaque access to its memory",
+                                 blocks=(moved, r.block.name),
+                                 rule=f"{primitive} removes {buf.name}, so every access to it must read an element",
+                                 fix="keep both blocks (or cache the buffer and pass the cache's address)")
+
+
 def _writers(func: PrimFunc, buf: Buffer) -> list[Block]:
     return [r.block for r in all_realizes(func.body) if r is not func.body and buf in _writes(r.block)]
 
@@ -977,6 +1017,7 @@ def compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     if any(load.buffer is buf for load in collect(store.value, BufferLoad)):
         raise schedule_error(func, "compute_inline", f"{block_name(block)} reads {buf.name}, which it writes",
                              blocks=(block,), rule="an inlined value cannot depend on its own buffer")
+    _check_no_address(func, "compute_inline", buf, block)
     _check_inputs_stable(func, realize, buf)
     new = _without(func, realize)
     new = func.with_body(_Inliner(buf, idx, store.value).visit(new.body))
@@ -1023,14 +1064,15 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     p_store = _single_store(func, "reverse_compute_inline", p_realize, "the producer", consumer=block)
     loads = [ld for ld in collect(store.value, BufferLoad) if ld.buffer is buf]
     first = list(loads[0].indices)
-    inverse = _digit_inverse(first, c)
+    inverse = read_inverse(first, c)
     if inverse is None or not all(all(same_expr(a, b) for a, b in zip(ld.indices, first)) for ld in loads):
         raise schedule_error(func, "reverse_compute_inline", f"{block_name(block)} reads {buf.name}"
                              f"[{', '.join(expr_text(i) for i in loads[0].indices)}]"
                              + ("" if len(loads) == 1 else " among other index patterns"), blocks=(block,),
                              rule="reverse_compute_inline needs every read of the producer's buffer to use the same "
-                                  "indices, each a mixed-radix number of the consumer's iterators (vi, or "
-                                  "vi * 16 + vj with vj < 16), every iterator once",
+                                  "indices, one-to-one in the consumer's iterators: each index a digit of a "
+                                  "mixed-radix number of them (vi, vi * 16 + vj with vj < 16, vi // 16 and "
+                                  "vi % 16), every iterator in one number",
                              fix="compute_inline the producer instead, or keep both blocks")
     others = [r.name for r in _readers(func, buf) if r is not c]
     if others or alloc_site(func, buf) is None:
@@ -1039,16 +1081,86 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
                              blocks=(block,) + tuple(others[:1]),
                              rule="reverse_compute_inline removes the producer's buffer, so the consumer must be its "
                                   "only reader")
-    _check_full_cover(func, realize, cpath, p, p_store, buf, inverse)
+    if not is_true(realize.predicate):
+        raise schedule_error(func, "reverse_compute_inline", f"{block_name(c.name)} has a T.where predicate",
+                             blocks=(c.name,), rule="the consumer must run on its whole domain",
+                             fix="reverse_compute_inline before the split that added the predicate")
+    _check_movable(func, "reverse_compute_inline", realize, cpath)
+    _check_no_address(func, "reverse_compute_inline", buf, block)
+    _check_reads_written(func, p_realize, ppath, p_store, c, buf, first)
     _check_order(func, p_realize, realize, store.buffer)
-    vmap = {v: simplify(rebuild(p_store.indices)) for v, rebuild in inverse[0].items()}
+    element = list(p_store.indices)
+    vmap = inverse.iterators(element)
+    guards = inverse.guards(element, {iv.var: iv.dom for iv in p.iter_vars})
     value = substitute(_replace_loads(store.value, buf, p_store.value), vmap)
     indices = tuple(substitute(i, vmap) for i in store.indices)
     new_p = refresh_block(dataclasses.replace(p, body=BufferStore(store.buffer, value, indices)))
-    new = replace_at(func, ppath, p_realize, dataclasses.replace(p_realize, block=new_p))
+    predicate = p_realize.predicate
+    if guards:  # an over-computing producer: only the consumer's elements are stored
+        binding = dict(zip([iv.var for iv in p.iter_vars], p_realize.iter_values))
+        for g in guards:
+            g = substitute(g, binding)
+            predicate = g if is_true(predicate) else logical_and(predicate, g)
+        predicate = simplify(predicate, path_ranges(ppath))
+    new = replace_at(func, ppath, p_realize, dataclasses.replace(p_realize, block=new_p, predicate=predicate))
     realize2, _ = find_block(new, block, "reverse_compute_inline")
     new = _without(new, realize2)
     return drop_unused_allocs(new), None
+
+
+def _check_reads_written(func: PrimFunc, p_realize: BlockRealize, ppath: Path, p_store: BufferStore,
+                         c: Block, buf: Buffer, first: list[PrimExpr]) -> None:
+    """Every element the consumer reads is one the producer writes (the consumer runs its whole
+    domain): by the boxes when the producer stores at distinct iterators over its whole domain,
+    else by running both when their loops are constant and small."""
+    import numpy as np
+
+    p = p_realize.block
+    cdoms = {iv.var: iv.dom for iv in c.iter_vars}
+    read_box = [relax(i, cdoms) for i in first]
+    pvars = [iv.var for iv in p.iter_vars]
+    pdoms = {iv.var: iv.dom for iv in p.iter_vars}
+    fail = None
+    if is_true(p_realize.predicate) and all(isinstance(i, Var) and i in pvars for i in p_store.indices) \
+            and len(set(p_store.indices)) == len(p_store.indices):
+        for d, (i, (lo, hi)) in enumerate(zip(p_store.indices, read_box)):
+            plo, phi = relax(i, pdoms)
+            if not (prove(plo <= lo) and prove(hi <= phi)):
+                fail = (f"reads {buf.name} over [{expr_text(lo)}, {expr_text(hi)}] in dimension {d}, but "
+                        f"{block_name(p.name)} writes only [{expr_text(plo)}, {expr_text(phi)}]")
+                break
+        else:
+            return
+    shape = _shape_of(buf)
+    grid = _instance_grid(p_realize, loops_in_scope(ppath)) if shape is not None and fail is None else None
+    cgrid = None
+    if grid is not None and all(isinstance(x, IntImm) for iv in c.iter_vars for x in (iv.dom.min, iv.dom.extent)) \
+            and math.prod(iv.dom.extent.value for iv in c.iter_vars) <= _CELL_LIMIT:
+        cgrid = np.meshgrid(*[np.arange(iv.dom.min.value, iv.dom.min.value + iv.dom.extent.value)
+                              for iv in c.iter_vars], indexing="ij")
+    if grid is not None and cgrid is not None:
+        try:
+            written = np.zeros(shape, dtype=bool)
+            values, count = grid
+            cols = [np.broadcast_to(np.asarray(eval_array(i, values)), (count,)) for i in p_store.indices]
+            if all(((col >= 0) & (col < n)).all() for col, n in zip(cols, shape)):
+                written[tuple(cols)] = True
+                cenv = {iv.var: g.ravel() for iv, g in zip(c.iter_vars, cgrid)}
+                size = cgrid[0].size if cgrid else 1
+                rcols = [np.broadcast_to(np.asarray(eval_array(i, cenv)), (size,)) for i in first]
+                inside = np.ones(size, dtype=bool)
+                for col, n in zip(rcols, shape):
+                    inside &= (col >= 0) & (col < n)
+                if inside.all() and written[tuple(rcols)].all():
+                    return
+                fail = f"reads elements of {buf.name} that {block_name(p.name)} does not write"
+        except (ValueError, KeyError):
+            pass
+    raise schedule_error(func, "reverse_compute_inline", f"{block_name(c.name)} "
+                         + (fail or f"reads {buf.name} where tdsl cannot show that {block_name(p.name)} wrote it"),
+                         blocks=(p.name, c.name),
+                         rule="every element the consumer reads must be one the producer writes",
+                         fix="keep both blocks, or shrink the consumer to what the producer writes")
 
 
 def _replace_loads(expr: PrimExpr, buf: Buffer, value: PrimExpr) -> PrimExpr:
@@ -1057,70 +1169,6 @@ def _replace_loads(expr: PrimExpr, buf: Buffer, value: PrimExpr) -> PrimExpr:
             return value if node.buffer is buf else self.generic_visit(node)
 
     return _R().visit(expr)
-
-
-def _digit_inverse(indices: list[PrimExpr], c: Block):
-    """How to get the consumer's iterators back from the indices it reads the producer's buffer
-    at: ({iterator: f(buffer indices)}, [(lo, hi) covered per dimension]), or None. Each index is
-    a mixed-radix number of some iterators (`vi * 16 + vj`, vj over 16 values, from 0), every
-    iterator in exactly one index: then the map is one-to-one and onto the box it covers."""
-    doms = {iv.var: iv.dom for iv in c.iter_vars}
-    rebuild: dict = {}
-    covered = []
-    seen: set = set()
-    for d, e in enumerate(indices):
-        if isinstance(e, Var) and e in doms:
-            if e in seen:
-                return None
-            seen.add(e)
-            rebuild[e] = (lambda idx, d=d: idx[d])
-            covered.append((doms[e].min, simplify(doms[e].min + doms[e].extent - 1)))
-            continue
-        form = linear_form(e, list(doms))
-        if form is None or not (isinstance(form[1], IntImm) and form[1].value == 0):
-            return None
-        terms = sorted(((k, v) for v, k in form[0].items() if k != 0), key=lambda t: t[0])
-        if not terms or any(v in seen for _, v in terms):
-            return None
-        expect = 1
-        for k, v in terms:
-            dom = doms[v]
-            if k != expect or not (isinstance(dom.min, IntImm) and dom.min.value == 0
-                                   and isinstance(dom.extent, IntImm)):
-                return None
-            expect = k * dom.extent.value
-        for n, (k, v) in enumerate(terms):
-            seen.add(v)
-            top = n == len(terms) - 1
-            ext = doms[v].extent.value
-
-            def digit(idx, d=d, k=k, ext=ext, top=top):
-                x = idx[d] if k == 1 else idx[d] // k
-                return x if top else x % ext
-            rebuild[v] = digit
-        covered.append((IntImm(0, e.dtype), IntImm(expect - 1, e.dtype)))
-    if seen != set(doms):
-        return None
-    return rebuild, covered
-
-
-def _check_full_cover(func: PrimFunc, realize: BlockRealize, cpath: Path, p: Block, p_store: BufferStore,
-                      buf: Buffer, inverse) -> None:
-    """The consumer runs on exactly the elements the producer writes, once each."""
-    c = realize.block
-    if not is_true(realize.predicate):
-        raise schedule_error(func, "reverse_compute_inline", f"{block_name(c.name)} has a T.where predicate",
-                             blocks=(c.name,), rule="the consumer must run on every element the producer writes")
-    doms = {iv.var: iv.dom for iv in p.iter_vars}
-    for d, (i, (clo, chi)) in enumerate(zip(p_store.indices, inverse[1])):
-        lo, hi = relax(i, doms)
-        if not (prove(lo.eq(clo)) and prove(hi.eq(chi))):
-            raise schedule_error(func, "reverse_compute_inline", f"{block_name(p.name)} writes {buf.name} over "
-                                 f"[{expr_text(lo)}, {expr_text(hi)}] in dimension {d}, but "
-                                 f"{block_name(c.name)} runs over [{expr_text(clo)}, {expr_text(chi)}]",
-                                 blocks=(p.name, c.name),
-                             rule="the consumer must cover exactly what the producer writes")
-    _check_movable(func, "reverse_compute_inline", realize, cpath)
 
 
 def _check_order(func: PrimFunc, p_realize: BlockRealize, c_realize: BlockRealize, out: Buffer) -> None:
