@@ -60,12 +60,13 @@ def _numbers(indices: list[PrimExpr], block: Block) -> list[_Number] | None:
             return None
         inner, step, radix = peeled
         form = linear_form(inner, list(doms))
-        if form is None or not isinstance(simplify(form[1]), IntImm):
+        offset = None if form is None else simplify(form[1])
+        if form is None or not isinstance(offset, IntImm):
             return None
         coeffs = tuple(sorted(((v, c) for v, c in form[0].items() if c != 0), key=lambda t: t[1]))
         if not coeffs:
             continue  # a constant index names no iterator (ReadInverse.guards pins it)
-        key = (coeffs, simplify(form[1]).value)
+        key = (coeffs, offset.value)
         found.setdefault(key, []).append((d, step, radix))
     return [_Number(coeffs, offset, tuple(sorted(digits, key=lambda t: t[1])))
             for (coeffs, offset), digits in found.items()]
