@@ -2,6 +2,7 @@
 
 `check(sch_or_func, original)`: the print -> parse round trip is structurally equal, and the
 scheduled function computes what `original` computes on random inputs (tdsl.interpret).
+`same_on_cpu(sch_or_func, original)`: the same, with CPU builds of both.
 `expect_error(sch, step, *names)`: the step raises ScheduleError naming `names`, and the
 schedule is left exactly as it was (same function object, same trace).
 """
@@ -115,6 +116,18 @@ def check(scheduled, original: tdsl.PrimFunc, dims: dict[str, int] | None = None
         if isinstance(w, np.ndarray):
             np.testing.assert_allclose(g.astype("float64"), w.astype("float64"), rtol=tol, atol=tol,
                                        err_msg=f"buffer {p.name} differs\n{text}")
+
+
+def same_on_cpu(scheduled, original: tdsl.PrimFunc, seed: int = 0, tol: float = 1e-5) -> None:
+    """A CPU build of the scheduled function computes what a CPU build of `original` computes
+    on random inputs (constant shapes)."""
+    func = scheduled.func if isinstance(scheduled, tdsl.Schedule) else scheduled
+    args = _inputs(original, {}, np.random.default_rng(seed))
+    want, got = [a.copy() for a in args], [a.copy() for a in args]
+    tdsl.build(original)(*want)
+    tdsl.build(func)(*got)
+    for p, w, g in zip(original.params, want, got):
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"buffer {p.name} differs")
 
 
 def expect_error(sch: tdsl.Schedule, step, *names: str) -> str:

@@ -1,7 +1,7 @@
 """test_tir_schedule_compute_at.py cases where tdsl differs on purpose (docs/script.md): TVM
 refuses a compute_at / reverse_compute_at when another consumer / producer is outside the loop;
 tdsl accepts, and the result computes the same."""
-from sched_check import check
+from sched_check import check, same_on_cpu
 
 import tdsl
 from tdsl import T
@@ -53,6 +53,7 @@ def test_compute_at_with_a_consumer_outside_the_loop():
     loop, _ = sch.get_loops(sch.get_sblock("C"))
     sch.compute_at("B", loop)
     check(sch, fail_all_consumers_under_loop)
+    same_on_cpu(sch, fail_all_consumers_under_loop)
 
 
 def test_reverse_compute_at_with_a_producer_outside_the_loop():
@@ -61,3 +62,4 @@ def test_reverse_compute_at_with_a_producer_outside_the_loop():
     loop, _ = sch.get_loops(sch.get_sblock("C"))
     sch.reverse_compute_at("D", loop)
     check(sch, fail_all_producers_under_loop)
+    same_on_cpu(sch, fail_all_producers_under_loop)

@@ -891,6 +891,18 @@ def _read_iters(block: Block, buf: Buffer) -> list[tuple[Var, PrimExpr, int] | N
     return out
 
 
+def _read_digits(block: Block, buf: Buffer, hits) -> list[_Digit | None]:
+    """Per dimension of `buf` that `hits` (_read_iters) leaves out, the digit of one spatial
+    iterator the block reads it at, when it reads one element there (else None)."""
+    spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
+    region = _buffer_box(block, block.reads, buf)
+    out: list[_Digit | None] = []
+    for r, hit in zip(region.region, hits):
+        d = _digit(r.min) if hit is None and isinstance(r.extent, IntImm) and r.extent.value == 1 else None
+        out.append(d if d is not None and d.var in spatial and (d.step, d.radix) != (1, None) else None)
+    return out
+
+
 def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, None]:
     """Move a consumer under `loop`, computing at each iteration what the producers there wrote."""
     realize, bpath = find_block(func, block, "reverse_compute_at")
@@ -909,7 +921,9 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimF
     boxes: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
     for site in producers:
         for buf in sorted(_writes(site.block) & _reads(b), key=lambda x: x.name):
-            for (lo, hi), hit in zip(_produced_box(site, buf), _read_iters(b, buf)):
+            produced = _produced_box(site, buf)
+            hits = _read_iters(b, buf)
+            for (lo, hi), hit in zip(produced, hits):
                 if hit is not None and hit[0] not in boxes:
                     v, c, ext = hit
                     last = simplify(hi - c - (ext - 1), ranges)
@@ -919,6 +933,12 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimF
                     else:
                         first = simplify(lo - c, ranges)
                     boxes[v] = (first, last)
+            # dimensions read at digits of an iterator (temp[vi // 16, vi % 16]): the instances
+            # whose elements were produced, inverted digit by digit (a superset is refused by
+            # the checks below)
+            digits = _read_digits(b, buf, hits)
+            for v, span in _invert_box(digits, produced, buf.shape, ranges).items():
+                boxes.setdefault(v, span)
     nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop))
     new = _insert_in_loop(_without(func, realize), loop_var, len(_body_items(loop)), nest)
     _check_complete(new, "reverse_compute_at", loop_var, block, spans)
