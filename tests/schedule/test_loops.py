@@ -544,7 +544,7 @@ def test_error_message_layout():
     msg = expect_error(sch, lambda: sch.split(j, factors=[3, 4]))
     assert msg.splitlines()[:5] == [
         "split: factors [3, 4] multiply to 12, but loop j has extent 16",
-        "  rule: without a None factor, the factors of a split must multiply to the loop's extent",
+        "  rule: without a None factor, the factors of a split must multiply to at least the loop's extent",
         ("  fix: write factors=[None, 4] to let tdsl infer the outer factor (a non-dividing split adds a T.where "
          "predicate)"),
         "    >> for i, j, k in T.grid(16, 16, 16):  # <-- j",

@@ -343,3 +343,58 @@ def test_compute_inline_through_a_matched_view():
     sch = tdsl.Schedule(buffer_matched)
     sch.compute_inline("B")
     check(sch, buffer_matched)
+
+
+# split factors covering more than the loop; decompose_reduction under a tail guard -------------
+
+MATMUL = '''
+@T.prim_func
+def matmul(A: T.Buffer((32, 32), "float32"), B: T.Buffer((32, 32), "float32"), C: T.Buffer((32, 32), "float32")):
+    for i, j, k in T.grid(32, 32, 32):
+        with T.block("update"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+'''
+
+
+def test_split_factors_may_cover_more_than_the_loop():
+    # test_split_with_predicate: [5, 7] over 32 iterations runs 35 with a T.where guard
+    original = tdsl.parse(MATMUL)
+    sch = tdsl.Schedule(original)
+    i, _, _ = sch.get_loops("update")
+    sch.split(i, factors=[5, 7])
+    check(sch, original)
+    assert "T.where(i_0 * 7 + i_1 < 32)" in sch.func.script()
+    i0, _, _, _ = sch.get_loops("update")
+    expect_error(sch, lambda: sch.split(i0, factors=[2, 2]), "at least")
+
+
+def test_decompose_reduction_above_a_split_with_a_tail_guard():
+    # test_reduction_decompose4: the guard k_0 * 7 + k_1 < 32 holds at k = 0, where the init runs
+    original = tdsl.parse(MATMUL)
+    sch = tdsl.Schedule(original)
+    i, _, k = sch.get_loops("update")
+    _, ii = sch.split(i, factors=[4, 8])
+    sch.split(k, factors=[5, 7])
+    sch.decompose_reduction("update", ii)
+    check(sch, original)
+    init = sch.func.script().split('T.block("update_init")')[1].split("T.block(")[0]
+    assert "T.where" not in init
+
+
+def test_decompose_reduction_refuses_a_guard_false_at_the_first_iteration():
+    @T.prim_func
+    def skip_first(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8,), "float32")):
+        for i, k in T.grid(8, 8):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                T.where(1 <= k)
+                with T.init():
+                    B[vi] = T.float32(0)
+                B[vi] = B[vi] + A[vi, vk]
+
+    sch = tdsl.Schedule(skip_first)
+    i, _ = sch.get_loops("B")
+    expect_error(sch, lambda: sch.decompose_reduction("B", i), "B", "first iteration")

@@ -141,13 +141,15 @@ def _infer_const(func: PrimFunc, loop: For, factors: list) -> tuple[list[PrimExp
         inferred = -(-extent // rest)
         full = [const(inferred, var.dtype) if f is None else f for f in factors]
         return full, inferred * rest != extent
+    if rest > extent:
+        return list(factors), True  # TVM's over-covering split: the tail is guarded by T.where
     if rest != extent:
         shown = "[" + ", ".join(str(k) for k in known) + "]"
         hint = "[None, " + ", ".join(str(k) for k in known[1:]) + "]"
         raise schedule_error(func, "split", f"factors {shown} multiply to {rest}, but {loop_name(var)} has "
                              f"extent {extent}", loops=(var,),
-                             rule="without a None factor, the factors of a split must multiply to the loop's "
-                                  "extent",
+                             rule="without a None factor, the factors of a split must multiply to at least "
+                                  "the loop's extent",
                              fix=f"write factors={hint} to let tdsl infer the outer factor (a non-dividing split "
                                  "adds a T.where predicate)")
     return list(factors), False

@@ -213,11 +213,7 @@ def decompose_reduction(func: PrimFunc, block: str, loop_var: Var) -> tuple[Prim
                              rule="the init block runs before the whole loop, so no other block under it may see "
                                   "the reduction's buffer")
     skipped = {v for v, r in roles.items() if r != "S"}
-    if free_vars(realize.predicate) & skipped:
-        raise schedule_error(func, "decompose_reduction", f"the predicate of {block_name(block)} uses a "
-                             f"reduction loop below {loop_name(loop_var)}", loops=(loop_var,), blocks=(block,),
-                             rule="the init block keeps only the spatial loops, so its predicate cannot use the "
-                                  "others", fix="decompose at a loop below the reduction loops' split")
+    init_predicate = _init_predicate(func, block, realize, chain, skipped, loop_var)
     taken = var_names(func)
     new_loops, vmap = _copy_loops(chain, lambda f: roles[f.loop_var] == "S", taken)
     spatial = [(iv, v) for iv, v in zip(b.iter_vars, realize.iter_values) if iv.kind == "S"]
@@ -226,11 +222,42 @@ def decompose_reduction(func: PrimFunc, block: str, loop_var: Var) -> tuple[Prim
                        tuple(IterVar(ivmap[iv.var], iv.dom, "S") for iv, _ in spatial), (), (),
                        substitute(b.init, ivmap))
     init_realize = BlockRealize(tuple(substitute(v, vmap) for _, v in spatial),
-                                substitute(realize.predicate, vmap), refresh_block(init_block))
+                                substitute(init_predicate, vmap), refresh_block(init_block))
     update = refresh_block(dataclasses.replace(b, init=None))
     func2 = replace_at(func, bpath, realize, dataclasses.replace(realize, block=update))
     loop2, lpath2 = find_loop(func2, loop_var, "decompose_reduction")
     return insert_beside(func2, lpath2, loop2, _wrap(new_loops, init_realize), after=False), init_block.name
+
+
+def _init_predicate(func: PrimFunc, block: str, realize: BlockRealize, chain: list[For], skipped: set[Var],
+                    loop_var: Var) -> PrimExpr:
+    """The init block's predicate: the block's, less the conjuncts on the reduction loops it
+    drops. Those may go when they hold where the init runs in the original (the reduction loops
+    at their minimum, which binds every reduction iterator to its domain's minimum: a split's
+    tail guard `k_0 * 7 + k_1 < 128`), so the init still runs for every element."""
+    from ...arith import prove
+    from ...ir.tree import path_ranges
+
+    parts = _conjuncts(realize.predicate)
+    dropped = [c for c in parts if free_vars(c) & skipped]
+    if not dropped:
+        return realize.predicate
+    _, bpath = find_block(func, block, "decompose_reduction")
+    ranges = path_ranges(bpath)
+    mins = {f.loop_var: f.min for f in chain if f.loop_var in skipped}
+    starts = all(prove(substitute(v, mins).eq(iv.dom.min), ranges)
+                 for iv, v in zip(realize.block.iter_vars, realize.iter_values) if iv.kind == "R")
+    if not (starts and all(prove(substitute(c, mins), ranges) for c in dropped)):
+        raise schedule_error(func, "decompose_reduction", f"the predicate T.where({expr_text(realize.predicate)}) "
+                             f"of {block_name(block)} uses a reduction loop below {loop_name(loop_var)} and does "
+                             "not hold at the reduction's first iteration", loops=(loop_var,), blocks=(block,),
+                             rule="the init block keeps only the spatial loops, so a condition on the others must "
+                                  "hold where the init runs (as a split's tail guard does)",
+                             fix="decompose at a loop below the reduction loops")
+    from ...ir.stmt import TRUE
+
+    kept = [c for c in parts if not free_vars(c) & skipped]
+    return _all_of(kept) if kept else TRUE
 
 
 def _block_names(func: PrimFunc) -> list[str]:
