@@ -398,3 +398,33 @@ def test_decompose_reduction_refuses_a_guard_false_at_the_first_iteration():
     sch = tdsl.Schedule(skip_first)
     i, _ = sch.get_loops("B")
     expect_error(sch, lambda: sch.decompose_reduction("B", i), "B", "first iteration")
+
+
+# cache_write of a block with a predicate -------------------------------------------------------
+
+@T.prim_func
+def half_overwritten(A: T.Buffer((10,), "float32"), C: T.Buffer((10,), "float32")):
+    for i in range(10):
+        with T.block("C0"):
+            vi = T.axis.S(10, i)
+            C[vi] = A[vi]
+    for i in range(10):
+        with T.block("C1"):
+            vi = T.axis.S(10, i)
+            T.where(i < 5)
+            C[vi] = A[vi] * T.float32(2)
+
+
+def test_cache_write_refuses_a_predicate_that_skips_part_of_the_box():
+    # the copy back of C[0:10] would overwrite C0's C[5:10] with garbage (tdsl used to accept)
+    sch = tdsl.Schedule(half_overwritten)
+    expect_error(sch, lambda: sch.cache_write("C1", 0, "global"), "C1", "T.where")
+
+
+def test_cache_write_after_a_non_dividing_split():
+    original = tdsl.parse(MATMUL)
+    sch = tdsl.Schedule(original)
+    i, _, _ = sch.get_loops("update")
+    sch.split(i, factors=[None, 5])
+    sch.cache_write("update", 0, "local")
+    check(sch, original)

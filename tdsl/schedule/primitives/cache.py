@@ -39,6 +39,7 @@ from ...ir import (
     free_vars,
     logical_and,
     replace_buffers,
+    same_expr,
     substitute,
 )
 from ...ir.tree import (
@@ -59,6 +60,7 @@ from ..tree import (
     buffer_names,
     find_block,
     insert_beside,
+    is_true,
     refresh_block,
     refresh_touching,
     scope_of,
@@ -360,12 +362,49 @@ def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: B
             iters = iters * f.extent.value if isinstance(f.extent, IntImm) and iters is not None else None
         if points is not None and iters is not None and points > iters:
             ok = False
+        if ok and not is_true(realize.predicate) and not _guards_only_the_domain(realize, stores):
+            ok = _box_all_written(realize, own, buf, bounds, ranges)
     if not ok:
         raise schedule_error(func, "cache_write", f"{block_name(b.name)} does not write every element of the "
                              f"part of {buf.name} it touches (its store indices are not distinct spatial "
-                             "iterators covering that part)", blocks=(b.name,),
+                             "iterators covering that part, or a T.where predicate skips some of it)",
+                             blocks=(b.name,),
                              rule="the copy back writes a whole box, so the block must fill it",
                              fix="cache_write a block that stores to buf[vi, vj, ...] with its spatial iterators")
+
+
+def _guards_only_the_domain(realize: BlockRealize, stores: list[BufferStore]) -> bool:
+    """Every conjunct of the predicate is a split's tail guard `binding < n` on an iterator that
+    indexes every store, with n at least the end of its domain: it skips only instances outside the
+    domain, which write nothing of the (clipped) box."""
+    from ...ir import Binary
+
+    def conjuncts(e):
+        return conjuncts(e.a) + conjuncts(e.b) if isinstance(e, Binary) and e.op == "and" else [e]
+
+    b = realize.block
+    indexing = [iv for iv, v in zip(b.iter_vars, realize.iter_values)
+                if iv.kind == "S" and all(any(i is iv.var for i in s.indices) for s in stores)]
+    for c in conjuncts(realize.predicate):
+        if not (isinstance(c, Binary) and c.op in ("lt", "le")):
+            return False
+        end = c.b if c.op == "lt" else c.b + 1
+        if not any(same_expr(simplify(c.a), simplify(v)) and prove(end >= iv.dom.min + iv.dom.extent)
+                   for iv, v in zip(b.iter_vars, realize.iter_values) if iv in indexing):
+            return False
+    return True
+
+
+def _box_all_written(realize: BlockRealize, own: list[For], buf: Buffer, bounds, ranges) -> bool:
+    """A block with a predicate writes every element of the constant box `bounds`, found by
+    running its loops (False when that cannot be done)."""
+    from .instances import written_mask
+
+    box = [(simplify(lo, ranges), simplify(hi, ranges)) for lo, hi in bounds]
+    if not all(isinstance(x, IntImm) for b in box for x in b) or not all(isinstance(s, IntImm) for s in buf.shape):
+        return False
+    mask = written_mask(realize, own, buf, tuple(s.value for s in buf.shape))
+    return mask is not None and bool(mask[tuple(slice(lo.value, hi.value + 1) for lo, hi in box)].all())
 
 
 # set_scope -----------------------------------------------------------------------------------

@@ -78,6 +78,8 @@ from ..tree import (
     refresh_touching,
     remove_realize,
 )
+from .instances import instance_grid as _instance_grid
+from .instances import written_mask
 from .read_inverse import read_inverse
 
 Box = list[tuple[PrimExpr, PrimExpr]]  # inclusive (lo, hi) per dimension
@@ -198,31 +200,6 @@ def _check_bindings_symbolic(func: PrimFunc, primitive: str, realize: BlockReali
                                  f"but its iterator domains hold {n_dom}", blocks=(b.name,),
                                  rule=f"{primitive} regenerates every instance of the domain exactly once",
                                  fix="bind each iterator to its whole domain")
-
-
-def _instance_grid(realize: BlockRealize, loops: list[For]):
-    """The instances the loops run, found by running them: (iterator -> array of values, one per
-    instance where the predicate holds), or None when the loops are not constant and small."""
-    import numpy as np
-
-    exprs = list(realize.iter_values) + [realize.predicate]
-    used = set().union(*(free_vars(e) for e in exprs))
-    mine = [f for f in loops if f.loop_var in used]
-    if used - {f.loop_var for f in mine}:
-        return None  # bindings that use variables from outside the scope
-    if not all(isinstance(x, IntImm) for f in mine for x in (f.min, f.extent)):
-        return None
-    if math.prod(f.extent.value for f in mine) > 4 * _ENUM_LIMIT:
-        return None
-    grids = np.meshgrid(*[np.arange(f.min.value, f.min.value + f.extent.value) for f in mine], indexing="ij")
-    env = {f.loop_var: g.ravel() for f, g in zip(mine, grids)}
-    size = grids[0].size if grids else 1
-    try:
-        keep = np.broadcast_to(np.asarray(eval_array(realize.predicate, env), dtype=bool), (size,))
-        return {iv.var: np.broadcast_to(np.asarray(eval_array(v, env)), (size,))[keep]
-                for iv, v in zip(realize.block.iter_vars, realize.iter_values)}, int(keep.sum())
-    except (ValueError, KeyError):
-        return None
 
 
 def _instances_are_domain(realize: BlockRealize, loops: list[For]) -> bool | None:
@@ -1152,28 +1129,22 @@ def _check_reads_written(func: PrimFunc, p_realize: BlockRealize, ppath: Path, p
         else:
             return
     shape = _shape_of(buf)
-    grid = _instance_grid(p_realize, loops_in_scope(ppath)) if shape is not None and fail is None else None
-    cgrid = None
-    if grid is not None and all(isinstance(x, IntImm) for iv in c.iter_vars for x in (iv.dom.min, iv.dom.extent)) \
+    written = written_mask(p_realize, loops_in_scope(ppath), buf, shape) if shape is not None and fail is None \
+        else None
+    if written is not None and all(isinstance(x, IntImm) for iv in c.iter_vars for x in (iv.dom.min, iv.dom.extent)) \
             and math.prod(iv.dom.extent.value for iv in c.iter_vars) <= _CELL_LIMIT:
         cgrid = np.meshgrid(*[np.arange(iv.dom.min.value, iv.dom.min.value + iv.dom.extent.value)
                               for iv in c.iter_vars], indexing="ij")
-    if grid is not None and cgrid is not None:
         try:
-            written = np.zeros(shape, dtype=bool)
-            values, count = grid
-            cols = [np.broadcast_to(np.asarray(eval_array(i, values)), (count,)) for i in p_store.indices]
-            if all(((col >= 0) & (col < n)).all() for col, n in zip(cols, shape)):
-                written[tuple(cols)] = True
-                cenv = {iv.var: g.ravel() for iv, g in zip(c.iter_vars, cgrid)}
-                size = cgrid[0].size if cgrid else 1
-                rcols = [np.broadcast_to(np.asarray(eval_array(i, cenv)), (size,)) for i in first]
-                inside = np.ones(size, dtype=bool)
-                for col, n in zip(rcols, shape):
-                    inside &= (col >= 0) & (col < n)
-                if inside.all() and written[tuple(rcols)].all():
-                    return
-                fail = f"reads elements of {buf.name} that {block_name(p.name)} does not write"
+            cenv = {iv.var: g.ravel() for iv, g in zip(c.iter_vars, cgrid)}
+            size = cgrid[0].size if cgrid else 1
+            rcols = [np.broadcast_to(np.asarray(eval_array(i, cenv)), (size,)) for i in first]
+            inside = np.ones(size, dtype=bool)
+            for col, n in zip(rcols, shape):
+                inside &= (col >= 0) & (col < n)
+            if inside.all() and written[tuple(rcols)].all():
+                return
+            fail = f"reads elements of {buf.name} that {block_name(p.name)} does not write"
         except (ValueError, KeyError):
             pass
     raise schedule_error(func, "reverse_compute_inline", f"{block_name(c.name)} "
