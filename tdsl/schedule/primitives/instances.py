@@ -18,11 +18,13 @@ def instance_grid(realize: BlockRealize, loops: list[For], limit: int = 80_000):
     mine = [f for f in loops if f.loop_var in used]
     if used - {f.loop_var for f in mine}:
         return None  # bindings that use variables from outside the scope
-    if not all(isinstance(x, IntImm) for f in mine for x in (f.min, f.extent)):
+    bounds = [(f.min, f.extent) for f in mine]
+    if not all(isinstance(lo, IntImm) and isinstance(n, IntImm) for lo, n in bounds):
         return None
-    if math.prod(f.extent.value for f in mine) > limit:
+    spans = [(int(lo.value), int(n.value)) for lo, n in bounds]  # type: ignore[attr-defined]
+    if math.prod(n for _, n in spans) > limit:
         return None
-    grids = np.meshgrid(*[np.arange(f.min.value, f.min.value + f.extent.value) for f in mine], indexing="ij")
+    grids = np.meshgrid(*[np.arange(lo, lo + n) for lo, n in spans], indexing="ij")
     env = {f.loop_var: g.ravel() for f, g in zip(mine, grids)}
     size = grids[0].size if grids else 1
     try:
@@ -40,8 +42,9 @@ def written_mask(realize: BlockRealize, loops: list[For], buf: Buffer, shape: tu
     import numpy as np
 
     body = realize.block.body
-    stores = list(body.seq) if isinstance(body, SeqStmt) else [body]
-    if not all(isinstance(s, BufferStore) for s in stores):
+    items = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    stores = [s for s in items if isinstance(s, BufferStore)]
+    if len(stores) != len(items):
         return None
     grid = instance_grid(realize, loops)
     if grid is None:
