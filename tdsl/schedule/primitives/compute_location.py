@@ -3,7 +3,8 @@
 compute_at / reverse_compute_at move a block under a loop of the same scope and give it new loops
 (`ax0, ax1, ...`, one per iterator) over just the instances needed (compute_at: what the
 consumers under the loop read) or possible (reverse_compute_at: what the producers under the
-loop have written) at each iteration of that loop. Whatever TVM leaves to the user's care is
+loop have written) at each iteration of that loop; compute_at places it right before the first
+consumer under the loop, reverse_compute_at at the end of the loop body (TVM's index=-1). Whatever TVM leaves to the user's care is
 checked here (see apache/tvm#15911): every element a moved consumer reads must have been written
 by the producers under the loop at that iteration or an earlier one, every instance of the
 block still runs, and no other block's view of the data changes. When constant, the check
