@@ -458,3 +458,27 @@ def test_reorder_with_a_predicate_or_a_non_affine_binding():
         i, _, _, l = sch.get_loops("B")
         sch.reorder(l, i)
         check(sch, original)
+
+
+@T.prim_func(s_tir=True)
+def layout_trans(A: T.Buffer((1, 3, 5, 5, 16), "float32"), C: T.Buffer((1, 6, 5, 5, 8), "float32")):
+    B = T.sblock_alloc_buffer((1, 3, 5, 5, 16))
+    for i0, i1, i2, i3, i4 in T.grid(1, 3, 5, 5, 16):
+        with T.sblock("compute"):
+            v_i0, v_i1, v_i2, v_i3, v_i4 = T.axis.remap("SSSSS", [i0, i1, i2, i3, i4])
+            B[v_i0, v_i1, v_i2, v_i3, v_i4] = A[v_i0, v_i1, v_i2, v_i3, v_i4] + T.float32(1)
+    for ax0, ax1, ax2, ax3, ax4 in T.grid(1, 6, 5, 5, 8):
+        with T.sblock("T_layout_trans"):
+            v_ax0, v_ax1, v_ax2, v_ax3, v_ax4 = T.axis.remap("SSSSS", [ax0, ax1, ax2, ax3, ax4])
+            C[v_ax0, v_ax1, v_ax2, v_ax3, v_ax4] = B[v_ax0, (v_ax1 * 8 + v_ax4) // 16, v_ax2, v_ax3,
+                                                     (v_ax1 * 8 + v_ax4) % 16]
+
+
+def test_reverse_compute_at_of_a_layout_transform():
+    # test_reverse_compute_at_layout_trans: each i1 of the producer yields two rows v_ax1 of C
+    sch = tdsl.Schedule(layout_trans)
+    i1 = sch.get_loops("compute")[1]
+    sch.reverse_compute_at("T_layout_trans", i1)
+    check(sch, layout_trans)
+    text = sch.func.script()
+    assert "i1 * 2 + " in text  # two rows of C per row of B

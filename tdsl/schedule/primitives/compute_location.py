@@ -81,7 +81,7 @@ from ..tree import (
 )
 from .instances import instance_grid as _instance_grid
 from .instances import written_mask
-from .read_inverse import read_inverse
+from .read_inverse import instance_spans, read_inverse
 
 Box = list[tuple[PrimExpr, PrimExpr]]  # inclusive (lo, hi) per dimension
 _ENUM_LIMIT = 20_000  # loop iterations walked by the exact checks
@@ -917,6 +917,14 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimF
             digits = _read_digits(b, buf, hits)
             for v, span in _invert_box(digits, produced, buf.shape, ranges).items():
                 boxes.setdefault(v, span)
+            # indices that are digits of a number of several iterators (a layout transform's
+            # `(v1 * 8 + v4) // 16`, `(v1 * 8 + v4) % 16`)
+            region = _buffer_box(b, b.reads, buf)
+            if all(isinstance(r.extent, IntImm) and r.extent.value == 1 for r in region.region):
+                inverse = read_inverse([r.min for r in region.region], b)
+                if inverse is not None:
+                    for v, span in instance_spans(inverse, produced, ranges).items():
+                        boxes.setdefault(v, span)
     nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop))
     new = _insert_in_loop(_without(func, realize), loop_var, len(_body_items(loop)), nest)
     _check_complete(new, "reverse_compute_at", loop_var, block, spans)

@@ -113,13 +113,13 @@ class ReadInverse:
             for n, (v, c) in enumerate(num.coeffs):
                 x = total if c == 1 else total // const(c, dt)
                 if n < len(num.coeffs) - 1:
-                    x = x % const(self._extent(v), dt)
+                    x = x % const(self.extent(v), dt)
                 out[v] = simplify(x)
         for iv in self.block.iter_vars:
             out.setdefault(iv.var, iv.dom.min)  # an iterator over one value
         return out
 
-    def _extent(self, v: Var) -> int:
+    def extent(self, v: Var) -> int:
         dom = next(iv.dom for iv in self.block.iter_vars if iv.var is v)
         assert isinstance(dom.extent, IntImm)
         return dom.extent.value
@@ -147,6 +147,38 @@ class ReadInverse:
                 if not prove(back.eq(element[d]), ranges):
                     out.append(simplify(back.eq(element[d]), ranges))
         return out
+
+
+def instance_spans(inverse: ReadInverse, box: list[tuple[PrimExpr, PrimExpr]],
+                   ranges: dict[Var, Range]) -> dict[Var, tuple[PrimExpr, PrimExpr]]:
+    """Per iterator, an inclusive (lo, hi) holding every instance that reads an element of `box`
+    (one (lo, hi) per buffer dimension). Digits are taken from the most significant down while
+    the box pins them; the first one with a range gives whole periods below it, and the same for
+    the iterators of the number (a superset when the box is not aligned: the caller checks)."""
+    out: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
+    for num in inverse.numbers:
+        dt = box[num.digits[0][0]][0].dtype
+        lo: PrimExpr = const(-num.offset, dt)
+        hi: PrimExpr = const(-num.offset, dt)
+        for d, step, _ in sorted(num.digits, key=lambda t: -t[1]):
+            dlo, dhi = box[d]
+            lo, hi = lo + dlo * step, hi + dhi * step
+            if not prove(dlo.eq(dhi), ranges):
+                hi = hi + (step - 1)
+                break
+        lo, hi = simplify(lo, ranges), simplify(hi, ranges)
+        pinned = True  # every iterator above is one value: this one's range does not wrap
+        for v, c in sorted(num.coeffs, key=lambda t: -t[1]):
+            top = v is num.coeffs[-1][0]
+            if not pinned:
+                out[v] = (const(0, dt), const(inverse.extent(v) - 1, dt))
+                continue
+            vlo, vhi = (lo, hi) if c == 1 else (lo // c, hi // c)
+            if not top:
+                vlo, vhi = vlo % inverse.extent(v), vhi % inverse.extent(v)
+            out[v] = (simplify(vlo, ranges), simplify(vhi, ranges))
+            pinned = prove(out[v][0].eq(out[v][1]), ranges)
+    return out
 
 
 def read_inverse(indices: list[PrimExpr], block: Block) -> ReadInverse | None:
