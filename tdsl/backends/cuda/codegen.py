@@ -44,6 +44,7 @@ from ...ir import (
 )
 from ...ir.attrs import CUDA_PRELUDE as PRELUDE_ATTR
 from ...lower.cross_thread import ALLREDUCE
+from ...lower.index_checks import INDEX_CHECK
 from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
 
 _SCALAR_TYPES = {
@@ -459,6 +460,8 @@ class CudaCodegen:
             if e.op == "if_then_else":
                 c, t, f = e.args
                 return f"({sub(c)} ? {sub(t)} : {sub(f)})"
+            if e.op == INDEX_CHECK:
+                return self.index_check(e, sub(e.args[0]))
             return self.call(e.op, e.args[0].dtype.element, [sub(a) for a in e.args], e.dtype.element)
         raise TargetError(f"the CUDA backend cannot generate a vector {type(e).__name__}")
 
@@ -589,10 +592,18 @@ class CudaCodegen:
             return f"({self.expr(c)} ? {self.expr(t)} : {self.expr(f)})"
         if e.op == SYNC:
             return "__syncthreads()"
+        if e.op == INDEX_CHECK:
+            return self.index_check(e, self.expr(e.args[0]))
         args = [self.expr(a) for a in e.args]
         if e.op not in _MATH and e.op != "sigmoid":
             return f"{e.op}({', '.join(args)})"
         return self.call(e.op, e.args[0].dtype.element, args, e.dtype.element)
+
+    def index_check(self, e: Call, index: str) -> str:
+        """`tdsl.index_check(index, extent, "A", axis)` (only in the emulator's checked variant,
+        see lower_for_cuda): `tdsl_emu_check`, which the emulator's header defines."""
+        _, extent, buf, axis = e.args
+        return f"tdsl_emu_check({_strip(index)}, {_strip(self.expr(extent))}, {self.expr(buf)}, {self.expr(axis)})"
 
     def call(self, op: str, dt: DataType, args: list[str], out: DataType) -> str:
         if dt.is_integer or dt.is_bool:

@@ -542,12 +542,26 @@ def insert_barriers(spec: KernelSpec, func: PrimFunc) -> int:
     return planner.count
 
 
-def lower_for_cuda(func: PrimFunc) -> HostPlan:
+def lower_for_cuda(func: PrimFunc, checked: bool = False) -> HostPlan:
     """Block IR -> kernels with barriers: `tdsl.lower(func, "cuda")` (every GPU pass listed
-    there), then kernel splitting and barrier planning."""
-    from ...lower import lower
+    there), then kernel splitting and barrier planning.
 
-    lowered = lower(func, "cuda")
+    An access provably outside its buffer is a BoundsError here, per axis (checked on the
+    compacted n-d buffers, as the CPU build does) and on the flat buffers. `checked=True` is the
+    emulator's variant: every access not proven in bounds gets a per-axis `tdsl.index_check`
+    (its CUDA C++ calls `tdsl_emu_check`, which only the emulator's header defines)."""
+    from ...ir.attrs import set_attr
+    from ...lower import lower
+    from ...lower.index_checks import BOUNDS_CHECK_ATTR
+    from ..llvm.bounds import check_static_bounds
+
+    def per_axis_static_check(name: str, stage: PrimFunc) -> None:
+        if name == "compact_gpu_buffers":   # buffers still have their axes (and compacted shapes)
+            check_static_bounds(stage, scalar_only=True)
+
+    lowered = lower(set_attr(func, BOUNDS_CHECK_ATTR, True) if checked else func, "cuda",
+                    trace=per_axis_static_check)
+    check_static_bounds(lowered)
     plan = split_kernels(lowered, warp_calls(func))
     for spec in plan.kernels:
         insert_barriers(spec, lowered)

@@ -112,6 +112,19 @@ template <class... A> [[noreturn]] inline void fail(const char* fmt, A... args) 
   fail("out-of-bounds access: %s[%lld], but %s has %lld elements", name, index, name, extent);
 }
 
+}  // namespace tdsl_emu
+
+// The emulator's checked variant of a kernel (tdsl.index_check in the IR) wraps each index that
+// is not proven in bounds: `A[tdsl_emu_check(j - 1, 16, "A", 1) + i * 16]`.
+template <class I, class E> inline I tdsl_emu_check(I i, E extent, const char* buffer, int axis) {
+  if ((long long)i < 0 || (long long)i >= (long long)extent)
+    ::tdsl_emu::fail("out-of-bounds access: %s index %lld on axis %d is outside [0, %lld)", buffer, (long long)i,
+                     axis, (long long)extent);
+  return i;
+}
+
+namespace tdsl_emu {
+
 inline void add_region(const void* p, size_t bytes, const char* name) {
   State& s = state();
   for (int i = 0; i < s.nregions; ++i)
