@@ -63,6 +63,7 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
 MAX_GRID_DIM = {"x": 2**31 - 1, "y": 65535, "z": 65535}
 MAX_STATIC_SHARED_BYTES = 48 * 1024
+MAX_LOCAL_BYTES = 512 * 1024     # local memory per thread (every CUDA architecture since sm_20)
 SYNC = "__syncthreads"
 
 
@@ -307,6 +308,14 @@ class _SharedHoister(IRMutator):
                               "under the blockIdx loop, a constant split factor), or keep it global")
         if buf.scope == "shared":
             return body
+        size = 1
+        for s in buf.shape:
+            size *= s.value
+        if size * buf.dtype.itemsize * buf.dtype.lanes > MAX_LOCAL_BYTES:
+            raise TargetError(f"buffer {buf.name!r} (scope local) in kernel {self.kernel!r} holds {size} elements "
+                              f"({size * buf.dtype.itemsize * buf.dtype.lanes} bytes) per thread; CUDA allows at "
+                              f"most {MAX_LOCAL_BYTES} bytes of local memory per thread: compute it at an inner "
+                              "loop (a smaller tile per thread) or use scope \"shared\" or \"global\"")
         return op if body is op.body else replace(op, body=body)
 
 

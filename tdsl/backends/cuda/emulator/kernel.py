@@ -21,6 +21,7 @@ import numpy as np
 from ....errors import ArgumentError, TargetError
 from ....ir import Buffer
 from ..kernel import CudaKernel, _Arg, evaluate, scalar_ctype
+from ..lower_gpu import MAX_BLOCK_DIM, MAX_GRID_DIM
 from .translate import EmuKernel
 
 CHECKED_SUFFIX = "_checked"   # the checked variant's kernel names (see emulator.checked_variant)
@@ -147,6 +148,12 @@ class EmulatedKernel(CudaKernel):
         block = tuple(evaluate(e, values) for e in spec.dims("threadIdx"))
         if min(grid) <= 0 or min(block) <= 0:
             return None
+        # what a GPU refuses to launch (symbolic extents; constant ones are refused at build)
+        for kind, dims, limits in (("blockIdx", grid, MAX_GRID_DIM), ("threadIdx", block, MAX_BLOCK_DIM)):
+            for axis, got in zip("xyz", dims):
+                if got > limits[axis]:
+                    raise TargetError(f"kernel {spec.name!r}: {kind}.{axis} extent {got} exceeds the CUDA limit "
+                                      f"{limits[axis]}")
         return grid, block, (ctypes.c_longlong * 6)(*grid, *block)
 
     def _run_checked(self, checked: tuple, arrays: dict, scalars: dict, values: dict) -> None:
