@@ -117,3 +117,23 @@ def test_local_buffer_past_512_kib_per_thread_is_refused():
 
     with pytest.raises(tdsl.TargetError, match=r"'L' \(scope local\).*140000 elements \(560000 bytes\) per thread"):
         cuda_source(local_copy)
+
+
+@T.prim_func
+def scalar_dim(A: T.Buffer(("n",), "float32"), B: T.Buffer(("n",), "float32"), n: T.int32):
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi] + T.float32(1)
+
+
+@needs_cxx
+def test_a_scalar_naming_a_dimension_is_checked_against_the_arrays():
+    # on a GPU n = 40 with 5-element arrays would write past B (the emulator only catches it
+    # as an out-of-bounds access); the call refuses it first, as the CPU kernel does
+    kernel = tdsl.build(_bind_1d(scalar_dim), target="cuda", emulate=True)
+    a = np.ones(5, "float32")
+    np.testing.assert_array_equal(kernel(a, n=5), a + 1)
+    for n in (40, 10**8, 4, -1):
+        with pytest.raises(tdsl.ArgumentError, match=f"dimension 0 is 5 but symbolic dimension 'n' is already {n}"):
+            kernel(a, np.zeros(5, "float32"), n)

@@ -187,9 +187,13 @@ class CudaKernel:
         dims: dict = {}
         bufs: list[_Arg] = []
         scalars: dict[Var, object] = {}
-        for p in self._params:
+        for p in self._params:   # scalars first: one that names a dimension must match the arrays
             if isinstance(p, Var):
                 scalars[p] = _check_scalar(p, given[p])
+                if p.dtype.is_integer:
+                    dims[p] = (int(scalars[p]), f"parameter {p.name!r}")
+        for p in self._params:
+            if isinstance(p, Var):
                 continue
             if p not in given:
                 bufs.append(_Arg(p, "new"))
