@@ -20,6 +20,7 @@ import numpy as np
 
 from ....errors import ArgumentError, TargetError
 from ....ir import Buffer
+from ....tracebacks import public_entry
 from ..kernel import CudaKernel, _Arg, evaluate, scalar_ctype
 from ..lower_gpu import MAX_BLOCK_DIM, MAX_GRID_DIM
 from .translate import EmuKernel
@@ -72,6 +73,10 @@ class EmulatedKernel(CudaKernel):
 
     # ------------------------------------------------------------------------- arguments
     def _classify(self, p: Buffer, value) -> _Arg:
+        device_array = _device_array_type()
+        if device_array is not None and isinstance(value, device_array):
+            # a GPU array (tdsl.to_device): run on a host copy, copied back after the call
+            return _Arg(p, "host", host=value.numpy(), original=value)
         if isinstance(value, np.ndarray):
             return _Arg(p, "host", host=value, original=value)
         if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
@@ -79,11 +84,13 @@ class EmulatedKernel(CudaKernel):
             if dev_type in (1, 3):  # kDLCPU, kDLCUDAHost
                 return _Arg(p, "host", host=np.from_dlpack(value), original=value)
             raise ArgumentError(f"parameter {p.name!r}: an emulated CUDA kernel runs on the CPU and takes host "
-                                f"arrays (numpy or CPU DLPack tensors), not a tensor on DLPack device type {dev_type}")
-        raise ArgumentError(f"parameter {p.name!r}: expected an array (numpy or a CPU DLPack tensor), "
+                                f"arrays (numpy, CPU DLPack tensors or tdsl DeviceArrays), not a tensor on DLPack "
+                                f"device type {dev_type}")
+        raise ArgumentError(f"parameter {p.name!r}: expected an array (numpy, a CPU DLPack tensor or a DeviceArray), "
                             f"got {type(value).__name__}")
 
     # ------------------------------------------------------------------------- calling
+    @public_entry
     def __call__(self, *args, stream=None, **kwargs):
         bufs, scalars, values = self._bind_all(args, kwargs, 0)
         arrays: dict[Buffer, np.ndarray] = {}
@@ -112,6 +119,15 @@ class EmulatedKernel(CudaKernel):
                 self._launch_emulated(spec, arrays, scalars, values)
         for orig, work in copies:
             np.copyto(orig, work)
+        device_array = _device_array_type()
+        on_device = device_array is not None and any(isinstance(a.original, device_array) for a in bufs)
+        if on_device:
+            for arg in bufs:
+                if isinstance(arg.original, device_array) and arg.param in self._written:
+                    arg.original.copy_from(arrays[arg.param])
+            from ..runtime import to_device
+
+            outputs = [to_device(o) for o in outputs]   # device in, device out (as on a GPU)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -255,6 +271,7 @@ class EmulatedKernel(CudaKernel):
         """Fiber switches the emulator made so far (a measure of its work)."""
         return int(self._lib.tdsl_emu_switches())
 
+    @public_entry
     def time(self, *args, number: int | None = None, repeat: int = 5, stream=None, **kwargs) -> float:
         """Median seconds per emulated call on the CPU (not GPU time), after a warm-up call."""
         self(*args, **kwargs)
@@ -266,6 +283,14 @@ class EmulatedKernel(CudaKernel):
                 self(*args, **kwargs)
             samples.append((_time.perf_counter() - t0) / number)
         return statistics.median(samples)
+
+
+def _device_array_type():
+    """runtime.DeviceArray when the runtime module is loaded (a DeviceArray can exist only then)."""
+    import sys
+
+    module = sys.modules.get(__name__.rsplit(".", 2)[0] + ".runtime")
+    return getattr(module, "DeviceArray", None)
 
 
 def _launcher(lib, name: str):
