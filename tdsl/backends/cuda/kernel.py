@@ -190,9 +190,9 @@ class CudaKernel:
         scalars: dict[Var, object] = {}
         for p in self._params:   # scalars first: one that names a dimension must match the arrays
             if isinstance(p, Var):
-                scalars[p] = _check_scalar(p, given[p])
-                if p.dtype.is_integer:
-                    dims[p] = (int(scalars[p]), f"parameter {p.name!r}")
+                value = scalars[p] = _check_scalar(p, given[p])
+                if p.dtype.is_integer and isinstance(value, int):
+                    dims[p] = (int(value), f"parameter {p.name!r}")
         for p in self._params:
             if isinstance(p, Var):
                 continue

@@ -308,12 +308,12 @@ class _SharedHoister(IRMutator):
                               "under the blockIdx loop, a constant split factor), or keep it global")
         if buf.scope == "shared":
             return body
-        size = 1
-        for s in buf.shape:
-            size *= s.value
-        if size * buf.dtype.itemsize * buf.dtype.lanes > MAX_LOCAL_BYTES:
-            raise TargetError(f"buffer {buf.name!r} (scope local) in kernel {self.kernel!r} holds {size} elements "
-                              f"({size * buf.dtype.itemsize * buf.dtype.lanes} bytes) per thread; CUDA allows at "
+        elements = 1
+        for extent in buf.shape:
+            elements *= extent.value
+        if elements * buf.dtype.itemsize * buf.dtype.lanes > MAX_LOCAL_BYTES:
+            raise TargetError(f"buffer {buf.name!r} (scope local) in kernel {self.kernel!r} holds {elements} elements "
+                              f"({elements * buf.dtype.itemsize * buf.dtype.lanes} bytes) per thread; CUDA allows at "
                               f"most {MAX_LOCAL_BYTES} bytes of local memory per thread: compute it at an inner "
                               "loop (a smaller tile per thread) or use scope \"shared\" or \"global\"")
         return op if body is op.body else replace(op, body=body)
