@@ -17,21 +17,17 @@ from .primitives import reduction as _reduction
 
 def _tvm_cache_args(kind: str, block, buffer, scope, consumer_blocks, index, storage_scope):
     """TVM's keyword names (read_buffer_index / write_buffer_index, storage_scope) and
-    `consumer_blocks`: tdsl caches for the one block it is given, so the consumers may only be
-    that block (call the primitive once per consumer for more)."""
+    `consumer_blocks` (blocks or names; recorded only when given, so that older traces replay)."""
     buffer = index if buffer is None else buffer
     scope = storage_scope if scope is None else scope
     if buffer is None or scope is None:
         raise ScheduleError(f"{kind}: give the buffer (its name or index) and the storage scope")
+    attrs = {"buffer": buffer, "scope": scope}
     if consumer_blocks is not None:
-        names = {c.name if isinstance(c, BlockRV) else c for c in consumer_blocks}
-        own = block.name if isinstance(block, BlockRV) else block
-        if names - {own}:
-            others = ", ".join(f'"{n}"' for n in sorted(names - {own}))
-            raise ScheduleError(f"{kind}: consumer_blocks names blocks other than \"{own}\" ({others}); a tdsl "
-                                "cache serves the one block it is made for\n  fix: call "
-                                f"sch.{kind} once per block")
-    return buffer, scope
+        if not isinstance(consumer_blocks, (list, tuple)):
+            raise ScheduleError(f"{kind}: consumer_blocks is a list of blocks, not {consumer_blocks!r}")
+        attrs["consumer_blocks"] = list(consumer_blocks)
+    return attrs
 
 
 def _stay(func, block, loop):
@@ -92,9 +88,8 @@ class DataflowMethods:
                         B[vi, vj] = A_shared[vi, vj] * T.float32(2.0)
         """
         self._expect("cache_read", block, (BlockRV,), "a block handle (from sch.get_block)")
-        buffer, scope = _tvm_cache_args("cache_read", block, buffer, scope, consumer_blocks, read_buffer_index,
-                                        storage_scope)
-        return self._apply("cache_read", _cache.cache_read, [block], {"buffer": buffer, "scope": scope})
+        attrs = _tvm_cache_args("cache_read", block, buffer, scope, consumer_blocks, read_buffer_index, storage_scope)
+        return self._apply("cache_read", _cache.cache_read, [block], attrs)
 
     def cache_write(self, block: BlockRV, buffer: int | str | None = None, scope: str | None = None,
                    consumer_blocks=None, *, write_buffer_index: int | str | None = None,
@@ -140,9 +135,9 @@ class DataflowMethods:
                         C[v0] = C_local[v0]
         """
         self._expect("cache_write", block, (BlockRV,), "a block handle (from sch.get_block)")
-        buffer, scope = _tvm_cache_args("cache_write", block, buffer, scope, consumer_blocks, write_buffer_index,
-                                        storage_scope)
-        return self._apply("cache_write", _cache.cache_write, [block], {"buffer": buffer, "scope": scope})
+        attrs = _tvm_cache_args("cache_write", block, buffer, scope, consumer_blocks, write_buffer_index,
+                                storage_scope)
+        return self._apply("cache_write", _cache.cache_write, [block], attrs)
 
     def set_scope(self, block: BlockRV, buffer: int | str, scope: str) -> None:
         """Change the storage scope of a buffer the function allocates (named, or by its index
