@@ -5,6 +5,7 @@ transform_block_layout, reindex_cache_read, reindex_cache_write. See
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .handles import BlockRV
 from .primitives import block_layout as _block_layout
@@ -18,6 +19,11 @@ def _index_map(fn):
 
 class RelayoutMethods:
     """transform_block_layout, reindex_cache_read, reindex_cache_write."""
+
+    if TYPE_CHECKING:   # provided by Schedule
+        def _apply(self, *args: Any, **kwargs: Any) -> Any: ...
+
+        def _expect(self, *args: Any, **kwargs: Any) -> None: ...
 
     def transform_block_layout(self, block: BlockRV, index_map: Callable) -> None:
         """Give `block` new iterators ``index_map(iterators)`` (TVM's transform_block_layout): one

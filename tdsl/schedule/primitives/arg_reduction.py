@@ -137,16 +137,19 @@ def _parts(block: Block, refuse) -> tuple[list[BufferStore], list[tuple[Var, Pri
     """The init stores, the let bindings and the update stores, checked for the two-buffer shape."""
     if block.init is None:
         raise refuse("has no T.init (rfactor of a two-buffer reduction needs it)")
-    inits = list(block.init.seq) if isinstance(block.init, SeqStmt) else [block.init]
+    inits: list = list(block.init.seq) if isinstance(block.init, SeqStmt) else [block.init]
     lets: list[tuple[Var, PrimExpr]] = []
     body = block.body
     while isinstance(body, LetStmt):
         lets.append((body.var, body.value))
         body = body.body
-    stores = list(body.seq) if isinstance(body, SeqStmt) else [body]
-    if not all(isinstance(s, BufferStore) for s in inits):
+    stmts = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    init_stmts = inits
+    inits = [x for x in init_stmts if isinstance(x, BufferStore)]
+    stores = [x for x in stmts if isinstance(x, BufferStore)]
+    if len(inits) != len(init_stmts):
         raise refuse("has a T.init that is not a sequence of stores")
-    if not all(isinstance(s, BufferStore) for s in stores):
+    if len(stores) != len(stmts):
         raise refuse("has a body that is not let bindings followed by stores")
     if (len(inits), len(lets), len(stores)) != (2, 2, 2):
         raise refuse(f"initialises {len(inits)} element(s), binds {len(lets)} value(s) and stores {len(stores)}; "
@@ -166,7 +169,7 @@ def _parts(block: Block, refuse) -> tuple[list[BufferStore], list[tuple[Var, Pri
     if not all(len(s.indices) == len(idx) and all(same_expr(a, b) for a, b in zip(s.indices, idx))
                for s in inits + stores):
         raise refuse("stores to different elements")
-    return inits, lets, stores  # type: ignore[return-value]
+    return inits, lets, stores
 
 
 def _match(e_index: PrimExpr, e_value: PrimExpr, ib: Buffer, vb: Buffer, idx):
@@ -213,8 +216,9 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
                              rule="rfactor of an argmax/argmin needs reduction loops that divide evenly")
     taken_names = buffer_names(func) | set(_names(func))
     bufs = (red.index_buffer, red.value_buffer)
-    rf_bufs = tuple(Buffer(fresh_name(f"{b.name}_rf", taken_names),
-                           tuple(b.shape[:axis]) + (loop.extent,) + tuple(b.shape[axis:]), b.dtype) for b in bufs)
+    rf_i, rf_v = (Buffer(fresh_name(f"{b.name}_rf", taken_names),
+                         tuple(b.shape[:axis]) + (loop.extent,) + tuple(b.shape[axis:]), b.dtype) for b in bufs)
+    rf_bufs = (rf_i, rf_v)
     taken = var_names(func)
     # the rfactor block
     v_rf, new_ivs, new_vals, remap = rf_iterators(plan, taken)

@@ -59,11 +59,12 @@ def exact_inverse(params: list[Var], outputs: list[PrimExpr], extents: list[Prim
         return new_extents, lambda new: [new[pos[id(p)]] for p in params]
     if not all(isinstance(e, IntImm) for e in extents):
         return None
-    ext = [e.value for e in extents]
-    forms = [_slice_form(o, params, ext) for o in outputs]
-    if any(f is None for f in forms):
+    ext = [e.value for e in extents]  # type: ignore[attr-defined]
+    maybe = [_slice_form(o, params, ext) for o in outputs]
+    forms = [f for f in maybe if f is not None]
+    if len(forms) != len(maybe):
         return None
-    digits = _digits(forms, ext)  # type: ignore[arg-type]
+    digits = _digits(forms, ext)
     if digits is None:
         return None
     rows = [_digit_row(f, digits) for f in forms]

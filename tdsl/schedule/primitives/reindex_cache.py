@@ -108,7 +108,7 @@ def _reindex_cache(func: PrimFunc, block: str, buffer, scope: str, index_map: Ca
     params, outputs = call_index_map(func, primitive, block, index_map, [iv.var.dtype for iv in b.iter_vars],
                                      f"{block_name(block)} has {len(b.iter_vars)} iterators",
                                      "one index per iterator of the block")
-    to_iters = dict(zip(params, (iv.var for iv in b.iter_vars)))
+    to_iters: dict[Var, PrimExpr] = dict(zip(params, (iv.var for iv in b.iter_vars)))
     new = tuple(substitute(o, to_iters) for o in outputs)
     used_old = set().union(*(free_vars(i) for i in old)) if old else set()
     used_new = set().union(*(free_vars(i) for i in new)) if new else set()
@@ -186,19 +186,21 @@ def _copy_stage(func: PrimFunc, realize: BlockRealize, own: list[For], used: lis
     feeding |= free_vars(realize.predicate)
     taken = var_names(func)
     kept = [f for f in own if f.loop_var in feeding]
-    lmap = {f.loop_var: Var(fresh_name(f.loop_var.name, taken), f.loop_var.dtype) for f in kept}
-    ivmap = {iv.var: Var(fresh_name(iv.var.name, taken), iv.var.dtype) for iv in used}
+    new_loop = {f.loop_var: Var(fresh_name(f.loop_var.name, taken), f.loop_var.dtype) for f in kept}
+    lmap: dict[Var, PrimExpr] = dict(new_loop)
+    fresh = {iv.var: Var(fresh_name(iv.var.name, taken), iv.var.dtype) for iv in used}
+    ivmap: dict[Var, PrimExpr] = dict(fresh)
     src, dst = (buf, cache) if which == "read" else (cache, buf)
     src_idx, dst_idx = (old, new) if which == "read" else (new, old)
     body = BufferStore(dst, BufferLoad(src, tuple(substitute(i, ivmap) for i in src_idx)),
                        tuple(substitute(i, ivmap) for i in dst_idx))
     copy = refresh_block(dataclasses.replace(
-        b, name=name, iter_vars=tuple(IterVar(ivmap[iv.var], iv.dom, "S") for iv in used), reads=(), writes=(),
+        b, name=name, iter_vars=tuple(IterVar(fresh[iv.var], iv.dom, "S") for iv in used), reads=(), writes=(),
         body=body, init=None, alloc_buffers=(), annotations=()))
     stmt: Stmt = BlockRealize(tuple(substitute(bound[iv.var], lmap) for iv in used),
                               substitute(realize.predicate, lmap), copy)
     for f in reversed(kept):
-        stmt = For(lmap[f.loop_var], f.min, f.extent, "serial", stmt)
+        stmt = For(new_loop[f.loop_var], f.min, f.extent, "serial", stmt)
     return stmt
 
 
