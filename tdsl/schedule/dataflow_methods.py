@@ -54,6 +54,8 @@ class DataflowMethods:
         """Make `block` read `buffer` (its name, or its index among the block's reads) from a
         copy in `scope`; the copy block, named after the new buffer, runs right before the
         block's loop nest and copies the part the block reads. Returns the copy block.
+        ``consumer_blocks=[b1, b2, ...]`` (TVM's): `block` names the buffer, and the listed blocks
+        (of one scope) read one copy covering what they all read, placed before the first of them.
 
         Before::
 
@@ -96,7 +98,8 @@ class DataflowMethods:
                    storage_scope: str | None = None) -> BlockRV:
         """Make `block` write `buffer` (its name, or its index among the block's writes) into a
         new buffer in `scope`, copied back by a block (named after the new buffer) right after the
-        block's loop nest. Returns the copy block.
+        block's loop nest. Returns the copy block. ``consumer_blocks=[...]`` (TVM's): the listed
+        readers read the new buffer instead, so the copy back moves out past them.
 
         Before::
 
