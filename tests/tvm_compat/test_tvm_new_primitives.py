@@ -508,3 +508,25 @@ def test_argmax_rfactor_refusals(case):
     sch = tdsl.Schedule(argmax_func(init=init, body=body, n0=n0, vdtype=vdtype))
     _, ko, _ = sch.get_loops(sch.get_block("argmax"))
     expect_error(sch, lambda: sch.rfactor(ko, 1), 'block "argmax"')
+
+
+@T.prim_func
+def matmul_with_let(A: T.Buffer((8, 16), "float32"), B: T.Buffer((8, 16), "float32"), C: T.Buffer((8, 8), "float32")):
+    # test_tir_schedule_rfactor.py: transformed_matmul_with_let (a one-buffer update through T.let)
+    for i0, i1, i2_outer, i2_inner in T.grid(8, 8, 4, 4):
+        with T.sblock("update"):
+            vi, vj = T.axis.remap("SS", [i0, i1])
+            vk = T.axis.R(16, i2_outer * 4 + i2_inner)
+            with T.init():
+                C[vi, vj] = 0.0
+            v_C: T.let[T.float32] = C[vi, vj] + (A[vi, vk] * B[vj, vk])
+            C[vi, vj] = v_C
+
+
+def test_rfactor_matmul_with_let():
+    # test_reduction_rfactor_matmul_with_let
+    sch = tdsl.Schedule(matmul_with_let)
+    *_, kii = sch.get_loops(sch.get_block("update"))
+    sch.rfactor(kii, 0)
+    check(sch, matmul_with_let)
+    replays(sch, matmul_with_let)

@@ -94,7 +94,9 @@ class ArgReducer:
 
 def looks_multi(block: Block) -> bool:
     """Whether the block is written in the multi-buffer form (let bindings or several stores)."""
-    return isinstance(block.body, (LetStmt, SeqStmt)) or isinstance(block.init, (LetStmt, SeqStmt))
+    single_let = isinstance(block.body, LetStmt) and isinstance(block.body.body, BufferStore)
+    return (isinstance(block.body, (LetStmt, SeqStmt)) and not single_let) or \
+        isinstance(block.init, (LetStmt, SeqStmt))
 
 
 def recognize_arg(func: PrimFunc, block: Block, primitive: str = "rfactor") -> ArgReducer:

@@ -30,6 +30,7 @@ from ...ir import (
     For,
     IntImm,
     IterVar,
+    LetStmt,
     PrimExpr,
     PrimFunc,
     Range,
@@ -101,7 +102,7 @@ def recognize(func: PrimFunc, block: Block, primitive: str, decomposed: bool = F
     if block.init is None and not decomposed:
         raise schedule_error(func, primitive, f"{block_name(block.name)} has no T.init, so it is not a reduction "
                              "tdsl can recognise", blocks=(block.name,), rule=rule)
-    init, body = block.init, block.body
+    init, body = block.init, _without_let(block.body)
     if init is None and not isinstance(body, BufferStore):
         raise schedule_error(func, primitive, f"{block_name(block.name)} has no T.init and its body is not a single "
                              "store", blocks=(block.name,), rule=rule)
@@ -130,6 +131,14 @@ def recognize(func: PrimFunc, block: Block, primitive: str, decomposed: bool = F
         raise schedule_error(func, primitive, f"the init or the stored element of {block_name(block.name)} "
                              "depends on a reduction iterator", blocks=(block.name,), rule=rule)
     return Reducer(value.op, buf, tuple(idx), init_value, rhs)
+
+
+def _without_let(body: Stmt) -> Stmt:
+    """`v: T.let = e; C[idx] = v` (TVM's transformed_matmul_with_let) as the store `C[idx] = e`."""
+    if isinstance(body, LetStmt) and isinstance(body.body, BufferStore) and body.body.value is body.var and \
+            not any(body.var in free_vars(i) for i in body.body.indices):
+        return BufferStore(body.body.buffer, body.value, body.body.indices)
+    return body
 
 
 # shared ---------------------------------------------------------------------------------------
