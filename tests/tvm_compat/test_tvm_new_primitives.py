@@ -530,3 +530,18 @@ def test_rfactor_matmul_with_let():
     sch.rfactor(kii, 0)
     check(sch, matmul_with_let)
     replays(sch, matmul_with_let)
+
+
+@pytest.mark.parametrize("name,intrinsic", [("tvm_mma_sync", "cuda.wmma.mma_16x16x16_f16f32"),
+                                            ("tvm_fill_fragment", "cuda.wmma.fill_16x16_f32")])
+def test_tvm_wmma_builtins_name_tdsl_intrinsics(name, intrinsic):
+    # test_tir_schedule_tensorize.py writes its MMA implementations with T.tvm_mma_sync & co.
+    text = f'''
+@T.prim_func
+def f(A: T.Buffer((16, 16), "float32")):
+    T.evaluate(T.{name}(A.data, 0, dtype="handle"))
+'''
+    with pytest.raises(tdsl.ScriptError) as info:
+        tdsl.parse(text)
+    assert name in str(info.value) and intrinsic in str(info.value)
+    assert intrinsic in tdsl.TensorIntrin.list()
