@@ -295,6 +295,16 @@ def test_reindex_cache_refusals():
     expect_error(sch, lambda: sch.reindex_cache_write("scope", 0, "shared", lambda i, j: (i, j)), '"scope"')
     sch = tdsl.Schedule(stencil)
     expect_error(sch, lambda: sch.reindex_cache_read("C", 0, "shared", lambda i: (i,)), "single element")
+    sch = tdsl.Schedule(accumulate)
+    expect_error(sch, lambda: sch.reindex_cache_write("acc", 0, "local", lambda i: (i,)), "T.init", "garbage")
+
+
+@T.prim_func
+def accumulate(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.sblock("acc"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = B[vi] + A[vi]
 
 
 # consumer_blocks -----------------------------------------------------------------------------
