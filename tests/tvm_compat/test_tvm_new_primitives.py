@@ -385,6 +385,8 @@ def test_consumer_blocks_refusals():
     expect_error(sch, lambda: sch.cache_write("W", "T_", "global", consumer_blocks=["E"]), '"E"', "runs before")
     sch = tdsl.Schedule(two_consumers)
     expect_error(sch, lambda: sch.cache_write("A", 0, "global", consumer_blocks=["Nope"]), "Nope")
+    sch = tdsl.Schedule(access_under_scope)
+    expect_error(sch, lambda: sch.cache_write("A", 0, "global", consumer_blocks=["C"]), '"C"', "another scope")
 
 
 # argmax / argmin -----------------------------------------------------------------------------

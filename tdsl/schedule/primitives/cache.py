@@ -395,6 +395,12 @@ def _check_write_consumers(func: PrimFunc, realize: BlockRealize, buf: Buffer, r
                              f"reading the cache would miss what it stores", blocks=(name, others[0]),
                              rule="cache_write(..., consumer_blocks=...) needs the block to be the buffer's only "
                                   "writer")
+    scope = scope_of(find_block(func, name, "cache_write")[1])[1]
+    outside = [r for r in readers if scope_of(find_block(func, r, "cache_write")[1])[1] is not scope]
+    if outside:
+        raise schedule_error(func, "cache_write", f"consumer {block_name(outside[0])} is in another scope (enclosing "
+                             f"block) than {block_name(name)}", blocks=(name, outside[0]),
+                             rule="the cache is allocated in the writer's scope, so its consumers must be there too")
     order = _program_order(func)
     early = [r for r in readers if order[r] < order[name]]
     if early:
