@@ -388,8 +388,8 @@ def _check_write_consumers(func: PrimFunc, realize: BlockRealize, buf: Buffer, r
                              "cache would not see the elements the caller passed in", blocks=(name,),
                              rule="cache_write(..., consumer_blocks=...) redirects readers of a buffer the function "
                                   "allocates", fix="leave consumer_blocks out: the readers then see the copy back")
-    others = [r.block.name for r in all_realizes(func.body)
-              if r.block.name != name and any(x.buffer is buf for x in r.block.writes)]
+    others = [r.block.name for r in all_realizes(func.body)  # blocks around the writer write what it writes
+              if not any(x.block is realize.block for x in all_realizes(r)) and any(x.buffer is buf for x in r.block.writes)]
     if others:
         raise schedule_error(func, "cache_write", f"{block_name(others[0])} also writes {buf.name}; a consumer "
                              f"reading the cache would miss what it stores", blocks=(name, others[0]),
