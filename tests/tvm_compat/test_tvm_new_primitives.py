@@ -139,6 +139,34 @@ def test_transform_block_layout_int64_extent():
     check(sch, elementwise_int64)
 
 
+@T.prim_func
+def nt_matmul(a: T.handle, b: T.handle, c: T.handle):
+    # test_transform_block_layout_with_symbolic_bound (smaller constant dimensions)
+    n = T.int64()
+    A = T.match_buffer(a, (T.int64(1), T.int64(4), T.int64(1), T.int64(8)), "float32")
+    B = T.match_buffer(b, (T.int64(1), T.int64(4), n, T.int64(8)), "float32")
+    C = T.match_buffer(c, (n * T.int64(4),), "float32")
+    for i0, i1, i2, i3, k in T.grid(T.int64(1), T.int64(4), T.int64(1), n, T.int64(8)):
+        with T.sblock("NT_matmul"):
+            v_i0, v_i1, v_i2, v_i3, v_k = T.axis.remap("SSSSR", [i0, i1, i2, i3, k])
+            with T.init():
+                C[v_i1 * n + v_i3] = T.float32(0)
+            C[v_i1 * n + v_i3] = C[v_i1 * n + v_i3] + A[v_i0, v_i1, v_i2, v_k] * B[v_i0, v_i1, v_i3, v_k]
+
+
+def test_transform_block_layout_with_symbolic_bound():
+    n = nt_matmul.params[1].shape[2]
+    sch = tdsl.Schedule(nt_matmul)
+    sch.transform_block_layout("NT_matmul", lambda x, y, z, w, k: (x * 4 * n + y * n + z * n + w, k))
+    assert "B[T.int64(0), v0 // n, v0 % n, v1]" in sch.func.script()
+    rng = np.random.default_rng(0)
+    check(sch, nt_matmul, args=[rng.standard_normal((1, 4, 1, 8)).astype("float32"),
+                                rng.standard_normal((1, 4, 3, 8)).astype("float32"), np.zeros(12, "float32")])
+    replays(sch, nt_matmul)
+    expect_error(sch, lambda: sch.transform_block_layout("NT_matmul", lambda v0, v1: (v0 // n, v0 % n + v1)),
+                 "one-to-one")
+
+
 def test_transform_block_layout_refusals():
     # test_transform_block_layout_fail_non_affine / _fail_mixed_iter_type, and tdsl's other rules
     sch = tdsl.Schedule(elementwise)

@@ -14,6 +14,7 @@ digits are slices of the indices, every digit in exactly one output, with no gap
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable
 
@@ -58,7 +59,7 @@ def exact_inverse(params: list[Var], outputs: list[PrimExpr], extents: list[Prim
         new_extents = [extents[next(d for d, p in enumerate(params) if p is o)] for o in outputs]
         return new_extents, lambda new: [new[pos[id(p)]] for p in params]
     if not all(isinstance(e, IntImm) for e in extents):
-        return None
+        return _symbolic_fusion(params, outputs, extents)
     ext = [e.value for e in extents]  # type: ignore[attr-defined]
     maybe = [_slice_form(o, params, ext) for o in outputs]
     forms = [f for f in maybe if f is not None]
@@ -100,6 +101,58 @@ def exact_inverse(params: list[Var], outputs: list[PrimExpr], extents: list[Prim
         return olds
 
     return [const(n, o.dtype) for n, o in zip(new_ext, outputs)], inverse
+
+
+def _symbolic_fusion(params: list[Var], outputs: list[PrimExpr], extents: list[PrimExpr]):
+    """exact_inverse for symbolic extents: every output fuses whole iterators, `a * ext(b) + b`,
+    each iterator in one output (unit-extent ones may be left out or appear anywhere)."""
+    ranges = {p: Range(const(0, e.dtype), e) for p, e in zip(params, extents)}
+    unit = {id(p) for p, e in zip(params, extents) if _is_one(e)}
+    ext_of = {id(p): e for p, e in zip(params, extents)}
+    orders: list[list[Var]] = []
+    seen: set[int] = set()
+    for o in outputs:
+        used = [p for p in params if _uses(o, p) and id(p) not in unit]
+        if len(used) > 5 or any(id(p) in seen for p in used):
+            return None
+        seen |= {id(p) for p in used}
+        for perm in itertools.permutations(used):  # outer to inner
+            fused: PrimExpr = const(0, o.dtype)
+            for p in perm:
+                fused = fused * ext_of[id(p)] + p
+            if _is_zero(simplify(o - fused, ranges)):
+                orders.append(list(perm))
+                break
+        else:
+            return None
+    if any(id(p) not in seen and id(p) not in unit for p in params):
+        return None
+    new_extents = []
+    for o, order in zip(outputs, orders):
+        n: PrimExpr = const(1, o.dtype)
+        for p in order:
+            n = n * ext_of[id(p)]
+        new_extents.append(simplify(n))
+
+    def inverse(new: list[PrimExpr]) -> list[PrimExpr]:
+        olds: dict[int, PrimExpr] = {id(p): const(0, p.dtype) for p in params}
+        for v, order in zip(new, orders):
+            stride: PrimExpr = const(1, v.dtype)
+            for k, p in enumerate(reversed(order)):
+                digit = v // stride if k else v
+                olds[id(p)] = digit % ext_of[id(p)] if k + 1 < len(order) else digit
+                stride = stride * ext_of[id(p)]
+        return [olds[id(p)] for p in params]
+
+    return new_extents, inverse
+
+
+def _is_one(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 1
+
+
+def _is_zero(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 0
 
 
 class _IndexSimplifier(IRMutator):
@@ -148,7 +201,7 @@ def transform_block_layout(func: PrimFunc, block: str, index_map: Callable) -> t
     params, outputs = call_index_map(func, "transform_block_layout", block, index_map,
                                      [iv.var.dtype for iv in b.iter_vars],
                                      f"{block_name(block)} has {len(b.iter_vars)} iterators",
-                                     "one index per iterator of the block")
+                                     "one index per iterator of the block", _dimensions(func))
     extents = [iv.dom.extent for iv in b.iter_vars]
     got = exact_inverse(params, outputs, extents)
     shown = ", ".join(expr_text(o) for o in outputs) + ("," if len(outputs) == 1 else "")
@@ -158,7 +211,7 @@ def transform_block_layout(func: PrimFunc, block: str, index_map: Callable) -> t
                              blocks=(block,),
                              rule="the map must be a bijective affine map of the iterators: fusions "
                                   "(i * 128 + j), splits (i // 4, i % 4) and permutations, without padding "
-                                  "(symbolic extents: permutations only)")
+                                  "(symbolic extents: fusions and permutations)")
     new_extents, inverse = got
     kinds = {p: iv.kind for p, iv in zip(params, b.iter_vars)}
     new_ivs = []
@@ -185,6 +238,18 @@ def transform_block_layout(func: PrimFunc, block: str, index_map: Callable) -> t
     top = loops[0] if loops else realize
     top_idx = next(i for i, p in enumerate(path) if p is top) if loops else len(path)
     return replace_at(func, path[:top_idx], top, stmt), None
+
+
+def _dimensions(func: PrimFunc) -> frozenset:
+    """The function's scalar parameters and the variables of its buffers' shapes."""
+    from ...ir import Buffer, free_vars
+
+    out = {p for p in func.params if isinstance(p, Var)}
+    for p in func.params:
+        if isinstance(p, Buffer):
+            for dim in p.shape:
+                out |= free_vars(dim)
+    return frozenset(out)
 
 
 def _uses(e: PrimExpr, v: Var) -> bool:

@@ -57,6 +57,25 @@ class IndexMap:
     def __call__(self, *indices):
         return self.fn(*indices)
 
+    def bind_dims(self, dims: dict) -> IndexMap:
+        """The map with the symbolic dimensions it uses (by name) replaced by those in `dims`
+        (name -> Var), for replaying a trace on another function."""
+        import functools
+
+        from ...ir import substitute
+
+        fn = self.fn
+
+        @functools.wraps(fn)
+        def bound(*indices):
+            result = fn(*indices)
+            outs = list(result) if isinstance(result, (tuple, list)) else [result]
+            return tuple(substitute(o, {v: dims[v.name] for v in free_vars(o) if v.name in dims and v is not
+                                        dims[v.name] and v not in indices}) if isinstance(o, PrimExpr) else o
+                         for o in outs)
+
+        return IndexMap(bound)
+
     def __repr__(self) -> str:
         try:
             params = inspect.signature(self.fn).parameters.values()
@@ -116,9 +135,10 @@ def _call_map(func: PrimFunc, block: str, buf: Buffer, index_map: Callable) -> t
 
 
 def call_index_map(func: PrimFunc, primitive: str, block: str, index_map: Callable, dtypes: list,
-                   has: str, takes: str) -> tuple[list[Var], list[PrimExpr]]:
+                   has: str, takes: str, dims: frozenset = frozenset()) -> tuple[list[Var], list[PrimExpr]]:
     """Call the user's index map with one tdsl Var per entry of `dtypes`: (the Vars, its integer
-    results). `has` / `takes` word the arity error ("B has 2 dimensions", "one index per ...")."""
+    results). `has` / `takes` word the arity error ("B has 2 dimensions", "one index per ...");
+    the results may also use the variables `dims` (the function's symbolic dimensions)."""
     index_map = index_map.fn if isinstance(index_map, IndexMap) else index_map
     if not callable(index_map):
         raise schedule_error(func, primitive, f"index_map must be a function such as "
@@ -141,7 +161,7 @@ def call_index_map(func: PrimFunc, primitive: str, block: str, index_map: Callab
         raise schedule_error(func, primitive, f"the index map returned {result!r}: {exc}",
                              blocks=(block,)) from None
     for o in outputs:
-        if not o.dtype.is_integer or free_vars(o) - set(params):
+        if not o.dtype.is_integer or free_vars(o) - set(params) - dims:
             raise schedule_error(func, primitive, f"the index map result {expr_text(o)} is not an integer "
                                  "expression of the indices", blocks=(block,))
     return params, outputs
