@@ -55,7 +55,8 @@ class DataflowMethods:
         copy in `scope`; the copy block, named after the new buffer, runs right before the
         block's loop nest and copies the part the block reads. Returns the copy block.
         ``consumer_blocks=[b1, b2, ...]`` (TVM's): `block` names the buffer, and the listed blocks
-        (of one scope) read one copy covering what they all read, placed before the first of them.
+        (of one scope) read one cache, copied once before the first of them (twice when the buffer's
+        writer shares a loop with some of them: in the loop, and after it for the others).
 
         Before::
 

@@ -370,6 +370,38 @@ def test_cache_read_with_several_consumers():
     replays(sch, multi_consumer)
 
 
+def test_cache_read_consumers_around_a_writer():
+    # test_cache_read_location, consumer_blocks=[B, C]: the writer A shares loop i with B, so B's
+    # copy is made in there, after A, and C (after the loop) gets a second copy of the finished A
+    sch = tdsl.Schedule(multi_consumer)
+    sch.cache_read("B", 0, "global", consumer_blocks=["B", "C"])
+    assert [len(sch.get_loops(sch.get_block(n))) for n in ("A_global", "A_global_1")] == [2, 1]
+    assert all("A_global" in str(block_of(sch, n).reads) for n in ("B", "C"))
+    check(sch, multi_consumer)
+    replays(sch, multi_consumer)
+
+
+@T.prim_func
+def rewritten(X: T.Buffer((16,), "float32"), Y: T.Buffer((16,), "float32"), Z: T.Buffer((16,), "float32")):
+    A = T.sblock_alloc_buffer((16,))
+    for i in range(16):
+        with T.sblock("A"):
+            vi = T.axis.spatial(16, i)
+            A[vi] = X[vi]
+    for i in range(16):
+        with T.sblock("B"):
+            vi = T.axis.spatial(16, i)
+            Y[vi] = A[vi] + 1.0
+    for i in range(16):
+        with T.sblock("A2"):
+            vi = T.axis.spatial(16, i)
+            A[vi] = X[vi] * 2.0
+    for i in range(16):
+        with T.sblock("C"):
+            vi = T.axis.spatial(16, i)
+            Z[vi] = A[vi]
+
+
 def test_cache_write_with_consumers():
     # test_cache_write_location: consumer_blocks=[B], [C] and [B, C] read the cache
     for consumers, copy_under_loop in ((["B"], False), (["C"], True), (["B", "C"], False)):
@@ -402,10 +434,11 @@ def output_read_back(X: T.Buffer((8,), "float32"), Y: T.Buffer((8,), "float32"),
 
 
 def test_consumer_blocks_refusals():
-    sch = tdsl.Schedule(multi_consumer)
-    # one cache before B and C would be stale: A writes again after B's first use (loop i)
-    expect_error(sch, lambda: sch.cache_read("B", 0, "global", consumer_blocks=["B", "C"]), "stale",
+    sch = tdsl.Schedule(rewritten)
+    # one cache before B and C would be stale: A2 writes A between them
+    expect_error(sch, lambda: sch.cache_read("B", 0, "global", consumer_blocks=["B", "C"]), "A2", "stale",
                  "once per consumer")
+    sch = tdsl.Schedule(multi_consumer)
     expect_error(sch, lambda: sch.cache_read("B", 0, "global", consumer_blocks=["A"]), '"A"', "does not read")
     expect_error(sch, lambda: sch.cache_read("B", 0, "global", consumer_blocks="C"), "list")
     sch = tdsl.Schedule(output_read_back)

@@ -248,14 +248,24 @@ def cache_read(func: PrimFunc, block: str, buffer, scope: str,
                              rule="cache_read needs a block that only reads the buffer",
                              fix=f"use sch.cache_write(block, {buf.name!r}, {scope!r}) for a buffer the block "
                                  "updates")
+    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
+    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    func2 = _copy_for(func, block, buf, cache, name)
+    func3 = add_alloc(func2, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
+    return _refresh_scope_regions(func3, {buf, cache}), name
+
+
+def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str) -> PrimFunc:
+    """`block` reads `cache`, filled by a copy block `name` before its loop nest (hoisted as far
+    out as no other block writes `buf` in between)."""
+    realize, path = find_block(func, block, "cache_read")
+
     def writes(o: Block) -> bool:
         return any(x.buffer is buf for x in o.writes)
 
     own, top, tpath = _hoist(realize, *own_nest(realize, path), writes)
     ranges = path_ranges(tpath)
     bounds = accessed_region(realize, path, buf, "read", own, ranges)
-    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
-    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
     nest = copy_nest(func, name, buf, cache, bounds, ranges)
     redirect = _LoadRedirect(buf, cache)
     b = realize.block
@@ -265,9 +275,7 @@ def cache_read(func: PrimFunc, block: str, buffer, scope: str,
     func2 = replace_at(func, path, realize, new_realize)
     top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
     _, tpath2 = _located(func2, top2)
-    func3 = insert_beside(func2, tpath2, top2, nest, after=False)
-    func4 = add_alloc(func3, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
-    return _refresh_scope_regions(func4, {buf, cache}), name
+    return insert_beside(func2, tpath2, top2, nest, after=False)
 
 
 def find_path_to(func: PrimFunc, realize: BlockRealize, old_top: For) -> For:
@@ -410,15 +418,31 @@ def _check_write_consumers(func: PrimFunc, realize: BlockRealize, buf: Buffer, r
 
 
 def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str]) -> tuple[PrimFunc, str]:
-    """One `scope` copy of `buf` read by several blocks of one scope: it covers what they all read
-    and is placed right before the first of them, in their innermost common loop (or block)
-    body, where no block at or after that point writes the buffer."""
+    """One `scope` cache of `buf` read by several blocks of one scope (see _copy_many)."""
     found = [find_block(func, n, "cache_read") for n in names]
-    scopes = {id(scope_of(p)[1]) for _, p in found}
-    if len(scopes) != 1:
+    if len({id(scope_of(p)[1]) for _, p in found}) != 1:
         raise schedule_error(func, "cache_read", "consumer_blocks names blocks of different scopes (enclosing "
-                             "blocks)", blocks=tuple(names),
-                             rule="one cache serves blocks of one scope")
+                             "blocks)", blocks=tuple(names), rule="one cache serves blocks of one scope")
+    taken = buffer_names(func) | set(block_names_of(func))
+    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", taken)
+    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    out = _copy_many(func, buf, cache, names, taken, name)
+    scope_realize = scope_of(found[0][1])[0]
+    out = add_alloc(out, scope_realize if scope_realize is not func.body else None, cache)
+    return _refresh_scope_regions(out, {buf, cache}), name
+
+
+def _copy_many(func: PrimFunc, buf: Buffer, cache: Buffer, names: list[str], taken: set[str],
+               name: str | None = None) -> PrimFunc:
+    """The blocks `names` read `cache`. At their innermost common sequence, one copy goes right
+    before the first statement holding one of them, covering what they all read, when no block
+    at or after that point writes `buf`. When blocks in that first statement write it (TVM's
+    func_multi_consumer: the writer and one consumer share a loop), the consumers inside get
+    their copy in there (recursively) and those after it a second copy, after the writes."""
+    name = name or fresh_name(cache.name, taken)
+    if len(names) == 1:
+        return _copy_for(func, names[0], buf, cache, name)
+    found = [find_block(func, n, "cache_read") for n in names]
     fulls = [p + (r,) for r, p in found]
     depth = 0
     while all(len(f) > depth for f in fulls) and all(f[depth] is fulls[0][depth] for f in fulls):
@@ -428,33 +452,38 @@ def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str]) 
         raise schedule_error(func, "cache_read", "consumer_blocks names one block twice", blocks=tuple(names))
     items = list(container.seq)
     first = min(items.index(f[depth]) for f in fulls)  # type: ignore[arg-type]
-    writers = [r.block.name for item in items[first:] for r in all_realizes(item)
-               if any(x.buffer is buf for x in r.block.writes)]
-    if writers:
-        raise schedule_error(func, "cache_read", f"{block_name(writers[0])} writes {buf.name} at or after the first "
-                             "of the consumers, so one copy before them would go stale",
-                             blocks=tuple(names) + (writers[0],),
-                             rule="a cache shared by several consumers is made once before all of them",
+
+    def writers(stmts) -> list[str]:
+        return [r.block.name for item in stmts for r in all_realizes(item)
+                if any(x.buffer is buf for x in r.block.writes)]
+
+    later = writers(items[first + 1:])
+    if later:
+        raise schedule_error(func, "cache_read", f"{block_name(later[0])} writes {buf.name} after the first of the "
+                             "consumers, so a shared copy before them would go stale",
+                             blocks=tuple(names) + (later[0],),
+                             rule="a cache shared by several consumers is made before them, after every write",
                              fix="call sch.cache_read once per consumer")
+    if writers(items[first:first + 1]):
+        inside = [n for n, f in zip(names, fulls) if f[depth] is items[first]]
+        after = [n for n in names if n not in inside]
+        func = _copy_many(func, buf, cache, inside, taken, name)
+        return _copy_many(func, buf, cache, after, taken) if after else func
     cpath = fulls[0][:depth]
     ranges = path_ranges(cpath)
     bounds: list[tuple[PrimExpr, PrimExpr]] | None = None
-    for (realize, path), full in zip(found, fulls):
+    for (realize, _path), full in zip(found, fulls):
         loops = [x for x in full[depth:] if isinstance(x, For)]
         region = next(r for r in realize.block.reads if r.buffer is buf)
         mine = clip(relaxed_region(region, realize, loops, ranges), buf, ranges)
         bounds = mine if bounds is None else [(simplify(binary("min", a, c), ranges), simplify(binary("max", b, d), ranges))
                                               for (a, b), (c, d) in zip(bounds, mine)]
     assert bounds is not None
-    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
-    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
     nest = copy_nest(func, name, buf, cache, bounds, ranges)
     out = insert_beside(func, cpath, items[first], nest, after=False)
     for n in names:
         out = _redirect_loads(out, n, buf, cache)
-    scope_realize = scope_of(found[0][1])[0]
-    out = add_alloc(out, scope_realize if scope_realize is not func.body else None, cache)
-    return _refresh_scope_regions(out, {buf, cache}), name
+    return out
 
 
 def _hoist(realize: BlockRealize, own: list[For], top: Stmt, tpath: Path,
