@@ -171,6 +171,11 @@ def register_symbols(blas: Blas) -> None:
 
 # descriptions and implementations -----------------------------------------------------------
 
+def is_concrete(name: str) -> bool:
+    """Whether `name` is a concrete library intrinsic made for one block ("blas.sgemm_nn_64x64x64")."""
+    return re.fullmatch(FAMILY, name) is not None
+
+
 def concrete_name(routine: str, layout: str, m: int, n: int, k: int, init: bool) -> str:
     return f"blas.{routine}_{layout}_{m}x{n}x{k}" + ("_init" if init else "")
 
