@@ -7,24 +7,29 @@ and tries the concrete intrinsics of `tdsl.intrinsics.blas` for each storage lay
 matches. Loops outside the three (a batch) stay as generated loops around the call.
 
 ``Schedule.tensorize(block_or_loop, "blas.sgemm")`` calls this (the trace records the generic
-name, so it replays on other shapes).
+name, so it replays on other shapes); ``"cublas.sgemm"`` / ``"cublas.dgemm"`` are the same for
+target="cuda" (`tdsl.intrinsics.cublas`: a host step between the kernels).
 """
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from ..intrinsics import blas
+from ..intrinsics import blas, cublas
 from ..ir import BlockRealize, For, IntImm, PrimFunc, Var
 from ..ir.tree import loops_in_scope
 from .analysis import expr_text
 from .errors import block_name, loop_name, schedule_error
 from .tree import find_block, find_loop
 
-GENERIC = blas.GENERIC
+GENERIC = blas.GENERIC + cublas.GENERIC
 
 
 def is_generic(name) -> bool:
-    """Whether `name` is a library intrinsic made concrete per block ("blas.sgemm", "blas.dgemm")."""
+    """Whether `name` is a library intrinsic made concrete per block ("blas.sgemm", "cublas.dgemm", ...)."""
     return isinstance(name, str) and name in GENERIC
+
+
+def _library(generic: str):
+    return cublas if generic.startswith("cublas.") else blas
 
 
 def gemm_loops(func: PrimFunc, target: str | Var, primitive: str = "tensorize") -> tuple[list[For], BlockRealize]:
@@ -72,7 +77,7 @@ def candidates(func: PrimFunc, target: str | Var, generic: str) -> tuple[Var, li
     m, n, k = (int(f.extent.value) for f in loops if isinstance(f.extent, IntImm))
     routine = generic.split(".", 1)[1]
     inits = (True, False) if realize.block.init is not None else (False,)
-    names = [blas.concrete_name(routine, layout, m, n, k, init) for layout in blas.LAYOUTS for init in inits]
+    names = [_library(generic).concrete_name(routine, layout, m, n, k, init) for layout in blas.LAYOUTS for init in inits]
     return loops[0].loop_var, names
 
 
@@ -81,7 +86,8 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
     from .primitives import blockize as _tensorize
 
     loop, names = candidates(func, target, intrin_name)
-    blas.find()   # a TargetError when this process has no BLAS
+    if _library(intrin_name) is blas:
+        blas.find()   # a TargetError when this process has no BLAS (cuBLAS is needed only to run)
     first: ScheduleError | None = None
     for name in names:
         try:

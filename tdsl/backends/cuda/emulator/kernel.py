@@ -20,6 +20,7 @@ import numpy as np
 
 from ....errors import ArgumentError, TargetError
 from ....ir import Buffer
+from .. import host_steps
 from ..kernel import CudaKernel, _Arg, evaluate, scalar_ctype
 from .translate import EmuKernel
 
@@ -89,9 +90,14 @@ class EmulatedKernel(CudaKernel):
             arrays[arg.param] = arr
         for w in self.plan.workspaces:
             arrays[w] = _poisoned((evaluate(w.shape[0], values),), w.dtype.numpy)
+        def library(step) -> None:       # cuBLAS's stand-in: numpy's BLAS (host_steps.run_emulated)
+            host_steps.run_emulated(step, arrays)
+
         with _CALL_LOCK:
-            for spec in self.kernels:
+            for at, spec in enumerate(self.kernels):
+                host_steps.run_steps(self.plan.steps, at, library)
                 self._launch_emulated(spec, arrays, scalars, values)
+            host_steps.run_steps(self.plan.steps, len(self.kernels), library)
         for orig, work in copies:
             np.copyto(orig, work)
         if not outputs:
