@@ -30,7 +30,7 @@ from . import blas
 
 ROUTINES = blas.ROUTINES
 GENERIC = tuple(f"cublas.{r}" for r in ROUTINES)
-FAMILY = r"cublas\.(sgemm|dgemm)_([nt])([nt])_(\d+)x(\d+)x(\d+)(_init)?"
+FAMILY = r"cublas\.(sgemm|dgemm)_([nt])([nt])_(\d+)x(\d+)x(\d+)(_init)?(?:_o([ijk]{3})_([ijk]{3}))?"
 CALL = {"sgemm": "tdsl_cublas_sgemm", "dgemm": "tdsl_cublas_dgemm"}
 SYMBOLS = {"sgemm": "cublasSgemm_v2", "dgemm": "cublasDgemm_v2"}
 HANDLE_SYMBOLS = ("cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2")
@@ -42,8 +42,9 @@ def is_concrete(name) -> bool:
     return isinstance(name, str) and re.fullmatch(FAMILY, name) is not None
 
 
-def concrete_name(routine: str, layout: str, m: int, n: int, k: int, init: bool) -> str:
-    return f"cublas.{routine}_{layout}_{m}x{n}x{k}" + ("_init" if init else "")
+def concrete_name(routine: str, layout: str, m: int, n: int, k: int, init: bool, loops: str = "ijk",
+                  iters: str = "ijk") -> str:
+    return f"cublas.{routine}_{layout}_{m}x{n}x{k}" + ("_init" if init else "") + blas.order_suffix(loops, iters)
 
 
 def impl_text(routine: str, layout: str, m: int, n: int, k: int, init: bool) -> str:
@@ -63,9 +64,9 @@ def register_concrete(match: re.Match) -> None:
 
     routine, layout = match[1], match[2] + match[3]
     m, n, k, init = int(match[4]), int(match[5]), int(match[6]), bool(match[7])
-    if min(m, n, k) < 1:
+    if min(m, n, k) < 1 or not blas._orders_ok(match):
         return
-    desc = parse(blas.desc_text(routine, layout, m, n, k, init))
+    desc = parse(blas.desc_text(routine, layout, m, n, k, init, match[8] or "ijk", match[9] or "ijk"))
     impl = parse(impl_text(routine, layout, m, n, k, init))
     TensorIntrin.register(match[0], desc, impl, target="cuda", doc=f"{SYMBOLS[routine]} (host step)",
                           override=True)

@@ -74,11 +74,54 @@ def _where(target) -> str:
 def candidates(func: PrimFunc, target: str | Var, generic: str) -> tuple[Var, list[str]]:
     """The loop to tensorize and the concrete intrinsic names to try, in order."""
     loops, realize = gemm_loops(func, target)
-    m, n, k = (int(f.extent.value) for f in loops if isinstance(f.extent, IntImm))
+    loop_order, iter_order = _orders(loops, realize)
+    extent = {r: int(f.extent.value) for r, f in zip(loop_order, loops) if isinstance(f.extent, IntImm)}
+    m, n, k = extent["i"], extent["j"], extent["k"]
     routine = generic.split(".", 1)[1]
     inits = (True, False) if realize.block.init is not None else (False,)
-    names = [_library(generic).concrete_name(routine, layout, m, n, k, init) for layout in blas.LAYOUTS for init in inits]
+    names = [_library(generic).concrete_name(routine, layout, m, n, k, init, loop_order, iter_order)
+             for layout in blas.LAYOUTS for init in inits]
     return loops[0].loop_var, names
+
+
+def gemm_extents(func: PrimFunc, block: str) -> tuple[int, int, int] | None:
+    """(M, N, K) of a block the library intrinsics may take (three constant loops around it, in
+    any order), else None; whether it matches a layout is tensorize's to say."""
+    try:
+        loops, realize = gemm_loops(func, block)
+    except ScheduleError:
+        return None
+    loop_order, _ = _orders(loops, realize)
+    kinds = {iv.kind for iv in realize.block.iter_vars}
+    if kinds != {"S", "R"}:
+        return None
+    extent = {r: int(f.extent.value) for r, f in zip(loop_order, loops) if isinstance(f.extent, IntImm)}
+    return extent["i"], extent["j"], extent["k"]
+
+
+def _orders(loops: list[For], realize: BlockRealize) -> tuple[str, str]:
+    """The roles (i: C's row, j: C's column, k: the reduction) of the three loops, outer to inner,
+    and of the block's iterators, in their order: "ijk", "ijk" unless the code reorders them (the
+    concrete intrinsic's description is then written in the same order). Anything else: "ijk"
+    (the matcher explains what differs)."""
+    from ..ir import BufferStore
+
+    block = realize.block
+    store = block.body
+    if not (isinstance(store, BufferStore) and len(store.indices) == 2 and len(block.iter_vars) == 3):
+        return "ijk", "ijk"
+    row, col = store.indices
+    role: dict = {}
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        r = "i" if iv.var is row else "j" if iv.var is col else "k" if iv.kind == "R" else None
+        if r is None or not isinstance(value, Var):
+            return "ijk", "ijk"
+        role[iv.var] = role[value] = r
+    loop_order = "".join(role.get(f.loop_var, "?") for f in loops)
+    iter_order = "".join(role[iv.var] for iv in block.iter_vars)
+    if sorted(loop_order) != ["i", "j", "k"] or sorted(iter_order) != ["i", "j", "k"]:
+        return "ijk", "ijk"
+    return loop_order, iter_order
 
 
 def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[PrimFunc, None]:

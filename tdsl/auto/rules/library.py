@@ -1,7 +1,8 @@
 """Library or generated: a matmul-shaped block computed by the BLAS numpy loads, or by tdsl's code.
 
 For a top-level block `C[b.., i, j] (=0) += A[b.., i, k] * B[b.., k, j]` in float32 / float64
-(either operand may be stored transposed; loops above i, j, k, a batch, stay around the call),
+(either operand may be stored transposed, the three innermost loops in any order; loops above
+them, a batch, stay around the call),
 `LibraryCall` offers two alternatives:
 
 * **library**: ``sch.tensorize(block, "blas.sgemm")`` (``"blas.dgemm"``), one call of the
@@ -22,6 +23,7 @@ one thread. `tdsl.backends.choose.fastest` measures the two for one block when t
 from __future__ import annotations
 
 from ...schedule import Schedule
+from ...schedule.library import gemm_extents
 from ..analysis import block_info
 from .base import Rule
 from .cpu_loops import _is_tuned
@@ -31,18 +33,6 @@ LIBRARY_MIN_FLOP = 2 * 128 ** 3
 reference machine: below about 96^3 the generated micro-kernel is as fast or faster; docs/internals.md)."""
 
 LIBRARY_ROUTINE = {"float32": "blas.sgemm", "float64": "blas.dgemm"}
-
-
-def gemm_size(info) -> tuple[int, int, int] | None:
-    """(M, N, K) of a block whose three innermost loops are its GEMM loops with constant extents."""
-    if len(info.loop_extents) < 3 or any(e is None for e in info.loop_extents[-3:]):
-        return None
-    kinds = {id(it.loop): it.kind for it in info.iters}
-    last = info.loops[-3:]
-    if [kinds.get(id(v)) for v in last] != ["S", "S", "R"]:
-        return None
-    m, n, k = info.loop_extents[-3:]
-    return m, n, k
 
 
 def prefer_library(m: int, n: int, k: int, lanes: int) -> bool:
@@ -66,7 +56,7 @@ class LibraryCall(Rule):
         if store is None or not info.top_level or _is_tuned(info) or not info.simple_bindings:
             return []
         routine = LIBRARY_ROUTINE.get(str(store.buffer.dtype))
-        size = gemm_size(info)
+        size = gemm_extents(sch.func, block) if routine is not None else None
         if routine is None or size is None or not blas.available():
             return []
 
