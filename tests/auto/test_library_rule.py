@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import tdsl
-from tdsl.schedule import Trace
 from tdsl.auto.rules.library import LIBRARY_MIN_FLOP, prefer_library
 from tdsl.intrinsics import blas
+from tdsl.schedule import Trace
 
 pytestmark = pytest.mark.skipif(not blas.available(), reason="this process has no BLAS")
 
