@@ -10,7 +10,9 @@ source (``kernel.source``) and the runtimes run it:
 
 * on a GPU (`run_cublas`): ``cublasSgemm_v2`` / ``cublasDgemm_v2`` through one cuBLAS handle
   per process, set to the launch's stream, with the row-major product computed as the
-  column-major C^T = op(B)^T op(A)^T (B first, m and n swapped). Not yet run on a real GPU;
+  column-major C^T = op(B)^T op(A)^T (B first, m and n swapped); tdsl's driver runtime makes the
+  device's primary context current, the one cuBLAS (a runtime-API library) uses. Not yet run
+  on a real GPU;
 * emulated (`run_emulated`): the same product with numpy (numpy's BLAS) on the host arrays,
   so ``emulate=True`` gives the whole program's results without a GPU.
 """
