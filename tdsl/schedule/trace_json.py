@@ -1,4 +1,3 @@
-# mypy: disable-error-code="arg-type"
 """A trace as JSON data (for tuning databases), in the layout of TVM's `Trace.as_json`.
 
     [[[kind, inputs, attrs, outputs], ...], [[step, decision], ...]]
@@ -61,7 +60,8 @@ def _expr_from_json(t, names: dict[str, Var]) -> PrimExpr:
     if tag == "not":
         return Not(_expr_from_json(t[1], names))
     if tag == "select":
-        return Select(*(_expr_from_json(x, names) for x in t[1:4]))
+        cond, true_value, false_value = (_expr_from_json(x, names) for x in t[1:4])
+        return Select(cond, true_value, false_value)
     if tag == "cast":
         return Cast(DataType.parse(t[1]), _expr_from_json(t[2], names))
     if tag == "call":
@@ -166,7 +166,7 @@ _LIST_INPUTS = {"reorder", "fuse"}  # methods taking *loops: their inputs were a
 
 def _outputs(kind: str, names: list[str], decision, attrs: dict, serial: int):
     """Placeholder handles standing for the recorded outputs (sampled values get their values)."""
-    out = []
+    out: list = []
     for k, n in enumerate(names):
         if n.startswith("b"):
             out.append(BlockRV(n, serial))

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="call-overload"
 """Reduction primitives: decompose_reduction, rfactor, and the reducer recognition they share.
 
 A reduction block is `with T.init(): C[idx] = c` followed by `C[idx] = combine(C[idx], x)` with
@@ -426,8 +425,8 @@ def _init_runs_once_enumerated(ivs, reduce_loops: list[For]) -> bool | None:
     sizes = [f.extent.value for f in reduce_loops]
     if int(np.prod(sizes, dtype=np.int64)) > _ENUMERATE_LIMIT or not all(s > 0 for s in sizes):
         return None
-    grids = np.meshgrid(*[np.arange(f.min.value, f.min.value + f.extent.value, dtype=np.int64)
-                          for f in reduce_loops], indexing="ij")
+    axes: list = [np.arange(f.min.value, f.min.value + f.extent.value, dtype=np.int64) for f in reduce_loops]
+    grids = np.meshgrid(*axes, indexing="ij")
     env = {f.loop_var: g.ravel() for f, g in zip(reduce_loops, grids)}
     at_start = np.ones(int(np.prod(sizes, dtype=np.int64)), dtype=bool)
     for iv, value in ivs:
