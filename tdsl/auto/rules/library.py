@@ -14,11 +14,13 @@ them, a batch, stay around the call),
 Both are sketches of the design space, so `tdsl.tune` measures both and keeps the faster (the
 library sketch has no decisions of its own: it is measured once). `tdsl.auto_schedule`
 measures nothing and takes the first alternative, which this rule orders by a heuristic
-(`prefer_library`): the library when the GEMM does at least `LIBRARY_MIN_FLOP` flops (its fixed
-cost per call, OpenBLAS's thread hand-off, is then small, and OpenBLAS's kernels beat the
-generated ones on its own shapes) or when no micro-kernel tiles the block (the generated code
-would be a scalar or vector loop); the generated code below, where it can fuse and stays in
-one thread. `tdsl.backends.choose.fastest` measures the two for one block when that matters.
+(`prefer_library`): the library when no micro-kernel tile fits the block (no vector width
+divides its columns: the generated code would be a register tile, measured 4-7x slower than
+OpenBLAS at 100^3 and 200^3) and the GEMM does at least `LIBRARY_MIN_FLOP` flops (its fixed cost
+per call, OpenBLAS's thread hand-off, is then small); otherwise the generated micro-kernel code,
+whose trace keeps the decisions a search (or a user) can change, and which is within 0.9-1.3x
+of OpenBLAS on the shapes it tiles. `tdsl.backends.choose.fastest` measures the two for one
+block when that matters.
 """
 from __future__ import annotations
 
@@ -28,17 +30,17 @@ from ..analysis import block_info
 from .base import Rule
 from .cpu_loops import _is_tuned
 
-LIBRARY_MIN_FLOP = 2 * 128 ** 3
-"""GEMMs from this many flops (2 M N K) go to the library in `auto_schedule` (measured on the
-reference machine: below about 96^3 the generated micro-kernel is as fast or faster; docs/internals.md)."""
+LIBRARY_MIN_FLOP = 2 * 32 ** 3
+"""From this many flops (2 M N K) an untileable GEMM goes to the library in `auto_schedule`
+(below it the call's fixed cost is not repaid; docs/internals.md)."""
 
 LIBRARY_ROUTINE = {"float32": "blas.sgemm", "float64": "blas.dgemm"}
 
 
 def prefer_library(m: int, n: int, k: int, lanes: int) -> bool:
-    """`auto_schedule`'s choice (module docstring): the library for large GEMMs, and for GEMMs
-    whose columns no vector width divides (no micro-kernel tile fits them)."""
-    return 2 * m * n * k >= LIBRARY_MIN_FLOP or (n % lanes != 0 and 2 * m * n * k >= 2 * 32 ** 3)
+    """`auto_schedule`'s choice (module docstring): the library for GEMMs whose columns no vector
+    width divides (no micro-kernel tile fits them), from `LIBRARY_MIN_FLOP` flops."""
+    return n % lanes != 0 and 2 * m * n * k >= LIBRARY_MIN_FLOP
 
 
 class LibraryCall(Rule):
