@@ -72,23 +72,28 @@ def _expr_from_json(t, names: dict[str, Var]) -> PrimExpr:
 def _index_map_to_json(m: IndexMap):
     import inspect
 
-    try:
-        params = [p.name for p in inspect.signature(m.fn).parameters.values()
-                  if p.kind == p.POSITIONAL_OR_KEYWORD]
-        result = m.fn(*[Var(n) for n in params])
-    except Exception as exc:  # noqa: BLE001 - a map that cannot be written down
-        raise ScheduleError(f"trace.as_json: the index map {m!r} cannot be called on variables: {exc}") from None
+    params = [p.name for p in inspect.signature(m.fn).parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    for dtype in ("int32", "int64"):  # int64 indices for a map over int64 dimensions
+        try:
+            result = m.fn(*[Var(n, DataType.parse(dtype)) for n in params])
+            break
+        except Exception as exc:  # noqa: BLE001 - a map that cannot be written down
+            error = exc
+    else:
+        raise ScheduleError(f"trace.as_json: the index map {m!r} cannot be called on variables: {error}") from None
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     outs = [IntImm(o) if isinstance(o, int) else o for o in outs]
-    return {"index_map": [params, [_expr_to_json(o) for o in outs]]}
+    data = [params, [_expr_to_json(o) for o in outs]]
+    return {"index_map": data + ([dtype] if dtype != "int32" else [])}
 
 
 def _index_map_from_json(data) -> IndexMap:
     from ..ir import substitute
 
-    params, trees = data
+    params, trees = data[0], data[1]
+    dtype = DataType.parse(data[2]) if len(data) > 2 else None
     names: dict[str, Var] = {}
-    formals = [names.setdefault(p, Var(p)) for p in params]
+    formals = [names.setdefault(p, Var(p, dtype) if dtype is not None else Var(p)) for p in params]
     outputs = [_expr_from_json(t, names) for t in trees]
 
     def fn(*indices):
