@@ -90,6 +90,7 @@ def measure_child(kind: str, n: int, phases: bool) -> dict:
     from tdsl.backends.llvm import compile as llvm_compile
     from tdsl.backends.llvm import entry, jit
     from tdsl.backends.llvm.bounds import check_static_bounds
+    from tdsl.deep import run_deep
     from tdsl.lower import lower
 
     text = {"blocks": blocks_program, "sum": sum_program, "lets": lets_program}[kind](n)
@@ -105,11 +106,11 @@ def measure_child(kind: str, n: int, phases: bool) -> dict:
         out["notes"] = list(kernel.notes)
     else:
         t0 = time.perf_counter()
-        func.script()
+        run_deep(func.script)
         out["print"] = time.perf_counter() - t0
         marks: list[tuple[str, float]] = []
         t0 = time.perf_counter()
-        lowered = lower(func, target="cpu", trace=lambda name, f: marks.append((name, time.perf_counter())))
+        lowered = run_deep(lambda: lower(func, target="cpu", trace=lambda name, f: marks.append((name, time.perf_counter()))))
         prev = t0
         for name, t in marks:
             key = f"lower:{name}"
@@ -117,12 +118,14 @@ def measure_child(kind: str, n: int, phases: bool) -> dict:
             prev = t
         steps = []
         t = time.perf_counter()
-        check_static_bounds(lowered)
+        run_deep(lambda: check_static_bounds(lowered))
         steps.append(("bounds", time.perf_counter()))
         pipeline = llvm_compile.pipeline_for(lowered.body)
         host = jit.host_info()
-        result = entry.codegen(lowered, f"tdsl_big_{kind}_{n}", api=func, triple=host.triple,
-                               datalayout=jit.data_layout(), wrappers_optnone=pipeline == jit.SIMPLIFY)
+        result = run_deep(lambda: entry.codegen(lowered, f"tdsl_big_{kind}_{n}", api=func, triple=host.triple,
+                                                datalayout=jit.data_layout(), wrappers_optnone=pipeline == jit.SIMPLIFY))
+        if result.parts and pipeline == jit.O3:
+            pipeline = jit.O3_NO_UNROLL   # as compile._compile
         steps.append(("codegen", time.perf_counter()))
         mod = jit.parse_and_verify(result.ir, kind)
         steps.append(("llvm parse+verify", time.perf_counter()))

@@ -472,8 +472,11 @@ def _dict_literal(pairs) -> str:
 
 
 def script(func: PrimFunc) -> str:
-    """The function as tdsl script text."""
-    return ScriptPrinter().function(func)
+    """The function as tdsl script text (a deep program, e.g. a 3,000-term sum, is printed on a
+    big-stack thread: tdsl.deep)."""
+    from ..deep import run_deep
+
+    return run_deep(lambda: ScriptPrinter().function(func))
 
 
 def expr_str(node: Node) -> str:
