@@ -48,7 +48,7 @@ from ...ir import (
 )
 from ...ir.functor import IRVisitor
 from ...script.printer import message_text as expr_text
-from .abi import ERR_NOMEM, ERR_TOO_MANY
+from .abi import ERR_INTERRUPTED, ERR_NOMEM, ERR_TOO_MANY
 from .lltypes import F32, F64, I1, I8, I16, I32, I64, PTR, _Callee, _const, _gep, _size_of, _suffix, lltype, memtype
 from .mathlib import MathEmitter
 from .split import UNROLL_LIMIT, Sizes, groups
@@ -502,10 +502,11 @@ class _Emitter(MathEmitter):
         for off, v in zip(offsets, values):
             self.b.store(v, _gep(self.b, slot, [ir.Constant(I64, off)], I8))
         launch_addr = self.b.load(_gep(self.b, m.ctx, [ir.Constant(I64, 0)], I64), typ=I64)
-        launch = _Callee(self.b.block, launch_addr, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]))
+        launch = _Callee(self.b.block, launch_addr, ir.FunctionType(I32, [PTR, PTR, I64]))
         self.b._insert(launch)
         extent = self.index(s.extent)
-        self.b.call(launch, [tramp, slot, extent])
+        stopped = self.b.call(launch, [tramp, slot, extent])   # 1: Ctrl-C stopped the loop (runtime.py)
+        self.fail_if(self.b.icmp_signed("!=", stopped, ir.Constant(I32, 0)), ERR_INTERRUPTED)
         err = self.b.load(slot, typ=I32)
         self.fail_if(self.b.icmp_signed("!=", err, ir.Constant(I32, 0)), err)
 
