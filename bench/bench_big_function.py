@@ -27,36 +27,40 @@ sys.path.insert(0, ROOT)
 ROW = 16
 
 
-def blocks_program(n: int) -> str:
+def _pattern(n: int, pattern) -> list[tuple[str, int]]:
+    return list(pattern) if pattern is not None else [("+*-"[k % 3], 1 + k % 5) for k in range(n)]
+
+
+def blocks_program(n: int, pattern=None) -> str:
     """`n` small blocks, each a 16-element loop: blocks 0 .. n-2 write the rows of an
     intermediate C, each from the row before (so nothing is dead and the rows differ in their
-    operation), the last block writes the output B from C's last row."""
-    ops = ("+", "*", "-")
+    operation), the last block writes the output B from C's last row. `pattern`: per block
+    (operator among + * -, scale in quarters); by default they cycle."""
     lines = [
         "@T.prim_func",
         f'def big(A: T.Buffer(({n}, {ROW}), "float32"), B: T.Buffer(({ROW},), "float32")):',
         f'    C = T.alloc_buffer(({max(n - 1, 1)}, {ROW}), "float32")',
     ]
-    for k in range(n):
+    for k, (op, scale) in enumerate(_pattern(n, pattern)):
         src = "A[0, vi]" if k == 0 else f"C[{k - 1}, vi]"
         dst = "B[vi]" if k == n - 1 else f"C[{k}, vi]"
         lines += [
             f"    for i in range({ROW}):",
             f'        with T.block("b{k}"):',
             f"            vi = T.axis.spatial({ROW}, i)",
-            f"            {dst} = {src} {ops[k % 3]} A[{k}, vi] * T.float32({(1 + k % 5) / 4})",
+            f"            {dst} = {src} {op} A[{k}, vi] * T.float32({scale / 4})",
         ]
     return "\n".join(lines) + "\n"
 
 
-def blocks_reference(n: int, a):
-    """What blocks_program(n) computes, with numpy (float32 throughout)."""
+def blocks_reference(n: int, a, pattern=None):
+    """What blocks_program(n, pattern) computes, with numpy (float32 throughout)."""
     import numpy as np
 
     row = a[0]
-    for k in range(n):
-        term = a[k] * np.float32((1 + k % 5) / 4)
-        row = row + term if k % 3 == 0 else row * term if k % 3 == 1 else row - term
+    for k, (op, scale) in enumerate(_pattern(n, pattern)):
+        term = a[k] * np.float32(scale / 4)
+        row = row + term if op == "+" else row * term if op == "*" else row - term
     return row
 
 
