@@ -152,6 +152,7 @@ class _DtypeSlot(PrimExpr):
     hashing, printing and rebuilding see only the fields)."""
 
     __slots__ = ("_dtype",)
+    _dtype: DataType
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -7,11 +7,11 @@ import pathlib
 import sys
 
 import numpy as np
+from fuzz.fuzz_common import deep_factor, fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
 import tdsl
-from fuzz.fuzz_common import deep_factor, fuzz_settings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent.parent / "bench"))
 
