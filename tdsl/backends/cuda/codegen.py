@@ -44,6 +44,7 @@ from ...ir import (
 )
 from ...ir.attrs import CUDA_PRELUDE as PRELUDE_ATTR
 from ...lower.cross_thread import ALLREDUCE
+from ...lower.index_checks import INDEX_CHECK
 from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
 
 _SCALAR_TYPES = {
@@ -89,6 +90,11 @@ _HELPERS = {
 }
 
 
+# conversions to half / bfloat16 from types float32 cannot hold exactly: CUDA's own, one rounding
+_ROUND_ONCE = {"float64": "__double2{}", "int32": "__int2{}_rn", "uint32": "__uint2{}_rn", "int64": "__ll2{}_rn",
+               "uint64": "__ull2{}_rn"}
+
+
 def c_type(dt: DataType) -> str:
     """The C type of one lane of `dt`."""
     name = str(dt.element)
@@ -104,7 +110,16 @@ def needs_int64(buf: Buffer) -> bool:
 
 
 class _Widen(IRMutator):
-    """An int32 index expression rebuilt in int64 (leaves cast), so that it cannot overflow."""
+    """An int32 index expression rebuilt in int64 (leaves cast), so that it cannot overflow.
+
+    What tdsl's int32 semantics wrap stays int32 below a cast (as the CPU backend does): the
+    operands of //, %, min and max (`(i + 2**31 - 1) % 10` wraps before the modulo), and a
+    narrowing or reinterpreting cast to int32 (from int64, uint32, uint64, floats)."""
+
+    def visit_Binary(self, e: Binary) -> PrimExpr:
+        if e.op in ("floordiv", "floormod", "min", "max") and e.dtype == int32:
+            return Cast(int64, e)
+        return self.generic_visit(e)
 
     def visit_Var(self, v: Var) -> PrimExpr:
         return Cast(int64, v) if v.dtype == int32 else v
@@ -117,7 +132,10 @@ class _Widen(IRMutator):
 
     def visit_Cast(self, e: Cast) -> PrimExpr:
         if e.dtype == int32:
-            return Cast(int64, e.value) if e.value.dtype != int64 else e.value
+            src = e.value.dtype
+            exact = src.lanes == 1 and (src.is_bool or (src.is_integer and src.bits < 32)
+                                        or (src.is_int and src.bits == 32))
+            return Cast(int64, e.value) if exact else Cast(int64, e)
         return e
 
     def visit_Call(self, e: Call) -> PrimExpr:
@@ -459,6 +477,8 @@ class CudaCodegen:
             if e.op == "if_then_else":
                 c, t, f = e.args
                 return f"({sub(c)} ? {sub(t)} : {sub(f)})"
+            if e.op == INDEX_CHECK:
+                return self.index_check(e, sub(e.args[0]))
             return self.call(e.op, e.args[0].dtype.element, [sub(a) for a in e.args], e.dtype.element)
         raise TargetError(f"the CUDA backend cannot generate a vector {type(e).__name__}")
 
@@ -509,6 +529,12 @@ class CudaCodegen:
             f32 = f"({v!r}f)" if v < 0 or repr(v).startswith("-") else f"{v!r}f"
         if dt.bits == 32 and dt.code == "float":
             return f32
+        if dt.bits == 16 and not (math.isnan(v) or math.isinf(v)):
+            # rounded once here (the float32 text of the rounded value is exact), not twice
+            import numpy as np
+
+            return self.cast(dt.element, DataType("float", 32),
+                             self.float_const(float(np.asarray(v, np.float64).astype(dt.numpy)), DataType("float", 32)))
         return self.cast(dt.element, DataType("float", 32), f32)
 
     def expr_StringImm(self, e: StringImm) -> str:
@@ -550,9 +576,12 @@ class CudaCodegen:
 
         if a.dtype.lanes != 1:
             return False
-        lo_a, _ = const_bound(a, self.k.ranges or None)
+        lo_a, hi_a = const_bound(a, self.k.ranges or None)
         lo_b, _ = const_bound(b, self.k.ranges or None)
-        return lo_a is not None and lo_a >= 0 and lo_b is not None and lo_b > 0
+        # the bounds assume no overflow: a dividend that may pass its type's maximum may wrap negative
+        top = (1 << (a.dtype.bits - 1)) - 1 if a.dtype.is_int else None
+        fits = top is None or (hi_a is not None and hi_a <= top)
+        return lo_a is not None and lo_a >= 0 and fits and lo_b is not None and lo_b > 0
 
     def expr_Not(self, e: Not) -> str:
         return f"!{_atom(self.expr(e.a))}"
@@ -575,9 +604,13 @@ class CudaCodegen:
             return self.cast(dst, f32, f"__bfloat162float({x})")
         if dst.code == "float" and dst.bits == 16:
             self.fp16 = True
+            if str(src) in _ROUND_ONCE:   # one rounding, not two through float
+                return f"{_ROUND_ONCE[str(src)].format('half')}({x})"
             return f"__float2half_rn({self.cast(f32, src, x)})"
         if dst.code == "bfloat":
             self.bf16 = True
+            if str(src) in _ROUND_ONCE:
+                return f"{_ROUND_ONCE[str(src)].format('bfloat16')}({x})"
             return f"__float2bfloat16_rn({self.cast(f32, src, x)})"
         if dst.is_bool:
             return f"({_infix(x, '!=', '0')})"
@@ -589,10 +622,18 @@ class CudaCodegen:
             return f"({self.expr(c)} ? {self.expr(t)} : {self.expr(f)})"
         if e.op == SYNC:
             return "__syncthreads()"
+        if e.op == INDEX_CHECK:
+            return self.index_check(e, self.expr(e.args[0]))
         args = [self.expr(a) for a in e.args]
         if e.op not in _MATH and e.op != "sigmoid":
             return f"{e.op}({', '.join(args)})"
         return self.call(e.op, e.args[0].dtype.element, args, e.dtype.element)
+
+    def index_check(self, e: Call, index: str) -> str:
+        """`tdsl.index_check(index, extent, "A", axis)` (only in the emulator's checked variant,
+        see lower_for_cuda): `tdsl_emu_check`, which the emulator's header defines."""
+        _, extent, buf, axis = e.args
+        return f"tdsl_emu_check({_strip(index)}, {_strip(self.expr(extent))}, {self.expr(buf)}, {self.expr(axis)})"
 
     def call(self, op: str, dt: DataType, args: list[str], out: DataType) -> str:
         if dt.is_integer or dt.is_bool:

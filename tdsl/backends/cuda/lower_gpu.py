@@ -63,6 +63,7 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
 MAX_GRID_DIM = {"x": 2**31 - 1, "y": 65535, "z": 65535}
 MAX_STATIC_SHARED_BYTES = 48 * 1024
+MAX_LOCAL_BYTES = 512 * 1024     # local memory per thread (every CUDA architecture since sm_20)
 SYNC = "__syncthreads"
 
 
@@ -307,6 +308,14 @@ class _SharedHoister(IRMutator):
                               "under the blockIdx loop, a constant split factor), or keep it global")
         if buf.scope == "shared":
             return body
+        elements = 1
+        for extent in buf.shape:
+            elements *= extent.value
+        if elements * buf.dtype.itemsize * buf.dtype.lanes > MAX_LOCAL_BYTES:
+            raise TargetError(f"buffer {buf.name!r} (scope local) in kernel {self.kernel!r} holds {elements} elements "
+                              f"({elements * buf.dtype.itemsize * buf.dtype.lanes} bytes) per thread; CUDA allows at "
+                              f"most {MAX_LOCAL_BYTES} bytes of local memory per thread: compute it at an inner "
+                              "loop (a smaller tile per thread) or use scope \"shared\" or \"global\"")
         return op if body is op.body else replace(op, body=body)
 
 
@@ -542,12 +551,26 @@ def insert_barriers(spec: KernelSpec, func: PrimFunc) -> int:
     return planner.count
 
 
-def lower_for_cuda(func: PrimFunc) -> HostPlan:
+def lower_for_cuda(func: PrimFunc, checked: bool = False) -> HostPlan:
     """Block IR -> kernels with barriers: `tdsl.lower(func, "cuda")` (every GPU pass listed
-    there), then kernel splitting and barrier planning."""
-    from ...lower import lower
+    there), then kernel splitting and barrier planning.
 
-    lowered = lower(func, "cuda")
+    An access provably outside its buffer is a BoundsError here, per axis (checked on the
+    compacted n-d buffers, as the CPU build does) and on the flat buffers. `checked=True` is the
+    emulator's variant: every access not proven in bounds gets a per-axis `tdsl.index_check`
+    (its CUDA C++ calls `tdsl_emu_check`, which only the emulator's header defines)."""
+    from ...ir.attrs import set_attr
+    from ...lower import lower
+    from ...lower.index_checks import BOUNDS_CHECK_ATTR
+    from ..llvm.bounds import check_static_bounds
+
+    def per_axis_static_check(name: str, stage: PrimFunc) -> None:
+        if name == "compact_gpu_buffers":   # buffers still have their axes (and compacted shapes)
+            check_static_bounds(stage, scalar_only=True)
+
+    lowered = lower(set_attr(func, BOUNDS_CHECK_ATTR, True) if checked else func, "cuda",
+                    trace=per_axis_static_check)
+    check_static_bounds(lowered)
     plan = split_kernels(lowered, warp_calls(func))
     for spec in plan.kernels:
         insert_barriers(spec, lowered)
