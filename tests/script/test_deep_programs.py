@@ -46,6 +46,8 @@ def test_3000_term_sum_parses_prints_and_round_trips():
     text = func.script()
     assert tdsl.parse(text).script() == text   # (structural_equal itself recurses: not for this depth)
     assert tdsl.lower(func).name == "f"
+    # found by the deep fuzz: the interpreter's generator and argument checks recursed too
+    assert tdsl.interpret(func, np.ones(4, "float32"))[0] == 3000
 
 
 def test_binary_dtype_survives_pickling_and_copies():
