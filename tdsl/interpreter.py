@@ -71,6 +71,11 @@ def _compile(func: PrimFunc) -> _Compiled:
     return compiled
 
 
+def _prepare(func: PrimFunc, args, kwargs):
+    compiled = _compile(func)
+    return compiled, bind_arguments(func, compiled.sig_buffers, compiled.sig_vars, compiled.written, args, kwargs)
+
+
 def python_source(func: PrimFunc) -> str:
     """The Python code the interpreter runs for `func` (useful to see what a program means)."""
     return _compile(as_prim_func(func, "tdsl.interpret")).source
@@ -85,9 +90,11 @@ def interpret(func: PrimFunc, *args, **kwargs):
     out: they are allocated and returned (one -> the array, several -> a tuple in parameter
     order, none left out -> None). Wrong arguments raise `tdsl.ArgumentError`.
     """
+    from .deep import run_deep
+
     func = as_prim_func(func, "tdsl.interpret")
-    compiled = _compile(func)
-    call = bind_arguments(func, compiled.sig_buffers, compiled.sig_vars, compiled.written, args, kwargs)
+    # a deep program (a 3,000-term sum) is generated and its arguments matched on a big stack
+    compiled, call = run_deep(lambda: _prepare(func, args, kwargs))
     with np.errstate(all="ignore"):
         compiled.run(*call.storages, *call.values)
     call.finish()

@@ -147,8 +147,16 @@ class StringImm(PrimExpr):
     span: Span | None = _span_field()
 
 
+class _DtypeSlot(PrimExpr):
+    """A slot for a dtype computed once at construction (not a dataclass field: equality,
+    hashing, printing and rebuilding see only the fields)."""
+
+    __slots__ = ("_dtype",)
+    _dtype: DataType
+
+
 @dataclass(frozen=True, slots=True, eq=False)
-class Binary(PrimExpr):
+class Binary(_DtypeSlot):
     """`a op b` for op in BINARY_OPS; comparisons give bool, the rest the operands' dtype."""
 
     op: str
@@ -159,14 +167,19 @@ class Binary(PrimExpr):
     def __post_init__(self):
         if self.op not in BINARY_OPS:
             raise ValueError(f"unknown binary op {self.op!r}")
-        if self.a.dtype != self.b.dtype:
-            raise TypeError(f"operands of {self.op} differ in dtype: {self.a.dtype} and {self.b.dtype}")
+        dtype = self.a.dtype
+        if dtype != self.b.dtype:
+            raise TypeError(f"operands of {self.op} differ in dtype: {dtype} and {self.b.dtype}")
+        # computed once: asking the operand chain each time made a 3,000-term sum quadratic
+        object.__setattr__(self, "_dtype", bool_.with_lanes(dtype.lanes) if self.op in COMPARE_OPS else dtype)
 
     @property
     def dtype(self) -> DataType:
-        if self.op in COMPARE_OPS:
-            return bool_.with_lanes(self.a.dtype.lanes)
-        return self.a.dtype
+        try:
+            return self._dtype
+        except AttributeError:   # unpickled or copied: the state holds the fields only
+            self.__post_init__()
+            return self._dtype
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -283,10 +283,12 @@ def lower(func_or_schedule, target="cpu", *, show: bool = False,
 
     show: print the lowered IR and the notes. trace: True prints the IR after every pass; a
     callable is called as trace(pass_name, func) after every pass."""
+    from ..deep import run_deep
+
     func = as_prim_func(func_or_schedule, "lower()")
     report = _print_stage if trace is True else (trace or None)
     for p in passes_for(target):
-        func = _run(func, p)
+        func = run_deep(lambda: _run(func, p))   # noqa: B023 - called at once; deep programs on a big stack
         if report is not None:
             report(p.name, func)
     if show:

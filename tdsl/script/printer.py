@@ -70,15 +70,21 @@ class _Namer:
         self.names: dict[int, str] = {}
         self.used: set[str] = set(_RESERVED)
         self.keep: list = []
+        # base name -> the next suffix to try: every smaller one is taken (names are never
+        # released), so 2,000 loops called `i` take linear, not quadratic, time
+        self.next_suffix: dict[str, int] = {}
 
     def name(self, obj) -> str:
         key = id(obj)
         if key not in self.names:
             base = _sanitize(obj.name)
-            name, k = base, 1
-            while name in self.used:
+            name, k = base, self.next_suffix.get(base, 1)
+            if name in self.used:
                 name = f"{base}_{k}"
-                k += 1
+                while name in self.used:
+                    k += 1
+                    name = f"{base}_{k}"
+                self.next_suffix[base] = k + 1
             self.used.add(name)
             self.names[key] = name
             self.keep.append(obj)
@@ -466,8 +472,11 @@ def _dict_literal(pairs) -> str:
 
 
 def script(func: PrimFunc) -> str:
-    """The function as tdsl script text."""
-    return ScriptPrinter().function(func)
+    """The function as tdsl script text (a deep program, e.g. a 3,000-term sum, is printed on a
+    big-stack thread: tdsl.deep)."""
+    from ..deep import run_deep
+
+    return run_deep(lambda: ScriptPrinter().function(func))
 
 
 def expr_str(node: Node) -> str:

@@ -150,6 +150,16 @@ def test_random_decisions_on_random_functions_never_give_a_wrong_program(case, t
     _check_on_interpreter(case, replayed)
 
 
+def test_gpu_tiling_with_a_one_element_shared_copy_is_refused_not_crashed():
+    """Seed 440 samples tiles whose shared copy of A is one element (no copy loop to bind): that
+    sketch is dropped with a ScheduleError; the space still holds correct sketches."""
+    case = next(c for c in CORPUS if c.name == "batch_matmul")
+    sketches = tdsl.space(case.func, "cuda", seed=440, limit=4)
+    assert len(sketches) >= 1
+    for sketch in sketches:
+        _check_on_interpreter(case, sketch)
+
+
 _BUILT = ("matmul", "batch_matmul", "softmax", "layernorm", "conv2d_nchw", "depthwise_conv2d", "row_sum_symbolic",
           "dense_bias_relu")
 

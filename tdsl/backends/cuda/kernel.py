@@ -241,7 +241,7 @@ class CudaKernel:
 
     @public_entry
     def __call__(self, *args, stream=None, **kwargs):
-        from . import runtime
+        from . import host_steps, runtime
 
         handle = runtime.stream_handle(stream)
         bufs, scalars, values = self._bind_all(args, kwargs, handle)
@@ -265,8 +265,10 @@ class CudaKernel:
             ws = runtime.device_array((size,), w.dtype, zero=False)
             workspaces.append(ws)
             ptrs[w] = ws.ptr
-        for spec in self.kernels:
+        for at, spec in enumerate(self.kernels):
+            host_steps.run_steps(self.plan.steps, at, lambda step: host_steps.run_cublas(step, ptrs, handle))
             self._launch(module, spec, ptrs, scalars, values, handle)
+        host_steps.run_steps(self.plan.steps, len(self.kernels), lambda step: host_steps.run_cublas(step, ptrs, handle))
         outputs = []
         for arg in bufs:
             if arg.mode == "host" and arg.param in self._written:

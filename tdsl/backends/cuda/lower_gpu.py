@@ -97,6 +97,7 @@ class HostPlan:
     func: PrimFunc                      # the lowered function (flat parameter buffers)
     kernels: list[KernelSpec]
     workspaces: list[Buffer]            # function-level global intermediates (device allocations)
+    steps: list = field(default_factory=list)   # (launch index, host_steps.LibraryStep): runs before that launch
 
 
 def _is_nop(stmt: Stmt) -> bool:
@@ -106,8 +107,11 @@ def _is_nop(stmt: Stmt) -> bool:
 def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> HostPlan:
     """Cut the lowered function into kernels (see the module docs); a kernel that calls one of
     `warp_fns` (see `warp_calls`) launches threadIdx.x = 32 lanes."""
+    from . import host_steps
+
     roots: list[tuple[For, list[Buffer]]] = []
     workspaces: list[Buffer] = []
+    steps: list = []
 
     def host(stmt: Stmt, scoped: list[Buffer]) -> None:
         if isinstance(stmt, SeqStmt):
@@ -126,6 +130,8 @@ def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> Hos
             host(substitute(stmt.body, {stmt.var: stmt.value}, buffers=True), scoped)
         elif _is_nop(stmt):
             pass
+        elif host_steps.is_library_call(stmt):   # a cuBLAS call between the launches
+            steps.append((len(roots), host_steps.read_step(stmt, func.name)))
         elif any(f.kind == "thread_binding" for f in collect(stmt, For)):
             raise TargetError(f"function {func.name!r}: {_describe(stmt)} is outside every kernel but contains "
                               "thread-bound loops; a kernel starts at an outermost bound loop, so put it inside "
@@ -136,7 +142,7 @@ def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> Hos
                               f'sch.bind(loop, "blockIdx.x") and sch.bind(loop, "threadIdx.x")')
 
     host(func.body, [])
-    if not roots:
+    if not roots and not steps:
         raise TargetError(f"function {func.name!r} has no thread-bound loop, so no CUDA kernel: bind loops with "
                           f'sch.bind(loop, "blockIdx.x") and sch.bind(loop, "threadIdx.x")')
     param_vars = _param_vars(func)
@@ -145,7 +151,7 @@ def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> Hos
         name = f"{func.name}_kernel" if len(roots) == 1 else f"{func.name}_kernel_{i}"
         warp = any(c.op in warp_fns for c in collect(root, Call))
         kernels.append(_make_kernel(name, root, scoped, func, param_vars, workspaces, warp))
-    return HostPlan(func, kernels, workspaces)
+    return HostPlan(func, kernels, workspaces, steps)
 
 
 def _describe(stmt: Stmt) -> str:

@@ -19,6 +19,7 @@ NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
 
 # what the checked entry returns besides 0 (ok) and k > 0 (bounds check k failed)
 ERR_SLOW, ERR_NOMEM, ERR_TOO_MANY = -1, -2, -3   # ERR_TOO_MANY: past int32 indices
+ERR_INTERRUPTED = -4                              # Ctrl-C stopped a parallel loop (runtime.py)
 
 
 def numpy_layout_ok() -> bool:

@@ -48,12 +48,12 @@ from ...ir import (
 )
 from ...ir.functor import IRVisitor
 from ...script.printer import message_text as expr_text
-from .abi import ERR_NOMEM, ERR_TOO_MANY
+from .abi import ERR_INTERRUPTED, ERR_NOMEM, ERR_TOO_MANY
 from .lltypes import F32, F64, I1, I8, I16, I32, I64, PTR, _Callee, _const, _gep, _size_of, _suffix, lltype, memtype
 from .mathlib import MathEmitter
+from .split import UNROLL_LIMIT, Sizes, groups
 
 STACK_LIMIT = 64 * 1024          # constant-size allocations up to this many bytes go on the stack
-UNROLL_LIMIT = 64
 
 # The fast entry is straight-line checks already in SSA form: LLVM's pipeline has little to
 # improve there, yet cost ~25% of every kernel's optimisation and emission time while the entry
@@ -190,6 +190,9 @@ class _Module:
     parallel: bool = False
     nontemporal: frozenset = frozenset()   # names of buffers written with streaming stores
     wrappers_optnone: bool = False         # parallel loops' wrappers noinline optnone (codegen)
+    split_size: int | None = None          # a sequence estimated past this becomes calls (split.py)
+    n_parts: int = 0                       # functions made by outlined_call
+    sizes: Sizes = field(default_factory=Sizes)
 
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         """Declare (once) an intrinsic or extern function; vector overloads by their full name."""
@@ -222,6 +225,7 @@ class _Emitter(MathEmitter):
         # (block, operation, operands) -> (value, operands): index arithmetic and addresses
         # computed once per basic block (see `_pure`)
         self.cse: dict[tuple, tuple] = {}
+        self.loop_depth = 0   # loops around the statement being emitted
 
     def finish(self) -> None:
         """Close the entry block (allocas) and return 0 from the body's end."""
@@ -267,8 +271,50 @@ class _Emitter(MathEmitter):
         method(s)
 
     def s_SeqStmt(self, s: SeqStmt) -> None:
-        for x in s.seq:
-            self.stmt(x)
+        limit = self.m.split_size
+        # only straight-line code runs once per call: a sequence inside a loop is never split
+        if limit is None or self.loop_depth or self.in_parallel or len(s.seq) < 2 or self.m.sizes(s) <= limit:
+            for x in s.seq:
+                self.stmt(x)
+            return
+        for outline, run in groups(s.seq, self.m.sizes, limit):
+            if outline:
+                self.outlined_call(run[0] if len(run) == 1 else SeqStmt(tuple(run)))
+            else:
+                for x in run:
+                    self.stmt(x)
+
+    def outlined_call(self, s) -> None:
+        """Emit `s` as an internal noinline function and call it here (a huge body cut into
+        LLVM functions of bounded size, see split.py): the buffers (pointer and extent) and
+        variables in scope that `s` uses are its arguments; its return code, when not 0 (a
+        failed bounds check, out of memory), is returned from here too."""
+        m = self.m
+        k = m.n_parts
+        m.n_parts += 1
+        used_vars, used_bufs = _used_vars_and_buffers(s)
+        vars_ = [v for v in used_vars if v in self.env or v in self.wide]
+        bufs = [b for b in used_bufs if b in self.bufs]
+        var_vals = [self.wide[v] if v in self.wide else self.env[v] for v in vars_]
+        arg_tys = [PTR] * len(bufs) + [I64] * len(bufs) + [v.type for v in var_vals]
+        part = ir.Function(m.module, ir.FunctionType(I32, arg_tys), f"{m.symbol}_part{k}")
+        part.linkage = "internal"
+        part.attributes.add("noinline")   # called once: the inliner would undo the split
+        part.attributes.add("nounwind")
+        for a in part.args[:len(bufs)]:
+            a.add_attribute("noalias")
+        sub = _Emitter(m, part, in_parallel=self.in_parallel)
+        for i, b in enumerate(bufs):
+            sub.bufs[b] = (part.args[i], part.args[len(bufs) + i])
+        for i, v in enumerate(vars_):
+            (sub.wide if v in self.wide else sub.env)[v] = part.args[2 * len(bufs) + i]
+            if v in self.wide_range:
+                sub.wide_range[v] = self.wide_range[v]
+        sub.stmt(s)
+        sub.finish()
+        args = [self.bufs[b][0] for b in bufs] + [self.bufs[b][1] for b in bufs] + var_vals
+        rc = self.b.call(part, args)
+        self.fail_if(self.b.icmp_signed("!=", rc, ir.Constant(I32, 0)), rc)
 
     def s_Evaluate(self, s: Evaluate) -> None:
         if isinstance(s.value, (IntImm, FloatImm)):
@@ -328,6 +374,13 @@ class _Emitter(MathEmitter):
             self.b.call(self.m.intrinsic("free", ir.VoidType(), [PTR]), [ptr])
 
     def s_For(self, s: For) -> None:
+        self.loop_depth += 1
+        try:
+            self._for(s)
+        finally:
+            self.loop_depth -= 1
+
+    def _for(self, s: For) -> None:
         if s.kind == "parallel" and not self.in_parallel:
             self.parallel_for(s)
             return
@@ -449,10 +502,11 @@ class _Emitter(MathEmitter):
         for off, v in zip(offsets, values):
             self.b.store(v, _gep(self.b, slot, [ir.Constant(I64, off)], I8))
         launch_addr = self.b.load(_gep(self.b, m.ctx, [ir.Constant(I64, 0)], I64), typ=I64)
-        launch = _Callee(self.b.block, launch_addr, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]))
+        launch = _Callee(self.b.block, launch_addr, ir.FunctionType(I32, [PTR, PTR, I64]))
         self.b._insert(launch)
         extent = self.index(s.extent)
-        self.b.call(launch, [tramp, slot, extent])
+        stopped = self.b.call(launch, [tramp, slot, extent])   # 1: Ctrl-C stopped the loop (runtime.py)
+        self.fail_if(self.b.icmp_signed("!=", stopped, ir.Constant(I32, 0)), ERR_INTERRUPTED)
         err = self.b.load(slot, typ=I32)
         self.fail_if(self.b.icmp_signed("!=", err, ir.Constant(I32, 0)), err)
 

@@ -202,6 +202,16 @@ def pipeline_notes(lowered: Stmt, pipeline: str) -> list[str]:
     return [note]
 
 
+def huge_body_note(size: int, parts: int, chosen: str, pipeline: str) -> str:
+    """Kernel.notes' line for a body split into LLVM functions (split.py)."""
+    from .split import PART_SIZE
+
+    how = f"LLVM pipeline {pipeline!r}" + (f" instead of {chosen!r}" if pipeline != chosen else "")
+    return (f"huge kernel body (~{size} IR nodes): its top-level code was split into {parts} LLVM functions of "
+            f"about {PART_SIZE} nodes, called in order, and built with {how}, so that the build time grows "
+            f"linearly with the program (LLVM's optimisation of one function does not)")
+
+
 def _vector_stores(stmt: Stmt, bits: bool = False) -> int:
     """Vector stores per run of `stmt` (a loop body), or with `bits` the bits they store; a
     nested loop that is not unrolled counts as none (it is a loop of its own)."""
@@ -299,13 +309,18 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     pipeline = pipeline or pipeline_for(lowered.body)
     result = entry.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
                              datalayout=jit.data_layout(), wrappers_optnone=pipeline == jit.SIMPLIFY)
+    split_note = []
+    if result.parts:
+        chosen = pipeline
+        pipeline = jit.O3_NO_UNROLL if pipeline == jit.O3 else pipeline
+        split_note = [huge_body_note(result.size, result.parts, chosen, pipeline)]
     mod = jit.parse_and_verify(result.ir, f"kernel {api.name!r}")
     jit.optimize(mod, pipeline)
     obj = jit.emit_object(mod)
     info = {k: v for k, v in asdict(result).items() if k != "ir"}
     source = _pack_text(result.ir)
     notes = [str(n) for n in dict(lowered.attrs).get(LOWER_NOTES, ())]
-    more = pipeline_notes(lowered.body, pipeline)
+    more = pipeline_notes(lowered.body, pipeline) + split_note
     if disk_key is not None:
         cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source, "pipeline": pipeline,
                                          "notes": notes, "pipeline_notes": more})

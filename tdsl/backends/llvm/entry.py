@@ -53,6 +53,7 @@ from .abi import (
 )
 from .codegen import ENTRY_ATTRIBUTES, _Emitter, _Module, _used_vars_and_buffers
 from .lltypes import F64, I8, I32, I64, PTR, _gep, lltype
+from .split import HUGE_BODY, PART_SIZE
 
 
 @dataclass
@@ -79,6 +80,8 @@ class CodegenResult:
     descr_dtypes: list[str]      # ctx[2 + k] holds numpy's descriptor of descr_dtypes[k]
     tuple_symbol: str = ""       # the entry taking one tuple of arrays (kernels without scalars)
     dim_sources: list = field(default_factory=list)   # per dim: [param index, axis] (axis -1: a scalar)
+    parts: int = 0               # functions a huge body was split into (split.py); 0: not split
+    size: int = 0                # the body's estimated size (split.Sizes)
 
 
 def _dims_of(func: PrimFunc) -> list[Var]:
@@ -100,7 +103,8 @@ def _written_buffers(func: PrimFunc) -> set:
 
 
 def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_check: bool = False,
-            triple: str = "", datalayout: str = "", wrappers_optnone: bool = False) -> CodegenResult:
+            triple: str = "", datalayout: str = "", wrappers_optnone: bool = False,
+            split_size: int | None = PART_SIZE) -> CodegenResult:
     """Compile a lowered PrimFunc to an LLVM module (text) with the two entry points.
 
     `api` is the function as the user wrote it (n-d parameter shapes, checked by the fast
@@ -109,7 +113,9 @@ def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_
     an inliner, jit.SIMPLIFY, which keep them apart from the loop bodies anyway; with one, the
     inliner folds each body into its wrapper instead). With the tuple entry and a launch-only
     raw function also optnone, bench's GEMM, conv2d and softmax builds spend ~3-5 ms less CPU in
-    LLVM, the loop bodies' machine code unchanged.
+    LLVM, the loop bodies' machine code unchanged. In a body estimated past split.HUGE_BODY
+    IR nodes, a top-level statement sequence becomes calls to functions of about `split_size`
+    nodes (split.py; None: one function however big).
     """
     api = api or lowered
     if len(api.params) != len(lowered.params):
@@ -148,6 +154,7 @@ def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_
     m.param_index = {p: i for i, p in enumerate(lowered.params) if isinstance(p, Buffer)}
     m.nontemporal = frozenset(dict(lowered.attrs).get(NONTEMPORAL_BUFFERS, ()))
     m.wrappers_optnone = wrappers_optnone
+    m.split_size = split_size if split_size is not None and m.sizes(lowered.body) > HUGE_BODY else None
 
     raw = _emit_raw(m, lowered, dims)
     fast = _emit_fast(m, api, lowered, params, dims, descr_dtypes, raw)
@@ -155,7 +162,8 @@ def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_
         _emit_tuple_entry(m, fast, len(lowered.params))
     tuple_symbol = f"{symbol}_tuple" if all(isinstance(p, Buffer) for p in lowered.params) else ""
     return CodegenResult(str(module), symbol, f"{symbol}_raw", f"{symbol}_ctx", params, [d.name for d in dims],
-                         m.checks, m.parallel, descr_dtypes, tuple_symbol, _dim_sources(api, dims))
+                         m.checks, m.parallel, descr_dtypes, tuple_symbol, _dim_sources(api, dims),
+                         m.n_parts, m.sizes(lowered.body))
 
 
 def _dim_sources(api: PrimFunc, dims: list[Var]) -> list[list[int]]:

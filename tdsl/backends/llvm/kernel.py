@@ -441,6 +441,11 @@ class Kernel:
                 for i, axis in self._compiled.meta["dim_sources"]]
 
     def _raise(self, rc: int):
+        if rc == -4:   # abi.ERR_INTERRUPTED: let CPython's handler for the pending SIGINT run now
+            import ctypes
+
+            ctypes.pythonapi.PyErr_CheckSignals()   # raises KeyboardInterrupt (the default handler)
+            raise KeyboardInterrupt(f"kernel {self.func.name!r} was interrupted; its outputs are incomplete")
         if rc == -2:
             raise MemoryError(f"kernel {self.func.name!r}: allocating an intermediate buffer failed")
         if rc == -3:

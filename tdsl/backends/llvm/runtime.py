@@ -60,6 +60,8 @@ def _ir(triple: str, sys_futex: int) -> str:
 target triple = "{triple}"
 {chr(10).join(glob)}
 @tdsl_rt_nthreads = global i32 1, align 64
+@tdsl_rt_interrupted = global i32 0, align 64
+@tdsl_rt_prev_sigint = global ptr null, align 8
 
 declare i64 @syscall(i64, ...)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
@@ -94,11 +96,17 @@ size:
   %new = add i64 %cur, %c
   %x = cmpxchg ptr @tdsl_rt_next, i64 %cur, i64 %new acq_rel acquire
   %won = extractvalue {{ i64, i1 }} %x, 1
-  br i1 %won, label %body, label %loop
+  br i1 %won, label %claimed, label %loop
+claimed:
+  %stop = load atomic i32, ptr @tdsl_rt_interrupted monotonic, align 4
+  %skip = icmp ne i32 %stop, 0
+  br i1 %skip, label %count, label %body
 body:
   %lo = add i64 %base, %idx
   %hi = add i64 %lo, %c
   call void %fn(i64 %lo, i64 %hi, ptr %cl)
+  br label %count
+count:
   %d = atomicrmw add ptr @tdsl_rt_done, i64 %c release
   br label %loop
 exit:
@@ -171,7 +179,30 @@ work:
   ret void
 }}
 
-define void @tdsl_rt_launch(ptr %fn, ptr %cl, i64 %n) {{
+; Ctrl-C: chained before CPython's SIGINT handler (install_sigint_handler). During a region it
+; sets the flag that makes every thread skip the chunks it claims from then on (chunks already
+; running finish), so the region ends and launch returns 1; CPython's handler still runs.
+define void @tdsl_rt_on_sigint(i32 %sig) {{
+entry:
+  %busy = load atomic i32, ptr @tdsl_rt_lock monotonic, align 4
+  %inside = icmp ne i32 %busy, 0
+  br i1 %inside, label %flag, label %chain
+flag:
+  store atomic i32 1, ptr @tdsl_rt_interrupted monotonic, align 4
+  br label %chain
+chain:
+  %prev = load ptr, ptr @tdsl_rt_prev_sigint, align 8
+  %none = icmp eq ptr %prev, null
+  br i1 %none, label %exit, label %call
+call:
+  call void %prev(i32 %sig)
+  br label %exit
+exit:
+  ret void
+}}
+
+; Returns 1 when Ctrl-C stopped the region before all its iterations ran, else 0.
+define i32 @tdsl_rt_launch(ptr %fn, ptr %cl, i64 %n) {{
 entry:
   %empty = icmp sle i64 %n, 0
   br i1 %empty, label %done, label %check
@@ -186,6 +217,7 @@ trylock:
   %got = extractvalue {{ i32, i1 }} %x, 1
   br i1 %got, label %region, label %serial
 region:
+  store atomic i32 0, ptr @tdsl_rt_interrupted monotonic, align 4
   %nw64 = zext i32 %nw to i64
   %nthreads = add i64 %nw64, 1
   br label %piece
@@ -195,16 +227,21 @@ piece:
   %pn = call i64 @llvm.umin.i64(i64 %left, i64 {_PIECE})
   call void @tdsl_rt_region(ptr %fn, ptr %cl, i64 %base, i64 %pn, i64 %nthreads)
   %base1 = add i64 %base, %pn
-  %more = icmp slt i64 %base1, %n
+  %stop = load atomic i32, ptr @tdsl_rt_interrupted monotonic, align 4
+  %go = icmp eq i32 %stop, 0
+  %left1 = icmp slt i64 %base1, %n
+  %more = and i1 %left1, %go
   br i1 %more, label %piece, label %unlock
 unlock:
   store atomic i32 0, ptr @tdsl_rt_lock release, align 4
-  br label %done
+  %stopped = icmp ne i32 %stop, 0
+  %rc = zext i1 %stopped to i32
+  ret i32 %rc
 serial:
   call void %fn(i64 0, i64 %n, ptr %cl)
   br label %done
 done:
-  ret void
+  ret i32 0
 }}
 
 define internal ptr @tdsl_rt_worker(ptr %arg) {{
@@ -321,7 +358,7 @@ def _compile() -> dict[str, int]:
         obj = jit.emit_object(mod)
         cache.disk_store(key, obj, {"kind": "runtime"})
     addrs = jit.load_object(obj, ["tdsl_rt_launch", "tdsl_rt_start", "tdsl_rt_reset_after_fork",
-                                  "tdsl_rt_nthreads"])
+                                  "tdsl_rt_nthreads", "tdsl_rt_on_sigint", "tdsl_rt_prev_sigint"])
     addrs["futex"] = sys_futex is not None
     return addrs
 
@@ -345,11 +382,44 @@ def runtime() -> dict[str, int]:
         if not _RT.get("started"):
             import ctypes
 
+            install_sigint_handler()
             workers = num_threads() - 1 if _RT["futex"] else 0
             if workers > 0:
                 ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32)(_RT["tdsl_rt_start"])(workers)
             _RT["started"] = 1
     return _RT
+
+
+def install_sigint_handler() -> bool:
+    """Chain tdsl_rt_on_sigint before the process's SIGINT handler when that is CPython's (a
+    Python-level handler or the default KeyboardInterrupt one), so that Ctrl-C stops a running
+    parallel region between chunks. Not on the main thread, not on a libc without the usual
+    `struct sigaction`, or with SIGINT ignored / at its default: nothing changes (False). A later
+    `signal.signal(SIGINT, ...)` puts CPython's handler back alone: Ctrl-C then waits for the
+    kernel again."""
+    import ctypes
+    import signal
+
+    if threading.current_thread() is not threading.main_thread() or not platform.system() == "Linux":
+        return False
+    if not callable(signal.getsignal(signal.SIGINT)):
+        return False   # SIG_IGN, SIG_DFL or a handler not installed from Python
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        sigaction = libc.sigaction
+    except (OSError, AttributeError):
+        return False
+    # glibc's struct sigaction on 64-bit Linux: handler, 128-byte mask, int flags, restorer
+    size = 8 + 128 + 8 + 8
+    old = ctypes.create_string_buffer(size)
+    if sigaction(signal.SIGINT, None, old) != 0:
+        return False
+    prev = int.from_bytes(old.raw[:8], "little")
+    if prev in (0, 1) or prev == _RT["tdsl_rt_on_sigint"]:
+        return prev != 0 and prev != 1
+    new = ctypes.create_string_buffer(_RT["tdsl_rt_on_sigint"].to_bytes(8, "little") + old.raw[8:], size)
+    ctypes.c_void_p.from_address(_RT["tdsl_rt_prev_sigint"]).value = prev
+    return sigaction(signal.SIGINT, new, None) == 0
 
 
 def launch_address() -> int:

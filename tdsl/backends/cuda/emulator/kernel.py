@@ -21,6 +21,7 @@ import numpy as np
 from ....errors import ArgumentError, TargetError
 from ....ir import Buffer
 from ....tracebacks import public_entry
+from .. import host_steps
 from ..kernel import CudaKernel, _Arg, evaluate, scalar_ctype
 from ..lower_gpu import MAX_BLOCK_DIM, MAX_GRID_DIM
 from .translate import EmuKernel
@@ -112,11 +113,16 @@ class EmulatedKernel(CudaKernel):
             arrays[arg.param] = arr
         for w in self.plan.workspaces:
             arrays[w] = _poisoned((evaluate(w.shape[0], values),), w.dtype.numpy)
+        def library(step) -> None:       # cuBLAS's stand-in: numpy's BLAS (host_steps.run_emulated)
+            host_steps.run_emulated(step, arrays)
+
         with _CALL_LOCK:
             for i, spec in enumerate(self.kernels):
+                host_steps.run_steps(self.plan.steps, i, library)
                 if self._checked:
                     self._run_checked(self._checked[i], arrays, scalars, values)
                 self._launch_emulated(spec, arrays, scalars, values)
+            host_steps.run_steps(self.plan.steps, len(self.kernels), library)
         for orig, work in copies:
             np.copyto(orig, work)
         device_array = _device_array_type()
