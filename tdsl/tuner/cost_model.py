@@ -14,6 +14,8 @@ The target is a candidate's normalised throughput, `best time / time` (1 for the
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -135,7 +137,7 @@ class LightGBMModel(CostModel):
         import lightgbm  # noqa: F401 - fail here, not at the first fit
 
         self.rounds = rounds
-        self._booster = None
+        self._booster: Any = None   # a lightgbm.Booster once fitted
 
     def fit(self, X, y) -> None:
         import lightgbm
