@@ -3,6 +3,7 @@
     python bench/bench_tune.py gemm                # GEMM 512^3, 64 trials (the MetaSchedule comparison)
     python bench/bench_tune.py compare             # model-guided vs random search, same budget: GEMM, conv2d
     python bench/bench_tune.py model-vs-random     # the same over several seeds (--seeds 3): mean ratio, spread
+    python bench/bench_tune.py search-on-table     # both searches on a table of measured programs (no noise)
     python bench/bench_tune.py build-speed         # candidates prepared + built per minute on this machine
     python bench/bench_tune.py full                # the issue's table: GEMM 1024, conv2d, softmax, layernorm,
                                                    # 256 trials each (long: an idle machine only)
@@ -204,7 +205,7 @@ def run_compare(args) -> list[dict]:
 def run_model_vs_random(args) -> list[dict]:
     """Model-guided search against random search (fresh samples of the design space, picked at
     random), the same trials and batch, seeds 0..seeds-1; every final best timed again in one
-    measuring process, taking turns (child_times), so that the ratios compare like with like."""
+    measuring process, 8 turns each (child_times), so that the ratios compare like with like."""
     rows = []
     for name in args.only or ("gemm256", "conv2d28"):
         func, hand, _, _, _ = kernels()[name]()
@@ -216,7 +217,7 @@ def run_model_vs_random(args) -> list[dict]:
                 results[mode].append(result)
                 print(f"  {name} seed {seed} {mode:6s}: best while tuning {result.best.time * 1e3:.3f} ms, "
                       f"{len(result.tasks[0].failures)} failed, {result.stats['seconds']:.0f} s; {load()}", flush=True)
-        timed = child_times(func, results["model"] + results["random"])
+        timed = child_times(func, results["model"] + results["random"], turns=8)
         t_model, t_random = timed[: args.seeds], timed[args.seeds:]
         ratios = [r / m for m, r in zip(t_model, t_random)]
         row = {"kernel": name, "trials": args.trials, "batch": args.batch, "seeds": args.seeds,
@@ -227,6 +228,52 @@ def run_model_vs_random(args) -> list[dict]:
               "random best / model best = " + ", ".join(f"{r:.2f}" for r in ratios)
               + f" -> mean {row['mean_ratio']:.2f}x (min {row['min_ratio']:.2f}, max {row['max_ratio']:.2f}); "
               f"retimed in one measuring process; {load()}", flush=True)
+        rows.append(row)
+    return rows
+
+
+def run_search_on_table(args) -> list[dict]:
+    """The search alone, without measurement noise: every program of the design space is
+    measured once (random search with `--table-trials` trials into a database), then
+    model-guided and random search run `trials` trials each, seeds 0..seeds-1, with the table
+    as their "measurement" (a program missing from the table counts as 10x the best). Reports
+    each search's best as a multiple of the table's best."""
+    import random as random_mod
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tdsl.tuner import api
+    from tdsl.tuner.progress import Progress
+    from tdsl.tuner.search import Engine, TuneOptions
+
+    rows = []
+    for name in args.only or ("gemm256", "conv2d28"):
+        func, hand, _, _, _ = kernels()[name]()
+        space = _space(args.space, hand)
+        tabulated = tdsl.tune(func, trials=args.table_trials, space=space, seed=99, verbose=0, cost_model="random")
+        table = {r.candidate: r.time for r in tabulated.records if r.ok}
+        optimum = min(table.values())
+
+        def lookup(p):
+            t = table.get(p["key"], 10 * optimum)
+            return {"time": t, "times": [t]}
+
+        found: dict[str, list[float]] = {"model": [], "random": []}
+        for seed in range(args.seeds):
+            for mode in ("model", "random"):
+                tasks, _ = api._tasks([func], "cpu", space, seed, random_mod.Random(seed),
+                                      args.model if mode == "model" else "random", None, "table")
+                with ThreadPoolExecutor(2) as pool:
+                    Engine(tasks, pool, measure_locally=False, database=None,
+                           options=TuneOptions(trials=args.trials, batch=args.batch),
+                           progress=Progress(args.trials, verbose=0), measure_fn=lookup).run()
+                found[mode].append(min(r.time for r in tasks[0].records if r.ok) / optimum)
+        row = {"kernel": name, "programs": len(table), "trials": args.trials, "seeds": args.seeds,
+               "model_x_optimum": found["model"], "random_x_optimum": found["random"],
+               "mean_ratio": float(np.mean([r / m for m, r in zip(found["model"], found["random"])])), "load": load()}
+        print(f"{name} on a table of {len(table)} programs, {args.trials} trials, seeds 0..{args.seeds - 1}: best found / "
+              f"optimum: model " + ", ".join(f"{x:.2f}" for x in found["model"]) + "; random "
+              + ", ".join(f"{x:.2f}" for x in found["random"]) + f" -> random/model mean {row['mean_ratio']:.2f}x; "
+              + load(), flush=True)
         rows.append(row)
     return rows
 
@@ -289,14 +336,15 @@ def run_full(args) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("gemm", "compare", "model-vs-random", "build-speed", "full"))
+    ap.add_argument("what", choices=("gemm", "compare", "model-vs-random", "search-on-table", "build-speed", "full"))
     ap.add_argument("--trials", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--space", choices=("auto", "rules", "hand"), default="auto")
     ap.add_argument("--model", default="auto")
     ap.add_argument("--json", default=None)
     ap.add_argument("--seeds", type=int, default=3, help="model-vs-random: seeds 0..N-1")
-    ap.add_argument("--batch", type=int, default=8, help="model-vs-random: trials per round")
+    ap.add_argument("--batch", type=int, default=8, help="model-vs-random, search-on-table: trials per round")
+    ap.add_argument("--table-trials", type=int, default=160, help="search-on-table: trials measuring the table")
     ap.add_argument("--only", nargs="*", default=None,
                     help="compare / model-vs-random / full: kernels (gemm256, conv2d28, softmax4096, ...)")
     args = ap.parse_args()
@@ -312,6 +360,9 @@ def main() -> None:
     elif args.what == "model-vs-random":
         args.trials = args.trials or 32
         out = run_model_vs_random(args)
+    elif args.what == "search-on-table":
+        args.trials = args.trials or 32
+        out = run_search_on_table(args)
     elif args.what == "build-speed":
         args.trials = args.trials or 16
         out = run_build_speed(args)
