@@ -304,7 +304,9 @@ class SamplingMethods:
         """Sample where `block` is computed: one of the loops of its consumers where `compute_at`
         is legal, or -1 "stay at the root", or -2 "inline" (where `compute_inline` is legal);
         the decision is the loop's index among those loops, outer to inner, or -1 / -2. Pass the
-        result to `compute_at`, which inlines, keeps or moves the block accordingly.
+        result to `compute_at`, which inlines, keeps or moves the block accordingly. A given
+        decision (a replay) checks only what it needs: nothing for -1, the inlining for -2, the
+        loops up to the k-th legal one for k.
 
         Call::
 

@@ -2,14 +2,15 @@
 
 One round for one function (a `TaskState`), `batch` trials:
 
-1. propose: while few candidates are measured, fresh samples (a sketch with every decision
-   sampled anew from a new seed); afterwards mostly children of the fastest measured candidates
-   (mutations of one or two decisions, crossovers of two parents of one sketch) plus a few fresh
-   samples, `pool` times more than the batch;
+1. propose: while few candidates are measured (and always in random search), fresh samples (a
+   sketch with every decision drawn anew); afterwards the decision model's best predictions from
+   an evolution of the fastest measured candidates and fresh samples, thousands scored without
+   replaying (decisions.evolve), plus a few fresh samples, `pool` times more than the batch;
 2. prepare them on the executor (replay, lower, features); a refused decision drops the proposal
    (it is not a trial), as does a program already measured;
-3. pick the batch: the cost model's best predictions (and `explore` of the batch at random); the
-   first round, with no model yet, is random and compiles while it prepares;
+3. pick the batch: the best by the mean of the IR-feature model's and the decision model's
+   predictions (and `explore` of the batch at random); the first round, with no model yet, is
+   random and compiles while it prepares;
 4. build the picked candidates on the executor, then measure them one at a time (runner.py);
 5. record every trial in the database, failures with their reason, and refit the model.
 """
