@@ -51,7 +51,9 @@ class Best:
     @property
     def schedule(self):
         """A Schedule of the function with the trace replayed, ready for more hand steps."""
-        return self.trace.apply(self.func)
+        from .space import replay
+
+        return replay(self.trace, self.func)
 
     def build(self, target: str = "cpu"):
         from ..backends import build

@@ -65,6 +65,27 @@ def load(text: str):
     return Trace.from_json(text)
 
 
+def replay(trace, func, seed: int | None = None, target: str = "cpu"):
+    """`trace.apply(func, seed=seed)`, in any process: a rule of `tdsl.space` may tensorize with
+    an intrinsic it generates and registers as it runs (RowPrefetch's "auto.row_prefetch_..."),
+    which a fresh process (a pool worker, a later `build(database=)`) does not know yet; on that
+    refusal the rules run once for `func` here, registering their intrinsics, and the replay is
+    tried again."""
+    from ..errors import ScheduleError
+
+    try:
+        return trace.apply(func, seed=seed)
+    except ScheduleError as exc:
+        if "unknown tensor intrinsic 'auto." not in str(exc):
+            raise
+        try:
+            from ..auto import space as rules_space
+        except ImportError:
+            raise exc from None
+        rules_space(func, target)
+        return trace.apply(func, seed=seed)
+
+
 def _prime_factors(n: int) -> list[int]:
     out, p = [], 2
     while p * p <= n:

@@ -57,6 +57,7 @@ def prepare(task: dict) -> dict:
     from ..schedule.trace import Trace
     from .features import features
     from .machine import fingerprint
+    from .space import replay
 
     t0 = time.perf_counter()
     out: dict = {"machine": fingerprint()}
@@ -66,7 +67,7 @@ def prepare(task: dict) -> dict:
         decisions = {int(k): v for k, v in (task.get("decisions") or {}).items()}
         if decisions:
             trace = trace.with_decisions(decisions)
-        sch = trace.apply(func, seed=task.get("seed"))
+        sch = replay(trace, func, seed=task.get("seed"))
     except Exception as exc:  # noqa: BLE001 - a refused decision: an invalid proposal
         out.update(invalid=f"replay: {_first_line(exc)}", prepare_s=time.perf_counter() - t0)
         return out
