@@ -330,7 +330,7 @@ class Engine:
             task.pending.pop(task.candidate_key(p["trace"], p["decisions"]), None)
         if self._out_of_time():
             return
-        self._build(picked)
+        self._build(picked, task.func_script)
         for p in picked:
             if "build_s" in p:
                 self.builds += 1
@@ -371,12 +371,14 @@ class Engine:
         while len(task.pending) > 512:                  # the oldest unpicked go first
             del task.pending[next(iter(task.pending))]
 
-    def _build(self, picked: list[dict]) -> None:
-        """Compile the picked candidates that the prepare step did not."""
+    def _build(self, picked: list[dict], func: str | None = None) -> None:
+        """Compile the picked candidates that the prepare step did not (`func`: the unscheduled
+        function's script)."""
         todo = [p for p in picked if "error" not in p and "build_s" not in p]
         if todo and self.measure_fn is None:
             t0 = time.monotonic()
-            futures = [self.executor.submit(worker.build, {"script": p["script"], "key": p["key"]}) for p in todo]
+            futures = [self.executor.submit(worker.build, {"script": p["script"], "key": p["key"], "func": func})
+                       for p in todo]
             for p, res in zip(todo, self._wait(futures, self.opt.build_timeout)):
                 p.update({k: v for k, v in res.items() if k in ("build_s", "error")})
             self.build_seconds += time.monotonic() - t0
