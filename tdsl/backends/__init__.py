@@ -127,7 +127,11 @@ def _build_cuda(func_or_schedule, func, options: dict):
     if build_cuda is None:
         raise TargetError("target 'cuda' is not available in this installation (tdsl.backends.cuda has no "
                           "build()); build for target='cpu' instead")
-    return build_cuda(func, **options)
+    kernel = build_cuda(func, **options)
+    notes = getattr(kernel, "notes", None)
+    if notes:
+        warn_notes(func.name, notes)
+    return kernel
 
 
 __all__ = ["KNOWN_TARGETS", "Target", "TargetError", "build"]

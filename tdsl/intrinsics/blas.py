@@ -42,7 +42,10 @@ from ..errors import TargetError
 
 ROUTINES = {"sgemm": "float32", "dgemm": "float64"}
 GENERIC = tuple(f"blas.{r}" for r in ROUTINES)
-FAMILY = r"blas\.(sgemm|dgemm)_([nt])([nt])_(\d+)x(\d+)x(\d+)(_init)?"
+FAMILY = r"blas\.(sgemm|dgemm)_([nt])([nt])_(\d+)x(\d+)x(\d+)(_init)?(?:_o([ijk]{3})_([ijk]{3}))?"
+ORDERS = ("ijk", "ikj", "jik", "jki", "kij", "kji")
+"""Orders of the description's loops and of its block iterators (``_o<loops>_<iterators>`` in the
+name, left out for ijk/ijk): a block whose loops or iterators are reordered matches as written."""
 LAYOUTS = ("nn", "nt", "tn", "tt")
 
 
@@ -171,8 +174,18 @@ def register_symbols(blas: Blas) -> None:
 
 # descriptions and implementations -----------------------------------------------------------
 
-def concrete_name(routine: str, layout: str, m: int, n: int, k: int, init: bool) -> str:
-    return f"blas.{routine}_{layout}_{m}x{n}x{k}" + ("_init" if init else "")
+def is_concrete(name: str) -> bool:
+    """Whether `name` is a concrete library intrinsic made for one block ("blas.sgemm_nn_64x64x64")."""
+    return re.fullmatch(FAMILY, name) is not None
+
+
+def order_suffix(loops: str = "ijk", iters: str = "ijk") -> str:
+    return "" if loops == iters == "ijk" else f"_o{loops}_{iters}"
+
+
+def concrete_name(routine: str, layout: str, m: int, n: int, k: int, init: bool, loops: str = "ijk",
+                  iters: str = "ijk") -> str:
+    return f"blas.{routine}_{layout}_{m}x{n}x{k}" + ("_init" if init else "") + order_suffix(loops, iters)
 
 
 def _shapes(layout: str, m: int, n: int, k: int) -> tuple[tuple[int, int], tuple[int, int], str, str]:
@@ -190,14 +203,17 @@ def _params(dtype: str, a_shape, b_shape, m: int, n: int) -> str:
             f'C: T.Buffer(({m}, {n}), "{dtype}", strides=("ldc", 1))')
 
 
-def desc_text(routine: str, layout: str, m: int, n: int, k: int, init: bool) -> str:
+def desc_text(routine: str, layout: str, m: int, n: int, k: int, init: bool, loops: str = "ijk",
+              iters: str = "ijk") -> str:
     dtype = ROUTINES[routine]
     a_shape, b_shape, a_idx, b_idx = _shapes(layout, m, n, k)
     zero = f"            with T.init():\n                C[vi, vj] = T.{dtype}(0)\n" if init else ""
+    extent = {"i": m, "j": n, "k": k}
+    kinds = "".join("R" if r == "k" else "S" for r in iters)
     return (f"@T.prim_func\ndef gemm_desc({_params(dtype, a_shape, b_shape, m, n)}):\n"
-            f"    for i, j, k in T.grid({m}, {n}, {k}):\n"
+            f"    for {', '.join(loops)} in T.grid({', '.join(str(extent[r]) for r in loops)}):\n"
             f'        with T.block("gemm"):\n'
-            f'            vi, vj, vk = T.axis.remap("SSR", [i, j, k])\n'
+            f"            {', '.join('v' + r for r in iters)} = T.axis.remap(\"{kinds}\", [{', '.join(iters)}])\n"
             f"{zero}"
             f"            C[vi, vj] = C[vi, vj] + A[{a_idx}] * B[{b_idx}]\n")
 
@@ -236,6 +252,10 @@ def impl_text(blas: Blas, routine: str, layout: str, m: int, n: int, k: int, ini
             + "T.address_of(scal[1]), T.address_of(C[0, 0]), T.address_of(ints[5])))\n")
 
 
+def _orders_ok(match: re.Match) -> bool:
+    return all(o is None or o in ORDERS for o in (match[8], match[9]))
+
+
 def register_concrete(match: re.Match) -> None:
     """The family factory: register the concrete intrinsic named by `match` (FAMILY)."""
     from ..script import parse
@@ -243,11 +263,11 @@ def register_concrete(match: re.Match) -> None:
 
     routine, ta, tb = match[1], match[2], match[3]
     m, n, k, init = int(match[4]), int(match[5]), int(match[6]), bool(match[7])
-    if min(m, n, k) < 1:
+    if min(m, n, k) < 1 or not _orders_ok(match):
         return
     layout = ta + tb
     blas = find()
-    desc = parse(desc_text(routine, layout, m, n, k, init))
+    desc = parse(desc_text(routine, layout, m, n, k, init, match[8] or "ijk", match[9] or "ijk"))
     impl = parse(impl_text(blas, routine, layout, m, n, k, init))
     TensorIntrin.register(match[0], desc, impl, doc=f"{routine} from {blas.where}", override=True)
 

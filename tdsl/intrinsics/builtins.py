@@ -1,8 +1,9 @@
-"""Registers the built-in intrinsics (x86, CUDA, BLAS) on import; `TensorIntrin.get` imports it once."""
+"""Registers the built-in intrinsics (x86, CUDA, BLAS, cuBLAS) on import; `TensorIntrin.get` imports it once."""
 from __future__ import annotations
 
-from . import blas, cuda, x86
+from . import blas, cublas, cuda, x86
 
 x86._register_builtins()
 cuda._register_builtins()
 blas._register_builtins()
+cublas._register_builtins()

@@ -45,6 +45,8 @@ from ..ir import (
     collect,
     const,
     free_vars,
+    is_const,
+    is_true,
     substitute,
 )
 from ..ir.tree import Path, path_ranges
@@ -156,7 +158,7 @@ class Matcher:
                     fix = f"split the loops so that this one has extent {expr_text(de)}"
                 raise Mismatch(f"{loop_name(r.loop_var)} has extent {expr_text(re_)} where the description's "
                                f"loop {d.loop_var.name} has {expr_text(de)}", fix=fix, loops=(r.loop_var,))
-            if not _is_zero(simplify(r.min)) or not _is_zero(simplify(d.min)):
+            if not is_const(simplify(r.min), 0) or not is_const(simplify(d.min), 0):
                 raise Mismatch(f"{loop_name(r.loop_var)} starts at {expr_text(r.min)} where the description's "
                                f"starts at {expr_text(d.min)}", loops=(r.loop_var,),
                                fix="blockize/tensorize a loop nest that starts at 0")
@@ -188,7 +190,7 @@ class Matcher:
     def _realize(self, d: BlockRealize, r: BlockRealize) -> None:
         db, rb = d.block, r.block
         culprit = {"blocks": (rb.name,)}
-        if not _is_true(r.predicate):
+        if not is_true(r.predicate):
             raise Mismatch(f"{block_name(rb.name)} has the predicate T.where({expr_text(r.predicate)}) (a split "
                            "that does not divide the extent), so its tile is partial",
                            fix="split by factors that divide the loop extents (the intrinsic computes whole tiles)",
@@ -538,15 +540,11 @@ def _same_const(a: PrimExpr, b: PrimExpr) -> bool:
     return isinstance(a, IntImm) and isinstance(b, IntImm) and a.value == b.value
 
 
-def _is_true(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.value == 1
-
-
 def _equal(a: PrimExpr, b: PrimExpr, ranges: dict) -> bool:
     if a.dtype != b.dtype:
         return False
     if a.dtype.is_integer and a.dtype.lanes == 1:
-        return _is_zero(simplify(a - b, ranges))
+        return is_const(simplify(a - b, ranges), 0)
     from ..ir import structural_equal
 
     return structural_equal(a, b)
@@ -671,7 +669,7 @@ class _Binder:
 
 def _offset(base: PrimExpr, index: PrimExpr) -> PrimExpr:
     """base + index, keeping vector indices in Ramp/Broadcast form."""
-    if _is_zero(base):
+    if is_const(base, 0):
         return index
     if isinstance(index, Ramp):
         return Ramp(simplify(base + index.base), index.stride, index.lanes)
@@ -682,5 +680,3 @@ def _offset(base: PrimExpr, index: PrimExpr) -> PrimExpr:
     return simplify(base + index)
 
 
-def _is_zero(e) -> bool:
-    return isinstance(e, IntImm) and e.value == 0

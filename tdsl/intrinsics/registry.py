@@ -1,4 +1,3 @@
-# mypy: disable-error-code="assignment"
 """The tensor intrinsic registry: `tdsl.TensorIntrin.register(name, desc, impl)`.
 
 A tensor intrinsic is a pair of prim_funcs with the same parameter list: the description says
@@ -21,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import ScheduleError
-from ..ir import Block, BlockRealize, Buffer, PrimFunc, collect
+from ..ir import Block, BlockRealize, Buffer, PrimExpr, PrimFunc, collect
 
 _REGISTRY: dict[str, TensorIntrin] = {}
 # families of intrinsics made on first use from their name (e.g. "x86.avx2.fp32_4x16x64")
@@ -151,7 +150,7 @@ def flatten_blocks(stmt):
                 first = [binary("eq", vmap[iv.var], iv.dom.min) for iv in b.iter_vars if iv.kind == "R"]
                 init = substitute(b.init, vmap)
                 if first:
-                    cond = first[0]
+                    cond: PrimExpr = first[0]
                     for c in first[1:]:
                         cond = logical_and(cond, c)
                     init = IfThenElse(cond, init)

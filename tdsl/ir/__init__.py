@@ -27,6 +27,8 @@ from .expr import (
                    const,
                    if_then_else,
                    is_const,
+                   is_false,
+                   is_true,
                    logical_and,
                    logical_or,
                    max_,

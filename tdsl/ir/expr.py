@@ -308,6 +308,16 @@ def is_const(e, value=None) -> bool:
     return value is None or e.value == value
 
 
+def is_true(e) -> bool:
+    """True for the boolean constant True (a predicate that always holds)."""
+    return isinstance(e, IntImm) and e.dtype.is_bool and e.value == 1
+
+
+def is_false(e) -> bool:
+    """True for the boolean constant False."""
+    return isinstance(e, IntImm) and e.dtype.is_bool and e.value == 0
+
+
 def call(op: str, *args, dtype: DataType | None = None) -> Call:
     args = tuple(as_expr(a) for a in args)
     return Call(dtype if dtype is not None else args[0].dtype, op, args)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import Binary, Block, BufferLoad, BufferStore, PrimExpr, free_vars
+from .structural import same_expr
 
 COMBINERS = ("add", "mul", "max", "min")
 
@@ -61,20 +62,6 @@ def simple_reduction(block: Block) -> SimpleReduction | None:
         init = i.value
     return SimpleReduction(body, comb.op, value, init)
 
-
-def same_expr(a, b) -> bool:
-    """Syntactic equality, variables and buffers by identity."""
-    from . import Buffer, Node, Var, node_fields
-
-    if a is b:
-        return True
-    if type(a) is not type(b) or isinstance(a, (Var, Buffer)):
-        return False
-    if isinstance(a, Node):
-        return all(same_expr(getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))  # type: ignore[arg-type]
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 def _loads(e: PrimExpr, buf) -> bool:

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="arg-type"
 """structural_equal / structural_hash: equality of meaning, up to renaming (alpha-equivalence).
 
 Variable, buffer and function names do not matter; block names and everything else do.
@@ -132,7 +131,7 @@ def same_expr(a, b) -> bool:
     if isinstance(a, (Var, Buffer)):
         return False
     if isinstance(a, Node):
-        return all(same_expr(getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))
+        return all(same_expr(getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))  # type: ignore[arg-type]
     if isinstance(a, tuple):
         return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):

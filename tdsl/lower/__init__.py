@@ -104,6 +104,8 @@ barrier planning, which stay in ``tdsl.backends.cuda``)::
     lower_cross_thread_reductions  reductions bound to threadIdx.x -> all-reduce (cross_thread)
     convert_blocks
     compact_gpu_buffers            local/shared buffers -> one thread's / block's tile (gpu_compact)
+    index_checks                   (only for the emulator's checked variant, attr tdsl.bounds_check)
+                                   every axis of every access not proven in bounds
     flatten_buffers, simplify, unroll, vectorize (4 lanes), simplify, remove_no_op
 
 Thread bindings and GPU scopes are kept. A backend adds its own passes with
@@ -144,7 +146,7 @@ from .flatten import flatten_buffers
 from .gpu_bindings import verify_thread_bindings
 from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange
-from .index_checks import index_checks
+from .index_checks import index_checks, unproven_index_checks
 from .simplify import remove_no_op, simplify
 from .storage import storage
 from .unroll import unroll
@@ -204,6 +206,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("lower_cross_thread_reductions", lower_cross_thread_reductions),
         Pass("convert_blocks", convert_blocks),
         Pass("compact_gpu_buffers", compact_gpu_buffers),
+        Pass("index_checks", unproven_index_checks),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),
         Pass("unroll", unroll),

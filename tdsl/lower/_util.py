@@ -16,17 +16,17 @@ from ..ir import (
     IRMutator,
     IRVisitor,
     LetStmt,
-    Node,
     PrimExpr,
     PrimFunc,
     Ramp,
     SeqStmt,
     Stmt,
     Var,
-    node_fields,
+    is_const,
 )
 from ..ir.attrs import LOWER_NOTES, get_attr, set_attr
 from ..ir.functor import replace_fields as replace
+from ..ir.structural import same_expr  # noqa: F401 - re-exported for the passes
 
 # ----------------------------------------------------------------------------- attributes
 
@@ -69,29 +69,7 @@ def seq(*stmts: Stmt | None) -> Stmt:
     return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
 
 
-def is_true(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.dtype.is_bool and e.value == 1
-
-
-def is_false(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.dtype.is_bool and e.value == 0
-
-
 # ----------------------------------------------------------------------------- expressions
-
-def same_expr(a, b) -> bool:
-    """Syntactic equality with variables and buffers compared by identity (not alpha-equivalence)."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (Var, Buffer)):
-        return False
-    if isinstance(a, Node):
-        return all(same_expr(getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 def cast_to(dtype: DataType, e: PrimExpr) -> PrimExpr:
@@ -166,15 +144,11 @@ def arith(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr:
             return ramp(arith(op, ba, bb), arith(op, ta, tb), lanes)
         if op == "mul":
             # (ba + ta*l) * (bb + tb*l) is affine in the lane l only when one side is uniform
-            if _is_zero(tb):
+            if is_const(tb, 0):
                 return ramp(arith("mul", ba, bb), arith("mul", ta, bb), lanes)
-            if _is_zero(ta):
+            if is_const(ta, 0):
                 return ramp(arith("mul", ba, bb), arith("mul", ba, tb), lanes)
     return Binary(op, broadcast(a, lanes), broadcast(b, lanes))
-
-
-def _is_zero(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.value == 0
 
 
 def _affine(e: PrimExpr) -> tuple[PrimExpr, PrimExpr] | None:

@@ -15,11 +15,12 @@ from ..ir import (
     PrimExpr,
     PrimFunc,
     Stmt,
+    is_true,
     substitute,
 )
 from ..ir.attrs import NONTEMPORAL, NONTEMPORAL_BUFFERS, VECTORIZE_BLOCKS, set_attr
 from ..ir.functor import replace_fields as replace
-from ._util import StmtMutator, cast_to, collect_stmts, is_true, seq
+from ._util import StmtMutator, cast_to, collect_stmts, seq
 
 # The annotation keys read and set here (NONTEMPORAL, NONTEMPORAL_BUFFERS, VECTORIZE_BLOCKS) are
 # described in tdsl.ir.attrs.

@@ -62,13 +62,30 @@ def _computes(block: Block) -> bool:
 
 
 
+def host_library_call(block: Block) -> str | None:
+    """The cuBLAS intrinsic a block is tensorized with (the host calls it between kernels), else None."""
+    from ..intrinsics import cublas
+    from .tensorize import intrin_of
+
+    name = intrin_of(block)
+    return name if cublas.is_concrete(name) else None
+
+
+def _check_host_call(block: Block, tags: tuple[str, ...]) -> None:
+    if tags:
+        raise UnboundBlockError(
+            f'block "{block.name}" is a cuBLAS call ({host_library_call(block)!r}), which the host makes between '
+            f"kernel launches, but it is inside a loop bound to {', '.join(tags)}: leave the loops around it "
+            "unbound (a batch loop stays a host loop), or compute the block with generated code")
+
+
 def _warp_intrin(block: Block) -> str | None:
     """The CUDA tensor intrinsic a block is tensorized with (a warp-wide block), else None."""
     from ..intrinsics.registry import TensorIntrin
     from .tensorize import intrin_of
 
     name = intrin_of(block)
-    if name is None:
+    if name is None or host_library_call(block) is not None:
         return None
     try:
         intrin = TensorIntrin.get(name)
@@ -106,6 +123,9 @@ def verify_thread_bindings(func: PrimFunc) -> PrimFunc:
             return
         if isinstance(stmt, BlockRealize):
             block = stmt.block
+            if host_library_call(block) is not None:
+                _check_host_call(block, tags)
+                return  # a library call the host makes between kernels (tdsl.intrinsics.cublas)
             if block is not root and (_warp_intrin(block) is not None or _computes(block)):
                 _check_block(stmt, tags, loops, warp_nest)
             if _warp_intrin(block) is not None:

@@ -15,7 +15,9 @@ writing block writes in that same thread (threadIdx/blockIdx loops are the threa
 loops bound to the same tag in sibling nests are the same index); the result of a cross-thread
 reduction (a reduction driven by a threadIdx loop) is written by the first of those threads only,
 so other threads must read it through shared memory. Regions are the blocks' declared read/write regions relaxed over their other loops; where a region cannot be bounded
-the read is not judged here (the emulator still checks it when run).
+the read is not judged here (the emulator still checks it when run). Regions are cut to the
+buffer's extent (a declared `B[vi - 1]` at vi = 0 names no element), and a kernel of one thread
+(every thread-bound loop of extent 1) exchanges nothing.
 """
 from __future__ import annotations
 
@@ -108,15 +110,26 @@ def _region(realize: BlockRealize, loops: tuple[For, ...], br: BufferRegion,
     binding = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
     ranges = {f.loop_var: Range(f.min, f.extent) for f in loops if _is_thread(f) is None}
     out = []
-    for r in br.region:
+    for r, extent in zip(br.region, br.buffer.shape):
         lo_e = substitute(substitute(r.min, binding), fixed)
         hi_e = substitute(substitute(simplify(r.min + r.extent - 1), binding), fixed)
         lo, _ = relax(lo_e, ranges)
         _, hi = relax(hi_e, ranges)
         if _unbounded(lo) or _unbounded(hi):
             return None
-        out.append((simplify(lo), simplify(hi)))
+        out.append(_clip(simplify(lo), simplify(hi), extent))
     return out
+
+
+def _clip(lo: PrimExpr, hi: PrimExpr, extent: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+    """A region's bounds cut to the buffer: a declared region may reach past it (a scan's
+    `T.reads(B[vi - 1])` names B[-1] at vi = 0, which its `if vi == 0` never reads); no thread
+    exchanges elements that do not exist (an access past the buffer is the bounds checks' business)."""
+    if isinstance(lo, IntImm) and lo.value < 0:
+        lo = IntImm(0, lo.dtype)
+    if isinstance(hi, IntImm) and isinstance(extent, IntImm) and hi.value > extent.value - 1:
+        hi = IntImm(extent.value - 1, hi.dtype)
+    return lo, hi
 
 
 def _unbounded(e: PrimExpr) -> bool:
@@ -186,7 +199,7 @@ def check_thread_exchange(func: PrimFunc) -> PrimFunc:
         if buf in skip:
             continue
         for read in accs:
-            if read.write or read.kernel is None:
+            if read.write or read.kernel is None or _one_thread(read.kernel):
                 continue
             writers = [w for w in accs if w.write and w.kernel is read.kernel]
             if not writers or any(_contained(read.region, w.region) and (not w.one_thread or w.block == read.block)
@@ -195,6 +208,13 @@ def check_thread_exchange(func: PrimFunc) -> PrimFunc:
             other = next((w for w in writers if w.block != read.block), writers[0])
             raise ScheduleError(_message(buf, read, other))
     return func
+
+
+def _one_thread(kernel: For) -> bool:
+    """The kernel runs one thread in one block (every thread-bound loop has extent 1): nothing
+    in it runs concurrently (GPUBind gives a scan such a kernel)."""
+    return all(isinstance(f.extent, IntImm) and f.extent.value == 1
+               for f in collect(kernel, For) if _is_thread(f))
 
 
 def _message(buf: Buffer, read: _Access, writer: _Access) -> str:

@@ -11,10 +11,28 @@ that evaluates to `index` and fails the kernel with tdsl.BoundsError when the in
   flat buffer (one row back) but outside axis 1, which the flat check after flattening misses.
 
 Before/after (gather):  B[i] = A[I[i]]   ->   B[i] = A[T.tdsl.index_check(I[i], 100, "A", 0)]
+
+`unproven_index_checks` is the CUDA emulator's variant (the CUDA pipeline runs it when the
+function asks for bounds checks): every axis of every access (one-dimensional ones included)
+whose index is not proven inside [0, extent) from the enclosing loops' ranges.
 """
 from __future__ import annotations
 
-from ..ir import Buffer, BufferLoad, BufferStore, Call, IntImm, IRMutator, PrimExpr, PrimFunc, StringImm
+from ..ir import (
+    Binary,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    For,
+    IfThenElse,
+    IntImm,
+    IRMutator,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    StringImm,
+)
 from ._util import get_attr
 
 INDEX_CHECK = "tdsl.index_check"
@@ -38,8 +56,60 @@ def _reads_data(e: PrimExpr) -> bool:
 
 
 class _Checks(IRMutator):
-    def __init__(self, every_axis: bool):
+    def __init__(self, every_axis: bool, unproven_only: bool = False):
         self.every_axis = every_axis
+        self.unproven_only = unproven_only   # every axis of every access not proven in bounds
+        self.ranges: dict = {}
+        self.guards: list[PrimExpr] = []
+
+    def visit_For(self, s: For):
+        if not self.unproven_only:
+            return self.generic_visit(s)
+        self.ranges[s.loop_var] = Range(s.min, s.extent)
+        try:
+            return self.generic_visit(s)
+        finally:
+            del self.ranges[s.loop_var]
+
+    def visit_IfThenElse(self, s: IfThenElse):
+        if not self.unproven_only:
+            return self.generic_visit(s)
+        cond = self.visit(s.condition)
+        self.guards.append(cond)
+        try:
+            then = self.visit(s.then_case)
+        finally:
+            self.guards.pop()
+        other = self.visit(s.else_case) if s.else_case is not None else None
+        if cond is s.condition and then is s.then_case and other is s.else_case:
+            return s
+        return IfThenElse(cond, then, other, span=s.span)
+
+    def _wanted(self, idx: PrimExpr, extent: PrimExpr, ndim: int) -> bool:
+        if idx.dtype.lanes != 1:
+            return False
+        if self.unproven_only:
+            return _reads_data(idx) or not (self._proven(idx >= 0) and self._below(idx, extent))
+        return _reads_data(idx) or (self.every_axis and ndim > 1)
+
+    def _proven(self, cond: PrimExpr) -> bool:
+        from ..arith import prove
+
+        return prove(cond, self.ranges)
+
+    def _below(self, idx: PrimExpr, extent: PrimExpr) -> bool:
+        """idx < extent, from the loop ranges or from an enclosing `if idx < b` with b <= extent
+        (the tail guard of a non-dividing split)."""
+        from ._util import same_expr
+
+        if self._proven(idx < extent):
+            return True
+        for g in self.guards:
+            for c in _conjuncts(g):
+                if isinstance(c, Binary) and c.op in ("lt", "le") and same_expr(c.a, idx):
+                    if self._proven(c.b <= extent if c.op == "lt" else c.b < extent):
+                        return True
+        return False
 
     def _indices(self, buf: Buffer, indices: tuple) -> tuple:
         indices = tuple(self.visit(i) for i in indices)
@@ -47,7 +117,7 @@ class _Checks(IRMutator):
             return indices
         out = []
         for axis, (idx, extent) in enumerate(zip(indices, buf.shape)):
-            if idx.dtype.lanes == 1 and (_reads_data(idx) or (self.every_axis and len(buf.shape) > 1)):
+            if self._wanted(idx, extent, len(buf.shape)):
                 ext = extent if extent.dtype == idx.dtype else _cast(extent, idx.dtype)
                 idx = Call(idx.dtype, INDEX_CHECK, (idx, ext, StringImm(buf.name), IntImm(axis)))
             out.append(idx)
@@ -65,6 +135,12 @@ class _Checks(IRMutator):
         return self.generic_visit(e)
 
 
+def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
+    if isinstance(e, Binary) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
 def _cast(e: PrimExpr, dt) -> PrimExpr:
     from ..ir import Cast
 
@@ -76,3 +152,11 @@ def index_checks(func: PrimFunc) -> PrimFunc:
     accesses when the function asks for bounds checks (see the module docs)."""
     every = bool(get_attr(func, BOUNDS_CHECK_ATTR, False))
     return func.with_body(_Checks(every).visit(func.body))
+
+
+def unproven_index_checks(func: PrimFunc) -> PrimFunc:
+    """When the function asks for bounds checks: `tdsl.index_check` on every axis of every access
+    not proven inside its extent by the enclosing loops' ranges (see the module docs); else `func`."""
+    if not get_attr(func, BOUNDS_CHECK_ATTR, False):
+        return func
+    return func.with_body(_Checks(True, unproven_only=True).visit(func.body))

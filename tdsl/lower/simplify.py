@@ -29,11 +29,13 @@ from ..ir import (
     Stmt,
     Var,
     as_expr,
+    is_false,
+    is_true,
     substitute,
     uses_var,
 )
 from ..ir.functor import replace_fields as replace
-from ._util import StmtMutator, is_false, is_nop, is_true, nop, same_expr, seq
+from ._util import StmtMutator, is_nop, nop, same_expr, seq
 
 _SIMPLIFY: list = []   # tdsl.arith.simplify once imported (an import statement per call costs)
 

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="operator,type-var"
 """`unroll`: fully unroll `unrolled` loops of small constant extent.
 
 A loop annotated ``pragma_auto_unroll_max_step = N`` (the auto-scheduler's unroll knob, as in
@@ -44,9 +43,10 @@ def _inner_steps(node: Stmt) -> int | None:
     """The most iterations of the serial loops nested along one path in `node` (itself included;
     1 without loops); None when one of them has a symbolic extent."""
     inner = [_inner_steps(c) for c in _children(node)]
-    if any(v is None for v in inner):
+    known = [v for v in inner if v is not None]
+    if len(known) < len(inner):
         return None
-    below = max(inner, default=1)
+    below = max(known, default=1)
     if not isinstance(node, For) or node.kind in ("vectorized", "parallel", "thread_binding"):
         return below
     if not isinstance(node.extent, IntImm):

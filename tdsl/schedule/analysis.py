@@ -28,6 +28,7 @@ from ..ir import (
     Stmt,
     Var,
     free_vars,
+    is_true,
     logical_and,
     same_expr,
     substitute,
@@ -249,7 +250,7 @@ class _RealizeSimplifier(IRMutator):
     def visit_BlockRealize(self, node: BlockRealize):
         values = tuple(simplify(v, self.ranges) for v in node.iter_values)
         pred = node.predicate if node.predicate is TRUE else simplify(node.predicate, self.ranges)
-        if _is_true(pred):
+        if is_true(pred):
             pred = TRUE
         saved = dict(self.ranges)
         for iv in node.block.iter_vars:
@@ -274,10 +275,6 @@ class _RealizeSimplifier(IRMutator):
         return super().generic_visit(node)
 
 
-def _is_true(expr: PrimExpr) -> bool:
-    return isinstance(expr, IntImm) and expr.dtype.is_bool and expr.value == 1
-
-
 def simplify_realizes(stmt: Stmt, ranges: dict[Var, Range]) -> Stmt:
     """`stmt` with every block binding and predicate under it simplified."""
     return _RealizeSimplifier(ranges).visit(stmt)
@@ -285,7 +282,7 @@ def simplify_realizes(stmt: Stmt, ranges: dict[Var, Range]) -> Stmt:
 
 def and_predicate(realize: BlockRealize, cond: PrimExpr) -> BlockRealize:
     """`realize` with `cond` added to its predicate."""
-    pred = cond if realize.predicate is TRUE or _is_true(realize.predicate) else logical_and(realize.predicate, cond)
+    pred = cond if realize.predicate is TRUE or is_true(realize.predicate) else logical_and(realize.predicate, cond)
     return dataclasses.replace(realize, predicate=pred)
 
 

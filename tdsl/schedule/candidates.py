@@ -12,7 +12,8 @@ each with a label, and the reasons the others were skipped. They are ordinary sc
 traces replay, more steps may follow (parallel, packing), and the rest of the function (an
 epilogue) stays generated code. `tdsl.backends.choose.fastest(sch, block, args)` builds, checks
 and times them beside `sch` itself; `schedule_rule(hw, defaults)` is the same hook as a rule of
-tdsl.auto's design space (``tdsl.auto.register_rule(schedule_rule, stage="tiling")``).
+tdsl.auto's design space (``tdsl.auto.register_rule(schedule_rule, stage="tiling")`` adds the
+auto-tensorized micro-kernels to it; the library call is already there, tdsl.auto.LibraryCall).
 """
 from __future__ import annotations
 

@@ -17,21 +17,17 @@ from .primitives import reduction as _reduction
 
 def _tvm_cache_args(kind: str, block, buffer, scope, consumer_blocks, index, storage_scope):
     """TVM's keyword names (read_buffer_index / write_buffer_index, storage_scope) and
-    `consumer_blocks`: tdsl caches for the one block it is given, so the consumers may only be
-    that block (call the primitive once per consumer for more)."""
+    `consumer_blocks` (blocks or names; recorded only when given, so that older traces replay)."""
     buffer = index if buffer is None else buffer
     scope = storage_scope if scope is None else scope
     if buffer is None or scope is None:
         raise ScheduleError(f"{kind}: give the buffer (its name or index) and the storage scope")
+    attrs = {"buffer": buffer, "scope": scope}
     if consumer_blocks is not None:
-        names = {c.name if isinstance(c, BlockRV) else c for c in consumer_blocks}
-        own = block.name if isinstance(block, BlockRV) else block
-        if names - {own}:
-            others = ", ".join(f'"{n}"' for n in sorted(names - {own}))
-            raise ScheduleError(f"{kind}: consumer_blocks names blocks other than \"{own}\" ({others}); a tdsl "
-                                "cache serves the one block it is made for\n  fix: call "
-                                f"sch.{kind} once per block")
-    return buffer, scope
+        if not isinstance(consumer_blocks, (list, tuple)):
+            raise ScheduleError(f"{kind}: consumer_blocks is a list of blocks, not {consumer_blocks!r}")
+        attrs["consumer_blocks"] = list(consumer_blocks)
+    return attrs
 
 
 def _stay(func, block, loop):
@@ -58,6 +54,9 @@ class DataflowMethods:
         """Make `block` read `buffer` (its name, or its index among the block's reads) from a
         copy in `scope`; the copy block, named after the new buffer, runs right before the
         block's loop nest and copies the part the block reads. Returns the copy block.
+        ``consumer_blocks=[b1, b2, ...]`` (TVM's): `block` names the buffer, and the listed blocks
+        (of one scope) read one cache, copied once before the first of them (twice when the buffer's
+        writer shares a loop with some of them: in the loop, and after it for the others).
 
         Before::
 
@@ -92,16 +91,16 @@ class DataflowMethods:
                         B[vi, vj] = A_shared[vi, vj] * T.float32(2.0)
         """
         self._expect("cache_read", block, (BlockRV,), "a block handle (from sch.get_block)")
-        buffer, scope = _tvm_cache_args("cache_read", block, buffer, scope, consumer_blocks, read_buffer_index,
-                                        storage_scope)
-        return self._apply("cache_read", _cache.cache_read, [block], {"buffer": buffer, "scope": scope})
+        attrs = _tvm_cache_args("cache_read", block, buffer, scope, consumer_blocks, read_buffer_index, storage_scope)
+        return self._apply("cache_read", _cache.cache_read, [block], attrs)
 
     def cache_write(self, block: BlockRV, buffer: int | str | None = None, scope: str | None = None,
                    consumer_blocks=None, *, write_buffer_index: int | str | None = None,
                    storage_scope: str | None = None) -> BlockRV:
         """Make `block` write `buffer` (its name, or its index among the block's writes) into a
         new buffer in `scope`, copied back by a block (named after the new buffer) right after the
-        block's loop nest. Returns the copy block.
+        block's loop nest. Returns the copy block. ``consumer_blocks=[...]`` (TVM's): the listed
+        readers read the new buffer instead, so the copy back moves out past them.
 
         Before::
 
@@ -140,9 +139,9 @@ class DataflowMethods:
                         C[v0] = C_local[v0]
         """
         self._expect("cache_write", block, (BlockRV,), "a block handle (from sch.get_block)")
-        buffer, scope = _tvm_cache_args("cache_write", block, buffer, scope, consumer_blocks, write_buffer_index,
-                                        storage_scope)
-        return self._apply("cache_write", _cache.cache_write, [block], {"buffer": buffer, "scope": scope})
+        attrs = _tvm_cache_args("cache_write", block, buffer, scope, consumer_blocks, write_buffer_index,
+                                storage_scope)
+        return self._apply("cache_write", _cache.cache_write, [block], attrs)
 
     def set_scope(self, block: BlockRV, buffer: int | str, scope: str) -> None:
         """Change the storage scope of a buffer the function allocates (named, or by its index

@@ -7,24 +7,29 @@ and tries the concrete intrinsics of `tdsl.intrinsics.blas` for each storage lay
 matches. Loops outside the three (a batch) stay as generated loops around the call.
 
 ``Schedule.tensorize(block_or_loop, "blas.sgemm")`` calls this (the trace records the generic
-name, so it replays on other shapes).
+name, so it replays on other shapes); ``"cublas.sgemm"`` / ``"cublas.dgemm"`` are the same for
+target="cuda" (`tdsl.intrinsics.cublas`: a host step between the kernels).
 """
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from ..intrinsics import blas
+from ..intrinsics import blas, cublas
 from ..ir import BlockRealize, For, IntImm, PrimFunc, Var
 from ..ir.tree import loops_in_scope
 from .analysis import expr_text
 from .errors import block_name, loop_name, schedule_error
 from .tree import find_block, find_loop
 
-GENERIC = blas.GENERIC
+GENERIC = blas.GENERIC + cublas.GENERIC
 
 
 def is_generic(name) -> bool:
-    """Whether `name` is a library intrinsic made concrete per block ("blas.sgemm", "blas.dgemm")."""
+    """Whether `name` is a library intrinsic made concrete per block ("blas.sgemm", "cublas.dgemm", ...)."""
     return isinstance(name, str) and name in GENERIC
+
+
+def _library(generic: str):
+    return cublas if generic.startswith("cublas.") else blas
 
 
 def gemm_loops(func: PrimFunc, target: str | Var, primitive: str = "tensorize") -> tuple[list[For], BlockRealize]:
@@ -69,11 +74,54 @@ def _where(target) -> str:
 def candidates(func: PrimFunc, target: str | Var, generic: str) -> tuple[Var, list[str]]:
     """The loop to tensorize and the concrete intrinsic names to try, in order."""
     loops, realize = gemm_loops(func, target)
-    m, n, k = (int(f.extent.value) for f in loops if isinstance(f.extent, IntImm))
+    loop_order, iter_order = _orders(loops, realize)
+    extent = {r: int(f.extent.value) for r, f in zip(loop_order, loops) if isinstance(f.extent, IntImm)}
+    m, n, k = extent["i"], extent["j"], extent["k"]
     routine = generic.split(".", 1)[1]
     inits = (True, False) if realize.block.init is not None else (False,)
-    names = [blas.concrete_name(routine, layout, m, n, k, init) for layout in blas.LAYOUTS for init in inits]
+    names = [_library(generic).concrete_name(routine, layout, m, n, k, init, loop_order, iter_order)
+             for layout in blas.LAYOUTS for init in inits]
     return loops[0].loop_var, names
+
+
+def gemm_extents(func: PrimFunc, block: str) -> tuple[int, int, int] | None:
+    """(M, N, K) of a block the library intrinsics may take (three constant loops around it, in
+    any order), else None; whether it matches a layout is tensorize's to say."""
+    try:
+        loops, realize = gemm_loops(func, block)
+    except ScheduleError:
+        return None
+    loop_order, _ = _orders(loops, realize)
+    kinds = {iv.kind for iv in realize.block.iter_vars}
+    if kinds != {"S", "R"}:
+        return None
+    extent = {r: int(f.extent.value) for r, f in zip(loop_order, loops) if isinstance(f.extent, IntImm)}
+    return extent["i"], extent["j"], extent["k"]
+
+
+def _orders(loops: list[For], realize: BlockRealize) -> tuple[str, str]:
+    """The roles (i: C's row, j: C's column, k: the reduction) of the three loops, outer to inner,
+    and of the block's iterators, in their order: "ijk", "ijk" unless the code reorders them (the
+    concrete intrinsic's description is then written in the same order). Anything else: "ijk"
+    (the matcher explains what differs)."""
+    from ..ir import BufferStore
+
+    block = realize.block
+    store = block.body
+    if not (isinstance(store, BufferStore) and len(store.indices) == 2 and len(block.iter_vars) == 3):
+        return "ijk", "ijk"
+    row, col = store.indices
+    role: dict = {}
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        r = "i" if iv.var is row else "j" if iv.var is col else "k" if iv.kind == "R" else None
+        if r is None or not isinstance(value, Var):
+            return "ijk", "ijk"
+        role[iv.var] = role[value] = r
+    loop_order = "".join(role.get(f.loop_var, "?") for f in loops)
+    iter_order = "".join(role[iv.var] for iv in block.iter_vars)
+    if sorted(loop_order) != ["i", "j", "k"] or sorted(iter_order) != ["i", "j", "k"]:
+        return "ijk", "ijk"
+    return loop_order, iter_order
 
 
 def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[PrimFunc, None]:
@@ -81,7 +129,8 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
     from .primitives import blockize as _tensorize
 
     loop, names = candidates(func, target, intrin_name)
-    blas.find()   # a TargetError when this process has no BLAS
+    if _library(intrin_name) is blas:
+        blas.find()   # a TargetError when this process has no BLAS (cuBLAS is needed only to run)
     first: ScheduleError | None = None
     for name in names:
         try:

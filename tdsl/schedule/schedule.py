@@ -21,6 +21,7 @@ from .handles import BlockRV, LoopRV
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
 from .primitives import loops as _loops
+from .relayout_methods import RelayoutMethods
 from .sampling import SamplingMethods, plain
 from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
@@ -29,7 +30,7 @@ from .tree import unique_names
 _SERIAL = itertools.count()
 
 
-class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods):
+class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods, RelayoutMethods):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
 
     Loops written with the same name in two nests are told apart as the printer shows them

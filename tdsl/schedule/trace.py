@@ -213,6 +213,10 @@ def _map(x, mapping: dict, dims: dict[str, Var]):
         return tuple(_map(v, mapping, dims) for v in x)
     if isinstance(x, PrimExpr):
         return substitute(x, {v: dims[v.name] for v in free_vars(x) if v.name in dims})
+    from .primitives.layout import IndexMap
+
+    if isinstance(x, IndexMap):  # a map over symbolic dimensions: the target's
+        return x.bind_dims(dims)
     return x
 
 

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="arg-type"
 """A trace as JSON data (for tuning databases), in the layout of TVM's `Trace.as_json`.
 
     [[[kind, inputs, attrs, outputs], ...], [[step, decision], ...]]
@@ -61,7 +60,8 @@ def _expr_from_json(t, names: dict[str, Var]) -> PrimExpr:
     if tag == "not":
         return Not(_expr_from_json(t[1], names))
     if tag == "select":
-        return Select(*(_expr_from_json(x, names) for x in t[1:4]))
+        cond, true_value, false_value = (_expr_from_json(x, names) for x in t[1:4])
+        return Select(cond, true_value, false_value)
     if tag == "cast":
         return Cast(DataType.parse(t[1]), _expr_from_json(t[2], names))
     if tag == "call":
@@ -72,23 +72,28 @@ def _expr_from_json(t, names: dict[str, Var]) -> PrimExpr:
 def _index_map_to_json(m: IndexMap):
     import inspect
 
-    try:
-        params = [p.name for p in inspect.signature(m.fn).parameters.values()
-                  if p.kind == p.POSITIONAL_OR_KEYWORD]
-        result = m.fn(*[Var(n) for n in params])
-    except Exception as exc:  # noqa: BLE001 - a map that cannot be written down
-        raise ScheduleError(f"trace.as_json: the index map {m!r} cannot be called on variables: {exc}") from None
+    params = [p.name for p in inspect.signature(m.fn).parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    for dtype in ("int32", "int64"):  # int64 indices for a map over int64 dimensions
+        try:
+            result = m.fn(*[Var(n, DataType.parse(dtype)) for n in params])
+            break
+        except Exception as exc:  # noqa: BLE001 - a map that cannot be written down
+            error = exc
+    else:
+        raise ScheduleError(f"trace.as_json: the index map {m!r} cannot be called on variables: {error}") from None
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     outs = [IntImm(o) if isinstance(o, int) else o for o in outs]
-    return {"index_map": [params, [_expr_to_json(o) for o in outs]]}
+    data = [params, [_expr_to_json(o) for o in outs]]
+    return {"index_map": data + ([dtype] if dtype != "int32" else [])}
 
 
 def _index_map_from_json(data) -> IndexMap:
     from ..ir import substitute
 
-    params, trees = data
+    params, trees = data[0], data[1]
+    dtype = DataType.parse(data[2]) if len(data) > 2 else None
     names: dict[str, Var] = {}
-    formals = [names.setdefault(p, Var(p)) for p in params]
+    formals = [names.setdefault(p, Var(p, dtype) if dtype is not None else Var(p)) for p in params]
     outputs = [_expr_from_json(t, names) for t in trees]
 
     def fn(*indices):
@@ -166,7 +171,7 @@ _LIST_INPUTS = {"reorder", "fuse"}  # methods taking *loops: their inputs were a
 
 def _outputs(kind: str, names: list[str], decision, attrs: dict, serial: int):
     """Placeholder handles standing for the recorded outputs (sampled values get their values)."""
-    out = []
+    out: list = []
     for k, n in enumerate(names):
         if n.startswith("b"):
             out.append(BlockRV(n, serial))

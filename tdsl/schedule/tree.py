@@ -16,16 +16,15 @@ from ..ir import (
     BufferLoad,
     BufferStore,
     For,
-    IntImm,
     IRMutator,
     LetStmt,
-    PrimExpr,
     PrimFunc,
     Range,
     SeqStmt,
     Stmt,
     Var,
     collect,
+    is_true,  # noqa: F401 - the primitives import it from here
     substitute,
 )
 from ..ir.tree import Path, all_realizes, find_path, fresh_name, path_ranges, replace_at, walk
@@ -88,10 +87,6 @@ def unique_names(func: PrimFunc) -> PrimFunc:
 
 
 # edits shared by the dataflow families ----------------------------------------------------
-
-def is_true(expr: PrimExpr) -> bool:
-    """True for the constant `True` predicate."""
-    return isinstance(expr, IntImm) and expr.dtype.is_bool and expr.value == 1
 
 
 def buffer_names(func: PrimFunc) -> set[str]:

@@ -93,7 +93,13 @@ ABSENT: dict[str, str] = {
     "meta_var": "a Python value from the enclosing scope (closure values are captured)",
     "boolean": 'T.bool',
     "vscale": "a fixed vector length",
-    "comm_reducer": "a reduction block: with T.init() and C[i] = C[i] + x",
+    "comm_reducer": "a reduction block: with T.init() and C[i] = C[i] + x (argmax / argmin: two stores in "
+                    "T.init, two T.let bindings of T.Select, two stores)",
+    **{name: f"tdsl's WMMA tensor intrinsics: sch.tensorize(loop, \"cuda.wmma.{op}\") (tdsl.intrinsics.cuda)"
+       for name, op in (("tvm_mma_sync", "mma_16x16x16_f16f32"), ("tvm_bmma_sync", "mma_16x16x16_f16f32"),
+                        ("tvm_load_matrix_sync", "load_a_16x16_f16_shared"),
+                        ("tvm_store_matrix_sync", "store_16x16_f32_global"),
+                        ("tvm_fill_fragment", "fill_16x16_f32"))},
 }
 
 

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="union-attr"
 """tdsl script (a Python AST) -> PrimFunc.
 
 Every rejection is a ScriptError naming the file and line with a caret under the offending
@@ -270,7 +269,7 @@ class Parser:
         return self._symbolic_pairs(node) is not None
 
     def parse_symbolic_decl(self, node: ast.Assign, sym: dict[str, Var]) -> None:
-        for name_node, call in self._symbolic_pairs(node):
+        for name_node, call in self._symbolic_pairs(node) or ():
             name = name_node.id
             dt = _dt.DataType.parse(self._t_name(call.func))
             if not dt.is_integer:

@@ -137,7 +137,7 @@ class LightGBMModel(CostModel):
         import lightgbm  # noqa: F401 - fail here, not at the first fit
 
         self.rounds = rounds
-        self._booster: Any = None   # a lightgbm.Booster once fitted
+        self._booster: Any = None  # a lightgbm.Booster once fitted
 
     def fit(self, X, y) -> None:
         import lightgbm

@@ -257,9 +257,10 @@ def test_device_array_dlpack_export_and_numpy(fake):
     np.testing.assert_array_equal(a.numpy(), np.arange(6).reshape(2, 3))
     z = tdsl.device_array(4, "int32")
     np.testing.assert_array_equal(z.numpy(), np.zeros(4, "int32"))
+    import gc
+    gc.collect()      # arrays of earlier tests held by reference cycles (e.g. kept tracebacks)
     freed = fake.freed
     del a, view, z
-    import gc
     gc.collect()
     assert fake.freed == freed + 2
 
@@ -279,3 +280,19 @@ def test_output_written_only_by_a_tensor_intrinsic_can_be_left_out(fake):
     a, b = rng.standard_normal((32, 32)).astype("float16"), rng.standard_normal((32, 16)).astype("float16")
     np.testing.assert_allclose(kernel(a, b), ref(a, b), rtol=1e-6)
     assert fake.launches[-1][1:3] == ((1, 2, 1), (32, 1, 1))
+
+
+@pytest.mark.skipif(not __import__("shutil").which("g++"), reason="no host C++ compiler")
+def test_emulated_kernel_takes_device_arrays(fake):
+    # issue 16's "not done": to_device arrays as inputs of an emulated kernel (copied to the host,
+    # written ones copied back; outputs left out come back as DeviceArrays, as on a GPU)
+    func, ref = ck.elementwise(128)
+    kernel = tdsl.build(func, target="cuda", emulate=True)
+    a = np.random.default_rng(1).standard_normal((3, 128)).astype("float32")
+    dout = kernel(tdsl.to_device(a))
+    assert isinstance(dout, runtime.DeviceArray)
+    np.testing.assert_allclose(dout.numpy(), ref(a), rtol=1e-6)
+    db = tdsl.device_array((3, 128), "float32")
+    assert kernel(tdsl.to_device(a), db) is None
+    np.testing.assert_allclose(db.numpy(), ref(a), rtol=1e-6)
+    assert fake.launches == []        # nothing ran on the "GPU"

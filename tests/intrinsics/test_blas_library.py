@@ -199,3 +199,38 @@ def test_parallel_batch_loop_around_the_call(rng):
     kernel = tdsl.build(sch, target="cpu")
     for _ in range(5):
         np.testing.assert_allclose(kernel(a, b), reference(a, b, "n", "t", BATCH, True), rtol=1e-4, atol=1e-4)
+
+
+def reordered_src(loops: str, iters: str, ta: str, tb: str) -> str:
+    """C[i, j] += A[..] * B[..] with the loops in order `loops` and the block iterators in
+    order `iters` (each a permutation of "ijk")."""
+    ext = {"i": M, "j": N, "k": K}
+    a_idx = "vi, vk" if ta == "n" else "vk, vi"
+    b_idx = "vk, vj" if tb == "n" else "vj, vk"
+    a_shape = (M, K) if ta == "n" else (K, M)
+    b_shape = (K, N) if tb == "n" else (N, K)
+    kinds = "".join("R" if r == "k" else "S" for r in iters)
+    return (f"@T.prim_func\ndef gemm(A: T.Buffer({a_shape}, \"float32\"), B: T.Buffer({b_shape}, \"float32\"), "
+            f"C: T.Buffer(({M}, {N}), \"float32\")):\n"
+            f"    for {', '.join(loops)} in T.grid({', '.join(str(ext[r]) for r in loops)}):\n"
+            f"        with T.block(\"C\"):\n"
+            f"            {', '.join('v' + r for r in iters)} = T.axis.remap(\"{kinds}\", [{', '.join(iters)}])\n"
+            f"            with T.init():\n                C[vi, vj] = T.float32(0)\n"
+            f"            C[vi, vj] = C[vi, vj] + A[{a_idx}] * B[{b_idx}]\n")
+
+
+@pytest.mark.parametrize("loops", blas.ORDERS)
+@pytest.mark.parametrize("iters,ta,tb", [("same", "t", "t"), ("ijk", "n", "t"), ("kji", "n", "n")])
+def test_reordered_loops_and_iterators(rng, loops, iters, ta, tb):
+    """C[i, j] += A[k, i] * B[j, k] under `for k, j, i` (and every other order of the loops and
+    of the block's iterators) is one library call; the interpreter and the build agree."""
+    iters = loops if iters == "same" else iters
+    sch = tdsl.Schedule(tdsl.parse(reordered_src(loops, iters, ta, tb)))
+    sch.tensorize(sch.get_block("C"), "blas.sgemm")
+    assert _intrin_name(sch.func) == blas.concrete_name("sgemm", ta + tb, M, N, K, True, loops, iters)
+    a, b = operands(rng, "float32", ta, tb, 0, True)
+    want = reference(a, b, ta, tb, 0, True)
+    np.testing.assert_allclose(tdsl.build(sch, target="cpu")(a, b), want, rtol=1e-4, atol=1e-4)
+    c = np.zeros((M, N), "float32")
+    tdsl.interpret(sch.func, a, b, c)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)

@@ -216,7 +216,7 @@ def test_cache_read_write_take_tvm_keywords_and_block_names():
     assert {b.name for b in sch.func.root_block.alloc_buffers} == {"A_shared", "C_local"}
     check(sch, matmul)
     expect_error(sch, lambda: sch.cache_read(update, 1, "shared", consumer_blocks=["C_local"]),
-                 "consumer_blocks", "once per block")
+                 "consumer_blocks", '"C_local"', "does not read")
     expect_error(sch, lambda: sch.compute_inline("nope"), "no block named")
 
 

@@ -60,9 +60,18 @@ class Rule:
 
 
 def _exists(sch: Schedule, block: str) -> bool:
+    """The block is there and is not part of a tensorized block (the inside of a library call or
+    a micro-kernel is the intrinsic's description: no rule schedules it)."""
+    from ...ir import BlockRealize
+    from ...ir.attrs import TENSOR_INTRIN
     from ...ir.tree import block_names
+    from ...schedule.tree import find_block
 
-    return block in block_names(sch.func)
+    if block not in block_names(sch.func):
+        return False
+    _, path = find_block(sch.func, block, "auto")
+    return not any(isinstance(p, BlockRealize) and any(k == TENSOR_INTRIN for k, _ in p.block.annotations)
+                   for p in path)
 
 
 def index_of(candidates: Sequence, value) -> int:

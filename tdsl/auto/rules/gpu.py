@@ -93,6 +93,9 @@ class GPUMatmulTiling(Rule):
             shared = s.cache_read(c, buf, "shared")
             s.compute_at(shared, ko)
             copy = s.get_loops(shared)[5:]
+            if not copy:
+                raise ScheduleError(f"multi-level-tiling-gpu: the shared copy of {buf} is one element per tile "
+                                    "(no loop to spread over the threads); choose larger tiles")
             fused = s.fuse(*copy) if len(copy) > 1 else copy[0]
             _, fy, fx = s.split(fused, [None, fi[1], fj[1]])
             s.bind(fy, "threadIdx.y")

@@ -20,6 +20,7 @@ hand-written micro-kernel joins the design space by registering itself.
 """
 from __future__ import annotations
 
+from ...intrinsics import blas
 from ...intrinsics.registry import TensorIntrin
 from ...ir import BufferLoad, Call, collect, free_vars
 from ...ir.attrs import AUTO_SCHEDULED
@@ -104,8 +105,8 @@ class TensorizeMatching(Rule):
         for name in TensorIntrin.list():
             intrin = TensorIntrin.get(name)
             missing = self.hw.kind == "cpu" and any(f not in host for f in intrin.features)
-            if intrin.target != self.hw.kind or missing:
-                continue
+            if intrin.target != self.hw.kind or missing or blas.is_concrete(name):
+                continue   # library GEMMs are LibraryCall's, by the generic name (it replays on any shape)
             want = _desc_extents(intrin)
             if not want or len(want) > len(handles_ext):
                 continue

@@ -35,7 +35,9 @@ def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, 
     (TargetError without one). ptx=True also keeps the PTX as `kernel.ptx`.
     emulate=True: run the same CUDA C++ on the CPU (`tdsl.backends.cuda.emulator`; needs a host
     C++ compiler, no GPU, no cuda-python); each block runs under `thread_orders` (1-3) thread
-    orders whose results are compared (a race raises TargetError). With `arch` as well, the
+    orders whose results are compared (a race raises TargetError); where the build cannot prove
+    an access inside its buffer on every axis, a variant of the kernel with per-axis index checks
+    runs once before it (`kernel.checked_source`). With `arch` as well, the
     source is also compiled with NVRTC for that architecture (`kernel.cubin`).
     """
     if options:
@@ -58,9 +60,11 @@ def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, 
         if arch is not None:
             check_arch(arch)
             cubin = compile_cuda(source, arch, want_ptx=ptx, name=f"{func.name}.cu", use_cache=use_cache).cubin
+        from .lower_gpu import lower_for_cuda
+
         return build_emulated(func, plan, source, vector_params,
                               {"emulate": True, "thread_orders": thread_orders, "use_cache": use_cache, "arch": arch},
-                              cubin=cubin, arch=arch)
+                              cubin=cubin, arch=arch, checked_plan=lower_for_cuda(func, checked=True))
     if arch is None:
         from .runtime import device_info
 

@@ -20,6 +20,7 @@ from ...arith.evaluate import EvalError, eval_int
 from ...dtypes import DataType
 from ...errors import ArgumentError
 from ...ir import Buffer, BufferStore, IntImm, PrimExpr, PrimFunc, Var, collect
+from ...tracebacks import public_entry
 from .lower_gpu import HostPlan
 
 _MISSING = object()
@@ -187,9 +188,13 @@ class CudaKernel:
         dims: dict = {}
         bufs: list[_Arg] = []
         scalars: dict[Var, object] = {}
+        for p in self._params:   # scalars first: one that names a dimension must match the arrays
+            if isinstance(p, Var):
+                value = scalars[p] = _check_scalar(p, given[p])
+                if p.dtype.is_integer and isinstance(value, int):
+                    dims[p] = (int(value), f"parameter {p.name!r}")
         for p in self._params:
             if isinstance(p, Var):
-                scalars[p] = _check_scalar(p, given[p])
                 continue
             if p not in given:
                 bufs.append(_Arg(p, "new"))
@@ -226,8 +231,17 @@ class CudaKernel:
             self._module = runtime.Module(cubin, [k.name for k in self.kernels])
         return self._module
 
+    @property
+    def notes(self) -> list[str]:
+        """What the build could not do as the schedule asked (a `vectorize` left scalar, and why);
+        tdsl.build warns (tdsl.PerformanceWarning) when there are any."""
+        from ...ir.attrs import LOWER_NOTES, get_attr
+
+        return [str(n) for n in get_attr(self.plan.func, LOWER_NOTES, ())]
+
+    @public_entry
     def __call__(self, *args, stream=None, **kwargs):
-        from . import runtime
+        from . import host_steps, runtime
 
         handle = runtime.stream_handle(stream)
         bufs, scalars, values = self._bind_all(args, kwargs, handle)
@@ -251,8 +265,10 @@ class CudaKernel:
             ws = runtime.device_array((size,), w.dtype, zero=False)
             workspaces.append(ws)
             ptrs[w] = ws.ptr
-        for spec in self.kernels:
+        for at, spec in enumerate(self.kernels):
+            host_steps.run_steps(self.plan.steps, at, lambda step: host_steps.run_cublas(step, ptrs, handle))
             self._launch(module, spec, ptrs, scalars, values, handle)
+        host_steps.run_steps(self.plan.steps, len(self.kernels), lambda step: host_steps.run_cublas(step, ptrs, handle))
         outputs = []
         for arg in bufs:
             if arg.mode == "host" and arg.param in self._written:
@@ -288,6 +304,7 @@ class CudaKernel:
                 cargs.append(scalar_ctype(p.dtype, values[p]))
         runtime.launch(module, spec.name, grid, block, cargs, stream)
 
+    @public_entry
     def time(self, *args, number: int | None = None, repeat: int = 5, stream=None, **kwargs) -> float:
         """Median seconds per call (CUDA events), after a warm-up call. Pass device arrays to time
         the kernels alone (numpy arguments include the copies)."""

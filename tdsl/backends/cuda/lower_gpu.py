@@ -63,6 +63,7 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
 MAX_GRID_DIM = {"x": 2**31 - 1, "y": 65535, "z": 65535}
 MAX_STATIC_SHARED_BYTES = 48 * 1024
+MAX_LOCAL_BYTES = 512 * 1024     # local memory per thread (every CUDA architecture since sm_20)
 SYNC = "__syncthreads"
 
 
@@ -96,6 +97,7 @@ class HostPlan:
     func: PrimFunc                      # the lowered function (flat parameter buffers)
     kernels: list[KernelSpec]
     workspaces: list[Buffer]            # function-level global intermediates (device allocations)
+    steps: list = field(default_factory=list)   # (launch index, host_steps.LibraryStep): runs before that launch
 
 
 def _is_nop(stmt: Stmt) -> bool:
@@ -105,8 +107,11 @@ def _is_nop(stmt: Stmt) -> bool:
 def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> HostPlan:
     """Cut the lowered function into kernels (see the module docs); a kernel that calls one of
     `warp_fns` (see `warp_calls`) launches threadIdx.x = 32 lanes."""
+    from . import host_steps
+
     roots: list[tuple[For, list[Buffer]]] = []
     workspaces: list[Buffer] = []
+    steps: list = []
 
     def host(stmt: Stmt, scoped: list[Buffer]) -> None:
         if isinstance(stmt, SeqStmt):
@@ -125,6 +130,8 @@ def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> Hos
             host(substitute(stmt.body, {stmt.var: stmt.value}, buffers=True), scoped)
         elif _is_nop(stmt):
             pass
+        elif host_steps.is_library_call(stmt):   # a cuBLAS call between the launches
+            steps.append((len(roots), host_steps.read_step(stmt, func.name)))
         elif any(f.kind == "thread_binding" for f in collect(stmt, For)):
             raise TargetError(f"function {func.name!r}: {_describe(stmt)} is outside every kernel but contains "
                               "thread-bound loops; a kernel starts at an outermost bound loop, so put it inside "
@@ -135,7 +142,7 @@ def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> Hos
                               f'sch.bind(loop, "blockIdx.x") and sch.bind(loop, "threadIdx.x")')
 
     host(func.body, [])
-    if not roots:
+    if not roots and not steps:
         raise TargetError(f"function {func.name!r} has no thread-bound loop, so no CUDA kernel: bind loops with "
                           f'sch.bind(loop, "blockIdx.x") and sch.bind(loop, "threadIdx.x")')
     param_vars = _param_vars(func)
@@ -144,7 +151,7 @@ def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> Hos
         name = f"{func.name}_kernel" if len(roots) == 1 else f"{func.name}_kernel_{i}"
         warp = any(c.op in warp_fns for c in collect(root, Call))
         kernels.append(_make_kernel(name, root, scoped, func, param_vars, workspaces, warp))
-    return HostPlan(func, kernels, workspaces)
+    return HostPlan(func, kernels, workspaces, steps)
 
 
 def _describe(stmt: Stmt) -> str:
@@ -307,6 +314,14 @@ class _SharedHoister(IRMutator):
                               "under the blockIdx loop, a constant split factor), or keep it global")
         if buf.scope == "shared":
             return body
+        elements = 1
+        for extent in buf.shape:
+            elements *= extent.value
+        if elements * buf.dtype.itemsize * buf.dtype.lanes > MAX_LOCAL_BYTES:
+            raise TargetError(f"buffer {buf.name!r} (scope local) in kernel {self.kernel!r} holds {elements} elements "
+                              f"({elements * buf.dtype.itemsize * buf.dtype.lanes} bytes) per thread; CUDA allows at "
+                              f"most {MAX_LOCAL_BYTES} bytes of local memory per thread: compute it at an inner "
+                              "loop (a smaller tile per thread) or use scope \"shared\" or \"global\"")
         return op if body is op.body else replace(op, body=body)
 
 
@@ -542,12 +557,26 @@ def insert_barriers(spec: KernelSpec, func: PrimFunc) -> int:
     return planner.count
 
 
-def lower_for_cuda(func: PrimFunc) -> HostPlan:
+def lower_for_cuda(func: PrimFunc, checked: bool = False) -> HostPlan:
     """Block IR -> kernels with barriers: `tdsl.lower(func, "cuda")` (every GPU pass listed
-    there), then kernel splitting and barrier planning."""
-    from ...lower import lower
+    there), then kernel splitting and barrier planning.
 
-    lowered = lower(func, "cuda")
+    An access provably outside its buffer is a BoundsError here, per axis (checked on the
+    compacted n-d buffers, as the CPU build does) and on the flat buffers. `checked=True` is the
+    emulator's variant: every access not proven in bounds gets a per-axis `tdsl.index_check`
+    (its CUDA C++ calls `tdsl_emu_check`, which only the emulator's header defines)."""
+    from ...ir.attrs import set_attr
+    from ...lower import lower
+    from ...lower.index_checks import BOUNDS_CHECK_ATTR
+    from ..llvm.bounds import check_static_bounds
+
+    def per_axis_static_check(name: str, stage: PrimFunc) -> None:
+        if name == "compact_gpu_buffers":   # buffers still have their axes (and compacted shapes)
+            check_static_bounds(stage, scalar_only=True)
+
+    lowered = lower(set_attr(func, BOUNDS_CHECK_ATTR, True) if checked else func, "cuda",
+                    trace=per_axis_static_check)
+    check_static_bounds(lowered)
     plan = split_kernels(lowered, warp_calls(func))
     for spec in plan.kernels:
         insert_barriers(spec, lowered)

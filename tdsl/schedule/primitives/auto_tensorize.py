@@ -47,6 +47,7 @@ from ...ir import (
     Var,
     collect,
     free_vars,
+    is_const,
 )
 from ..errors import block_name, schedule_error
 from ..tree import find_block
@@ -143,15 +144,11 @@ def _fits(code_idx: tuple, desc_idx: tuple, desc_buf: Buffer, impl_buf: Buffer, 
         for j, s in enumerate(st):
             if isinstance(s, IntImm):
                 if j == len(st) - 1 and s.value == 1:
-                    if dims[j] != n - 1 or (code_buf.strides and not _is_one(code_buf.strides[-1])):
+                    if dims[j] != n - 1 or (code_buf.strides and not is_const(code_buf.strides[-1], 1)):
                         return False
                 else:
                     return False   # a constant row stride: only a packed copy has it
     return True
-
-
-def _is_one(e) -> bool:
-    return isinstance(e, IntImm) and e.value == 1
 
 
 def _unit_offset(e: PrimExpr, c: Var) -> bool:

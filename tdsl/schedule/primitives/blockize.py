@@ -66,6 +66,8 @@ from ...ir import (
     collect,
     const,
     free_vars,
+    is_const,
+    is_true,
     substitute,
 )
 from ...ir.attrs import TENSOR_INTRIN
@@ -127,7 +129,7 @@ def _divide(func: PrimFunc, primitive: str, loop: For, iv: IterVar, value: PrimE
     expected = 1
     for c, f in terms:
         ext = simplify(f.extent)
-        if c != expected or not isinstance(ext, IntImm) or not _is_zero(f.min):
+        if c != expected or not isinstance(ext, IntImm) or not is_const(f.min, 0):
             raise schedule_error(
                 func, primitive, f"the inner part of {iv.var.name} = {expr_text(value)} does not cover a "
                 f"contiguous range (coefficient {c} of {loop_name(f.loop_var)}, expected {expected})",
@@ -138,10 +140,10 @@ def _divide(func: PrimFunc, primitive: str, loop: For, iv: IterVar, value: PrimE
     inner_value = simplify(sum((f.loop_var * c for c, f in terms[1:]), terms[0][1].loop_var * terms[0][0]))
     loop_vars_outside = {v for v in ranges}
     if not (free_vars(rest) & loop_vars_outside):  # the inner loops alone (plus a constant)
-        div.inner = simplify(inner_value + rest) if not _is_zero(rest) else inner_value
+        div.inner = simplify(inner_value + rest) if not is_const(rest, 0) else inner_value
         div.inner_extent = iv.dom.extent
         return div
-    if not (_is_zero(iv.dom.min) and prove(Binary("eq", simplify(rest % extent, ranges), const(0, rest.dtype)),
+    if not (is_const(iv.dom.min, 0) and prove(Binary("eq", simplify(rest % extent, ranges), const(0, rest.dtype)),
                                            ranges)
             and prove(Binary("eq", simplify(iv.dom.extent % extent), const(0, extent.dtype)))):
         raise schedule_error(
@@ -153,10 +155,6 @@ def _divide(func: PrimFunc, primitive: str, loop: For, iv: IterVar, value: PrimE
     div.outer_dom = Range(const(0, extent.dtype), simplify(iv.dom.extent // extent))
     div.inner, div.inner_extent = inner_value, extent
     return div
-
-
-def _is_zero(e) -> bool:
-    return isinstance(e, IntImm) and e.value == 0
 
 
 def blockize(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, str]:
@@ -177,10 +175,10 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, 
     # 3-way split of 16 by 3 and 2): the outer block then guards its own iterators' domains; a
     # tile outside them holds only instances outside the block's domain, which that predicate
     # switched off
-    for d in divs if not _is_true(inner_pred) else ():
+    for d in divs if not is_true(inner_pred) else ():
         if d.outer is not None and not prove(Binary("lt", d.outer, d.outer_dom.extent), ranges):
             guard = Binary("lt", d.outer, d.outer_dom.extent)
-            outer_pred = guard if _is_true(outer_pred) else Binary("and", outer_pred, guard)
+            outer_pred = guard if is_true(outer_pred) else Binary("and", outer_pred, guard)
     realize = dataclasses.replace(realize, predicate=inner_pred)
     taken = {v.name for v in collect(func.body, Var)}
     vmap: dict[Var, PrimExpr] = {}
@@ -237,7 +235,7 @@ def _split_predicate(pred: PrimExpr, inner: set[Var]) -> tuple[PrimExpr, PrimExp
         e = stack.pop()
         if isinstance(e, Binary) and e.op == "and":
             stack.extend((e.b, e.a))
-        elif not _is_true(e):
+        elif not is_true(e):
             conjuncts.append(e)
     outer = [c for c in conjuncts if not (free_vars(c) & inner)]
     rest = [c for c in conjuncts if free_vars(c) & inner]
@@ -299,7 +297,7 @@ def _lift_init(func: PrimFunc, primitive: str, realize: BlockRealize, chain: lis
     init_block = Block(init_name, tuple(ivs), (), (), init_body)
     reads, writes = infer_block_regions(init_block)
     init_block = dataclasses.replace(init_block, reads=reads, writes=writes)
-    predicate = substitute(realize.predicate, lmap) if not _is_true(realize.predicate) else TRUE
+    predicate = substitute(realize.predicate, lmap) if not is_true(realize.predicate) else TRUE
     stmt: Stmt = BlockRealize(tuple(values), predicate, init_block)
     for f in reversed(loops):
         stmt = For(lmap[f.loop_var], f.min, f.extent, "serial", stmt)
@@ -353,6 +351,3 @@ def _has_loop(func: PrimFunc, var: Var) -> bool:
     return any(f.loop_var is var for f in collect(func.body, For))
 
 
-
-def _is_true(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.value == 1

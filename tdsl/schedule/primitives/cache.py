@@ -32,8 +32,10 @@ from ...ir import (
     PrimExpr,
     PrimFunc,
     Range,
+    SeqStmt,
     Stmt,
     Var,
+    binary,
     collect,
     const,
     free_vars,
@@ -225,27 +227,45 @@ def _insert_at_scope(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: b
     return replace_at(func, scope_path[:-1], container, dataclasses.replace(container, body=new_body))
 
 
-def cache_read(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, str]:
+def cache_read(func: PrimFunc, block: str, buffer, scope: str,
+               consumer_blocks: list[str] | None = None) -> tuple[PrimFunc, str]:
     """Read `buffer` through a `scope` copy made before `block`'s loop nest, as far out as no other
     block writes the buffer in between (after a compute_at that can be once per iteration of the
-    loops the block shares with the writer)."""
+    loops the block shares with the writer). With `consumer_blocks` (TVM's argument), `block`
+    names the buffer and the listed blocks read the copy (see _cache_read_many)."""
     realize, path = find_block(func, block, "cache_read")
     buf = resolve_buffer(func, realize.block, buffer, "cache_read", "read")
     scope = check_scope(func, "cache_read", scope)
+    if consumer_blocks is not None:
+        consumers = _consumers(func, "cache_read", buf, consumer_blocks, block)
+        if len(consumers) > 1:
+            return _cache_read_many(func, buf, scope, consumers)
+        if consumers[0] != block:
+            return cache_read(func, consumers[0], buf.name, scope)
     if any(r.buffer is buf for r in realize.block.writes):
         raise schedule_error(func, "cache_read", f"{block_name(block)} also writes {buf.name}, so a read cache "
                              "would hide its own updates from it", blocks=(block,),
                              rule="cache_read needs a block that only reads the buffer",
                              fix=f"use sch.cache_write(block, {buf.name!r}, {scope!r}) for a buffer the block "
                                  "updates")
+    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
+    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    func2 = _copy_for(func, block, buf, cache, name)
+    func3 = add_alloc(func2, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
+    return _refresh_scope_regions(func3, {buf, cache}), name
+
+
+def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str) -> PrimFunc:
+    """`block` reads `cache`, filled by a copy block `name` before its loop nest (hoisted as far
+    out as no other block writes `buf` in between)."""
+    realize, path = find_block(func, block, "cache_read")
+
     def writes(o: Block) -> bool:
         return any(x.buffer is buf for x in o.writes)
 
     own, top, tpath = _hoist(realize, *own_nest(realize, path), writes)
     ranges = path_ranges(tpath)
     bounds = accessed_region(realize, path, buf, "read", own, ranges)
-    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
-    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
     nest = copy_nest(func, name, buf, cache, bounds, ranges)
     redirect = _LoadRedirect(buf, cache)
     b = realize.block
@@ -255,9 +275,7 @@ def cache_read(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc
     func2 = replace_at(func, path, realize, new_realize)
     top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
     _, tpath2 = _located(func2, top2)
-    func3 = insert_beside(func2, tpath2, top2, nest, after=False)
-    func4 = add_alloc(func3, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
-    return _refresh_scope_regions(func4, {buf, cache}), name
+    return insert_beside(func2, tpath2, top2, nest, after=False)
 
 
 def find_path_to(func: PrimFunc, realize: BlockRealize, old_top: For) -> For:
@@ -285,14 +303,20 @@ def block_names_of(func: PrimFunc) -> list[str]:
     return [r.block.name for r in all_realizes(func.body)]
 
 
-def cache_write(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc, str]:
+def cache_write(func: PrimFunc, block: str, buffer, scope: str,
+                consumer_blocks: list[str] | None = None) -> tuple[PrimFunc, str]:
     """Write `buffer` through a `scope` buffer copied back after `block`'s loop nest, as far out as
     no other block uses the buffer in between (after a compute_at that can be once per iteration
-    of the loops the block shares with a reader)."""
+    of the loops the block shares with a reader). The blocks in `consumer_blocks` (TVM's
+    argument) read the cache instead of the buffer, so the copy back may move out past them."""
     realize, path = find_block(func, block, "cache_write")
     b = realize.block
     buf = resolve_buffer(func, b, buffer, "cache_write", "write")
     scope = check_scope(func, "cache_write", scope)
+    readers = [] if consumer_blocks is None else \
+        [c for c in _consumers(func, "cache_write", buf, consumer_blocks, block) if c != block]
+    if readers:
+        _check_write_consumers(func, realize, buf, readers)
     if child_realizes(realize):
         raise schedule_error(func, "cache_write", f"{block_name(block)} holds other blocks", blocks=(block,),
                              rule="cache_write applies to a block without nested blocks")
@@ -303,7 +327,7 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFun
                                   "of the buffer (a plain store, or a reduction with T.init)",
                              fix="cache_read the buffer first, or keep the block writing it directly")
     def uses(o: Block) -> bool:
-        return any(x.buffer is buf for x in o.reads + o.writes)
+        return o.name not in readers and any(x.buffer is buf for x in o.reads + o.writes)
 
     own, top, tpath = _hoist(realize, *own_nest(realize, path), uses)
     ranges = path_ranges(tpath)
@@ -317,8 +341,149 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFun
     top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
     _, tpath2 = _located(func2, top2)
     func3 = insert_beside(func2, tpath2, top2, nest, after=True)
+    for reader in readers:
+        func3 = _redirect_loads(func3, reader, buf, cache)
     func4 = add_alloc(func3, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
     return _refresh_scope_regions(func4, {buf, cache}), name
+
+
+# consumer_blocks -----------------------------------------------------------------------------
+
+def _consumers(func: PrimFunc, primitive: str, buf: Buffer, names, block: str) -> list[str]:
+    """The blocks `consumer_blocks` names (deduplicated, in the order given), each checked to read
+    `buf` without writing it (the block the primitive is given may be listed too)."""
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise schedule_error(func, primitive, f"consumer_blocks must be a list of blocks (handles or names), not "
+                             f"{names!r}", blocks=(block,))
+    out = list(dict.fromkeys(names))
+    if not out:
+        return [block]
+    for name in out:
+        if name == block:
+            continue
+        b = find_block(func, name, primitive)[0].block
+        if not any(r.buffer is buf for r in b.reads):
+            raise schedule_error(func, primitive, f"consumer_blocks names {block_name(name)}, which does not read "
+                                 f"{buf.name}", blocks=(block, name),
+                                 rule="consumer_blocks lists blocks that read the cached buffer")
+        if any(r.buffer is buf for r in b.writes):
+            raise schedule_error(func, primitive, f"consumer_blocks names {block_name(name)}, which also writes "
+                                 f"{buf.name}", blocks=(block, name),
+                                 rule="a consumer of a cache only reads the buffer")
+    return out
+
+
+def _redirect_loads(func: PrimFunc, name: str, buf: Buffer, cache: Buffer) -> PrimFunc:
+    realize, path = find_block(func, name, "cache")
+    b = realize.block
+    redirect = _LoadRedirect(buf, cache)
+    new_block = refresh_block(dataclasses.replace(b, body=redirect.visit(b.body),
+                                                  init=None if b.init is None else redirect.visit(b.init)))
+    return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
+
+
+def _program_order(func: PrimFunc) -> dict[str, int]:
+    return {r.block.name: k for k, r in enumerate(all_realizes(func.body))}
+
+
+def _check_write_consumers(func: PrimFunc, realize: BlockRealize, buf: Buffer, readers: list[str]) -> None:
+    """The listed readers see the cache, which holds only what the writer stores: so the writer
+    must be the buffer's only writer, the buffer not a parameter (whose old contents a reader
+    could see), and every reader after the writer."""
+    name = realize.block.name
+    if alloc_site(func, buf) is None:
+        raise schedule_error(func, "cache_write", f"{buf.name} is a parameter of {func.name}: a consumer reading the "
+                             "cache would not see the elements the caller passed in", blocks=(name,),
+                             rule="cache_write(..., consumer_blocks=...) redirects readers of a buffer the function "
+                                  "allocates", fix="leave consumer_blocks out: the readers then see the copy back")
+    others = [r.block.name for r in all_realizes(func.body)  # blocks around the writer write what it writes
+              if not any(x.block is realize.block for x in all_realizes(r)) and any(x.buffer is buf for x in r.block.writes)]
+    if others:
+        raise schedule_error(func, "cache_write", f"{block_name(others[0])} also writes {buf.name}; a consumer "
+                             f"reading the cache would miss what it stores", blocks=(name, others[0]),
+                             rule="cache_write(..., consumer_blocks=...) needs the block to be the buffer's only "
+                                  "writer")
+    scope = scope_of(find_block(func, name, "cache_write")[1])[1]
+    outside = [r for r in readers if scope_of(find_block(func, r, "cache_write")[1])[1] is not scope]
+    if outside:
+        raise schedule_error(func, "cache_write", f"consumer {block_name(outside[0])} is in another scope (enclosing "
+                             f"block) than {block_name(name)}", blocks=(name, outside[0]),
+                             rule="the cache is allocated in the writer's scope, so its consumers must be there too")
+    order = _program_order(func)
+    early = [r for r in readers if order[r] < order[name]]
+    if early:
+        raise schedule_error(func, "cache_write", f"consumer {block_name(early[0])} runs before "
+                             f"{block_name(name)}", blocks=(name, early[0]),
+                             rule="the consumers of a write cache come after the block that writes it")
+
+
+def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str]) -> tuple[PrimFunc, str]:
+    """One `scope` cache of `buf` read by several blocks of one scope (see _copy_many)."""
+    found = [find_block(func, n, "cache_read") for n in names]
+    if len({id(scope_of(p)[1]) for _, p in found}) != 1:
+        raise schedule_error(func, "cache_read", "consumer_blocks names blocks of different scopes (enclosing "
+                             "blocks)", blocks=tuple(names), rule="one cache serves blocks of one scope")
+    taken = buffer_names(func) | set(block_names_of(func))
+    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", taken)
+    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    out = _copy_many(func, buf, cache, names, taken, name)
+    scope_realize = scope_of(found[0][1])[0]
+    out = add_alloc(out, scope_realize if scope_realize is not func.body else None, cache)
+    return _refresh_scope_regions(out, {buf, cache}), name
+
+
+def _copy_many(func: PrimFunc, buf: Buffer, cache: Buffer, names: list[str], taken: set[str],
+               name: str | None = None) -> PrimFunc:
+    """The blocks `names` read `cache`. At their innermost common sequence, one copy goes right
+    before the first statement holding one of them, covering what they all read, when no block
+    at or after that point writes `buf`. When blocks in that first statement write it (TVM's
+    func_multi_consumer: the writer and one consumer share a loop), the consumers inside get
+    their copy in there (recursively) and those after it a second copy, after the writes."""
+    name = name or fresh_name(cache.name, taken)
+    if len(names) == 1:
+        return _copy_for(func, names[0], buf, cache, name)
+    found = [find_block(func, n, "cache_read") for n in names]
+    fulls = [p + (r,) for r, p in found]
+    depth = 0
+    while all(len(f) > depth for f in fulls) and all(f[depth] is fulls[0][depth] for f in fulls):
+        depth += 1
+    container = fulls[0][depth - 1]
+    if not isinstance(container, SeqStmt):  # two distinct blocks part at a sequence
+        raise schedule_error(func, "cache_read", "consumer_blocks names one block twice", blocks=tuple(names))
+    items = list(container.seq)
+    first = min(items.index(f[depth]) for f in fulls)  # type: ignore[arg-type]
+
+    def writers(stmts) -> list[str]:
+        return [r.block.name for item in stmts for r in all_realizes(item)
+                if any(x.buffer is buf for x in r.block.writes)]
+
+    later = writers(items[first + 1:])
+    if later:
+        raise schedule_error(func, "cache_read", f"{block_name(later[0])} writes {buf.name} after the first of the "
+                             "consumers, so a shared copy before them would go stale",
+                             blocks=tuple(names) + (later[0],),
+                             rule="a cache shared by several consumers is made before them, after every write",
+                             fix="call sch.cache_read once per consumer")
+    if writers(items[first:first + 1]):
+        inside = [n for n, f in zip(names, fulls) if f[depth] is items[first]]
+        after = [n for n in names if n not in inside]
+        func = _copy_many(func, buf, cache, inside, taken, name)
+        return _copy_many(func, buf, cache, after, taken) if after else func
+    cpath = fulls[0][:depth]
+    ranges = path_ranges(cpath)
+    bounds: list[tuple[PrimExpr, PrimExpr]] | None = None
+    for (realize, _path), full in zip(found, fulls):
+        loops = [x for x in full[depth:] if isinstance(x, For)]
+        region = next(r for r in realize.block.reads if r.buffer is buf)
+        mine = clip(relaxed_region(region, realize, loops, ranges), buf, ranges)
+        bounds = mine if bounds is None else [(simplify(binary("min", a, c), ranges), simplify(binary("max", b, d), ranges))
+                                              for (a, b), (c, d) in zip(bounds, mine)]
+    assert bounds is not None
+    nest = copy_nest(func, name, buf, cache, bounds, ranges)
+    out = insert_beside(func, cpath, items[first], nest, after=False)
+    for n in names:
+        out = _redirect_loads(out, n, buf, cache)
+    return out
 
 
 def _hoist(realize: BlockRealize, own: list[For], top: Stmt, tpath: Path,

@@ -57,6 +57,25 @@ class IndexMap:
     def __call__(self, *indices):
         return self.fn(*indices)
 
+    def bind_dims(self, dims: dict) -> IndexMap:
+        """The map with the symbolic dimensions it uses (by name) replaced by those in `dims`
+        (name -> Var), for replaying a trace on another function."""
+        import functools
+
+        from ...ir import substitute
+
+        fn = self.fn
+
+        @functools.wraps(fn)
+        def bound(*indices):
+            result = fn(*indices)
+            outs = list(result) if isinstance(result, (tuple, list)) else [result]
+            return tuple(substitute(o, {v: dims[v.name] for v in free_vars(o) if v.name in dims and v is not
+                                        dims[v.name] and v not in indices}) if isinstance(o, PrimExpr) else o
+                         for o in outs)
+
+        return IndexMap(bound)
+
     def __repr__(self) -> str:
         try:
             params = inspect.signature(self.fn).parameters.values()
@@ -111,54 +130,65 @@ def _param_names(fn: Callable, ndim: int) -> list[str]:
 
 
 def _call_map(func: PrimFunc, block: str, buf: Buffer, index_map: Callable) -> tuple[list[Var], list[PrimExpr]]:
+    return call_index_map(func, "transform_layout", block, index_map, [s.dtype for s in buf.shape],
+                          f"{buf.name} has {buf.ndim} dimensions", "one index per dimension of the buffer")
+
+
+def call_index_map(func: PrimFunc, primitive: str, block: str, index_map: Callable, dtypes: list,
+                   has: str, takes: str, dims: frozenset = frozenset()) -> tuple[list[Var], list[PrimExpr]]:
+    """Call the user's index map with one tdsl Var per entry of `dtypes`: (the Vars, its integer
+    results). `has` / `takes` word the arity error ("B has 2 dimensions", "one index per ...");
+    the results may also use the variables `dims` (the function's symbolic dimensions)."""
     index_map = index_map.fn if isinstance(index_map, IndexMap) else index_map
     if not callable(index_map):
-        raise schedule_error(func, "transform_layout", f"index_map must be a function such as "
+        raise schedule_error(func, primitive, f"index_map must be a function such as "
                              f"`lambda i, j: (i // 16, j, i % 16)`, not {type(index_map).__name__}", blocks=(block,))
-    names = _param_names(index_map, buf.ndim)
-    if len(names) != buf.ndim:
-        raise schedule_error(func, "transform_layout", f"the index map takes {len(names)} indices but "
-                             f"{buf.name} has {buf.ndim} dimensions", blocks=(block,),
-                             rule="the index map takes one index per dimension of the buffer")
-    params = [Var(n, s.dtype) for n, s in zip(names, buf.shape)]
+    names = _param_names(index_map, len(dtypes))
+    if len(names) != len(dtypes):
+        raise schedule_error(func, primitive, f"the index map takes {len(names)} indices but {has}",
+                             blocks=(block,), rule=f"the index map takes {takes}")
+    params = [Var(n, dt) for n, dt in zip(names, dtypes)]
     try:
         result = index_map(*params)
     except Exception as exc:  # noqa: BLE001 - the user's lambda: report what it did, in their terms
-        raise schedule_error(func, "transform_layout", f"the index map failed on symbolic indices: {exc}",
+        raise schedule_error(func, primitive, f"the index map failed on symbolic indices: {exc}",
                              blocks=(block,), rule="the index map is called with tdsl variables; use + - * // % "
                              "and T.min / T.max, not Python control flow") from None
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     try:
         outputs = [as_expr(o, params[0].dtype if params else None) for o in outputs]
     except TypeError as exc:
-        raise schedule_error(func, "transform_layout", f"the index map returned {result!r}: {exc}",
+        raise schedule_error(func, primitive, f"the index map returned {result!r}: {exc}",
                              blocks=(block,)) from None
     for o in outputs:
-        if not o.dtype.is_integer or free_vars(o) - set(params):
-            raise schedule_error(func, "transform_layout", f"the index map result {expr_text(o)} is not an integer "
+        if not o.dtype.is_integer or free_vars(o) - set(params) - dims:
+            raise schedule_error(func, primitive, f"the index map result {expr_text(o)} is not an integer "
                                  "expression of the indices", blocks=(block,))
     return params, outputs
 
 
-def _new_shape(func: PrimFunc, block: str, buf: Buffer, params, outputs) -> tuple[PrimExpr, ...]:
+def _new_shape(func: PrimFunc, block: str, buf: Buffer, params, outputs,
+               primitive: str = "transform_layout") -> tuple[PrimExpr, ...]:
     ranges = {p: Range(const(0, s.dtype), s) for p, s in zip(params, buf.shape)}
     shape = []
     for o in outputs:
         lo, hi = relax(o, ranges)
         if not prove(lo >= 0):
-            raise schedule_error(func, "transform_layout", f"the new index {expr_text(o)} can be negative",
+            raise schedule_error(func, primitive, f"the new index {expr_text(o)} can be negative",
                                  blocks=(block,), rule="the index map must send every element to indices >= 0")
         shape.append(simplify(hi + 1))
     return tuple(shape)
 
 
-def _check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, shape) -> None:
+def _check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, shape,
+                      primitive: str = "transform_layout") -> None:
     """Refuse a map that sends two elements of `buf` to one place: proved analytically for
-    permutations and mixed-radix maps, else checked element by element up to _CHECK_LIMIT."""
+    permutations and mixed-radix maps, else checked element by element up to _CHECK_LIMIT.
+    (`buf` may be a stand-in whose shape is a block's iterator box, named for the messages.)"""
     extents = [s.value if isinstance(s, IntImm) else None for s in buf.shape]
     if None in extents or not all(isinstance(s, IntImm) for s in shape):
         if not _is_permutation(params, outputs):
-            raise schedule_error(func, "transform_layout", f"{buf.name} has a symbolic shape; tdsl can only check "
+            raise schedule_error(func, primitive, f"{buf.name} has a symbolic shape; tdsl can only check "
                                  "that a permutation of its dimensions is one-to-one", blocks=(block,),
                                  rule="a layout transformation must be one-to-one",
                                  fix="use a permutation such as lambda i, j: (j, i), or a constant shape")
@@ -172,12 +202,12 @@ def _check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, 
         pair = _collision(params, outputs, _all_points(extents), new_shape)
     if pair is not None:
         (a, b), dest = pair
-        raise schedule_error(func, "transform_layout", f"the index map sends {_element(buf, a)} and "
+        raise schedule_error(func, primitive, f"the index map sends {_element(buf, a)} and "
                              f"{_element(buf, b)} to the same place, [{', '.join(map(str, dest))}] of the "
                              "new layout", blocks=(block,), rule="a layout transformation must be one-to-one")
     if size > _CHECK_LIMIT:
         raise schedule_error(
-            func, "transform_layout", f"could not prove that the index map ({_outputs_text(outputs)}) is "
+            func, primitive, f"could not prove that the index map ({_outputs_text(outputs)}) is "
             f"one-to-one on {buf.name} ({size} elements): tdsl proves maps whose outputs are sums of i, "
             "i // c, i % c and (i // c) % d with constants c, d (those used on one index dividing one another), "
             f"and checks other maps element by element up to {_CHECK_LIMIT} elements only",

@@ -32,6 +32,7 @@ from ...ir import (
     Var,
     const,
     free_vars,
+    is_const,
     substitute,
 )
 from ...ir.tree import Path, all_realizes, children, fresh_name, path_ranges, var_names
@@ -287,17 +288,13 @@ def fuse(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, Var]:
         value = fused if stride is None else fused // stride
         if f is not loops[0]:
             value = value % f.extent
-        vmap[f.loop_var] = value if _is_zero(f.min) else f.min + value
+        vmap[f.loop_var] = value if is_const(f.min, 0) else f.min + value
         stride = f.extent if stride is None else stride * f.extent
     body = substitute(loops[-1].body, vmap)
     new_loop = For(fused, const(0, fused.dtype), extent, "serial", body)
     new_loop = simplify_realizes(new_loop, ranges)
     new_loop = refresh_regions(new_loop, fused_vars)
     return _replace(func, path, outer, new_loop), fused
-
-
-def _is_zero(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.value == 0
 
 
 # reorder -----------------------------------------------------------------------------------

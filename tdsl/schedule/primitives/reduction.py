@@ -1,4 +1,3 @@
-# mypy: disable-error-code="call-overload"
 """Reduction primitives: decompose_reduction, rfactor, and the reducer recognition they share.
 
 A reduction block is `with T.init(): C[idx] = c` followed by `C[idx] = combine(C[idx], x)` with
@@ -30,6 +29,7 @@ from ...ir import (
     For,
     IntImm,
     IterVar,
+    LetStmt,
     PrimExpr,
     PrimFunc,
     Range,
@@ -101,7 +101,7 @@ def recognize(func: PrimFunc, block: Block, primitive: str, decomposed: bool = F
     if block.init is None and not decomposed:
         raise schedule_error(func, primitive, f"{block_name(block.name)} has no T.init, so it is not a reduction "
                              "tdsl can recognise", blocks=(block.name,), rule=rule)
-    init, body = block.init, block.body
+    init, body = block.init, _without_let(block.body)
     if init is None and not isinstance(body, BufferStore):
         raise schedule_error(func, primitive, f"{block_name(block.name)} has no T.init and its body is not a single "
                              "store", blocks=(block.name,), rule=rule)
@@ -130,6 +130,14 @@ def recognize(func: PrimFunc, block: Block, primitive: str, decomposed: bool = F
         raise schedule_error(func, primitive, f"the init or the stored element of {block_name(block.name)} "
                              "depends on a reduction iterator", blocks=(block.name,), rule=rule)
     return Reducer(value.op, buf, tuple(idx), init_value, rhs)
+
+
+def _without_let(body: Stmt) -> Stmt:
+    """`v: T.let = e; C[idx] = v` (TVM's transformed_matmul_with_let) as the store `C[idx] = e`."""
+    if isinstance(body, LetStmt) and isinstance(body.body, BufferStore) and body.body.value is body.var and \
+            not any(body.var in free_vars(i) for i in body.body.indices):
+        return BufferStore(body.body.buffer, body.value, body.body.indices)
+    return body
 
 
 # shared ---------------------------------------------------------------------------------------
@@ -255,7 +263,7 @@ class _RfactorPlan:
     loop: For
     realize: BlockRealize
     bpath: Path
-    red: Reducer
+    red: Reducer  # or an arg_reduction.ArgReducer (argmax / argmin)
     own: list[For]  # the reduction block's own loops, outer to inner
     roles: dict[Var, str]
     axis: int  # factor_axis, made non-negative
@@ -293,6 +301,10 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     name = plan.realize.block.name
     taken_names = set(_block_names(func)) | buffer_names(func)
     rf_name = fresh_name(f"{name}_rf", taken_names)
+    from .arg_reduction import ArgReducer, arg_rfactor
+
+    if isinstance(plan.red, ArgReducer):
+        return arg_rfactor(func, plan, rf_name)
     rf_buf_name = rf_name if rf_name not in buffer_names(func) else fresh_name(rf_name, taken_names)
     red, loop, axis = plan.red, plan.loop, plan.axis
     shape = red.buffer.shape[:axis] + (loop.extent,) + red.buffer.shape[axis:]
@@ -322,7 +334,9 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _Rfactor
     if child_realizes(realize):
         raise schedule_error(func, "rfactor", f"{block_name(name)} holds other blocks", blocks=(name,),
                              rule="rfactor applies to a leaf reduction block")
-    red = recognize(func, b, "rfactor", decomposed=True)
+    from .arg_reduction import looks_multi, recognize_arg
+
+    red = recognize_arg(func, b) if looks_multi(b) else recognize(func, b, "rfactor", decomposed=True)
     scope_loops = loops_in_scope(bpath)
     roles = _loop_roles(realize, scope_loops)
     if roles.get(loop_var) != "R":
@@ -426,8 +440,8 @@ def _init_runs_once_enumerated(ivs, reduce_loops: list[For]) -> bool | None:
     sizes = [f.extent.value for f in reduce_loops]
     if int(np.prod(sizes, dtype=np.int64)) > _ENUMERATE_LIMIT or not all(s > 0 for s in sizes):
         return None
-    grids = np.meshgrid(*[np.arange(f.min.value, f.min.value + f.extent.value, dtype=np.int64)
-                          for f in reduce_loops], indexing="ij")
+    axes: list = [np.arange(f.min.value, f.min.value + f.extent.value, dtype=np.int64) for f in reduce_loops]
+    grids = np.meshgrid(*axes, indexing="ij")
     env = {f.loop_var: g.ravel() for f, g in zip(reduce_loops, grids)}
     at_start = np.ones(int(np.prod(sizes, dtype=np.int64)), dtype=bool)
     for iv, value in ivs:
@@ -464,7 +478,26 @@ def _evaluate(e: PrimExpr, env: dict):
 def _rfactor_block(plan: _RfactorPlan, rf_name: str, rf_buf: Buffer, taken: set[str]) -> BlockRealize:
     """The block computing the partial results: the loop's share of the reduction becomes a
     spatial iterator indexing `rf_buf` along the factor axis."""
-    realize, loop, red, axis = plan.realize, plan.loop, plan.red, plan.axis
+    realize, red, axis = plan.realize, plan.red, plan.axis
+    b = realize.block
+    v_rf, new_ivs, new_vals, remap = rf_iterators(plan, taken)
+    rf_idx = red.indices[:axis] + (_slot(v_rf, plan.loop),) + red.indices[axis:]
+    rf_load = BufferLoad(rf_buf, rf_idx)
+    rhs = substitute(red.rhs, remap)
+    if any(iv.kind == "R" for iv in new_ivs):
+        rf_init, rf_value = BufferStore(rf_buf, red.identity(), rf_idx), red.combine(rf_load, rhs)
+    else:  # one term per partial result: no reduction left in the rfactor block
+        plain = red.op in ("add", "mul") or red.init is None  # the identity is exact: leave it out
+        rf_init, rf_value = None, rhs if plain else red.combine(red.identity(), rhs)
+    rf_block = dataclasses.replace(b, name=rf_name, iter_vars=tuple(new_ivs), init=rf_init,
+                                   body=BufferStore(rf_buf, rf_value, rf_idx))
+    return BlockRealize(tuple(new_vals), realize.predicate, refresh_block(rf_block))
+
+
+def rf_iterators(plan: _RfactorPlan, taken: set[str]) -> tuple[Var, list[IterVar], list[PrimExpr], dict]:
+    """The rfactor block's iterators: (the factored one, all of them, their bindings, the map from
+    the old reduction iterators to expressions of the new ones)."""
+    realize, loop = plan.realize, plan.loop
     b, loop_var = realize.block, plan.loop.loop_var
     v_rf = Var(fresh_name(f"v{loop_var.name}", taken), loop_var.dtype)
     new_ivs: list[IterVar] = []
@@ -488,17 +521,7 @@ def _rfactor_block(plan: _RfactorPlan, rf_name: str, rf_buf: Buffer, taken: set[
                 new_ivs.append(IterVar(r, Range(f.min, f.extent), "R"))
                 new_vals.append(f.loop_var)
         remap[iv.var] = substitute(value, made)
-    rf_idx = red.indices[:axis] + (_slot(v_rf, loop),) + red.indices[axis:]
-    rf_load = BufferLoad(rf_buf, rf_idx)
-    rhs = substitute(red.rhs, remap)
-    if any(iv.kind == "R" for iv in new_ivs):
-        rf_init, rf_value = BufferStore(rf_buf, red.identity(), rf_idx), red.combine(rf_load, rhs)
-    else:  # one term per partial result: no reduction left in the rfactor block
-        plain = red.op in ("add", "mul") or red.init is None  # the identity is exact: leave it out
-        rf_init, rf_value = None, rhs if plain else red.combine(red.identity(), rhs)
-    rf_block = dataclasses.replace(b, name=rf_name, iter_vars=tuple(new_ivs), init=rf_init,
-                                   body=BufferStore(rf_buf, rf_value, rf_idx))
-    return BlockRealize(tuple(new_vals), realize.predicate, refresh_block(rf_block))
+    return v_rf, new_ivs, new_vals, remap
 
 
 def _slot(v: Var, loop: For) -> PrimExpr:
@@ -511,11 +534,7 @@ def _write_back_block(plan: _RfactorPlan, rf_buf: Buffer, taken: set[str]) -> tu
     handle) of the original block. Returns its loops (the spatial ones and the factored one)."""
     realize, loop, red, axis = plan.realize, plan.loop, plan.red, plan.axis
     b, loop_var = realize.block, loop.loop_var
-    new_loops, lmap = _copy_loops(plan.own, lambda f: plan.roles[f.loop_var] == "S" or f is loop, taken,
-                                  serial=loop)
-    spatial = [(iv, v) for iv, v in zip(b.iter_vars, realize.iter_values) if iv.kind == "S"]
-    smap = {iv.var: Var(fresh_name(iv.var.name, taken), iv.var.dtype) for iv, _ in spatial}
-    v_wb = Var(fresh_name(f"v{loop_var.name}", taken), loop_var.dtype)
+    new_loops, lmap, spatial, smap, v_wb = write_back_iterators(plan, taken)
     wb_idx = tuple(substitute(i, smap) for i in red.indices)
     wb_rf_idx = wb_idx[:axis] + (_slot(v_wb, loop),) + wb_idx[axis:]
     wb_value: PrimExpr = BufferLoad(rf_buf, wb_rf_idx)
@@ -529,6 +548,18 @@ def _write_back_block(plan: _RfactorPlan, rf_buf: Buffer, taken: set[str]) -> tu
     wb_realize = BlockRealize((lmap[loop_var],) + tuple(substitute(v, lmap) for _, v in spatial),
                               substitute(plan.wb_predicate, lmap), refresh_block(wb_block))
     return new_loops, wb_realize
+
+
+def write_back_iterators(plan: _RfactorPlan, taken: set[str]):
+    """The write-back block's loops (the spatial ones and the factored one, fresh), the loop
+    renaming, the spatial (iterator, binding) pairs, their renaming and the factored iterator."""
+    realize, loop = plan.realize, plan.loop
+    new_loops, lmap = _copy_loops(plan.own, lambda f: plan.roles[f.loop_var] == "S" or f is loop, taken,
+                                  serial=loop)
+    spatial = [(iv, v) for iv, v in zip(realize.block.iter_vars, realize.iter_values) if iv.kind == "S"]
+    smap = {iv.var: Var(fresh_name(iv.var.name, taken), iv.var.dtype) for iv, _ in spatial}
+    v_wb = Var(fresh_name(f"v{loop.loop_var.name}", taken), loop.loop_var.dtype)
+    return new_loops, lmap, spatial, smap, v_wb
 
 
 def _split_guard(func: PrimFunc, realize: BlockRealize, own: list[For], reduce_loops: set[Var], loop_var: Var,

@@ -76,7 +76,9 @@ def _cache_root() -> str | None:
 
 
 def load(unit: str, use_cache: bool = True) -> ctypes.CDLL:
-    """The shared object of `unit`, compiled (or found in the cache) and loaded."""
+    """The shared object of `unit`, compiled (or found in the cache) and loaded. Compiling
+    leaves nothing behind but the cache entry: the work directory (under the cache directory
+    when there is one) is removed, after loading when the object is not cached."""
     compiler = find_compiler()
     key = cache_key(unit, compiler)
     with _LOCK:
@@ -84,12 +86,29 @@ def load(unit: str, use_cache: bool = True) -> ctypes.CDLL:
             return _LOADED[key]
         root = _cache_root() if use_cache else None
         path = os.path.join(root, key + ".so") if root else None
-        if path is None or not _loads(path):
-            path = _compile(unit, compiler, root, key)
-        lib = ctypes.CDLL(path)
+        if path is not None and _loads(path):
+            lib = ctypes.CDLL(path)
+        else:
+            workdir = _workdir(root)
+            try:
+                lib = ctypes.CDLL(_compile(unit, compiler, root, key, workdir))
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
         if use_cache:
             _LOADED[key] = lib
         return lib
+
+
+def _workdir(root: str | None) -> str:
+    """A fresh directory to compile in: inside the cache directory if it can be made there (the
+    result is then renamed into place), else in the system's temporary directory."""
+    if root is not None:
+        try:
+            os.makedirs(root, exist_ok=True)
+            return tempfile.mkdtemp(prefix="build-", dir=root)
+        except OSError:
+            pass
+    return tempfile.mkdtemp(prefix="tdsl-emu-")
 
 
 def _loads(path: str) -> bool:
@@ -102,8 +121,9 @@ def _loads(path: str) -> bool:
         return False
 
 
-def _compile(unit: str, compiler: str, root: str | None, key: str) -> str:
-    workdir = tempfile.mkdtemp(prefix="tdsl-emu-")
+def _compile(unit: str, compiler: str, root: str | None, key: str, workdir: str) -> str:
+    """Compile `unit` in `workdir`; the path of the shared object (the cache entry when `root`
+    is writable, else the one in `workdir`, which the caller removes after loading it)."""
     src = os.path.join(workdir, "kernel_emu.cpp")
     out = os.path.join(workdir, "kernel_emu.so")
     with open(src, "w") as f:
@@ -118,6 +138,7 @@ def _compile(unit: str, compiler: str, root: str | None, key: str) -> str:
         raise TargetError(_error_text(res.stderr, unit))
     if root is None:
         return out
+    tmp = None
     try:
         os.makedirs(root, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=root, suffix=".so.tmp")
@@ -127,6 +148,8 @@ def _compile(unit: str, compiler: str, root: str | None, key: str) -> str:
         os.replace(tmp, final)
         return final
     except OSError:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
         return out  # an unwritable cache: use the fresh build
 
 

@@ -20,8 +20,13 @@ import numpy as np
 
 from ....errors import ArgumentError, TargetError
 from ....ir import Buffer
+from ....tracebacks import public_entry
+from .. import host_steps
 from ..kernel import CudaKernel, _Arg, evaluate, scalar_ctype
+from ..lower_gpu import MAX_BLOCK_DIM, MAX_GRID_DIM
 from .translate import EmuKernel
+
+CHECKED_SUFFIX = "_checked"   # the checked variant's kernel names (see emulator.checked_variant)
 
 ORDER_NAMES = ("ascending", "descending", "shuffled")
 _CALL_LOCK = threading.Lock()   # the emulator's state is per shared object and not re-entrant
@@ -43,19 +48,36 @@ class EmulatedKernel(CudaKernel):
         self._emu = {k.name: k for k in emu_kernels}
         self._fns = {}
         for k in emu_kernels:
-            fn = getattr(lib, f"tdsl_emu_run_{k.name}")
-            fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong),
-                           ctypes.POINTER(ctypes.c_longlong), ctypes.c_int, ctypes.c_ulonglong, ctypes.c_longlong]
-            fn.restype = ctypes.c_int
-            self._fns[k.name] = fn
+            self._fns[k.name] = _launcher(lib, k.name)
         lib.tdsl_emu_error.restype = ctypes.c_char_p
         lib.tdsl_emu_switches.restype = ctypes.c_ulonglong
+        self.checked_source: str | None = None
+        self._checked: list[tuple] = []     # per launch: (spec, EmuKernel, launcher, its lib)
+        self._checked_map: dict = {}        # the checked plan's parameters -> this plan's
+
+    def add_checked_variant(self, plan, source: str, emu_kernels: list[EmuKernel], lib) -> None:
+        """Also run, once before each launch, the kernel's checked variant (`lower_for_cuda(...,
+        checked=True)`: per-axis checks of the accesses not proven in bounds); it must have the
+        same launches as this kernel."""
+        if len(plan.kernels) != len(self.kernels):
+            raise TargetError(f"internal: the checked variant of {self.name!r} has {len(plan.kernels)} launches, "
+                              f"the kernel {len(self.kernels)}")
+        lib.tdsl_emu_error.restype = ctypes.c_char_p
+        emu = {k.name: k for k in emu_kernels}
+        self.checked_source = source
+        self._checked = [(spec, emu[spec.name], _launcher(lib, spec.name), lib) for spec in plan.kernels]
+        self._checked_map = dict(zip(plan.func.params, self.plan.func.params))
+        self._checked_map.update(zip(plan.workspaces, self.plan.workspaces))
 
     def __repr__(self) -> str:
         return f"<EmulatedKernel {self.name}: {len(self.kernels)} launch(es) on the CPU emulator>"
 
     # ------------------------------------------------------------------------- arguments
     def _classify(self, p: Buffer, value) -> _Arg:
+        device_array = _device_array_type()
+        if device_array is not None and isinstance(value, device_array):
+            # a GPU array (tdsl.to_device): run on a host copy, copied back after the call
+            return _Arg(p, "host", host=value.numpy(), original=value)
         if isinstance(value, np.ndarray):
             return _Arg(p, "host", host=value, original=value)
         if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
@@ -63,11 +85,13 @@ class EmulatedKernel(CudaKernel):
             if dev_type in (1, 3):  # kDLCPU, kDLCUDAHost
                 return _Arg(p, "host", host=np.from_dlpack(value), original=value)
             raise ArgumentError(f"parameter {p.name!r}: an emulated CUDA kernel runs on the CPU and takes host "
-                                f"arrays (numpy or CPU DLPack tensors), not a tensor on DLPack device type {dev_type}")
-        raise ArgumentError(f"parameter {p.name!r}: expected an array (numpy or a CPU DLPack tensor), "
+                                f"arrays (numpy, CPU DLPack tensors or tdsl DeviceArrays), not a tensor on DLPack "
+                                f"device type {dev_type}")
+        raise ArgumentError(f"parameter {p.name!r}: expected an array (numpy, a CPU DLPack tensor or a DeviceArray), "
                             f"got {type(value).__name__}")
 
     # ------------------------------------------------------------------------- calling
+    @public_entry
     def __call__(self, *args, stream=None, **kwargs):
         bufs, scalars, values = self._bind_all(args, kwargs, 0)
         arrays: dict[Buffer, np.ndarray] = {}
@@ -89,21 +113,34 @@ class EmulatedKernel(CudaKernel):
             arrays[arg.param] = arr
         for w in self.plan.workspaces:
             arrays[w] = _poisoned((evaluate(w.shape[0], values),), w.dtype.numpy)
+        def library(step) -> None:       # cuBLAS's stand-in: numpy's BLAS (host_steps.run_emulated)
+            host_steps.run_emulated(step, arrays)
+
         with _CALL_LOCK:
-            for spec in self.kernels:
+            for i, spec in enumerate(self.kernels):
+                host_steps.run_steps(self.plan.steps, i, library)
+                if self._checked:
+                    self._run_checked(self._checked[i], arrays, scalars, values)
                 self._launch_emulated(spec, arrays, scalars, values)
+            host_steps.run_steps(self.plan.steps, len(self.kernels), library)
         for orig, work in copies:
             np.copyto(orig, work)
+        device_array = _device_array_type()
+        on_device = device_array is not None and any(isinstance(a.original, device_array) for a in bufs)
+        if on_device:
+            for arg in bufs:
+                if isinstance(arg.original, device_array) and arg.param in self._written:
+                    arg.original.copy_from(arrays[arg.param])
+            from ..runtime import to_device
+
+            outputs = [to_device(o) for o in outputs]   # device in, device out (as on a GPU)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def _launch_emulated(self, spec, arrays: dict, scalars: dict, values: dict) -> None:
-        grid = tuple(evaluate(e, values) for e in spec.dims("blockIdx"))
-        block = tuple(evaluate(e, values) for e in spec.dims("threadIdx"))
-        if min(grid) <= 0 or min(block) <= 0:
-            return
-        emu = self._emu[spec.name]
+    def _arguments(self, spec, emu: EmuKernel, arrays: dict, scalars: dict, values: dict, rename: dict):
+        """The launcher's (pointers, sizes, ctypes kept alive, [(buffer, array) it writes]);
+        `rename` maps another plan's parameters to this kernel's (the checked variant's)."""
         if len(emu.params) != len(spec.params):
             raise TargetError(f"kernel {spec.name!r}: the emulator read {len(emu.params)} parameters from its "
                               f"signature but the launch has {len(spec.params)}")
@@ -113,6 +150,7 @@ class EmulatedKernel(CudaKernel):
         keep = []
         written: list[tuple[Buffer, np.ndarray]] = []
         for i, (p, ep) in enumerate(zip(spec.params, emu.params)):
+            p = rename.get(p, p)
             if isinstance(p, Buffer):
                 arr = arrays[p]
                 ptrs[i] = arr.ctypes.data
@@ -124,7 +162,45 @@ class EmulatedKernel(CudaKernel):
                 c = scalar_ctype(p.dtype, value)
                 keep.append(c)
                 ptrs[i] = ctypes.addressof(c)
-        dims = (ctypes.c_longlong * 6)(*grid, *block)
+        return ptrs, sizes, keep, written
+
+    @staticmethod
+    def _dims(spec, values: dict):
+        grid = tuple(evaluate(e, values) for e in spec.dims("blockIdx"))
+        block = tuple(evaluate(e, values) for e in spec.dims("threadIdx"))
+        if min(grid) <= 0 or min(block) <= 0:
+            return None
+        # what a GPU refuses to launch (symbolic extents; constant ones are refused at build)
+        for kind, dims, limits in (("blockIdx", grid, MAX_GRID_DIM), ("threadIdx", block, MAX_BLOCK_DIM)):
+            for axis, got in zip("xyz", dims):
+                if got > limits[axis]:
+                    raise TargetError(f"kernel {spec.name!r}: {kind}.{axis} extent {got} exceeds the CUDA limit "
+                                      f"{limits[axis]}")
+        return grid, block, (ctypes.c_longlong * 6)(*grid, *block)
+
+    def _run_checked(self, checked: tuple, arrays: dict, scalars: dict, values: dict) -> None:
+        """The launch's checked variant, once (ascending order); the buffers it wrote are restored."""
+        spec, emu, fn, lib = checked
+        launch = self._dims(spec, values)
+        if launch is None:
+            return
+        ptrs, sizes, _keep, written = self._arguments(spec, emu, arrays, scalars, values, self._checked_map)
+        snapshot = [a.copy() for _, a in written]
+        try:
+            if fn(ptrs, sizes, launch[2], 0, self.seed, -1):
+                msg = lib.tdsl_emu_error().decode(errors="replace")
+                raise TargetError(f"kernel {spec.name.removesuffix(CHECKED_SUFFIX)!r} (emulated, per-axis checked "
+                                  f"variant): {msg}")
+        finally:
+            for (_, a), s in zip(written, snapshot):
+                np.copyto(a, s)
+
+    def _launch_emulated(self, spec, arrays: dict, scalars: dict, values: dict) -> None:
+        launch = self._dims(spec, values)
+        if launch is None:
+            return
+        grid, _, dims = launch
+        ptrs, sizes, _keep, written = self._arguments(spec, self._emu[spec.name], arrays, scalars, values, {})
         fn = self._fns[spec.name]
 
         def run(order: int, only_block: int = -1) -> None:
@@ -201,6 +277,7 @@ class EmulatedKernel(CudaKernel):
         """Fiber switches the emulator made so far (a measure of its work)."""
         return int(self._lib.tdsl_emu_switches())
 
+    @public_entry
     def time(self, *args, number: int | None = None, repeat: int = 5, stream=None, **kwargs) -> float:
         """Median seconds per emulated call on the CPU (not GPU time), after a warm-up call."""
         self(*args, **kwargs)
@@ -212,6 +289,22 @@ class EmulatedKernel(CudaKernel):
                 self(*args, **kwargs)
             samples.append((_time.perf_counter() - t0) / number)
         return statistics.median(samples)
+
+
+def _device_array_type():
+    """runtime.DeviceArray when the runtime module is loaded (a DeviceArray can exist only then)."""
+    import sys
+
+    module = sys.modules.get(__name__.rsplit(".", 2)[0] + ".runtime")
+    return getattr(module, "DeviceArray", None)
+
+
+def _launcher(lib, name: str):
+    fn = getattr(lib, f"tdsl_emu_run_{name}")
+    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong),
+                   ctypes.POINTER(ctypes.c_longlong), ctypes.c_int, ctypes.c_ulonglong, ctypes.c_longlong]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def _poisoned(shape, dtype) -> np.ndarray:

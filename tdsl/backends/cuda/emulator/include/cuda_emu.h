@@ -112,6 +112,19 @@ template <class... A> [[noreturn]] inline void fail(const char* fmt, A... args) 
   fail("out-of-bounds access: %s[%lld], but %s has %lld elements", name, index, name, extent);
 }
 
+}  // namespace tdsl_emu
+
+// The emulator's checked variant of a kernel (tdsl.index_check in the IR) wraps each index that
+// is not proven in bounds: `A[tdsl_emu_check(j - 1, 16, "A", 1) + i * 16]`.
+template <class I, class E> inline I tdsl_emu_check(I i, E extent, const char* buffer, int axis) {
+  if ((long long)i < 0 || (long long)i >= (long long)extent)
+    ::tdsl_emu::fail("out-of-bounds access: %s index %lld on axis %d is outside [0, %lld)", buffer, (long long)i,
+                     axis, (long long)extent);
+  return i;
+}
+
+namespace tdsl_emu {
+
 inline void add_region(const void* p, size_t bytes, const char* name) {
   State& s = state();
   for (int i = 0; i < s.nregions; ++i)
@@ -588,6 +601,46 @@ inline float __half2float(half h) { return (float)h; }
 inline nv_bfloat16 __float2bfloat16_rn(float f) { return nv_bfloat16(f); }
 inline nv_bfloat16 __float2bfloat16(float f) { return nv_bfloat16(f); }
 inline float __bfloat162float(nv_bfloat16 h) { return (float)h; }
+
+// Conversions to half / bfloat16 from types wider than float round once, as the hardware's
+// cvt.rn.f16.{f64,s32,u32,s64,u64} do: the value is rounded to odd into float (and a 64-bit
+// integer first to odd into double), whose 24 bits are at least 2 more than the target's, so
+// the final round-to-nearest-even gives the correctly rounded result.
+namespace tdsl_emu {
+inline float double_to_float_odd(double d) {
+  float f = (float)d;
+  if (d != d || (double)f == d) return f;
+  if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);  // toward zero (inf -> FLT_MAX too)
+  return __uint_as_float(__float_as_uint(f) | 1u);
+}
+inline double ull_to_double_odd(unsigned long long u) {
+  if ((u >> 53) == 0) return (double)u;
+  int shift = 64 - __builtin_clzll(u) - 53;
+  unsigned long long kept = u >> shift;
+  if (u & ((1ULL << shift) - 1)) kept |= 1;
+  return ldexp((double)kept, shift);
+}
+inline double ll_to_double_odd(long long v) {
+  double m = ull_to_double_odd(v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+  return v < 0 ? -m : m;
+}
+}  // namespace tdsl_emu
+inline half __double2half(double d) { return half(tdsl_emu::double_to_float_odd(d)); }
+inline half __int2half_rn(int v) { return __double2half((double)v); }
+inline half __uint2half_rn(unsigned v) { return __double2half((double)v); }
+inline half __ll2half_rn(long long v) { return half(tdsl_emu::double_to_float_odd(tdsl_emu::ll_to_double_odd(v))); }
+inline half __ull2half_rn(unsigned long long v) {
+  return half(tdsl_emu::double_to_float_odd(tdsl_emu::ull_to_double_odd(v)));
+}
+inline nv_bfloat16 __double2bfloat16(double d) { return nv_bfloat16(tdsl_emu::double_to_float_odd(d)); }
+inline nv_bfloat16 __int2bfloat16_rn(int v) { return __double2bfloat16((double)v); }
+inline nv_bfloat16 __uint2bfloat16_rn(unsigned v) { return __double2bfloat16((double)v); }
+inline nv_bfloat16 __ll2bfloat16_rn(long long v) {
+  return nv_bfloat16(tdsl_emu::double_to_float_odd(tdsl_emu::ll_to_double_odd(v)));
+}
+inline nv_bfloat16 __ull2bfloat16_rn(unsigned long long v) {
+  return nv_bfloat16(tdsl_emu::double_to_float_odd(tdsl_emu::ull_to_double_odd(v)));
+}
 inline half __hmax_nan(half a, half b) { float x = a, y = b; return (x != x || y != y) ? half(x + y) : (x > y ? a : b); }
 inline half __hmin_nan(half a, half b) { float x = a, y = b; return (x != x || y != y) ? half(x + y) : (x < y ? a : b); }
 inline nv_bfloat16 __hmax_nan(nv_bfloat16 a, nv_bfloat16 b) {
