@@ -2,6 +2,8 @@
 
     python bench/bench_tune.py gemm                # GEMM 512^3, 64 trials (the MetaSchedule comparison)
     python bench/bench_tune.py compare             # model-guided vs random search, same budget: GEMM, conv2d
+    python bench/bench_tune.py model-vs-random     # the same over several seeds (--seeds 3): mean ratio, spread
+    python bench/bench_tune.py search-on-table     # both searches on a table of measured programs (no noise)
     python bench/bench_tune.py build-speed         # candidates prepared + built per minute on this machine
     python bench/bench_tune.py full                # the issue's table: GEMM 1024, conv2d, softmax, layernorm,
                                                    # 256 trials each (long: an idle machine only)
@@ -98,8 +100,18 @@ def kernels(small: bool = False):
         return (schedules.conv2d_func(1, c, hw, hw, c), conv2d_space, (x, w), lambda: numpy_ref.conv2d_im2col(x, w),
                 lambda: schedules.conv2d_schedule(1, c, hw, hw, c))
 
+    def rows(kind, n, cols=1024):
+        x = rng.standard_normal((n, cols), dtype=np.float32)
+        if kind == "softmax":
+            return (schedules.softmax_func(n, cols), None, (x,), lambda: numpy_ref.softmax(x),
+                    lambda: schedules.softmax_schedule(n, cols))
+        g, b = rng.standard_normal(cols, dtype=np.float32), rng.standard_normal(cols, dtype=np.float32)
+        return (schedules.layernorm_func(n, cols), None, (x, g, b), lambda: numpy_ref.layernorm(x, g, b),
+                lambda: schedules.layernorm_schedule(n, cols))
+
     return {"gemm512": lambda: gemm(512), "gemm1024": lambda: gemm(1024), "gemm256": lambda: gemm(256),
-            "conv2d56": lambda: conv(64, 56), "conv2d28": lambda: conv(32, 28)}
+            "conv2d56": lambda: conv(64, 56), "conv2d28": lambda: conv(32, 28),
+            "softmax4096": lambda: rows("softmax", 4096), "layernorm4096": lambda: rows("layernorm", 4096)}
 
 
 def load() -> str:
@@ -190,6 +202,82 @@ def run_compare(args) -> list[dict]:
     return rows
 
 
+def run_model_vs_random(args) -> list[dict]:
+    """Model-guided search against random search (fresh samples of the design space, picked at
+    random), the same trials and batch, seeds 0..seeds-1; every final best timed again in one
+    measuring process, 8 turns each (child_times), so that the ratios compare like with like."""
+    rows = []
+    for name in args.only or ("gemm256", "conv2d28"):
+        func, hand, _, _, _ = kernels()[name]()
+        results: dict[str, list] = {"model": [], "random": []}
+        for seed in range(args.seeds):
+            for mode in ("model", "random"):
+                result = tdsl.tune(func, trials=args.trials, space=_space(args.space, hand), seed=seed, verbose=0,
+                                   batch=args.batch, cost_model=args.model if mode == "model" else "random")
+                results[mode].append(result)
+                print(f"  {name} seed {seed} {mode:6s}: best while tuning {result.best.time * 1e3:.3f} ms, "
+                      f"{len(result.tasks[0].failures)} failed, {result.stats['seconds']:.0f} s; {load()}", flush=True)
+        timed = child_times(func, results["model"] + results["random"], turns=8)
+        t_model, t_random = timed[: args.seeds], timed[args.seeds:]
+        ratios = [r / m for m, r in zip(t_model, t_random)]
+        row = {"kernel": name, "trials": args.trials, "batch": args.batch, "seeds": args.seeds,
+               "model": results["model"][0].stats["model"], "model_s": t_model, "random_s": t_random,
+               "ratios": ratios, "mean_ratio": float(np.mean(ratios)), "min_ratio": min(ratios),
+               "max_ratio": max(ratios), "load": load()}
+        print(f"{name}: {args.trials} trials, batch {args.batch}, {row['model']} vs random, seeds 0..{args.seeds - 1}: "
+              "random best / model best = " + ", ".join(f"{r:.2f}" for r in ratios)
+              + f" -> mean {row['mean_ratio']:.2f}x (min {row['min_ratio']:.2f}, max {row['max_ratio']:.2f}); "
+              f"retimed in one measuring process; {load()}", flush=True)
+        rows.append(row)
+    return rows
+
+
+def run_search_on_table(args) -> list[dict]:
+    """The search alone, without measurement noise: every program of the design space is
+    measured once (random search with `--table-trials` trials into a database), then
+    model-guided and random search run `trials` trials each, seeds 0..seeds-1, with the table
+    as their "measurement" (a program missing from the table counts as 10x the best). Reports
+    each search's best as a multiple of the table's best."""
+    import random as random_mod
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tdsl.tuner import api
+    from tdsl.tuner.progress import Progress
+    from tdsl.tuner.search import Engine, TuneOptions
+
+    rows = []
+    for name in args.only or ("gemm256", "conv2d28"):
+        func, hand, _, _, _ = kernels()[name]()
+        space = _space(args.space, hand)
+        tabulated = tdsl.tune(func, trials=args.table_trials, space=space, seed=99, verbose=0, cost_model="random")
+        table = {r.candidate: r.time for r in tabulated.records if r.ok}
+        optimum = min(table.values())
+
+        def lookup(p):
+            t = table.get(p["key"], 10 * optimum)
+            return {"time": t, "times": [t]}
+
+        found: dict[str, list[float]] = {"model": [], "random": []}
+        for seed in range(args.seeds):
+            for mode in ("model", "random"):
+                tasks, _ = api._tasks([func], "cpu", space, seed, random_mod.Random(seed),
+                                      args.model if mode == "model" else "random", None, "table")
+                with ThreadPoolExecutor(2) as pool:
+                    Engine(tasks, pool, measure_locally=False, database=None,
+                           options=TuneOptions(trials=args.trials, batch=args.batch),
+                           progress=Progress(args.trials, verbose=0), measure_fn=lookup).run()
+                found[mode].append(min(r.time for r in tasks[0].records if r.ok) / optimum)
+        row = {"kernel": name, "programs": len(table), "trials": args.trials, "seeds": args.seeds,
+               "model_x_optimum": found["model"], "random_x_optimum": found["random"],
+               "mean_ratio": float(np.mean([r / m for m, r in zip(found["model"], found["random"])])), "load": load()}
+        print(f"{name} on a table of {len(table)} programs, {args.trials} trials, seeds 0..{args.seeds - 1}: best found / "
+              f"optimum: model " + ", ".join(f"{x:.2f}" for x in found["model"]) + "; random "
+              + ", ".join(f"{x:.2f}" for x in found["random"]) + f" -> random/model mean {row['mean_ratio']:.2f}x; "
+              + load(), flush=True)
+        rows.append(row)
+    return rows
+
+
 def run_build_speed(args) -> dict:
     """Candidates prepared (replayed, lowered, featurized) and compiled per minute on a local pool."""
     from tdsl.tuner import space as space_mod
@@ -216,15 +304,49 @@ def run_build_speed(args) -> dict:
     return row
 
 
+FULL = ("gemm1024", "conv2d56", "softmax4096", "layernorm4096")
+
+
+def run_full(args) -> list[dict]:
+    """The issue's table: `trials` trials (10 minutes at most) per kernel; the tuned kernel, the
+    hand schedule of bench/schedules.py and numpy timed in turns in this process."""
+    out = []
+    for name in args.only or FULL:
+        func, hand, inputs, numpy_fn, hand_schedule = kernels()[name]()
+        t0 = time.perf_counter()
+        result = tdsl.tune(func, trials=args.trials, time_budget=600, space=_space(args.space, hand), seed=args.seed,
+                           verbose=0)
+        seconds = time.perf_counter() - t0
+        tuned, hand_kernel = tdsl.build(result.best.schedule), tdsl.build(hand_schedule())
+        out_buf = tuned(*inputs)
+        args_ = (*inputs, out_buf)
+        t_tuned, t_hand, t_np = interleaved([lambda: tuned(*args_), lambda: hand_kernel(*args_), numpy_fn],
+                                            repeat=5, min_time=SAMPLE_S)
+        row = {"kernel": name, "trials": len(result.records), "tune_s": seconds,
+               "failures": len(result.tasks[0].failures), "best_while_tuning_s": result.best.time,
+               "tuned_s": t_tuned, "hand_s": t_hand, "numpy_s": t_np, "ratio_hand": t_hand / t_tuned,
+               "ratio_numpy": t_np / t_tuned, "candidates_per_minute": result.stats["candidates_per_minute"],
+               "load": load()}
+        out.append(row)
+        print(f"{name}: {row['trials']} trials in {seconds:.0f} s, {row['failures']} failed; tuned {t_tuned * 1e3:.3f} ms, "
+              f"hand {t_hand * 1e3:.3f} ms, numpy {t_np * 1e3:.3f} ms -> {row['ratio_hand']:.2f}x the hand schedule, "
+              f"{row['ratio_numpy']:.2f}x numpy; {load()}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("gemm", "compare", "build-speed", "full"))
+    ap.add_argument("what", choices=("gemm", "compare", "model-vs-random", "search-on-table", "build-speed", "full"))
     ap.add_argument("--trials", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--space", choices=("auto", "rules", "hand"), default="auto")
     ap.add_argument("--model", default="auto")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--only", nargs="*", default=None, help="compare: kernels (gemm256, conv2d28, ...)")
+    ap.add_argument("--seeds", type=int, default=3, help="model-vs-random: seeds 0..N-1")
+    ap.add_argument("--batch", type=int, default=8, help="model-vs-random, search-on-table: trials per round")
+    ap.add_argument("--table-trials", type=int, default=160, help="search-on-table: trials measuring the table")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="compare / model-vs-random / full: kernels (gemm256, conv2d28, softmax4096, ...)")
     args = ap.parse_args()
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         if os.environ.get(var):
@@ -235,21 +357,18 @@ def main() -> None:
     elif args.what == "compare":
         args.trials = args.trials or 32
         out = run_compare(args)
+    elif args.what == "model-vs-random":
+        args.trials = args.trials or 32
+        out = run_model_vs_random(args)
+    elif args.what == "search-on-table":
+        args.trials = args.trials or 32
+        out = run_search_on_table(args)
     elif args.what == "build-speed":
         args.trials = args.trials or 16
         out = run_build_speed(args)
     else:
         args.trials = args.trials or 256
-        out = []
-        for name in ("gemm1024", "conv2d56"):
-            func, hand, inputs, numpy_fn, hand_schedule = kernels()[name]()
-            result = tdsl.tune(func, trials=args.trials, time_budget=600, space=_space(args.space, hand),
-                               seed=args.seed)
-            t_tdsl, t_np = time_against_numpy(tdsl.build(result.best.schedule), inputs, numpy_fn)
-            t_hand, _ = time_against_numpy(tdsl.build(hand_schedule()), inputs, numpy_fn)
-            out.append({"kernel": name, "tuned_s": t_tdsl, "numpy_s": t_np, "hand_s": t_hand,
-                        "ratio_numpy": t_np / t_tdsl, "ratio_hand": t_hand / t_tdsl, "load": load()})
-            print(out[-1])
+        out = run_full(args)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)

@@ -184,14 +184,21 @@ def check_perfect_tile(func: PrimFunc, loop_var: Var, n: int, max_innermost_fact
     return [int(f) for f in decision]
 
 
-def compute_location_candidates(func: PrimFunc, block: str) -> tuple[bool, list[Var]]:
-    """(whether `block` can be inlined, the loops it can be computed at): the loops around its
-    consumers, outer to inner, where `compute_at` succeeds."""
+def _inlinable(func: PrimFunc, block: str) -> bool:
     try:
         _compute_location.compute_inline(func, block)
-        inlinable = True
+        return True
     except ScheduleError:
-        inlinable = False
+        return False
+
+
+def compute_location_candidates(func: PrimFunc, block: str, stop_after: int | None = None
+                                ) -> tuple[bool, list[Var]]:
+    """(whether `block` can be inlined, the loops it can be computed at): the loops around its
+    consumers, outer to inner, where `compute_at` succeeds. With `stop_after` k, the search
+    stops once k + 1 loops are found (the k-th is all a given decision needs) and the inlining
+    is not tried (False)."""
+    inlinable = _inlinable(func, block) if stop_after is None else False
     loops: list[Var] = []
     _, consumers = _lookup.get_consumers(func, block)
     for consumer in consumers:
@@ -204,6 +211,8 @@ def compute_location_candidates(func: PrimFunc, block: str) -> tuple[bool, list[
             except ScheduleError:
                 continue
             loops.append(var)
+            if stop_after is not None and len(loops) > stop_after:
+                return inlinable, loops
     return inlinable, loops
 
 
@@ -295,7 +304,9 @@ class SamplingMethods:
         """Sample where `block` is computed: one of the loops of its consumers where `compute_at`
         is legal, or -1 "stay at the root", or -2 "inline" (where `compute_inline` is legal);
         the decision is the loop's index among those loops, outer to inner, or -1 / -2. Pass the
-        result to `compute_at`, which inlines, keeps or moves the block accordingly.
+        result to `compute_at`, which inlines, keeps or moves the block accordingly. A given
+        decision (a replay) checks only what it needs: nothing for -1, the inlining for -2, the
+        loops up to the k-th legal one for k.
 
         Call::
 
@@ -309,11 +320,20 @@ class SamplingMethods:
         """
         self._expect("sample_compute_location", block, (BlockRV,), "a block handle (from sch.get_block)")
         name = self._resolve(block, "sample_compute_location")
-        inlinable, loops = compute_location_candidates(self._func, name)
+        decision = plain(decision)
+        if decision is None or isinstance(decision, bool) or not isinstance(decision, int):
+            inlinable, loops = compute_location_candidates(self._func, name)
+        elif decision == ROOT_DECISION:         # a given decision: only what it needs is checked
+            inlinable, loops = False, []
+        elif decision == INLINE_DECISION and _inlinable(self._func, name):
+            inlinable, loops = True, []
+        else:
+            found = compute_location_candidates(self._func, name, stop_after=decision) if decision >= 0 else None
+            inlinable, loops = found if found and decision < len(found[1]) else \
+                compute_location_candidates(self._func, name)   # refused: the error lists every choice
         choices = [ROOT_DECISION] + ([INLINE_DECISION] if inlinable else []) + list(range(len(loops)))
         if decision is None:
             decision = self._rng.choice(choices)
-        decision = plain(decision)
         if decision not in choices or isinstance(decision, bool):
             raise schedule_error(self._func, "sample_compute_location", f"the decision {decision!r} is not "
                                  f"one of {choices} for block \"{name}\" (-1: root, -2: inline, k: the k-th of "

@@ -51,7 +51,9 @@ class Best:
     @property
     def schedule(self):
         """A Schedule of the function with the trace replayed, ready for more hand steps."""
-        return self.trace.apply(self.func)
+        from .space import replay
+
+        return replay(self.trace, self.func)
 
     def build(self, target: str = "cpu"):
         from ..backends import build
@@ -208,8 +210,10 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     funcs = [getattr(f, "func", f) for f in funcs]        # a Schedule: its current function
     tgt = parse_target(target)
     if tgt.kind != "cpu":
-        raise ValueError(f"tune: target {target!r}: tuning measures on this machine's CPU; target='cuda' "
-                         "tuning is not built yet (auto_schedule gives a CUDA schedule without measuring)")
+        raise ValueError(f"tune: target {target!r}: tuning measures every candidate, and measuring a "
+                         f"{tgt.kind} kernel needs a GPU and a {tgt.kind} runner, which tdsl.tune does not have "
+                         "(it measures on this machine's CPU: target='cpu'); for a GPU schedule without "
+                         f"measuring use tdsl.auto_schedule(func, target={target!r})")
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"tune: trials must be a positive int, not {trials!r}")
     for f in funcs:

@@ -18,7 +18,7 @@ def schedule_from_database(func, target: str, database):
     """The function scheduled by its best replayable record, or the fallback (see the module)."""
     from ..errors import ScheduleError
     from .database import Database
-    from .space import load
+    from .space import load, replay
 
     db = database if isinstance(database, Database) else Database(database)
     try:
@@ -26,7 +26,7 @@ def schedule_from_database(func, target: str, database):
         candidates = db.best(wl, k=5) if wl is not None else []
         for record in candidates:
             try:
-                return load(record.trace).apply(func).func
+                return replay(load(record.trace), func, target=target).func
             except (ScheduleError, ValueError, KeyError, TypeError) as exc:
                 warnings.warn(NoTuningRecord(f"build(database={db.path!r}): record {record.id} of {func.name} no "
                                              f"longer replays ({str(exc).splitlines()[0]}); trying the next"),

@@ -68,11 +68,12 @@ def _parse(script: str):
 def measure(req: dict, refs: _References) -> dict:
     from ..backends import build
     from .checking import compare
+    from .space import with_rule_intrinsics
 
     func = _parse(req["func"])
     candidate = _parse(req["candidate"])
     try:
-        kernel = build(candidate, target="cpu")
+        kernel = with_rule_intrinsics(lambda: build(candidate, target="cpu"), func)
     except Exception as exc:  # noqa: BLE001 - every failure is the candidate's record
         return {"error": f"build failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
     inputs, want = refs.get(func, req["func_hash"], int(req.get("seed", 0)))

@@ -2,19 +2,21 @@
 
 One round for one function (a `TaskState`), `batch` trials:
 
-1. propose: while few candidates are measured, fresh samples (a sketch with every decision
-   sampled anew from a new seed); afterwards mostly children of the fastest measured candidates
-   (mutations of one or two decisions, crossovers of two parents of one sketch) plus a few fresh
-   samples, `pool` times more than the batch;
+1. propose: while few candidates are measured (and always in random search), fresh samples (a
+   sketch with every decision drawn anew); afterwards the decision model's best predictions from
+   an evolution of the fastest measured candidates and fresh samples, thousands scored without
+   replaying (decisions.evolve), plus a few fresh samples, `pool` times more than the batch;
 2. prepare them on the executor (replay, lower, features); a refused decision drops the proposal
    (it is not a trial), as does a program already measured;
-3. pick the batch: the cost model's best predictions (and `explore` of the batch at random); the
-   first round, with no model yet, is random and compiles while it prepares;
+3. pick the batch: the best by the mean of the IR-feature model's and the decision model's
+   predictions (and `explore` of the batch at random); the first round, with no model yet, is
+   random and compiles while it prepares;
 4. build the picked candidates on the executor, then measure them one at a time (runner.py);
 5. record every trial in the database, failures with their reason, and refit the model.
 """
 from __future__ import annotations
 
+import copy
 import json
 import random
 import time
@@ -25,8 +27,9 @@ import numpy as np
 
 from . import space as space_mod
 from . import worker
-from .cost_model import CostModel, targets
+from .cost_model import CostModel, RandomModel, targets
 from .database import Database, Record, Workload
+from .decisions import DecisionSpace, evolve
 
 
 @dataclass
@@ -34,7 +37,7 @@ class TuneOptions:
     trials: int
     time_budget: float | None = None
     batch: int = 16
-    pool: int = 4              # proposals per trial once the model ranks them
+    pool: int = 2              # proposals prepared per trial once the model ranks them
     explore: float = 0.2       # share of each batch picked at random
     timeout: float = 60.0      # seconds a measurement may take
     build_timeout: float = 300.0
@@ -62,6 +65,7 @@ class TaskState:
     tried: set = field(default_factory=set)                # (sketch structure, decisions) measured or refused
     pending: dict = field(default_factory=dict)            # the same key -> prepared, not yet measured
     measured_here: int = 0                                 # trials of this run
+    dmodel: CostModel | None = None                        # the model of decision vectors (decisions.py)
 
     def __post_init__(self):
         from ..ir import structural_hash
@@ -69,6 +73,30 @@ class TaskState:
         self.name = self.func.name
         self.func_script = self.func.script()
         self.func_hash = structural_hash(self.func)
+        self.dspace = DecisionSpace(self.sketches)
+        self.sketch_texts = [space_mod.trace_text(t) for t in self.sketches]
+        if self.dmodel is None:
+            self.dmodel = copy.deepcopy(self.model)
+        self._sketch_of: dict[str, int | None] = {}
+
+    @property
+    def random_search(self) -> bool:
+        """cost_model="random": fresh samples of the design space only, picked at random."""
+        return isinstance(self.model, RandomModel)
+
+    def sketch_of(self, trace_text: str) -> int | None:
+        found = self._sketch_of.get(trace_text, ...)
+        if found is ...:
+            try:
+                found = self.dspace.sketch_of(trace_text)
+            except Exception:  # noqa: BLE001 - a trace of another tdsl: not one of these sketches
+                found = None
+            self._sketch_of[trace_text] = found
+        return found
+
+    @staticmethod
+    def _int_keys(decisions: dict) -> dict:
+        return {int(k): v for k, v in decisions.items()}
 
     @property
     def best(self) -> Record | None:
@@ -86,18 +114,10 @@ class TaskState:
 
     # proposals ------------------------------------------------------------------------------
     def _fresh(self) -> tuple:
-        """A fresh sample: categorical decisions drawn here (their candidates do not depend on other
-        decisions), tiles and compute locations left None (sampled by the replay from the seed)."""
-        sketch = self.rng.choice(self.sketches)
-        decisions: dict[int, int | None] = {}
-        for k in sketch.decisions:
-            ins = sketch.instructions[k]
-            if ins.kind == "sample_categorical":
-                weights = dict(ins.attrs)["probs"]
-                decisions[k] = self.rng.choices(range(len(weights)), weights=weights)[0]
-            else:
-                decisions[k] = None
-        return sketch, decisions
+        """A fresh sample: a sketch with every decision drawn anew (DecisionSpace.sample; compute
+        locations None, sampled by the replay from the proposal's seed)."""
+        k = self.rng.randrange(len(self.sketches))
+        return self.sketches[k], self.dspace.sample(k, self.rng)
 
     def _child(self, parents: list) -> tuple:
         roll = self.rng.random()
@@ -150,15 +170,57 @@ class TaskState:
 
     # the model ------------------------------------------------------------------------------
     def refit(self) -> None:
+        """Fit the IR-feature model and the decision model on every record (failures as 0)."""
         rows = [r for r in self.records if r.features is not None]
         if len(rows) >= 4:
             X = np.array([r.features for r in rows], dtype=np.float64)
             self.model.fit(X, targets([r.time if r.ok else None for r in rows]))
+        known = [(r, self.sketch_of(r.trace)) for r in self.records if r.trace and r.decisions is not None]
+        known = [(r, s) for r, s in known if s is not None]
+        if len(known) >= 4 and self.dmodel is not None:
+            X = self.dspace.matrix([(s, self._int_keys(r.decisions)) for r, s in known])
+            self.dmodel.fit(X, targets([r.time if r.ok else None for r, _ in known]))
+
+    def scores(self, prepared: list[dict]) -> np.ndarray:
+        """Predicted normalised throughput of prepared candidates: the mean of the IR-feature
+        model's and the decision model's predictions (the IR model alone for a candidate whose
+        trace is not one of the sketches)."""
+        ir = self.model.predict(np.array([p["features"] for p in prepared], dtype=np.float64))
+        if self.dmodel is None or not self.dmodel.fitted or self.random_search:
+            return ir
+        sk = [self.sketch_of(p["trace"]) for p in prepared]
+        rows = [i for i, s in enumerate(sk) if s is not None]
+        out = np.array(ir, dtype=np.float64)
+        if rows:
+            dec = self.dmodel.predict(self.dspace.matrix([(sk[i], self._int_keys(prepared[i]["decisions"]))
+                                                          for i in rows]))
+            out[rows] = 0.5 * (out[rows] + dec)
+        return out
+
+    def propose_guided(self, n: int, explore: float) -> list[dict]:
+        """`n` proposals: the decision model's best predictions from an evolution of the fastest
+        measured candidates (decisions.evolve: thousands scored, none replayed), plus `explore`
+        of them fresh samples (and fresh samples where the evolution finds too few)."""
+        ok = sorted((r for r in self.records if r.ok), key=lambda r: r.time)
+        parents = []
+        for r in ok[:16]:
+            s = self.sketch_of(r.trace)
+            if s is not None:
+                parents.append((s, self._int_keys(r.decisions)))
+        n_fresh = max(1, round(n * explore))
+        chosen = evolve(self.dspace, parents, self.dmodel, self.rng, want=n - n_fresh,
+                        skip=lambda key: key in self.tried or key in self.pending)
+        out = []
+        for s, d in chosen:
+            key = self.dspace.key(s, d) if all(v is not None for v in d.values()) else None
+            out.append({"trace": self.sketch_texts[s], "decisions": {str(k): v for k, v in d.items()},
+                        "seed": self.rng.randrange(1 << 30), "_key": key})
+        return out + self.propose(n - len(out), random_only=True)
 
     def rank(self, prepared: list[dict], k: int, explore: float) -> list[dict]:
         if not self.model.fitted or len(prepared) <= k:
             return prepared[:k]
-        scores = self.model.predict(np.array([p["features"] for p in prepared], dtype=np.float64))
+        scores = self.scores(prepared)
         order = list(np.argsort(-scores))
         n_random = round(k * explore)
         chosen = order[: k - n_random]
@@ -176,8 +238,9 @@ class Engine:
     """Runs rounds over several TaskStates until the trials or the time budget are spent."""
 
     def __init__(self, tasks: list[TaskState], executor, measure_locally: bool, database: Database | None,
-                 options: TuneOptions, progress, kill=None):
+                 options: TuneOptions, progress, kill=None, measure_fn=None):
         self.tasks = tasks
+        self.measure_fn = measure_fn       # a stand-in for measuring (tests: a synthetic objective)
         self.executor = executor
         self.measure_locally = measure_locally
         self.db = database
@@ -240,10 +303,14 @@ class Engine:
             self.progress.note("tuning interrupted: keeping the best candidates measured so far")
 
     def round(self, task: TaskState, batch: int) -> None:
-        first = not task.model.fitted or sum(r.features is not None for r in task.records) < 4
-        n = batch if first else int(batch * self._pool_factor())   # random rounds compile all they prepare
-        proposals = task.propose(n, random_only=first)
-        common = {"func": task.func_script, "compile": first}
+        # random rounds (the first ones, and every round of random search) compile all they prepare
+        first = not task.model.fitted or sum(r.features is not None for r in task.records) < 4 or task.random_search
+        n = batch if first else int(batch * self._pool_factor())
+        if first or not task.dmodel or not task.dmodel.fitted:
+            proposals = task.propose(n, random_only=first)
+        else:
+            proposals = task.propose_guided(n, self.opt.explore)
+        common = {"func": task.func_script, "compile": first and self.measure_fn is None}
         t0 = time.monotonic()
         futures = [self.executor.submit(worker.prepare, dict(common, **p)) for p in proposals]
         prepared = self._wait(futures, self.opt.build_timeout)
@@ -263,7 +330,7 @@ class Engine:
             task.pending.pop(task.candidate_key(p["trace"], p["decisions"]), None)
         if self._out_of_time():
             return
-        self._build(picked)
+        self._build(picked, task.func_script)
         for p in picked:
             if "build_s" in p:
                 self.builds += 1
@@ -304,12 +371,14 @@ class Engine:
         while len(task.pending) > 512:                  # the oldest unpicked go first
             del task.pending[next(iter(task.pending))]
 
-    def _build(self, picked: list[dict]) -> None:
-        """Compile the picked candidates that the prepare step did not."""
+    def _build(self, picked: list[dict], func: str | None = None) -> None:
+        """Compile the picked candidates that the prepare step did not (`func`: the unscheduled
+        function's script)."""
         todo = [p for p in picked if "error" not in p and "build_s" not in p]
-        if todo:
+        if todo and self.measure_fn is None:
             t0 = time.monotonic()
-            futures = [self.executor.submit(worker.build, {"script": p["script"], "key": p["key"]}) for p in todo]
+            futures = [self.executor.submit(worker.build, {"script": p["script"], "key": p["key"], "func": func})
+                       for p in todo]
             for p, res in zip(todo, self._wait(futures, self.opt.build_timeout)):
                 p.update({k: v for k, v in res.items() if k in ("build_s", "error")})
             self.build_seconds += time.monotonic() - t0
@@ -323,7 +392,11 @@ class Engine:
                              "timeout": self.opt.timeout})
         runnable = [i for i, p in enumerate(picked) if "error" not in p]
         answers: dict[int, dict] = {}
-        if self.measure_locally:
+        if self.measure_fn is not None:
+            for i in runnable:
+                answers[i] = self.measure_fn(picked[i])
+                self._record(task, picked[i], answers[i])
+        elif self.measure_locally:
             for i in runnable:
                 answers[i] = worker.measure(requests[i])
                 self._record(task, picked[i], answers[i])

@@ -65,6 +65,38 @@ def load(text: str):
     return Trace.from_json(text)
 
 
+def _needs_rule_intrinsics(exc: BaseException) -> bool:
+    text = str(exc)
+    return "'auto." in text and ("unknown tensor intrinsic" in text or "not registered in this process" in text)
+
+
+def with_rule_intrinsics(step, func, target: str = "cpu"):
+    """`step()`, in any process: a rule of `tdsl.space` may tensorize with an intrinsic it
+    generates and registers as it runs (RowPrefetch's "auto.row_prefetch_..."), which a fresh
+    process (a pool worker, the measuring child, a later `build(database=)`) does not know yet;
+    on that refusal the rules run once for `func` here, registering their intrinsics, and
+    `step()` is tried again."""
+    from ..errors import ScheduleError, TargetError
+
+    try:
+        return step()
+    except (ScheduleError, TargetError) as exc:
+        if not _needs_rule_intrinsics(exc):
+            raise
+        try:
+            from ..auto import space as rules_space
+        except ImportError:
+            raise exc from None
+        rules_space(func, target)
+        return step()
+
+
+def replay(trace, func, seed: int | None = None, target: str = "cpu"):
+    """`trace.apply(func, seed=seed)` with the rules' generated intrinsics registered on demand
+    (with_rule_intrinsics)."""
+    return with_rule_intrinsics(lambda: trace.apply(func, seed=seed), func, target)
+
+
 def _prime_factors(n: int) -> list[int]:
     out, p = [], 2
     while p * p <= n:

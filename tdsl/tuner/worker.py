@@ -57,6 +57,7 @@ def prepare(task: dict) -> dict:
     from ..schedule.trace import Trace
     from .features import features
     from .machine import fingerprint
+    from .space import replay
 
     t0 = time.perf_counter()
     out: dict = {"machine": fingerprint()}
@@ -66,7 +67,7 @@ def prepare(task: dict) -> dict:
         decisions = {int(k): v for k, v in (task.get("decisions") or {}).items()}
         if decisions:
             trace = trace.with_decisions(decisions)
-        sch = trace.apply(func, seed=task.get("seed"))
+        sch = replay(trace, func, seed=task.get("seed"))
     except Exception as exc:  # noqa: BLE001 - a refused decision: an invalid proposal
         out.update(invalid=f"replay: {_first_line(exc)}", prepare_s=time.perf_counter() - t0)
         return out
@@ -94,9 +95,11 @@ def prepare(task: dict) -> dict:
 
 
 def build(task: dict) -> dict:
-    """Compile the scheduled function `task["script"]` (key `task["key"]`)."""
+    """Compile the scheduled function `task["script"]` (key `task["key"]`; `task["func"]`, the
+    unscheduled function's script, lets the rules register their generated intrinsics here)."""
     from ..ir import structural_hash
     from ..lower import lower
+    from .space import with_rule_intrinsics
 
     t0 = time.perf_counter()
     try:
@@ -105,7 +108,10 @@ def build(task: dict) -> dict:
             scheduled = _parse(task["script"])
             if task.get("key") and structural_hash(scheduled) != task["key"]:
                 return {"error": "internal error: the candidate's script does not parse back to its program"}
-            found = (scheduled, lower(scheduled, target="cpu"))
+            func = _parse(task["func"]) if task.get("func") else None
+            lowered = with_rule_intrinsics(lambda: lower(scheduled, target="cpu"), func) if func is not None \
+                else lower(scheduled, target="cpu")
+            found = (scheduled, lowered)
         return {"build_s": _compile(*found), "reused_lowering": task.get("key") in _LOWERED,
                 "total_s": time.perf_counter() - t0}
     except Exception as exc:  # noqa: BLE001

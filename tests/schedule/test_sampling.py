@@ -281,3 +281,19 @@ def test_random_decisions_never_give_a_wrong_program(name, seed, changes):
     check(other, f)
     back = Trace.from_json(json.dumps(other.trace.as_json())).apply(f)
     assert tdsl.structural_equal(back.func, other.func)
+
+
+def test_a_given_compute_location_is_the_loop_the_full_search_lists():
+    from tdsl.schedule.sampling import compute_location_candidates
+
+    func = tdsl.Schedule(kernel(ELEMWISE2)).func
+    inlinable, loops = compute_location_candidates(func, "B")
+    assert inlinable and len(loops) >= 2
+    for k, var in enumerate(loops):
+        sch = tdsl.Schedule(func)
+        assert compute_location_candidates(sch.func, "B", stop_after=k)[1] == loops[: k + 1]
+        assert sch.sample_compute_location(sch.get_block("B"), decision=k).var is var
+    sch = tdsl.Schedule(func)
+    b = sch.get_block("B")
+    expect_error(sch, lambda: sch.sample_compute_location(b, decision=len(loops)), "not one of", "inline",
+                 loops[-1].name)

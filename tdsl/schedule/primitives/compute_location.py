@@ -530,6 +530,9 @@ def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: 
     anchors = _anchor_vars(lpath, loop)
     ranges = path_ranges(lpath + (loop,))
     shape = _shape_of(buf)
+    if shape is not None and (not exact_writer or _box_is_exact(writer, buf)) \
+            and _covers_symbolic(produced, needed, ranges) and _inside_symbolic(needed, shape, ranges):
+        return   # proved for every iteration at once: what is read there is written there, in bounds
     walk = _walk(anchors, ranges) if shape is not None else None
     if walk is not None:
         import numpy as np
@@ -559,6 +562,10 @@ def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: 
 def _covers_symbolic(outer: Box, inner: Box, ranges) -> bool:
     return all(prove(o_lo <= i_lo, ranges) and prove(i_hi <= o_hi, ranges)
                for (o_lo, o_hi), (i_lo, i_hi) in zip(outer, inner))
+
+
+def _inside_symbolic(box: Box, shape: tuple[int, ...], ranges) -> bool:
+    return all(prove(lo >= 0, ranges) and prove(hi <= n - 1, ranges) for (lo, hi), n in zip(box, shape))
 
 
 def _check_under_loop(func: PrimFunc, primitive: str, loop_var: Var, moved: str, moved_first: bool,
