@@ -33,6 +33,8 @@ from ..ir import (
     same_expr,
     substitute,
 )
+from ..ir import Cast as _Cast
+from ..ir import IntImm as _IntImm
 from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges, walk
 from ..script.printer import message_text as expr_text
 from .errors import block_name, loop_name, schedule_error
@@ -313,3 +315,13 @@ def _region_exprs(region):
 def refresh_regions(stmt: Stmt, changed: set[Var]) -> Stmt:
     """Re-infer the reads/writes of blocks whose regions mention the rewritten loop variables."""
     return _RegionRefresher(changed).visit(stmt)
+
+
+def index_as(e: PrimExpr, dtype) -> PrimExpr:
+    """An integer index expression in `dtype` (constants converted, others cast): loops and
+    buffer shapes may mix int32 and int64 (`T.grid(T.int64(8))` over a `(128,)` buffer)."""
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, _IntImm):
+        return _IntImm(e.value, dtype)
+    return simplify(_Cast(dtype, e))

@@ -67,11 +67,14 @@ def _parse(script: str):
 
 def measure(req: dict, refs: _References) -> dict:
     from ..backends import build
-    from .checking import compare
+    from .checking import compare, signature_change
     from .space import with_rule_intrinsics
 
     func = _parse(req["func"])
     candidate = _parse(req["candidate"])
+    changed = signature_change(func, candidate)
+    if changed is not None:
+        return {"error": changed}
     try:
         kernel = with_rule_intrinsics(lambda: build(candidate, target="cpu"), func)
     except Exception as exc:  # noqa: BLE001 - every failure is the candidate's record

@@ -54,7 +54,7 @@ from ...ir.tree import (
     replace_at,
     var_names,
 )
-from ..analysis import simplify_realizes
+from ..analysis import index_as, simplify_realizes
 from ..errors import block_name, schedule_error
 from ..tree import (
     add_alloc,
@@ -134,15 +134,6 @@ def relaxed_region(region: BufferRegion, realize: BlockRealize, loops: list[For]
     return out
 
 
-def _index_as(e: PrimExpr, dtype) -> PrimExpr:
-    """An integer index expression in `dtype` (constants converted, others cast)."""
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, IntImm):
-        return IntImm(e.value, dtype)
-    return simplify(Cast(dtype, e))
-
-
 def clip(bounds: list[tuple[PrimExpr, PrimExpr]], buffer: Buffer,
          ranges: dict[Var, Range]) -> list[tuple[PrimExpr, PrimExpr]]:
     """Per dimension bounds inside the buffer: the whole dimension where they cannot be shown to fit."""
@@ -150,7 +141,7 @@ def clip(bounds: list[tuple[PrimExpr, PrimExpr]], buffer: Buffer,
     for (lo, hi), dim in zip(bounds, buffer.shape):
         # indices may be narrower than the buffer's shape (int32 indices into an int64-shaped
         # buffer, as TVM allows): the copy runs in the shape's dtype
-        lo, hi = _index_as(lo, dim.dtype), _index_as(hi, dim.dtype)
+        lo, hi = index_as(lo, dim.dtype), index_as(hi, dim.dtype)
         if prove(lo >= 0, ranges) and prove(hi < dim, ranges):
             out.append((lo, hi))
         else:

@@ -66,7 +66,7 @@ from ...ir.tree import (
     replace_at,
     var_names,
 )
-from ..analysis import check_affine_bindings, expr_text, simplify_realizes, thread_relaxed_loops
+from ..analysis import check_affine_bindings, expr_text, index_as, simplify_realizes, thread_relaxed_loops
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import (
     alloc_site,
@@ -606,7 +606,7 @@ def _in_shape(box: Box, buf: Buffer) -> Box:
     """`box` clipped to the buffer: a read region past the buffer's edge (`T.reads(B[v:v + 2])`
     whose far element a `T.if_then_else` guards, a concat's other branch) names no element any
     block writes, and a program that ran such a read would be out of bounds anyway."""
-    return [(simplify(max_(lo, const(0, lo.dtype))), simplify(min_(hi, n - 1)))
+    return [(simplify(max_(lo, const(0, lo.dtype))), simplify(min_(hi, index_as(n, hi.dtype) - 1)))
             for (lo, hi), n in zip(box, buf.shape)]
 
 
