@@ -24,7 +24,6 @@ from ...ir import (
     BufferLoad,
     BufferRegion,
     BufferStore,
-    Cast,
     For,
     IntImm,
     IRMutator,
