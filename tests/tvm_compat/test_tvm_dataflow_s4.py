@@ -216,3 +216,88 @@ def test_int64_loops_mixed_with_int32_buffers(which):
     else:
         sch.reverse_compute_at("C", sch.get_loops("B")[0])
     check(sch, main)
+
+
+NESTED_PREDICATE = '''
+@T.prim_func
+def main(A: T.Buffer((12, 24), "float32"), C: T.Buffer((10, 20), "float32")):
+    for i, j in T.grid(12, 24):
+        with T.block("compute"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            with T.block("inner"):
+                T.where(vi < 10 and vj < 20)
+                C[vi, vj] = A[vi, vj] * T.float32(2)
+'''
+
+SIBLINGS = '''
+@T.prim_func
+def main(A: T.Buffer((12, 24), "float32"), C: T.Buffer((12, 24), "float32")):
+    for i, j in T.grid(12, 24):
+        with T.block("compute"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            with T.block("left"):
+                T.where(vi < 8)
+                C[vi, vj] = A[vi, vj] * T.float32(2)
+            with T.block("top"):
+                T.where(vj < 16)
+                C[vi, vj] = A[vi, vj] * T.float32(3)
+'''
+
+UNDER_SCOPE = '''
+@T.prim_func
+def under_scope(B: T.Buffer((32, 32), "float32"), C: T.Buffer((32, 32), "float32")):
+    A = T.alloc_buffer((32, 32), "float32")
+    for i0, j0 in T.grid(2, 2):
+        with T.block("scope"):
+            i, j = T.axis.remap("SS", [i0, j0])
+            for x, y in T.grid(16, 16):
+                with T.block("A"):
+                    vi = T.axis.S(32, i * 16 + x)
+                    vj = T.axis.S(32, j * 16 + y)
+                    A[vi, vj] = T.float32(1)
+            for x, y in T.grid(16, 16):
+                with T.block("B"):
+                    vi = T.axis.S(32, i * 16 + x)
+                    vj = T.axis.S(32, j * 16 + y)
+                    B[vi, vj] = A[vi, vj] + T.float32(1)
+    for i, j in T.grid(32, 32):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * T.float32(2)
+'''
+
+
+def test_cache_write_of_a_block_holding_a_predicated_block():
+    # test_cache_write_with_nested_block_predicate: the inner block's T.where keeps exactly C's
+    # (10, 20) elements, which tdsl checks by running the loops
+    f = tdsl.parse(NESTED_PREDICATE)
+    sch = tdsl.Schedule(f)
+    sch.cache_write("compute", 0, "local")
+    text = sch.func.script()
+    assert "C_local[vi, vj] = A[vi, vj]" in text and "for ax0, ax1 in T.grid(10, 20):" in text
+    check(sch, f)
+
+
+def test_cache_write_of_sibling_blocks_that_leave_a_corner_unwritten_is_refused():
+    # test_cache_write_sibling_nested_block_predicates_use_union: TVM copies back the union's
+    # bounding box (12, 24), which holds the corner [8:12, 16:24] neither block writes, so the
+    # caller's C is overwritten there with an unset cache; tdsl refuses
+    sch = tdsl.Schedule(tdsl.parse(SIBLINGS))
+    expect_error(sch, lambda: sch.cache_write("compute", 0, "local"), 'block "compute"', "holds other blocks",
+                 "every element")
+
+
+def test_cache_write_under_a_scope_block():
+    # test_cache_write_under_scope: caches of the inner blocks, then of the scope block whose
+    # inner block B reads the A its inner block A wrote
+    f = tdsl.parse(UNDER_SCOPE)
+    sch = tdsl.Schedule(f)
+    sch.cache_write("A", 0, "local")
+    sch.cache_write("B", 0, "global")
+    sch.cache_write("scope", 0, "global")
+    text = sch.func.script()
+    assert "A_global[v0, v1] = A_local[v0, v1]" in text and "A[v0_2, v1_2] = A_global[v0_2, v1_2]" in text
+    check(sch, f)
+    replayed = tdsl.Schedule(f)
+    sch.trace.apply(replayed)
+    assert tdsl.structural_equal(replayed.func, sch.func)

@@ -185,7 +185,8 @@ def own_nest(realize: BlockRealize, path: Path) -> tuple[list[For], Stmt, Path]:
     """The block's own loops (the innermost loops of its scope that hold nothing else), the
     outermost statement of that nest (a loop, or the realize itself) and the path to it."""
     loops = loops_in_scope(path)
-    own = [f for f in loops if [r.block for r in all_realizes(f)] == [realize.block]]
+    mine = [r.block for r in all_realizes(realize)]  # the block and the blocks nested in it
+    own = [f for f in loops if [r.block for r in all_realizes(f)] == mine]
     if not own:
         return [], realize, path
     idx = next(i for i, p in enumerate(path) if p is own[0])
@@ -309,10 +310,7 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str,
         [c for c in _consumers(func, "cache_write", buf, consumer_blocks, block) if c != block]
     if readers:
         _check_write_consumers(func, realize, buf, readers)
-    if child_realizes(realize):
-        raise schedule_error(func, "cache_write", f"{block_name(block)} holds other blocks", blocks=(block,),
-                             rule="cache_write applies to a block without nested blocks")
-    if any(r.buffer is buf for r in b.reads) and b.init is None:
+    if any(r.buffer is buf for r in b.reads) and b.init is None and not _reads_only_its_own_writes(func, realize, buf):
         raise schedule_error(func, "cache_write", f"{block_name(block)} reads {buf.name} before writing it and "
                              "has no T.init, so a fresh cache would start from garbage", blocks=(block,),
                              rule="cache_write needs a block whose result does not depend on the old contents "
@@ -478,17 +476,28 @@ def _copy_many(func: PrimFunc, buf: Buffer, cache: Buffer, names: list[str], tak
     return out
 
 
+def _reads_only_its_own_writes(func: PrimFunc, realize: BlockRealize, buf: Buffer) -> bool:
+    """A block with nested blocks (TVM's `scope`: one inner block writes A, the next reads it) whose
+    buffer is allocated and written by no other block: every element it reads is one it wrote
+    before (now in the cache), or one nothing wrote, garbage in the original as well."""
+    if not child_realizes(realize) or alloc_site(func, buf) is None:
+        return False
+    mine = {id(r) for r in all_realizes(realize)}
+    return not any(w.buffer is buf for r in all_realizes(func.body) if id(r) not in mine for w in r.block.writes)
+
+
 def _hoist(realize: BlockRealize, own: list[For], top: Stmt, tpath: Path,
            conflicts) -> tuple[list[For], Stmt, Path]:
     """Move a copy point from the block's own nest out through the enclosing loops of its scope,
     as far as no other block under a loop `conflicts` (touches the buffer in a way the copy would
     reorder); the copy then covers those loops too, once."""
+    mine = {id(r) for r in all_realizes(realize)}
     while True:
         idx = max((i for i, p in enumerate(tpath) if isinstance(p, (For, Block))), default=-1)
         if idx < 0 or not isinstance(tpath[idx], For):
             return own, top, tpath
         loop = tpath[idx]
-        if any(conflicts(r.block) for r in all_realizes(loop) if r is not realize):
+        if any(conflicts(r.block) for r in all_realizes(loop) if id(r) not in mine):
             return own, top, tpath
         own, top, tpath = [loop, *own], loop, tpath[:idx]
 
@@ -499,6 +508,15 @@ def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: B
     each index a distinct spatial iterator or a constant, and (for constant nests) no more box
     elements than iterations."""
     b = realize.block
+    if child_realizes(realize):  # the stores are the nested blocks': run the loops to see them
+        bounds = accessed_region(realize, path, buf, "write", own, ranges)
+        if not _box_all_written(realize, own, buf, bounds, ranges):
+            raise schedule_error(func, "cache_write", f"{block_name(b.name)} holds other blocks, and tdsl cannot "
+                                 f"show that they write every element of the part of {buf.name} it touches "
+                                 "(a T.where skips some, or the loops are not constant and small)",
+                                 blocks=(b.name,), rule="the copy back writes a whole box, so the block must fill it",
+                                 fix="cache_write the inner block that stores the buffer")
+        return
     spatial = {iv.var for iv in b.iter_vars if iv.kind == "S"}
     stores = [s for s in collect(b.body, BufferStore) if s.buffer is buf]
     ok = bool(stores)
