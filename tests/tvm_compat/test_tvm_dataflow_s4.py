@@ -301,3 +301,62 @@ def test_cache_write_under_a_scope_block():
     replayed = tdsl.Schedule(f)
     sch.trace.apply(replayed)
     assert tdsl.structural_equal(replayed.func, sch.func)
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+def test_compute_at_of_a_reversed_store(depth):
+    # test_compute_at_rev_iter: b0 stores Y[9 - vi, 9 - vj]; the instances computed under the
+    # loop are found by reflecting the box b1 reads
+    @T.prim_func
+    def before(X: T.Buffer((10, 10), "float32"), Z: T.Buffer((10, 10), "float32")):
+        Y = T.alloc_buffer([10, 10], "float32")
+        for i, j in T.grid(10, 10):
+            with T.block("b0"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Y[9 - vi, 9 - vj] = X[vi, vj] + T.float32(1)
+        for i, j in T.grid(10, 10):
+            with T.block("b1"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Z[vi, vj] = Y[vj, vi] + T.float32(2)
+
+    sch = tdsl.Schedule(before)
+    sch.compute_at("b0", sch.get_loops("b1")[depth])
+    assert "vj = T.axis.spatial(10, 9 - i_1)" in sch.func.script()  # the second i prints as i_1
+    check(sch, before)
+
+
+BMM_INIT_WITHOUT_REDUCTION = '''
+@T.prim_func
+def before(S: T.Buffer((6, 1, 1), "float32"), R: T.Buffer((6, 1, 64), "float32"),
+           Out: T.Buffer((1, 1, 6, 64), "float32")):
+    M = T.alloc_buffer((6, 1, 64), "float32")
+    for ax0, ax1 in T.grid(6, 64):
+        with T.block("bmm"):
+            v0, v1 = T.axis.remap("SS", [ax0, ax1])
+            with T.init():
+                M[v0, 0, v1] = T.float32(0.5)
+            M[v0, 0, v1] = M[v0, 0, v1] + S[v0, 0, 0] * R[v0, 0, v1]
+    for ax0, ax1 in T.grid(6, 64):
+        with T.block("transpose"):
+            v0, v1 = T.axis.remap("SS", [ax0, ax1])
+            Out[0, 0, v0, v1] = M[v0, 0, v1] * T.float32(3)
+'''
+
+
+@pytest.mark.parametrize("which", ["reverse_compute_inline", "compute_inline"])
+def test_inline_a_block_with_an_init_but_no_reduce_iterator(which):
+    # test_inline_with_reduction: "bmm" runs its T.init before each (only) update, so it is the
+    # plain store M = 0.5 + S * R, which either inline folds
+    text = BMM_INIT_WITHOUT_REDUCTION
+    if which == "compute_inline":  # tdsl's compute_inline wants a store at distinct iterators
+        text = text.replace("M[v0, 0, v1]", "M[v0, v1]").replace("(6, 1, 64), \"float32\")\n    for", "(6, 64), \"float32\")\n    for")
+    f = tdsl.parse(text)
+    sch = tdsl.Schedule(f)
+    if which == "reverse_compute_inline":
+        sch.reverse_compute_inline("transpose")
+        assert "Out[0, 0, v0, v1] = (T.float32(0.5) + S[v0, 0, 0] * R[v0, 0, v1]) * T.float32(3.0)" \
+            in sch.func.script()
+    else:
+        sch.compute_inline("bmm")
+        assert sorted(b.name for b in tdsl.ir.collect(sch.func.body, tdsl.ir.Block)) == ["root", "transpose"]
+    check(sch, f)

@@ -676,19 +676,23 @@ def _check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
 @dataclasses.dataclass(frozen=True)
 class _Digit:
     """A store index `(var // step) % radix` (radix None: no modulo), one digit of `var` in a
-    mixed-radix layout such as transform_layout's ``lambda i: (i // 16, i % 16)``."""
+    mixed-radix layout such as transform_layout's ``lambda i: (i // 16, i % 16)``; `mirror` c
+    stands for the reversed index `c - var` (TVM's `Y[9 - vi, 9 - vj]`), which is its only digit."""
     var: Var
     step: int
     radix: int | None
+    mirror: int | None = None
 
 
 def _digit(index: PrimExpr) -> _Digit | None:
     if isinstance(index, Var):
         return _Digit(index, 1, None)
+    if isinstance(index, Binary) and index.op == "sub" and isinstance(index.a, IntImm) and isinstance(index.b, Var):
+        return _Digit(index.b, 1, None, mirror=index.a.value)
     if isinstance(index, Binary) and index.op in ("floordiv", "floormod") and isinstance(index.b, IntImm) \
             and index.b.value > 0:
         inner, c = _digit(index.a), index.b.value
-        if inner is None or (inner.radix is not None and inner.radix % c != 0):
+        if inner is None or inner.mirror is not None or (inner.radix is not None and inner.radix % c != 0):
             return None  # a digit that straddles the period of the inner modulo
         if index.op == "floordiv":  # (v // s) % r // c == (v // (s * c)) % (r / c)
             return _Digit(inner.var, inner.step * c, None if inner.radix is None else inner.radix // c)
@@ -717,7 +721,8 @@ def _store_iters(func: PrimFunc, primitive: str, block: Block) -> dict[Buffer, l
         by_var: dict[Var, list[_Digit]] = {}
         for d in named:
             by_var.setdefault(d.var, []).append(d)
-        ok = ok and all(v in spatial for v in by_var) and all(_complete_radix(ds) for ds in by_var.values())
+        ok = ok and all(v in spatial for v in by_var) and all(_complete_radix(ds) for ds in by_var.values()) \
+            and all(len(ds) == 1 for ds in by_var.values() if any(d.mirror is not None for d in ds))
         if not ok or (st.buffer in out and out[st.buffer] != idx):
             raise schedule_error(func, primitive, f"{block_name(block.name)} stores to {st.buffer.name}"
                                  f"[{', '.join(expr_text(i) for i in st.indices)}], not at distinct spatial "
@@ -750,7 +755,9 @@ def _invert_box(digits: list[_Digit | None], box: Box, shape, ranges) -> dict[Va
     out: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
     for v, ds in by_var.items():
         if len(ds) == 1 and ds[0][0].step == 1:  # the iterator itself indexes the dimension
-            out[v] = ds[0][1]
+            (d, (lo, hi)), = ds
+            out[v] = (lo, hi) if d.mirror is None else \
+                (simplify(const(d.mirror, v.dtype) - hi, ranges), simplify(const(d.mirror, v.dtype) - lo, ranges))
             continue
         lo: PrimExpr = const(0, v.dtype)
         hi: PrimExpr = const(0, v.dtype)
@@ -1000,8 +1007,32 @@ class _Inliner(IRMutator):
         return substitute(self.value, dict(zip(self.iters, node.indices)))
 
 
+def _fold_trivial_init(func: PrimFunc, name: str, primitive: str) -> PrimFunc:
+    """A block with a `T.init` but no reduce iterator runs its init before every update (TVM's
+    `bmm` over spatial iterators only): `B[e] = 0; B[e] = B[e] + x` is the plain store
+    `B[e] = 0 + x`. Other blocks come back unchanged."""
+    realize, path = find_block(func, name, primitive)
+    b = realize.block
+    init, st = b.init, b.body
+    if init is None or any(iv.kind == "R" for iv in b.iter_vars) or not isinstance(init, BufferStore) \
+            or not isinstance(st, BufferStore) or init.buffer is not st.buffer:
+        return func
+
+    def at_element(indices) -> bool:
+        return all(same_expr(a, c) for a, c in zip(indices, st.indices))
+
+    loads = [ld for ld in collect(st.value, BufferLoad) if ld.buffer is st.buffer]
+    if not at_element(init.indices) or not all(at_element(ld.indices) for ld in loads) \
+            or any(ld.buffer is st.buffer for ld in collect(init.value, BufferLoad)):
+        return func
+    body = BufferStore(st.buffer, _replace_loads(st.value, st.buffer, init.value), st.indices)
+    new_b = refresh_block(dataclasses.replace(b, init=None, body=body))
+    return replace_at(func, path, realize, dataclasses.replace(realize, block=new_b))
+
+
 def compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     """Replace every read of the block's output by the expression it stores; the block disappears."""
+    func = _fold_trivial_init(func, block, "compute_inline")
     realize, _ = find_block(func, block, "compute_inline")
     b = realize.block
     store = _single_store(func, "compute_inline", realize, "a producer")
@@ -1058,6 +1089,9 @@ def _check_inputs_stable(func: PrimFunc, realize: BlockRealize, buf: Buffer) -> 
 
 def reverse_compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     """Fold a consumer into its producer: the producer stores the consumer's result directly."""
+    c0 = find_block(func, block, "reverse_compute_inline")[0].block
+    for w in {w.name for buf in _reads(c0) if len(_writers(func, buf)) == 1 for w in _writers(func, buf)} - {block}:
+        func = _fold_trivial_init(func, w, "reverse_compute_inline")
     realize, cpath = find_block(func, block, "reverse_compute_inline")
     c = realize.block
     store = _single_store(func, "reverse_compute_inline", realize, "a consumer")
