@@ -360,3 +360,31 @@ def test_inline_a_block_with_an_init_but_no_reduce_iterator(which):
         sch.compute_inline("bmm")
         assert sorted(b.name for b in tdsl.ir.collect(sch.func.body, tdsl.ir.Block)) == ["root", "transpose"]
     check(sch, f)
+
+
+def test_rfactor_of_a_unit_loop_that_drives_no_iterator():
+    # test_reduction_rfactor_square_sum_square_root: the fused reduction loop split by 1; its
+    # inner unit loop drives nothing, so its one partial holds the whole reduction
+    @T.prim_func
+    def f(A: T.Buffer((4, 8, 8), "float32"), D: T.Buffer((4,), "float32")):
+        C = T.alloc_buffer((4,), "float32")
+        for i0, fo, fi in T.grid(4, 64, 1):
+            with T.block("C"):
+                b = T.axis.S(4, i0)
+                i = T.axis.R(8, fo // 8)
+                j = T.axis.R(8, fo % 8)
+                with T.init():
+                    C[b] = T.float32(0)
+                C[b] = C[b] + A[b, i, j] * A[b, i, j]
+        for i0 in range(4):
+            with T.block("D"):
+                b = T.axis.S(4, i0)
+                D[b] = T.sqrt(C[b])
+
+    sch = tdsl.Schedule(f)
+    sch.rfactor(sch.get_loops("C")[2], 0)
+    assert 'C_rf = T.alloc_buffer((1, 4), "float32")' in sch.func.script()
+    check(sch, f)
+    sch = tdsl.Schedule(f)
+    i0 = sch.get_loops("C")[0]
+    expect_error(sch, lambda: sch.rfactor(i0, 0), "spatial iterator")

@@ -366,6 +366,10 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _Rfactor
     red = recognize_arg(func, b) if looks_multi(b) else recognize(func, b, "rfactor", decomposed=True)
     scope_loops = loops_in_scope(bpath)
     roles = _loop_roles(realize, scope_loops)
+    own_loops = [f for f in scope_loops if [r.block for r in all_realizes(f)] == [b]]
+    for f in own_loops:  # a unit loop of the block's own (a fused loop split by 1) reduces trivially
+        if roles.get(f.loop_var, "") == "" and isinstance(f.extent, IntImm) and f.extent.value == 1:
+            roles[f.loop_var] = "R"
     if roles.get(loop_var) != "R":
         what = {"S": "a spatial iterator", "RS": "both spatial and reduction iterators", "": "no iterator"}[
             roles.get(loop_var, "")]
@@ -548,6 +552,9 @@ def rf_iterators(plan: _RfactorPlan, taken: set[str]) -> tuple[Var, list[IterVar
                 new_ivs.append(IterVar(r, Range(f.min, f.extent), "R"))
                 new_vals.append(f.loop_var)
         remap[iv.var] = substitute(value, made)
+    if not placed_rf:  # a unit loop that drives no iterator: its one partial holds the whole reduction
+        new_ivs.insert(0, IterVar(v_rf, Range(loop.min, loop.extent), "S"))
+        new_vals.insert(0, loop_var)
     return v_rf, new_ivs, new_vals, remap
 
 
