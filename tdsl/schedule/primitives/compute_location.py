@@ -230,12 +230,14 @@ def _same_scope(func: PrimFunc, primitive: str, block: Block, bpath: Path, loop:
     bscope = next((p for p in reversed(bpath) if isinstance(p, Block)), None)
     lscope = next((p for p in reversed(lpath) if isinstance(p, Block)), None)
     if any(p is loop for p in bpath):
-        raise schedule_error(func, primitive, f"{block_name(block.name)} is already under {loop_name(loop.loop_var)}",
+        raise schedule_error(func, primitive, f"{loop_name(loop.loop_var)} is an ancestor of {block_name(block.name)}: "
+                             "the block is already under it",
                              loops=(loop.loop_var,), blocks=(block.name,),
                              rule=f"{primitive} moves a block under a loop of another loop nest")
     if bscope is not lscope:
-        raise schedule_error(func, primitive, f"{loop_name(loop.loop_var)} and {block_name(block.name)} are in "
-                             "different blocks", loops=(loop.loop_var,), blocks=(block.name,),
+        raise schedule_error(func, primitive, f"{loop_name(loop.loop_var)} and {block_name(block.name)} are not in "
+                             "the same block scope (they are in different blocks)", loops=(loop.loop_var,),
+                             blocks=(block.name,),
                              rule=f"{primitive} moves a block within its own scope (enclosing block)")
 
 
@@ -339,8 +341,11 @@ def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path
     if lo >= hi:
         where = "before" if moved_first else "after"
         other = "reverse_compute_at" if moved_first else "compute_at"
+        output = moved_first and not any(_reads(r.block) & _writes(block) for s in items[bidx + 1:]
+                                         for r in all_realizes(s))
+        note = " (it is an output block: no later block reads what it writes)" if output else ""
         raise schedule_error(func, primitive, f"{block_name(block.name)} does not come {where} the loop nest of "
-                             f"{loop_name(loop.loop_var)}", loops=(loop.loop_var,), blocks=(block.name,),
+                             f"{loop_name(loop.loop_var)}{note}", loops=(loop.loop_var,), blocks=(block.name,),
                              rule=f"{primitive} moves a {'producer into a later' if moved_first else 'consumer into an earlier'} "
                                   "loop nest",
                              fix=f"use sch.{other}")
@@ -361,7 +366,8 @@ def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path
                                  f"{block_name(block.name)} and {loop_name(loop.loop_var)}, so moving the block "
                                  "would change what one of them sees", loops=(loop.loop_var,),
                                  blocks=(block.name, o.name),
-                                 rule=f"{primitive} cannot move a block across another that shares its data",
+                                 rule=f"{primitive} cannot move a block across another that shares its data (a "
+                                      "block moves alone when it is the complete block of what it writes)",
                                  fix=f"first move {block_name(o.name)} with sch.{primitive} (working from the "
                                      f"{'last consumer back' if moved_first else 'first producer on'}), or pick a "
                                      f"loop of a direct {'consumer' if moved_first else 'producer'}")
