@@ -455,7 +455,8 @@ def _collision(params, outputs, points, new_shape) -> tuple[tuple, tuple] | None
 
 def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable,
                      pad_value=None) -> tuple[PrimFunc, None]:
-    """Store an intermediate buffer in a new layout: element idx moves to index_map(*idx). With
+    """Store a buffer in a new layout: element idx moves to index_map(*idx) (a parameter's new
+    layout is the function's new signature). With
     `pad_value`, the elements of the new shape no element maps to are set to it (see
     layout_padding)."""
     realize, _ = find_block(func, block, "transform_layout")
