@@ -325,3 +325,12 @@ def index_as(e: PrimExpr, dtype) -> PrimExpr:
     if isinstance(e, _IntImm):
         return _IntImm(e.value, dtype)
     return simplify(_Cast(dtype, e))
+
+
+def same_width(a: PrimExpr, b: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+    """Two integer index expressions in one dtype, the wider of the two (for comparing an int32
+    iterator's bounds with an int64 buffer's)."""
+    if a.dtype == b.dtype or not (a.dtype.is_integer and b.dtype.is_integer):
+        return a, b
+    wide = a.dtype if a.dtype.bits >= b.dtype.bits else b.dtype
+    return index_as(a, wide), index_as(b, wide)

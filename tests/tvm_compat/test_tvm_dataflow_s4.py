@@ -388,3 +388,33 @@ def test_rfactor_of_a_unit_loop_that_drives_no_iterator():
     sch = tdsl.Schedule(f)
     i0 = sch.get_loops("C")[0]
     expect_error(sch, lambda: sch.rfactor(i0, 0), "spatial iterator")
+
+
+MIXED_WIDTHS = '''
+@T.prim_func
+def f(A: T.Buffer((T.int64(16), T.int64(16)), "float32"), C: T.Buffer((T.int64(16), T.int64(16)), "float32")):
+    B = T.alloc_buffer((T.int64(16), T.int64(16)), "float32")
+    for i, j in T.grid(16, 16):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+    for i, j in T.grid(T.int64(16), T.int64(16)):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] * T.float32(2)
+'''
+
+
+@pytest.mark.parametrize("step", [
+    lambda s: s.cache_read("C", 0, "local"), lambda s: s.cache_write("B", 0, "local"),
+    lambda s: s.compute_at("B", s.get_loops("C")[0]), lambda s: s.reverse_compute_at("C", s.get_loops("B")[1]),
+    lambda s: s.compute_inline("B"), lambda s: s.reverse_compute_inline("C"),
+    lambda s: s.transform_layout("B", "B", lambda i, j: (j, i))])
+def test_int32_loops_over_int64_buffers(step):
+    # the int64 cases (test_compute_at_int64_loop, _reverse_compute_at_with_unit_loop): a block
+    # with int32 iterators over an int64-shaped buffer next to one with int64 iterators used to
+    # raise internal TypeErrors ("operands of ge differ in dtype")
+    f = tdsl.parse(MIXED_WIDTHS)
+    sch = tdsl.Schedule(f)
+    step(sch)
+    check(sch, f)

@@ -45,6 +45,7 @@ from ...ir import (
     SeqStmt,
     Stmt,
     Var,
+    as_expr,
     collect,
     const,
     free_vars,
@@ -66,7 +67,7 @@ from ...ir.tree import (
     replace_at,
     var_names,
 )
-from ..analysis import check_affine_bindings, expr_text, index_as, simplify_realizes, thread_relaxed_loops
+from ..analysis import check_affine_bindings, expr_text, index_as, same_width, simplify_realizes, thread_relaxed_loops
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import (
     alloc_site,
@@ -256,6 +257,7 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[Prim
         dt = iv.var.dtype
         dmin, dmax = iv.dom.min, simplify(iv.dom.min + iv.dom.extent - 1)
         lo, hi = boxes.get(iv.var, (dmin, dmax))
+        lo, hi = index_as(lo, dt), index_as(hi, dt)  # a box found through int64 indices of int32 iterators
         low_ok, high_ok = prove(lo >= dmin, ranges), prove(hi <= dmax, ranges)
         spans[iv.var] = (lo if low_ok else simplify(max_(lo, dmin), ranges),
                          hi if high_ok else simplify(min_(hi, dmax), ranges))
@@ -565,13 +567,17 @@ def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: 
         raise fail
 
 
+def _le(a: PrimExpr, b, ranges) -> bool:
+    a, b = same_width(a, as_expr(b, a.dtype))
+    return prove(a <= b, ranges)
+
+
 def _covers_symbolic(outer: Box, inner: Box, ranges) -> bool:
-    return all(prove(o_lo <= i_lo, ranges) and prove(i_hi <= o_hi, ranges)
-               for (o_lo, o_hi), (i_lo, i_hi) in zip(outer, inner))
+    return all(_le(o_lo, i_lo, ranges) and _le(i_hi, o_hi, ranges) for (o_lo, o_hi), (i_lo, i_hi) in zip(outer, inner))
 
 
 def _inside_symbolic(box: Box, shape: tuple[int, ...], ranges) -> bool:
-    return all(prove(lo >= 0, ranges) and prove(hi <= n - 1, ranges) for (lo, hi), n in zip(box, shape))
+    return all(prove(lo >= 0, ranges) and _le(hi, n - 1, ranges) for (lo, hi), n in zip(box, shape))
 
 
 def _check_under_loop(func: PrimFunc, primitive: str, loop_var: Var, moved: str, moved_first: bool,
@@ -924,6 +930,7 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimF
             for (lo, hi), hit in zip(produced, hits):
                 if hit is not None and hit[0] not in boxes:
                     v, c, ext = hit
+                    c = index_as(c, hi.dtype)
                     last = simplify(hi - c - (ext - 1), ranges)
                     if loop_var in free_vars(hi):
                         # the instances whose window became complete at this iteration
@@ -1177,7 +1184,7 @@ def _check_reads_written(func: PrimFunc, p_realize: BlockRealize, ppath: Path, p
     if is_true(p_realize.predicate) and all(isinstance(i, Var) and i in pvars for i in p_store.indices) \
             and len(set(p_store.indices)) == len(p_store.indices):
         for d, (i, (lo, hi)) in enumerate(zip(p_store.indices, read_box)):
-            plo, phi = relax(i, pdoms)
+            plo, phi = (index_as(x, lo.dtype) for x in relax(i, pdoms))
             if not (prove(plo <= lo) and prove(hi <= phi)):
                 fail = (f"reads {buf.name} over [{expr_text(lo)}, {expr_text(hi)}] in dimension {d}, but "
                         f"{block_name(p.name)} writes only [{expr_text(plo)}, {expr_text(phi)}]")
