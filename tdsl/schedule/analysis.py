@@ -34,6 +34,7 @@ from ..ir import (
     substitute,
 )
 from ..ir import Cast as _Cast
+from ..ir import IfThenElse as _IfThenElse
 from ..ir import IntImm as _IntImm
 from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges, walk
 from ..script.printer import message_text as expr_text
@@ -334,3 +335,17 @@ def same_width(a: PrimExpr, b: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
         return a, b
     wide = a.dtype if a.dtype.bits >= b.dtype.bits else b.dtype
     return index_as(a, wide), index_as(b, wide)
+
+
+def refuse_conditions(func, primitive: str, name: str, path: Path) -> None:
+    """Refuse a step that copies or regenerates a block's instances from its loops when an `if`
+    stands between the block and those loops (the copy would run where the block does not)."""
+    for node in reversed(path):
+        if isinstance(node, Block):
+            return
+        if isinstance(node, _IfThenElse):
+            raise schedule_error(func, primitive, f"{block_name(name)} runs under `if {expr_text(node.condition)}`, "
+                                 f"which {primitive} would not carry over", blocks=(name,),
+                                 rule=f"{primitive} copies or regenerates the block's instances from its loops, so "
+                                      "no `if` may stand between the block and its loops",
+                                 fix="write the condition as the block's T.where predicate")

@@ -53,7 +53,7 @@ from ...ir.tree import (
     replace_at,
     var_names,
 )
-from ..analysis import index_as, simplify_realizes
+from ..analysis import index_as, refuse_conditions, simplify_realizes
 from ..errors import block_name, schedule_error
 from ..tree import (
     add_alloc,
@@ -306,6 +306,7 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str,
     b = realize.block
     buf = resolve_buffer(func, b, buffer, "cache_write", "write")
     scope = check_scope(func, "cache_write", scope)
+    refuse_conditions(func, "cache_write", block, path)
     readers = [] if consumer_blocks is None else \
         [c for c in _consumers(func, "cache_write", buf, consumer_blocks, block) if c != block]
     if readers:

@@ -67,7 +67,15 @@ from ...ir.tree import (
     replace_at,
     var_names,
 )
-from ..analysis import check_affine_bindings, expr_text, index_as, same_width, simplify_realizes, thread_relaxed_loops
+from ..analysis import (
+    check_affine_bindings,
+    expr_text,
+    index_as,
+    refuse_conditions,
+    same_width,
+    simplify_realizes,
+    thread_relaxed_loops,
+)
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import (
     alloc_site,
@@ -155,6 +163,7 @@ def _check_movable(func: PrimFunc, primitive: str, realize: BlockRealize, path: 
     if child_realizes(realize):
         raise schedule_error(func, primitive, f"{block_name(b.name)} holds other blocks", blocks=(b.name,),
                              rule=f"{primitive} moves a block without nested blocks")
+    refuse_conditions(func, primitive, b.name, path)
     loops = loops_in_scope(path)
     if loops:
         check_affine_bindings(func, primitive, loops[0], loops[0].loop_var)

@@ -44,7 +44,7 @@ from ...ir import (
     substitute,
 )
 from ...ir.tree import Path, all_realizes, child_realizes, fresh_name, loops_in_scope, replace_at, var_names
-from ..analysis import expr_text, is_quasi_affine
+from ..analysis import expr_text, is_quasi_affine, refuse_conditions
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, find_loop, insert_beside, refresh_block, scope_of
 
@@ -358,6 +358,7 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _Rfactor
     b = realize.block
     name = b.name
     _, bpath = find_block(func, name, "rfactor")
+    refuse_conditions(func, "rfactor", name, bpath)
     if child_realizes(realize):
         raise schedule_error(func, "rfactor", f"{block_name(name)} holds other blocks", blocks=(name,),
                              rule="rfactor applies to a leaf reduction block")
