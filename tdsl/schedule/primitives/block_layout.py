@@ -41,12 +41,12 @@ from ..analysis import expr_text
 from ..errors import block_name, schedule_error
 from ..tree import find_block, is_true, refresh_block
 from .layout import (
-    _decomposition_holds,
-    _digit_row,
-    _digits,
-    _is_permutation,
-    _slice_form,
     call_index_map,
+    decomposition_holds,
+    digit_row,
+    is_permutation,
+    slice_digits,
+    slice_form,
 )
 
 
@@ -54,22 +54,22 @@ def exact_inverse(params: list[Var], outputs: list[PrimExpr], extents: list[Prim
     """For a map that is a bijection of the box `extents` onto a box: (the new extents, a function
     from new indices to the old ones). None when tdsl cannot show the map is one (constant
     extents: mixed-radix maps; symbolic ones: permutations)."""
-    if _is_permutation(params, outputs):
+    if is_permutation(params, outputs):
         pos = {id(o): k for k, o in enumerate(outputs)}
         new_extents = [extents[next(d for d, p in enumerate(params) if p is o)] for o in outputs]
         return new_extents, lambda new: [new[pos[id(p)]] for p in params]
     if not all(isinstance(e, IntImm) for e in extents):
         return _symbolic_fusion(params, outputs, extents)
     ext = [e.value for e in extents]  # type: ignore[attr-defined]
-    maybe = [_slice_form(o, params, ext) for o in outputs]
+    maybe = [slice_form(o, params, ext) for o in outputs]
     forms = [f for f in maybe if f is not None]
     if len(forms) != len(maybe):
         return None
-    digits = _digits(forms, ext)
+    digits = slice_digits(forms, ext)
     if digits is None:
         return None
-    rows = [_digit_row(f, digits) for f in forms]
-    if not _decomposition_holds(params, outputs, forms, digits, rows, ext):
+    rows = [digit_row(f, digits) for f in forms]
+    if not decomposition_holds(params, outputs, forms, digits, rows, ext):
         return None
     ranges = {key: r for ds in digits for key, r in ds}
     owner: dict[tuple[int, int], tuple[int, int]] = {}  # digit -> (output, weight)

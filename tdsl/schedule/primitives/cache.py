@@ -46,6 +46,7 @@ from ...ir import (
 from ...ir.tree import (
     Path,
     all_realizes,
+    block_names,
     child_realizes,
     fresh_name,
     loops_in_scope,
@@ -241,11 +242,11 @@ def cache_read(func: PrimFunc, block: str, buffer, scope: str,
                              rule="cache_read needs a block that only reads the buffer",
                              fix=f"use sch.cache_write(block, {buf.name!r}, {scope!r}) for a buffer the block "
                                  "updates")
-    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
+    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names(func)))
     cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
     func2 = _copy_for(func, block, buf, cache, name)
     func3 = add_alloc(func2, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
-    return _refresh_scope_regions(func3, {buf, cache}), name
+    return refresh_scope_regions(func3, {buf, cache}), name
 
 
 def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str) -> PrimFunc:
@@ -256,7 +257,7 @@ def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str)
     def writes(o: Block) -> bool:
         return any(x.buffer is buf for x in o.writes)
 
-    own, top, tpath = _hoist(realize, *own_nest(realize, path), writes)
+    own, top, tpath = hoist_copy_point(realize, *own_nest(realize, path), writes)
     ranges = path_ranges(tpath)
     bounds = accessed_region(realize, path, buf, "read", own, ranges)
     nest = copy_nest(func, name, buf, cache, bounds, ranges)
@@ -267,7 +268,7 @@ def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str)
     new_realize = dataclasses.replace(realize, block=new_block)
     func2 = replace_at(func, path, realize, new_realize)
     top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
-    _, tpath2 = _located(func2, top2)
+    _, tpath2 = located(func2, top2)
     return insert_beside(func2, tpath2, top2, nest, after=False)
 
 
@@ -280,7 +281,7 @@ def find_path_to(func: PrimFunc, realize: BlockRealize, old_top: For) -> For:
     return found[0]  # type: ignore[return-value]
 
 
-def _located(func: PrimFunc, stmt: Stmt) -> tuple[Stmt, Path]:
+def located(func: PrimFunc, stmt: Stmt) -> tuple[Stmt, Path]:
     from ...ir.tree import find_path
 
     found = find_path(func.body, lambda x: x is stmt)
@@ -288,12 +289,8 @@ def _located(func: PrimFunc, stmt: Stmt) -> tuple[Stmt, Path]:
     return found  # type: ignore[return-value]
 
 
-def _refresh_scope_regions(func: PrimFunc, buffers: set[Buffer]) -> PrimFunc:
+def refresh_scope_regions(func: PrimFunc, buffers: set[Buffer]) -> PrimFunc:
     return func.with_body(refresh_touching(func.body, buffers))
-
-
-def block_names_of(func: PrimFunc) -> list[str]:
-    return [r.block.name for r in all_realizes(func.body)]
 
 
 def cache_write(func: PrimFunc, block: str, buffer, scope: str,
@@ -320,22 +317,22 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str,
     def uses(o: Block) -> bool:
         return o.name not in readers and any(x.buffer is buf for x in o.reads + o.writes)
 
-    own, top, tpath = _hoist(realize, *own_nest(realize, path), uses)
+    own, top, tpath = hoist_copy_point(realize, *own_nest(realize, path), uses)
     ranges = path_ranges(tpath)
     _check_dense_write(func, realize, path, buf, own, ranges)
     bounds = accessed_region(realize, path, buf, "write", own, ranges)
-    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
+    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names(func)))
     cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
     nest = copy_nest(func, name, cache, buf, bounds, ranges)
     new_realize = dataclasses.replace(realize, block=refresh_block(replace_buffers(b, {buf: cache})))
     func2 = replace_at(func, path, realize, new_realize)
     top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
-    _, tpath2 = _located(func2, top2)
+    _, tpath2 = located(func2, top2)
     func3 = insert_beside(func2, tpath2, top2, nest, after=True)
     for reader in readers:
         func3 = _redirect_loads(func3, reader, buf, cache)
     func4 = add_alloc(func3, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
-    return _refresh_scope_regions(func4, {buf, cache}), name
+    return refresh_scope_regions(func4, {buf, cache}), name
 
 
 # consumer_blocks -----------------------------------------------------------------------------
@@ -414,13 +411,13 @@ def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str]) 
     if len({id(scope_of(p)[1]) for _, p in found}) != 1:
         raise schedule_error(func, "cache_read", "consumer_blocks names blocks of different scopes (enclosing "
                              "blocks)", blocks=tuple(names), rule="one cache serves blocks of one scope")
-    taken = buffer_names(func) | set(block_names_of(func))
+    taken = buffer_names(func) | set(block_names(func))
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", taken)
     cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
     out = _copy_many(func, buf, cache, names, taken, name)
     scope_realize = scope_of(found[0][1])[0]
     out = add_alloc(out, scope_realize if scope_realize is not func.body else None, cache)
-    return _refresh_scope_regions(out, {buf, cache}), name
+    return refresh_scope_regions(out, {buf, cache}), name
 
 
 def _copy_many(func: PrimFunc, buf: Buffer, cache: Buffer, names: list[str], taken: set[str],
@@ -487,7 +484,7 @@ def _reads_only_its_own_writes(func: PrimFunc, realize: BlockRealize, buf: Buffe
     return not any(w.buffer is buf for r in all_realizes(func.body) if id(r) not in mine for w in r.block.writes)
 
 
-def _hoist(realize: BlockRealize, own: list[For], top: Stmt, tpath: Path,
+def hoist_copy_point(realize: BlockRealize, own: list[For], top: Stmt, tpath: Path,
            conflicts) -> tuple[list[For], Stmt, Path]:
     """Move a copy point from the block's own nest out through the enclosing loops of its scope,
     as far as no other block under a loop `conflicts` (touches the buffer in a way the copy would

@@ -54,11 +54,11 @@ from ...ir import (
     replace_buffers,
     substitute,
 )
-from ...ir.tree import Path, fresh_name, loops_in_scope, replace_at, var_names
+from ...ir.tree import Path, block_names, fresh_name, loops_in_scope, replace_at, var_names
 from ..analysis import expr_text
 from ..errors import block_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, insert_beside, refresh_block, scope_of
-from .cache import block_names_of, own_nest
+from .cache import own_nest
 
 # shared analysis ------------------------------------------------------------------------------
 
@@ -223,7 +223,7 @@ def reindex(func: PrimFunc, block: str, buffer) -> tuple[PrimFunc, str]:
                                           "indices, so that the copy back writes each element once")
             if isinstance(i, Var):
                 seen.add(i)
-    names = buffer_names(func) | set(block_names_of(func))
+    names = buffer_names(func) | set(block_names(func))
     new_name = fresh_name(f"{buf.name}_reindex", names)
     shape = tuple(iv.dom.extent for iv in iters)
     new = Buffer(new_name, shape, buf.dtype, scope=buf.scope if buf.scope != "global" else "global")
@@ -351,7 +351,7 @@ def _padded_buffers(func: PrimFunc, primitive: str, b: Block, new_ext: dict[Var,
         if not all(x is y for x, y in zip(patterns[buf], idx)):
             raise schedule_error(func, primitive, f"{block_name(b.name)} accesses {buf.name} with two index "
                                  "patterns", blocks=(b.name,), rule="pad_einsum needs one pattern per buffer")
-    names = buffer_names(func) | set(block_names_of(func))
+    names = buffer_names(func) | set(block_names(func))
     bmap: dict[Buffer, Buffer] = {}
     for buf, idx in patterns.items():
         if not any(i in new_ext for i in idx):
@@ -412,7 +412,7 @@ def pad_einsum(func: PrimFunc, block: str, padding) -> tuple[PrimFunc, None]:
             after.append(_nest(ivs, buf.shape, _copy_back(buf, new), new.name, taken))
         if buf is out and accumulates:
             ivs = _fresh_ivs([f"v{d}" for d in range(len(new.shape))], list(new.shape), taken)
-            names = buffer_names(func) | set(block_names_of(func)) | {n.name for n in bmap.values()}
+            names = buffer_names(func) | set(block_names(func)) | {n.name for n in bmap.values()}
             before.append(_nest(ivs, new.shape, _fill(buf, new), fresh_name(f"{new.name}_in", names), taken))
         elif buf is not out:
             ivs = _fresh_ivs([f"v{d}" for d in range(len(new.shape))], list(new.shape), taken)

@@ -170,7 +170,7 @@ def call_index_map(func: PrimFunc, primitive: str, block: str, index_map: Callab
     return params, outputs
 
 
-def _new_shape(func: PrimFunc, block: str, buf: Buffer, params, outputs,
+def new_layout_shape(func: PrimFunc, block: str, buf: Buffer, params, outputs,
                primitive: str = "transform_layout") -> tuple[PrimExpr, ...]:
     ranges = {p: Range(const(0, s.dtype), s) for p, s in zip(params, buf.shape)}
     shape = []
@@ -183,20 +183,20 @@ def _new_shape(func: PrimFunc, block: str, buf: Buffer, params, outputs,
     return tuple(shape)
 
 
-def _check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, shape,
+def check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, shape,
                       primitive: str = "transform_layout") -> None:
     """Refuse a map that sends two elements of `buf` to one place: proved analytically for
     permutations and mixed-radix maps, else checked element by element up to _CHECK_LIMIT.
     (`buf` may be a stand-in whose shape is a block's iterator box, named for the messages.)"""
     extents = [s.value if isinstance(s, IntImm) else None for s in buf.shape]
     if None in extents or not all(isinstance(s, IntImm) for s in shape):
-        if not _is_permutation(params, outputs):
+        if not is_permutation(params, outputs):
             raise schedule_error(func, primitive, f"{buf.name} has a symbolic shape; tdsl can only check "
                                  "that a permutation of its dimensions is one-to-one", blocks=(block,),
                                  rule="a layout transformation must be one-to-one",
                                  fix="use a permutation such as lambda i, j: (j, i), or a constant shape")
         return
-    if _is_permutation(params, outputs) or _mixed_radix(params, outputs, extents):
+    if is_permutation(params, outputs) or _mixed_radix(params, outputs, extents):
         return
     size = math.prod(extents)
     new_shape = tuple(s.value for s in shape)
@@ -219,7 +219,7 @@ def _check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, 
                 f"or declare {buf.name} in the new layout in the function definition")
 
 
-def _is_permutation(params: list[Var], outputs: list[PrimExpr]) -> bool:
+def is_permutation(params: list[Var], outputs: list[PrimExpr]) -> bool:
     return (len(outputs) == len(params) and all(isinstance(o, Var) for o in outputs)
             and {id(o) for o in outputs} == {id(p) for p in params})
 
@@ -241,19 +241,19 @@ _Form = tuple[dict[_Slice, int], int]  # sum(coeff * slice) + constant
 
 def _mixed_radix(params: list[Var], outputs: list[PrimExpr], extents: list[int]) -> bool:
     """True when the map is proven one-to-one on the box `extents`; False when undecided."""
-    forms = [_slice_form(o, params, extents) for o in outputs]
+    forms = [slice_form(o, params, extents) for o in outputs]
     if any(f is None for f in forms):
         return False
-    digits = _digits(forms, extents)
+    digits = slice_digits(forms, extents)
     if digits is None:
         return False
-    rows = [_digit_row(f, digits) for f in forms]
-    if not _decomposition_holds(params, outputs, forms, digits, rows, extents):
+    rows = [digit_row(f, digits) for f in forms]
+    if not decomposition_holds(params, outputs, forms, digits, rows, extents):
         return False
     return _digits_recoverable(rows, {key: r for ds in digits for key, r in ds})
 
 
-def _slice_form(e: PrimExpr, params: list[Var], extents: list[int]) -> _Form | None:
+def slice_form(e: PrimExpr, params: list[Var], extents: list[int]) -> _Form | None:
     """The output as slices of the indices; the simplifier may first have to distribute a
     division, as in (i * 8 + j) // 4 -> i * 2 + j // 4 when j < 8."""
     pos = {id(p): d for d, p in enumerate(params)}
@@ -326,7 +326,7 @@ def _cut(s: _Slice, op: str, c: int) -> _Form | None:
     return ({s: 1}, 0) if c >= m else None
 
 
-def _digits(forms: list[_Form], extents: list[int]) -> list[list[tuple[tuple[int, int], int]]] | None:
+def slice_digits(forms: list[_Form], extents: list[int]) -> list[list[tuple[tuple[int, int], int]]] | None:
     """Per dimension d, its digits ((d, c_l), range): the cut points c_l of the slices, which must
     divide one another; None when they do not."""
     out = []
@@ -340,7 +340,7 @@ def _digits(forms: list[_Form], extents: list[int]) -> list[list[tuple[tuple[int
     return out
 
 
-def _digit_row(form: _Form, digits) -> dict[tuple[int, int], int]:
+def digit_row(form: _Form, digits) -> dict[tuple[int, int], int]:
     """The output as {digit: weight}: slice (d, lo, hi) is the digits c_l in [lo, hi), weighted c_l // lo."""
     row: dict[tuple[int, int], int] = {}
     for (d, lo, hi), coeff in form[0].items():
@@ -351,7 +351,7 @@ def _digit_row(form: _Form, digits) -> dict[tuple[int, int], int]:
     return {k: w for k, w in row.items() if w}
 
 
-def _decomposition_holds(params, outputs, forms, digits, rows, extents) -> bool:
+def decomposition_holds(params, outputs, forms, digits, rows, extents) -> bool:
     """Prove with tdsl.arith that each output equals its digit row (guards the slice parser)."""
     if any(p.dtype != o.dtype for p in params for o in outputs):
         return False  # mixed index dtypes: left to enumeration
@@ -463,8 +463,8 @@ def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable,
     buf = resolve_buffer(func, realize.block, buffer, "transform_layout")
     is_param = alloc_site(func, buf) is None
     params, outputs = _call_map(func, block, buf, index_map)
-    shape = _new_shape(func, block, buf, params, outputs)
-    _check_one_to_one(func, block, buf, params, outputs, shape)
+    shape = new_layout_shape(func, block, buf, params, outputs)
+    check_one_to_one(func, block, buf, params, outputs, shape)
     new = Buffer(buf.name, shape, buf.dtype, scope=buf.scope)
     padded = pad_value is not None and has_padding(buf.shape, shape)
     if is_param:

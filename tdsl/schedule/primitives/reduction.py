@@ -43,7 +43,16 @@ from ...ir import (
     same_expr,
     substitute,
 )
-from ...ir.tree import Path, all_realizes, child_realizes, fresh_name, loops_in_scope, replace_at, var_names
+from ...ir.tree import (
+    Path,
+    all_realizes,
+    block_names,
+    child_realizes,
+    fresh_name,
+    loops_in_scope,
+    replace_at,
+    var_names,
+)
 from ..analysis import expr_text, is_quasi_affine, refuse_conditions
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, find_loop, insert_beside, refresh_block, scope_of
@@ -226,7 +235,7 @@ def decompose_reduction(func: PrimFunc, block: str, loop_var: Var) -> tuple[Prim
     new_loops, vmap = _copy_loops(chain, lambda f: roles[f.loop_var] == "S", taken)
     spatial = [(iv, v) for iv, v in zip(b.iter_vars, realize.iter_values) if iv.kind == "S"]
     ivmap = {iv.var: Var(fresh_name(iv.var.name, taken), iv.var.dtype) for iv, _ in spatial}
-    init_block = Block(fresh_name(f"{block}_init", set(_block_names(func)) | buffer_names(func)),
+    init_block = Block(fresh_name(f"{block}_init", set(block_names(func)) | buffer_names(func)),
                        tuple(IterVar(ivmap[iv.var], iv.dom, "S") for iv, _ in spatial), (), (),
                        substitute(b.init, ivmap))
     init_realize = BlockRealize(tuple(substitute(v, vmap) for _, v in spatial),
@@ -266,10 +275,6 @@ def _init_predicate(func: PrimFunc, block: str, realize: BlockRealize, chain: li
 
     kept = [c for c in parts if not free_vars(c) & skipped]
     return _all_of(kept) if kept else TRUE
-
-
-def _block_names(func: PrimFunc) -> list[str]:
-    return [r.block.name for r in all_realizes(func.body)]
 
 
 # rfactor -------------------------------------------------------------------------------------
@@ -326,7 +331,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     """
     plan = _rfactor_checks(func, loop_var, factor_axis)
     name = plan.realize.block.name
-    taken_names = set(_block_names(func)) | buffer_names(func)
+    taken_names = set(block_names(func)) | buffer_names(func)
     rf_name = fresh_name(f"{name}_rf", taken_names)
     from .arg_reduction import ArgReducer, arg_rfactor
 

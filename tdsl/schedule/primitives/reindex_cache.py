@@ -37,21 +37,20 @@ from ...ir import (
     same_expr,
     substitute,
 )
-from ...ir.tree import child_realizes, fresh_name, replace_at, var_names
+from ...ir.tree import block_names, child_realizes, fresh_name, replace_at, var_names
 from ..analysis import expr_text, refuse_conditions
 from ..errors import block_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, insert_beside, refresh_block, scope_of
 from .cache import (
-    _hoist,
-    _located,
-    _refresh_scope_regions,
-    block_names_of,
     check_scope,
     find_path_to,
+    hoist_copy_point,
+    located,
     own_nest,
+    refresh_scope_regions,
     resolve_buffer,
 )
-from .layout import _check_one_to_one, _new_shape, call_index_map
+from .layout import call_index_map, check_one_to_one, new_layout_shape
 
 
 class _Reaccess(IRMutator):
@@ -127,8 +126,8 @@ def _reindex_cache(func: PrimFunc, block: str, buffer, scope: str, index_map: Ca
     box = Buffer(f"the iterators ({', '.join(iv.var.name for _, iv in used)}) of {block_name(block)}",
                  tuple(iv.dom.extent for _, iv in used), buf.dtype)
     used_params = [p for p, _ in used]
-    shape = _new_shape(func, block, box, used_params, outputs, primitive)
-    _check_one_to_one(func, block, box, used_params, outputs, shape, primitive)
+    shape = new_layout_shape(func, block, box, used_params, outputs, primitive)
+    check_one_to_one(func, block, box, used_params, outputs, shape, primitive)
 
     if which == "write":
         refuse_conditions(func, primitive, block, path)
@@ -138,8 +137,8 @@ def _reindex_cache(func: PrimFunc, block: str, buffer, scope: str, index_map: Ca
     else:
         def conflicts(o) -> bool:
             return any(x.buffer is buf for x in o.reads + o.writes)
-    own, top, tpath = _hoist(realize, *own_nest(realize, path), conflicts)
-    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names_of(func)))
+    own, top, tpath = hoist_copy_point(realize, *own_nest(realize, path), conflicts)
+    name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names(func)))
     cache = Buffer(name, shape, buf.dtype, scope=scope)
     copy = _copy_stage(func, realize, own, [iv for _, iv in used], name, buf, cache, old, new, which)
     new_block = refresh_block(dataclasses.replace(
@@ -148,10 +147,10 @@ def _reindex_cache(func: PrimFunc, block: str, buffer, scope: str, index_map: Ca
     new_realize = dataclasses.replace(realize, block=new_block)
     func2 = replace_at(func, path, realize, new_realize)
     top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)  # type: ignore[arg-type]
-    _, tpath2 = _located(func2, top2)
+    _, tpath2 = located(func2, top2)
     func3 = insert_beside(func2, tpath2, top2, copy, after=which == "write")
     func4 = add_alloc(func3, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
-    return _refresh_scope_regions(func4, {buf, cache}), name
+    return refresh_scope_regions(func4, {buf, cache}), name
 
 
 def _text(indices) -> str:
