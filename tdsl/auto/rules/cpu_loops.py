@@ -1,9 +1,17 @@
 """CPU loop rules: compute locations, vectorized reductions (rfactor), parallel / vectorize / unroll.
 
 * `ComputeLocation`: an intermediate block that was neither inlined nor tiled moves into the
-  loop nest of its readers (`sample_compute_location` + `compute_at`): by default the outermost
-  legal loop, so that row kernels (softmax, layernorm) compute each row's reductions right where
-  the row is used and the row stays in L1.
+  loop nest of its readers (`compute_at` a loop of a reader): the outermost legal loop, so
+  that row kernels (softmax, layernorm) compute each row's reductions right where the row is
+  used and the row stays in L1 (an inner loop recomputes the block per iteration: softmax's
+  row sum at the column loop measured ~1000x the work), skipping loops of one iteration
+  (conv2d's batch loop: the nest would lose its parallel loop). A cheap spatial block (a
+  padding copy) also stays at the root in a second sketch: its own parallel pass, computed
+  once instead of once per tile. The location is a sketch's structure,
+  not a decision: the rules after it
+  (rfactor, prefetching steps, parallel loops) are written for the nest it makes, so a search
+  that re-sampled it would replay those steps onto another nest (`sample_compute_location` in
+  the sketches made every softmax sketch recompute exp and read A in a separate max pass).
 * `VectorReduction`: a reduction whose innermost loop runs over a reduced axis of constant extent
   (>= 2 vectors) is split by L lanes and `rfactor`ed into L partial results, the update and the
   init vectorized (L a sampled multiple of the vector width; the small spatial extent per row
@@ -21,6 +29,7 @@ from ...errors import ScheduleError
 from ...ir import Call, For, IntImm, collect
 from ...ir.attrs import AUTO_SCHEDULED, AUTO_UNROLL, NONTEMPORAL, TENSOR_INTRIN
 from ...schedule import Schedule
+from ...schedule.sampling import compute_location_candidates
 from ..analysis import block_info, blocks_in_nest, consumers, loop_node
 from .base import Rule, index_of
 
@@ -28,7 +37,7 @@ UNROLL_STEPS = [0, 16, 64, 512]
 
 
 class ComputeLocation(Rule):
-    """Move an intermediate block under its readers' loops (default: the outermost legal one)."""
+    """Move an intermediate block under its readers' loops (the outermost legal one)."""
 
     name = "compute-location"
 
@@ -39,13 +48,28 @@ class ComputeLocation(Rule):
         readers = consumers(sch.func, block)
         if not readers or any(_tensorized(sch.func, r) for r in readers):
             return []  # the operand of a micro-kernel stays a whole, packed copy
+        _, loops = compute_location_candidates(sch.func, block, stop_after=0)  # the outermost legal loop
+        if loops and _extent_of(sch.func, loops[0]) == 1:   # nothing gained there, and no parallel root loop
+            _, loops = compute_location_candidates(sch.func, block)
+            loops = [v for v in loops if _extent_of(sch.func, v) != 1]
+        if not loops:
+            return []
 
-        def move(s: Schedule):
-            blk = s.get_block(block)
-            loc = s.sample_compute_location(blk, decision=0 if self.defaults else None)
-            s.compute_at(blk, loc)
+        def move(s: Schedule) -> None:
+            s.compute_at(s.get_block(block), _loop_handle(s, readers, loops[0]))
 
+        if info.is_spatial and not info.expensive:
+            return [move, lambda s: None]   # a cheap copy (padding) may as well be a pass of its own
         return [move]
+
+
+def _loop_handle(s: Schedule, readers: list[str], var):
+    """The handle of loop `var` around one of the blocks `readers`."""
+    for reader in readers:
+        for h in s.get_loops(s.get_block(reader)):
+            if h.var is var:
+                return h
+    raise ScheduleError(f"compute-location: the loop {var.name} is not around a reader of the block")
 
 
 def _tensorized(func, name: str) -> bool:
@@ -126,6 +150,15 @@ def _extent_of(func, var) -> int | None:
     return int(ext.value) if isinstance(ext, IntImm) else None
 
 
+def _product(func, loop_vars) -> float:
+    """The iterations of the loops `loop_vars` together (a symbolic extent counts as many)."""
+    total = 1.0
+    for var in loop_vars:
+        ext = _extent_of(func, var)
+        total *= float("inf") if ext is None else ext
+    return total
+
+
 def _kind_of(func, var) -> str:
     return loop_node(func, var).kind
 
@@ -200,7 +233,10 @@ class ParallelVectorizeUnroll(Rule):
             if total >= want:
                 default = n
                 break
-        n = self.choose(s, list(range(1, n_legal + 1)), default - 1) if n_legal > 1 else 1
+        # a count whose fused loop runs once (a batch of 1) is not offered
+        first = next(n for n in range(1, n_legal + 1) if n == n_legal or _product(s.func, info.loops[:n]) >= 2)
+        counts = list(range(first, n_legal + 1))
+        n = self.choose(s, counts, max(default, first) - first) if len(counts) > 1 else first
         loops = s.get_loops(s.get_block(block))[:n]
         fused = s.fuse(*loops) if n > 1 else loops[0]
         s.parallel(fused)
