@@ -16,9 +16,13 @@
   (>= 2 vectors) is split by L lanes and `rfactor`ed into L partial results, the update and the
   init vectorized (L a sampled multiple of the vector width; the small spatial extent per row
   -- one output -- cannot be vectorized any other way). For L >= 2 vectors the first sketch
-  also combines the L partials a vector at a time (a second rfactor, unrolled).
+  also combines the L partials a vector at a time (a second rfactor, unrolled); the second
+  sketch takes the narrower widths, combined one by one (a wide L combined one by one was
+  never faster, and would double the space).
 * `ParallelVectorizeUnroll`: the outer loops of a root loop nest that carry no dependence are
-  fused and run in parallel (enough iterations for every core, a sampled count of loops); the
+  fused and run in parallel (the fewest loops giving 8 tasks per core, never a loop of one
+  iteration; not a decision: the trace's `fuse` names its loops, so a replay could not follow
+  a changed count, and a sampled one was the sketch's random pick, fixed); the
   innermost spatial loop of each block is split by a sampled vector length and vectorized where
   its stores are unit-stride; the outermost loop gets a sampled `pragma_auto_unroll_max_step`
   (inner loops of constant extent whose product is at most that are unrolled when lowering).
@@ -108,8 +112,11 @@ class VectorReduction(Rule):
             return []
         lanes = self.hw.lanes
         wide = [v for v in choices if v >= 2 * lanes and v % lanes == 0]
-        out = [lambda s: self._rfactor(s, block, wide, lanes)] if wide else []
-        return out + [lambda s: self._rfactor(s, block, choices, 0)]
+        if not wide:
+            return [lambda s: self._rfactor(s, block, choices, 0)]
+        narrow = [v for v in choices if v not in wide]   # the widths the first sketch cannot combine
+        return [lambda s: self._rfactor(s, block, wide, lanes)] + \
+            ([lambda s: self._rfactor(s, block, narrow, 0)] if narrow else [])
 
     def _rfactor(self, s: Schedule, block: str, choices: list[int], combine: int) -> None:
         """rfactor by a sampled width from `choices`; with `combine`, the partials are then
@@ -233,10 +240,9 @@ class ParallelVectorizeUnroll(Rule):
             if total >= want:
                 default = n
                 break
-        # a count whose fused loop runs once (a batch of 1) is not offered
+        # never a fused loop that runs once (a batch of 1)
         first = next(n for n in range(1, n_legal + 1) if n == n_legal or _product(s.func, info.loops[:n]) >= 2)
-        counts = list(range(first, n_legal + 1))
-        n = self.choose(s, counts, max(default, first) - first) if len(counts) > 1 else first
+        n = max(default, first)
         loops = s.get_loops(s.get_block(block))[:n]
         fused = s.fuse(*loops) if n > 1 else loops[0]
         s.parallel(fused)
@@ -258,8 +264,8 @@ class ParallelVectorizeUnroll(Rule):
             size *= int(e.value)
         if size <= self.hw.l2 * self.hw.cores * 2:
             return
-        if self.choose(s, [1, 0], 0):
-            s.annotate(s.get_block(block), NONTEMPORAL, True)
+        # the sampled value is the annotation (0: plain stores), so a replay follows the decision
+        s.annotate(s.get_block(block), NONTEMPORAL, self.choose(s, [1, 0], 0))
 
     # vectorize ----------------------------------------------------------------------------
     def _vectorize_block(self, s: Schedule, name: str) -> None:
@@ -279,20 +285,18 @@ class ParallelVectorizeUnroll(Rule):
             return  # a guarded load (padding) stays scalar: lowering cannot vectorize it safely
         extent = info.loop_extents[-1]
         lanes = self.hw.lanes
-        choices = [v for v in (lanes * 4, lanes * 2, lanes) if extent is None or extent >= v] or [lanes]
+        if extent is not None and extent <= lanes * 4:   # a short row: one vector operation, no decision
+            attempt(s, lambda t: t.vectorize(t.get_loops(t.get_block(name))[-1]))
+            return
+        choices = [v for v in (lanes * 4, lanes * 2, lanes) if extent is None or extent > v]
         default = 0
         if extent is not None:
             dividing = [k for k, v in enumerate(choices) if extent % v == 0]
             default = dividing[0] if dividing else len(choices) - 1
 
         def vec(t: Schedule) -> None:
-            width = self.choose(t, choices, default)
-            loop = t.get_loops(t.get_block(name))[-1]
-            if extent is not None and extent <= width:
-                t.vectorize(loop)
-            else:
-                _, v = t.split(loop, [None, width])
-                t.vectorize(v)
+            _, v = t.split(t.get_loops(t.get_block(name))[-1], [None, self.choose(t, choices, default)])
+            t.vectorize(v)
 
         attempt(s, vec)
 
