@@ -16,9 +16,9 @@
   (>= 2 vectors) is split by L lanes and `rfactor`ed into L partial results, the update and the
   init vectorized (L a sampled multiple of the vector width; the small spatial extent per row
   -- one output -- cannot be vectorized any other way). For L >= 2 vectors the first sketch
-  also combines the L partials a vector at a time (a second rfactor, unrolled); the second
-  sketch takes the narrower widths, combined one by one (a wide L combined one by one was
-  never faster, and would double the space).
+  combines the L partials a vector at a time (a second rfactor, unrolled); narrower widths,
+  combined one by one, only where no wide one fits (on softmax 4096x1024 they were slower,
+  and each would double the sketches of every row kernel).
 * `ParallelVectorizeUnroll`: the outer loops of a root loop nest that carry no dependence are
   fused and run in parallel (the fewest loops giving 8 tasks per core, never a loop of one
   iteration; not a decision: the trace's `fuse` names its loops, so a replay could not follow
@@ -114,9 +114,7 @@ class VectorReduction(Rule):
         wide = [v for v in choices if v >= 2 * lanes and v % lanes == 0]
         if not wide:
             return [lambda s: self._rfactor(s, block, choices, 0)]
-        narrow = [v for v in choices if v not in wide]   # the widths the first sketch cannot combine
-        return [lambda s: self._rfactor(s, block, wide, lanes)] + \
-            ([lambda s: self._rfactor(s, block, narrow, 0)] if narrow else [])
+        return [lambda s: self._rfactor(s, block, wide, lanes)]
 
     def _rfactor(self, s: Schedule, block: str, choices: list[int], combine: int) -> None:
         """rfactor by a sampled width from `choices`; with `combine`, the partials are then
