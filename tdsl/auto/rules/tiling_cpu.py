@@ -74,11 +74,11 @@ class MultiLevelTilingCPU(Rule):
         width = self.choose(s, widths, 0)
         f = reuse_iter(info, j)
         vectors = -(-widths[0] // lanes)   # the register budget is the default width's
-        counts = reuse_counts(f.extent, vectors) if f is not None else []
-        lf = next(h for h in handles if h.var is f.loop) if counts else None
+        counts = reuse_counts(f.extent, vectors) if f is not None and f.extent is not None else []
+        lf = next(h for h in handles if f is not None and h.var is f.loop) if counts else None
         j0, j1 = s.split(lj, [None, width])
         f0 = f1 = None
-        if counts:
+        if lf is not None:
             default = max((k for k, n in enumerate(counts) if n * vectors <= 8), default=0)
             f0, f1 = s.split(lf, [None, self.choose(s, counts, default)])
         spatial = [h for h in handles if kinds[id(h.var)] == "S" and h is not lj and h is not lf]
@@ -101,7 +101,7 @@ def vector_widths(extent: int | None, lanes: int) -> list[int]:
     2, 1 or 4 vectors that divide it; else its divisors from half a vector to 4 vectors, the
     largest up to 2 vectors first; symbolic: 2, 1, 4 vectors (a predicate takes the rest)."""
     whole = [v for v in (lanes * 2, lanes, lanes * 4) if extent is None or extent % v == 0]
-    if whole:
+    if whole or extent is None:
         return whole
     divisors = [d for d in range(max(2, lanes // 2), 4 * lanes + 1) if extent % d == 0]
     if not divisors:
