@@ -252,9 +252,9 @@ class ParallelVectorizeUnroll(Rule):
         """Outputs larger than the caches, written once by a spatial block, get streaming
         stores (`tdsl.nontemporal`: their lines are not read first); a sampled yes / no."""
         info = block_info(s.func, block)
-        if not info.is_spatial or not info.writes_output or info.store is None:
-            return
-        out = info.store.buffer
+        if not info.is_spatial or not info.writes_output or len(info.writes) != 1:
+            return   # (a tensorized step, such as RowPrefetch's, has no single store but one write)
+        out = info.writes[0]
         size = out.dtype.itemsize
         for e in out.shape:
             if not isinstance(e, IntImm):
