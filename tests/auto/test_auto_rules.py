@@ -337,6 +337,22 @@ def test_row_prefetch_tensorizes_a_row_step_with_a_generated_intrinsic():
     np.testing.assert_allclose(tdsl.build(out[0])(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
+def test_a_prefetching_output_step_still_gets_streaming_stores():
+    """layernorm's norm block reads A after the sums did: RowPrefetch tensorizes it (block
+    norm_o, no single store), and the streaming-store decision still applies to it."""
+    from corpus import CORPUS
+
+    from tdsl.auto import sketches
+
+    case = next(c for c in CORPUS if c.name == "layernorm")
+    tiny_l2 = Hardware("cpu", isa="avx2", lanes=8, cores=2, l2=256)   # B counts as larger than the caches
+    sch = sketches(case.func, tiny_l2, defaults=True, limit=1)[0]
+    text = str(sch.trace)
+    assert 'sch.get_block("norm_o")' in text and 'key="tdsl.nontemporal"' in text
+    assert "row_prefetch_norm" in text
+    same_meaning(sch, case.func)
+
+
 def test_gpu_matmul_tiling_respects_the_thread_and_shared_memory_limits():
     sch = tdsl.Schedule(gemm(64, 64, 32))
     assert GPUMatmulTiling(Hardware("cuda", lanes=1, max_threads=16))(sch, "C") == [sch]
