@@ -35,6 +35,7 @@ from ..ir.expr import (
     Var,
     const,
 )
+from ..ir.opaque_calls import WMMA_BUILTINS
 from ..ir.stmt import (
     THREAD_TAGS,
     TRUE,
@@ -53,7 +54,6 @@ from ..ir.stmt import (
     annotation_value,
     flat_seq,
 )
-from ..ir.opaque_calls import WMMA_BUILTINS
 from .builtins import ABSENT, absent_message, resolve
 
 _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized", "unroll": "unrolled",

@@ -64,7 +64,7 @@ def test_split_by_an_int64_constant_factor():
 @T.prim_func(s_tir=True)
 def zero_dim(A: T.Buffer((), "int32"), C: T.Buffer((), "int32")) -> None:
     with T.sblock("C"):
-        vi = T.axis.spatial(1, 0)
+        vi = T.axis.spatial(1, 0)  # noqa: F841 - a block iterator
         C[()] = A[()] + 5
 
 
@@ -98,7 +98,7 @@ def test_get_returns_the_statement_of_a_handle():
 @T.prim_func(s_tir=True)
 def blockized(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")) -> None:
     with T.sblock("blockized_B"):
-        vio = T.axis.spatial(1, 0)
+        vio = T.axis.spatial(1, 0)  # noqa: F841 - a block iterator
         for i, j in T.grid(8, 8):
             with T.sblock("B"):
                 vi, vj = T.axis.remap("SS", [i, j])
