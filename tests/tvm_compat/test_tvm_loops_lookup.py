@@ -123,3 +123,36 @@ def test_with_attr_sets_a_function_attribute():
     assert dict(f.attrs)["global_symbol"] == "scale" and not scale3.attrs
     assert dict(f.with_attr("global_symbol", "s2").attrs) == {"global_symbol": "s2"}
     assert tdsl.structural_diff(f.with_body(scale3.body), f) is None
+
+
+@T.prim_func(s_tir=True)
+def two_blocks(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")) -> None:
+    for m in range(3):
+        for i, j in T.grid(3, 1):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * 2.0 + B[vi, vj]
+        for i, j in T.grid(8, 4):
+            with T.sblock("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj + 4] = A[vi, vj + 4] * 3.0 + B[vi, vj + 4]
+
+
+def test_blockize_a_list_of_sibling_blocks():
+    # test_blockize_blocks: one block without iterators around both loop nests
+    sch = tdsl.Schedule(two_blocks)
+    outer = sch.blockize([sch.get_block("B"), sch.get_block("C")])
+    assert outer.name == "outer_B_C_"
+    assert [lp.name for lp in sch.get_loops(outer)] == ["m"]
+    assert [b.name for b in sch.get_child_blocks(outer)] == ["B", "C"]
+    text = sch.func.script()
+    assert "T.reads(A[0:8, 0:8], B[0:8, 0:8])" in text and "T.writes(B[0:8, 0:8])" in text, text
+    check(sch, two_blocks)
+    assert tdsl.structural_diff(sch.trace.apply(two_blocks).func, sch.func) is None
+    again = Trace.from_json(json.dumps(sch.trace.as_json())).apply(two_blocks)
+    assert tdsl.structural_diff(again.func, sch.func) is None
+    # blocks that are not siblings of one scope, or a repeated block, are refused
+    sch = tdsl.Schedule(two_blocks)
+    b = sch.get_block("B")
+    expect_error(sch, lambda: sch.blockize([b, b]), "distinct")
+    expect_error(sch, lambda: sch.blockize([b]), "not siblings")
