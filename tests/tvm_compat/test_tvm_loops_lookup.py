@@ -3,6 +3,7 @@ test_tir_schedule_utilities.py, test_tir_schedule_error.py), written in tdsl's w
 accepted step is checked against the interpreter (sched_check.check)."""
 import json
 
+import pytest
 from dataflow_helpers import run_docstring_example
 from sched_check import check, expect_error
 
@@ -156,3 +157,17 @@ def test_blockize_a_list_of_sibling_blocks():
     b = sch.get_block("B")
     expect_error(sch, lambda: sch.blockize([b, b]), "distinct")
     expect_error(sch, lambda: sch.blockize([b]), "not siblings")
+
+
+def test_scan_iterators_are_refused_by_name():
+    # test_reorder_fail_with_wrong_block_var_type writes vk = T.axis.scan(128, k)
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32")):
+    for k in range(8):
+        with T.block("B"):
+            vk = T.axis.scan(8, k)
+            A[vk] = A[vk] + 1.0
+'''
+    with pytest.raises(tdsl.ScriptError, match=r"T.axis.scan \(TVM's scan iterator\) is not part of tdsl"):
+        tdsl.parse(text)
