@@ -171,3 +171,25 @@ def f(A: T.Buffer((8,), "float32")):
 '''
     with pytest.raises(tdsl.ScriptError, match=r"T.axis.scan \(TVM's scan iterator\) is not part of tdsl"):
         tdsl.parse(text)
+
+
+@T.prim_func
+def int64_add(A: T.Buffer((T.int64(12),), "float32"), B: T.Buffer((T.int64(12),), "float32")):
+    for i in range(T.int64(12)):
+        with T.block("B"):
+            vi = T.axis.spatial(T.int64(12), i)
+            B[vi] = A[vi] + T.float32(1)
+
+
+@pytest.mark.parametrize("factors", [("int64", 1, "int32", 512), ("int32", 1, "int32", 3, "int32", 4)])
+def test_split_of_an_int64_extent_by_int32_and_mixed_factors(factors):
+    # test_split_int64_extent_with_mixed_factors / _with_int32_factors
+    from tdsl.dtypes import DataType
+    from tdsl.ir import IntImm
+
+    values = [IntImm(v, DataType.parse(d)) for d, v in zip(factors[::2], factors[1::2])]
+    sch = tdsl.Schedule(int64_add)
+    (i,) = sch.get_loops("B")
+    loops = sch.split(i, factors=values)
+    assert all(str(sch.get(lp).loop_var.dtype) == "int64" for lp in loops)
+    check(sch, int64_add)
