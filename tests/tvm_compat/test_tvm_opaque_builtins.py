@@ -130,3 +130,25 @@ def test_tvm_style_intrinsic_with_a_root_block_registers():
     sch.decompose_reduction("update", sch.get_loops("update")[1])
     sch.tensorize(ki, "test_tvm_style_dot4")
     check(sch, rowdot)  # the tensorized block computes through its description
+
+    # test_tensorize_intrinsic_with_annotation: the implementation's root T.block_attr goes to the block
+    @T.prim_func(s_tir=True)
+    def dot_impl_annotated(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (4,), offset_factor=1)
+        B = T.match_buffer(b, (4,), offset_factor=1)
+        C = T.match_buffer(c, (), offset_factor=1)
+        with T.sblock("root"):
+            T.reads(C[()], A[0:4], B[0:4])
+            T.writes(C[()])
+            T.sblock_attr({"test_annotation": True})
+            T.evaluate(T.call_extern("vec4add", C.data, A.data, B.data, dtype="int32"))
+
+    assert tdsl.structural_diff(tdsl.parse(dot_impl_annotated.script()), dot_impl_annotated) is None
+    tdsl.TensorIntrin.register("test_tvm_style_dot4_annotated", dot_desc, dot_impl_annotated, override=True)
+    sch = tdsl.Schedule(rowdot)
+    _, k = sch.get_loops("update")
+    _, ki = sch.split(k, factors=[None, 4])
+    sch.tensorize(ki, "test_tvm_style_dot4_annotated")
+    notes = dict(sch.get(sch.get_block("update_o")).annotations)
+    assert notes["test_annotation"] is True and notes["tdsl.tensor_intrin"] == "test_tvm_style_dot4_annotated"
+    check(sch, rowdot)

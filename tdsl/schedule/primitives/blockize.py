@@ -390,7 +390,11 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
                                   "renaming and a base offset per buffer dimension)",
                              fix=m.fix, loops=tuple(v for v in loops if _has_loop(original, v)),
                              blocks=shown_blocks) from None
-    pairs = tuple((k, v) for k, v in block.annotations if k != TENSOR_INTRIN) + ((TENSOR_INTRIN, intrin_name),)
+    # the implementation's root-block annotations (TVM's T.block_attr in the intrinsic) go to the block
+    impl_root = intrin.impl.root_block
+    extra = tuple(impl_root.annotations) if impl_root is not None else ()
+    keys = {k for k, _ in extra} | {TENSOR_INTRIN}
+    pairs = tuple((k, v) for k, v in block.annotations if k not in keys) + extra + ((TENSOR_INTRIN, intrin_name),)
     new_block = dataclasses.replace(block, annotations=pairs)
     return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block)), None
 
