@@ -85,6 +85,20 @@ def test_backends_refuse_wmma_builtins_by_name(build):
     assert "cuda.wmma" in str(info.value)
 
 
+def test_cuda_source_refuses_wmma_builtins_by_name():
+    from tdsl.backends.cuda import cuda_source
+
+    @T.prim_func
+    def fill(B: T.Buffer((16, 16), "float32")):
+        for t in T.thread_binding(32, thread="threadIdx.x"):
+            with T.block("B"):
+                vt = T.axis.spatial(32, t)  # noqa: F841 - a block iterator
+                T.evaluate(T.tvm_fill_fragment(B.data, 16, 16, 16, 0, T.float32(0), dtype="handle"))
+
+    with pytest.raises(tdsl.TargetError, match="CUDA backend cannot compile it: T.tvm_fill_fragment"):
+        cuda_source(fill)
+
+
 def test_tvm_style_intrinsic_with_a_root_block_registers():
     # test_tir_schedule_tensorize.py's dot_product intrinsic: a root block with T.reads/T.writes;
     # the call_extern spelling with dtype= (TVM's other argument order)
