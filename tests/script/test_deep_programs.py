@@ -60,3 +60,15 @@ def test_binary_dtype_survives_pickling_and_copies():
     for e in ((x + 1) < 3, x * 2):
         for twin in (pickle.loads(pickle.dumps(e)), copy.deepcopy(e), copy.copy(e)):
             assert twin.dtype == e.dtype
+
+
+def test_long_body_with_lets_between_stores_parses_in_order():
+    # each let scopes the statements after it: they are read from the same list, in order
+    lines = []
+    for k in range(150):
+        lines += [f"        x{k} = A[0] + T.float32({k})", f"        B[{k}] = x{k}", f"        B[{k}] = B[{k}] * 2.0"]
+    func = tdsl.parse('@T.prim_func\ndef h(A: T.Buffer((1,), "float32"), B: T.Buffer((150,), "float32")):\n'
+                      '    with T.block("B"):\n' + "\n".join(lines) + "\n")
+    got = np.zeros(150, "float32")
+    tdsl.interpret(func, np.ones(1, "float32"), got)
+    assert np.array_equal(got, 2 * (1 + np.arange(150, dtype="float32")))
