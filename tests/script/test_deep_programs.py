@@ -44,7 +44,7 @@ def test_3000_term_sum_parses_prints_and_round_trips():
     # Binary.dtype computed once at construction: this took ~37 s (quadratic), now ~3 s
     func = tdsl.parse(_sum(3000))
     text = func.script()
-    assert tdsl.parse(text).script() == text   # (structural_equal itself recurses: not for this depth)
+    assert tdsl.parse(text).script() == text and tdsl.structural_equal(tdsl.parse(text), func)
     assert tdsl.lower(func).name == "f"
     # found by the deep fuzz: the interpreter's generator and argument checks recursed too
     assert tdsl.interpret(func, np.ones(4, "float32"))[0] == 3000
