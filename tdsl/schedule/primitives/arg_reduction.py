@@ -17,11 +17,15 @@ need nothing special (the body is ordinary code); rfactor needs the combiner. It
 results start from the init (the combiner is idempotent on it) and the write-back folds them in
 the order of the factored loop, so the result, ties included, is the original's only when the
 factored loop is the outermost reduction loop of the block: tdsl refuses the others (on a tie
-they would return another index; TVM accepts them).
+they would return another index; TVM accepts them). With `>` / `<` (a tie takes the new index),
+a partial result that no candidate beat is still the init, and folding it in would replace an
+earlier tie with the init: tdsl refuses that rfactor unless no value lies beyond the init (the
+dtype's lowest value for argmax: an integer's minimum or -inf; the highest for argmin).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from ...ir import (
@@ -31,6 +35,8 @@ from ...ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    FloatImm,
+    IntImm,
     IterVar,
     LetStmt,
     PrimExpr,
@@ -45,7 +51,8 @@ from ...ir import (
     same_expr,
     substitute,
 )
-from ...ir.tree import fresh_name, replace_at, var_names
+from ...ir.tree import block_names, fresh_name, replace_at, var_names
+from ..analysis import expr_text
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, insert_beside, refresh_block, scope_of
 
@@ -216,7 +223,7 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
         raise schedule_error(func, "rfactor", f"{block_name(name)} is an argmax/argmin with a split's tail guard",
                              loops=(loop.loop_var,), blocks=(name,),
                              rule="rfactor of an argmax/argmin needs reduction loops that divide evenly")
-    taken_names = buffer_names(func) | set(_names(func))
+    taken_names = buffer_names(func) | set(block_names(func))
     bufs = (red.index_buffer, red.value_buffer)
     rf_i, rf_v = (Buffer(fresh_name(f"{b.name}_rf", taken_names),
                          tuple(b.shape[:axis]) + (loop.extent,) + tuple(b.shape[axis:]), b.dtype) for b in bufs)
@@ -227,6 +234,8 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
     rf_idx = red.indices[:axis] + (_slot(v_rf, loop),) + red.indices[axis:]
     cand = (substitute(red.rhs_index, remap), substitute(red.rhs_value, remap))
     if any(iv.kind == "R" for iv in new_ivs):
+        if red.op in ("gt", "lt"):  # the partial results start from the init
+            _refuse_strict_init(func, red, name, loop)
         rf_init: Stmt | None = red.init_stmt(rf_bufs, rf_idx, {})  # type: ignore[arg-type]
         rf_body = red.update_stmt(rf_bufs, rf_idx, cand, (f"{red.names[0]}_rf", f"{red.names[1]}_rf"),
                                   taken)  # type: ignore[arg-type]
@@ -256,7 +265,28 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
     return func3, rf_name
 
 
-def _names(func: PrimFunc) -> list[str]:
-    from ...ir.tree import all_realizes
+def _refuse_strict_init(func: PrimFunc, red: ArgReducer, name: str, loop) -> None:
+    """A strict comparison folds partial results exactly only when no value lies beyond the init."""
+    import numpy as np
 
-    return [r.block.name for r in all_realizes(func.body)]
+    dt, init, lowest = red.value_buffer.dtype, red.init_value, red.op == "gt"
+    if isinstance(init, FloatImm):
+        exact = init.value == (-math.inf if lowest else math.inf)
+    elif isinstance(init, IntImm) and dt.is_integer:
+        info = np.iinfo(dt.numpy)
+        exact = init.value == (info.min if lowest else info.max)
+    else:
+        exact = False
+    if not exact:
+        which, limit = ("argmax", "lowest") if lowest else ("argmin", "highest")
+        extreme = "-inf" if lowest else "inf"
+        raise schedule_error(func, "rfactor", f"{block_name(name)} is an {which} with "
+                             f"{'>' if lowest else '<'}: ties take the new index, so a partial result still "
+                             f"at the init ({red.value_buffer.name} = {expr_text(init)}) would replace an "
+                             "earlier tie with the init's index", loops=(loop.loop_var,), blocks=(name,),
+                             rule=f"rfactor of an {which} with a strict comparison needs the init to be the "
+                                  f"dtype's {limit} value (no value beyond it)",
+                             fix=f"compare with {'>= instead of >' if lowest else '<= instead of <'} (a tie keeps "
+                                 f"the first index), or init {red.value_buffer.name} with "
+                                 f"{'T.min_value' if lowest else 'T.max_value'} of an integer dtype or "
+                                 f'T.float32("{extreme}")')
