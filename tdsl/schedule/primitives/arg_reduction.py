@@ -137,9 +137,9 @@ def recognize_arg(func: PrimFunc, block: Block, primitive: str = "rfactor") -> A
     if any(free_vars(i) & reduce_vars for i in idx) or \
             (free_vars(init_of[id(ib)]) | free_vars(init_of[id(vb)])) & reduce_vars:
         raise refuse("has an init or a stored element that depends on a reduction iterator")
-    names = tuple(next(v.name for v, e in lets if e is value_of[id(b)]) for b in (ib, vb))
+    index_name, value_name = (next(v.name for v, e in lets if e is value_of[id(b)]) for b in (ib, vb))
     return ArgReducer(ib, vb, tuple(idx), op, init_of[id(ib)], init_of[id(vb)], rhs_i, rhs_v,
-                      names)  # type: ignore[arg-type]
+                      (index_name, value_name))
 
 
 def _parts(block: Block, refuse) -> tuple[list[BufferStore], list[tuple[Var, PrimExpr]], list[BufferStore]]:
@@ -236,9 +236,9 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
     if any(iv.kind == "R" for iv in new_ivs):
         if red.op in ("gt", "lt"):  # the partial results start from the init
             _refuse_strict_init(func, red, name, loop)
-        rf_init: Stmt | None = red.init_stmt(rf_bufs, rf_idx, {})  # type: ignore[arg-type]
+        rf_init: Stmt | None = red.init_stmt(rf_bufs, rf_idx, {})
         rf_body = red.update_stmt(rf_bufs, rf_idx, cand, (f"{red.names[0]}_rf", f"{red.names[1]}_rf"),
-                                  taken)  # type: ignore[arg-type]
+                                  taken)
     else:  # one candidate per partial result: combine(init, combine(init, x)) == combine(init, x)
         rf_init = None
         rf_body = SeqStmt(tuple(BufferStore(b, c, rf_idx) for b, c in zip(rf_bufs, cand)))
@@ -251,8 +251,8 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
     wb_cand = (BufferLoad(rf_bufs[0], wb_rf_idx), BufferLoad(rf_bufs[1], wb_rf_idx))
     wb_block = Block(name, (IterVar(v_wb, Range(loop.min, loop.extent), "R"),) +
                      tuple(IterVar(smap[iv.var], iv.dom, "S") for iv, _ in spatial), (), (),
-                     red.update_stmt(bufs, wb_idx, wb_cand, red.names, taken),  # type: ignore[arg-type]
-                     init=red.init_stmt(bufs, wb_idx, smap))  # type: ignore[arg-type]
+                     red.update_stmt(bufs, wb_idx, wb_cand, red.names, taken),
+                     init=red.init_stmt(bufs, wb_idx, smap))
     wb_realize = BlockRealize((lmap[loop.loop_var],) + tuple(substitute(v, lmap) for _, v in spatial),
                               substitute(plan.wb_predicate, lmap), refresh_block(wb_block))
     func2 = replace_at(func, plan.bpath, realize, rf_realize)
