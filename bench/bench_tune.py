@@ -156,22 +156,21 @@ def run_gemm(args) -> dict:
 
 
 def child_times(func, results, turns: int = 4) -> list[float]:
-    """Each result's best kernel timed by the tuner's measuring process, taking turns: the
-    minimum over `turns` measurements of 0.1 s each."""
+    """Each result's best kernel timed again in one fresh measuring process, the kernels taking
+    `turns` turns of 0.1 s each (the tuner's re-timing request, tdsl.tuner.timing.interleaved):
+    each one's best sample."""
     from tdsl.tuner.runner import Runner
 
     runner = Runner()
-    scripts = [r.best.schedule.func.script() for r in results]
-    best = [float("inf")] * len(results)
     try:
-        for _ in range(turns):
-            for k, script in enumerate(scripts):
-                answer = runner.measure({"func": func.script(), "func_hash": tdsl.structural_hash(func),
-                                         "candidate": script, "measure_s": 0.1})
-                best[k] = min(best[k], answer.get("time") or float("inf"))
+        answer = runner.measure({"func": func.script(), "func_hash": tdsl.structural_hash(func),
+                                 "candidates": [r.best.schedule.func.script() for r in results], "rounds": turns,
+                                 "block_s": 0.1, "min_sample_s": SAMPLE_S}, timeout=600)
     finally:
         runner.close()
-    return best
+    if "times" not in answer:
+        raise RuntimeError(f"re-timing failed: {answer}")
+    return [t if t is not None else float("inf") for t in answer["times"]]
 
 
 def run_compare(args) -> list[dict]:
