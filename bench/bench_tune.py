@@ -214,7 +214,8 @@ def run_model_vs_random(args) -> list[dict]:
                 result = tdsl.tune(func, trials=args.trials, space=_space(args.space, hand), seed=seed, verbose=0,
                                    batch=args.batch, cost_model=args.model if mode == "model" else "random")
                 results[mode].append(result)
-                print(f"  {name} seed {seed} {mode:6s}: best while tuning {result.best.time * 1e3:.3f} ms, "
+                print(f"  {name} seed {seed} {mode:6s}: best trial {result.best.record.time * 1e3:.3f} ms, re-timed "
+                      f"at the end {result.best.time * 1e3:.3f} ms, "
                       f"{len(result.tasks[0].failures)} failed, {result.stats['seconds']:.0f} s; {load()}", flush=True)
         timed = child_times(func, results["model"] + results["random"], turns=8)
         t_model, t_random = timed[: args.seeds], timed[args.seeds:]
