@@ -18,6 +18,7 @@ turns (tdsl.tuner.timing.interleaved): the tuner's re-timing of its best few.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -126,14 +127,16 @@ def retime(req: dict, refs: _References) -> dict:
     round) and `errors`."""
     from .timing import interleaved
 
-    fns, where, errors = [], [], {}
+    fns: list = []
+    where: list[int] = []
+    errors: dict[str, str] = {}
     for k, script in enumerate(req["candidates"]):
         checked = _checked(req, script, refs)
         if isinstance(checked, dict):
             errors[str(k)] = checked["error"]
             continue
         kernel, args = checked
-        fns.append(lambda kernel=kernel, args=args: kernel(*args))
+        fns.append(functools.partial(kernel, *args))
         where.append(k)
     per_round: list = []
     best = interleaved(fns, repeat=max(1, int(req.get("rounds", 3))), min_time=float(req.get("min_sample_s", 0.002)),

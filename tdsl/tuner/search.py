@@ -430,7 +430,8 @@ class Engine:
         if self.db is not None and wl is not None:
             if machine and machine != wl.machine:
                 wl = self.db.workload(task.func, task.target, machine=machine)
-            self.db.add_retimes(wl, found)
+            if wl is not None:
+                self.db.add_retimes(wl, found)
         if machine is None or task.workload is None or machine == task.workload.machine:
             task.retimed = {c: t for c, (t, _) in found.items()}
 
