@@ -43,8 +43,8 @@ BAD_BODIES = [
     ("remap kind", 'for i in range(8):\n    with T.block("b"):\n        vi = T.axis.remap("X", [i])', 3,
      "unknown iterator kind"),
     ("remap non loop", 'with T.block("b"):\n    vi = T.axis.remap("S", [n])', 2, "binds iterators to loop variables"),
-    ("axis unknown", 'for i in range(8):\n    with T.block("b"):\n        vi = T.axis.opaque(8, i)', 3,
-     "unknown T.axis.opaque"),
+    ("axis unknown", 'for i in range(8):\n    with T.block("b"):\n        vi = T.axis.sideways(8, i)', 3,
+     "unknown T.axis.sideways"),
     ("axis arity", 'for i in range(8):\n    with T.block("b"):\n        vi = T.axis.spatial(8)', 3, "takes (domain, value)"),
     ("two inits", 'for i in range(8):\n    with T.block("b"):\n        vi = T.axis.reduce(8, i)\n'
      '        with T.init():\n            B[0] = 0.0\n        with T.init():\n            B[0] = 0.0\n'
