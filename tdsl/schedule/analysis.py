@@ -33,6 +33,9 @@ from ..ir import (
     same_expr,
     substitute,
 )
+from ..ir import Cast as _Cast
+from ..ir import IfThenElse as _IfThenElse
+from ..ir import IntImm as _IntImm
 from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges, walk
 from ..script.printer import message_text as expr_text
 from .errors import block_name, loop_name, schedule_error
@@ -313,3 +316,36 @@ def _region_exprs(region):
 def refresh_regions(stmt: Stmt, changed: set[Var]) -> Stmt:
     """Re-infer the reads/writes of blocks whose regions mention the rewritten loop variables."""
     return _RegionRefresher(changed).visit(stmt)
+
+
+def index_as(e: PrimExpr, dtype) -> PrimExpr:
+    """An integer index expression in `dtype` (constants converted, others cast): loops and
+    buffer shapes may mix int32 and int64 (`T.grid(T.int64(8))` over a `(128,)` buffer)."""
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, _IntImm):
+        return _IntImm(e.value, dtype)
+    return simplify(_Cast(dtype, e))
+
+
+def same_width(a: PrimExpr, b: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+    """Two integer index expressions in one dtype, the wider of the two (for comparing an int32
+    iterator's bounds with an int64 buffer's)."""
+    if a.dtype == b.dtype or not (a.dtype.is_integer and b.dtype.is_integer):
+        return a, b
+    wide = a.dtype if a.dtype.bits >= b.dtype.bits else b.dtype
+    return index_as(a, wide), index_as(b, wide)
+
+
+def refuse_conditions(func, primitive: str, name: str, path: Path) -> None:
+    """Refuse a step that copies or regenerates a block's instances from its loops when an `if`
+    stands between the block and those loops (the copy would run where the block does not)."""
+    for node in reversed(path):
+        if isinstance(node, Block):
+            return
+        if isinstance(node, _IfThenElse):
+            raise schedule_error(func, primitive, f"{block_name(name)} runs under `if {expr_text(node.condition)}`, "
+                                 f"which {primitive} would not carry over", blocks=(name,),
+                                 rule=f"{primitive} copies or regenerates the block's instances from its loops, so "
+                                      "no `if` may stand between the block and its loops",
+                                 fix="write the condition as the block's T.where predicate")

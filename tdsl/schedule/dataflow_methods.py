@@ -463,8 +463,9 @@ class DataflowMethods:
 
     # layout -------------------------------------------------------------------------------
     def transform_layout(self, block: BlockRV, buffer: int | str, index_map: Callable, pad_value=None) -> None:
-        """Store a buffer the function allocates in a new layout: element `(i, j, ...)` moves to
-        `index_map(i, j, ...)`, a Python lambda such as ``lambda i, j: (i // 16, j, i % 16)``. The
+        """Store a buffer in a new layout: element `(i, j, ...)` moves to `index_map(i, j, ...)`,
+        a Python lambda such as ``lambda i, j: (i // 16, j, i % 16)``; a parameter's new layout
+        becomes the function's signature (the caller passes that array re-laid out). The
         new shape is the bounding box of the map; the map must be one-to-one. Elements of the
         new shape that no element maps to (padding) are never read, unless `pad_value` (a
         constant of the buffer's dtype, or a function of the new indices) is given: a block

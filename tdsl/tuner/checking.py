@@ -54,6 +54,26 @@ def random_inputs(func: PrimFunc, seed: int) -> list[np.ndarray]:
     return arrays
 
 
+def _shape(buf: Buffer) -> tuple:
+    return tuple(s.value if isinstance(s, IntImm) else getattr(s, "name", repr(s)) for s in buf.shape)
+
+
+def signature_change(func: PrimFunc, candidate: PrimFunc) -> str | None:
+    """What differs between the parameters of the unscheduled function and of a candidate (a
+    `transform_layout` of a parameter changes its shape: the candidate then takes other arrays and
+    cannot be checked against, or stand in for, the unscheduled function); None when they agree."""
+    if len(func.params) != len(candidate.params):
+        return f"the schedule changed the signature of {func.name} ({len(func.params)} parameters, now " \
+               f"{len(candidate.params)})"
+    for p, q in zip(func.params, candidate.params):
+        if isinstance(p, Buffer) and isinstance(q, Buffer) and (_shape(p) != _shape(q) or p.dtype != q.dtype):
+            return (f"the schedule changed the layout of parameter {p.name!r} from "
+                    f"{_shape(p)} to {_shape(q)} (transform_layout "
+                    "of a parameter); tuning compares with the unscheduled function, so re-lay out a copy "
+                    f"instead: sch.cache_read(block, {p.name!r}, 'global'), then transform the copy")
+    return None
+
+
 def compare(func: PrimFunc, got: list[np.ndarray], want: list[np.ndarray]) -> str | None:
     """None when every written buffer matches; otherwise what differs, for the record's error."""
     for i in written_params(func):

@@ -73,11 +73,14 @@ def _checked(req: dict, script: str, refs: _References):
     """(kernel, its arguments) of the candidate `script`, built and checked against the
     unscheduled function on random inputs; or an answer with the error."""
     from ..backends import build
-    from .checking import compare
+    from .checking import compare, signature_change
     from .space import with_rule_intrinsics
 
     func = _parse(req["func"])
     candidate = _parse(script)
+    changed = signature_change(func, candidate)
+    if changed is not None:
+        return {"error": changed}
     try:
         kernel = with_rule_intrinsics(lambda: build(candidate, target="cpu"), func)
     except Exception as exc:  # noqa: BLE001 - every failure is the candidate's record

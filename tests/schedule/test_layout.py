@@ -73,7 +73,8 @@ def test_transform_layout_refusals():
     f = parse(CHAIN)
     sch = tdsl.Schedule(f)
     b = sch.get_block("B")
-    expect_error(sch, lambda: sch.transform_layout(b, "A", lambda i, j: (j, i)), "A", "parameter", "cache_read")
+    expect_error(sch, lambda: sch.transform_layout(b, "A", lambda i, j: (i, j // 3, j % 3), pad_value=0.0),
+                 "A", "input parameter", "cache_read")
     expect_error(sch, lambda: sch.transform_layout(b, "B", lambda i, j: (i // 2, j)), "B", "same place")
     expect_error(sch, lambda: sch.transform_layout(b, "B", lambda i, j: (i - 1, j)), "i - 1", "negative")
     expect_error(sch, lambda: sch.transform_layout(b, "B", lambda i: (i,)), "B", "2 dimensions")

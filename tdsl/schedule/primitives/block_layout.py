@@ -18,7 +18,7 @@ import itertools
 import math
 from collections.abc import Callable
 
-from ...arith import simplify
+from ...arith import prove, simplify
 from ...ir import (
     TRUE,
     BlockRealize,
@@ -198,6 +198,19 @@ def transform_block_layout(func: PrimFunc, block: str, index_map: Callable) -> t
         if not (isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0):
             raise schedule_error(func, "transform_block_layout", f"iterator {iv.var.name} of {block_name(block)} "
                                  "does not start at 0", blocks=(block,), rule=rule)
+    for f, iv in zip(loops, b.iter_vars):
+        if not prove(f.extent.eq(iv.dom.extent)):  # the new nest runs the whole domain
+            raise schedule_error(func, "transform_block_layout", f"loop {f.loop_var.name} runs "
+                                 f"{expr_text(f.extent)} iterations but iterator {iv.var.name} of "
+                                 f"{block_name(block)} has the domain [0, {expr_text(iv.dom.extent)})",
+                                 blocks=(block,), loops=(f.loop_var,), rule=rule + ", over its whole domain")
+        if f.kind != "serial" or f.annotations:
+            raise schedule_error(func, "transform_block_layout", f"loop {f.loop_var.name} around "
+                                 f"{block_name(block)} is {f.thread_tag or f.kind}"
+                                 + (" with annotations" if f.kind == "serial" else "")
+                                 + ", which the new serial loops would drop", blocks=(block,), loops=(f.loop_var,),
+                                 rule=rule + ", and plain serial loops",
+                                 fix="apply it before parallel / vectorize / bind / annotate")
     params, outputs = call_index_map(func, "transform_block_layout", block, index_map,
                                      [iv.var.dtype for iv in b.iter_vars],
                                      f"{block_name(block)} has {len(b.iter_vars)} iterators",

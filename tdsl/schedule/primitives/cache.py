@@ -24,7 +24,6 @@ from ...ir import (
     BufferLoad,
     BufferRegion,
     BufferStore,
-    Cast,
     For,
     IntImm,
     IRMutator,
@@ -54,7 +53,7 @@ from ...ir.tree import (
     replace_at,
     var_names,
 )
-from ..analysis import simplify_realizes
+from ..analysis import index_as, refuse_conditions, simplify_realizes
 from ..errors import block_name, schedule_error
 from ..tree import (
     add_alloc,
@@ -134,15 +133,6 @@ def relaxed_region(region: BufferRegion, realize: BlockRealize, loops: list[For]
     return out
 
 
-def _index_as(e: PrimExpr, dtype) -> PrimExpr:
-    """An integer index expression in `dtype` (constants converted, others cast)."""
-    if e.dtype == dtype:
-        return e
-    if isinstance(e, IntImm):
-        return IntImm(e.value, dtype)
-    return simplify(Cast(dtype, e))
-
-
 def clip(bounds: list[tuple[PrimExpr, PrimExpr]], buffer: Buffer,
          ranges: dict[Var, Range]) -> list[tuple[PrimExpr, PrimExpr]]:
     """Per dimension bounds inside the buffer: the whole dimension where they cannot be shown to fit."""
@@ -150,7 +140,7 @@ def clip(bounds: list[tuple[PrimExpr, PrimExpr]], buffer: Buffer,
     for (lo, hi), dim in zip(bounds, buffer.shape):
         # indices may be narrower than the buffer's shape (int32 indices into an int64-shaped
         # buffer, as TVM allows): the copy runs in the shape's dtype
-        lo, hi = _index_as(lo, dim.dtype), _index_as(hi, dim.dtype)
+        lo, hi = index_as(lo, dim.dtype), index_as(hi, dim.dtype)
         if prove(lo >= 0, ranges) and prove(hi < dim, ranges):
             out.append((lo, hi))
         else:
@@ -195,7 +185,8 @@ def own_nest(realize: BlockRealize, path: Path) -> tuple[list[For], Stmt, Path]:
     """The block's own loops (the innermost loops of its scope that hold nothing else), the
     outermost statement of that nest (a loop, or the realize itself) and the path to it."""
     loops = loops_in_scope(path)
-    own = [f for f in loops if [r.block for r in all_realizes(f)] == [realize.block]]
+    mine = [r.block for r in all_realizes(realize)]  # the block and the blocks nested in it
+    own = [f for f in loops if [r.block for r in all_realizes(f)] == mine]
     if not own:
         return [], realize, path
     idx = next(i for i, p in enumerate(path) if p is own[0])
@@ -315,14 +306,12 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str,
     b = realize.block
     buf = resolve_buffer(func, b, buffer, "cache_write", "write")
     scope = check_scope(func, "cache_write", scope)
+    refuse_conditions(func, "cache_write", block, path)
     readers = [] if consumer_blocks is None else \
         [c for c in _consumers(func, "cache_write", buf, consumer_blocks, block) if c != block]
     if readers:
         _check_write_consumers(func, realize, buf, readers)
-    if child_realizes(realize):
-        raise schedule_error(func, "cache_write", f"{block_name(block)} holds other blocks", blocks=(block,),
-                             rule="cache_write applies to a block without nested blocks")
-    if any(r.buffer is buf for r in b.reads) and b.init is None:
+    if any(r.buffer is buf for r in b.reads) and b.init is None and not _reads_only_its_own_writes(func, realize, buf):
         raise schedule_error(func, "cache_write", f"{block_name(block)} reads {buf.name} before writing it and "
                              "has no T.init, so a fresh cache would start from garbage", blocks=(block,),
                              rule="cache_write needs a block whose result does not depend on the old contents "
@@ -488,17 +477,28 @@ def _copy_many(func: PrimFunc, buf: Buffer, cache: Buffer, names: list[str], tak
     return out
 
 
+def _reads_only_its_own_writes(func: PrimFunc, realize: BlockRealize, buf: Buffer) -> bool:
+    """A block with nested blocks (TVM's `scope`: one inner block writes A, the next reads it) whose
+    buffer is allocated and written by no other block: every element it reads is one it wrote
+    before (now in the cache), or one nothing wrote, garbage in the original as well."""
+    if not child_realizes(realize) or alloc_site(func, buf) is None:
+        return False
+    mine = {id(r) for r in all_realizes(realize)}
+    return not any(w.buffer is buf for r in all_realizes(func.body) if id(r) not in mine for w in r.block.writes)
+
+
 def _hoist(realize: BlockRealize, own: list[For], top: Stmt, tpath: Path,
            conflicts) -> tuple[list[For], Stmt, Path]:
     """Move a copy point from the block's own nest out through the enclosing loops of its scope,
     as far as no other block under a loop `conflicts` (touches the buffer in a way the copy would
     reorder); the copy then covers those loops too, once."""
+    mine = {id(r) for r in all_realizes(realize)}
     while True:
         idx = max((i for i, p in enumerate(tpath) if isinstance(p, (For, Block))), default=-1)
         if idx < 0 or not isinstance(tpath[idx], For):
             return own, top, tpath
         loop = tpath[idx]
-        if any(conflicts(r.block) for r in all_realizes(loop) if r is not realize):
+        if any(conflicts(r.block) for r in all_realizes(loop) if id(r) not in mine):
             return own, top, tpath
         own, top, tpath = [loop, *own], loop, tpath[:idx]
 
@@ -509,6 +509,15 @@ def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: B
     each index a distinct spatial iterator or a constant, and (for constant nests) no more box
     elements than iterations."""
     b = realize.block
+    if child_realizes(realize):  # the stores are the nested blocks': run the loops to see them
+        bounds = accessed_region(realize, path, buf, "write", own, ranges)
+        if not _box_all_written(realize, own, buf, bounds, ranges):
+            raise schedule_error(func, "cache_write", f"{block_name(b.name)} holds other blocks, and tdsl cannot "
+                                 f"show that they write every element of the part of {buf.name} it touches "
+                                 "(a T.where skips some, or the loops are not constant and small)",
+                                 blocks=(b.name,), rule="the copy back writes a whole box, so the block must fill it",
+                                 fix="cache_write the inner block that stores the buffer")
+        return
     spatial = {iv.var for iv in b.iter_vars if iv.kind == "S"}
     stores = [s for s in collect(b.body, BufferStore) if s.buffer is buf]
     ok = bool(stores)

@@ -45,6 +45,7 @@ from ...ir import (
     SeqStmt,
     Stmt,
     Var,
+    as_expr,
     collect,
     const,
     free_vars,
@@ -66,7 +67,15 @@ from ...ir.tree import (
     replace_at,
     var_names,
 )
-from ..analysis import check_affine_bindings, expr_text, simplify_realizes, thread_relaxed_loops
+from ..analysis import (
+    check_affine_bindings,
+    expr_text,
+    index_as,
+    refuse_conditions,
+    same_width,
+    simplify_realizes,
+    thread_relaxed_loops,
+)
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import (
     alloc_site,
@@ -154,6 +163,7 @@ def _check_movable(func: PrimFunc, primitive: str, realize: BlockRealize, path: 
     if child_realizes(realize):
         raise schedule_error(func, primitive, f"{block_name(b.name)} holds other blocks", blocks=(b.name,),
                              rule=f"{primitive} moves a block without nested blocks")
+    refuse_conditions(func, primitive, b.name, path)
     loops = loops_in_scope(path)
     if loops:
         check_affine_bindings(func, primitive, loops[0], loops[0].loop_var)
@@ -230,12 +240,14 @@ def _same_scope(func: PrimFunc, primitive: str, block: Block, bpath: Path, loop:
     bscope = next((p for p in reversed(bpath) if isinstance(p, Block)), None)
     lscope = next((p for p in reversed(lpath) if isinstance(p, Block)), None)
     if any(p is loop for p in bpath):
-        raise schedule_error(func, primitive, f"{block_name(block.name)} is already under {loop_name(loop.loop_var)}",
+        raise schedule_error(func, primitive, f"{loop_name(loop.loop_var)} is an ancestor of {block_name(block.name)}: "
+                             "the block is already under it",
                              loops=(loop.loop_var,), blocks=(block.name,),
                              rule=f"{primitive} moves a block under a loop of another loop nest")
     if bscope is not lscope:
-        raise schedule_error(func, primitive, f"{loop_name(loop.loop_var)} and {block_name(block.name)} are in "
-                             "different blocks", loops=(loop.loop_var,), blocks=(block.name,),
+        raise schedule_error(func, primitive, f"{loop_name(loop.loop_var)} and {block_name(block.name)} are not in "
+                             "the same block scope (they are in different blocks)", loops=(loop.loop_var,),
+                             blocks=(block.name,),
                              rule=f"{primitive} moves a block within its own scope (enclosing block)")
 
 
@@ -254,6 +266,7 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[Prim
         dt = iv.var.dtype
         dmin, dmax = iv.dom.min, simplify(iv.dom.min + iv.dom.extent - 1)
         lo, hi = boxes.get(iv.var, (dmin, dmax))
+        lo, hi = index_as(lo, dt), index_as(hi, dt)  # a box found through int64 indices of int32 iterators
         low_ok, high_ok = prove(lo >= dmin, ranges), prove(hi <= dmax, ranges)
         spans[iv.var] = (lo if low_ok else simplify(max_(lo, dmin), ranges),
                          hi if high_ok else simplify(min_(hi, dmax), ranges))
@@ -339,8 +352,11 @@ def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path
     if lo >= hi:
         where = "before" if moved_first else "after"
         other = "reverse_compute_at" if moved_first else "compute_at"
+        output = moved_first and not any(_reads(r.block) & _writes(block) for s in items[bidx + 1:]
+                                         for r in all_realizes(s))
+        note = " (it is an output block: no later block reads what it writes)" if output else ""
         raise schedule_error(func, primitive, f"{block_name(block.name)} does not come {where} the loop nest of "
-                             f"{loop_name(loop.loop_var)}", loops=(loop.loop_var,), blocks=(block.name,),
+                             f"{loop_name(loop.loop_var)}{note}", loops=(loop.loop_var,), blocks=(block.name,),
                              rule=f"{primitive} moves a {'producer into a later' if moved_first else 'consumer into an earlier'} "
                                   "loop nest",
                              fix=f"use sch.{other}")
@@ -361,7 +377,8 @@ def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path
                                  f"{block_name(block.name)} and {loop_name(loop.loop_var)}, so moving the block "
                                  "would change what one of them sees", loops=(loop.loop_var,),
                                  blocks=(block.name, o.name),
-                                 rule=f"{primitive} cannot move a block across another that shares its data",
+                                 rule=f"{primitive} cannot move a block across another that shares its data (a "
+                                      "block moves alone when it is the complete block of what it writes)",
                                  fix=f"first move {block_name(o.name)} with sch.{primitive} (working from the "
                                      f"{'last consumer back' if moved_first else 'first producer on'}), or pick a "
                                      f"loop of a direct {'consumer' if moved_first else 'producer'}")
@@ -559,13 +576,17 @@ def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: 
         raise fail
 
 
+def _le(a: PrimExpr, b, ranges) -> bool:
+    a, b = same_width(a, as_expr(b, a.dtype))
+    return prove(a <= b, ranges)
+
+
 def _covers_symbolic(outer: Box, inner: Box, ranges) -> bool:
-    return all(prove(o_lo <= i_lo, ranges) and prove(i_hi <= o_hi, ranges)
-               for (o_lo, o_hi), (i_lo, i_hi) in zip(outer, inner))
+    return all(_le(o_lo, i_lo, ranges) and _le(i_hi, o_hi, ranges) for (o_lo, o_hi), (i_lo, i_hi) in zip(outer, inner))
 
 
 def _inside_symbolic(box: Box, shape: tuple[int, ...], ranges) -> bool:
-    return all(prove(lo >= 0, ranges) and prove(hi <= n - 1, ranges) for (lo, hi), n in zip(box, shape))
+    return all(prove(lo >= 0, ranges) and _le(hi, n - 1, ranges) for (lo, hi), n in zip(box, shape))
 
 
 def _check_under_loop(func: PrimFunc, primitive: str, loop_var: Var, moved: str, moved_first: bool,
@@ -606,7 +627,7 @@ def _in_shape(box: Box, buf: Buffer) -> Box:
     """`box` clipped to the buffer: a read region past the buffer's edge (`T.reads(B[v:v + 2])`
     whose far element a `T.if_then_else` guards, a concat's other branch) names no element any
     block writes, and a program that ran such a read would be out of bounds anyway."""
-    return [(simplify(max_(lo, const(0, lo.dtype))), simplify(min_(hi, n - 1)))
+    return [(simplify(max_(lo, const(0, lo.dtype))), simplify(min_(hi, index_as(n, hi.dtype) - 1)))
             for (lo, hi), n in zip(box, buf.shape)]
 
 
@@ -676,19 +697,23 @@ def _check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
 @dataclasses.dataclass(frozen=True)
 class _Digit:
     """A store index `(var // step) % radix` (radix None: no modulo), one digit of `var` in a
-    mixed-radix layout such as transform_layout's ``lambda i: (i // 16, i % 16)``."""
+    mixed-radix layout such as transform_layout's ``lambda i: (i // 16, i % 16)``; `mirror` c
+    stands for the reversed index `c - var` (TVM's `Y[9 - vi, 9 - vj]`), which is its only digit."""
     var: Var
     step: int
     radix: int | None
+    mirror: int | None = None
 
 
 def _digit(index: PrimExpr) -> _Digit | None:
     if isinstance(index, Var):
         return _Digit(index, 1, None)
+    if isinstance(index, Binary) and index.op == "sub" and isinstance(index.a, IntImm) and isinstance(index.b, Var):
+        return _Digit(index.b, 1, None, mirror=index.a.value)
     if isinstance(index, Binary) and index.op in ("floordiv", "floormod") and isinstance(index.b, IntImm) \
             and index.b.value > 0:
         inner, c = _digit(index.a), index.b.value
-        if inner is None or (inner.radix is not None and inner.radix % c != 0):
+        if inner is None or inner.mirror is not None or (inner.radix is not None and inner.radix % c != 0):
             return None  # a digit that straddles the period of the inner modulo
         if index.op == "floordiv":  # (v // s) % r // c == (v // (s * c)) % (r / c)
             return _Digit(inner.var, inner.step * c, None if inner.radix is None else inner.radix // c)
@@ -717,7 +742,8 @@ def _store_iters(func: PrimFunc, primitive: str, block: Block) -> dict[Buffer, l
         by_var: dict[Var, list[_Digit]] = {}
         for d in named:
             by_var.setdefault(d.var, []).append(d)
-        ok = ok and all(v in spatial for v in by_var) and all(_complete_radix(ds) for ds in by_var.values())
+        ok = ok and all(v in spatial for v in by_var) and all(_complete_radix(ds) for ds in by_var.values()) \
+            and all(len(ds) == 1 for ds in by_var.values() if any(d.mirror is not None for d in ds))
         if not ok or (st.buffer in out and out[st.buffer] != idx):
             raise schedule_error(func, primitive, f"{block_name(block.name)} stores to {st.buffer.name}"
                                  f"[{', '.join(expr_text(i) for i in st.indices)}], not at distinct spatial "
@@ -750,7 +776,9 @@ def _invert_box(digits: list[_Digit | None], box: Box, shape, ranges) -> dict[Va
     out: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
     for v, ds in by_var.items():
         if len(ds) == 1 and ds[0][0].step == 1:  # the iterator itself indexes the dimension
-            out[v] = ds[0][1]
+            (d, (lo, hi)), = ds
+            out[v] = (lo, hi) if d.mirror is None else \
+                (simplify(const(d.mirror, v.dtype) - hi, ranges), simplify(const(d.mirror, v.dtype) - lo, ranges))
             continue
         lo: PrimExpr = const(0, v.dtype)
         hi: PrimExpr = const(0, v.dtype)
@@ -911,6 +939,7 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimF
             for (lo, hi), hit in zip(produced, hits):
                 if hit is not None and hit[0] not in boxes:
                     v, c, ext = hit
+                    c = index_as(c, hi.dtype)
                     last = simplify(hi - c - (ext - 1), ranges)
                     if loop_var in free_vars(hi):
                         # the instances whose window became complete at this iteration
@@ -1000,8 +1029,32 @@ class _Inliner(IRMutator):
         return substitute(self.value, dict(zip(self.iters, node.indices)))
 
 
+def _fold_trivial_init(func: PrimFunc, name: str, primitive: str) -> PrimFunc:
+    """A block with a `T.init` but no reduce iterator runs its init before every update (TVM's
+    `bmm` over spatial iterators only): `B[e] = 0; B[e] = B[e] + x` is the plain store
+    `B[e] = 0 + x`. Other blocks come back unchanged."""
+    realize, path = find_block(func, name, primitive)
+    b = realize.block
+    init, st = b.init, b.body
+    if init is None or any(iv.kind == "R" for iv in b.iter_vars) or not isinstance(init, BufferStore) \
+            or not isinstance(st, BufferStore) or init.buffer is not st.buffer:
+        return func
+
+    def at_element(indices) -> bool:
+        return all(same_expr(a, c) for a, c in zip(indices, st.indices))
+
+    loads = [ld for ld in collect(st.value, BufferLoad) if ld.buffer is st.buffer]
+    if not at_element(init.indices) or not all(at_element(ld.indices) for ld in loads) \
+            or any(ld.buffer is st.buffer for ld in collect(init.value, BufferLoad)):
+        return func
+    body = BufferStore(st.buffer, _replace_loads(st.value, st.buffer, init.value), st.indices)
+    new_b = refresh_block(dataclasses.replace(b, init=None, body=body))
+    return replace_at(func, path, realize, dataclasses.replace(realize, block=new_b))
+
+
 def compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     """Replace every read of the block's output by the expression it stores; the block disappears."""
+    func = _fold_trivial_init(func, block, "compute_inline")
     realize, _ = find_block(func, block, "compute_inline")
     b = realize.block
     store = _single_store(func, "compute_inline", realize, "a producer")
@@ -1058,6 +1111,9 @@ def _check_inputs_stable(func: PrimFunc, realize: BlockRealize, buf: Buffer) -> 
 
 def reverse_compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     """Fold a consumer into its producer: the producer stores the consumer's result directly."""
+    c0 = find_block(func, block, "reverse_compute_inline")[0].block
+    for w in {w.name for buf in _reads(c0) if len(_writers(func, buf)) == 1 for w in _writers(func, buf)} - {block}:
+        func = _fold_trivial_init(func, w, "reverse_compute_inline")
     realize, cpath = find_block(func, block, "reverse_compute_inline")
     c = realize.block
     store = _single_store(func, "reverse_compute_inline", realize, "a consumer")
@@ -1137,7 +1193,7 @@ def _check_reads_written(func: PrimFunc, p_realize: BlockRealize, ppath: Path, p
     if is_true(p_realize.predicate) and all(isinstance(i, Var) and i in pvars for i in p_store.indices) \
             and len(set(p_store.indices)) == len(p_store.indices):
         for d, (i, (lo, hi)) in enumerate(zip(p_store.indices, read_box)):
-            plo, phi = relax(i, pdoms)
+            plo, phi = (index_as(x, lo.dtype) for x in relax(i, pdoms))
             if not (prove(plo <= lo) and prove(hi <= phi)):
                 fail = (f"reads {buf.name} over [{expr_text(lo)}, {expr_text(hi)}] in dimension {d}, but "
                         f"{block_name(p.name)} writes only [{expr_text(plo)}, {expr_text(phi)}]")

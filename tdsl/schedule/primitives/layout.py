@@ -37,7 +37,7 @@ from ...ir import (
     free_vars,
     replace_buffers,
 )
-from ...ir.tree import replace_at
+from ...ir.tree import all_realizes, replace_at
 from ..analysis import expr_text
 from ..errors import schedule_error
 from ..tree import alloc_site, find_block, refresh_touching
@@ -116,17 +116,19 @@ class _Reindex(IRMutator):
         return self.new if buffer is self.old else buffer
 
 
-def _param_names(fn: Callable, ndim: int) -> list[str]:
-    """The lambda's parameter names; a `*indices` parameter takes the remaining dimensions."""
+def _param_names(fn: Callable, ndim: int) -> tuple[list[str], int]:
+    """The lambda's parameter names, and how many of them are keyword-only: a `*indices`
+    parameter takes the dimensions the others leave (`lambda *indices, k:` names the last one)."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return [f"i{d}" for d in range(ndim)]
+        return [f"i{d}" for d in range(ndim)], 0
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    keywords = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
     star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
     if star is not None:
-        names += [f"{star}{d}" for d in range(max(ndim - len(names), 0))]
-    return names
+        names += [f"{star}{d}" for d in range(max(ndim - len(names) - len(keywords), 0))]
+    return names + keywords, len(keywords)
 
 
 def _call_map(func: PrimFunc, block: str, buf: Buffer, index_map: Callable) -> tuple[list[Var], list[PrimExpr]]:
@@ -143,13 +145,14 @@ def call_index_map(func: PrimFunc, primitive: str, block: str, index_map: Callab
     if not callable(index_map):
         raise schedule_error(func, primitive, f"index_map must be a function such as "
                              f"`lambda i, j: (i // 16, j, i % 16)`, not {type(index_map).__name__}", blocks=(block,))
-    names = _param_names(index_map, len(dtypes))
+    names, keywords = _param_names(index_map, len(dtypes))
     if len(names) != len(dtypes):
         raise schedule_error(func, primitive, f"the index map takes {len(names)} indices but {has}",
                              blocks=(block,), rule=f"the index map takes {takes}")
     params = [Var(n, dt) for n, dt in zip(names, dtypes)]
     try:
-        result = index_map(*params)
+        positional = len(params) - keywords
+        result = index_map(*params[:positional], **{p.name: p for p in params[positional:]})
     except Exception as exc:  # noqa: BLE001 - the user's lambda: report what it did, in their terms
         raise schedule_error(func, primitive, f"the index map failed on symbolic indices: {exc}",
                              blocks=(block,), rule="the index map is called with tdsl variables; use + - * // % "
@@ -452,30 +455,42 @@ def _collision(params, outputs, points, new_shape) -> tuple[tuple, tuple] | None
 
 def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable,
                      pad_value=None) -> tuple[PrimFunc, None]:
-    """Store an intermediate buffer in a new layout: element idx moves to index_map(*idx). With
+    """Store a buffer in a new layout: element idx moves to index_map(*idx) (a parameter's new
+    layout is the function's new signature). With
     `pad_value`, the elements of the new shape no element maps to are set to it (see
     layout_padding)."""
     realize, _ = find_block(func, block, "transform_layout")
     buf = resolve_buffer(func, realize.block, buffer, "transform_layout")
-    if alloc_site(func, buf) is None:
-        raise schedule_error(func, "transform_layout", f"{buf.name} is a parameter of {func.name}: the caller "
-                             "passes it in its own layout", blocks=(block,),
-                             rule="transform_layout re-lays out buffers the function allocates",
-                             fix=f"copy it first with sch.cache_read(block, {buf.name!r}, \"global\") and "
-                                 "transform the copy")
+    is_param = alloc_site(func, buf) is None
     params, outputs = _call_map(func, block, buf, index_map)
     shape = _new_shape(func, block, buf, params, outputs)
     _check_one_to_one(func, block, buf, params, outputs, shape)
     new = Buffer(buf.name, shape, buf.dtype, scope=buf.scope)
     padded = pad_value is not None and has_padding(buf.shape, shape)
+    if is_param:
+        _check_param_layout(func, block, buf, padded)
     if padded:  # refuse a bad value before changing anything
         pad_value_expr(func, block, buf, pad_value, [Var(f"i{d}", s.dtype) for d, s in enumerate(shape)])
     body = _Reindex(buf, new, params, outputs).visit(func.body)
     body = _Realloc(buf, new).visit(body)
     out = func.with_body(refresh_touching(body, {new}))
+    if is_param:
+        out = dataclasses.replace(out, params=tuple(new if p is buf else p for p in out.params))
     if padded:
         out = add_padding_block(out, block, buf, new, params, outputs, pad_value)
     return out, None
+
+
+def _check_param_layout(func: PrimFunc, block: str, buf: Buffer, padded: bool) -> None:
+    """A parameter may change layout (the kernel then takes it in the new layout, as in TVM; a
+    symbolic shape is only permuted, so it stays a signature), but only an output's padding can be
+    filled."""
+    if padded and not any(w.buffer is buf for r in all_realizes(func.body) for w in r.block.writes):
+        raise schedule_error(func, "transform_layout", f"{buf.name} is an input parameter of {func.name}: "
+                             "pad_value would have to assume what the caller's array holds there",
+                             blocks=(block,), rule="pad_value applies to buffers the function writes",
+                             fix=f"drop pad_value (the padding of an input is never read), or copy it "
+                                 f"first with sch.cache_read(block, {buf.name!r}, \"global\") and pad the copy")
 
 
 class _Realloc(IRMutator):

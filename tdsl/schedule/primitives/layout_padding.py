@@ -142,11 +142,7 @@ def add_padding_block(func: PrimFunc, block: str, old: Buffer, new: Buffer, para
     stmt: Stmt = BlockRealize(tuple(loop_vars), outside, body)
     for v, s in reversed(list(zip(loop_vars, new.shape))):
         stmt = For(v, const(0, s.dtype), s, "serial", stmt)
-    site = alloc_site(func, new)
-    found = None if site is None else find_path(func.body, lambda x: x is site)
-    if site is None or found is None:  # transform_layout refuses parameters before it gets here
-        raise schedule_error(func, "transform_layout", f"{old.name} is not allocated by {func.name}",
-                             blocks=(block,), rule="pad_value pads a buffer the function allocates")
+    site = alloc_site(func, new) or func.body  # a parameter's padding: in the root block
     scope = site.block
     items = list(scope.body.seq) if isinstance(scope.body, SeqStmt) else [scope.body]
     last = max((k for k, item in enumerate(items)
@@ -154,5 +150,9 @@ def add_padding_block(func: PrimFunc, block: str, old: Buffer, new: Buffer, para
     new_scope = dataclasses.replace(scope, body=seq_insert(scope.body, last + 1, stmt))
     if scope.name != "root" or scope.iter_vars:
         new_scope = refresh_block(new_scope)
+    found = find_path(func.body, lambda x: x is site)
+    if found is None:  # the site is the root block or the block allocating the buffer
+        raise schedule_error(func, "transform_layout", f"cannot place the padding of {old.name} in {func.name}",
+                             blocks=(block,), rule="pad_value pads a buffer inside the function's blocks")
     return replace_at(func, found[1], site, dataclasses.replace(site, block=new_scope))
 

@@ -23,6 +23,7 @@ import itertools
 
 from ...arith import linear_form, prove, simplify
 from ...ir import Binary, Block, IntImm, PrimExpr, Range, Var, const, free_vars, substitute
+from ..analysis import same_width
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +131,9 @@ class ReadInverse:
         vmap = self.iterators(element)
         out: list[PrimExpr] = []
         for iv in self.block.iter_vars:
-            x = vmap[iv.var]
-            for cond in (x >= iv.dom.min, x < iv.dom.min + iv.dom.extent):
+            x, lo = same_width(vmap[iv.var], iv.dom.min)
+            _, end = same_width(x, simplify(iv.dom.min + iv.dom.extent))
+            for cond in (x >= lo, x < end):
                 if not prove(cond, ranges):
                     out.append(simplify(cond, ranges))
         for d, index in enumerate(self.indices):

@@ -44,7 +44,7 @@ from ...ir import (
     substitute,
 )
 from ...ir.tree import Path, all_realizes, child_realizes, fresh_name, loops_in_scope, replace_at, var_names
-from ..analysis import expr_text, is_quasi_affine
+from ..analysis import expr_text, is_quasi_affine, refuse_conditions
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, find_loop, insert_beside, refresh_block, scope_of
 
@@ -358,6 +358,7 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _Rfactor
     b = realize.block
     name = b.name
     _, bpath = find_block(func, name, "rfactor")
+    refuse_conditions(func, "rfactor", name, bpath)
     if child_realizes(realize):
         raise schedule_error(func, "rfactor", f"{block_name(name)} holds other blocks", blocks=(name,),
                              rule="rfactor applies to a leaf reduction block")
@@ -366,6 +367,10 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _Rfactor
     red = recognize_arg(func, b) if looks_multi(b) else recognize(func, b, "rfactor", decomposed=True)
     scope_loops = loops_in_scope(bpath)
     roles = _loop_roles(realize, scope_loops)
+    own_loops = [f for f in scope_loops if [r.block for r in all_realizes(f)] == [b]]
+    for f in own_loops:  # a unit loop of the block's own (a fused loop split by 1) reduces trivially
+        if roles.get(f.loop_var, "") == "" and isinstance(f.extent, IntImm) and f.extent.value == 1:
+            roles[f.loop_var] = "R"
     if roles.get(loop_var) != "R":
         what = {"S": "a spatial iterator", "RS": "both spatial and reduction iterators", "": "no iterator"}[
             roles.get(loop_var, "")]
@@ -548,6 +553,9 @@ def rf_iterators(plan: _RfactorPlan, taken: set[str]) -> tuple[Var, list[IterVar
                 new_ivs.append(IterVar(r, Range(f.min, f.extent), "R"))
                 new_vals.append(f.loop_var)
         remap[iv.var] = substitute(value, made)
+    if not placed_rf:  # a unit loop that drives no iterator: its one partial holds the whole reduction
+        new_ivs.insert(0, IterVar(v_rf, Range(loop.min, loop.extent), "S"))
+        new_vals.insert(0, loop_var)
     return v_rf, new_ivs, new_vals, remap
 
 

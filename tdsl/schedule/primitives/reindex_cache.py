@@ -38,7 +38,7 @@ from ...ir import (
     substitute,
 )
 from ...ir.tree import child_realizes, fresh_name, replace_at, var_names
-from ..analysis import expr_text
+from ..analysis import expr_text, refuse_conditions
 from ..errors import block_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, insert_beside, refresh_block, scope_of
 from .cache import (
@@ -130,6 +130,8 @@ def _reindex_cache(func: PrimFunc, block: str, buffer, scope: str, index_map: Ca
     shape = _new_shape(func, block, box, used_params, outputs, primitive)
     _check_one_to_one(func, block, box, used_params, outputs, shape, primitive)
 
+    if which == "write":
+        refuse_conditions(func, primitive, block, path)
     if which == "read":
         def conflicts(o) -> bool:
             return any(x.buffer is buf for x in o.writes)
