@@ -143,6 +143,7 @@ def add_padding_block(func: PrimFunc, block: str, old: Buffer, new: Buffer, para
     for v, s in reversed(list(zip(loop_vars, new.shape))):
         stmt = For(v, const(0, s.dtype), s, "serial", stmt)
     site = alloc_site(func, new) or func.body  # a parameter's padding: in the root block
+    assert isinstance(site, BlockRealize)  # alloc_site and a function's body are block realizes
     scope = site.block
     items = list(scope.body.seq) if isinstance(scope.body, SeqStmt) else [scope.body]
     last = max((k for k, item in enumerate(items)
