@@ -4,8 +4,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..ir.buffer import Buffer, BufferRegion
-from ..ir.expr import Binary, Broadcast, BufferLoad, IntImm, PrimExpr, Ramp, Range, Var
+from ..ir.expr import Binary, Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
+from ..ir.opaque_calls import pointer_effect, touches_memory
 from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
@@ -129,6 +130,24 @@ class _Detector(IRVisitor):
     def visit_BufferLoad(self, node: BufferLoad) -> None:
         self._record(self.reads, node.buffer, [self._point(i) for i in node.indices])
         self.generic_visit(node)
+
+    def visit_Call(self, node: Call) -> None:
+        # an address passed to a call is an opaque access of the whole buffer (tdsl.ir.opaque_calls)
+        for k, arg in enumerate(node.args):
+            if isinstance(arg, Call) and arg.op == "address_of" and isinstance(arg.args[0], BufferLoad):
+                load = arg.args[0]
+                for i in load.indices:
+                    self.visit(i)
+                if not touches_memory(node.op):
+                    continue
+                effect = pointer_effect(node.op, k)
+                whole: list[DimBound] = [None] * len(load.buffer.shape)
+                if "r" in effect:
+                    self._record(self.reads, load.buffer, list(whole))
+                if "w" in effect:
+                    self._record(self.writes, load.buffer, list(whole))
+            else:
+                self.visit(arg)
 
     def visit_BufferStore(self, node: BufferStore) -> None:
         self.visit(node.value)

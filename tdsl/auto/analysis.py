@@ -6,6 +6,7 @@ after every step it took. Nothing here changes a function.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..ir import (
@@ -113,8 +114,28 @@ def _extent(expr) -> int | None:
     return int(expr.value) if isinstance(expr, IntImm) else None
 
 
+_INFO_CACHE: OrderedDict[tuple[int, str], tuple[PrimFunc, BlockInfo]] = OrderedDict()
+_INFO_CACHE_SIZE = 512
+
+
 def block_info(func: PrimFunc, name: str) -> BlockInfo:
-    """The BlockInfo of block `name` in `func`."""
+    """The BlockInfo of block `name` in `func`. Functions are immutable, so the answer is kept
+    per (function, block) -- the rules ask about the same block of the same function many times
+    (a softmax space asked 1,441 times, a fifth of its build); the entry holds the function, so
+    its id cannot be reused while it is cached."""
+    key = (id(func), name)
+    hit = _INFO_CACHE.get(key)
+    if hit is not None and hit[0] is func:
+        _INFO_CACHE.move_to_end(key)
+        return hit[1]
+    info = _block_info(func, name)
+    _INFO_CACHE[key] = (func, info)
+    if len(_INFO_CACHE) > _INFO_CACHE_SIZE:
+        _INFO_CACHE.popitem(last=False)
+    return info
+
+
+def _block_info(func: PrimFunc, name: str) -> BlockInfo:
     realize, path = find_block(func, name, "auto")
     loops = loops_in_scope(path)
     loop_vars = [f.loop_var for f in loops]

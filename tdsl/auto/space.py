@@ -111,14 +111,26 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
 
 
 def _apply_pass(schedules: list[Schedule], p: Pass, limit: int) -> list[Schedule]:
-    names = top_level_blocks(schedules[0].func)
+    """Each schedule's blocks (its own: sketches made by earlier passes differ, a library call
+    has none of the packing blocks of a generated one) through the pass's rules."""
+    out: list[Schedule] = []
+    for sch in schedules:
+        out.extend(_apply_pass_to(sch, p, limit - len(out)))
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def _apply_pass_to(sch: Schedule, p: Pass, limit: int) -> list[Schedule]:
+    names = top_level_blocks(sch.func)
     if p.consumers_first:
         names = list(reversed(names))
+    schedules = [sch]
     for name in names:
         for rule in p.rules:
             nxt: list[Schedule] = []
-            for sch in schedules:
-                nxt.extend(rule(sch, name))
+            for s in schedules:
+                nxt.extend(rule(s, name))
                 if len(nxt) >= limit:
                     break
             schedules = nxt[:limit]

@@ -188,6 +188,10 @@ def vstore(storage: np.ndarray, buffer: str, indices: tuple, shape: tuple, where
 
 
 def extern(op: str, where: str):
+    from ..ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
+
+    if op in WMMA_BUILTINS:
+        raise ExternCallError(wmma_refusal(op, f"{where}: the interpreter cannot run it"))
     raise ExternCallError(f"{where}: the interpreter cannot run extern call {op!r}; tensorized blocks are "
                           "interpreted through their intrinsic's description (interpret the function before "
                           "tensorize, or compare against the description)")

@@ -18,6 +18,7 @@ import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, overload
 
 from ..errors import ScheduleError
 from ..ir import Block, BlockRealize, Buffer, PrimExpr, PrimFunc, collect
@@ -67,9 +68,18 @@ class TensorIntrin:
         _REGISTRY[name] = intrin
         return intrin
 
+    @overload
     @staticmethod
-    def get(name: str) -> TensorIntrin:
-        """The intrinsic registered as `name`; a ScheduleError listing close names otherwise."""
+    def get(name: str, allow_missing: Literal[False] = False) -> TensorIntrin: ...
+
+    @overload
+    @staticmethod
+    def get(name: str, allow_missing: bool) -> TensorIntrin | None: ...
+
+    @staticmethod
+    def get(name: str, allow_missing: bool = False) -> TensorIntrin | None:
+        """The intrinsic registered as `name`; a ScheduleError listing close names otherwise
+        (None with `allow_missing=True`, as in TVM)."""
         _load_builtins()
         intrin = _REGISTRY.get(name)
         if intrin is None and isinstance(name, str):
@@ -79,6 +89,8 @@ class TensorIntrin:
                     make(m)
                     intrin = _REGISTRY.get(name)
                     break
+        if intrin is None and allow_missing:
+            return None
         if intrin is None:
             raise ScheduleError(unknown_message(name))
         return intrin

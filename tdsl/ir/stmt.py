@@ -222,6 +222,12 @@ class PrimFunc(Node):
 
         return replace(self, body=body)
 
+    def with_attr(self, key: str, value) -> "PrimFunc":
+        """A copy with the function attribute `key` set to `value` (TVM's `PrimFunc.with_attr`)."""
+        from dataclasses import replace
+
+        return replace(self, attrs=tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),))
+
     @property
     def buffer_params(self) -> tuple[Buffer, ...]:
         return tuple(p for p in self.params if isinstance(p, Buffer))

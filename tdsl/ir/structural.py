@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
+from collections.abc import Callable
 from functools import lru_cache
 
 from ..dtypes import DataType
@@ -20,71 +22,65 @@ _BUFFER_FIELDS = ("shape", "dtype", "strides", "elem_offset", "scope")
 
 
 class _Differ:
+    """Compares two trees depth-first, left to right, with an explicit stack (a 3,000-term sum is
+    a 3,000-deep tree: no recursion limit applies)."""
+
     def __init__(self):
         self.lhs_map: dict[int, object] = {}
         self.rhs_map: dict[int, object] = {}
-        self.path: list[str] = []
 
-    def fail(self, what: str, a, b):
-        return "/".join(self.path) or "<root>", what, a, b
+    @staticmethod
+    def fail(path, what: str, a, b):
+        labels = []
+        while path is not None:  # (parent, owner, field): labels are only written for a difference
+            path, owner, field = path
+            labels.append(f"[{field}]" if isinstance(owner, tuple) else f"buffer {owner.name}.{field}"
+                          if isinstance(owner, Buffer) else f"{type(owner).__name__}.{field}")
+        return "/".join(reversed(labels)) or "<root>", what, a, b
 
-    def bind(self, a, b):
-        """Map definition a <-> b on first sight; afterwards they must agree."""
+    def bind(self, a, b) -> tuple[bool, bool]:
+        """Map definition a <-> b on first sight; afterwards they must agree. (agrees, first)"""
         ma, mb = self.lhs_map.get(id(a)), self.rhs_map.get(id(b))
         if ma is None and mb is None:
             self.lhs_map[id(a)] = b
             self.rhs_map[id(b)] = a
-            return None, True
-        if ma is b and mb is a:
-            return None, False
-        return self.fail("a variable or buffer refers to different definitions", a, b), False
+            return True, True
+        return ma is b and mb is a, False
 
     def cmp(self, a, b):
-        a, b = _normalize(a), _normalize(b)
-        if type(a) is not type(b):
-            return self.fail(f"{type(a).__name__} vs {type(b).__name__}", a, b)
-        if isinstance(a, Var):
-            if a.dtype != b.dtype:
-                return self.fail(f"variable dtype {a.dtype} vs {b.dtype}", a, b)
-            err, _ = self.bind(a, b)
-            return err
-        if isinstance(a, Buffer):
-            err, first = self.bind(a, b)
-            if err or not first:
-                return err
-            for name in _BUFFER_FIELDS:
-                self.path.append(f"buffer {a.name}.{name}")
-                err = self.cmp(getattr(a, name), getattr(b, name))
-                self.path.pop()
-                if err:
-                    return err
-            return None
-        if isinstance(a, Node):
-            for name in node_fields(type(a)):
-                if name == "name" and isinstance(a, PrimFunc):
-                    continue
-                self.path.append(f"{type(a).__name__}.{name}")
-                err = self.cmp(getattr(a, name), getattr(b, name))
-                self.path.pop()
-                if err:
-                    return err
-            return None
-        if isinstance(a, tuple):
-            if len(a) != len(b):
-                return self.fail(f"{len(a)} items vs {len(b)}", a, b)
-            for i, (x, y) in enumerate(zip(a, b)):
-                self.path.append(f"[{i}]")
-                err = self.cmp(x, y)
-                self.path.pop()
-                if err:
-                    return err
-            return None
-        if isinstance(a, float):
-            if a == b or (math.isnan(a) and math.isnan(b)):
-                return None
-            return self.fail(f"{a!r} vs {b!r}", a, b)
-        if a != b:
-            return self.fail(f"{a!r} vs {b!r}", a, b)
+        """None when equal, else (path, what, lhs part, rhs part) of the first difference."""
+        stack: list = [(a, b, None)]  # (lhs, rhs, path: None at the root, else (parent, owner, field))
+        push = stack.append
+        while stack:
+            a, b, path = stack.pop()
+            a, b = _normalize(a), _normalize(b)
+            if type(a) is not type(b):
+                return self.fail(path, f"{type(a).__name__} vs {type(b).__name__}", a, b)
+            if isinstance(a, Var):
+                if a.dtype != b.dtype:
+                    return self.fail(path, f"variable dtype {a.dtype} vs {b.dtype}", a, b)
+                if not self.bind(a, b)[0]:
+                    return self.fail(path, "a variable or buffer refers to different definitions", a, b)
+            elif isinstance(a, Buffer):
+                agrees, first = self.bind(a, b)
+                if not agrees:
+                    return self.fail(path, "a variable or buffer refers to different definitions", a, b)
+                if first:
+                    for name in reversed(_BUFFER_FIELDS):
+                        push((getattr(a, name), getattr(b, name), (path, a, name)))
+            elif isinstance(a, Node):
+                for name in _reversed_fields(type(a)):
+                    push((getattr(a, name), getattr(b, name), (path, a, name)))
+            elif isinstance(a, tuple):
+                if len(a) != len(b):
+                    return self.fail(path, f"{len(a)} items vs {len(b)}", a, b)
+                for i in range(len(a) - 1, -1, -1):
+                    push((a[i], b[i], (path, a, i)))
+            elif isinstance(a, float):
+                if not (a == b or (math.isnan(a) and math.isnan(b))):
+                    return self.fail(path, f"{a!r} vs {b!r}", a, b)
+            elif a != b:
+                return self.fail(path, f"{a!r} vs {b!r}", a, b)
         return None
 
 
@@ -124,19 +120,24 @@ def same_expr(a, b) -> bool:
 
     Use it, not `structural_equal`, to ask whether two expressions of the same program name the
     same element: `structural_equal(vi, vj)` is True (it maps one free variable onto the other)."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (Var, Buffer)):
-        return False
-    if isinstance(a, Node):
-        return all(same_expr(getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))  # type: ignore[arg-type]
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return a == b
+    stack = [(a, b)]
+    while stack:
+        a, b = stack.pop()
+        if a is b:
+            continue
+        if type(a) is not type(b) or isinstance(a, (Var, Buffer)):
+            return False
+        if isinstance(a, Node):
+            stack.extend((getattr(a, f), getattr(b, f)) for f in node_fields(type(a)))  # type: ignore[arg-type]
+        elif isinstance(a, tuple):
+            if len(a) != len(b):
+                return False
+            stack.extend(zip(a, b))
+        elif isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+            continue
+        elif a != b:
+            return False
+    return True
 
 
 def assert_structural_equal(a, b) -> None:
@@ -165,40 +166,46 @@ class _Hasher:
         return self.ids[key], True
 
     def visit(self, x):
-        t = type(x)
-        if t is SeqStmt:
-            x = _normalize(x)
-            t = type(x)
+        """Emit `x`'s tokens in depth-first order, with an explicit stack (no recursion limit)."""
         emit = self.emit
-        if t is tuple:
-            emit(f"({len(x)}")
-            for item in x:
-                self.visit(item)
-            emit(")")
-        elif t in _SCALAR_TYPES:
-            emit(f"{t.__name__}:{x!r}")
-        elif t is DataType:
-            emit(str(x))
-        elif isinstance(x, Var):
-            idx, _ = self.define(x)
-            emit(f"var{idx}:{x.dtype}")
-        elif isinstance(x, Buffer):
-            idx, first = self.define(x)
-            emit(f"buf{idx}")
-            if first:
-                for name in _BUFFER_FIELDS:
-                    self.visit(getattr(x, name))
-        elif isinstance(x, Node):
-            emit(t.__name__)
-            fields = _hashed_fields(t)
-            for name in fields:
-                self.visit(getattr(x, name))
-        elif isinstance(x, float) and math.isnan(x):
-            emit("nan")
-        else:
-            emit(f"{t.__name__}:{x!r}")
+        getters = _REVERSED_VALUES
+        stack = [x]
+        pop, push = stack.pop, stack.append
+        while stack:
+            x = pop()
+            t = type(x)
+            if t is SeqStmt:
+                x = _normalize(x)
+                t = type(x)
+            if t is tuple:
+                emit(f"({len(x)}")
+                push(_CLOSE)
+                stack.extend(reversed(x))
+            elif t in _SCALAR_TYPES:
+                emit(f"{t.__name__}:{x!r}")
+            elif t is DataType:
+                emit(str(x))
+            elif x is _CLOSE:
+                emit(")")
+            elif isinstance(x, Var):
+                idx, _ = self.define(x)
+                emit(f"var{idx}:{x.dtype}")
+            elif isinstance(x, Buffer):
+                idx, first = self.define(x)
+                emit(f"buf{idx}")
+                if first:
+                    stack.extend(_BUFFER_VALUES_REVERSED(x))
+            elif isinstance(x, Node):
+                emit(t.__name__)
+                getter = getters.get(t) or _reversed_values(t)
+                stack.extend(getter(x))
+            elif isinstance(x, float) and math.isnan(x):
+                emit("nan")
+            else:
+                emit(f"{t.__name__}:{x!r}")
 
 
+_CLOSE = object()  # the end of a tuple's items on the hasher's stack
 _SCALAR_TYPES = frozenset({int, str, bool, type(None)})   # floats: NaN needs its own token
 
 
@@ -206,6 +213,31 @@ _SCALAR_TYPES = frozenset({int, str, bool, type(None)})   # floats: NaN needs it
 def _hashed_fields(cls) -> tuple[str, ...]:
     """A node's meaningful fields; a function's name is not part of its meaning."""
     return tuple(f for f in node_fields(cls) if not (f == "name" and issubclass(cls, PrimFunc)))
+
+
+@lru_cache(maxsize=None)
+def _reversed_fields(cls) -> tuple[str, ...]:
+    return tuple(reversed(_hashed_fields(cls)))
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[object], tuple]:
+    """A function giving an object's values of `names`, as a tuple."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda x: (getattr(x, name),)
+    return operator.attrgetter(*names) if names else (lambda x: ())
+
+
+def _reversed_values(cls) -> Callable[[object], tuple]:
+    """The values of a node's meaningful fields, last first (pushed on a stack, they pop in order)."""
+    getter = _REVERSED_VALUES[cls] = _getter(_reversed_fields(cls))
+    return getter
+
+
+_REVERSED_VALUES: dict[type, Callable[[object], tuple]] = {}
+
+
+_BUFFER_VALUES_REVERSED = _getter(tuple(reversed(_BUFFER_FIELDS)))
 
 
 def structural_hash(node) -> str:

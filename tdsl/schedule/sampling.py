@@ -1,4 +1,3 @@
-# mypy: disable-error-code="attr-defined"
 """Sampling primitives (a mixin of `Schedule`): random choices recorded, with their decision, in the trace.
 
 A sampling step does not change the function; it returns values (`IntRV`, `FloatRV`, `StrRV`:
@@ -18,7 +17,8 @@ to its sampling step: `sch.split(l, factors=[None, v])` follows a changed decisi
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ScheduleError
 from ..ir import IntImm, PrimFunc, Var
@@ -27,6 +27,9 @@ from .handles import BlockRV, LoopRV
 from .primitives import compute_location as _compute_location
 from .primitives import lookup as _lookup
 from .tree import find_loop
+
+if TYPE_CHECKING:
+    from .trace import Instruction
 
 ROOT = Var("root")
 """The loop variable of the handle `sample_compute_location` returns for "stay at the root":
@@ -40,9 +43,10 @@ class _ValueRV:
     """Mixin of the sampled values: the serial of the step that sampled them."""
 
     serial: int
+    _plain: Callable[[], int | float | str]  # each value type's own
 
     def __getnewargs__(self):
-        return (self._plain(), self.serial)  # type: ignore[attr-defined]
+        return (self._plain(), self.serial)
 
     def __copy__(self):
         return self
@@ -221,7 +225,13 @@ def compute_location_candidates(func: PrimFunc, block: str, stop_after: int | No
 class SamplingMethods:
     """sample_perfect_tile, sample_categorical, sample_compute_location, seed, fork_seed."""
 
+    # what the mixin uses of its host, Schedule (schedule.py)
     _rng: random.Random
+    _func: PrimFunc
+    _trace: list[Instruction]
+    _live: set[int]
+    _resolve: Callable[[Any, str], Any]
+    _expect: Callable[[str, Any, tuple[type, ...], str], None]
 
     def seed(self, value: int) -> None:
         """Reseed the schedule's random source (the next samples follow from `value`)."""

@@ -211,6 +211,17 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         return wrapped
 
     # lookup -------------------------------------------------------------------------------
+    def get(self, rv: BlockRV | LoopRV):
+        """The statement a handle stands for in the current function (TVM's `sch.get`): the
+        `Block` of a block handle, the `For` of a loop handle. ``sch.get(b).name == "C"``."""
+        from .tree import find_block, find_loop
+
+        self._expect("get", rv, (BlockRV, LoopRV), "a block or loop handle")
+        ident = self._resolve(rv, "get")
+        if isinstance(ident, str):
+            return find_block(self._func, ident, "get")[0].block
+        return find_loop(self._func, ident, "get")[0]
+
     def get_block(self, name: str) -> BlockRV:
         """The block called `name`: ``b = sch.get_block("C")``."""
         return self._apply("get_block", _lookup.get_block, [name], step=False)
@@ -239,7 +250,7 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         self._removed.add((rv.serial, rv.name if isinstance(rv, BlockRV) else id(rv.var)))
 
     def get_output_blocks(self, scope_block: BlockRV | str = "root") -> list[BlockRV]:
-        """The leaf blocks under `scope_block` (default: the root block) that write a parameter of
+        """The blocks under `scope_block` (default: the root block; any depth) that write a parameter of
         the function, in program order."""
         if isinstance(scope_block, str):
             scope_block = self.get_block(scope_block)
@@ -268,9 +279,11 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         return self._apply("get_consumers", _lookup.get_consumers, [block], step=False)
 
     # loops --------------------------------------------------------------------------------
-    def split(self, loop: LoopRV, factors: Sequence[int | PrimExpr | None]) -> list[LoopRV]:
+    def split(self, loop: LoopRV, factors: Sequence[int | PrimExpr | None], *,
+              disable_predication: bool = False) -> list[LoopRV]:
         """Split a loop into one loop per factor, outer to inner; one factor may be None (inferred).
-        A factor product above the extent (a None on a non-dividing extent) adds a T.where predicate.
+        A factor product above the extent (a None on a non-dividing extent) adds a T.where predicate;
+        `disable_predication=True` (TVM) is refused then, and changes nothing otherwise.
 
         Before::
 
@@ -300,7 +313,35 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         self._expect("split", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
         if not isinstance(factors, (list, tuple)):
             raise ScheduleError(f"split: factors must be a list such as [None, 32], not {type(factors).__name__}")
+        if disable_predication:
+            return self._apply("split", _loops.split, [loop], {"factors": list(factors), "disable_predication": True})
         return self._apply("split", _loops.split, [loop], {"factors": list(factors)})
+
+    def add_unit_loop(self, block_or_loop: BlockRV | LoopRV) -> LoopRV:
+        """Put a loop of extent 1 directly above a block or a loop (TVM's add_unit_loop); returns it.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((), "int32"), C: T.Buffer((), "int32")):
+                with T.block("C"):
+                    C[()] = A[()] + 1
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            u = sch.add_unit_loop(sch.get_block("C"))
+
+        After::
+
+            @T.prim_func
+            def after(A: T.Buffer((), "int32"), C: T.Buffer((), "int32")):
+                for u in range(1):
+                    with T.block("C"):
+                        C[()] = A[()] + 1
+        """
+        self._expect("add_unit_loop", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
+        return self._apply("add_unit_loop", _loops.add_unit_loop, [block_or_loop])
 
     def fuse(self, *loops: LoopRV) -> LoopRV:
         """Fuse adjacent, perfectly nested loops (outer to inner) into one.

@@ -8,9 +8,11 @@ from .primitives import blockize as _tensorize
 class TensorizeMethods:
     """blockize / tensorize; see `tdsl.schedule.primitives.blockize` for the semantics."""
 
-    def blockize(self, loop: LoopRV) -> BlockRV:
+    def blockize(self, loop: LoopRV | list[BlockRV]) -> BlockRV:
         """Make the subtree under `loop` an inner block of a new outer block `<name>_o`, whose
-        iterators are the outer parts of the bindings (v = vo * E + vi).
+        iterators are the outer parts of the bindings (v = vo * E + vi). Given a list of sibling
+        blocks instead (TVM), wrap them, with their loops, in one block `outer_<names>_` without
+        iterators.
 
         Before::
 
@@ -43,7 +45,11 @@ class TensorizeMethods:
                                 T.writes(B[vi_o * 16 + vi_i])
                                 B[vi_o * 16 + vi_i] = A[vi_o * 16 + vi_i] * T.float32(2)
         """
-        self._expect("blockize", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
+        if isinstance(loop, (list, tuple)):  # TVM's blockize of sibling blocks
+            for b in loop:
+                self._expect("blockize", b, (BlockRV,), "a loop handle, or a list of block handles")
+            return self._apply("blockize", _tensorize.blockize_blocks, [list(loop)])
+        self._expect("blockize", loop, (LoopRV,), "a loop handle (from sch.get_loops), or a list of block handles")
         return self._apply("blockize", _tensorize.blockize, [loop])
 
     def tensorize(self, block_or_loop: BlockRV | LoopRV, intrin_name: str) -> None:

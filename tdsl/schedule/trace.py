@@ -10,7 +10,7 @@ Sampling steps (`sample_perfect_tile`, ...) carry their decision: a replay reuse
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ScheduleError
@@ -23,22 +23,49 @@ if TYPE_CHECKING:
     from .schedule import Schedule
 
 
+# steps whose result is one handle (the others give a list, or nothing)
+_ONE_OUTPUT = frozenset({"get_block", "get_sblock", "fuse", "blockize", "cache_read", "cache_write",
+                         "reindex_cache_read", "reindex_cache_write", "rfactor", "decompose_reduction",
+                         "add_unit_loop", "reindex"})
+# steps that only look things up: `Trace.simplified` drops them when nothing uses what they give
+_LOOKUPS = frozenset({"get_block", "get_sblock", "get_loops", "get_child_blocks", "get_producers",
+                      "get_consumers", "get_output_blocks"})
+
+
 @dataclass(frozen=True, eq=False)
 class Instruction:
     """One step: `outputs = sch.<kind>(*inputs, **attrs)`; `shape` is "none", "one" or "list";
-    `decision` is a sampling step's decision (None for the other steps)."""
+    `decision` is a sampling step's decision (None for the other steps).
+
+    Made by hand (TVM's `Instruction(kind, inputs, attrs, outputs)`): `attrs` is a dict or (key,
+    value) pairs of keyword arguments, outputs are handles made with `BlockRV(name, 0)` /
+    `LoopRV(Var(name), 0)` / `IntRV`, and `shape` follows from `kind` and the outputs.
+    """
 
     kind: str
     inputs: tuple
-    attrs: tuple[tuple[str, Any], ...]
-    outputs: tuple
-    shape: str
-    serial: int
+    attrs: tuple[tuple[str, Any], ...] = ()
+    outputs: tuple = ()
+    shape: str = ""
+    serial: int = 0
     decision: Any = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        attrs = self.attrs.items() if isinstance(self.attrs, dict) else self.attrs
+        object.__setattr__(self, "attrs", tuple((k, v) for k, v in attrs))
+        if not self.shape:
+            shape = "none" if not self.outputs else "one" if (
+                self.kind in _ONE_OUTPUT or self.is_sampling) and len(self.outputs) == 1 else "list"
+            object.__setattr__(self, "shape", shape)
 
     @property
     def is_sampling(self) -> bool:
         return self.kind.startswith("sample_")
+
+    def same_as(self, other) -> bool:
+        return self is other
 
 
 def _is_handle(x) -> bool:
@@ -49,11 +76,75 @@ def _prefix(h) -> str:
     return "b" if isinstance(h, BlockRV) else "l" if isinstance(h, LoopRV) else "v"
 
 
-@dataclass
 class Trace:
-    """The steps of a schedule, oldest first. `str(trace)` is Python that replays them on `sch`."""
+    """The steps of a schedule, oldest first. `str(trace)` is Python that replays them on `sch`.
 
-    instructions: list[Instruction] = field(default_factory=list)
+    `Trace(steps)`, or TVM's `Trace(insts=steps, decisions={step: decision})` where the
+    decisions override those of the sampling steps."""
+
+    def __init__(self, instructions: list[Instruction] | None = None, decisions: dict | None = None, *,
+                 insts: list[Instruction] | None = None):
+        if instructions is not None and insts is not None:
+            raise TypeError("Trace takes the steps once: Trace(steps) or Trace(insts=steps)")
+        steps = list(instructions if instructions is not None else insts if insts is not None else [])
+        for ins in steps:
+            if not isinstance(ins, Instruction):
+                raise TypeError(f"a Trace holds Instructions, not {type(ins).__name__}")
+        self.instructions: list[Instruction] = steps
+        if decisions:
+            self.instructions = self.with_decisions(decisions).instructions
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Trace) and self.instructions == other.instructions
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def insts(self) -> list[Instruction]:
+        """TVM's name for the steps."""
+        return self.instructions
+
+    # editing (TVM's append / pop / get_decision / simplified) -----------------------------
+    def append(self, inst: Instruction, decision: Any = None) -> None:
+        """Add a step at the end (with `decision`, for a sampling step)."""
+        if not isinstance(inst, Instruction):
+            raise TypeError(f"Trace.append takes an Instruction, not {type(inst).__name__}")
+        self.instructions.append(replace(inst, decision=decision) if decision is not None else inst)
+
+    def pop(self) -> Instruction | None:
+        """Remove and return the last step; None when the trace is empty."""
+        return self.instructions.pop() if self.instructions else None
+
+    def get_decision(self, inst: Instruction) -> Any:
+        """The decision of a step of this trace (None for a step that samples nothing)."""
+        for ins in self.instructions:
+            if ins is inst:
+                return ins.decision
+        raise ScheduleError(f"get_decision: {inst.kind} is not a step of this trace")
+
+    def simplified(self, remove_postproc: bool = True) -> Trace:
+        """The same trace without lookups whose handles no later step uses (TVM's dead-code
+        elimination). tdsl traces have no postprocessing steps, so `remove_postproc` changes
+        nothing."""
+        used: set[int] = set()
+        kept: list[Instruction] = []
+
+        def mark(x) -> None:
+            if _is_handle(x):
+                used.add(id(x))
+            elif isinstance(x, (list, tuple)):
+                for v in x:
+                    mark(v)
+
+        for ins in reversed(self.instructions):
+            if ins.kind in _LOOKUPS and not any(id(h) in used for h in ins.outputs):
+                continue
+            kept.append(ins)
+            for x in ins.inputs:
+                mark(x)
+            for _, v in ins.attrs:
+                mark(v)
+        return Trace(list(reversed(kept)))
 
     def __len__(self) -> int:
         return len(self.instructions)

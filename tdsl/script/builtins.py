@@ -9,6 +9,7 @@ parser's error says both.
 from __future__ import annotations
 
 from ..dtypes import SCALAR_NAMES
+from ..ir.opaque_calls import WMMA_BUILTINS
 
 MATH_NAMES = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "abs", "floor", "ceil", "pow", "exp2",
               "log2", "sin", "cos", "round", "trunc", "fma")
@@ -48,6 +49,8 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "max_value": ("expr", "the largest value of a dtype"), "min_value": ("expr", "the smallest value of a dtype"),
     "call_extern": ("expr", "a call to an external function"),
     "address_of": ("expr", "a handle to one buffer element"),
+    **{name: ("expr", "a TVM warp-matrix builtin over buffer addresses (A.data, A.access_ptr): an opaque "
+                      "call, CUDA only (tdsl.ir.opaque_calls)") for name in WMMA_BUILTINS},
     "Ramp": ("expr", "a vector of base + k * stride"), "Broadcast": ("expr", "a vector of one value"),
     **{name: ("expr", "a math function") for name in MATH_NAMES},
     **{name: ("dtype", f"the {name} type: an annotation, a constant or a cast") for name in SCALAR_NAMES},
@@ -95,11 +98,6 @@ ABSENT: dict[str, str] = {
     "vscale": "a fixed vector length",
     "comm_reducer": "a reduction block: with T.init() and C[i] = C[i] + x (argmax / argmin: two stores in "
                     "T.init, two T.let bindings of T.Select, two stores)",
-    **{name: f"tdsl's WMMA tensor intrinsics: sch.tensorize(loop, \"cuda.wmma.{op}\") (tdsl.intrinsics.cuda)"
-       for name, op in (("tvm_mma_sync", "mma_16x16x16_f16f32"), ("tvm_bmma_sync", "mma_16x16x16_f16f32"),
-                        ("tvm_load_matrix_sync", "load_a_16x16_f16_shared"),
-                        ("tvm_store_matrix_sync", "store_16x16_f32_global"),
-                        ("tvm_fill_fragment", "fill_16x16_f32"))},
 }
 
 

@@ -29,6 +29,7 @@ from ..ir.expr import (
     Var,
 )
 from ..ir.functor import free_vars
+from ..ir.opaque_calls import WMMA_BUILTINS
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -156,7 +157,8 @@ class ScriptPrinter:
             args = ", ".join(self.expr(a) for a in e.args)
             if e.op == "address_of":
                 return f"T.address_of({args})", _ATOM
-            if e.op == "if_then_else" or (e.op in MATH_CALLS and e.dtype == e.args[0].dtype):
+            if e.op == "if_then_else" or (e.op in MATH_CALLS and e.dtype == e.args[0].dtype) \
+                    or e.op in WMMA_BUILTINS:
                 return f"T.{e.op}({args})", _ATOM
             sep = ", " if args else ""
             return f'T.call_extern("{e.dtype}", "{e.op}"{sep}{args})', _ATOM

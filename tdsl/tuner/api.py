@@ -18,24 +18,26 @@ from typing import Any
 from .cost_model import make_model
 from .database import Database, Record
 from .flops import flop_count
-from .search import Engine, TaskState, TuneOptions
+from .search import Engine, TaskState, TuneOptions, best_record
 
 
 @dataclass
 class Best:
-    """The fastest verified candidate of one function."""
+    """The fastest verified candidate of one function. `time` is its re-timed seconds (timed
+    against the other finalists, taking turns) when it was re-timed, else its trial's."""
 
     func: Any
     record: Record
     flops: int | None = None
+    retimed: float | None = None
 
     @property
     def time(self) -> float:
-        return self.record.time or 0.0   # a Best is a record that passed: it has a time
+        return self.retimed or self.record.time or 0.0   # a Best is a record that passed: it has a time
 
     @property
     def gflops(self) -> float | None:
-        return self.flops / self.record.time / 1e9 if self.flops and self.record.time else None
+        return self.flops / self.time / 1e9 if self.flops and self.time else None
 
     @property
     def decisions(self) -> dict:
@@ -73,6 +75,7 @@ class TaskResult:
     records: list
     flops: int | None
     workload_key: str | None = None
+    retimed: dict = field(default_factory=dict)     # candidate -> seconds of the latest re-timing
 
     @property
     def name(self) -> str:
@@ -80,8 +83,9 @@ class TaskResult:
 
     @property
     def best(self) -> Best | None:
-        ok = [r for r in self.records if r.ok]
-        return Best(self.func, min(ok, key=lambda r: r.time), self.flops) if ok else None
+        """The fastest of the latest re-timing (see docs/tuning.md), else the fastest record."""
+        found = best_record(self.records, self.retimed)
+        return Best(self.func, found, self.flops, self.retimed.get(found.candidate)) if found else None
 
     @property
     def failures(self) -> list:
@@ -133,7 +137,7 @@ class TuneResult:
             first = next((r.time for r in t.records if r.ok), None)
             rows.append((t.name, str(len(t.records)), str(len(t.failures)),
                          f"{b.time * 1e3:.4f} ms" if b else "-", f"{b.gflops:.1f}" if b and b.gflops else "-",
-                         f"{first * 1e3:.4f} ms" if first else "-", f"{first / b.time:.2f}x" if b and first else "-"))
+                         f"{first * 1e3:.4f} ms" if first else "-", f"{first / b.record.time:.2f}x" if b and first and b.record.time else "-"))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
@@ -143,6 +147,8 @@ class TuneResult:
                          f"({s.get('candidates_per_minute', 0):.0f} candidates/min), "
                          f"{s.get('invalid', 0)} proposals refused by the schedule, {s.get('duplicates', 0)} "
                          f"duplicates skipped; cost model: {s.get('model', '-')}"
+                         + (f"; {s['retimings']} re-timings of the best few ({s.get('retime_seconds', 0):.1f} s)"
+                            if s.get("retimings") else "")
                          + (f"; resumed from {s['resumed']} records" if s.get("resumed") else "")
                          + ("; interrupted" if self.interrupted else ""))
         return "\n".join(lines)
@@ -183,7 +189,7 @@ class TuneResult:
 def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: float | None = None,
          database: str | os.PathLike | Database | None = None, space=None, executor=None, seed: int = 0,
          verbose: int = 1, cost_model="auto", batch: int = 16, timeout: float = 60.0,
-         repeats: int = 5) -> TuneResult:
+         repeats: int = 5, retime: int = 5) -> TuneResult:
     """Search the design space of one function (or several sharing the budget) by measuring.
 
     * `trials`: measurements in all (the records of an earlier run in `database` count: an
@@ -197,6 +203,10 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
       also measures: a Dask `client.get_executor()` builds and measures on the cluster's workers.
     * `cost_model`: "auto" (lightgbm when installed, else numpy), "lightgbm", "numpy",
       "random" (random search) or a CostModel.
+    * `retime`: at the end, the `retime` fastest candidates (and the best) are timed again
+      against each other, taking turns, and `.best` is the fastest of that re-timing (also in
+      the database, for `build(database=)`); during the run a candidate measured close to the
+      best is re-timed against it at once. 0: neither (the best is the fastest trial).
     * `verbose`: 0 silent, 1 live bar / summary, 2 one line per candidate. Ctrl-C stops and
       returns the best so far.
     """
@@ -221,7 +231,9 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     db = database if isinstance(database, Database) or database is None else Database(database)
     machine = fingerprint()
     options = TuneOptions(trials=trials, time_budget=time_budget, batch=max(1, batch), timeout=timeout,
-                          repeats=repeats)
+                          repeats=repeats, retime_top=max(0, int(retime)))
+    if not retime:
+        options.challenge = 0.0
     rng = random.Random(seed)
     owned = executor is None
     pool = LocalPool() if owned else executor           # its workers start while the sketches are made
@@ -252,12 +264,14 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
             pool.shutdown(wait=not engine.interrupted, cancel_futures=True)
     seconds = time.monotonic() - engine.start
     result = TuneResult(
-        [TaskResult(t.func, t.records, t.flops, t.workload.key if t.workload else None) for t in tasks],
+        [TaskResult(t.func, t.records, t.flops, t.workload.key if t.workload else None, dict(t.retimed))
+         for t in tasks],
         stats={"trials": engine.trials_done, "seconds": seconds, "invalid": engine.invalid,
                "duplicates": engine.duplicates, "builds": engine.builds,
                "candidates_per_minute": engine.trials_done / seconds * 60 if seconds else 0.0,
                "prepare_seconds": engine.prepare_seconds, "build_seconds": engine.build_seconds,
                "model": tasks[0].model.name if tasks else "-", "machines": sorted(engine.machines),
+               "retimings": engine.retimings, "retime_seconds": engine.retime_seconds,
                "resumed": resumed},
         interrupted=engine.interrupted, database=db.path if db is not None else None)
     progress.close(result.table())
@@ -284,6 +298,7 @@ def _tasks(funcs, tgt, space, seed: int, rng: random.Random, cost_model, db, mac
             task.workload = db.workload(f, str(tgt), machine=machine)
             for r in db.records(task.workload):
                 task.add(r)
+            task.retimed = db.retimes(task.workload)
             resumed += len(task.records)
             task.refit()
         tasks.append(task)

@@ -1,15 +1,16 @@
 """The tuning database: one SQLite file (stdlib sqlite3), shared by processes and sessions.
 
-Two tables: `workloads` (one row per function x target x machine: the key is a hash of the
-function's structural hash, the target and the machine fingerprint) and `records` (one row per
+Three tables: `workloads` (one row per function x target x machine: the key is a hash of the
+function's structural hash, the target and the machine fingerprint), `records` (one row per
 measured candidate: its trace as JSON with the decisions, the decisions alone, the times, the
 error that failed it, the build time, the cost model's features, the tdsl version and the time of
-measurement). The file runs in WAL mode with a busy timeout, and every write is one short
+measurement) and `retimes` (re-timing sessions: the best few candidates timed again against each
+other, taking turns; the fastest of a workload's latest session is its best, see `best`). The file runs in WAL mode with a busy timeout, and every write is one short
 `BEGIN IMMEDIATE` transaction, so several tuning processes can write to it at once.
 
     db = Database("tuning.db")
     wl = db.workload(func, "cpu")            # this machine's workload of func
-    db.best(wl)                              # the fastest record that passed, or None
+    db.best(wl)                              # the best record that passed, or None
     db.export_jsonl("records.jsonl"); db.import_jsonl("records.jsonl")
 """
 from __future__ import annotations
@@ -51,6 +52,16 @@ CREATE TABLE IF NOT EXISTS records (
     UNIQUE (workload, candidate)
 );
 CREATE INDEX IF NOT EXISTS records_by_time ON records (workload, time_s);
+CREATE TABLE IF NOT EXISTS retimes (
+    id INTEGER PRIMARY KEY,
+    workload INTEGER NOT NULL REFERENCES workloads(id),
+    session INTEGER NOT NULL,
+    candidate TEXT NOT NULL,
+    time_s REAL NOT NULL,
+    rounds TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS retimes_by_session ON retimes (workload, session);
 """
 
 
@@ -214,19 +225,51 @@ class Database:
         return [self._record(r) for r in rows]
 
     def best(self, workload: Workload, k: int = 1):
-        """The fastest record of `workload` that passed (None when none did); a list with k > 1."""
+        """The best record of `workload` that passed (None when none did); a list with k > 1.
+        Best means: by the time of the workload's latest re-timing session (`add_retimes`)
+        among the records it timed, then the others by their own time (records measured at
+        different moments under a changing load do not compare as well as candidates timed
+        against each other)."""
         rows = self._conn.execute(f"SELECT {self._COLUMNS} FROM records WHERE workload = ? AND error IS NULL "
-                                  "AND time_s IS NOT NULL ORDER BY time_s, id LIMIT ?",
-                                  (workload.id, k)).fetchall()
-        found = [self._record(r) for r in rows]
+                                  "AND time_s IS NOT NULL ORDER BY time_s, id", (workload.id,)).fetchall()
+        retimed = self.retimes(workload)
+        found = sorted((self._record(r) for r in rows),
+                       key=lambda r: (0, retimed[r.candidate]) if r.candidate in retimed else (1, r.time))[:k]
         return found if k > 1 else (found[0] if found else None)
+
+    def add_retimes(self, workload: Workload, times: dict, created: float | None = None) -> int:
+        """Store a re-timing session of `workload`: `times` maps a record's candidate to
+        (seconds, [best of each round]). Returns the session's number (1, 2, ...)."""
+        with self._write() as c:
+            session = c.execute("SELECT COALESCE(MAX(session), 0) + 1 FROM retimes WHERE workload = ?",
+                                (workload.id,)).fetchone()[0]
+            c.executemany("INSERT INTO retimes (workload, session, candidate, time_s, rounds, created) "
+                          "VALUES (?, ?, ?, ?, ?, ?)",
+                          [(workload.id, session, cand, float(t), json.dumps(list(rounds)), created or time.time())
+                           for cand, (t, rounds) in times.items()])
+        return session
+
+    def retimes(self, workload: Workload, session: int | None = None) -> dict:
+        """Candidate -> seconds of the workload's latest re-timing session (or of `session`);
+        empty when it has none."""
+        if session is None:
+            session = self._conn.execute("SELECT MAX(session) FROM retimes WHERE workload = ?",
+                                         (workload.id,)).fetchone()[0]
+        rows = self._conn.execute("SELECT candidate, time_s FROM retimes WHERE workload = ? AND session = ?",
+                                  (workload.id, session)).fetchall()
+        return dict(rows)
+
+    def _retime_rows(self, workload: Workload) -> list:
+        return self._conn.execute("SELECT session, candidate, time_s, rounds, created FROM retimes WHERE "
+                                  "workload = ? ORDER BY session, id", (workload.id,)).fetchall()
 
     def count(self, workload: Workload) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM records WHERE workload = ?", (workload.id,)).fetchone()[0]
 
     # export / import -------------------------------------------------------------------------
     def export_jsonl(self, path: str | os.PathLike, workload: Workload | None = None) -> int:
-        """Write every record (of `workload`, or all) as one JSON object per line; returns the count."""
+        """Write every record (of `workload`, or all) as one JSON object per line, then the
+        re-timing sessions (lines with a `retime` object); returns the count of records."""
         n = 0
         with open(path, "w") as fh:
             for wl in [workload] if workload is not None else self.workloads():
@@ -238,12 +281,17 @@ class Database:
                                 "features": r.features, "tdsl_version": r.tdsl_version, "created": r.created}
                     fh.write(json.dumps(line) + "\n")
                     n += 1
+                for session, cand, t, rounds, created in self._retime_rows(wl):
+                    fh.write(json.dumps({"workload": head, "retime": {"session": session, "candidate": cand, "time": t,
+                                                                      "rounds": json.loads(rounds),
+                                                                      "created": created}}) + "\n")
         return n
 
     def import_jsonl(self, path: str | os.PathLike) -> int:
-        """Add the records of a JSON-lines export (those already here are skipped); returns how
-        many were added."""
+        """Add the records of a JSON-lines export (those already here are skipped) and its
+        re-timing sessions (each becomes a new session here); returns how many records were added."""
         added = 0
+        sessions: dict = {}       # (workload id, session in the file) -> its times here
         with open(path) as fh:
             for number, line in enumerate(fh, 1):
                 if not line.strip():
@@ -252,12 +300,19 @@ class Database:
                     d = json.loads(line)
                     head = d["workload"]
                     wl = self._import_workload(head)
+                    if "retime" in d:
+                        rt = d["retime"]
+                        sessions.setdefault((wl, rt["session"]), {})[rt["candidate"]] = (float(rt["time"]),
+                                                                                        rt.get("rounds") or [])
+                        continue
                     rec = Record(d["candidate"], d["trace"], d.get("decisions") or {}, d.get("time"),
                                  d.get("times") or [], d.get("error"), d.get("build_time"), d.get("features"),
                                  d.get("tdsl_version", ""), d.get("created") or 0.0)
                 except (KeyError, TypeError, ValueError) as exc:
                     raise ValueError(f"{path}:{number}: not a tdsl tuning record ({exc})") from None
                 added += self.add(wl, rec)
+        for (wl, _), times in sorted(sessions.items(), key=lambda item: (item[0][0].id, item[0][1])):
+            self.add_retimes(wl, times)
         return added
 
     def _import_workload(self, head: dict) -> Workload:

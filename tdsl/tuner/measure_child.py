@@ -12,9 +12,13 @@ results (built once per function and seed, kept here), then time it: `warmup` ca
 samples of `number` calls each (`number` grows until one sample lasts `min_sample_s`), at least
 `repeats` of them and more until `measure_s` seconds have passed: the minimum of many short
 samples is the least disturbed figure on a shared machine.
+
+A `retime` request (one with `candidates`, a list of scripts) times several candidates taking
+turns (tdsl.tuner.timing.interleaved): the tuner's re-timing of its best few.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -65,13 +69,15 @@ def _parse(script: str):
     return found
 
 
-def measure(req: dict, refs: _References) -> dict:
+def _checked(req: dict, script: str, refs: _References):
+    """(kernel, its arguments) of the candidate `script`, built and checked against the
+    unscheduled function on random inputs; or an answer with the error."""
     from ..backends import build
     from .checking import compare, signature_change
     from .space import with_rule_intrinsics
 
     func = _parse(req["func"])
-    candidate = _parse(req["candidate"])
+    candidate = _parse(script)
     changed = signature_change(func, candidate)
     if changed is not None:
         return {"error": changed}
@@ -85,7 +91,15 @@ def measure(req: dict, refs: _References) -> dict:
     wrong = compare(func, got, want)
     if wrong is not None:
         return {"error": wrong}
-    args = [a.copy() for a in inputs]
+    return kernel, [a.copy() for a in inputs]
+
+
+def measure(req: dict, refs: _References) -> dict:
+    """Check and time one candidate (`req["candidate"]`); see the module."""
+    checked = _checked(req, req["candidate"], refs)
+    if isinstance(checked, dict):
+        return checked
+    kernel, args = checked
     for _ in range(max(1, int(req.get("warmup", 1)))):
         kernel(*args)
     number, min_sample = 1, float(req.get("min_sample_s", 0.002))
@@ -108,6 +122,35 @@ def measure(req: dict, refs: _References) -> dict:
     return {"times": times, "time": min(times), "number": number}
 
 
+def retime(req: dict, refs: _References) -> dict:
+    """Time several candidates (`req["candidates"]`, scripts) against each other: each is built
+    and checked, then they take turns (`rounds` of them; in its turn each runs for `block_s`
+    seconds of samples lasting `min_sample_s`), so that all see the same load. Answers
+    `times` (each one's best sample, None for one that failed), `rounds` (each one's best per
+    round) and `errors`."""
+    from .timing import interleaved
+
+    fns: list = []
+    where: list[int] = []
+    errors: dict[str, str] = {}
+    for k, script in enumerate(req["candidates"]):
+        checked = _checked(req, script, refs)
+        if isinstance(checked, dict):
+            errors[str(k)] = checked["error"]
+            continue
+        kernel, args = checked
+        fns.append(functools.partial(kernel, *args))
+        where.append(k)
+    per_round: list = []
+    best = interleaved(fns, repeat=max(1, int(req.get("rounds", 3))), min_time=float(req.get("min_sample_s", 0.002)),
+                       block_time=float(req.get("block_s", 0.05)), per_round=per_round) if fns else []
+    times: list = [None] * len(req["candidates"])
+    rounds: list = [[] for _ in req["candidates"]]
+    for k, t, r in zip(where, best, per_round):
+        times[k], rounds[k] = t, r
+    return {"times": times, "rounds": rounds, "errors": errors}
+
+
 def main() -> None:
     channel = _channel()
     refs = _References()
@@ -120,7 +163,7 @@ def main() -> None:
         t0 = time.perf_counter()
         try:
             req = json.loads(line)
-            answer = measure(req, refs)
+            answer = retime(req, refs) if "candidates" in req else measure(req, refs)
         except Exception as exc:  # noqa: BLE001 - reported to the runner, this process goes on
             answer = {"error": f"measurement failed: {type(exc).__name__}: {exc}"[:500],
                       "traceback": traceback.format_exc()[-2000:]}

@@ -12,7 +12,12 @@ One round for one function (a `TaskState`), `batch` trials:
    predictions (and `explore` of the batch at random); the first round, with no model yet, is
    random and compiles while it prepares;
 4. build the picked candidates on the executor, then measure them one at a time (runner.py);
-5. record every trial in the database, failures with their reason, and refit the model.
+5. record every trial in the database, failures with their reason, and refit the model;
+6. re-time (interleaved turns in one measuring process) the round's candidates that measured
+   within `challenge` of the best against the best: the best moves only on a win timed side
+   by side. At the end of the run the `retime_top` fastest and the best are re-timed likewise;
+   the best is the fastest of the latest re-timing (kept in the database, so that
+   `build(database=)` picks the same).
 """
 from __future__ import annotations
 
@@ -42,10 +47,18 @@ class TuneOptions:
     timeout: float = 60.0      # seconds a measurement may take
     build_timeout: float = 300.0
     repeats: int = 5           # samples at least
-    measure_s: float = 0.1     # and more until this long (the minimum counts)
+    measure_s: float = 0.05    # and more until this long (the minimum counts)
+    batch_rounds: int = 3      # then the batch's candidates take this many turns (see _batch_turns)
+    batch_block_s: float = 0.02    # of this many seconds of samples each
     warmup: int = 1
     min_sample_s: float = 0.002
     check_seed: int = 0
+    retime_top: int = 5        # the best few re-timed against each other at the end (0: never)
+    retime_rounds: int = 3     # turns each in a re-timing
+    retime_block_s: float = 0.05   # seconds of samples per turn
+    challenge: float = 1.15    # a round's candidate measured within this factor of the best is
+                               # re-timed against it at once (0: only at the end)
+    challengers: int = 3       # at most this many per round
 
 
 @dataclass
@@ -66,6 +79,8 @@ class TaskState:
     pending: dict = field(default_factory=dict)            # the same key -> prepared, not yet measured
     measured_here: int = 0                                 # trials of this run
     dmodel: CostModel | None = None                        # the model of decision vectors (decisions.py)
+    retimed: dict = field(default_factory=dict)            # candidate -> seconds, the latest re-timing
+    scripts: dict = field(default_factory=dict)            # candidate -> scheduled script, this run's
 
     def __post_init__(self):
         from ..ir import structural_hash
@@ -100,8 +115,8 @@ class TaskState:
 
     @property
     def best(self) -> Record | None:
-        ok = [r for r in self.records if r.ok]
-        return min(ok, key=lambda r: r.time) if ok else None
+        """The best record that passed: the fastest of the latest re-timing, else the fastest."""
+        return best_record(self.records, self.retimed)
 
     def add(self, record: Record) -> None:
         self.records.append(record)
@@ -238,9 +253,11 @@ class Engine:
     """Runs rounds over several TaskStates until the trials or the time budget are spent."""
 
     def __init__(self, tasks: list[TaskState], executor, measure_locally: bool, database: Database | None,
-                 options: TuneOptions, progress, kill=None, measure_fn=None):
+                 options: TuneOptions, progress, kill=None, measure_fn=None, retime_fn=None):
         self.tasks = tasks
         self.measure_fn = measure_fn       # a stand-in for measuring (tests: a synthetic objective)
+        self.retime_fn = retime_fn         # likewise for re-timing: records -> seconds (None: measure_fn
+                                           # given, no re-timing)
         self.executor = executor
         self.measure_locally = measure_locally
         self.db = database
@@ -256,6 +273,8 @@ class Engine:
         self.prepare_seconds = 0.0
         self.interrupted = False
         self.machines: set = set()
+        self.retimings = 0
+        self.retime_seconds = 0.0
 
     def _time_left(self) -> float | None:
         if self.opt.time_budget is None:
@@ -298,6 +317,8 @@ class Engine:
                 turn += 1
                 left = self.opt.trials - self.trials_done
                 self.round(task, min(self.opt.batch, left))
+            for task in self.tasks:
+                self.retime(task, self.finalists(task))
         except KeyboardInterrupt:
             self.interrupted = True
             self.progress.note("tuning interrupted: keeping the best candidates measured so far")
@@ -339,6 +360,80 @@ class Engine:
         if picked:
             self._trial_wall = (time.monotonic() - t0) / len(picked)
         task.refit()
+        self.challenge(task, {p["key"] for p in picked})
+
+    # re-timing ------------------------------------------------------------------------------
+    def finalists(self, task: TaskState) -> list[Record]:
+        """The end of a run's re-timing: the `retime_top` fastest records (their own times) and
+        the current best."""
+        ok = sorted((r for r in task.records if r.ok), key=lambda r: r.time)[: self.opt.retime_top]
+        best = task.best
+        if best is not None and all(r.candidate != best.candidate for r in ok):
+            ok.append(best)
+        return ok if self.opt.retime_top > 0 else []
+
+    def challenge(self, task: TaskState, new: set) -> None:
+        """Re-time this round's candidates (`new`: their keys) measured within `challenge` of the
+        best before the round against it, so that the best moves only on a win timed side by
+        side: a single measurement's minimum, under a load that changes, is often lucky (the
+        winner's curse)."""
+        if not self.opt.challenge:
+            return
+        old = [r for r in task.records if r.ok and r.candidate not in new]
+        best = best_record(old, task.retimed)
+        if best is None or best.time is None:
+            return
+        rivals = sorted((r for r in task.records if r.ok and r.candidate in new
+                         and (r.time or 0.0) < self.opt.challenge * best.time), key=lambda r: r.time or 0.0)
+        if rivals:
+            self.retime(task, [best] + rivals[: self.opt.challengers])
+
+    def retime(self, task: TaskState, records: list[Record]) -> None:
+        """Time `records` against each other (interleaved turns in one measuring process) and
+        make that the task's latest re-timing (in the database too): the best is its fastest."""
+        if len(records) < 2 or self.opt.retime_top <= 0 or (self.measure_fn is not None and self.retime_fn is None):
+            return
+        t0 = time.monotonic()
+        if self.retime_fn is not None:
+            times, rounds, machine = self.retime_fn(records), None, None
+        else:
+            missing = [r for r in records if r.candidate not in task.scripts]
+            if missing:
+                futures = [self.executor.submit(worker.prepare, {"func": task.func_script, "trace": r.trace,
+                                                                 "decisions": {}}) for r in missing]
+                for r, p in zip(missing, self._wait(futures, self.opt.build_timeout)):
+                    if p.get("key") == r.candidate and "script" in p:
+                        task.scripts[r.candidate] = p["script"]
+            records = [r for r in records if r.candidate in task.scripts]
+            if len(records) < 2:
+                return
+            request = {"func": task.func_script, "func_hash": task.func_hash, "seed": self.opt.check_seed,
+                       "candidates": [task.scripts[r.candidate] for r in records], "rounds": self.opt.retime_rounds,
+                       "block_s": self.opt.retime_block_s, "min_sample_s": self.opt.min_sample_s,
+                       "timeout": self.opt.timeout}
+            if self.measure_locally:
+                answer = worker.retime(request)
+            else:
+                answer = self._wait([self.executor.submit(worker.retime, request)], None)[0]
+            if "times" not in answer:
+                self.progress.note(f"tuning {task.name}: re-timing failed ({answer.get('error', '?')}); "
+                                   "keeping the measured times")
+                return
+            times, rounds, machine = answer["times"], answer.get("rounds"), answer.get("machine")
+        found = {r.candidate: (t, rounds[k] if rounds else [t]) for k, (r, t) in enumerate(zip(records, times))
+                 if t is not None}
+        self.retime_seconds += time.monotonic() - t0
+        self.retimings += 1
+        if len(found) < 1:
+            return
+        wl = task.workload
+        if self.db is not None and wl is not None:
+            if machine and machine != wl.machine:
+                wl = self.db.workload(task.func, task.target, machine=machine)
+            if wl is not None:
+                self.db.add_retimes(wl, found)
+        if machine is None or task.workload is None or machine == task.workload.machine:
+            task.retimed = {c: t for c, (t, _) in found.items()}
 
     def _pool_factor(self) -> float:
         """Proposals prepared per trial: `pool`, fewer when preparing (replaying) a proposal costs
@@ -395,22 +490,45 @@ class Engine:
         if self.measure_fn is not None:
             for i in runnable:
                 answers[i] = self.measure_fn(picked[i])
-                self._record(task, picked[i], answers[i])
         elif self.measure_locally:
             for i in runnable:
                 answers[i] = worker.measure(requests[i])
-                self._record(task, picked[i], answers[i])
         else:
             futures = {i: self.executor.submit(worker.measure, requests[i]) for i in runnable}
             for i, res in zip(futures, self._wait(list(futures.values()), None)):
                 answers[i] = res
-                self._record(task, picked[i], res)
+        self._batch_turns(task, picked, answers)
         for i, p in enumerate(picked):
-            if i not in answers:
-                self._record(task, p, {"error": p["error"]})
+            self._record(task, p, answers[i] if i in answers else {"error": p["error"]})
+
+    def _batch_turns(self, task: TaskState, picked: list[dict], answers: dict) -> None:
+        """Time the batch's candidates that passed again, taking `batch_rounds` turns in one
+        measuring process, and keep each one's best sample of its trial and its turns: the
+        candidates of a batch then see the same load, and each one's figure is the best of
+        several moments instead of one (a moment of a neighbour's load doubles a parallel
+        kernel's time on 2 cores)."""
+        ok = [i for i, a in answers.items() if a.get("error") is None and a.get("time") and picked[i].get("script")]
+        if self.opt.batch_rounds <= 0 or len(ok) < 2 or self.measure_fn is not None:
+            return
+        request = {"func": task.func_script, "func_hash": task.func_hash, "seed": self.opt.check_seed,
+                   "candidates": [picked[i]["script"] for i in ok], "rounds": self.opt.batch_rounds,
+                   "block_s": self.opt.batch_block_s, "min_sample_s": self.opt.min_sample_s,
+                   "timeout": self.opt.timeout}
+        if self.measure_locally:
+            answer = worker.retime(request)
+        else:
+            answer = self._wait([self.executor.submit(worker.retime, request)], None)[0]
+        for i, t, rounds in zip(ok, answer.get("times") or [], answer.get("rounds") or []):
+            a = answers[i]
+            if t is None or (answer.get("machine") and a.get("machine") and answer["machine"] != a["machine"]):
+                continue
+            a["times"] = list(a.get("times") or []) + list(rounds)
+            a["time"] = min(a["time"], t)
 
     def _record(self, task: TaskState, p: dict, answer: dict) -> None:
         error = answer.get("error")
+        if error is None and p.get("script"):
+            task.scripts[p["key"]] = p["script"]
         record = Record(candidate=p["key"], trace=p["trace"], decisions=p.get("decisions", {}),
                         time=None if error else answer.get("time"), times=answer.get("times", []),
                         error=error, build_time=p.get("build_s"), features=p.get("features"))
@@ -433,6 +551,16 @@ class Engine:
         rate = task.flops / record.time / 1e9 if record.time and record.ok and task.flops else None
         best_rate = task.flops / best.time / 1e9 if best is not None and best.time and task.flops else None
         self.progress.update(task.name, record, rate, best.time if best else None, best_rate)
+
+
+def best_record(records: list, retimed: dict) -> Record | None:
+    """The best of `records` that passed: by the re-timed seconds (`retimed`, candidate ->
+    seconds of the latest re-timing) among those re-timed, else by their own time (as
+    Database.best orders them)."""
+    ok = [r for r in records if r.ok]
+    if not ok:
+        return None
+    return min(ok, key=lambda r: (0, retimed[r.candidate]) if r.candidate in retimed else (1, r.time))
 
 
 def decisions_json(decisions: dict) -> str:

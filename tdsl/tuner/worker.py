@@ -9,6 +9,8 @@ that any concurrent.futures.Executor, a local pool or a Dask cluster, can run th
   `prepare` in this process is reused).
 * `measure(task)`: check and time a candidate in this process's measuring child (runner.py),
   one measurement at a time on the machine.
+* `retime(task)`: time several candidates against each other (the tuner's re-timing of its
+  best few), likewise.
 """
 from __future__ import annotations
 
@@ -125,3 +127,13 @@ def measure(task: dict) -> dict:
     request = {k: task[k] for k in ("func", "func_hash", "candidate", "seed", "warmup", "repeats", "min_sample_s",
                                      "measure_s") if k in task}
     return runner().measure(request, timeout=float(task.get("timeout", 60.0)))
+
+
+def retime(task: dict) -> dict:
+    """Time several verified candidates against each other, taking turns, in this process's
+    measuring child (measure_child.retime)."""
+    from .runner import runner
+
+    request = {k: task[k] for k in ("func", "func_hash", "candidates", "seed", "rounds", "block_s", "min_sample_s")
+               if k in task}
+    return runner().measure(request, timeout=float(task.get("timeout", 60.0)) * max(1, len(task["candidates"])))

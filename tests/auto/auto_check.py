@@ -70,6 +70,11 @@ def conv2d(X: T.Buffer((1, 4, 6, 16), "float32"), W: T.Buffer((8, 4, 3, 3), "flo
             Y[vb, vk, vy, vx] = Y[vb, vk, vy, vx] + Xpad[vb, vc, vy + vr, vx + vs] * W[vk, vc, vr, vs]
 '''
 
+# conv2d with 12 columns: no multiple of 8 lanes divides its rows
+CONV_NARROW = CONV.replace("(1, 4, 6, 16)", "(1, 4, 6, 12)").replace("(1, 8, 6, 16)", "(1, 8, 6, 12)") \
+    .replace("(1, 4, 8, 18)", "(1, 4, 8, 14)").replace("T.grid(1, 4, 8, 18)", "T.grid(1, 4, 8, 14)") \
+    .replace("vx <= 16", "vx <= 12").replace("T.grid(1, 8, 6, 16, 4, 3, 3)", "T.grid(1, 8, 6, 12, 4, 3, 3)")
+
 DEPTHWISE = '''
 @T.prim_func
 def depthwise(X: T.Buffer((3, 10, 18), "float32"), W: T.Buffer((3, 3, 3), "float32"), Y: T.Buffer((3, 8, 16), "float32")):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from auto_check import BMM, CHAIN, CONV, DEPTHWISE, ROWSUM_SYMBOLIC, SOFTMAX, gemm, same_meaning
+from auto_check import BMM, CHAIN, CONV, CONV_NARROW, DEPTHWISE, ROWSUM_SYMBOLIC, SOFTMAX, gemm, same_meaning
 
 import tdsl
 from tdsl.auto import (
@@ -19,6 +19,7 @@ from tdsl.auto import (
     TensorizeMatching,
     VectorReduction,
 )
+from tdsl.auto.analysis import blocks_in_nest
 from tdsl.auto.rules.matmul_cpu import default_tiles, mc_candidates
 
 AVX2 = Hardware("cpu", isa="avx2", lanes=8, cores=2)
@@ -119,6 +120,28 @@ def test_multi_level_tiling_cpu_register_tile_on_depthwise():
     same_meaning(sch, f)
 
 
+def test_multi_level_tiling_tiles_filters_and_a_row_no_vector_divides():
+    """conv2d with 12 columns on 8 lanes: a 12-wide vector tile (no split remainder) times an
+    unrolled tile of filters, each input vector loaded once for all of them; every width and
+    filter count the sketch offers computes the same numbers."""
+    from tdsl.auto.rules.tiling_cpu import reuse_counts, vector_widths
+
+    assert vector_widths(28, 8) == [14, 28, 7, 4] and vector_widths(64, 8) == [16, 8, 32]
+    assert vector_widths(None, 8) == [16, 8, 32] and reuse_counts(32, 2) == [2, 4] and reuse_counts(7, 2) == []
+    f = tdsl.parse(CONV_NARROW)
+    assert "12" in f.script()
+    sch = _one(MultiLevelTilingCPU(AVX2), tdsl.Schedule(f), "conv")
+    text = sch.func.script()
+    assert "T.vectorized(12)" in text and "T.unroll(4)" in text and 'scope="local"' in text
+    same_meaning(sch, f)
+    steps = sorted(sch.trace.decisions)
+    assert len(steps) == 2
+    widths, counts = (dict(sch.trace.instructions[k].attrs)["candidates"] for k in steps)
+    assert widths == [12, 6, 4] and counts == [2, 4]
+    for wk, ck in [(1, 0), (2, 1), (0, 0)]:
+        same_meaning(sch.trace.with_decisions({steps[0]: wk, steps[1]: ck}).apply(f), f)
+
+
 def test_multi_level_tiling_skips_reductions_without_a_contiguous_output_axis():
     sch = tdsl.Schedule(tdsl.parse(ROWSUM_SYMBOLIC))
     assert MultiLevelTilingCPU(AVX2)(sch, "B") == [sch]
@@ -133,15 +156,45 @@ def test_vector_reduction_rfactors_the_row():
         same_meaning(sch, f, {"n": n})
 
 
-def test_compute_location_moves_producers_into_the_row_loop():
+@pytest.mark.parametrize("defaults", [True, False])
+def test_compute_location_moves_producers_into_the_row_loop(defaults):
     f = tdsl.parse(SOFTMAX)
     sch = tdsl.Schedule(f)
     for name in ("sum", "exp", "max"):
-        sch = _one(ComputeLocation(AVX2), sch, name)
-    assert str(sch.trace).count("sample_compute_location") == 3
-    loops = sch.get_loops(sch.get_block("max"))
-    assert loops[0].var is sch.get_loops(sch.get_block("norm"))[0].var  # all under the row loop
+        sch = _one(ComputeLocation(AVX2, defaults), sch, name)
+    # the location is the sketch's structure, not a decision a search would re-sample
+    assert str(sch.trace).count("sch.compute_at(") == 3 and not sch.trace.decisions
+    row = sch.get_loops(sch.get_block("norm"))[0].var
+    for name in ("sum", "exp", "max"):
+        assert sch.get_loops(sch.get_block(name))[0].var is row  # all under the row loop
     same_meaning(sch, f)
+
+
+def test_every_softmax_sketch_fuses_the_row_passes():
+    """The search's sketches (random decisions) keep the hand schedule's structure: max, exp
+    and sum computed in the row loop of norm, exp once (not inlined into its two readers)."""
+    f = tdsl.parse(SOFTMAX)
+    space = tdsl.space(f, "cpu", seed=3)
+    assert len(space) >= 2
+    for sketch in space:
+        text = sketch.func.script()
+        assert text.count("T.exp(") == 1
+        nest = blocks_in_nest(sketch.func, "norm")    # the blocks under norm's row loop
+        assert {"max", "exp", "sum"} <= set(nest) and "T.parallel" in text
+        same_meaning(sketch, f)
+
+
+def test_compute_location_keeps_padding_at_the_root_as_a_second_sketch():
+    f = tdsl.parse(CONV)
+    sch = _one(MultiLevelTilingCPU(AVX2), tdsl.Schedule(f), "conv")
+    out = ComputeLocation(AVX2)(sch, "pad")
+    assert len(out) == 2
+    moved, root = out
+    assert len(moved.get_loops(moved.get_block("pad"))) > 4       # under a conv loop ...
+    assert moved.get_loops(moved.get_block("pad"))[0].var is moved.get_loops(moved.get_block("conv"))[0].var
+    assert len(root.get_loops(root.get_block("pad"))) == 4        # ... or a pass of its own
+    for s in out:
+        same_meaning(s, f)
 
 
 def test_parallel_vectorize_unroll():
@@ -282,6 +335,22 @@ def test_row_prefetch_tensorizes_a_row_step_with_a_generated_intrinsic():
     x = np.random.default_rng(0).standard_normal((8, 64)).astype("float32")
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(tdsl.build(out[0])(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_a_prefetching_output_step_still_gets_streaming_stores():
+    """layernorm's norm block reads A after the sums did: RowPrefetch tensorizes it (block
+    norm_o, no single store), and the streaming-store decision still applies to it."""
+    from corpus import CORPUS
+
+    from tdsl.auto import sketches
+
+    case = next(c for c in CORPUS if c.name == "layernorm")
+    tiny_l2 = Hardware("cpu", isa="avx2", lanes=8, cores=2, l2=256)   # B counts as larger than the caches
+    sch = sketches(case.func, tiny_l2, defaults=True, limit=1)[0]
+    text = str(sch.trace)
+    assert 'sch.get_block("norm_o")' in text and 'key="tdsl.nontemporal"' in text
+    assert "row_prefetch_norm" in text
+    same_meaning(sch, case.func)
 
 
 def test_gpu_matmul_tiling_respects_the_thread_and_shared_memory_limits():

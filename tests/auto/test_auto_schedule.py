@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from auto_check import CONV, MATMUL_SYMBOLIC, SOFTMAX, gemm, same_meaning
+from auto_check import CONV, CONV_NARROW, MATMUL_SYMBOLIC, SOFTMAX, gemm, same_meaning
 from corpus import CORPUS, SYMBOLIC_SIZES, check_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -180,3 +180,33 @@ def test_auto_schedules_build_and_run_on_the_cpu(case, target):
             check_case(case, run, args=case.sizes(n)(np.random.default_rng(n)))
     else:
         check_case(case, run)
+
+
+_LIVE = ("matmul", "softmax", "layernorm", "conv2d_nchw", "depthwise_conv2d", "dense_bias_relu", "add_broadcast")
+
+
+@pytest.mark.parametrize("func", [c.func for c in CORPUS if c.name in _LIVE] + [tdsl.parse(CONV_NARROW)],
+                         ids=[*(c.name for c in CORPUS if c.name in _LIVE), "conv2d_narrow"])
+def test_every_decision_of_every_sketch_is_live(func):
+    """Any other value of any decision of a sketch replays and gives another program. A decision
+    that the trace does not follow (a count that sliced a list of loops, a yes / no that decided
+    whether a step was recorded) makes a search measure one program many times and never the
+    alternative: the sketches' random pick of it is then fixed."""
+    for target in ("cpu", "cuda"):
+        for sketch in tdsl.space(func, target, limit=16):
+            base = tdsl.structural_hash(sketch.func)
+            for step, decision in sketch.trace.decisions.items():
+                ins = sketch.trace.instructions[step]
+                if ins.kind == "sample_categorical":
+                    others = [k for k in range(len(dict(ins.attrs)["candidates"])) if k != decision]
+                else:  # a perfect tile: the factors rotated (refused where the innermost limit forbids it)
+                    others = [list(decision[k:]) + list(decision[:k]) for k in range(1, len(decision))]
+                    others = [o for o in others if o != list(decision)]
+                for other in others:
+                    try:
+                        changed = sketch.trace.with_decisions({step: other}).apply(func)
+                    except tdsl.ScheduleError:
+                        assert ins.kind == "sample_perfect_tile", f"{target}: decision {step} -> {other} refused"
+                        continue
+                    assert tdsl.structural_hash(changed.func) != base, \
+                        f"{target}: decision {step} ({sketch.trace.as_python()[step]}) -> {other} changes nothing"

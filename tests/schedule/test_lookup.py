@@ -27,7 +27,7 @@ def test_get_loops_after_split_and_in_second_nest():
 
 def test_get_block_unknown_name_suggests():
     sch = tdsl.Schedule(kernel(THREE_BLOCKS))
-    msg = expect_error(sch, lambda: sch.get_block("EE"), '"EE"', '"C"', '"E"', '"D"', 'did you mean "E"')
+    msg = expect_error(sch, lambda: sch.get_block("EE"), 'name: EE', '"C"', '"E"', '"D"', 'did you mean "E"')
     assert "mlp" in msg
 
 

@@ -82,3 +82,22 @@ def test_two_concurrent_writers(tmp_path):
         assert db.count(wl) == 80
         assert db.best(wl).candidate == "cand0"
         assert len(db.workloads()) == 1
+
+
+def test_the_latest_retiming_decides_the_best_and_survives_export(tmp_path):
+    with Database(tmp_path / "t.db") as db:
+        wl = db.workload(add_one, "cpu")
+        for n, t in enumerate([1e-3, 2e-3, 3e-3, 4e-3]):
+            db.add(wl, _record(n, t))
+        db.add(wl, _record(9, error="wrong result"))
+        assert db.best(wl).candidate == "cand0" and db.retimes(wl) == {}
+        assert db.add_retimes(wl, {"cand0": (5e-3, [5e-3, 6e-3]), "cand2": (4e-3, [4e-3])}) == 1
+        assert db.best(wl).candidate == "cand2"        # re-timed side by side, cand2 won
+        assert [r.candidate for r in db.best(wl, k=4)] == ["cand2", "cand0", "cand1", "cand3"]
+        assert db.add_retimes(wl, {"cand2": (3e-3, [3e-3]), "cand3": (2e-3, [2e-3])}) == 2
+        assert db.best(wl).candidate == "cand3" and db.retimes(wl, session=1)["cand0"] == 5e-3
+        db.export_jsonl(tmp_path / "r.jsonl")
+    with Database(tmp_path / "copy.db") as copy:
+        assert copy.import_jsonl(tmp_path / "r.jsonl") == 5
+        wl = copy.workload(add_one, "cpu")
+        assert copy.best(wl).candidate == "cand3" and copy.retimes(wl) == {"cand2": 3e-3, "cand3": 2e-3}

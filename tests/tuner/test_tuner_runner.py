@@ -84,3 +84,16 @@ def test_local_pool_runs_calls_and_survives_a_dead_worker():
         with pytest.raises(ModuleNotFoundError):                # not importable there: an error, not a hang
             pool.submit(_local).result(timeout=60)
         assert [f.result(timeout=60) for f in [pool.submit(abs, -k) for k in range(4)]] == [0, 1, 2, 3]
+
+
+def test_retime_times_candidates_in_turns_and_fails_a_wrong_one():
+    runner = Runner()
+    try:
+        answer = runner.measure({"func": scale.script(), "func_hash": tdsl.structural_hash(scale),
+                                 "candidates": [scale.script(), scale_wrong.script(), scale.script()],
+                                 "rounds": 2, "block_s": 0.0, "min_sample_s": 0.0005})
+    finally:
+        runner.close()
+    assert answer["times"][0] > 0 and answer["times"][2] > 0 and answer["times"][1] is None
+    assert answer["errors"]["1"].startswith("wrong result: B differs")
+    assert len(answer["rounds"][0]) == 2 and min(answer["rounds"][0]) == answer["times"][0]

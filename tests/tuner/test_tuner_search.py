@@ -95,3 +95,36 @@ def test_decision_vectors_and_the_model_only_evolution():
     tried = {ds.key(*best[0])}
     again = evolve(ds, start, Bowl(), random.Random(0), skip=lambda key: key in tried, want=4)
     assert best[0] not in again and len(again) == 4
+
+
+def _lucky_run(tmp_path, retime_top: int):
+    """Synthetic measurements with a winner's curse: the first candidate measured had a lucky
+    moment (its trial reads 1 us); the re-timing sees every candidate's true time."""
+    from tdsl.tuner.database import Database
+    from tdsl.tuner.machine import fingerprint
+
+    db = Database(tmp_path / f"t{retime_top}.db")
+    tasks, _ = api._tasks([mm], "cpu", toy_space, 0, random.Random(0), "auto", db, fingerprint())
+    truth: dict = {}
+
+    def noisy(p):
+        truth[p["key"]] = synthetic(p)["time"]
+        return {"time": 1e-6 if len(truth) == 1 else truth[p["key"]], "times": []}
+
+    with ThreadPoolExecutor(1) as pool:
+        Engine(tasks, pool, measure_locally=False, database=db, options=TuneOptions(trials=16, batch=4,
+                                                                                    retime_top=retime_top),
+               progress=Progress(16, verbose=0), measure_fn=noisy,
+               retime_fn=lambda records: [truth[r.candidate] for r in records]).run()
+    return tasks[0], truth, db
+
+
+def test_the_best_is_chosen_by_retiming_not_by_a_lucky_trial(tmp_path):
+    task, truth, db = _lucky_run(tmp_path, retime_top=5)
+    lucky = task.records[0].candidate
+    assert task.retimed and task.best.candidate != lucky
+    assert task.best.candidate == min(task.retimed, key=task.retimed.get)
+    assert truth[task.best.candidate] == min(truth[c] for c in task.retimed)     # the true best of those timed
+    assert db.best(task.workload).candidate == task.best.candidate               # build(database=) agrees
+    task0, _, _ = _lucky_run(tmp_path, retime_top=0)                               # without: the lucky one
+    assert task0.best.candidate == task0.records[0].candidate and not task0.retimed

@@ -217,7 +217,7 @@ def test_cache_read_write_take_tvm_keywords_and_block_names():
     check(sch, matmul)
     expect_error(sch, lambda: sch.cache_read(update, 1, "shared", consumer_blocks=["C_local"]),
                  "consumer_blocks", '"C_local"', "does not read")
-    expect_error(sch, lambda: sch.compute_inline("nope"), "no block named")
+    expect_error(sch, lambda: sch.compute_inline("nope"), "Cannot find a block with the name: nope")
 
 
 def test_trace_json_round_trip_with_tvm_names():

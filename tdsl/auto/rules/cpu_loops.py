@@ -1,16 +1,28 @@
 """CPU loop rules: compute locations, vectorized reductions (rfactor), parallel / vectorize / unroll.
 
 * `ComputeLocation`: an intermediate block that was neither inlined nor tiled moves into the
-  loop nest of its readers (`sample_compute_location` + `compute_at`): by default the outermost
-  legal loop, so that row kernels (softmax, layernorm) compute each row's reductions right where
-  the row is used and the row stays in L1.
+  loop nest of its readers (`compute_at` a loop of a reader): the outermost legal loop, so
+  that row kernels (softmax, layernorm) compute each row's reductions right where the row is
+  used and the row stays in L1 (an inner loop recomputes the block per iteration: softmax's
+  row sum at the column loop measured ~1000x the work), skipping loops of one iteration
+  (conv2d's batch loop: the nest would lose its parallel loop). A cheap spatial block (a
+  padding copy) also stays at the root in a second sketch: its own parallel pass, computed
+  once instead of once per tile. The location is a sketch's structure,
+  not a decision: the rules after it
+  (rfactor, prefetching steps, parallel loops) are written for the nest it makes, so a search
+  that re-sampled it would replay those steps onto another nest (`sample_compute_location` in
+  the sketches made every softmax sketch recompute exp and read A in a separate max pass).
 * `VectorReduction`: a reduction whose innermost loop runs over a reduced axis of constant extent
   (>= 2 vectors) is split by L lanes and `rfactor`ed into L partial results, the update and the
   init vectorized (L a sampled multiple of the vector width; the small spatial extent per row
   -- one output -- cannot be vectorized any other way). For L >= 2 vectors the first sketch
-  also combines the L partials a vector at a time (a second rfactor, unrolled).
+  combines the L partials a vector at a time (a second rfactor, unrolled); narrower widths,
+  combined one by one, only where no wide one fits (on softmax 4096x1024 they were slower,
+  and each would double the sketches of every row kernel).
 * `ParallelVectorizeUnroll`: the outer loops of a root loop nest that carry no dependence are
-  fused and run in parallel (enough iterations for every core, a sampled count of loops); the
+  fused and run in parallel (the fewest loops giving 8 tasks per core, never a loop of one
+  iteration; not a decision: the trace's `fuse` names its loops, so a replay could not follow
+  a changed count, and a sampled one was the sketch's random pick, fixed); the
   innermost spatial loop of each block is split by a sampled vector length and vectorized where
   its stores are unit-stride; the outermost loop gets a sampled `pragma_auto_unroll_max_step`
   (inner loops of constant extent whose product is at most that are unrolled when lowering).
@@ -21,6 +33,7 @@ from ...errors import ScheduleError
 from ...ir import Call, For, IntImm, collect
 from ...ir.attrs import AUTO_SCHEDULED, AUTO_UNROLL, NONTEMPORAL, TENSOR_INTRIN
 from ...schedule import Schedule
+from ...schedule.sampling import compute_location_candidates
 from ..analysis import block_info, blocks_in_nest, consumers, loop_node
 from .base import Rule, index_of
 
@@ -28,7 +41,7 @@ UNROLL_STEPS = [0, 16, 64, 512]
 
 
 class ComputeLocation(Rule):
-    """Move an intermediate block under its readers' loops (default: the outermost legal one)."""
+    """Move an intermediate block under its readers' loops (the outermost legal one)."""
 
     name = "compute-location"
 
@@ -39,13 +52,28 @@ class ComputeLocation(Rule):
         readers = consumers(sch.func, block)
         if not readers or any(_tensorized(sch.func, r) for r in readers):
             return []  # the operand of a micro-kernel stays a whole, packed copy
+        _, loops = compute_location_candidates(sch.func, block, stop_after=0)  # the outermost legal loop
+        if loops and _extent_of(sch.func, loops[0]) == 1:   # nothing gained there, and no parallel root loop
+            _, loops = compute_location_candidates(sch.func, block)
+            loops = [v for v in loops if _extent_of(sch.func, v) != 1]
+        if not loops:
+            return []
 
-        def move(s: Schedule):
-            blk = s.get_block(block)
-            loc = s.sample_compute_location(blk, decision=0 if self.defaults else None)
-            s.compute_at(blk, loc)
+        def move(s: Schedule) -> None:
+            s.compute_at(s.get_block(block), _loop_handle(s, readers, loops[0]))
 
+        if info.is_spatial and not info.expensive:
+            return [move, lambda s: None]   # a cheap copy (padding) may as well be a pass of its own
         return [move]
+
+
+def _loop_handle(s: Schedule, readers: list[str], var):
+    """The handle of loop `var` around one of the blocks `readers`."""
+    for reader in readers:
+        for h in s.get_loops(s.get_block(reader)):
+            if h.var is var:
+                return h
+    raise ScheduleError(f"compute-location: the loop {var.name} is not around a reader of the block")
 
 
 def _tensorized(func, name: str) -> bool:
@@ -84,8 +112,9 @@ class VectorReduction(Rule):
             return []
         lanes = self.hw.lanes
         wide = [v for v in choices if v >= 2 * lanes and v % lanes == 0]
-        out = [lambda s: self._rfactor(s, block, wide, lanes)] if wide else []
-        return out + [lambda s: self._rfactor(s, block, choices, 0)]
+        if not wide:
+            return [lambda s: self._rfactor(s, block, choices, 0)]
+        return [lambda s: self._rfactor(s, block, wide, lanes)]
 
     def _rfactor(self, s: Schedule, block: str, choices: list[int], combine: int) -> None:
         """rfactor by a sampled width from `choices`; with `combine`, the partials are then
@@ -124,6 +153,15 @@ def _perfect_prefix(func, loop_vars) -> list:
 def _extent_of(func, var) -> int | None:
     ext = loop_node(func, var).extent
     return int(ext.value) if isinstance(ext, IntImm) else None
+
+
+def _product(func, loop_vars) -> float:
+    """The iterations of the loops `loop_vars` together (a symbolic extent counts as many)."""
+    total = 1.0
+    for var in loop_vars:
+        ext = _extent_of(func, var)
+        total *= float("inf") if ext is None else ext
+    return total
 
 
 def _kind_of(func, var) -> str:
@@ -200,7 +238,9 @@ class ParallelVectorizeUnroll(Rule):
             if total >= want:
                 default = n
                 break
-        n = self.choose(s, list(range(1, n_legal + 1)), default - 1) if n_legal > 1 else 1
+        # never a fused loop that runs once (a batch of 1)
+        first = next(n for n in range(1, n_legal + 1) if n == n_legal or _product(s.func, info.loops[:n]) >= 2)
+        n = max(default, first)
         loops = s.get_loops(s.get_block(block))[:n]
         fused = s.fuse(*loops) if n > 1 else loops[0]
         s.parallel(fused)
@@ -212,9 +252,9 @@ class ParallelVectorizeUnroll(Rule):
         """Outputs larger than the caches, written once by a spatial block, get streaming
         stores (`tdsl.nontemporal`: their lines are not read first); a sampled yes / no."""
         info = block_info(s.func, block)
-        if not info.is_spatial or not info.writes_output or info.store is None:
-            return
-        out = info.store.buffer
+        if not info.is_spatial or not info.writes_output or len(info.writes) != 1:
+            return   # (a tensorized step, such as RowPrefetch's, has no single store but one write)
+        out = info.writes[0]
         size = out.dtype.itemsize
         for e in out.shape:
             if not isinstance(e, IntImm):
@@ -222,8 +262,8 @@ class ParallelVectorizeUnroll(Rule):
             size *= int(e.value)
         if size <= self.hw.l2 * self.hw.cores * 2:
             return
-        if self.choose(s, [1, 0], 0):
-            s.annotate(s.get_block(block), NONTEMPORAL, True)
+        # the sampled value is the annotation (0: plain stores), so a replay follows the decision
+        s.annotate(s.get_block(block), NONTEMPORAL, self.choose(s, [1, 0], 0))
 
     # vectorize ----------------------------------------------------------------------------
     def _vectorize_block(self, s: Schedule, name: str) -> None:
@@ -243,20 +283,18 @@ class ParallelVectorizeUnroll(Rule):
             return  # a guarded load (padding) stays scalar: lowering cannot vectorize it safely
         extent = info.loop_extents[-1]
         lanes = self.hw.lanes
-        choices = [v for v in (lanes * 4, lanes * 2, lanes) if extent is None or extent >= v] or [lanes]
+        if extent is not None and extent <= lanes * 4:   # a short row: one vector operation, no decision
+            attempt(s, lambda t: t.vectorize(t.get_loops(t.get_block(name))[-1]))
+            return
+        choices = [v for v in (lanes * 4, lanes * 2, lanes) if extent is None or extent > v]
         default = 0
         if extent is not None:
             dividing = [k for k, v in enumerate(choices) if extent % v == 0]
             default = dividing[0] if dividing else len(choices) - 1
 
         def vec(t: Schedule) -> None:
-            width = self.choose(t, choices, default)
-            loop = t.get_loops(t.get_block(name))[-1]
-            if extent is not None and extent <= width:
-                t.vectorize(loop)
-            else:
-                _, v = t.split(loop, [None, width])
-                t.vectorize(v)
+            _, v = t.split(t.get_loops(t.get_block(name))[-1], [None, self.choose(t, choices, default)])
+            t.vectorize(v)
 
         attempt(s, vec)
 

@@ -71,7 +71,10 @@ def default_tiles(m: int, n: int, k: int, lanes: int, l1: int) -> list[MicroTile
 def mc_candidates(m: int, mr: int, kc: int, nc: int, l2: int, cores: int, outer: int = 1) -> tuple[list[int], int]:
     """(MC / MR counts to sample from, the default's index); `outer`: the parallel iterations
     the other spatial loops (batch, output rows) already give."""
+    # not 1 where m allows more: MC = MR tasks are tiny, and a unit loop changes the nest that
+    # the later steps (decompose_reduction's init) were recorded on, so such a replay is refused
     counts = [d // mr for d in range(mr, m + 1, mr) if m % d == 0]
+    counts = counts[1:] if len(counts) > 1 else counts
     row_bytes = (kc + nc) * 4
     fit = [c for c in counts if c * mr * row_bytes <= l2 * 5 // 8] or counts[:1]
     tasks = [c for c in fit if outer * (m // (c * mr)) >= TASKS_PER_CORE * cores] or fit[:1]

@@ -2,15 +2,24 @@
 """CPU multi-level tiling of reductions that no micro-kernel takes, and tensorize-by-matching.
 
 `MultiLevelTilingCPU`, for a reduction block whose output's last index is a spatial iterator
-`j` that also indexes some operand contiguously (depthwise conv, pooling, a GEMM whose n is not
-a multiple of the vector width, int8 or symbolic GEMMs):
+`j` that also indexes some operand contiguously (conv2d whose rows no vector width divides,
+depthwise conv, pooling, a GEMM whose n is not a multiple of the vector width, int8 or
+symbolic GEMMs), a register tile of f1 x j1 results:
 
-* `j` splits into (j0, j1) with j1 a sampled multiple of the vector width; the loops become
-  spatial outer loops, j0, the reduction loops, j1 (S-R-S): each output vector is finished in
-  registers before the next;
-* the results accumulate in a `cache_write(..., "local")` register tile of j1 elements
-  (`reverse_compute_at` j0), the init is split off (`decompose_reduction`), and the j1 loops of
-  the init, the update and the copy back are vectorized.
+* `j` splits into (j0, j1), j1 a sampled multiple of the vector width that divides j's extent
+  (2, 1 or 4 vectors), or where none divides it (conv2d's 28 columns on AVX2), a sampled
+  divisor between half a vector and 4 vectors (a whole or half row as one vector, the last
+  vector part-filled: a split with a remainder would put a predicate on the tile);
+* `f`, a spatial iterator that the contiguous operand does not depend on but another operand
+  does (conv2d's filters, a GEMM's rows), splits into (f0, f1), f1 a sampled divisor of its
+  extent from 2 to 8 such that the tile holds at most 12 vector accumulators: each vector of
+  the contiguous operand is then loaded once for f1 results (without it conv2d 32x28x28
+  does 2 loads per FMA);
+* the loops become the other spatial loops, f0, j0, the reduction loops, f1 (unrolled), j1
+  (S-S-R-S-S): each tile is finished in registers before the next;
+* the results accumulate in a `cache_write(..., "local")` tile (`reverse_compute_at` j0), the
+  init is split off (`decompose_reduction`), and the j1 loops of the init, the update and the
+  copy back are vectorized.
 
 `TensorizeMatching`: for a block not yet scheduled, every registered tensor intrinsic of the
 target whose description's loop extents equal the extents of the block's innermost loops is
@@ -61,19 +70,69 @@ class MultiLevelTilingCPU(Rule):
         kinds = {id(it.loop): it.kind for it in info.iters}
         lj = next(h for h in handles if h.var is j.loop)
         lanes = self.hw.lanes
-        choices = [v for v in (lanes * 2, lanes, lanes * 4) if j.extent is None or j.extent % v == 0] or [lanes]
-        width = self.choose(s, choices, 0)
+        widths = vector_widths(j.extent, lanes)
+        width = self.choose(s, widths, 0)
+        f = reuse_iter(info, j)
+        vectors = -(-widths[0] // lanes)   # the register budget is the default width's
+        counts = reuse_counts(f.extent, vectors) if f is not None and f.extent is not None else []
+        lf = next(h for h in handles if f is not None and h.var is f.loop) if counts else None
         j0, j1 = s.split(lj, [None, width])
-        spatial = [h for h in handles if kinds[id(h.var)] == "S" and h is not lj]
+        f0 = f1 = None
+        if lf is not None:
+            default = max((k for k, n in enumerate(counts) if n * vectors <= 8), default=0)
+            f0, f1 = s.split(lf, [None, self.choose(s, counts, default)])
+        spatial = [h for h in handles if kinds[id(h.var)] == "S" and h is not lj and h is not lf]
         reduce_ = [h for h in handles if kinds[id(h.var)] == "R"]
-        s.reorder(*spatial, j0, *reduce_, j1)
+        inner = [f1, j1] if f1 is not None else [j1]
+        s.reorder(*spatial, *([f0] if f0 is not None else []), j0, *reduce_, *inner)
         local = s.cache_write(c, 0, "local")
         s.reverse_compute_at(local, j0)
         init = s.decompose_reduction(c, reduce_[0])
         s.vectorize(s.get_loops(init)[-1])
         s.vectorize(s.get_loops(c)[-1])
+        if f1 is not None:
+            s.unroll(s.get_loops(c)[-2])
         s.vectorize(s.get_loops(local)[-1])
         s.annotate(c, AUTO_SCHEDULED, True)
+
+
+def vector_widths(extent: int | None, lanes: int) -> list[int]:
+    """The inner tile widths of `MultiLevelTilingCPU` for an axis of `extent`, the default first:
+    2, 1 or 4 vectors that divide it; else its divisors from half a vector to 4 vectors, the
+    largest up to 2 vectors first; symbolic: 2, 1, 4 vectors (a predicate takes the rest)."""
+    whole = [v for v in (lanes * 2, lanes, lanes * 4) if extent is None or extent % v == 0]
+    if whole or extent is None:
+        return whole
+    divisors = [d for d in range(max(2, lanes // 2), 4 * lanes + 1) if extent % d == 0]
+    if not divisors:
+        return [lanes]
+    first = max((d for d in divisors if d <= 2 * lanes), default=divisors[0])
+    return [first] + [d for d in sorted(divisors, reverse=True) if d != first]
+
+
+def reuse_counts(extent: int, vectors: int) -> list[int]:
+    """The f1 tile sizes: divisors of `extent` from 2 to 8 whose tile of f1 x `vectors`
+    accumulators fits 12 vector registers. Not 1: `decompose_reduction` drops a loop of one
+    iteration from the init, so a replay with f1 = 1 would not match the sketch's steps (the
+    sketch without an f tile is the one where no count fits)."""
+    return [d for d in range(2, 9) if extent % d == 0 and d * vectors <= 12]
+
+
+def reuse_iter(info, j):
+    """The spatial iterator (constant extent >= 2) of `info` whose value the operands read along
+    `j` do not depend on and another operand does: each vector of those operands serves that
+    many results (conv2d's filters, a GEMM's rows); None when there is none."""
+    loads = [ld for ld in collect(info.store.value, BufferLoad) if ld.buffer is not info.store.buffer]
+    along_j = [ld for ld in loads if ld.indices and j.var in free_vars(ld.indices[-1])]
+    others = [ld for ld in loads if ld not in along_j]
+    for it in reversed(info.spatial):
+        if it is j or it.loop is None or it.extent is None or it.extent < 2:
+            continue
+        if any(it.var in free_vars(e) for ld in along_j for e in ld.indices):
+            continue
+        if any(it.var in free_vars(e) for ld in others for e in ld.indices):
+            return it
+    return None
 
 
 def _desc_extents(intrin: TensorIntrin) -> list[int] | None:
@@ -118,4 +177,4 @@ class TensorizeMatching(Rule):
         return out
 
 
-__all__ = ["MultiLevelTilingCPU", "TensorizeMatching"]
+__all__ = ["MultiLevelTilingCPU", "TensorizeMatching", "reuse_counts", "reuse_iter", "vector_widths"]

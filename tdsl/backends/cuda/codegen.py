@@ -43,6 +43,7 @@ from ...ir import (
     collect,
 )
 from ...ir.attrs import CUDA_PRELUDE as PRELUDE_ATTR
+from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
 from ...lower.cross_thread import ALLREDUCE
 from ...lower.index_checks import INDEX_CHECK
 from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
@@ -627,6 +628,8 @@ class CudaCodegen:
             return "__syncthreads()"
         if e.op == INDEX_CHECK:
             return self.index_check(e, self.expr(e.args[0]))
+        if e.op in WMMA_BUILTINS:
+            raise TargetError(wmma_refusal(e.op, "the CUDA backend cannot compile it"))
         args = [self.expr(a) for a in e.args]
         if e.op not in _MATH and e.op != "sigmoid":
             return f"{e.op}({', '.join(args)})"

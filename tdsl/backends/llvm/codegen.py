@@ -47,6 +47,7 @@ from ...ir import (
     Var,
 )
 from ...ir.functor import IRVisitor
+from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
 from ...script.printer import message_text as expr_text
 from .abi import ERR_INTERRUPTED, ERR_NOMEM, ERR_TOO_MANY
 from .lltypes import F32, F64, I1, I8, I16, I32, I64, PTR, _Callee, _const, _gep, _size_of, _suffix, lltype, memtype
@@ -1197,6 +1198,8 @@ class _Emitter(MathEmitter):
 
     def _extern(self, e: Call) -> ir.Value:
         """An LLVM intrinsic or a C function, declared from the argument and result dtypes."""
+        if e.op in WMMA_BUILTINS:
+            raise TargetError(wmma_refusal(e.op, "the CPU backend cannot compile it"))
         if any(isinstance(a, StringImm) for a in e.args):
             raise TargetError(f"extern call {e.op!r} takes a string argument, which the CPU backend cannot pass")
         # a prefetch never faults, so its address may run past the buffer: no bounds check

@@ -17,11 +17,15 @@ need nothing special (the body is ordinary code); rfactor needs the combiner. It
 results start from the init (the combiner is idempotent on it) and the write-back folds them in
 the order of the factored loop, so the result, ties included, is the original's only when the
 factored loop is the outermost reduction loop of the block: tdsl refuses the others (on a tie
-they would return another index; TVM accepts them).
+they would return another index; TVM accepts them). With `>` / `<` (a tie takes the new index),
+a partial result that no candidate beat is still the init, and folding it in would replace an
+earlier tie with the init: tdsl refuses that rfactor unless no value lies beyond the init (the
+dtype's lowest value for argmax: an integer's minimum or -inf; the highest for argmin).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from ...ir import (
@@ -31,6 +35,8 @@ from ...ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    FloatImm,
+    IntImm,
     IterVar,
     LetStmt,
     PrimExpr,
@@ -45,7 +51,8 @@ from ...ir import (
     same_expr,
     substitute,
 )
-from ...ir.tree import fresh_name, replace_at, var_names
+from ...ir.tree import block_names, fresh_name, replace_at, var_names
+from ..analysis import expr_text
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, insert_beside, refresh_block, scope_of
 
@@ -130,9 +137,9 @@ def recognize_arg(func: PrimFunc, block: Block, primitive: str = "rfactor") -> A
     if any(free_vars(i) & reduce_vars for i in idx) or \
             (free_vars(init_of[id(ib)]) | free_vars(init_of[id(vb)])) & reduce_vars:
         raise refuse("has an init or a stored element that depends on a reduction iterator")
-    names = tuple(next(v.name for v, e in lets if e is value_of[id(b)]) for b in (ib, vb))
+    index_name, value_name = (next(v.name for v, e in lets if e is value_of[id(b)]) for b in (ib, vb))
     return ArgReducer(ib, vb, tuple(idx), op, init_of[id(ib)], init_of[id(vb)], rhs_i, rhs_v,
-                      names)  # type: ignore[arg-type]
+                      (index_name, value_name))
 
 
 def _parts(block: Block, refuse) -> tuple[list[BufferStore], list[tuple[Var, PrimExpr]], list[BufferStore]]:
@@ -216,7 +223,7 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
         raise schedule_error(func, "rfactor", f"{block_name(name)} is an argmax/argmin with a split's tail guard",
                              loops=(loop.loop_var,), blocks=(name,),
                              rule="rfactor of an argmax/argmin needs reduction loops that divide evenly")
-    taken_names = buffer_names(func) | set(_names(func))
+    taken_names = buffer_names(func) | set(block_names(func))
     bufs = (red.index_buffer, red.value_buffer)
     rf_i, rf_v = (Buffer(fresh_name(f"{b.name}_rf", taken_names),
                          tuple(b.shape[:axis]) + (loop.extent,) + tuple(b.shape[axis:]), b.dtype) for b in bufs)
@@ -227,9 +234,11 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
     rf_idx = red.indices[:axis] + (_slot(v_rf, loop),) + red.indices[axis:]
     cand = (substitute(red.rhs_index, remap), substitute(red.rhs_value, remap))
     if any(iv.kind == "R" for iv in new_ivs):
-        rf_init: Stmt | None = red.init_stmt(rf_bufs, rf_idx, {})  # type: ignore[arg-type]
+        if red.op in ("gt", "lt"):  # the partial results start from the init
+            _refuse_strict_init(func, red, name, loop)
+        rf_init: Stmt | None = red.init_stmt(rf_bufs, rf_idx, {})
         rf_body = red.update_stmt(rf_bufs, rf_idx, cand, (f"{red.names[0]}_rf", f"{red.names[1]}_rf"),
-                                  taken)  # type: ignore[arg-type]
+                                  taken)
     else:  # one candidate per partial result: combine(init, combine(init, x)) == combine(init, x)
         rf_init = None
         rf_body = SeqStmt(tuple(BufferStore(b, c, rf_idx) for b, c in zip(rf_bufs, cand)))
@@ -242,8 +251,8 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
     wb_cand = (BufferLoad(rf_bufs[0], wb_rf_idx), BufferLoad(rf_bufs[1], wb_rf_idx))
     wb_block = Block(name, (IterVar(v_wb, Range(loop.min, loop.extent), "R"),) +
                      tuple(IterVar(smap[iv.var], iv.dom, "S") for iv, _ in spatial), (), (),
-                     red.update_stmt(bufs, wb_idx, wb_cand, red.names, taken),  # type: ignore[arg-type]
-                     init=red.init_stmt(bufs, wb_idx, smap))  # type: ignore[arg-type]
+                     red.update_stmt(bufs, wb_idx, wb_cand, red.names, taken),
+                     init=red.init_stmt(bufs, wb_idx, smap))
     wb_realize = BlockRealize((lmap[loop.loop_var],) + tuple(substitute(v, lmap) for _, v in spatial),
                               substitute(plan.wb_predicate, lmap), refresh_block(wb_block))
     func2 = replace_at(func, plan.bpath, realize, rf_realize)
@@ -256,7 +265,28 @@ def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
     return func3, rf_name
 
 
-def _names(func: PrimFunc) -> list[str]:
-    from ...ir.tree import all_realizes
+def _refuse_strict_init(func: PrimFunc, red: ArgReducer, name: str, loop) -> None:
+    """A strict comparison folds partial results exactly only when no value lies beyond the init."""
+    import numpy as np
 
-    return [r.block.name for r in all_realizes(func.body)]
+    dt, init, lowest = red.value_buffer.dtype, red.init_value, red.op == "gt"
+    if isinstance(init, FloatImm):
+        exact = init.value == (-math.inf if lowest else math.inf)
+    elif isinstance(init, IntImm) and dt.is_integer:
+        info = np.iinfo(dt.numpy)
+        exact = init.value == (info.min if lowest else info.max)
+    else:
+        exact = False
+    if not exact:
+        which, limit = ("argmax", "lowest") if lowest else ("argmin", "highest")
+        extreme = "-inf" if lowest else "inf"
+        raise schedule_error(func, "rfactor", f"{block_name(name)} is an {which} with "
+                             f"{'>' if lowest else '<'}: ties take the new index, so a partial result still "
+                             f"at the init ({red.value_buffer.name} = {expr_text(init)}) would replace an "
+                             "earlier tie with the init's index", loops=(loop.loop_var,), blocks=(name,),
+                             rule=f"rfactor of an {which} with a strict comparison needs the init to be the "
+                                  f"dtype's {limit} value (no value beyond it)",
+                             fix=f"compare with {'>= instead of >' if lowest else '<= instead of <'} (a tie keeps "
+                                 f"the first index), or init {red.value_buffer.name} with "
+                                 f"{'T.min_value' if lowest else 'T.max_value'} of an integer dtype or "
+                                 f'T.float32("{extreme}")')

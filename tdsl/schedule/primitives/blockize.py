@@ -227,6 +227,58 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, 
     return replace_at(func, path, loop, new_realize), outer_name
 
 
+def blockize_blocks(func: PrimFunc, names: list[str]) -> tuple[PrimFunc, str]:
+    """Wrap sibling blocks (each with the loops above it, up to their common parent) in one new
+    block without iterators, `outer_<names>_` (TVM's `blockize([b1, b2])`): the subtrees are
+    consecutive statements of the parent and hold no other block."""
+    from ...ir import SeqStmt
+
+    primitive = "blockize"
+    if len(names) < 1 or len(set(names)) != len(names):
+        raise schedule_error(func, primitive, f"expected distinct blocks, got {names}",
+                             rule="blockize takes a loop, or a list of distinct sibling blocks")
+    paths = [find_block(func, n, primitive) for n in names]
+    # the common parent: the deepest SeqStmt on every path
+    first = paths[0][1]
+    depth = 0
+    while all(len(p) > depth and p[depth] is first[depth] for _, p in paths):
+        depth += 1
+    parent = first[depth - 1] if depth else None
+    if not isinstance(parent, SeqStmt) or len(names) < 2:
+        raise schedule_error(func, primitive, f"blocks {', '.join(names)} are not siblings under one sequence "
+                             "of statements", blocks=tuple(names),
+                             rule="the blocks (with their loops) must be consecutive statements of one scope",
+                             fix="blockize a loop above them instead")
+    tops = [(p + (r,))[depth] for r, p in paths]
+    index = [next(k for k, c in enumerate(parent.seq) if c is t) for t in tops]
+    order = sorted(range(len(index)), key=lambda k: index[k])
+    lo, hi = index[order[0]], index[order[-1]]
+    if sorted(index) != list(range(lo, hi + 1)):
+        raise schedule_error(func, primitive, f"blocks {', '.join(names)} are not consecutive statements: another "
+                             "statement sits between them", blocks=tuple(names),
+                             rule="blockize of blocks wraps consecutive statements of one scope")
+    for t, n in zip(tops, names):
+        others = [b for b in block_names_in(t) if b != n]
+        if others:
+            raise schedule_error(func, primitive, f"the loops above {block_name(n)} also hold {block_name(others[0])}",
+                                 blocks=(n, others[0]), rule="each listed block's subtree holds only that block",
+                                 fix="list every block of those loops")
+    stmts = parent.seq[lo:hi + 1]
+    taken = set(block_names(func))
+    outer_name = fresh_name("outer_" + "".join(f"{n}_" for n in (names[k] for k in order)), taken)
+    body = stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
+    outer = Block(outer_name, (), (), (), body)
+    reads, writes = infer_block_regions(outer)
+    outer = dataclasses.replace(outer, reads=reads, writes=writes)
+    new_seq = parent.seq[:lo] + (BlockRealize((), TRUE, outer),) + parent.seq[hi + 1:]
+    new_parent: Stmt = new_seq[0] if len(new_seq) == 1 else SeqStmt(new_seq)
+    return replace_at(func, first[:depth - 1], parent, new_parent), outer_name
+
+
+def block_names_in(stmt: Stmt) -> list[str]:
+    return [r.block.name for r in collect(stmt, BlockRealize)]
+
+
 def _split_predicate(pred: PrimExpr, inner: set[Var]) -> tuple[PrimExpr, PrimExpr]:
     """(the conjuncts of `pred` free of the `inner` loops, the others), each TRUE when empty."""
     conjuncts: list[PrimExpr] = []
@@ -338,7 +390,11 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
                                   "renaming and a base offset per buffer dimension)",
                              fix=m.fix, loops=tuple(v for v in loops if _has_loop(original, v)),
                              blocks=shown_blocks) from None
-    pairs = tuple((k, v) for k, v in block.annotations if k != TENSOR_INTRIN) + ((TENSOR_INTRIN, intrin_name),)
+    # the implementation's root-block annotations (TVM's T.block_attr in the intrinsic) go to the block
+    impl_root = intrin.impl.root_block
+    extra = tuple(impl_root.annotations) if impl_root is not None else ()
+    keys = {k for k, _ in extra} | {TENSOR_INTRIN}
+    pairs = tuple((k, v) for k, v in block.annotations if k not in keys) + extra + ((TENSOR_INTRIN, intrin_name),)
     new_block = dataclasses.replace(block, annotations=pairs)
     return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block)), None
 

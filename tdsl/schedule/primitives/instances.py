@@ -1,5 +1,8 @@
 """The instances a block's loops run, found by running them (numpy), for the exact checks of
-the schedule primitives when the loops are constant and small."""
+the schedule primitives when the loops are constant and small.
+
+Only the loops and the block's T.where are run: an `if` between the loops and the block is not
+seen, so a caller whose answer depends on which instances run must look for one itself."""
 from __future__ import annotations
 
 import math
@@ -18,10 +21,11 @@ def instance_grid(realize: BlockRealize, loops: list[For], limit: int = 80_000):
     mine = [f for f in loops if f.loop_var in used]
     if used - {f.loop_var for f in mine}:
         return None  # bindings that use variables from outside the scope
-    bounds = [(f.min, f.extent) for f in mine]
-    if not all(isinstance(lo, IntImm) and isinstance(n, IntImm) for lo, n in bounds):
-        return None
-    spans = [(int(lo.value), int(n.value)) for lo, n in bounds]  # type: ignore[attr-defined]
+    spans: list[tuple[int, int]] = []
+    for f in mine:
+        if not (isinstance(f.min, IntImm) and isinstance(f.extent, IntImm)):
+            return None
+        spans.append((int(f.min.value), int(f.extent.value)))
     if math.prod(n for _, n in spans) > limit:
         return None
     grids = np.meshgrid(*[np.arange(lo, lo + n) for lo, n in spans], indexing="ij")

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="arg-type,assignment,index,type-var,union-attr"
 """transform_layout's `pad_value=`: fill the padding a layout adds with a known value.
 
 A map such as `lambda i: (i // 4, i % 4)` on a 14-element buffer gives a (4, 4) buffer whose two
@@ -30,6 +29,7 @@ from ...ir import (
     PrimFunc,
     Range,
     SeqStmt,
+    Stmt,
     Var,
     as_expr,
     binary,
@@ -128,10 +128,10 @@ def add_padding_block(func: PrimFunc, block: str, old: Buffer, new: Buffer, para
                              blocks=(block,),
                              rule="pad_value needs a map whose outputs are indices i or pairs i // c, i % c",
                              fix="leave pad_value out (the padding is then never read), or write the map that way")
-    outside = None
-    for p, s in zip(params, old.shape):
-        cond = binary("ge", simplify(inverse[p]), s)
-        outside = cond if outside is None else logical_or(outside, cond)
+    conds = [binary("ge", simplify(inverse[p]), s) for p, s in zip(params, old.shape)]
+    outside: PrimExpr = conds[0]  # a buffer with padding has a dimension
+    for cond in conds[1:]:
+        outside = logical_or(outside, cond)
     ivs = [IterVar(Var(fresh_name(f"v{d}", taken), s.dtype), Range(const(0, s.dtype), s), "S")
            for d, s in enumerate(new.shape)]
     ivars = [iv.var for iv in ivs]
@@ -139,13 +139,11 @@ def add_padding_block(func: PrimFunc, block: str, old: Buffer, new: Buffer, para
     names = set(block_names(func)) | buffer_names(func)
     name = fresh_name(f"buffer_{old.name}_padding", names)
     body = refresh_block(Block(name, tuple(ivs), (), (), BufferStore(new, value, tuple(ivars))))
-    stmt = BlockRealize(tuple(loop_vars), outside, body)
+    stmt: Stmt = BlockRealize(tuple(loop_vars), outside, body)
     for v, s in reversed(list(zip(loop_vars, new.shape))):
         stmt = For(v, const(0, s.dtype), s, "serial", stmt)
-    site = alloc_site(func, new)
-    if site is None:  # a parameter's padding: in the root block
-        assert isinstance(func.body, BlockRealize)
-        site = func.body
+    site = alloc_site(func, new) or func.body  # a parameter's padding: in the root block
+    assert isinstance(site, BlockRealize)  # alloc_site and a function's body are block realizes
     scope = site.block
     items = list(scope.body.seq) if isinstance(scope.body, SeqStmt) else [scope.body]
     last = max((k for k, item in enumerate(items)
@@ -153,10 +151,9 @@ def add_padding_block(func: PrimFunc, block: str, old: Buffer, new: Buffer, para
     new_scope = dataclasses.replace(scope, body=seq_insert(scope.body, last + 1, stmt))
     if scope.name != "root" or scope.iter_vars:
         new_scope = refresh_block(new_scope)
-    return replace_at(func, _path_to(func, site), site, dataclasses.replace(site, block=new_scope))
-
-
-def _path_to(func: PrimFunc, realize: BlockRealize):
-    found = find_path(func.body, lambda x: x is realize)
-    return found[1]
+    found = find_path(func.body, lambda x: x is site)
+    if found is None:  # the site is the root block or the block allocating the buffer
+        raise schedule_error(func, "transform_layout", f"cannot place the padding of {old.name} in {func.name}",
+                             blocks=(block,), rule="pad_value pads a buffer inside the function's blocks")
+    return replace_at(func, found[1], site, dataclasses.replace(site, block=new_scope))
 

@@ -23,8 +23,8 @@ def get_block(func: PrimFunc, name: str) -> tuple[PrimFunc, str]:
         listed = ", ".join(f'"{n}"' for n in names) or "none"
         close = difflib.get_close_matches(name, names, n=1)
         fix = f'did you mean "{close[0]}"?' if close else None
-        raise schedule_error(func, "get_block", f'no block named "{name}" in function {func.name}; '
-                             f"its blocks are {listed}", fix=fix)
+        raise schedule_error(func, "get_block", f'Cannot find a block with the name: {name} '
+                             f"(function {func.name} has the blocks {listed})", fix=fix)
     return func, name
 
 
@@ -88,8 +88,9 @@ def get_consumers(func: PrimFunc, block: str) -> tuple[PrimFunc, list[str]]:
 
 
 def get_output_blocks(func: PrimFunc, scope: str) -> tuple[PrimFunc, list[str]]:
-    """The leaf blocks under the block `scope` (the root block: "root") that write a buffer the
-    function's caller sees (a parameter), in program order (TVM's get_output_blocks)."""
+    """The blocks under the block `scope` (the root block: "root"), at any depth, that write a
+    buffer the function's caller sees (a parameter), in program order (TVM's
+    get_output_blocks): a blockized `B_o` and its inner `B` both count."""
     from ...ir.tree import all_realizes
 
     if scope == "root" and func.root_block is None:
@@ -99,6 +100,6 @@ def get_output_blocks(func: PrimFunc, scope: str) -> tuple[PrimFunc, list[str]]:
     params = {p for p in func.params if isinstance(p, Buffer)}
     out = []
     for r in all_realizes(body):
-        if not child_realizes(r) and any(w.buffer in params for w in r.block.writes):
+        if any(w.buffer in params for w in r.block.writes):
             out.append(r.block.name)
     return func, out

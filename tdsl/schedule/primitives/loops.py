@@ -85,6 +85,8 @@ def _check_factor(func: PrimFunc, loop: For, factor, allowed: set[Var]) -> PrimE
     if isinstance(factor, IntImm) and factor.value <= 0:
         raise schedule_error(func, "split", f"factor {factor.value} of {loop_name(var)} is not positive",
                              loops=(var,), rule="split factors must be positive")
+    if isinstance(factor, IntImm) and factor.dtype != var.dtype:
+        return _check_factor(func, loop, factor.value, allowed)  # an int64 constant: a plain number
     return factor if factor.dtype == var.dtype else _cast(factor, var.dtype)
 
 
@@ -198,8 +200,12 @@ def _check_unbound(func: PrimFunc, primitive: str, loop: For) -> None:
                              fix=f"{primitive} before sch.bind / sch.annotate, or sch.unannotate first")
 
 
-def split(func: PrimFunc, loop_var: Var, factors: Sequence) -> tuple[PrimFunc, list[Var]]:
-    """Split a loop into len(factors) nested loops, outer to inner."""
+def split(func: PrimFunc, loop_var: Var, factors: Sequence,
+          disable_predication: bool = False) -> tuple[PrimFunc, list[Var]]:
+    """Split a loop into len(factors) nested loops, outer to inner. `disable_predication`
+    (TVM's flag to leave the tail unguarded) is accepted where no guard is needed; where the
+    factors over-cover the extent it is refused, since the unguarded tail would run iterations
+    the program does not have."""
     loop, path = find_loop(func, loop_var, "split")
     _check_unbound(func, "split", loop)
     factors = list(factors)
@@ -221,6 +227,14 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence) -> tuple[PrimFunc, l
         fused = fused * f + v
     value = fused if isinstance(loop.min, IntImm) and loop.min.value == 0 else loop.min + fused
     body = substitute(loop.body, {loop_var: value})
+    if needs_predicate and disable_predication:
+        raise schedule_error(func, "split", f"factors {[expr_text(f) for f in full]} of {loop_name(loop_var)} "
+                             f"cover more than its extent {expr_text(loop.extent)}, and disable_predication=True "
+                             "would run the extra iterations unguarded", loops=(loop_var,),
+                             rule="tdsl splits without a T.where guard only when the factors cover the extent "
+                                  "exactly",
+                             fix="leave disable_predication out (the tail gets a T.where), or pick factors whose "
+                                 "product is the extent")
     if needs_predicate:
         _check_leaves_are_blocks(func, loop)
         body = _PredicateAdder(fused < loop.extent).visit(body)
@@ -230,6 +244,23 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence) -> tuple[PrimFunc, l
     body = simplify_realizes(body, inner_ranges)
     body = refresh_regions(body, {loop_var})
     return _replace(func, path, loop, body), new_vars
+
+
+def add_unit_loop(func: PrimFunc, target: str | Var) -> tuple[PrimFunc, Var]:
+    """A loop of extent 1 (named `u`) directly above a block (a name) or a loop (its Var)."""
+    from ..tree import find_block
+
+    if isinstance(target, str):
+        old, path = find_block(func, target, "add_unit_loop")
+        if func.root_block is not None and old is func.body:
+            raise schedule_error(func, "add_unit_loop", f"{block_name(target)} is the root block",
+                                 rule="a loop can only be added inside the root block")
+    else:
+        old, path = find_loop(func, target, "add_unit_loop")
+    from ...dtypes import int32
+
+    u = Var(fresh_name("u", var_names(func)), int32)
+    return _replace(func, path, old, For(u, const(0, int32), const(1, int32), "serial", old)), u
 
 
 def _replace(func: PrimFunc, path: Path, old: Stmt, new: Stmt) -> PrimFunc:
@@ -287,9 +318,13 @@ def fuse(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, Var]:
     vmap: dict[Var, PrimExpr] = {}
     stride: PrimExpr | None = None
     for f in reversed(loops):
-        value = fused if stride is None else fused // stride
-        if f is not loops[0]:
-            value = value % f.extent
+        # TVM's form: the outer digit is fused // stride, a middle one (fused % (stride * E)) // stride
+        if stride is None:
+            value = fused if f is loops[0] else fused % f.extent
+        elif f is loops[0]:
+            value = fused // stride
+        else:
+            value = fused % (stride * f.extent) // stride
         vmap[f.loop_var] = value if is_const(f.min, 0) else f.min + value
         stride = f.extent if stride is None else stride * f.extent
     body = substitute(loops[-1].body, vmap)

@@ -194,6 +194,11 @@ class BlockParser(ParserCore):
                 self._add_iter(frame, name, kind, Range(lo, ext), value)
             return
         kind = {"spatial": "S", "S": "S", "reduce": "R", "R": "R"}.get(kind_name)
+        if kind_name in ("scan", "opaque"):
+            raise self.error(call.func, f"T.axis.{kind_name} (TVM's {kind_name} iterator) is not part of tdsl: a tdsl "
+                             "block's iterators are spatial or reduction",
+                             "write T.axis.spatial(n, i) or T.axis.reduce(n, k); a scan is a loop inside one block, "
+                             "or a chain of blocks")
         if kind is None:
             raise self.error(call.func, f"unknown T.axis.{kind_name}", "use T.axis.spatial, T.axis.reduce or "
                                                                        "T.axis.remap")

@@ -81,8 +81,8 @@ class SignatureParser(ParserCore):
         self.blocks.append(self.root)
         body = self.parse_stmts(body_nodes)
         self.blocks.pop()
-        if self.has_block or self.root.alloc_buffers:
-            root = Block("root", (), (), (), body, None, tuple(self.root.alloc_buffers), ())
+        if self.has_block or self.root.alloc_buffers or self.root.annotations:
+            root = Block("root", (), (), (), body, None, tuple(self.root.alloc_buffers), self.root.annotations)
             body = BlockRealize((), TRUE, root)
         return PrimFunc(fn.name, tuple(params), body, attrs, span=self.span(fn))
 
@@ -139,6 +139,10 @@ class SignatureParser(ParserCore):
             if declaring and isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
                     and self._t_name(st.value.func) in ("reads", "writes"):
                 continue  # the root block's regions are inferred
+            if declaring and isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
+                    and self._t_name(st.value.func) == "block_attr" and st.value.args:
+                self.root.annotations = self.parse_dict(st.value.args[0], st.value)
+                continue
             declaring = False
             out.append(st)
         if not out:

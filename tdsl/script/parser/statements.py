@@ -15,12 +15,13 @@ from .frames import _View
 
 
 class StatementParser(ParserCore):
-    def parse_stmts(self, nodes: list[ast.stmt]) -> Stmt:
+    def parse_stmts(self, nodes: list[ast.stmt], start: int = 0) -> Stmt:
+        """`nodes[start:]` as one statement; a let binding or T.allocate scopes the statements after
+        it (read from the same list, never a copy of its tail: linear in the statements)."""
         out: list[Stmt] = []
-        k = 0
+        k = start
         while k < len(nodes):
             node = nodes[k]
-            rest = nodes[k + 1:]
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 name = node.targets[0].id
                 if self._is_call_to_expr(node.value, "alloc_buffer"):
@@ -31,7 +32,7 @@ class StatementParser(ParserCore):
                     buf = self.parse_allocate(node.value, name, node)
                     self.push()
                     self.define(name, buf)
-                    body = self.parse_stmts(rest)
+                    body = self.parse_stmts(nodes, k + 1)
                     self.pop()
                     out.append(Allocate(buf, body, span=self.span(node)))
                     break
@@ -44,7 +45,7 @@ class StatementParser(ParserCore):
                 var = Var(name, value.dtype, span=self.span(node.targets[0]))
                 self.push()
                 self.define(name, var)
-                body = self.parse_stmts(rest)
+                body = self.parse_stmts(nodes, k + 1)
                 self.pop()
                 out.append(LetStmt(var, value, body, span=self.span(node)))
                 break
@@ -57,7 +58,7 @@ class StatementParser(ParserCore):
                 var = Var(node.target.id, dtype, span=self.span(node.target))
                 self.push()
                 self.define(var.name, var)
-                body = self.parse_stmts(rest)
+                body = self.parse_stmts(nodes, k + 1)
                 self.pop()
                 out.append(LetStmt(var, value, body, span=self.span(node)))
                 break

@@ -1,5 +1,6 @@
 """TVMScript's lower-level constructs tdsl reads: `A.access_ptr`, `A.data`, T.address_of,
-T.call_extern, T.Cast, T.Select, T.likely, T.Ramp, T.Broadcast."""
+T.call_extern, T.Cast, T.Select, T.likely, T.Ramp, T.Broadcast, and TVM's warp-matrix builtins
+(T.tvm_mma_sync & co., opaque calls)."""
 from __future__ import annotations
 
 import ast
@@ -7,6 +8,7 @@ import ast
 from ... import dtypes as _dt
 from ...ir.buffer import Buffer
 from ...ir.expr import Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, StringImm, const
+from ...ir.opaque_calls import WMMA_BUILTINS
 from .core import ParserCore
 from .frames import _describe, _View
 
@@ -68,12 +70,15 @@ class TVMCallParser(ParserCore):
         return self.eval_expr(node.args[0])
 
     def call_call_extern(self, node):
-        if len(node.args) < 2:
-            raise self.error(node, 'T.call_extern takes ("dtype", "name", *args)')
-        dt = self.parse_dtype(node.args[0])
-        name = self.const_str(node.args[1])
+        dtype_kw = [k.value for k in node.keywords if k.arg == "dtype"]
+        if dtype_kw and node.args:  # TVM's other spelling: T.call_extern("name", *args, dtype="int32")
+            dt, name, rest = self.parse_dtype(dtype_kw[0]), self.const_str(node.args[0]), node.args[1:]
+        elif len(node.args) < 2 or node.keywords:
+            raise self.error(node, 'T.call_extern takes ("dtype", "name", *args) or ("name", *args, dtype="dtype")')
+        else:
+            dt, name, rest = self.parse_dtype(node.args[0]), self.const_str(node.args[1]), node.args[2:]
         args = []
-        for a in node.args[2:]:
+        for a in rest:
             v = self.eval_expr(a)
             if isinstance(v, str):
                 args.append(StringImm(v))
@@ -82,6 +87,23 @@ class TVMCallParser(ParserCore):
             else:
                 args.append(self.python_to_expr(v, a))
         return Call(dt, name, tuple(args), span=self.span(node))
+
+    def call_wmma_builtin(self, node):
+        """`T.tvm_mma_sync(C.data, ci, A.data, ai, ...)` and the other TVM warp-matrix builtins
+        (tdsl.ir.opaque_calls): an opaque call over buffer addresses, kept as written."""
+        name = self._t_name(node.func)
+        arity = WMMA_BUILTINS[name][0]
+        kw = {k.arg: k.value for k in node.keywords}
+        if set(kw) - {"dtype"} or len(node.args) != arity:
+            raise self.error(node, f"T.{name} takes {arity} arguments (and dtype=\"handle\")")
+        args = []
+        for a in node.args:
+            v = self.eval_expr(a)
+            args.append(StringImm(v) if isinstance(v, str) else self.python_to_expr(v, a))
+        return Call(_dt.handle, name, tuple(args), span=self.span(node))
+
+    call_tvm_fill_fragment = call_tvm_load_matrix_sync = call_tvm_store_matrix_sync = call_wmma_builtin
+    call_tvm_mma_sync = call_tvm_bmma_sync = call_wmma_builtin
 
     def call_address_of(self, node):
         """`T.address_of(A[i, j])`: a handle to one element (TVM's tir.address_of)."""

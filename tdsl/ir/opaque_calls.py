@@ -1,0 +1,43 @@
+"""What opaque calls do to memory: TVM's WMMA builtins and pointer arguments.
+
+A call that takes a buffer's address (`T.address_of(A[i])`, `A.data`, `A.access_ptr(...)`) may
+touch any element of that buffer, so region inference gives it the whole buffer. TVM's warp
+matrix builtins (`T.tvm_fill_fragment`, `T.tvm_load_matrix_sync`, `T.tvm_mma_sync`,
+`T.tvm_store_matrix_sync`, `T.tvm_bmma_sync`) say which pointer argument they read and which
+they write; any other call with an address is taken to read and write it. `llvm.prefetch`
+touches nothing (a hint). No backend runs the WMMA builtins as written (the interpreter, the CPU
+and the CUDA backends refuse them by name, `wmma_refusal`): tdsl's CUDA tensor-core path is the
+`cuda.wmma.*` intrinsics of tdsl.intrinsics.cuda.
+"""
+from __future__ import annotations
+
+# name -> (number of arguments, {argument index: "r" | "w"}) for the pointer arguments
+WMMA_BUILTINS: dict[str, tuple[int, dict[int, str]]] = {
+    "tvm_fill_fragment": (6, {0: "w"}),                      # (frag, m, n, k, index, value)
+    "tvm_load_matrix_sync": (8, {0: "w", 5: "r"}),           # (frag, m, n, k, index, ptr, stride, layout)
+    "tvm_store_matrix_sync": (8, {0: "r", 5: "w"}),          # (frag, m, n, k, index, ptr, stride, layout)
+    "tvm_mma_sync": (8, {0: "w", 2: "r", 4: "r", 6: "r"}),   # (d, di, a, ai, b, bi, c, ci)
+    "tvm_bmma_sync": (8, {0: "w", 2: "r", 4: "r", 6: "r"}),
+}
+
+
+def pointer_effect(op: str, index: int) -> str:
+    """"r", "w" or "rw": what call `op` does through the address it gets as argument `index`."""
+    known = WMMA_BUILTINS.get(op)
+    if known is not None:
+        return known[1].get(index, "rw")
+    return "rw"
+
+
+def touches_memory(op: str) -> bool:
+    """False for calls whose addresses are hints only (prefetch)."""
+    return not op.startswith("llvm.prefetch")
+
+
+def wmma_refusal(op: str, where: str) -> str:
+    """The message for a WMMA builtin met by a backend (none of tdsl's runs them as written)."""
+    return (f"{where}: T.{op} is a TVM warp-matrix (WMMA) builtin, which tdsl parses and schedules as an "
+            "opaque call but no tdsl backend runs; on CUDA, tensorize with tdsl's WMMA intrinsics "
+            '(sch.tensorize(loop, "cuda.wmma.mma_16x16x16_f16f32"), cuda.wmma.load_a_16x16_f16_shared, '
+            "cuda.wmma.fill_16x16_f32, cuda.wmma.store_16x16_f32_global: tdsl.intrinsics.cuda); "
+            "elsewhere compute the block with plain code")
