@@ -54,6 +54,7 @@ def _run(tree_fn: ast.FunctionDef, src: _Source, closure: dict) -> PrimFunc | Sc
 
     parser = Parser(src, closure)
     try:
+        # a fresh Parser per attempt: run_deep retries on a bigger stack, and a parser keeps state
         return run_deep(lambda: Parser(src, closure).parse_function(tree_fn))
     except ScriptError as err:
         return err.with_traceback(None)
