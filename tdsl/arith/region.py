@@ -7,7 +7,7 @@ from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Binary, Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
 from ..ir.opaque_calls import pointer_effect, touches_memory
-from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, For, LetStmt
+from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, Evaluate, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
 
@@ -63,6 +63,10 @@ def _to_range(an: Analyzer, buf: Buffer, dim: int, b: DimBound) -> Range:
             return Range(lo, IntImm(1, lo.dtype))
         return Range(lo, an.simplify(hi - lo + 1))
     return Range(IntImm(0, shape.dtype), shape)
+
+
+def _is_address(e) -> bool:
+    return isinstance(e, Call) and e.op == "address_of" and isinstance(e.args[0], BufferLoad)
 
 
 class _Detector(IRVisitor):
@@ -131,23 +135,32 @@ class _Detector(IRVisitor):
         self._record(self.reads, node.buffer, [self._point(i) for i in node.indices])
         self.generic_visit(node)
 
+    def _address(self, address: Call, effect: str) -> None:
+        """An address taken is an opaque access of the whole buffer (tdsl.ir.opaque_calls)."""
+        load = address.args[0]
+        for i in load.indices:
+            self.visit(i)
+        whole: list[DimBound] = [None] * len(load.buffer.shape)
+        if "r" in effect:
+            self._record(self.reads, load.buffer, list(whole))
+        if "w" in effect:
+            self._record(self.writes, load.buffer, list(whole))
+
     def visit_Call(self, node: Call) -> None:
-        # an address passed to a call is an opaque access of the whole buffer (tdsl.ir.opaque_calls)
+        if _is_address(node):  # not a call's argument (a let's value, ...): it may be used for anything
+            self._address(node, "rw")
+            return
         for k, arg in enumerate(node.args):
-            if isinstance(arg, Call) and arg.op == "address_of" and isinstance(arg.args[0], BufferLoad):
-                load = arg.args[0]
-                for i in load.indices:
-                    self.visit(i)
-                if not touches_memory(node.op):
-                    continue
-                effect = pointer_effect(node.op, k)
-                whole: list[DimBound] = [None] * len(load.buffer.shape)
-                if "r" in effect:
-                    self._record(self.reads, load.buffer, list(whole))
-                if "w" in effect:
-                    self._record(self.writes, load.buffer, list(whole))
+            if _is_address(arg):
+                self._address(arg, pointer_effect(node.op, k) if touches_memory(node.op) else "")
             else:
                 self.visit(arg)
+
+    def visit_Evaluate(self, node: Evaluate) -> None:
+        if _is_address(node.value):  # T.evaluate(A.access_ptr("r")): touches nothing; listed as read, as TVM does
+            self._address(node.value, "r")
+        else:
+            self.visit(node.value)
 
     def visit_BufferStore(self, node: BufferStore) -> None:
         self.visit(node.value)

@@ -1,7 +1,7 @@
 """verify(func): well-formedness of a PrimFunc (block IR or lowered IR).
 
 Checks: every Var is defined before use and defined once (parameters, symbolic dimensions,
-loop variables, block iterators, let names); block names are unique; a BlockRealize binds
+loop variables, block iterators, let names); a BlockRealize binds
 each iterator with a value of its dtype; loads and stores index every dimension with
 integers; a store's value has the buffer's element type; every buffer used is a parameter or
 allocated by an enclosing block or Allocate; thread tags are known; loop bounds are integers.
@@ -25,7 +25,6 @@ class _Verifier(IRVisitor):
         self.scope: list[set[Var]] = [set()]
         self.ever: set[Var] = set()
         self.buffers: list[set[Buffer]] = [set()]
-        self.block_names: set[str] = set()
         self.where: list[str] = []
 
     # reporting ------------------------------------------------------------------------
@@ -174,9 +173,6 @@ class _Verifier(IRVisitor):
 
     def visit_Block(self, block: Block) -> None:
         label = f"block {block.name!r}"
-        if block.name in self.block_names:
-            self.fail(f"two blocks are named {block.name!r}; block names must be unique")
-        self.block_names.add(block.name)
         for iv in block.iter_vars:
             self.check_range(iv.dom, f"the domain of iterator {iv.var.name!r} of {label}")
         self.push(label)

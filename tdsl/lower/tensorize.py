@@ -27,7 +27,7 @@ from ..intrinsics.match import Mismatch, instantiate_impl, match
 from ..intrinsics.registry import TensorIntrin
 from ..ir import Block, BlockRealize, Buffer, PrimFunc, Stmt, collect, replace_buffers
 from ..ir.attrs import CUDA_PRELUDE, TENSOR_INTRIN
-from ..ir.tree import find_realize, replace_at, walk
+from ..ir.tree import find_path, replace_at, walk
 from ..target import host_features, parse_target
 
 PASS_NAME = "apply_tensor_intrinsics"
@@ -50,12 +50,13 @@ def intrin_of(block: Block) -> str | None:
 
 def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     """Swap in the implementation of every tensorized block the target can run (module docs)."""
-    names = [r.block.name for r in _tensorized(func.body)]
     kind = parse_target(target).kind
     preludes: list[str] = []
-    for name in names:
-        realize, path = find_realize(func.body, name)  # type: ignore[misc]
+    # found by identity, not by name (a name may repeat); a swap rebuilds only the ancestors
+    for realize in _tensorized(func.body):
+        realize, path = find_path(func.body, lambda s, r=realize: s is r)  # type: ignore[misc]
         block = realize.block
+        name = block.name
         intrin_name = intrin_of(block)
         try:
             intrin = TensorIntrin.get(intrin_name)

@@ -25,7 +25,7 @@ from .relayout_methods import RelayoutMethods
 from .sampling import SamplingMethods, plain
 from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
-from .tree import unique_names
+from .tree import ambiguous_block_error, repeated_block_names, unique_names
 
 _SERIAL = itertools.count()
 
@@ -201,6 +201,7 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         attrs = attrs or {}
         resolved = [self._resolve(x, kind) for x in inputs]
         new_func, result = fn(self._func, *resolved, **{k: self._resolve(v, kind) for k, v in attrs.items()})
+        _refuse_repeated_names(kind, new_func, result)
         serial = next(_SERIAL)
         outputs, shape, wrapped = self._wrap(result, serial)
         if step:
@@ -597,3 +598,16 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
 
 
 wrap_public_methods(Schedule)
+
+
+def _refuse_repeated_names(primitive: str, func: PrimFunc, result) -> None:
+    """A lookup (get_child_blocks, get_consumers, ...) cannot hand out a handle to a block whose
+    name several blocks have: the handle would stand for all of them."""
+    repeated = repeated_block_names(func)
+    if not repeated:
+        return
+    names = [result] if isinstance(result, str) else [r for r in result or () if isinstance(r, str)] \
+        if isinstance(result, (list, tuple)) else []
+    for name in names:
+        if name in repeated:
+            raise ambiguous_block_error(func, name, primitive)

@@ -32,7 +32,10 @@ from .errors import block_name, loop_name, schedule_error
 
 
 def find_block(func: PrimFunc, name: str, primitive: str) -> tuple[BlockRealize, Path]:
-    """The realize of block `name` and its ancestors; a ScheduleError naming it when gone."""
+    """The realize of block `name` and its ancestors; a ScheduleError naming it when gone, or
+    when several blocks have that name (a script may repeat one, as in TVM)."""
+    if name in repeated_block_names(func):
+        raise ambiguous_block_error(func, name, primitive)
     found = find_path(func.body, lambda s: isinstance(s, BlockRealize) and s.block.name == name)
     if found is None:
         raise schedule_error(func, primitive, f"{block_name(name)} no longer exists in the function",
@@ -40,6 +43,44 @@ def find_block(func: PrimFunc, name: str, primitive: str) -> tuple[BlockRealize,
                                   "undo remove blocks)",
                              fix=f"look it up again with sch.get_block({name!r}) if it still exists")
     return found  # type: ignore[return-value]
+
+
+_REPEATED_CACHE: dict[int, tuple[PrimFunc, frozenset[str]]] = {}
+_REPEATED_CACHE_SIZE = 16
+
+
+def repeated_block_names(func: PrimFunc) -> frozenset[str]:
+    """The block names that more than one block of `func` has (cached per function object: a
+    schedule step makes a new function, and no primitive makes a name repeat)."""
+    hit = _REPEATED_CACHE.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for r in all_realizes(func.body):
+        (repeated if r.block.name in seen else seen).add(r.block.name)
+    result = frozenset(repeated)
+    if len(_REPEATED_CACHE) >= _REPEATED_CACHE_SIZE:
+        _REPEATED_CACHE.pop(next(iter(_REPEATED_CACHE)))
+    _REPEATED_CACHE[id(func)] = (func, result)
+    return result
+
+
+def ambiguous_block_error(func: PrimFunc, name: str, primitive: str):
+    """The ScheduleError for a block name that several blocks have: where each one is."""
+    places = []
+    for node in walk(func.body):
+        if isinstance(node, BlockRealize) and node.block.name == name:
+            found = find_path(func.body, lambda s, n=node: s is n)
+            loops = [p.loop_var.name for p in found[1] if isinstance(p, For)] if found else []
+            line = f"line {node.block.span.line}, " if node.block.span is not None else ""
+            places.append(f"{line}under loops {', '.join(loops)}" if loops else f"{line}outside every loop")
+    return schedule_error(
+        func, primitive, f"Found multiple blocks with the name: {name} ({len(places)} blocks: "
+                         f"{'; '.join(places)})",
+        blocks=(name,),
+        rule="a tdsl schedule names a block by its name, so it cannot tell blocks of one name apart",
+        fix=f'give each its own name in the script (T.block("{name}"), T.block("{name}_1")) before scheduling')
 
 
 def find_loop(func: PrimFunc, var: Var, primitive: str) -> tuple[For, Path]:

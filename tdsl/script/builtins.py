@@ -49,6 +49,8 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "max_value": ("expr", "the largest value of a dtype"), "min_value": ("expr", "the smallest value of a dtype"),
     "call_extern": ("expr", "a call to an external function"),
     "address_of": ("expr", "a handle to one buffer element"),
+    "tvm_access_ptr": ("expr", "TVM's (T.type_annotation(dtype), A.data, offset, extent, mask): T.address_of of "
+                               "element offset of A's storage (row-major)"),
     **{name: ("expr", "a TVM warp-matrix builtin over buffer addresses (A.data, A.access_ptr): an opaque "
                       "call, CUDA only (tdsl.ir.opaque_calls)") for name in WMMA_BUILTINS},
     "Ramp": ("expr", "a vector of base + k * stride"), "Broadcast": ("expr", "a vector of one value"),
@@ -72,7 +74,6 @@ ABSENT: dict[str, str] = {
     "attr": "annotations on loops (T.serial(n, annotations={...})) or blocks (T.block_attr({...}))",
     "Assert": "if c: ... (tdsl has no assertions in kernels)",
     "assume": "nothing: tdsl has no assumptions; a T.where or an if states a condition",
-    "tvm_access_ptr": "T.address_of(A[i, j]) or A.access_ptr(\"r\")",
     "type_annotation": "T.address_of(A[i, j]) for a pointer argument",
     "call_intrin": 'T.call_extern("dtype", "name", ...)',
     "call_pure_extern": 'T.call_extern("dtype", "name", ...)',

@@ -96,7 +96,7 @@ def test_block_checks():
     check_fails(_func(_loop(i, 16, _realize("B", [Cast(int64, i)], [vi], store)), [A]), "block 'B'", "int64")
     two = SeqStmt((_loop(i, 16, _realize("B", [i], [vi], store)),
                    _loop(Var("i2"), 16, _realize("B", [IntImm(0)], [vj], BufferStore(A, FloatImm(0.0), (vj,))))))
-    check_fails(_func(two, [A]), "two blocks are named 'B'")
+    verify(_func(two, [A]))  # a block name may repeat, as in TVM (a schedule refuses to look it up)
     # a binding may not use the block's own iterator
     check_fails(_func(_realize("B", [vi], [vi], store), [A]), "'vi'")
 

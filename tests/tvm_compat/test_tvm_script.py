@@ -208,8 +208,8 @@ def test_loop_whose_extent_uses_the_outer_variable_round_trips():
      "T.alloc_buffer"),
     ("def f(A: T.Buffer((8,), 'float32')):\n    with T.launch_thread('threadIdx.x', 8):\n        pass",
      "T.launch_thread", "T.thread_binding"),
-    ("def f(A: T.Buffer((8,), 'float32')):\n    T.evaluate(T.tvm_access_ptr(1, 2))", "T.tvm_access_ptr",
-     "T.address_of"),
+    ("def f(A: T.Buffer((8,), 'float32')):\n    T.evaluate(T.type_annotation(dtype='float32'))",
+     "T.type_annotation", "T.address_of"),
     ("def f(A: T.Buffer((8,), 'float32')):\n    T.Assert(True, 'x')", "T.Assert", "if c"),
 ])
 def test_absent_tvm_constructs_name_themselves_and_what_tdsl_writes(source, construct, instead):

@@ -10,7 +10,7 @@ import difflib
 from ...ir import Block, BlockRealize, Buffer, PrimFunc, Var
 from ...ir.tree import block_names, child_realizes, loops_in_scope
 from ..errors import schedule_error
-from ..tree import find_block, find_loop
+from ..tree import ambiguous_block_error, find_block, find_loop
 
 
 def get_block(func: PrimFunc, name: str) -> tuple[PrimFunc, str]:
@@ -25,6 +25,8 @@ def get_block(func: PrimFunc, name: str) -> tuple[PrimFunc, str]:
         fix = f'did you mean "{close[0]}"?' if close else None
         raise schedule_error(func, "get_block", f'Cannot find a block with the name: {name} '
                              f"(function {func.name} has the blocks {listed})", fix=fix)
+    if names.count(name) > 1:
+        raise ambiguous_block_error(func, name, "get_block")
     return func, name
 
 

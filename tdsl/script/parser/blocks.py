@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from ...ir.buffer import Buffer, BufferRegion
+from ...dtypes import int32 as _int32
 from ...ir.expr import IntImm, PrimExpr, Range, Var, const
 from ...ir.stmt import Block, BlockRealize, IterVar, Stmt
 from .common import _simplify, _text
@@ -17,10 +18,10 @@ class BlockParser(ParserCore):
         if len(ctx.args) != 1 or not isinstance(ctx.args[0], ast.Constant) or not isinstance(ctx.args[0].value, str):
             raise self.error(ctx, "T.block needs a name", 'write with T.block("C"):')
         name = ctx.args[0].value
-        if name == "root" or name in self.block_names:
-            raise self.error(ctx.args[0], f'block name "{name}" is already used' if name != "root"
-                             else 'the block name "root" is reserved', "block names are unique in a function")
-        self.block_names.add(name)
+        if name == "root":
+            raise self.error(ctx.args[0], 'the block name "root" is reserved', "name the block otherwise")
+        # a name may repeat, as in TVM (docs/script.md, differences); a schedule refuses to look up
+        # a repeated name (schedule.tree.find_block)
         self.has_block = True
         frame = _BlockFrame(name)
         self.blocks.append(frame)
@@ -260,12 +261,16 @@ class BlockParser(ParserCore):
                 if len(elts) != buf.ndim:
                     raise self.error(n, f"{buf.name} has {buf.ndim} dimensions but the region gives {len(elts)}")
                 ranges = []
-                for e in elts:
+                for dim, e in enumerate(elts):
                     if isinstance(e, ast.Slice):
-                        if e.lower is None or e.upper is None or e.step is not None:
-                            raise self.error(e, "a region slice is start:stop", "e.g. A[vi, 0:128]")
-                        lo = self.to_index(self.eval_expr(e.lower), e.lower)
-                        hi = self.to_index(self.eval_expr(e.upper), e.upper)
+                        if e.step is not None:
+                            raise self.error(e, "a region slice is start:stop (no step)", "e.g. A[vi, 0:128]")
+                        # as in TVM, a left-out start is 0 and a left-out stop the dimension's extent
+                        extent = buf.shape[dim]
+                        lo = self.to_index(self.eval_expr(e.lower), e.lower) if e.lower is not None \
+                            else const(0, extent.dtype if isinstance(extent, PrimExpr) else _int32)
+                        hi = self.to_index(self.eval_expr(e.upper), e.upper) if e.upper is not None \
+                            else self.to_index(extent, e)
                         lo, hi = self.unify_ints(lo, hi, e)
                         ranges.append(Range(lo, _simplify(hi - lo)))
                     else:

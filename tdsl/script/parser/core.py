@@ -23,7 +23,6 @@ class ParserCore:
         self.scopes: list[dict[str, Any]] = [{}]
         self.loop_ranges: dict[int, tuple[PrimExpr, PrimExpr]] = {}
         self.blocks: list[_BlockFrame] = []
-        self.block_names: set[str] = set()
         self.has_block = False
         self.root = _BlockFrame("root")
 

@@ -9,7 +9,7 @@ from ...dtypes import DataType
 from ...ir.buffer import Buffer
 from ...ir.expr import Binary, Broadcast, BufferLoad, FloatImm, IntImm, Not, PrimExpr, const
 from ..builtins import ABSENT, absent_message
-from .common import _BINOPS, _CMPOPS, _PY_BINOPS, _PY_CMP, _expr_word, _int_limits, _is_np_int
+from .common import _BINOPS, _CMPOPS, _PY_BINOPS, _PY_CMP, _expr_word, _int_limits, _is_np_int, _simplify
 from .core import ParserCore
 from .frames import _describe, _HandleParam, _View
 
@@ -41,6 +41,8 @@ class ExpressionParser(ParserCore):
                 base.parent.dtype)
         if isinstance(base, (Buffer, _View)) and node.attr == "data":
             return self._pointer(base, 0, node)
+        if isinstance(base, (Buffer, _View)) and node.attr in ("elem_offset", "strides"):
+            return self._layout_attr(base, node)
         if isinstance(base, _HandleParam):
             raise self.error(node, f"'{base.name}' is a T.handle parameter",
                              f"match it to a buffer first: X = T.match_buffer({base.name}, shape, \"dtype\")")
@@ -53,6 +55,27 @@ class ExpressionParser(ParserCore):
             return getattr(base, node.attr)
         except AttributeError:
             raise self.error(node, f"{type(base).__name__} has no attribute '{node.attr}'") from None
+
+    def _layout_attr(self, base, node: ast.Attribute):
+        """`X.elem_offset` / `X.strides` (TVM) of a row-major buffer or of a view of one: where its
+        element 0 sits in the storage, and the step of each dimension, in elements."""
+        storage = base.parent if isinstance(base, _View) else base
+        if storage.strides:
+            full_strides = list(storage.strides)
+        else:
+            full_strides, step = [], None
+            for extent in reversed(storage.shape):
+                full_strides.insert(0, const(1, extent.dtype) if step is None else step)
+                step = extent if step is None else _simplify(step * extent)
+        start = storage.elem_offset if storage.elem_offset is not None else const(0, _dt.int32)
+        if not isinstance(base, _View):
+            return start if node.attr == "elem_offset" else tuple(full_strides)
+        if node.attr == "strides":
+            return tuple(full_strides[d] for d in base.dims)
+        offset = start
+        for first, stride in zip(base.starts, full_strides):
+            offset = offset + first * stride
+        return _simplify(offset)
 
     def expr_Tuple(self, node: ast.Tuple):
         return tuple(self.eval_expr(e) for e in node.elts)

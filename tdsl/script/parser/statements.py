@@ -6,7 +6,7 @@ import ast
 
 from ...dtypes import DataType
 from ...ir.buffer import Buffer
-from ...ir.expr import BufferLoad, PrimExpr, Var, const
+from ...ir.expr import BufferLoad, Cast, PrimExpr, Var, const
 from ...ir.stmt import THREAD_TAGS, Allocate, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt, flat_seq
 from ..builtins import ABSENT, absent_message
 from .common import _BINOPS, _LOOP_KINDS, _simplify, _stmt_word
@@ -162,7 +162,13 @@ class StatementParser(ParserCore):
         value = self.coerce(value, buf.dtype, node.value if hasattr(node, "value") else node,
                             f"the value stored into {buf.name} ({buf.dtype})")
         lanes = max([i.dtype.lanes for i in indices] + [1])
-        if value.dtype != buf.dtype.with_lanes(lanes * buf.dtype.lanes):
+        want = buf.dtype.with_lanes(lanes * buf.dtype.lanes)
+        if value.dtype != want and value.dtype.is_integer and want.is_float and value.dtype.lanes == want.lanes:
+            # TVM's parser casts a stored value to the buffer's type; tdsl does so only from an
+            # integer to a float (a number, not a bit pattern); a cast that can cut a value off
+            # (float -> int, a narrower type) stays refused (docs/script.md, differences)
+            value = Cast(want, value, span=self.span(node.value if hasattr(node, "value") else node))
+        if value.dtype != want:
             raise self.error(node.value, f"cannot store a {value.dtype} value into {buf.name}, a {buf.dtype} buffer",
                              f'convert it: T.cast(value, "{buf.dtype}")')
         return BufferStore(buf, value, indices, span=self.span(node))

@@ -1,4 +1,4 @@
-"""TVMScript's lower-level constructs tdsl reads: `A.access_ptr`, `A.data`, T.address_of,
+"""TVMScript's lower-level constructs tdsl reads: `A.access_ptr`, `A.data`, T.tvm_access_ptr, T.address_of,
 T.call_extern, T.Cast, T.Select, T.likely, T.Ramp, T.Broadcast, and TVM's warp-matrix builtins
 (T.tvm_mma_sync & co., opaque calls)."""
 from __future__ import annotations
@@ -9,6 +9,7 @@ from ... import dtypes as _dt
 from ...ir.buffer import Buffer
 from ...ir.expr import Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, StringImm, const
 from ...ir.opaque_calls import WMMA_BUILTINS
+from .common import _simplify
 from .core import ParserCore
 from .frames import _describe, _View
 
@@ -33,6 +34,61 @@ class TVMCallParser(ParserCore):
                              "address a vector's first element with T.address_of(A[i])")
         offset = self.eval_expr(kw["offset"]) if "offset" in kw else 0
         return self._pointer(buf, offset, node)
+
+    def call_tvm_access_ptr(self, node: ast.Call) -> PrimExpr:
+        """`T.tvm_access_ptr(T.type_annotation(dtype="float16"), A.data, offset, extent, mask)` (TVM):
+        the address of element `offset` of A's storage in row-major order (a view's data is its
+        parent's, so `A0.elem_offset` names the view's first element): T.address_of of that
+        element. `extent` and the access mask (1 read, 2 write, 3 both) are checked, not kept:
+        region inference gives the call that receives the address the whole buffer, read or
+        written as that call says (tdsl.ir.opaque_calls)."""
+        kw = {k.arg: k.value for k in node.keywords}
+        if set(kw) - {"dtype"} or len(node.args) != 5:
+            raise self.error(node, "T.tvm_access_ptr takes (T.type_annotation(dtype), A.data, offset, extent, "
+                                   'access_mask) and dtype="handle"')
+        if "dtype" in kw and self.const_str(kw["dtype"]) != "handle":
+            raise self.error(kw["dtype"], "T.tvm_access_ptr gives a handle", 'write dtype="handle" or leave it out')
+        ann, data, offset_node, extent_node, mask_node = node.args
+        if not (isinstance(ann, ast.Call) and self._t_name(ann.func) == "type_annotation"
+                and len(ann.args) + len(ann.keywords) == 1):
+            raise self.error(ann, "the first argument of T.tvm_access_ptr is the element type",
+                             'write T.type_annotation(dtype="float16")')
+        elem = self.parse_dtype(ann.args[0] if ann.args else ann.keywords[0].value)
+        base = self.eval_expr(data.value) if isinstance(data, ast.Attribute) and data.attr == "data" else None
+        if not isinstance(base, (Buffer, _View)):
+            raise self.error(data, "the second argument of T.tvm_access_ptr is a buffer's data", "e.g. A.data")
+        storage = base.parent if isinstance(base, _View) else base
+        if elem != storage.dtype:
+            raise self.error(ann, f"T.tvm_access_ptr of {storage.name} ({storage.dtype}) with element type {elem}",
+                             f'tdsl addresses the buffer\'s own elements: T.type_annotation(dtype="{storage.dtype}")')
+        extent = self.eval_expr(extent_node)
+        if isinstance(extent, bool) or not (isinstance(extent, int) or isinstance(extent, PrimExpr)
+                                            and extent.dtype.is_integer):
+            raise self.error(extent_node, f"the extent of T.tvm_access_ptr is an integer, got {_describe(extent)}")
+        mask = self.eval_expr(mask_node)
+        if isinstance(mask, IntImm):
+            mask = mask.value
+        if isinstance(mask, bool) or mask not in (1, 2, 3):
+            raise self.error(mask_node, f"the access mask of T.tvm_access_ptr is 1 (read), 2 (write) or 3 (both), "
+                                        f"got {_describe(mask)}")
+        offset = self.to_index(self.eval_expr(offset_node), offset_node)
+        return self._storage_pointer(storage, offset, offset_node, node)
+
+    def _storage_pointer(self, storage: Buffer, offset: PrimExpr, offset_node, node) -> PrimExpr:
+        """T.address_of the element `offset` elements from the start of `storage`'s data."""
+        if storage.strides:
+            raise self.error(node, f"{storage.name} has explicit strides, so a flat offset into it does not name "
+                                   "one element in tdsl", "address the element itself: T.address_of(A[i, j])")
+        if storage.elem_offset is not None:
+            offset = _simplify(offset - storage.elem_offset)
+        indices: list[PrimExpr] = []
+        inner = None
+        for extent in reversed(storage.shape):  # row-major digits, innermost first
+            digit = offset if inner is None else offset // inner
+            indices.insert(0, _simplify(digit % extent) if len(indices) < storage.ndim - 1 else _simplify(digit))
+            inner = extent if inner is None else inner * extent
+        load = BufferLoad(storage, tuple(indices), span=self.span(offset_node))
+        return Call(_dt.handle, "address_of", (load,), span=self.span(node))
 
     def _pointer(self, buf, offset, node) -> PrimExpr:
         """T.address_of the element `offset` (row-major) from the start of `buf` or of a view."""
@@ -72,7 +128,9 @@ class TVMCallParser(ParserCore):
     def call_call_extern(self, node):
         dtype_kw = [k.value for k in node.keywords if k.arg == "dtype"]
         if dtype_kw and node.args:  # TVM's other spelling: T.call_extern("name", *args, dtype="int32")
-            dt, name, rest = self.parse_dtype(dtype_kw[0]), self.const_str(node.args[0]), node.args[1:]
+            empty = isinstance(dtype_kw[0], ast.Constant) and dtype_kw[0].value == ""  # TVM's "" is void
+            dt = _dt.DataType.parse("void") if empty else self.parse_dtype(dtype_kw[0])
+            name, rest = self.const_str(node.args[0]), node.args[1:]
         elif len(node.args) < 2 or node.keywords:
             raise self.error(node, 'T.call_extern takes ("dtype", "name", *args) or ("name", *args, dtype="dtype")')
         else:
