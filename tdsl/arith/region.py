@@ -135,9 +135,11 @@ class _Detector(IRVisitor):
         self._record(self.reads, node.buffer, [self._point(i) for i in node.indices])
         self.generic_visit(node)
 
-    def _address(self, address: Call, effect: str) -> None:
+    def _address(self, address: PrimExpr, effect: str) -> None:
         """An address taken is an opaque access of the whole buffer (tdsl.ir.opaque_calls)."""
+        assert isinstance(address, Call)
         load = address.args[0]
+        assert isinstance(load, BufferLoad)
         for i in load.indices:
             self.visit(i)
         whole: list[DimBound] = [None] * len(load.buffer.shape)

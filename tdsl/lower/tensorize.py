@@ -53,8 +53,10 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     kind = parse_target(target).kind
     preludes: list[str] = []
     # found by identity, not by name (a name may repeat); a swap rebuilds only the ancestors
-    for realize in _tensorized(func.body):
-        realize, path = find_path(func.body, lambda s, r=realize: s is r)  # type: ignore[misc]
+    for target in _tensorized(func.body):
+        found = find_path(func.body, lambda s, r=target: s is r)
+        assert found is not None
+        realize, path = target, found[1]
         block = realize.block
         name = block.name
         intrin_name = intrin_of(block)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from ...ir.buffer import Buffer, BufferRegion
 from ...dtypes import int32 as _int32
+from ...ir.buffer import Buffer, BufferRegion
 from ...ir.expr import IntImm, PrimExpr, Range, Var, const
 from ...ir.stmt import Block, BlockRealize, IterVar, Stmt
 from .common import _simplify, _text
