@@ -339,3 +339,80 @@ def test_other_store_type_mismatches_stay_refused(buffer, value):
     with pytest.raises(tdsl.ScriptError, match="T.cast") as info:
         tdsl.parse(src)
     assert "line 6" in str(info.value)
+
+
+# views: elem_offset names, TVM's right-aligned shapes; extern calls' declared regions ----------
+
+def test_elem_offset_name_is_bound_by_the_view_int32_and_int64():
+    # test_tir_schedule_tensorize.py tensorized_matmul(_int64_shape): `off = T.int32()` then
+    # T.match_buffer(..., elem_offset=off); off is the view's first element in A's storage
+    for it in ("int32", "int64"):
+        src = f"""
+@T.prim_func
+def f(A: T.Buffer((T.{it}(64), T.{it}(64)), "float32")):
+    for i, j in T.grid(T.{it}(4), T.{it}(4)):
+        with T.block("b"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            off = T.{it}()
+            A_sub = T.match_buffer(A[vi * T.{it}(16):vi * T.{it}(16) + T.{it}(16),
+                                     vj * T.{it}(16):vj * T.{it}(16) + T.{it}(16)],
+                                   [T.{it}(16), T.{it}(16)], elem_offset=off)
+            T.evaluate(T.call_extern("void", "llvm.prefetch.p0", A_sub.data, off // T.{it}(256), 3, 1))
+"""
+        f = tdsl.parse(src)
+        call = [c for c in tdsl.ir.collect(f.body, tdsl.ir.Call) if c.op == "llvm.prefetch.p0"][0]
+        sch = tdsl.Schedule(f)
+        vi, vj = [iv.var for iv in sch.get(sch.get_block("b")).iter_vars]
+        assert str(call.args[1].dtype) == it
+        for a, b in ((0, 0), (1, 2), (3, 3)):
+            assert eval_int(call.args[1], {vi: a, vj: b}) == (a * 16 * 64 + b * 16) // 256
+
+
+def test_unbound_elem_offset_name_is_refused():
+    src = """
+@T.prim_func
+def f(A: T.Buffer((16,), "float32")):
+    with T.block("b"):
+        off = T.int32()
+        T.evaluate(T.call_extern("void", "llvm.prefetch.p0", A.data, 0, 3, 1))
+"""
+    with pytest.raises(tdsl.ScriptError, match="never bound") as info:
+        tdsl.parse(src)
+    assert "elem_offset=off" in str(info.value)
+
+
+def test_view_shape_matches_the_regions_last_dimensions_like_tvm():
+    # test_tir_schedule_tensorize.py tensorized_batch_matmul_outer_product: region (1, 16, 1), shape [16, 1]
+    @T.prim_func
+    def f(A: T.Buffer((2, 16, 4), "float32"), B: T.Buffer((2, 16, 4), "float32")):
+        for n, k in T.grid(2, 4):
+            with T.block("b"):
+                vn, vk = T.axis.remap("SS", [n, k])
+                A_1 = T.match_buffer(A[vn, 0:16, vk], [16, 1])
+                for x in range(16):
+                    B[vn, x, vk] = A_1[x, 0] * 2.0
+
+    a = np.random.default_rng(2).standard_normal((2, 16, 4)).astype("float32")
+    b = np.zeros_like(a)
+    tdsl.interpret(f, a, b)
+    np.testing.assert_allclose(b, a * 2, rtol=1e-6)
+
+
+def test_extern_call_regions_as_declared_when_the_buffer_is_listed():
+    # tensorized_batch_matmul_dot_product: vec4add(C.data, ..., A.data, ..., B.data, ...) declares
+    # A and B read only; TVM trusts that, and so does tdsl once the buffer is listed at all
+    src = """
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), C: T.Buffer((1,), "float32")):
+    with T.block("b"):
+        T.reads(A[0:4], C[0])
+        T.writes(C[0])
+        T.evaluate(T.call_extern("int32", "vec4add", C.data, A.data))
+"""
+    f = tdsl.parse(src)
+    sch = tdsl.Schedule(f)
+    assert _regions(sch.get(sch.get_block("b"))) == ([("A", [("0", "4")]), ("C", [("0", "1")])],
+                                                     [("C", [("0", "1")])])
+    # a buffer whose address is passed but that is listed nowhere stays refused
+    with pytest.raises(tdsl.ScriptError, match="reads A, but T.reads does not list it"):
+        tdsl.parse(src.replace("T.reads(A[0:4], C[0])", "T.reads(C[0])"))

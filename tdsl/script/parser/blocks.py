@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import ast
 
+from ... import dtypes as _dt
 from ...dtypes import int32 as _int32
 from ...ir.buffer import Buffer, BufferRegion
-from ...ir.expr import IntImm, PrimExpr, Range, Var, const
+from ...ir.expr import Cast, IntImm, PrimExpr, Range, Var, const
 from ...ir.stmt import Block, BlockRealize, IterVar, Stmt
 from .common import _simplify, _text
 from .core import ParserCore
-from .frames import _BlockFrame, _View
+from .frames import _BlockFrame, _PendingOffset, _View
+
+
+def _extern_addressed(block: Block) -> set[int]:
+    """ids of the buffers whose address `block` passes to a call of unknown effect (not one of
+    TVM's warp-matrix builtins, not a prefetch)."""
+    from ...ir import Call, collect
+    from ...ir.opaque_calls import WMMA_BUILTINS, touches_memory
+
+    out: set[int] = set()
+    for call in collect(block.body, Call):
+        if call.op in WMMA_BUILTINS or not touches_memory(call.op):
+            continue
+        for arg in call.args:
+            if isinstance(arg, Call) and arg.op == "address_of" and arg.args:
+                out.add(id(arg.args[0].buffer))  # type: ignore[attr-defined]
+    return out
 
 
 class BlockParser(ParserCore):
@@ -43,6 +60,9 @@ class BlockParser(ParserCore):
                                  "T.alloc_buffer at the top of the block")
             declaring = False
             body_nodes.append(st)
+        for offset_name, st in frame.pending_offsets.items():
+            raise self.error(st, f"{offset_name} = T.int32() is never bound in block \"{name}\"",
+                             f"pass it to a view: X = T.match_buffer(A[...], shape, elem_offset={offset_name})")
         body = self.parse_stmts(body_nodes)
         self.pop()
         self.blocks.pop()
@@ -96,17 +116,22 @@ class BlockParser(ParserCore):
             own = tuple(r for r in inferred_reads if id(r.buffer) in written and id(r.buffer) not in listed)
             if own:
                 frame.reads = frame.reads + own
-            self._check_declared(frame.reads, inferred_reads, "reads", frame, node)
-            self._check_declared(frame.writes, inferred_writes, "writes", frame, node)
+            # an address passed to an extern call is inferred as read and written (a guess): the
+            # declaration says which, when it lists the buffer in one of the two (TVM trusts it)
+            guessed = _extern_addressed(block)
+            declared = {id(r.buffer) for r in (*frame.reads, *frame.writes)}
+            trusted = {b for b in guessed if b in declared}
+            self._check_declared(frame.reads, inferred_reads, "reads", frame, node, trusted)
+            self._check_declared(frame.writes, inferred_writes, "writes", frame, node, trusted)
             return frame.reads, frame.writes
         reads, writes = infer_block_regions(block)
         return (frame.reads if frame.reads is not None else reads,
                 frame.writes if frame.writes is not None else writes)
 
-    def _check_declared(self, declared, inferred, what: str, frame: _BlockFrame, node) -> None:
+    def _check_declared(self, declared, inferred, what: str, frame: _BlockFrame, node, trusted=frozenset()) -> None:
         names = {id(r.buffer) for r in declared}
         for r in inferred:
-            if id(r.buffer) not in names:
+            if id(r.buffer) not in names and id(r.buffer) not in trusted:
                 raise self.error(node, f'block "{frame.name}" {what[:-1]}s {r.buffer.name}, but T.{what} '
                                        "does not list it",
                                  f"add it to T.{what}(...) or leave T.reads/T.writes out to have them inferred")
@@ -141,6 +166,13 @@ class BlockParser(ParserCore):
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
                 and self._is_call_to_expr(st.value, "match_buffer"):
             self.define(st.targets[0].id, self.parse_view(st, st.targets[0].id))
+            return True
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                and isinstance(st.value, ast.Call) and self._t_name(st.value.func) in ("int32", "int64") \
+                and not st.value.args and not st.value.keywords:
+            # TVM's `off = T.int32()` before `T.match_buffer(..., elem_offset=off)`: the view binds it
+            self.define(st.targets[0].id, _PendingOffset(st.targets[0].id, self._t_name(st.value.func)))
+            frame.pending_offsets[st.targets[0].id] = st
             return True
         if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
             return False
@@ -309,6 +341,8 @@ class BlockParser(ParserCore):
         shape = self.parse_shape(shape_node, None)
         if dtype_node is not None and self.parse_dtype(dtype_node) != parent.dtype:
             raise self.error(dtype_node, f"{parent.name} is {parent.dtype}; a view of it has that dtype")
+        offset_node = kw.get("elem_offset")
+        pending = self.eval_expr(offset_node) if isinstance(offset_node, ast.Name) else None
         for hint in ("align", "offset_factor", "elem_offset", "strides", "scope", "buffer_type"):
             kw.pop(hint, None)  # layout facts of the parent; a view in tdsl has the parent's layout
         if kw or rest:
@@ -316,7 +350,11 @@ class BlockParser(ParserCore):
             raise self.error(kw[bad] if bad else rest[0], f"unknown T.match_buffer argument '{bad or rest[0]}'")
         extents = [r.extent for r in region.region]
         dims = list(range(len(extents)))
-        if len(shape) < len(extents):  # dimensions of extent 1 may be left out of the view's shape
+        lead = len(extents) - len(shape)
+        if 0 < lead and all(isinstance(e, IntImm) and e.value == 1 for e in extents[:lead]) and all(
+                self._same_extent(e, x) for e, x in zip(extents[lead:], shape)):
+            dims = list(range(lead, len(extents)))  # TVM's rule: the shape matches the region's last dimensions
+        elif len(shape) < len(extents):  # dimensions of extent 1 may be left out of the view's shape
             dims = [d for d, e in enumerate(extents) if not (isinstance(e, IntImm) and e.value == 1)]
             while len(dims) < len(shape):
                 dims = sorted(set(dims) | {next(d for d in range(len(extents)) if d not in dims)})
@@ -324,7 +362,14 @@ class BlockParser(ParserCore):
             raise self.error(call, f"the view's shape ({', '.join(_text(e) for e in shape)}) does not match the "
                                    f"region of {parent.name} ({', '.join(_text(e) for e in extents)})",
                              "give the view the region's extents (dimensions of extent 1 may be left out)")
-        return _View(name, parent, tuple(r.min for r in region.region), tuple(dims), tuple(shape))
+        view = _View(name, parent, tuple(r.min for r in region.region), tuple(dims), tuple(shape))
+        if isinstance(pending, _PendingOffset):
+            offset = self.layout_attr(view, "elem_offset")
+            if str(offset.dtype) != pending.dtype:
+                offset = Cast(_dt.DataType.parse(pending.dtype), offset)
+            self.define(pending.name, offset)
+            self.blocks[-1].pending_offsets.pop(pending.name, None)
+        return view
 
     def _same_extent(self, a: PrimExpr, b: PrimExpr) -> bool:
         from ...ir.structural import same_expr

@@ -7,7 +7,7 @@ import ast
 from ... import dtypes as _dt
 from ...dtypes import DataType
 from ...ir.buffer import Buffer
-from ...ir.expr import Binary, Broadcast, BufferLoad, FloatImm, IntImm, Not, PrimExpr, const
+from ...ir.expr import Binary, Broadcast, BufferLoad, Cast, FloatImm, IntImm, Not, PrimExpr, const
 from ..builtins import ABSENT, absent_message
 from .common import _BINOPS, _CMPOPS, _PY_BINOPS, _PY_CMP, _expr_word, _int_limits, _is_np_int, _simplify
 from .core import ParserCore
@@ -42,7 +42,7 @@ class ExpressionParser(ParserCore):
         if isinstance(base, (Buffer, _View)) and node.attr == "data":
             return self._pointer(base, 0, node)
         if isinstance(base, (Buffer, _View)) and node.attr in ("elem_offset", "strides"):
-            return self._layout_attr(base, node)
+            return self.layout_attr(base, node.attr)
         if isinstance(base, _HandleParam):
             raise self.error(node, f"'{base.name}' is a T.handle parameter",
                              f"match it to a buffer first: X = T.match_buffer({base.name}, shape, \"dtype\")")
@@ -56,7 +56,7 @@ class ExpressionParser(ParserCore):
         except AttributeError:
             raise self.error(node, f"{type(base).__name__} has no attribute '{node.attr}'") from None
 
-    def _layout_attr(self, base, node: ast.Attribute):
+    def layout_attr(self, base, attr: str):
         """`X.elem_offset` / `X.strides` (TVM) of a row-major buffer or of a view of one: where its
         element 0 sits in the storage, and the step of each dimension, in elements."""
         storage = base.parent if isinstance(base, _View) else base
@@ -67,14 +67,16 @@ class ExpressionParser(ParserCore):
             for extent in reversed(storage.shape):
                 full_strides.insert(0, const(1, extent.dtype) if step is None else step)
                 step = extent if step is None else _simplify(step * extent)
-        start = storage.elem_offset if storage.elem_offset is not None else const(0, _dt.int32)
+        index_type = storage.shape[0].dtype if storage.shape else _dt.int32
+        start = storage.elem_offset if storage.elem_offset is not None else const(0, index_type)
         if not isinstance(base, _View):
-            return start if node.attr == "elem_offset" else tuple(full_strides)
-        if node.attr == "strides":
+            return start if attr == "elem_offset" else tuple(full_strides)
+        if attr == "strides":
             return tuple(full_strides[d] for d in base.dims)
         offset = start
         for first, stride in zip(base.starts, full_strides):
-            offset = offset + first * stride
+            term = first * stride if first.dtype == stride.dtype else first * Cast(first.dtype, stride)
+            offset = offset + term if offset.dtype == term.dtype else Cast(term.dtype, offset) + term
         return _simplify(offset)
 
     def expr_Tuple(self, node: ast.Tuple):

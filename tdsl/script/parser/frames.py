@@ -53,6 +53,15 @@ class _View:
         return tuple(out)
 
 
+@dataclass(frozen=True)
+class _PendingOffset:
+    """`off = T.int32()` in a block (TVM): a name a later `T.match_buffer(..., elem_offset=off)`
+    binds to the view's offset in its parent's storage."""
+
+    name: str
+    dtype: str
+
+
 class _BlockFrame:
     """What a `with T.block` body declares before its statements."""
 
@@ -66,9 +75,12 @@ class _BlockFrame:
         self.annotations: tuple = ()
         self.alloc_buffers: list[Buffer] = []
         self.init: Stmt | None = None
+        self.pending_offsets: dict[str, object] = {}  # `off = T.int32()` names no view has bound yet
 
 
 def _describe(value) -> str:
+    if isinstance(value, _PendingOffset):
+        return f"{value.name} (a T.{value.dtype}() that no T.match_buffer(..., elem_offset={value.name}) has bound yet)"
     if isinstance(value, _View):
         return f"the view {value.name} of {value.parent.name}"
     if isinstance(value, _HandleParam):
