@@ -424,13 +424,13 @@ class Engine:
             records = [r for r in records if r.candidate in task.scripts]
             if len(records) < 2:
                 return
-            rounds = self.opt.retime_rounds
+            turns = self.opt.retime_rounds
             left = self._time_left()
             if left is not None:                # a spent budget: one turn each (the check still runs)
                 per = self.opt.retime_block_s * len(records)
-                rounds = max(1, min(rounds, int(max(0.0, left) / per) if per else rounds))
+                turns = max(1, min(turns, int(max(0.0, left) / per) if per else turns))
             request = {"func": task.func_script, "func_hash": task.func_hash, "seed": self.opt.check_seed,
-                       "candidates": [task.scripts[r.candidate] for r in records], "rounds": rounds,
+                       "candidates": [task.scripts[r.candidate] for r in records], "rounds": turns,
                        "block_s": self.opt.retime_block_s, "min_sample_s": self.opt.min_sample_s,
                        "timeout": self.opt.timeout}
             if self.measure_locally:
