@@ -160,3 +160,77 @@ def test_a_digit_of_a_symbolic_size_that_leaves_its_domain_is_refused():
     sch = tdsl.Schedule(wrong)
     loop = sch.get_loops("rf")[0]
     expect_error(sch, lambda: sch.reverse_compute_at("sum", loop), "sum", "// n", "leaves its domain")
+
+
+# cache_read / cache_write inside a blockized matmul of symbolic size ---------------------------
+# (test_symbolic_matmul_blocked_cache_read / _write)
+
+@T.prim_func
+def matmul_blocked(A: T.Buffer(("(n + 7) // 8 * 8", 4), "float32"), B: T.Buffer((4, "(n + 7) // 8 * 8"), "float32"),
+                   C: T.Buffer(("(n + 7) // 8 * 8", "(n + 7) // 8 * 8"), "float32"), n: T.int32) -> None:
+    for i0_0, i1_0 in T.grid((n + 7) // 8, (n + 7) // 8):
+        with T.block("matmul_o"):
+            v_i0_o, v_i1_o = T.axis.remap("SS", [i0_0, i1_0])
+            T.reads(A[v_i0_o * 8: v_i0_o * 8 + 8, 0:4], B[0:4, v_i1_o * 8: v_i1_o * 8 + 8])
+            T.writes(C[v_i0_o * 8: v_i0_o * 8 + 8, v_i1_o * 8: v_i1_o * 8 + 8])
+            for i0_1, i1_1, k in T.grid(8, 8, 4):
+                with T.block("matmul"):
+                    v_i0_i, v_i1_i, v_k_i = T.axis.remap("SSR", [i0_1, i1_1, k])
+                    T.reads(A[v_i0_o * 8 + v_i0_i, v_k_i], B[v_k_i, v_i1_o * 8 + v_i1_i])
+                    T.writes(C[v_i0_o * 8 + v_i0_i, v_i1_o * 8 + v_i1_i])
+                    with T.init():
+                        C[v_i0_o * 8 + v_i0_i, v_i1_o * 8 + v_i1_i] = T.float32(0)
+                    C[v_i0_o * 8 + v_i0_i, v_i1_o * 8 + v_i1_i] = (
+                        C[v_i0_o * 8 + v_i0_i, v_i1_o * 8 + v_i1_i]
+                        + A[v_i0_o * 8 + v_i0_i, v_k_i] * B[v_k_i, v_i1_o * 8 + v_i1_i])
+
+
+def _matmul_args(n: int, seed: int = 0) -> list:
+    m = (n + 7) // 8 * 8
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((m, 4)).astype("float32"), rng.standard_normal((4, m)).astype("float32"),
+            np.zeros((m, m), "float32"), n]
+
+
+def _read_buffers(sch: tdsl.Schedule, block: str) -> list[str]:
+    return [r.buffer.name for r in sch.get(sch.get_block(block)).reads]
+
+
+def test_cache_read_keeps_the_read_indices():
+    # the reads were [A, B, C] (C, the reduction's output, added after TVM's listed ones): the
+    # cache takes A's place, so read index 1 still means B for the next step, as in TVM
+    sch = tdsl.Schedule(matmul_blocked)
+    sch.cache_read("matmul", 0, "shared")
+    assert _read_buffers(sch, "matmul") == ["A_shared", "B", "C"]
+    assert _read_buffers(sch, "matmul_o") == ["A", "B", "C"]
+    sch.cache_read("matmul", 1, "shared")
+    assert _read_buffers(sch, "matmul") == ["A_shared", "B_shared", "C"]
+    for n in (5, 17):
+        check(sch, matmul_blocked, args=_matmul_args(n))
+
+
+def test_cache_write_of_a_store_offset_by_the_outer_block():
+    # C[v_i0_o * 8 + v_i0_i, ...]: the outer block's part is fixed while matmul's loops run, so the
+    # 8 x 8 box is written densely and copied back whole
+    sch = tdsl.Schedule(matmul_blocked)
+    sch.cache_write("matmul", 0, "local")
+    assert "T.grid(8, 8)" in sch.func.script().split('with T.block("C_local")')[0].rsplit("for", 1)[-1]
+    for n in (5, 17):
+        check(sch, matmul_blocked, args=_matmul_args(n))
+
+
+@T.prim_func
+def offset_by_a_loop(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")) -> None:
+    for i in range(8):
+        with T.block("outer"):
+            vo = T.axis.remap("S", [i])
+            for j, k in T.grid(8, 2):
+                with T.block("B"):
+                    vj = T.axis.spatial(4, j // 2)
+                    vk = T.axis.spatial(2, k)
+                    C[vo, vj * 2 + vk] = A[vo, vj * 2 + vk]
+
+
+def test_cache_write_of_a_store_that_is_not_one_iterator_is_still_refused():
+    sch = tdsl.Schedule(offset_by_a_loop)
+    expect_error(sch, lambda: sch.cache_write("B", 0, "local"), "B", "every element")
