@@ -234,3 +234,53 @@ def offset_by_a_loop(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float3
 def test_cache_write_of_a_store_that_is_not_one_iterator_is_still_refused():
     sch = tdsl.Schedule(offset_by_a_loop)
     expect_error(sch, lambda: sch.cache_write("B", 0, "local"), "B", "every element")
+
+
+# transform_layout with a scalar parameter in the map (test_transform_layout_with_var) ----------
+
+@T.prim_func
+def copy_with_scalar(A: T.Buffer((16,), "int32"), C: T.Buffer((16,), "int32"), n: T.int32) -> None:
+    B = T.alloc_buffer((16,), "int32")
+    for i in range(16):
+        with T.block("block"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi]
+    for i in range(16):
+        with T.block("out"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = B[vi] + n
+
+
+def test_transform_layout_with_a_scalar_parameter_is_refused_by_name():
+    # i // n, i % n is one-to-one only for n >= 1; tdsl has no assumptions to know it
+    sch = tdsl.Schedule(copy_with_scalar)
+    n = sch.func.params[2]
+    expect_error(sch, lambda: sch.transform_layout("block", "B", lambda i: [i // n, i % n], pad_value=0),
+                 "scalar parameter n", "n >= 1")
+
+
+# transform_layout to a padded shape without pad_value (test_error_if_padding_forbidden) --------
+
+@T.prim_func
+def fill_14(A: T.Buffer((14,), "int32")) -> None:
+    B = T.alloc_buffer((14,), "int32")
+    for i in range(14):
+        with T.block("block"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = vi * 3
+    for i in range(14):
+        with T.block("out"):
+            vi = T.axis.remap("S", [i])
+            A[vi] = B[vi] + 1
+
+
+def test_transform_layout_to_a_padded_shape_without_pad_value():
+    # TVM refuses; tdsl accepts: the two padding elements of the 4 x 4 layout are never read
+    sch = tdsl.Schedule(fill_14)
+    sch.transform_layout("block", "B", lambda i: [i // 4, i % 4], pad_value=None)
+    assert "T.alloc_buffer((4, 4)" in sch.func.script()
+    check(sch, fill_14)
+    want = np.arange(14, dtype="int32") * 3 + 1
+    got = np.zeros(14, "int32")
+    tdsl.interpret(sch.func, got)
+    np.testing.assert_array_equal(got, want)
