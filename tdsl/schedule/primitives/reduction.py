@@ -277,8 +277,8 @@ def _init_predicate(func: PrimFunc, block: str, realize: BlockRealize, chain: li
     binds every reduction iterator to its domain's minimum: a split's tail guard
     `k_0 * 7 + k_1 < 128`), so the init still runs for every element."""
     from ...arith import prove
-    from ...ir.tree import path_ranges
     from ...ir.stmt import TRUE
+    from ...ir.tree import path_ranges
 
     parts = [c for c in _conjuncts(realize.predicate) if not (isinstance(c, IntImm) and c.value == 1)]
     parts += guards
