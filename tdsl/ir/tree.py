@@ -82,6 +82,21 @@ def loops_in_scope(path: Path) -> list[For]:
     return out
 
 
+def conditions_in_scope(path: Path, stmt: Stmt, below: Stmt | None = None) -> list[tuple[IfThenElse, bool]]:
+    """The `if` statements between `stmt` and its enclosing block (or, given `below`, only those
+    under that ancestor), outer to inner, each with True when `stmt` is in its then-branch."""
+    out: list[tuple[IfThenElse, bool]] = []
+    inner = (*path, stmt)
+    for i in range(len(path) - 1, -1, -1):
+        node = path[i]
+        if isinstance(node, Block) or node is below:
+            break
+        if isinstance(node, IfThenElse):
+            out.append((node, inner[i + 1] is node.then_case))
+    out.reverse()
+    return out
+
+
 def path_ranges(path: Path) -> dict[Var, Range]:
     """The ranges of the loops and block iterators enclosing a statement."""
     ranges: dict[Var, Range] = {}

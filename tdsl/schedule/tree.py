@@ -211,23 +211,45 @@ def seq_insert(body: Stmt, index: int, new: Stmt) -> SeqStmt:
     return SeqStmt(tuple(items))
 
 
-def refresh_block(block: Block) -> Block:
-    """`block` with its reads/writes inferred again from its body."""
+def refresh_block(block: Block, keep_order: bool = False) -> Block:
+    """`block` with its reads/writes inferred again from its body. With `keep_order`, in the
+    order of the old regions: a buffer keeps its place, and a new one takes the place of a
+    buffer that is gone (cache_read's `A_shared` that of `A`), so read and write indices keep
+    their meaning (TVM's `cache_read(block, 1)` after `cache_read(block, 0)`)."""
     reads, writes = infer_block_regions(block)
-    return dataclasses.replace(block, reads=tuple(reads), writes=tuple(writes))
+    if not keep_order:
+        return dataclasses.replace(block, reads=tuple(reads), writes=tuple(writes))
+    return dataclasses.replace(block, reads=_in_old_order(reads, block.reads),
+                               writes=_in_old_order(writes, block.writes))
+
+
+def _in_old_order(new: list, old: tuple) -> tuple:
+    old_bufs = [r.buffer for r in old]
+    new_bufs = {r.buffer for r in new}
+    holes = [k for k, b in enumerate(old_bufs) if b not in new_bufs]
+    fresh = iter(holes)
+    keys = []
+    for pos, r in enumerate(new):
+        if r.buffer in old_bufs:
+            keys.append((old_bufs.index(r.buffer), 0, pos))
+        else:
+            hole = next(fresh, None)
+            keys.append((len(old_bufs), 1, pos) if hole is None else (hole, 1, pos))
+    return tuple(r for _, r in sorted(zip(keys, new), key=lambda x: x[0]))
 
 
 class _Refresher(IRMutator):
     """Re-infers the regions of the blocks (inner first) that touch one of `buffers`."""
 
-    def __init__(self, buffers: set[Buffer]):
+    def __init__(self, buffers: set[Buffer], keep_order: bool = False):
         self.buffers = buffers
+        self.keep_order = keep_order
 
     def visit_Block(self, node: Block):
         node = self.generic_visit(node)
         touched = {r.buffer for r in node.reads + node.writes}
         if node.name != "root" and touched & self.buffers:
-            return refresh_block(node)
+            return refresh_block(node, self.keep_order)
         return node
 
     def generic_visit(self, node):
@@ -236,9 +258,10 @@ class _Refresher(IRMutator):
         return super().generic_visit(node)
 
 
-def refresh_touching(stmt: Stmt, buffers: set[Buffer]) -> Stmt:
-    """Re-infer the regions of every block under `stmt` that reads or writes one of `buffers`."""
-    return _Refresher(buffers).visit(stmt)
+def refresh_touching(stmt: Stmt, buffers: set[Buffer], keep_order: bool = False) -> Stmt:
+    """Re-infer the regions of every block under `stmt` that reads or writes one of `buffers`
+    (`keep_order`: see refresh_block)."""
+    return _Refresher(buffers, keep_order).visit(stmt)
 
 
 def add_alloc(func: PrimFunc, scope: BlockRealize | None, buffer: Buffer) -> PrimFunc:

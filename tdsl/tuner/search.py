@@ -93,6 +93,7 @@ class TaskState:
         if self.dmodel is None:
             self.dmodel = copy.deepcopy(self.model)
         self._sketch_of: dict[str, int | None] = {}
+        self.fresh_per_sketch = [0] * len(self.sketches)
 
     @property
     def random_search(self) -> bool:
@@ -130,8 +131,12 @@ class TaskState:
     # proposals ------------------------------------------------------------------------------
     def _fresh(self) -> tuple:
         """A fresh sample: a sketch with every decision drawn anew (DecisionSpace.sample; compute
-        locations None, sampled by the replay from the proposal's seed)."""
-        k = self.rng.randrange(len(self.sketches))
+        locations None, sampled by the replay from the proposal's seed). The sketches take turns
+        (the one sampled least so far, ties at random), in random search too: the first rounds
+        see every sketch, and a model fitted on a few trials cannot know a sketch never seen."""
+        least = min(self.fresh_per_sketch)
+        k = self.rng.choice([i for i, c in enumerate(self.fresh_per_sketch) if c == least])
+        self.fresh_per_sketch[k] += 1
         return self.sketches[k], self.dspace.sample(k, self.rng)
 
     def _child(self, parents: list) -> tuple:
@@ -223,8 +228,9 @@ class TaskState:
             if s is not None:
                 parents.append((s, self._int_keys(r.decisions)))
         n_fresh = max(1, round(n * explore))
-        chosen = evolve(self.dspace, parents, self.dmodel, self.rng, want=n - n_fresh,
+        ranked = evolve(self.dspace, parents, self.dmodel, self.rng, want=4 * (n - n_fresh),
                         skip=lambda key: key in self.tried or key in self.pending)
+        chosen = [ranked[i] for i in spread(range(len(ranked)), [s for s, _ in ranked], n - n_fresh)]
         out = []
         for s, d in chosen:
             key = self.dspace.key(s, d) if all(v is not None for v in d.values()) else None
@@ -236,12 +242,12 @@ class TaskState:
         if not self.model.fitted or len(prepared) <= k:
             return prepared[:k]
         scores = self.scores(prepared)
-        order = list(np.argsort(-scores))
+        order = [int(i) for i in np.argsort(-scores)]
         n_random = round(k * explore)
-        chosen = order[: k - n_random]
-        rest = order[k - n_random:]
+        chosen = spread(order, [self.sketch_of(p["trace"]) for p in prepared], k - n_random)
+        rest = [i for i in order if i not in chosen]
         self.rng.shuffle(rest)
-        chosen += rest[:n_random]
+        chosen += rest[: k - len(chosen)]
         return [prepared[i] for i in chosen]
 
 
@@ -275,15 +281,25 @@ class Engine:
         self.machines: set = set()
         self.retimings = 0
         self.retime_seconds = 0.0
+        self.retimed_candidates = 0
 
     def _time_left(self) -> float | None:
         if self.opt.time_budget is None:
             return None
         return self.opt.time_budget - (time.monotonic() - self.start)
 
-    def _out_of_time(self) -> bool:
+    def _out_of_time(self, reserve: float = 0.0) -> bool:
         left = self._time_left()
-        return left is not None and left <= 0
+        return left is not None and left <= reserve
+
+    def _final_retime_s(self) -> float:
+        """About how long the end's re-timing of every task takes: per candidate, the mean of this
+        run's re-timings so far, else its turns and 0.3 s to start it in the measuring process."""
+        if self.opt.retime_top <= 0:
+            return 0.0
+        per = (self.retime_seconds / self.retimed_candidates if self.retimed_candidates
+               else self.opt.retime_rounds * self.opt.retime_block_s + 0.3)
+        return len(self.tasks) * (self.opt.retime_top + 1) * per
 
     def _wait(self, futures, timeout: float | None) -> list:
         """Each future's result, or {"error": ...} for one that raised or overran `timeout`."""
@@ -307,7 +323,8 @@ class Engine:
     def run(self) -> None:
         turn = 0
         try:
-            while self.trials_done < self.opt.trials and not self._out_of_time():
+            # the end's re-timing is budgeted: no round starts within its estimate of the budget's end
+            while self.trials_done < self.opt.trials and not self._out_of_time(self._final_retime_s()):
                 active = [t for t in self.tasks if t.stale < 3]
                 if not active:
                     self.progress.note("tuning: no new candidates left in the design space")
@@ -377,7 +394,7 @@ class Engine:
         best before the round against it, so that the best moves only on a win timed side by
         side: a single measurement's minimum, under a load that changes, is often lucky (the
         winner's curse)."""
-        if not self.opt.challenge:
+        if not self.opt.challenge or self._out_of_time(self._final_retime_s()):
             return
         old = [r for r in task.records if r.ok and r.candidate not in new]
         best = best_record(old, task.retimed)
@@ -407,8 +424,13 @@ class Engine:
             records = [r for r in records if r.candidate in task.scripts]
             if len(records) < 2:
                 return
+            turns = self.opt.retime_rounds
+            left = self._time_left()
+            if left is not None:                # a spent budget: one turn each (the check still runs)
+                per = self.opt.retime_block_s * len(records)
+                turns = max(1, min(turns, int(max(0.0, left) / per) if per else turns))
             request = {"func": task.func_script, "func_hash": task.func_hash, "seed": self.opt.check_seed,
-                       "candidates": [task.scripts[r.candidate] for r in records], "rounds": self.opt.retime_rounds,
+                       "candidates": [task.scripts[r.candidate] for r in records], "rounds": turns,
                        "block_s": self.opt.retime_block_s, "min_sample_s": self.opt.min_sample_s,
                        "timeout": self.opt.timeout}
             if self.measure_locally:
@@ -424,6 +446,7 @@ class Engine:
                  if t is not None}
         self.retime_seconds += time.monotonic() - t0
         self.retimings += 1
+        self.retimed_candidates += len(records)
         if len(found) < 1:
             return
         wl = task.workload
@@ -551,6 +574,26 @@ class Engine:
         rate = task.flops / record.time / 1e9 if record.time and record.ok and task.flops else None
         best_rate = task.flops / best.time / 1e9 if best is not None and best.time and task.flops else None
         self.progress.update(task.name, record, rate, best.time if best else None, best_rate)
+
+
+def spread(order, groups: list, k: int) -> list[int]:
+    """The first `k` of `order` (indices, best first), at most half of them (rounded up) from one
+    group (`groups[i]`: candidate i's sketch) while other groups have candidates left: a model
+    fitted on a few trials is confidently wrong about whole sketches.
+
+        spread([0, 1, 2, 3], ["a", "a", "a", "b"], 2) == [0, 3]
+    """
+    order = list(order)
+    cap = max(1, -(-k // 2))
+    chosen: list[int] = []
+    per: dict = {}
+    for i in order:
+        if len(chosen) >= k:
+            break
+        if per.get(groups[i], 0) < cap:
+            chosen.append(i)
+            per[groups[i]] = per.get(groups[i], 0) + 1
+    return chosen + [i for i in order if i not in chosen][: k - len(chosen)]     # the cap left slots
 
 
 def best_record(records: list, retimed: dict) -> Record | None:

@@ -128,3 +128,41 @@ def test_the_best_is_chosen_by_retiming_not_by_a_lucky_trial(tmp_path):
     assert db.best(task.workload).candidate == task.best.candidate               # build(database=) agrees
     task0, _, _ = _lucky_run(tmp_path, retime_top=0)                               # without: the lucky one
     assert task0.best.candidate == task0.records[0].candidate and not task0.retimed
+
+
+def test_the_end_retiming_is_budgeted_inside_time_budget():
+    """No round starts within the estimate of the end's re-timing of the budget's end: with a
+    history of slow re-timings (20 s for 6 candidates) a 10 s budget starts no round; without
+    one (the default estimate, under 3 s) it does."""
+    def engine(stats: bool) -> Engine:
+        tasks, _ = api._tasks([mm], "cpu", toy_space, 0, random.Random(0), "auto", None, "toy")
+        pool = ThreadPoolExecutor(1)
+        e = Engine(tasks, pool, measure_locally=False, database=None,
+                   options=TuneOptions(trials=8, batch=4, time_budget=10.0),
+                   progress=Progress(8, verbose=0), measure_fn=synthetic,
+                   retime_fn=lambda records: [synthetic(r.__dict__ | {"decisions": r.decisions})["time"]
+                                              for r in records])
+        if stats:
+            e.retime_seconds, e.retimed_candidates = 20.0, 6
+        e.run()
+        pool.shutdown()
+        return e
+
+    assert engine(stats=True).trials_done == 0
+    assert engine(stats=False).trials_done == 8
+
+
+def test_spread_keeps_half_a_batch_for_the_other_sketches():
+    from tdsl.tuner.search import spread
+
+    assert spread([0, 1, 2, 3], ["a", "a", "a", "b"], 2) == [0, 3]
+    assert spread([3, 1, 0, 2], ["a", "b", "a", "a"], 3) == [3, 1, 0]
+    assert spread([0, 1, 2], ["a", "a", "a"], 2) == [0, 1]        # one sketch only: no cap
+
+
+def test_fresh_samples_take_the_sketches_in_turns():
+    tasks, _ = api._tasks([mm], "cpu", toy_space, 0, random.Random(0), "random", None, "toy")
+    task = tasks[0]
+    picked = [task.dspace.sketch_of(json.dumps(task._fresh()[0].as_json())) for _ in range(6)]
+    assert sorted(picked) == [0, 0, 0, 1, 1, 1]
+    assert all(set(picked[i:i + 2]) == {0, 1} for i in (0, 2, 4))

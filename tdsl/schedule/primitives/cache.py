@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 
-from ...arith import const_bound, prove, relax, simplify
+from ...arith import const_bound, linear_form, prove, relax, simplify
 from ...ir import (
     SCOPES,
     TRUE,
@@ -264,7 +264,8 @@ def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str)
     redirect = _LoadRedirect(buf, cache)
     b = realize.block
     new_block = refresh_block(dataclasses.replace(b, body=redirect.visit(b.body),
-                                                  init=None if b.init is None else redirect.visit(b.init)))
+                                                  init=None if b.init is None else redirect.visit(b.init)),
+                              keep_order=True)
     new_realize = dataclasses.replace(realize, block=new_block)
     func2 = replace_at(func, path, realize, new_realize)
     top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
@@ -290,7 +291,7 @@ def located(func: PrimFunc, stmt: Stmt) -> tuple[Stmt, Path]:
 
 
 def refresh_scope_regions(func: PrimFunc, buffers: set[Buffer]) -> PrimFunc:
-    return func.with_body(refresh_touching(func.body, buffers))
+    return func.with_body(refresh_touching(func.body, buffers, keep_order=True))
 
 
 def cache_write(func: PrimFunc, block: str, buffer, scope: str,
@@ -324,7 +325,7 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str,
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names(func)))
     cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
     nest = copy_nest(func, name, cache, buf, bounds, ranges)
-    new_realize = dataclasses.replace(realize, block=refresh_block(replace_buffers(b, {buf: cache})))
+    new_realize = dataclasses.replace(realize, block=refresh_block(replace_buffers(b, {buf: cache}), keep_order=True))
     func2 = replace_at(func, path, realize, new_realize)
     top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
     _, tpath2 = located(func2, top2)
@@ -366,7 +367,8 @@ def _redirect_loads(func: PrimFunc, name: str, buf: Buffer, cache: Buffer) -> Pr
     b = realize.block
     redirect = _LoadRedirect(buf, cache)
     new_block = refresh_block(dataclasses.replace(b, body=redirect.visit(b.body),
-                                                  init=None if b.init is None else redirect.visit(b.init)))
+                                                  init=None if b.init is None else redirect.visit(b.init)),
+                              keep_order=True)
     return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
 
 
@@ -500,6 +502,18 @@ def hoist_copy_point(realize: BlockRealize, own: list[For], top: Stmt, tpath: Pa
         own, top, tpath = [loop, *own], loop, tpath[:idx]
 
 
+def _offset_iterator(index: PrimExpr, b: Block, loops: list[For]) -> Var | None:
+    """The iterator v of a store index `v + e`, e free of the block's iterators and of `loops`
+    (the loops the copy stage repeats); else None."""
+    own = [iv.var for iv in b.iter_vars]
+    form = linear_form(index, own)
+    if form is None:
+        return None
+    hits = [v for v, c in form[0].items() if c != 0]
+    fixed = not free_vars(form[1]) & (set(own) | {f.loop_var for f in loops})
+    return hits[0] if len(hits) == 1 and form[0][hits[0]] == 1 and fixed else None
+
+
 def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: Buffer, own: list[For],
                        ranges: dict[Var, Range]) -> None:
     """The copy back writes every element of the written box, so the block must write all of them:
@@ -519,8 +533,10 @@ def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: B
     stores = [s for s in collect(b.body, BufferStore) if s.buffer is buf]
     ok = bool(stores)
     for s in stores:
-        named = [i for i in s.indices if free_vars(i)]  # constant indices pin a dimension
-        ok = ok and all(isinstance(i, Var) and i in spatial for i in named) and len(set(named)) == len(named)
+        # constant indices pin a dimension; an offset of outer values (an enclosing block's
+        # `v_o * 32 + v_i`) is fixed while the block's loops run
+        named = [_offset_iterator(i, b, own) for i in s.indices if free_vars(i) & {iv.var for iv in b.iter_vars}]
+        ok = ok and all(v is not None and v in spatial for v in named) and len(set(named)) == len(named)
     if ok:
         bounds = accessed_region(realize, path, buf, "write", own, ranges)
         points: int | None = 1

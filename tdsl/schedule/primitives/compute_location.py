@@ -39,6 +39,7 @@ from ...ir import (
     For,
     IntImm,
     IRMutator,
+    IterVar,
     PrimExpr,
     PrimFunc,
     Range,
@@ -46,6 +47,7 @@ from ...ir import (
     Stmt,
     Var,
     as_expr,
+    binary,
     collect,
     const,
     free_vars,
@@ -155,16 +157,26 @@ def _body_items(loop: For) -> list[Stmt]:
 
 # legality shared by compute_at and reverse_compute_at ---------------------------------------
 
-def _check_movable(func: PrimFunc, primitive: str, realize: BlockRealize, path: Path) -> None:
-    """The block's instances can be regenerated from its iterator domains: no nested blocks, no
-    predicate, affine bindings that visit every point of the domain once, and running an
-    instance again gives the same result."""
+def _check_movable(func: PrimFunc, primitive: str, realize: BlockRealize, path: Path,
+                   nested_ok: bool = False) -> None:
+    """The block's instances can be regenerated from its iterator domains: no nested blocks
+    (unless `nested_ok`: then its body may not use the loops around it), no predicate, affine
+    bindings that visit every point of the domain once, and running an instance again gives the
+    same result."""
     b = realize.block
-    if child_realizes(realize):
-        raise schedule_error(func, primitive, f"{block_name(b.name)} holds other blocks", blocks=(b.name,),
-                             rule=f"{primitive} moves a block without nested blocks")
-    refuse_conditions(func, primitive, b.name, path)
     loops = loops_in_scope(path)
+    if child_realizes(realize):
+        if not nested_ok:
+            raise schedule_error(func, primitive, f"{block_name(b.name)} holds other blocks", blocks=(b.name,),
+                                 rule=f"{primitive} moves a block without nested blocks")
+        outer = {f.loop_var for f in loops} & free_vars(b.body)
+        if outer:
+            name = sorted(v.name for v in outer)[0]
+            raise schedule_error(func, primitive, f"the blocks inside {block_name(b.name)} use the loop {name} "
+                                 "around it, which the move replaces", blocks=(b.name,),
+                                 rule="the body of a moved block may use only its own iterators",
+                                 fix="bind the inner blocks through the outer block's iterators")
+    refuse_conditions(func, primitive, b.name, path)
     if loops:
         check_affine_bindings(func, primitive, loops[0], loops[0].loop_var)
     exact = _instances_are_domain(realize, loops)
@@ -196,7 +208,8 @@ def _check_bindings_symbolic(func: PrimFunc, primitive: str, realize: BlockReali
     used: set[Var] = set()
     for iv, value in zip(b.iter_vars, realize.iter_values):
         lo, hi = relax(value, {f.loop_var: Range(f.min, f.extent) for f in loops})
-        if not (prove(lo >= iv.dom.min, ranges) and prove(hi <= iv.dom.min + iv.dom.extent - 1, ranges)):
+        inside = prove(lo >= iv.dom.min, ranges) and prove(hi <= iv.dom.min + iv.dom.extent - 1, ranges)
+        if not (inside or _symbolic_digit_inside(value, iv.dom, loops, ranges)):
             raise schedule_error(func, primitive, f"{block_name(b.name)} binds {iv.var.name} to "
                                  f"{expr_text(value)}, which leaves its domain", blocks=(b.name,),
                                  rule="the bindings of a moved block must stay inside their domains")
@@ -211,6 +224,29 @@ def _check_bindings_symbolic(func: PrimFunc, primitive: str, realize: BlockReali
                                  f"but its iterator domains hold {n_dom}", blocks=(b.name,),
                                  rule=f"{primitive} regenerates every instance of the domain exactly once",
                                  fix="bind each iterator to its whole domain")
+
+
+def _symbolic_digit_inside(value: PrimExpr, dom: Range, loops: list[For], ranges: dict[Var, Range]) -> bool:
+    """`x // d` or `x % d` (a fused loop's digits over a symbolic size, `ax // n` with `ax` in
+    [0, 32 * n)) stays in `dom`: x >= 0, d >= 1, and x <= (max + 1) * d - 1 for the division, d <=
+    the domain's extent for the modulo. d >= 1 holds when proved, or when a loop running x has
+    the extent c * d (c > 0): the body runs only when that extent is at least 1."""
+    if not (isinstance(value, Binary) and value.op in ("floordiv", "floormod")):
+        return False
+    x, d = value.a, value.b
+    own = {f.loop_var: Range(f.min, f.extent) for f in loops}
+    if free_vars(d) & set(own) or not prove(dom.min.eq(0), ranges):
+        return False
+    xlo, xhi = relax(x, own)
+    multiple = any(f.loop_var in free_vars(x) and isinstance(f.extent, Binary) and f.extent.op == "mul"
+                   and any(same_expr(a, d) and isinstance(c, IntImm) and c.value > 0
+                           for a, c in ((f.extent.a, f.extent.b), (f.extent.b, f.extent.a)))
+                   for f in loops)
+    if not (prove(xlo >= 0, ranges) and (multiple or prove(d >= 1, ranges))):
+        return False
+    if value.op == "floormod":
+        return prove(d <= dom.extent, ranges)
+    return prove(xhi <= dom.extent * d - 1, ranges)
 
 
 def _instances_are_domain(realize: BlockRealize, loops: list[For]) -> bool | None:
@@ -268,6 +304,8 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[Prim
         lo, hi = boxes.get(iv.var, (dmin, dmax))
         lo, hi = index_as(lo, dt), index_as(hi, dt)  # a box found through int64 indices of int32 iterators
         low_ok, high_ok = prove(lo >= dmin, ranges), prove(hi <= dmax, ranges)
+        if not (low_ok and high_ok) and same_expr(lo, hi) and _symbolic_digit_inside(lo, iv.dom, anchors, ranges):
+            low_ok = high_ok = True  # a digit of a fused loop over a symbolic size (ax // n)
         spans[iv.var] = (lo if low_ok else simplify(max_(lo, dmin), ranges),
                          hi if high_ok else simplify(min_(hi, dmax), ranges))
         if not low_ok and not high_ok and prove(lo <= dmin, ranges) and prove(hi >= dmax, ranges):
@@ -364,7 +402,8 @@ def _between_conflicts(func: PrimFunc, primitive: str, block: Block, bpath: Path
     # blocks sharing the moved block's own nest, on the side it moves across
     own = all_realizes(items[bidx])
     at = next(k for k, r in enumerate(own) if r.block is block)
-    between += own[at + 1:] if moved_first else own[:at]
+    inside = {id(r) for r in all_realizes(own[at])}  # the moved block's own inner blocks move with it
+    between += [r for r in (own[at + 1:] if moved_first else own[:at]) if id(r) not in inside]
     under = {id(r) for r in all_realizes(loop)}
     between += [r for r in all_realizes(items[lidx]) if id(r) not in under]
     for r in between:
@@ -521,13 +560,15 @@ def _site_writes(site: _Site, buf: Buffer, env: dict, shape, done, budget: list)
 def _box_is_exact(site: _Site, buf: Buffer, predicate: bool = True) -> bool:
     """The relaxed box of what the site writes per anchor iteration is all written: no
     predicate (unless `predicate` is False: a tail guard of a symbolic split, whose readers are
-    guarded alike), and no floor division or modulo in its bindings (a fused loop's digits)."""
+    guarded alike), and no floor division or modulo of the loops below the anchor in its bindings
+    (a fused loop's digits; digits of the anchor loops are fixed at each iteration)."""
     if predicate and not is_true(site.realize.predicate):
         return False
+    below = {s.loop_var for s in site.below if isinstance(s, For)}
     found = []
     for v in site.realize.iter_values:
-        post_order_visit(v, lambda n: found.append(n) if isinstance(n, Binary) and n.op in ("floordiv",
-                                                                                       "floormod") else None)
+        post_order_visit(v, lambda n: found.append(n) if isinstance(n, Binary) and n.op in ("floordiv", "floormod")
+                         and free_vars(n) & below else None)
     return not found
 
 
@@ -682,6 +723,8 @@ def _check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
             return
         except ValueError:
             pass
+    if _fused_digits_cover(vmap_box, b, anchors, ranges):
+        return
     relax_ranges = {f.loop_var: Range(f.min, f.extent) for f in anchors}
     for (lo, hi), iv in zip(vmap_box, b.iter_vars):
         tlo, thi = relax(lo, relax_ranges)[0], relax(hi, relax_ranges)[1]
@@ -692,17 +735,64 @@ def _check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
             raise fail
 
 
+def _fused_digits_cover(box: Box, b: Block, anchors: list[For], ranges: dict[Var, Range]) -> bool:
+    """The moved block's new instances are its whole domain because the anchor loops enter only
+    as the digits `x // d`, `x % d` of a loop x over [0, e * d) (a fused loop, symbolic sizes
+    included) with iterators over [0, e) and [0, d), and every other iterator runs its whole
+    domain at every iteration."""
+    anchor_vars = {f.loop_var: f for f in anchors}
+    digits: dict[Var, dict[str, tuple[PrimExpr, IterVar]]] = {}
+    for (lo, hi), iv in zip(box, b.iter_vars):
+        if not free_vars(lo) & set(anchor_vars) and not free_vars(hi) & set(anchor_vars):
+            if prove(lo <= iv.dom.min, ranges) and prove(hi >= iv.dom.min + iv.dom.extent - 1, ranges):
+                continue
+            return False
+        # the clip to the domain _new_nest adds where it cannot prove the digit inside it
+        lo = lo.a if isinstance(lo, Binary) and lo.op == "max" else lo
+        hi = hi.a if isinstance(hi, Binary) and hi.op == "min" else hi
+        ok = prove(lo.eq(hi), ranges) and isinstance(lo, Binary) and lo.op in ("floordiv", "floormod") \
+            and isinstance(lo.a, Var) and lo.a in anchor_vars and prove(iv.dom.min.eq(0), ranges)
+        if not ok or lo.op in digits.setdefault(lo.a, {}):
+            return False
+        digits[lo.a][lo.op] = (lo.b, iv)
+    for x, pair in digits.items():
+        if set(pair) != {"floordiv", "floormod"}:
+            return False
+        (d, div_iv), (d2, mod_iv) = pair["floordiv"], pair["floormod"]
+        f = anchor_vars[x]
+        if not (same_expr(d, d2) and prove(f.min.eq(0), ranges) and prove(mod_iv.dom.extent.eq(d), ranges)
+                and prove(f.extent.eq(div_iv.dom.extent * d), ranges)):
+            return False
+    return True
+
+
 # compute_at ----------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class _Digit:
     """A store index `(var // step) % radix` (radix None: no modulo), one digit of `var` in a
     mixed-radix layout such as transform_layout's ``lambda i: (i // 16, i % 16)``; `mirror` c
-    stands for the reversed index `c - var` (TVM's `Y[9 - vi, 9 - vj]`), which is its only digit."""
+    stands for the reversed index `c - var` (TVM's `Y[9 - vi, 9 - vj]`), which is its only digit;
+    `tile` t for the run `var * t .. var * t + t - 1` a block holding blocks writes (a blockized
+    producer's `T.writes(B[vio * 16 : vio * 16 + 16])`), also its only digit."""
     var: Var
     step: int
     radix: int | None
     mirror: int | None = None
+    tile: int | None = None
+
+
+def _tile_digit(r: Range) -> _Digit | None:
+    """The digit of a write region `v * t : v * t + t` (t constant), or of a point `v`."""
+    if isinstance(r.extent, IntImm) and r.extent.value == 1:
+        return _digit(r.min)
+    if not (isinstance(r.extent, IntImm) and isinstance(r.min, Binary) and r.min.op == "mul"):
+        return None
+    a, b = r.min.a, r.min.b
+    v, t = (a, b) if isinstance(a, Var) else (b, a)
+    if isinstance(v, Var) and isinstance(t, IntImm) and t.value == r.extent.value > 0:
+        return _Digit(v, 1, None, tile=t.value)
+    return None
 
 
 def _digit(index: PrimExpr) -> _Digit | None:
@@ -724,34 +814,72 @@ def _digit(index: PrimExpr) -> _Digit | None:
 def _complete_radix(digits: list[_Digit]) -> bool:
     """The digits of one iterator (any order) spell it out exactly once: steps 1, m0, m0*m1, ...
     with no modulo on the last, so the store is one-to-one in that iterator."""
+    if any(d.tile for d in digits):
+        return len(digits) == 1
     digits = sorted(digits, key=lambda d: d.step)
     if digits[0].step != 1 or digits[-1].radix is not None:
         return False
     return all(d.radix is not None and d.step * d.radix == nxt.step for d, nxt in itertools.pairwise(digits))
 
 
+def _check_regions_cover(func: PrimFunc, primitive: str, block: Block) -> None:
+    """The write regions of a block holding blocks (which may be written by hand) hold what its
+    inner blocks write, at every level of nesting."""
+    ranges = {iv.var: iv.dom for iv in block.iter_vars}
+    for inner, below in _child_realizes_with_paths(block.body):
+        for w in inner.block.writes:
+            outer = next((r for r in block.writes if r.buffer is w.buffer), None)
+            box = _region_box(inner, w, below)
+            ok = outer is not None and all(
+                _le(r.min, lo, ranges) and _le(hi, simplify(r.min + r.extent - 1), ranges)
+                for r, (lo, hi) in zip(outer.region, box))
+            if not ok:
+                raise schedule_error(func, primitive, f"{block_name(inner.block.name)} writes {w.buffer.name} "
+                                     f"outside the T.writes region of {block_name(block.name)}",
+                                     blocks=(block.name, inner.block.name),
+                                     rule=f"{primitive} moves a block holding blocks by its write regions, so "
+                                          "they must hold every element its inner blocks write",
+                                     fix=f"widen the T.writes of {block_name(block.name)}")
+        if collect(inner.block.body, BlockRealize):
+            _check_regions_cover(func, primitive, inner.block)
+
+
 def _store_iters(func: PrimFunc, primitive: str, block: Block) -> dict[Buffer, list[_Digit | None]]:
     """For each buffer the block writes, the digit of a spatial iterator indexing each dimension
-    (None for a constant index): a plain iterator, or a digit map like transform_layout's."""
+    (None for a constant index): a plain iterator, or a digit map like transform_layout's. A block
+    holding blocks is read through its write regions (whole tiles of its iterators)."""
     spatial = {iv.var for iv in block.iter_vars if iv.kind == "S"}
     out: dict[Buffer, list[_Digit | None]] = {}
-    for st in collect(block.body, BufferStore) + (collect(block.init, BufferStore) if block.init else []):
-        idx = [None if not free_vars(i) else _digit(i) for i in st.indices]  # a constant pins its dimension
-        ok = all(d is not None for d, i in zip(idx, st.indices) if free_vars(i))
+    nested = bool(collect(block.body, BlockRealize))
+    stores: list[tuple[Buffer, list[PrimExpr], list[_Digit | None]]] = []
+    if nested:
+        _check_regions_cover(func, primitive, block)
+        for w in block.writes:
+            mins = [r.min for r in w.region]
+            stores.append((w.buffer, mins, [None if not free_vars(r.min) and isinstance(r.extent, IntImm)
+                                            and r.extent.value == 1 else _tile_digit(r) for r in w.region]))
+    else:
+        for st in collect(block.body, BufferStore) + (collect(block.init, BufferStore) if block.init else []):
+            # a constant pins its dimension
+            stores.append((st.buffer, list(st.indices), [None if not free_vars(i) else _digit(i) for i in st.indices]))
+    for buffer, indices, idx in stores:
+        ok = all(d is not None for d, i in zip(idx, indices) if free_vars(i))
+        ok = ok and (not nested or all(d is not None or not free_vars(i) for d, i in zip(idx, indices)))
         named = [d for d in idx if d is not None]
         by_var: dict[Var, list[_Digit]] = {}
         for d in named:
             by_var.setdefault(d.var, []).append(d)
         ok = ok and all(v in spatial for v in by_var) and all(_complete_radix(ds) for ds in by_var.values()) \
-            and all(len(ds) == 1 for ds in by_var.values() if any(d.mirror is not None for d in ds))
-        if not ok or (st.buffer in out and out[st.buffer] != idx):
-            raise schedule_error(func, primitive, f"{block_name(block.name)} stores to {st.buffer.name}"
-                                 f"[{', '.join(expr_text(i) for i in st.indices)}], not at distinct spatial "
+            and all(len(ds) == 1 for ds in by_var.values() if any(d.mirror is not None or d.tile for d in ds))
+        if not ok or (buffer in out and out[buffer] != idx):
+            raise schedule_error(func, primitive, f"{block_name(block.name)} stores to {buffer.name}"
+                                 f"[{', '.join(expr_text(i) for i in indices)}], not at distinct spatial "
                                  "iterators", blocks=(block.name,),
                                  rule=f"{primitive} derives the instances to compute from the written elements, "
                                       "so each index of a store must be its own spatial iterator (or one digit "
-                                      "of it, as in i // 16, i % 16)")
-        out[st.buffer] = idx
+                                      "of it, as in i // 16, i % 16; a block holding blocks writes whole tiles "
+                                      "`v * t : v * t + t`)")
+        out[buffer] = idx
     return out
 
 
@@ -775,6 +903,11 @@ def _invert_box(digits: list[_Digit | None], box: Box, shape, ranges) -> dict[Va
         by_var.setdefault(d.var, []).append((d, (lo, hi)))
     out: dict[Var, tuple[PrimExpr, PrimExpr]] = {}
     for v, ds in by_var.items():
+        if len(ds) == 1 and ds[0][0].tile:  # the tiles holding the box
+            (d, (lo, hi)), = ds
+            t = const(d.tile, v.dtype)
+            out[v] = (simplify(binary("floordiv", lo, t), ranges), simplify(binary("floordiv", hi, t), ranges))
+            continue
         if len(ds) == 1 and ds[0][0].step == 1:  # the iterator itself indexes the dimension
             (d, (lo, hi)), = ds
             out[v] = (lo, hi) if d.mirror is None else \
@@ -799,7 +932,7 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, Non
     b = realize.block
     _same_scope(func, "compute_at", b, bpath, loop, lpath)
     _between_conflicts(func, "compute_at", b, bpath, loop, lpath, moved_first=True)
-    _check_movable(func, "compute_at", realize, bpath)
+    _check_movable(func, "compute_at", realize, bpath, nested_ok=True)
     iters = _store_iters(func, "compute_at", b)
     consumers = [s for s in _sites(loop) if _reads(s.block) & _writes(b)]
     if not consumers:
@@ -941,7 +1074,8 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimF
                     v, c, ext = hit
                     c = index_as(c, hi.dtype)
                     last = simplify(hi - c - (ext - 1), ranges)
-                    if loop_var in free_vars(hi):
+                    point = ext == 1 and prove(lo.eq(hi), ranges)  # one element per iteration
+                    if loop_var in free_vars(hi) and not point:
                         # the instances whose window became complete at this iteration
                         first = simplify(substitute(hi, {loop_var: loop_var - 1}) - c - (ext - 1) + 1, ranges)
                     else:

@@ -163,7 +163,16 @@ def call_index_map(func: PrimFunc, primitive: str, block: str, index_map: Callab
     except TypeError as exc:
         raise schedule_error(func, primitive, f"the index map returned {result!r}: {exc}",
                              blocks=(block,)) from None
+    scalars = {p for p in func.params if isinstance(p, Var)} - dims
     for o in outputs:
+        used = sorted(v.name for v in free_vars(o) & scalars)
+        if o.dtype.is_integer and used and not free_vars(o) - set(params) - dims - scalars:
+            raise schedule_error(func, primitive, f"the index map result {expr_text(o)} uses the scalar parameter "
+                                 f"{used[0]}, whose value tdsl does not know", blocks=(block,),
+                                 rule="a layout is proved one-to-one (and its shape bounded) from the indices and "
+                                      "the buffers' dimensions; a map like i // n, i % n is one-to-one only for "
+                                      "n >= 1, which tdsl, having no assumptions, cannot know of a scalar",
+                                 fix=f"use a constant, or a symbolic dimension of a buffer instead of {used[0]}")
         if not o.dtype.is_integer or free_vars(o) - set(params) - dims:
             raise schedule_error(func, primitive, f"the index map result {expr_text(o)} is not an integer "
                                  "expression of the indices", blocks=(block,))

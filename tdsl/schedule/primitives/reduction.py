@@ -230,7 +230,8 @@ def decompose_reduction(func: PrimFunc, block: str, loop_var: Var) -> tuple[Prim
                              rule="the init block runs before the whole loop, so no other block under it may see "
                                   "the reduction's buffer")
     skipped = {v for v, r in roles.items() if r != "S"}
-    init_predicate = _init_predicate(func, block, realize, chain, skipped, loop_var)
+    guards = _guards_below(func, block, realize, bpath, loop, chain)
+    init_predicate = _init_predicate(func, block, realize, chain, skipped, loop_var, guards)
     taken = var_names(func)
     new_loops, vmap = _copy_loops(chain, lambda f: roles[f.loop_var] == "S", taken)
     spatial = [(iv, v) for iv, v in zip(b.iter_vars, realize.iter_values) if iv.kind == "S"]
@@ -246,33 +247,58 @@ def decompose_reduction(func: PrimFunc, block: str, loop_var: Var) -> tuple[Prim
     return insert_beside(func2, lpath2, loop2, _wrap(new_loops, init_realize), after=False), init_block.name
 
 
+def _guards_below(func: PrimFunc, block: str, realize: BlockRealize, bpath: Path, loop: For,
+                  chain: list[For]) -> list[PrimExpr]:
+    """The conditions of the `if` statements between `loop` and the block (negated in an else
+    branch): the init block must run only where they hold, as the original's init does."""
+    from ...ir import Not
+    from ...ir.tree import conditions_in_scope
+
+    ifs = conditions_in_scope(bpath, realize, below=loop)
+    conds = [node.condition if then else Not(node.condition) for node, then in ifs]
+    loop_vars = {f.loop_var for f in chain}
+    lets = {n.var for n in bpath[bpath.index(loop):] if isinstance(n, LetStmt)}
+    for c in conds:
+        if free_vars(c) & lets:
+            raise schedule_error(func, "decompose_reduction", f"the condition `if {expr_text(c)}` around "
+                                 f"{block_name(block)} uses a value bound below {loop_name(loop.loop_var)}",
+                                 loops=(loop.loop_var,), blocks=(block,),
+                                 rule="the init block placed before the loop repeats the condition, so it may "
+                                      f"use only the loops ({', '.join(v.name for v in loop_vars)}) and outer values",
+                                 fix="decompose at a loop below the binding")
+    return [p for c in conds for p in _conjuncts(c)]
+
+
 def _init_predicate(func: PrimFunc, block: str, realize: BlockRealize, chain: list[For], skipped: set[Var],
-                    loop_var: Var) -> PrimExpr:
-    """The init block's predicate: the block's, less the conjuncts on the reduction loops it
-    drops. Those may go when they hold where the init runs in the original (the reduction loops
-    at their minimum, which binds every reduction iterator to its domain's minimum: a split's
-    tail guard `k_0 * 7 + k_1 < 128`), so the init still runs for every element."""
+                    loop_var: Var, guards: list[PrimExpr]) -> PrimExpr:
+    """The init block's predicate: the block's and the conditions of the `if`s around it below
+    the loop (`guards`), less the conjuncts on the reduction loops it drops. Those may go when
+    they hold where the init runs in the original (the reduction loops at their minimum, which
+    binds every reduction iterator to its domain's minimum: a split's tail guard
+    `k_0 * 7 + k_1 < 128`), so the init still runs for every element."""
     from ...arith import prove
+    from ...ir.stmt import TRUE
     from ...ir.tree import path_ranges
 
-    parts = _conjuncts(realize.predicate)
+    parts = [c for c in _conjuncts(realize.predicate) if not (isinstance(c, IntImm) and c.value == 1)]
+    parts += guards
+    if not parts:
+        return realize.predicate
     dropped = [c for c in parts if free_vars(c) & skipped]
     if not dropped:
-        return realize.predicate
+        return _all_of(parts)
     _, bpath = find_block(func, block, "decompose_reduction")
     ranges = path_ranges(bpath)
     mins = {f.loop_var: f.min for f in chain if f.loop_var in skipped}
     starts = all(prove(substitute(v, mins).eq(iv.dom.min), ranges)
                  for iv, v in zip(realize.block.iter_vars, realize.iter_values) if iv.kind == "R")
     if not (starts and all(prove(substitute(c, mins), ranges) for c in dropped)):
-        raise schedule_error(func, "decompose_reduction", f"the predicate T.where({expr_text(realize.predicate)}) "
-                             f"of {block_name(block)} uses a reduction loop below {loop_name(loop_var)} and does "
+        raise schedule_error(func, "decompose_reduction", f"the condition {expr_text(_all_of(dropped))} "
+                             f"of {block_name(block)} (its T.where or an `if` around it) uses a reduction loop below {loop_name(loop_var)} and does "
                              "not hold at the reduction's first iteration", loops=(loop_var,), blocks=(block,),
                              rule="the init block keeps only the spatial loops, so a condition on the others must "
                                   "hold where the init runs (as a split's tail guard does)",
                              fix="decompose at a loop below the reduction loops")
-    from ...ir.stmt import TRUE
-
     kept = [c for c in parts if not free_vars(c) & skipped]
     return _all_of(kept) if kept else TRUE
 
