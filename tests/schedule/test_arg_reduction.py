@@ -70,3 +70,28 @@ def test_strict_comparison_with_one_candidate_per_partial_is_exact():
     got = _run(sch.func, idx, val)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+TWO_SUMS = '''
+@T.prim_func
+def two_sums(X: T.Buffer((4, 32), "float32"), S: T.Buffer((4,), "float32"), Q: T.Buffer((4,), "float32")):
+    for i, k in T.grid(4, 32):
+        with T.block("sums"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                S[vi] = T.float32(0)
+                Q[vi] = T.float32(0)
+            S[vi] = S[vi] + X[vi, vk]
+            Q[vi] = Q[vi] + X[vi, vk] * X[vi, vk]
+'''
+
+
+def test_a_two_store_reduction_is_refused_naming_both_forms_rfactor_takes():
+    sch = tdsl.Schedule(tdsl.parse(TWO_SUMS))
+    before = sch.func.script()
+    _, k = sch.get_loops(sch.get_block("sums"))
+    with pytest.raises(tdsl.ScheduleError) as info:
+        sch.rfactor(k, 0)
+    text = str(info.value)
+    assert 'block "sums"' in text and "one reduction store" in text and "argmax/argmin" in text
+    assert sch.func.script() == before

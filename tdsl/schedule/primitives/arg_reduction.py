@@ -56,7 +56,9 @@ from ..analysis import expr_text
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, insert_beside, refresh_block, scope_of
 
-RULE = ("an argmax/argmin block is `with T.init(): I[..] = i0; V[..] = v0` then `a: T.let = T.Select(V[..] >= v, "
+RULE = ("rfactor factors a block with one reduction store (`C[..] = C[..] + v`, or another commutative "
+        "reducer) or an argmax/argmin; an argmax/argmin block is `with T.init(): I[..] = i0; V[..] = v0` then "
+        "`a: T.let = T.Select(V[..] >= v, "
         "I[..], i)`, `b: T.let = T.Select(V[..] >= v, V[..], v)`, `I[..] = a`, `V[..] = b` (>= or > for argmax, "
         "<= or < for argmin; I and V of one shape, at one element)")
 _FLIP = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt"}
