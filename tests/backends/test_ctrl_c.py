@@ -11,10 +11,14 @@ import sys
 from backends.subproc import ROOT
 
 CHILD = r'''
+import signal
 import time
 import numpy as np
 import tdsl
 
+# a process started in the background by a non-interactive shell inherits SIGINT ignored (and
+# then Ctrl-C rightly does nothing): this child stands for an interactive Python
+signal.signal(signal.SIGINT, signal.default_int_handler)
 spin = tdsl.build(tdsl.parse("""
 @T.prim_func
 def spin(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
