@@ -114,7 +114,7 @@ class Database:
         os.makedirs(parent, exist_ok=True)
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._use_wal(timeout)
         self._conn.execute("PRAGMA synchronous = NORMAL")
         with self._write():
             for statement in filter(str.strip, _SCHEMA.split(";")):
@@ -124,6 +124,28 @@ class Database:
         if found is None or found[0] != str(SCHEMA_VERSION):
             raise ValueError(f"{self.path}: a tuning database of schema {found and found[0]}, this tdsl "
                              f"reads schema {SCHEMA_VERSION}; export it with the tdsl that wrote it")
+
+    def _use_wal(self, timeout: float) -> None:
+        """Switch the file to write-ahead logging, waiting out other processes that open it.
+
+        SQLite answers "database is locked" at once, without its busy handler, when a
+        second process switches the journal mode while the first is doing the same, so
+        the switch is retried here until `timeout`."""
+        deadline = time.monotonic() + timeout
+        pause = 0.005
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) and "busy" not in str(err):
+                    raise
+                if time.monotonic() > deadline:
+                    raise sqlite3.OperationalError(
+                        f"{self.path}: {err}, still after {timeout:g} s; another process holds the "
+                        f"tuning database (close it, or pass a longer timeout=)") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
 
     # transactions ---------------------------------------------------------------------
     class _Tx:

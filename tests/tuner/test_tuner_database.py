@@ -101,3 +101,17 @@ def test_the_latest_retiming_decides_the_best_and_survives_export(tmp_path):
         assert copy.import_jsonl(tmp_path / "r.jsonl") == 5
         wl = copy.workload(add_one, "cpu")
         assert copy.best(wl).candidate == "cand3" and copy.retimes(wl) == {"cand2": 3e-3, "cand3": 2e-3}
+
+
+def test_a_database_held_by_another_process_is_waited_for_then_named(tmp_path):
+    import sqlite3
+    import threading
+    path = tmp_path / "held.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(sqlite3.OperationalError, match="held.db: database is locked.*another process holds"):
+        Database(path, timeout=0.2)
+    threading.Timer(0.3, lambda: holder.execute("COMMIT")).start()
+    with Database(path, timeout=10) as db:                 # waits for the holder, then opens
+        assert db.workloads() == []
+    holder.close()
