@@ -72,13 +72,14 @@ def all_loops(stmt: Stmt) -> list[For]:
 def thread_relaxed_loops(loops: list[For], scope: str) -> list[For]:
     """The loops of `loops` across whose iterations a buffer of storage `scope` is one buffer
     that a placed producer must fill as a whole: every thread of a thread block sees the same
-    "shared" buffer, so its region covers all the threadIdx-bound loops (TensorIR's rule; the
-    copy can then be spread over the threads, a cooperative fetch). "local" and intrinsic
+    "shared" buffer, so its region covers all the threadIdx- and vthread-bound loops (TensorIR's
+    rule: a virtual thread ranks with the threads; the copy can then be spread over the threads,
+    a cooperative fetch). "local" and intrinsic
     scopes are private to a thread (none). "global" keeps the per-iteration region too (TensorIR
     relaxes every thread-bound loop there): each thread computes what it reads itself, which
     is what schedules written against tdsl so far rely on."""
     if scope.startswith("shared"):
-        return [f for f in loops if f.thread_tag is not None and f.thread_tag.startswith("threadIdx")]
+        return [f for f in loops if f.thread_tag is not None and f.thread_tag.startswith(("threadIdx", "vthread"))]
     return []
 
 
@@ -239,10 +240,14 @@ def uses_any_region(region: BufferRegion, variables: set[Var]) -> bool:
 class _RealizeSimplifier(IRMutator):
     """Simplifies block bindings and predicates, knowing the ranges of the enclosing loops."""
 
-    def __init__(self, ranges: dict[Var, Range]):
+    def __init__(self, ranges: dict[Var, Range], keep: frozenset[Var] = frozenset()):
         self.ranges = dict(ranges)
+        self.keep = keep
 
     def visit_For(self, node: For):
+        if node.loop_var in self.keep:  # a unit loop whose variable the bindings keep (TVM's preserve_unit_*)
+            body = self.visit(node.body)
+            return node if body is node.body else dataclasses.replace(node, body=body)
         self.ranges[node.loop_var] = Range(node.min, node.extent)
         try:
             body = self.visit(node.body)
@@ -278,9 +283,10 @@ class _RealizeSimplifier(IRMutator):
         return super().generic_visit(node)
 
 
-def simplify_realizes(stmt: Stmt, ranges: dict[Var, Range]) -> Stmt:
-    """`stmt` with every block binding and predicate under it simplified."""
-    return _RealizeSimplifier(ranges).visit(stmt)
+def simplify_realizes(stmt: Stmt, ranges: dict[Var, Range], keep: frozenset[Var] = frozenset()) -> Stmt:
+    """`stmt` with every block binding and predicate under it simplified; the variables of the
+    loops in `keep` stay in the bindings even where their loop runs once."""
+    return _RealizeSimplifier(ranges, keep).visit(stmt)
 
 
 def and_predicate(realize: BlockRealize, cond: PrimExpr) -> BlockRealize:

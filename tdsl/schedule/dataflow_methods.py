@@ -189,11 +189,14 @@ class DataflowMethods:
         return self._apply("set_scope", _cache.set_scope, [block], {"buffer": buffer, "scope": scope})
 
     # compute location ---------------------------------------------------------------------
-    def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+    def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1) -> None:
         """Move a producer block under `loop` of a later loop nest; at each iteration it computes
         just what the blocks under the loop read (new loops `ax0, ...`, one per iterator).
         `loop` may be the result of `sample_compute_location`, whose "root" leaves the block
-        where it is and whose "inline" inlines it.
+        where it is and whose "inline" inlines it. As in TVM, `preserve_unit_loops=True` keeps
+        a loop of extent 1 for an iterator over one value, and `index` picks the place among the
+        loop's statements: -1 right before the first consumer, -2 right after the last producer,
+        or a position between them.
 
         Before::
 
@@ -243,12 +246,16 @@ class DataflowMethods:
             return self._apply("compute_at", _stay, [block, loop])
         if loop.var is _sampling.INLINE:  # ... or "inline"
             return self._apply("compute_at", _inline, [block, loop])
-        return self._apply("compute_at", _compute_location.compute_at, [block, loop])
+        return self._apply("compute_at", _compute_location.compute_at, [block, loop],
+                           self._placement("compute_at", preserve_unit_loops, index))
 
-    def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+    def reverse_compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
+                           index: int = -1) -> None:
         """Move a consumer block under `loop` of an earlier loop nest; at each iteration it
         computes what the blocks under the loop have produced so far. A consumer that would read
         elements not yet produced is refused (TVM silently miscomputes it, apache/tvm#15911).
+        `preserve_unit_loops` and `index` as in compute_at (-1: the last legal place, right
+        before any block under the loop that reads what the consumer writes, else the end).
 
         Before::
 
@@ -291,7 +298,22 @@ class DataflowMethods:
         """
         self._expect("reverse_compute_at", block, (BlockRV,), "a block handle (from sch.get_block)")
         self._expect("reverse_compute_at", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
-        return self._apply("reverse_compute_at", _compute_location.reverse_compute_at, [block, loop])
+        return self._apply("reverse_compute_at", _compute_location.reverse_compute_at, [block, loop],
+                           self._placement("reverse_compute_at", preserve_unit_loops, index))
+
+    def _placement(self, primitive: str, preserve_unit_loops, index) -> dict:
+        """TVM's placement options as trace attributes (left out at their defaults)."""
+        if not isinstance(preserve_unit_loops, bool):
+            raise ScheduleError(f"{primitive}: preserve_unit_loops must be True or False, not {preserve_unit_loops!r}")
+        if not isinstance(index, int) or isinstance(index, bool) or index < -2:
+            raise ScheduleError(f"{primitive}: index must be -1 (the last legal place), -2 (the first) or a "
+                                f"position >= 0 among the loop's statements, not {index!r}")
+        attrs: dict = {}
+        if preserve_unit_loops:
+            attrs["preserve_unit_loops"] = True
+        if index != -1:
+            attrs["index"] = index
+        return attrs
 
     def compute_inline(self, block: BlockRV) -> None:
         """Inline a block that stores one element per instance (`B[vi, vj] = expr`) into every

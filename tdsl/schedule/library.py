@@ -124,7 +124,8 @@ def _orders(loops: list[For], realize: BlockRealize) -> tuple[str, str]:
     return loop_order, iter_order
 
 
-def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[PrimFunc, None]:
+def tensorize(func: PrimFunc, target: str | Var, intrin_name: str,
+              preserve_unit_iters: bool = False) -> tuple[PrimFunc, None]:
     """The pure primitive behind ``sch.tensorize(x, "blas.sgemm")`` (module docs)."""
     from .primitives import blockize as _tensorize
 
@@ -134,7 +135,7 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
     first: ScheduleError | None = None
     for name in names:
         try:
-            return _tensorize.tensorize(func, loop, name)
+            return _tensorize.tensorize(func, loop, name, preserve_unit_iters)
         except ScheduleError as exc:
             first = first or exc
     assert first is not None

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from ..errors import ScheduleError
 from ..ir import PrimExpr, PrimFunc, Var
+from ..ir.module import IRModule
 from ..tracebacks import wrap_public_methods
 from .dataflow_methods import DataflowMethods
 from .diffs import Checkpoint, ScriptDiff, step_line
@@ -26,6 +27,7 @@ from .sampling import SamplingMethods, plain
 from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
 from .tree import ambiguous_block_error, repeated_block_names, unique_names
+from .tvm_spelling import accept_tvm_spelling, check_schedule_options
 
 _SERIAL = itertools.count()
 
@@ -44,9 +46,13 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
     the same seed samples the same decisions; None draws a fresh seed.
     """
 
-    def __init__(self, func: PrimFunc, seed: int | None = None):
+    def __init__(self, func: PrimFunc | IRModule, seed: int | None = None, *, debug_mask: str | int = "none",
+                 error_render_level: str = "detail", enable_check: bool = True):
+        if isinstance(func, IRModule):
+            func = func.func
         if not isinstance(func, PrimFunc):
             raise TypeError(f"tdsl.Schedule takes a PrimFunc (a @T.prim_func), not {type(func).__name__}")
+        self._render = check_schedule_options(debug_mask, error_render_level, enable_check)
         self._func = unique_names(func)
         self._history: list[tuple[PrimFunc, int]] = []  # (function before, trace length before) per step
         self._trace: list[Instruction] = []
@@ -62,6 +68,11 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         return self._func
 
     @property
+    def mod(self) -> IRModule:
+        """TVM's view of the function as scheduled so far: `sch.mod["main"]` is `sch.func`."""
+        return IRModule({"main": self._func})
+
+    @property
     def trace(self) -> Trace:
         """The steps so far; `print(sch.trace)` shows them as Python."""
         return Trace(list(self._trace))
@@ -69,7 +80,7 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
     def copy(self) -> Schedule:
         """An independent schedule at the same point; handles of this one work on it too. Its
         random source starts where this one's is (reseed it with `copy.seed(n)` to sample apart)."""
-        other = Schedule(self._func)
+        other = Schedule(self._func, error_render_level=self._render)
         other._history = list(self._history)
         other._trace = list(self._trace)
         other._live = set(self._live)
@@ -281,10 +292,12 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
 
     # loops --------------------------------------------------------------------------------
     def split(self, loop: LoopRV, factors: Sequence[int | PrimExpr | None], *,
-              disable_predication: bool = False) -> list[LoopRV]:
+              preserve_unit_iters: bool = False, disable_predication: bool = False) -> list[LoopRV]:
         """Split a loop into one loop per factor, outer to inner; one factor may be None (inferred).
         A factor product above the extent (a None on a non-dividing extent) adds a T.where predicate;
         `disable_predication=True` (TVM) is refused then, and changes nothing otherwise.
+        `preserve_unit_iters=True` keeps a new loop of extent 1 in the block bindings (TVM's
+        default form `vi = i_0 * 16 + i_1`); tdsl's default folds it (`vi = i_1`).
 
         Before::
 
@@ -314,9 +327,13 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         self._expect("split", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
         if not isinstance(factors, (list, tuple)):
             raise ScheduleError(f"split: factors must be a list such as [None, 32], not {type(factors).__name__}")
-        if disable_predication:
-            return self._apply("split", _loops.split, [loop], {"factors": list(factors), "disable_predication": True})
-        return self._apply("split", _loops.split, [loop], {"factors": list(factors)})
+        attrs: dict = {"factors": list(factors)}
+        for flag, value in (("disable_predication", disable_predication), ("preserve_unit_iters", preserve_unit_iters)):
+            if not isinstance(value, bool):
+                raise ScheduleError(f"split: {flag} must be True or False, not {value!r}")
+            if value:
+                attrs[flag] = True
+        return self._apply("split", _loops.split, [loop], attrs)
 
     def add_unit_loop(self, block_or_loop: BlockRV | LoopRV) -> LoopRV:
         """Put a loop of extent 1 directly above a block or a loop (TVM's add_unit_loop); returns it.
@@ -344,8 +361,10 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         self._expect("add_unit_loop", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
         return self._apply("add_unit_loop", _loops.add_unit_loop, [block_or_loop])
 
-    def fuse(self, *loops: LoopRV) -> LoopRV:
-        """Fuse adjacent, perfectly nested loops (outer to inner) into one.
+    def fuse(self, *loops: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:
+        """Fuse adjacent, perfectly nested loops (outer to inner) into one. TVM's
+        `preserve_unit_iters` changes nothing here: either way a fused loop of extent 1 leaves
+        its iterator's binding at 0 (`vj = T.axis.spatial(1, 0)`), as TVM's fuse does.
 
         Before::
 
@@ -374,6 +393,8 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         """
         for x in loops:
             self._expect("fuse", x, (LoopRV,), "loop handles")
+        if not isinstance(preserve_unit_iters, bool):
+            raise ScheduleError(f"fuse: preserve_unit_iters must be True or False, not {preserve_unit_iters!r}")
         return self._apply("fuse", _loops.fuse, list(loops))
 
     def reorder(self, *loops: LoopRV) -> None:
@@ -597,6 +618,7 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         return self._apply("unannotate", _annotate.unannotate, [block_or_loop], {"key": key})
 
 
+accept_tvm_spelling(Schedule)
 wrap_public_methods(Schedule)
 
 

@@ -1,6 +1,7 @@
 """The Schedule methods of the tensorize family (a mixin of `Schedule`): blockize, tensorize."""
 from __future__ import annotations
 
+from ..errors import ScheduleError
 from .handles import BlockRV, LoopRV
 from .primitives import blockize as _tensorize
 
@@ -8,11 +9,12 @@ from .primitives import blockize as _tensorize
 class TensorizeMethods:
     """blockize / tensorize; see `tdsl.schedule.primitives.blockize` for the semantics."""
 
-    def blockize(self, loop: LoopRV | list[BlockRV]) -> BlockRV:
+    def blockize(self, loop: LoopRV | list[BlockRV], preserve_unit_iters: bool = False) -> BlockRV:
         """Make the subtree under `loop` an inner block of a new outer block `<name>_o`, whose
         iterators are the outer parts of the bindings (v = vo * E + vi). Given a list of sibling
         blocks instead (TVM), wrap them, with their loops, in one block `outer_<names>_` without
-        iterators.
+        iterators. `preserve_unit_iters=True` binds an outer iterator to its loop where the loop
+        runs once (`vi_o = i0`, TVM's default form); tdsl's default binds the value (`vi_o = 0`).
 
         Before::
 
@@ -50,9 +52,9 @@ class TensorizeMethods:
                 self._expect("blockize", b, (BlockRV,), "a loop handle, or a list of block handles")
             return self._apply("blockize", _tensorize.blockize_blocks, [list(loop)])
         self._expect("blockize", loop, (LoopRV,), "a loop handle (from sch.get_loops), or a list of block handles")
-        return self._apply("blockize", _tensorize.blockize, [loop])
+        return self._apply("blockize", _tensorize.blockize, [loop], _unit_iters("blockize", preserve_unit_iters))
 
-    def tensorize(self, block_or_loop: BlockRV | LoopRV, intrin_name: str) -> None:
+    def tensorize(self, block_or_loop: BlockRV | LoopRV, intrin_name: str, preserve_unit_iters: bool = False) -> None:
         """Compute a block (or the block `blockize(loop)` makes) with the tensor intrinsic
         `intrin_name`, after checking that the code computes exactly its description. The block
         keeps the description's code and is annotated ``"tdsl.tensor_intrin"``; lowering swaps in
@@ -97,4 +99,12 @@ class TensorizeMethods:
         from . import library  # generic library intrinsics ("blas.sgemm") take any constant shape
 
         fn = library.tensorize if library.is_generic(intrin_name) else _tensorize.tensorize
-        return self._apply("tensorize", fn, [block_or_loop], {"intrin_name": intrin_name})
+        return self._apply("tensorize", fn, [block_or_loop],
+                           {"intrin_name": intrin_name, **_unit_iters("tensorize", preserve_unit_iters)})
+
+
+def _unit_iters(primitive: str, preserve_unit_iters) -> dict:
+    """TVM's preserve_unit_iters as a trace attribute (left out at tdsl's default, False)."""
+    if not isinstance(preserve_unit_iters, bool):
+        raise ScheduleError(f"{primitive}: preserve_unit_iters must be True or False, not {preserve_unit_iters!r}")
+    return {"preserve_unit_iters": True} if preserve_unit_iters else {}

@@ -112,7 +112,8 @@ def _loop_chain(func: PrimFunc, loop: For, primitive: str) -> tuple[list[For], B
 
 
 def _divide(func: PrimFunc, primitive: str, loop: For, iv: IterVar, value: PrimExpr, inner: list[For],
-            ranges: dict) -> _Division:
+            ranges: dict, outer_ranges: dict) -> _Division:
+    """`value` = outer * E + inner; the outer part is simplified knowing `outer_ranges`."""
     inner_vars = [f.loop_var for f in inner]
     form = linear_form(value, inner_vars)
     if form is None:
@@ -151,23 +152,28 @@ def _divide(func: PrimFunc, primitive: str, loop: For, iv: IterVar, value: PrimE
             f"{expected} plus the inner loops", loops=(loop.loop_var,),
             rule="blockize needs v = vo * E + vi with E the extent the inner loops cover",
             fix=f"split the loops so that their factors divide the iterator's extent ({expr_text(iv.dom.extent)})")
-    div.outer = simplify(rest // extent, ranges)
+    div.outer = simplify(rest // extent, outer_ranges)
     div.outer_dom = Range(const(0, extent.dtype), simplify(iv.dom.extent // extent))
     div.inner, div.inner_extent = inner_value, extent
     return div
 
 
-def blockize(func: PrimFunc, loop_var: Var) -> tuple[PrimFunc, str]:
-    """Turn the subtree under `loop_var` into an inner block of a new outer block `<name>_o`."""
-    return _blockize(func, loop_var, "blockize")
+def blockize(func: PrimFunc, loop_var: Var, preserve_unit_iters: bool = False) -> tuple[PrimFunc, str]:
+    """Turn the subtree under `loop_var` into an inner block of a new outer block `<name>_o`;
+    `preserve_unit_iters` binds an outer iterator to a loop of extent 1 (`vi_o = i0`, TVM's
+    default form) instead of its value (`vi_o = 0`)."""
+    return _blockize(func, loop_var, "blockize", preserve_unit_iters)
 
 
-def _blockize(func: PrimFunc, loop_var: Var, primitive: str) -> tuple[PrimFunc, str]:
+def _blockize(func: PrimFunc, loop_var: Var, primitive: str, preserve_unit_iters: bool = False) -> tuple[PrimFunc, str]:
     loop, path = find_loop(func, loop_var, primitive)
     chain, realize = _loop_chain(func, loop, primitive)
     block = realize.block
     ranges = path_ranges(path)
-    divs = [_divide(func, primitive, loop, iv, v, chain, ranges) for iv, v in zip(block.iter_vars, realize.iter_values)]
+    outer_ranges = {v: r for v, r in ranges.items()
+                    if not (preserve_unit_iters and isinstance(r.extent, IntImm) and r.extent.value == 1)}
+    divs = [_divide(func, primitive, loop, iv, v, chain, ranges, outer_ranges)
+            for iv, v in zip(block.iter_vars, realize.iter_values)]
     # the conditions on the outer loops only guard the whole tile: they go to the outer block,
     # whose iterators would otherwise be bound outside their domains where they fail
     outer_pred, inner_pred = _split_predicate(realize.predicate, {f.loop_var for f in chain})
@@ -358,9 +364,11 @@ def _lift_init(func: PrimFunc, primitive: str, realize: BlockRealize, chain: lis
 
 # tensorize ---------------------------------------------------------------------------------
 
-def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[PrimFunc, None]:
+def tensorize(func: PrimFunc, target: str | Var, intrin_name: str,
+              preserve_unit_iters: bool = False) -> tuple[PrimFunc, None]:
     """Mark a block (or the block blockize makes of a loop) as computed by tensor intrinsic
-    `intrin_name` after checking that it computes the intrinsic's description."""
+    `intrin_name` after checking that it computes the intrinsic's description
+    (`preserve_unit_iters` as in blockize)."""
     if not isinstance(intrin_name, str):
         raise schedule_error(func, "tensorize", f"the intrinsic name must be a string, not {intrin_name!r}")
     try:
@@ -371,7 +379,7 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str) -> tuple[Prim
     original = func
     if isinstance(target, Var):
         find_loop(func, target, "tensorize")
-        func, name = _blockize(func, target, "tensorize")
+        func, name = _blockize(func, target, "tensorize", preserve_unit_iters)
         culprit = {"loops": (target,)}
     else:
         name = target

@@ -288,10 +288,12 @@ def _same_scope(func: PrimFunc, primitive: str, block: Block, bpath: Path, loop:
 
 
 def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[PrimExpr, PrimExpr]],
-              ranges: dict[Var, Range], anchors: list[For]) -> tuple[Stmt, dict[Var, tuple[PrimExpr, PrimExpr]]]:
+              ranges: dict[Var, Range], anchors: list[For],
+              preserve_unit_loops: bool = False) -> tuple[Stmt, dict[Var, tuple[PrimExpr, PrimExpr]]]:
     """Loops `ax0, ...` (one per iterator, in order) around the block: an iterator in `boxes` runs
     over its (lo, hi) clipped to its domain (a T.where where the clip is not constant), the others
-    over their whole domain. Also returns the clipped (lo, hi) of every iterator."""
+    over their whole domain; an iterator over one value gets no loop unless `preserve_unit_loops`.
+    Also returns the clipped (lo, hi) of every iterator."""
     b = realize.block
     taken = var_names(func)
     loops: list[tuple[Var, PrimExpr]] = []
@@ -311,7 +313,7 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[Prim
         if not low_ok and not high_ok and prove(lo <= dmin, ranges) and prove(hi >= dmax, ranges):
             lo, hi, low_ok, high_ok = dmin, dmax, True, True  # the box holds the whole domain
         extent = simplify(hi - lo + 1, ranges)
-        single = isinstance(extent, IntImm) and extent.value == 1
+        single = isinstance(extent, IntImm) and extent.value == 1 and not preserve_unit_loops
         ax = None if single else Var(fresh_name(f"ax{k}", taken), dt)
         value = lo if ax is None else simplify(lo + ax, ranges)
         if not low_ok:
@@ -333,7 +335,8 @@ def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[Prim
     stmt: Stmt = BlockRealize(tuple(values), pred, b)
     for ax, extent in reversed(loops):
         stmt = For(ax, const(0, ax.dtype), extent, "serial", stmt)
-    return simplify_realizes(stmt, ranges), spans
+    units = frozenset(ax for ax, extent in loops if isinstance(extent, IntImm) and extent.value == 1)
+    return simplify_realizes(stmt, ranges, units if preserve_unit_loops else frozenset()), spans
 
 
 def _max_over(expr: PrimExpr, anchors: list[For], ranges: dict[Var, Range]) -> int | None:
@@ -925,8 +928,29 @@ def _invert_box(digits: list[_Digit | None], box: Box, shape, ranges) -> dict[Va
     return out
 
 
-def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, None]:
-    """Move a producer under `loop`, computing at each iteration what the consumers there read."""
+def _insertion_point(func: PrimFunc, primitive: str, block: str, loop_var: Var, index: int,
+                     first: int, last: int) -> int:
+    """The position among the loop body's statements for TVM's `index`: -1 the last legal place
+    (`last`), -2 the first (`first`), k >= 0 position k, which must lie in [first, last]."""
+    if index == -1:
+        return last
+    if index == -2:
+        return first
+    if isinstance(index, int) and not isinstance(index, bool) and first <= index <= last:
+        return index
+    where = f"{first}" if first == last else f"{first} to {last}"
+    raise schedule_error(func, primitive, f"index={index!r} is not a legal place for {block_name(block)} under "
+                         f"{loop_name(loop_var)}: the legal positions among its statements are {where}",
+                         loops=(loop_var,), blocks=(block,),
+                         rule=f"{primitive} places the block after the blocks it reads from and before the "
+                              "blocks that read what it writes",
+                         fix="index=-1 (the last legal place), -2 (the first) or a position in that range")
+
+
+def compute_at(func: PrimFunc, block: str, loop_var: Var, preserve_unit_loops: bool = False,
+               index: int = -1) -> tuple[PrimFunc, None]:
+    """Move a producer under `loop`, computing at each iteration what the consumers there read;
+    TVM's `preserve_unit_loops` and `index` (see _insertion_point)."""
     realize, bpath = find_block(func, block, "compute_at")
     loop, lpath = find_loop(func, loop_var, "compute_at")
     b = realize.block
@@ -956,7 +980,7 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, Non
                     hi = simplify(max_(boxes[v][1], hi), ranges)
                 boxes[v] = (lo, hi)
     _check_outside_readers(func, b, bpath, loop, lpath, boxes)
-    nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop))
+    nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop), preserve_unit_loops)
     items = _body_items(loop)
     last_w = max((i for i, it in enumerate(items) for r in all_realizes(it) if _writes(r.block) & _reads(b)),
                  default=-1)
@@ -967,7 +991,8 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, Non
                              f"{block_name(block)} reads comes after a block reading what it writes",
                              loops=(loop_var,), blocks=(block,),
                              rule="compute_at needs a place after the producers and before the consumers")
-    new = _insert_in_loop(_without(func, realize), loop_var, first_r, nest)
+    pos = _insertion_point(func, "compute_at", block, loop_var, index, last_w + 1, first_r)
+    new = _insert_in_loop(_without(func, realize), loop_var, pos, nest)
     _check_under_loop(new, "compute_at", loop_var, block, True, spans)
     return new, None
 
@@ -1049,8 +1074,10 @@ def _read_digits(block: Block, buf: Buffer, hits) -> list[_Digit | None]:
     return out
 
 
-def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimFunc, None]:
-    """Move a consumer under `loop`, computing at each iteration what the producers there wrote."""
+def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var, preserve_unit_loops: bool = False,
+                       index: int = -1) -> tuple[PrimFunc, None]:
+    """Move a consumer under `loop`, computing at each iteration what the producers there wrote;
+    TVM's `preserve_unit_loops` and `index` (see _insertion_point)."""
     realize, bpath = find_block(func, block, "reverse_compute_at")
     loop, lpath = find_loop(func, loop_var, "reverse_compute_at")
     b = realize.block
@@ -1095,8 +1122,14 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var) -> tuple[PrimF
                 if inverse is not None:
                     for v, span in instance_spans(inverse, produced, ranges).items():
                         boxes.setdefault(v, span)
-    nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop))
-    new = _insert_in_loop(_without(func, realize), loop_var, len(_body_items(loop)), nest)
+    nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop), preserve_unit_loops)
+    items = _body_items(loop)
+    last_w = max((i for i, it in enumerate(items) for r in all_realizes(it) if _writes(r.block) & _reads(b)),
+                 default=-1)
+    first_r = min((i for i, it in enumerate(items) if i > last_w for r in all_realizes(it)
+                   if (_reads(r.block) | _writes(r.block)) & _writes(b)), default=len(items))
+    pos = _insertion_point(func, "reverse_compute_at", block, loop_var, index, last_w + 1, first_r)
+    new = _insert_in_loop(_without(func, realize), loop_var, pos, nest)
     _check_complete(new, "reverse_compute_at", loop_var, block, spans)
     _check_under_loop(new, "reverse_compute_at", loop_var, block, False, spans)
     return new, None

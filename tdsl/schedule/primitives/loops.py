@@ -37,6 +37,7 @@ from ...ir import (
 )
 from ...ir.tree import Path, all_realizes, children, fresh_name, path_ranges, var_names
 from ..analysis import (
+    all_loops,
     and_predicate,
     check_affine_bindings,
     check_parallelizable,
@@ -200,12 +201,13 @@ def _check_unbound(func: PrimFunc, primitive: str, loop: For) -> None:
                              fix=f"{primitive} before sch.bind / sch.annotate, or sch.unannotate first")
 
 
-def split(func: PrimFunc, loop_var: Var, factors: Sequence,
-          disable_predication: bool = False) -> tuple[PrimFunc, list[Var]]:
+def split(func: PrimFunc, loop_var: Var, factors: Sequence, disable_predication: bool = False,
+          preserve_unit_iters: bool = False) -> tuple[PrimFunc, list[Var]]:
     """Split a loop into len(factors) nested loops, outer to inner. `disable_predication`
     (TVM's flag to leave the tail unguarded) is accepted where no guard is needed; where the
     factors over-cover the extent it is refused, since the unguarded tail would run iterations
-    the program does not have."""
+    the program does not have. `preserve_unit_iters` keeps the variable of a new loop of
+    extent 1 in the bindings (TVM's `i_0 * 16 + i_1`; else `i_1`)."""
     loop, path = find_loop(func, loop_var, "split")
     _check_unbound(func, "split", loop)
     factors = list(factors)
@@ -240,8 +242,8 @@ def split(func: PrimFunc, loop_var: Var, factors: Sequence,
         body = _PredicateAdder(fused < loop.extent).visit(body)
     for v, f in reversed(list(zip(new_vars, full))):
         body = For(v, const(0, v.dtype), f, "serial", body)
-    inner_ranges = dict(ranges)
-    body = simplify_realizes(body, inner_ranges)
+    units = frozenset(f.loop_var for f in all_loops(body) if isinstance(f.extent, IntImm) and f.extent.value == 1)
+    body = simplify_realizes(body, dict(ranges), units if preserve_unit_iters else frozenset())
     body = refresh_regions(body, {loop_var})
     return _replace(func, path, loop, body), new_vars
 

@@ -1,0 +1,92 @@
+"""TVM's spellings of schedule calls: keyword names, constructor options, error render levels.
+
+A TensorIR schedule ports unchanged when it passes arguments by TVM's names:
+
+    sch.annotate(loop, ann_key="pragma_unroll", ann_val=4)    # = sch.annotate(loop, "pragma_unroll", 4)
+    sch.set_scope(block, buffer_index=0, storage_scope="shared")
+    sch.tensorize(loop, tensor_intrin="dot_4")
+
+`TVM_KEYWORDS` is the one table: method -> {TVM's name: tdsl's name}. The trace records tdsl's
+names, so a trace prints, replays and exports the same whichever spelling the call used.
+
+`Schedule(func, debug_mask="all", error_render_level="fast", enable_check=True)` takes TVM's
+options. tdsl checks every step in full whatever `debug_mask` / `enable_check` say (a step is
+verified before it is committed); `error_render_level` shortens messages as TVM does:
+"detail" (tdsl's whole message: rule, fix and the marked program), "fast" (the first line),
+"none" (the primitive's name and "(not rendered)").
+"""
+from __future__ import annotations
+
+import functools
+import types
+
+from ..errors import ScheduleError
+
+TVM_KEYWORDS: dict[str, dict[str, str]] = {
+    "annotate": {"ann_key": "key", "ann_val": "value"},
+    "unannotate": {"ann_key": "key"},
+    "set_scope": {"buffer_index": "buffer", "storage_scope": "scope"},
+    "storage_align": {"buffer_index": "buffer"},
+    "blockize": {"target": "loop"},
+    "tensorize": {"tensor_intrin": "intrin_name"},
+    "seed": {"seed": "value"},
+    "get": {"rand_var_or_sref": "rv"},
+    "remove_rv": {"rand_var": "rv"},
+}
+
+RENDER_LEVELS = ("detail", "fast", "none")
+
+
+def check_schedule_options(debug_mask, error_render_level, enable_check) -> str:
+    """Check TVM's Schedule options; the render level to keep."""
+    if not (isinstance(debug_mask, int) and not isinstance(debug_mask, bool)) and debug_mask not in ("all", "none"):
+        raise ValueError(f"Schedule(debug_mask={debug_mask!r}): TVM's debug_mask is \"all\", \"none\" or an int "
+                         "(tdsl verifies every step either way)")
+    if error_render_level not in RENDER_LEVELS:
+        raise ValueError(f"Schedule(error_render_level={error_render_level!r}): one of "
+                         f"{', '.join(repr(x) for x in RENDER_LEVELS)}")
+    if not isinstance(enable_check, bool):
+        raise ValueError(f"Schedule(enable_check={enable_check!r}): True or False (tdsl checks every step either way)")
+    return error_render_level
+
+
+def _rendered(err: ScheduleError, level: str) -> ScheduleError:
+    text = str(err)
+    primitive = getattr(err, "primitive", None) or text.split(":", 1)[0]
+    short = ScheduleError(text.split("\n", 1)[0] if level == "fast" else f"{primitive}: ScheduleError: (not rendered)")
+    short.__dict__.update(err.__dict__)
+    return short
+
+
+def _spelled(method, names: dict[str, str]):
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        for tvm_name, own in names.items():
+            if tvm_name in kwargs:
+                if own in kwargs:
+                    raise TypeError(f"Schedule.{method.__name__}() got both {own}= and TVM's name for it, "
+                                    f"{tvm_name}=; pass one")
+                kwargs[own] = kwargs.pop(tvm_name)
+        level = getattr(self, "_render", "detail")
+        if level == "detail":
+            return method(self, *args, **kwargs)
+        try:
+            return method(self, *args, **kwargs)
+        except ScheduleError as err:
+            raise _rendered(err, level) from None
+
+    return call
+
+
+def accept_tvm_spelling(cls: type) -> type:
+    """Every public method of `cls` takes TVM's keyword names (`TVM_KEYWORDS`) and renders its
+    errors at the schedule's `error_render_level`."""
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        raw = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+        if isinstance(raw, types.FunctionType):
+            setattr(cls, name, _spelled(raw, TVM_KEYWORDS.get(name, {})))
+    missing = set(TVM_KEYWORDS) - set(dir(cls))
+    assert not missing, f"TVM_KEYWORDS names methods Schedule does not have: {missing}"
+    return cls
