@@ -484,7 +484,8 @@ class DataflowMethods:
         return self._apply("rfactor", _reduction.rfactor, [loop], {"factor_axis": factor_axis})
 
     # layout -------------------------------------------------------------------------------
-    def transform_layout(self, block: BlockRV, buffer: int | str, index_map: Callable, pad_value=None) -> None:
+    def transform_layout(self, block: BlockRV, buffer: int | str, index_map: Callable, pad_value=None,
+                         assume_injective_transform: bool = False) -> None:
         """Store a buffer in a new layout: element `(i, j, ...)` moves to `index_map(i, j, ...)`,
         a Python lambda such as ``lambda i, j: (i // 16, j, i % 16)``; a parameter's new layout
         becomes the function's signature (the caller passes that array re-laid out). The
@@ -536,6 +537,11 @@ class DataflowMethods:
         attrs = {"buffer": buffer, "index_map": fn}
         if pad_value is not None:
             attrs["pad_value"] = pad_value if not callable(pad_value) else _layout.IndexMap(pad_value)
+        if not isinstance(assume_injective_transform, bool):
+            raise ScheduleError("transform_layout: assume_injective_transform must be True or False, "
+                                f"not {assume_injective_transform!r}")
+        if assume_injective_transform:
+            attrs["assume_injective_transform"] = True
         return self._apply("transform_layout", _layout.transform_layout, [block], attrs)
 
     def storage_align(self, block: BlockRV, buffer: int | str, axis: int, factor: int, offset: int) -> None:

@@ -26,12 +26,27 @@ class _ScriptOnly:
 
 class _DType(_ScriptOnly):
     """`T.float32`: an annotation for scalar parameters, and a constant/cast in scripts.
-    `T.int32()` (TVM's spelling of the annotation) is the annotation too."""
+    `T.int32()` (TVM's spelling of the annotation) is the annotation too. Called in Python
+    (an index map `lambda i: (T.int64(0), i // 8)`, a pad value), `T.int64(0)` is the IR
+    constant and `T.float32(e)` of an IR expression its cast, as in TVM."""
 
     def __call__(self, *args, **kwargs):
-        # T.int32() is TVM's spelling of the annotation; T.int64(128) may appear in a T.Buffer
-        # annotation, which Python evaluates when the function is defined: the parser reads the
-        # source itself, so the value here is never used
+        # T.int32() is TVM's spelling of the annotation; T.int64(128) may also appear in a
+        # T.Buffer annotation, which Python evaluates when the function is defined: the parser
+        # reads the source itself, so that value is never used
+        if len(args) != 1 or kwargs:
+            return self
+        from ..dtypes import DataType
+        from ..ir import Cast, PrimExpr, const
+
+        (value,) = args
+        dtype = DataType.parse(self.__name__)
+        if isinstance(value, PrimExpr):
+            return value if value.dtype == dtype else Cast(dtype, value)
+        import builtins
+
+        if isinstance(value, (builtins.bool, builtins.int, builtins.float)):   # T's names shadow these
+            return const(value, dtype)
         return self
 
 

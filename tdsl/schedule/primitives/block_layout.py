@@ -243,7 +243,7 @@ def transform_block_layout(func: PrimFunc, block: str, index_map: Callable) -> t
     simp = _IndexSimplifier(_ranges(new_ivs))
     body = simp.visit(substitute(b.body, vmap))
     init = None if b.init is None else simp.visit(substitute(b.init, vmap))
-    new_block = refresh_block(dataclasses.replace(b, iter_vars=tuple(new_ivs), body=body, init=init))
+    new_block = refresh_block(dataclasses.replace(b, iter_vars=tuple(new_ivs), body=body, init=init), keep_order=True)
     axes = [Var(fresh_name(f"ax{k}", taken), iv.var.dtype) for k, iv in enumerate(new_ivs)]
     stmt: Stmt = BlockRealize(tuple(axes), TRUE, new_block)
     for ax, iv in reversed(list(zip(axes, new_ivs))):

@@ -35,6 +35,7 @@ from ...ir import (
     as_expr,
     const,
     free_vars,
+    is_const,
     replace_buffers,
 )
 from ...ir.tree import all_realizes, replace_at
@@ -95,12 +96,21 @@ class _Reindex(IRMutator):
 
     def __init__(self, old: Buffer, new: Buffer, params: list[Var], outputs: list[PrimExpr]):
         self.old, self.new, self.params, self.outputs = old, new, params, outputs
+        self.ranges: dict[Var, Range] = {}   # the enclosing blocks' iterators: new indices are simplified in them
 
     def _map(self, indices) -> tuple[PrimExpr, ...]:
         from ...ir import substitute
 
         vmap = dict(zip(self.params, indices))
-        return tuple(simplify(substitute(o, vmap)) for o in self.outputs)
+        return tuple(simplify(substitute(o, vmap), self.ranges) for o in self.outputs)
+
+    def visit_Block(self, node: Block):
+        saved = dict(self.ranges)
+        self.ranges.update((iv.var, iv.dom) for iv in node.iter_vars)
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.ranges = saved
 
     def visit_BufferLoad(self, node: BufferLoad):
         hit = node.buffer is self.old
@@ -133,7 +143,18 @@ def _param_names(fn: Callable, ndim: int) -> tuple[list[str], int]:
 
 def _call_map(func: PrimFunc, block: str, buf: Buffer, index_map: Callable) -> tuple[list[Var], list[PrimExpr]]:
     return call_index_map(func, "transform_layout", block, index_map, [s.dtype for s in buf.shape],
-                          f"{buf.name} has {buf.ndim} dimensions", "one index per dimension of the buffer")
+                          f"{buf.name} has {buf.ndim} dimensions", "one index per dimension of the buffer",
+                          shape_vars(func))
+
+
+def shape_vars(func: PrimFunc) -> frozenset:
+    """The variables of the function's buffer shapes (its symbolic dimensions, such as `n`)."""
+    out: set = set()
+    for p in func.params:
+        if isinstance(p, Buffer):
+            for dim in p.shape:
+                out |= free_vars(dim)
+    return frozenset(out)
 
 
 def call_index_map(func: PrimFunc, primitive: str, block: str, index_map: Callable, dtypes: list,
@@ -182,28 +203,92 @@ def call_index_map(func: PrimFunc, primitive: str, block: str, index_map: Callab
 def new_layout_shape(func: PrimFunc, block: str, buf: Buffer, params, outputs,
                primitive: str = "transform_layout") -> tuple[PrimExpr, ...]:
     ranges = {p: Range(const(0, s.dtype), s) for p, s in zip(params, buf.shape)}
+    # symbolic dimensions are sizes: known >= 0 when proving, kept symbolic in the shape
+    sizes = {v: Range(const(0, v.dtype), const(2**31 - 1, v.dtype))
+             for v in set().union(*(free_vars(o) for o in outputs)) - set(params)}
     shape = []
     for o in outputs:
-        lo, hi = relax(o, ranges)
-        if not prove(lo >= 0):
+        lo, hi = _polynomial_bounds(o, ranges, set(sizes)) or relax(o, ranges)
+        if not prove(lo >= 0, sizes):
             raise schedule_error(func, primitive, f"the new index {expr_text(o)} can be negative",
                                  blocks=(block,), rule="the index map must send every element to indices >= 0")
         shape.append(simplify(hi + 1))
     return tuple(shape)
 
 
+def _polynomial(e: PrimExpr) -> dict[tuple, int] | None:
+    """`e` (+, -, * of variables and integers) as {monomial: coefficient}, a monomial being a
+    sorted tuple of variables; None for anything else."""
+    if isinstance(e, IntImm):
+        return {(): e.value} if e.value else {}
+    if isinstance(e, Var):
+        return {(e,): 1}
+    if not (isinstance(e, Binary) and e.op in ("add", "sub", "mul")):
+        return None
+    a, b = _polynomial(e.a), _polynomial(e.b)
+    if a is None or b is None:
+        return None
+    out: dict[tuple, int] = dict(a)
+    if e.op == "mul":
+        out = {}
+        for ma, ca in a.items():
+            for mb, cb in b.items():
+                m = tuple(sorted(ma + mb, key=id))
+                out[m] = out.get(m, 0) + ca * cb
+    else:
+        sign = 1 if e.op == "add" else -1
+        for m, c in b.items():
+            out[m] = out.get(m, 0) + sign * c
+    return {m: c for m, c in out.items() if c}
+
+
+def _polynomial_bounds(e: PrimExpr, ranges: dict[Var, Range], sizes: set) -> tuple[PrimExpr, PrimExpr] | None:
+    """(min, max) of `e` over the box `ranges` when `e` is affine in the box's variables with
+    coefficients that are sums of products of sizes (`x * 32 * n + y * n + w`: 0 and 32n - 1
+    for x < 1, y < 32, w < n); None otherwise (relax then bounds it)."""
+    poly = _polynomial(e)
+    if poly is None or len(poly) < 2:
+        return None
+    dt = e.dtype
+    lo: PrimExpr = const(0, dt)
+    hi: PrimExpr = const(0, dt)
+    for mono, c in poly.items():
+        box = [v for v in mono if v in ranges]
+        if any(v not in ranges and v not in sizes for v in mono) or len(box) > 1:
+            return None
+        term: PrimExpr = const(c, dt)
+        for v in mono:
+            if v not in ranges:
+                term = term * v
+        if not box:
+            lo, hi = lo + term, hi + term
+            continue
+        if c < 0 or not is_const(ranges[box[0]].min, 0):
+            return None
+        hi = hi + term * (ranges[box[0]].extent - 1)
+    return simplify(lo), simplify(hi)
+
+
 def check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, shape,
-                      primitive: str = "transform_layout") -> None:
+                      primitive: str = "transform_layout", assume_injective: bool = False) -> None:
     """Refuse a map that sends two elements of `buf` to one place: proved analytically for
     permutations and mixed-radix maps, else checked element by element up to _CHECK_LIMIT.
-    (`buf` may be a stand-in whose shape is a block's iterator box, named for the messages.)"""
+    (`buf` may be a stand-in whose shape is a block's iterator box, named for the messages.)
+    Over a symbolic shape tdsl proves permutations only; `assume_injective` (TVM's
+    assume_injective_transform) takes the user's word for other maps, after checking them
+    element by element with each symbolic dimension at 1, 2, 3 and 5."""
     extents = [s.value if isinstance(s, IntImm) else None for s in buf.shape]
     if None in extents or not all(isinstance(s, IntImm) for s in shape):
-        if not is_permutation(params, outputs):
-            raise schedule_error(func, primitive, f"{buf.name} has a symbolic shape; tdsl can only check "
+        if is_permutation(params, outputs):
+            return
+        if not assume_injective:
+            raise schedule_error(func, primitive, f"{buf.name} has a symbolic shape; tdsl can only prove "
                                  "that a permutation of its dimensions is one-to-one", blocks=(block,),
                                  rule="a layout transformation must be one-to-one",
-                                 fix="use a permutation such as lambda i, j: (j, i), or a constant shape")
+                                 fix="use a permutation such as lambda i, j: (j, i), or a constant shape, or "
+                                     "pass assume_injective_transform=True if the map is one-to-one for every "
+                                     "size (tdsl then checks it at small sizes)")
+        _check_small_sizes(func, primitive, block, buf, params, outputs)
         return
     if is_permutation(params, outputs) or _mixed_radix(params, outputs, extents):
         return
@@ -226,6 +311,30 @@ def check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, s
             blocks=(block,), rule="a layout transformation must be one-to-one",
             fix="write the map as sums of i // c and i % c terms (e.g. lambda k, j: (j // 16, k, j % 16)), "
                 f"or declare {buf.name} in the new layout in the function definition")
+
+
+def _check_small_sizes(func: PrimFunc, primitive: str, block: str, buf: Buffer, params, outputs) -> None:
+    """Refuse a map over a symbolic shape that sends two elements to one place when each of its
+    symbolic dimensions is 1, 2, 3 or 5 (every combination, up to 4 variables)."""
+    import numpy as np
+
+    dims = sorted(set().union(*(free_vars(s) for s in buf.shape), *(free_vars(o) for o in outputs)) - set(params),
+                  key=lambda v: v.name)[:4]
+    for values in itertools.product((1, 2, 3, 5), repeat=len(dims)):
+        env = dict(zip(dims, values))
+        extents = [eval_int(s, env) for s in buf.shape]
+        if math.prod(extents) == 0:
+            continue
+        points = _all_points(extents)
+        full = {**env, **dict(zip(params, points))}
+        cols = [np.broadcast_to(np.asarray(eval_array(o, full), dtype=np.int64), points[0].shape) for o in outputs]
+        flat = np.unique(np.stack(cols, axis=1), axis=0)
+        if len(flat) < points[0].size:
+            sizes = ", ".join(f"{v.name} = {x}" for v, x in env.items())
+            raise schedule_error(func, primitive, f"the index map ({_outputs_text(outputs)}) sends two elements of "
+                                 f"{buf.name} to one place when {sizes}, although assume_injective_transform=True "
+                                 "says it is one-to-one", blocks=(block,),
+                                 rule="a layout transformation must be one-to-one for every size")
 
 
 def is_permutation(params: list[Var], outputs: list[PrimExpr]) -> bool:
@@ -463,7 +572,7 @@ def _collision(params, outputs, points, new_shape) -> tuple[tuple, tuple] | None
 
 
 def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable,
-                     pad_value=None) -> tuple[PrimFunc, None]:
+                     pad_value=None, assume_injective_transform: bool = False) -> tuple[PrimFunc, None]:
     """Store a buffer in a new layout: element idx moves to index_map(*idx) (a parameter's new
     layout is the function's new signature). With
     `pad_value`, the elements of the new shape no element maps to are set to it (see
@@ -473,7 +582,7 @@ def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable,
     is_param = alloc_site(func, buf) is None
     params, outputs = _call_map(func, block, buf, index_map)
     shape = new_layout_shape(func, block, buf, params, outputs)
-    check_one_to_one(func, block, buf, params, outputs, shape)
+    check_one_to_one(func, block, buf, params, outputs, shape, assume_injective=assume_injective_transform)
     new = Buffer(buf.name, shape, buf.dtype, scope=buf.scope)
     padded = pad_value is not None and has_padding(buf.shape, shape)
     if is_param:
@@ -482,7 +591,7 @@ def transform_layout(func: PrimFunc, block: str, buffer, index_map: Callable,
         pad_value_expr(func, block, buf, pad_value, [Var(f"i{d}", s.dtype) for d, s in enumerate(shape)])
     body = _Reindex(buf, new, params, outputs).visit(func.body)
     body = _Realloc(buf, new).visit(body)
-    out = func.with_body(refresh_touching(body, {new}))
+    out = func.with_body(refresh_touching(body, {new}, keep_order=True))
     if is_param:
         out = dataclasses.replace(out, params=tuple(new if p is buf else p for p in out.params))
     if padded:

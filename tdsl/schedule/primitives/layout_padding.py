@@ -6,9 +6,11 @@ last writer of the buffer stores the value there, so that later steps (a vectori
 padded axis, a tensorized tile) may read it. This is TVM's fallback form of padding; TVM often
 rewrites the producer's loops instead (`T.if_then_else` in the store) — the results are equal.
 
-The padding elements are found by inverting the map: its outputs must be indices (`i`) or pairs
-`i // c`, `i % c`, from which `i` is rebuilt; an element is padding when a rebuilt index falls
-outside the old shape.
+The padding elements are found by inverting the map: its outputs must be indices (`i`, `i + c`),
+pairs `(i + c) // d`, `(i + c) % d`, from which `i` is rebuilt, or constants; an element is
+padding when a rebuilt index falls outside the old shape or a constant output's index differs
+from the constant (`lambda i: (0, (i + 1) // 8, (i + 1) % 8)` on 16 elements: a (1, 3, 8) buffer
+whose first element and last seven are padding).
 """
 from __future__ import annotations
 
@@ -56,30 +58,51 @@ def has_padding(old_shape, new_shape) -> bool:
     return new > old
 
 
-def _inverse(params: list[Var], outputs: list[PrimExpr], new_vars: list[Var]) -> dict[Var, PrimExpr] | None:
-    """Each old index as an expression of the new indices, or None when the map is not made of
-    `i`, `i // c` and `i % c` outputs."""
-    whole: dict[Var, PrimExpr] = {}
-    quot: dict[Var, tuple[int, PrimExpr]] = {}
-    rem: dict[Var, tuple[int, PrimExpr]] = {}
+def _offset(e: PrimExpr, params: list[Var]) -> tuple[Var, int] | None:
+    """(i, c) when `e` is `i`, `i + c` or `i - c` for an old index i and an integer c."""
+    if isinstance(e, Var) and e in params:
+        return e, 0
+    if isinstance(e, Binary) and e.op in ("add", "sub") and isinstance(e.a, Var) and e.a in params \
+            and isinstance(e.b, IntImm):
+        return e.a, e.b.value if e.op == "add" else -e.b.value
+    return None
+
+
+def _inverse(params: list[Var], outputs: list[PrimExpr],
+             new_vars: list[Var]) -> tuple[dict[Var, PrimExpr], list[PrimExpr]] | None:
+    """Each old index as an expression of the new indices, and the conditions on new indices
+    that constant outputs pin (`j == 0` for an output 0); None when the map is not made of
+    `i + c`, `(i + c) // d` and `(i + c) % d` outputs (c an integer, maybe 0) and constants."""
+    whole: dict[Var, tuple[int, PrimExpr]] = {}
+    quot: dict[Var, tuple[int, int, PrimExpr]] = {}
+    rem: dict[Var, tuple[int, int, PrimExpr]] = {}
+    pinned: list[PrimExpr] = []
     for o, n in zip(outputs, new_vars):
-        if isinstance(o, Var) and o in params:
-            whole[o] = n
-        elif isinstance(o, Binary) and o.op in ("floordiv", "floormod") and isinstance(o.a, Var) \
-                and o.a in params and isinstance(o.b, IntImm) and o.b.value > 0:
-            (quot if o.op == "floordiv" else rem)[o.a] = (o.b.value, n)
-        else:
+        if isinstance(o, IntImm):
+            pinned.append(binary("ne", n, const(o.value, n.dtype)))
+            continue
+        whole_form = _offset(o, params)
+        if whole_form is not None:
+            whole[whole_form[0]] = (whole_form[1], n)
+            continue
+        if not (isinstance(o, Binary) and o.op in ("floordiv", "floormod") and isinstance(o.b, IntImm)
+                and o.b.value > 0):
             return None
+        base = _offset(o.a, params)
+        if base is None:
+            return None
+        (quot if o.op == "floordiv" else rem)[base[0]] = (o.b.value, base[1], n)
     out: dict[Var, PrimExpr] = {}
     for p in params:
         if p in whole:
-            out[p] = whole[p]
-        elif p in quot and p in rem and quot[p][0] == rem[p][0]:
-            c, q = quot[p]
-            out[p] = q * const(c, p.dtype) + rem[p][1]
+            c, index = whole[p]
+            out[p] = index - const(c, p.dtype) if c else index
+        elif p in quot and p in rem and quot[p][:2] == rem[p][:2]:
+            d, c, q = quot[p]
+            out[p] = q * const(d, p.dtype) + rem[p][2] - const(c, p.dtype)
         else:
             return None
-    return out
+    return out, pinned
 
 
 def pad_value_expr(func: PrimFunc, block: str, buf: Buffer, pad_value, new_vars: list[Var]) -> PrimExpr:
@@ -126,9 +149,14 @@ def add_padding_block(func: PrimFunc, block: str, old: Buffer, new: Buffer, para
         raise schedule_error(func, "transform_layout", f"tdsl cannot tell which elements of the new layout of "
                              f"{old.name} are padding for the map ({', '.join(expr_text(o) for o in outputs)})",
                              blocks=(block,),
-                             rule="pad_value needs a map whose outputs are indices i or pairs i // c, i % c",
+                             rule="pad_value needs a map whose outputs are indices i + c, pairs (i + c) // d, "
+                                  "(i + c) % d, or constants",
                              fix="leave pad_value out (the padding is then never read), or write the map that way")
-    conds = [binary("ge", simplify(inverse[p]), s) for p, s in zip(params, old.shape)]
+    rebuilt, pinned = inverse
+    conds: list[PrimExpr] = [binary("ge", simplify(rebuilt[p]), s) for p, s in zip(params, old.shape)]
+    conds += [binary("lt", simplify(rebuilt[p]), const(0, p.dtype)) for p in params
+              if not (isinstance(rebuilt[p], Var))]
+    conds += pinned
     outside: PrimExpr = conds[0]  # a buffer with padding has a dimension
     for cond in conds[1:]:
         outside = logical_or(outside, cond)
