@@ -27,7 +27,7 @@ from .sampling import SamplingMethods, plain
 from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
 from .tree import ambiguous_block_error, repeated_block_names, unique_names
-from .tvm_spelling import accept_tvm_spelling, check_schedule_options
+from .tvm_spelling import absent_method, accept_tvm_spelling, check_schedule_options
 
 _SERIAL = itertools.count()
 
@@ -60,6 +60,10 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         self._dead: set[int] = set()
         self._removed: set[tuple] = set()  # handles given to remove_rv: (serial, block name or id(loop var))
         self._rng = random.Random(seed)
+
+    def __getattr__(self, name: str):
+        # only reached for names the schedule does not have: TVM's get a pointer to tdsl's way
+        raise absent_method(name)
 
     # state --------------------------------------------------------------------------------
     @property

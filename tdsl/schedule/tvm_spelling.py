@@ -36,6 +36,38 @@ TVM_KEYWORDS: dict[str, dict[str, str]] = {
 
 RENDER_LEVELS = ("detail", "fast", "none")
 
+# TVM's schedule methods tdsl does not have: what a TVM user writes in tdsl instead
+ABSENT_METHODS: dict[str, str] = {
+    "cache_inplace": "tdsl has no in-place cache: keep the block on the buffer, or cache_read it for a reading "
+                     "block (sch.cache_read(block, i, scope, consumer_blocks=[block]))",
+    "cache_index": "tdsl has no index cache: lowering simplifies and hoists index arithmetic itself",
+    "read_at": "sch.cache_read(block, i, scope), then sch.compute_at(<the copy block>, loop)",
+    "write_at": "sch.cache_write(block, i, scope), then sch.reverse_compute_at(<the copy block>, loop)",
+    "merge": "place one loop nest under the other's loops with sch.compute_at / sch.reverse_compute_at",
+    "loop_partition": "sch.split(loop, factors) (a tail that does not divide gets a T.where)",
+    "reorder_block_iter_var": "sch.transform_block_layout(block, lambda i, j: (j, i)) permutes a block's iterators",
+    "fuse_reduction_epilogue": "sch.reverse_compute_at(epilogue, <a spatial loop of the reduction>)",
+    "decompose_padding": "sch.transform_layout(..., pad_value=v) writes the padding in its own block",
+    "can_decompose_padding": "sch.transform_layout(..., pad_value=v) writes the padding in its own block",
+    "rolling_buffer": "tdsl has no rolling buffers: compute_at the producer and size the buffer by hand",
+    "unsafe_set_dtype": "declare the buffer with the dtype you want (T.alloc_buffer(shape, dtype))",
+    "unsafe_hide_buffer_access": "declare the block's accesses with T.reads / T.writes",
+    "annotate_buffer_access": "declare the block's accesses with T.reads / T.writes",
+    "sample_partitioned_tile": "sch.sample_perfect_tile(loop, n)",
+    "enter_postproc": "tdsl has no post-processing steps; nothing needs marking",
+    "get_sref": "tdsl has no sref tree: sch.get(rv) gives the Block or For a handle stands for",
+    "state": "tdsl has no schedule state object: sch.func is the function, sch.trace the steps",
+    "func_working_on": "a tdsl schedule has one function: sch.func",
+}
+
+
+def absent_method(name: str) -> AttributeError:
+    """The AttributeError for `sch.<name>`: for a TVM method tdsl does not have, what to write."""
+    if name in ABSENT_METHODS:
+        return AttributeError(f"Schedule.{name} is a TVM schedule method tdsl does not have; "
+                              f"in tdsl: {ABSENT_METHODS[name]}")
+    return AttributeError(f"'Schedule' object has no attribute {name!r}")
+
 
 def check_schedule_options(debug_mask, error_render_level, enable_check) -> str:
     """Check TVM's Schedule options; the render level to keep."""

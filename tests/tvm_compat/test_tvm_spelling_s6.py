@@ -343,3 +343,14 @@ def test_fuse_takes_preserve_unit_iters():
         check(sch, func)
         results.append(sch.func)
     tdsl.assert_structural_equal(*results)
+
+
+def test_tvm_methods_tdsl_lacks_say_what_to_write_instead():
+    from tdsl.schedule.tvm_spelling import ABSENT_METHODS
+    sch = tdsl.Schedule(kernel(MATMUL))
+    for name, instead in ABSENT_METHODS.items():
+        assert not hasattr(tdsl.Schedule, name), f"{name} exists now: take it out of ABSENT_METHODS"
+        with pytest.raises(AttributeError, match=f"Schedule.{name} is a TVM schedule method tdsl does not have"):
+            getattr(sch, name)
+    with pytest.raises(AttributeError, match="has no attribute 'non_existent_field'"):
+        sch.non_existent_field()
