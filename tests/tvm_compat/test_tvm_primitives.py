@@ -130,10 +130,13 @@ def matmul(a: T.handle, b: T.handle, c: T.handle) -> None:
             C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
 
 
-def test_tensorize_with_an_implementation_written_with_blocks():
-    name = "tvm_compat.mma_4x4x4"
-    if not tdsl.TensorIntrin.exists(name):
-        tdsl.TensorIntrin.register(name, mma_desc, mma_impl)
+MMA = "tvm_compat.mma_4x4x4"
+
+
+def tiled_for_mma():
+    """matmul tiled 4x4x4 with its init decomposed, and the loop to tensorize with MMA."""
+    if not tdsl.TensorIntrin.exists(MMA):
+        tdsl.TensorIntrin.register(MMA, mma_desc, mma_impl)
     sch = tdsl.Schedule(matmul)
     update = sch.get_sblock("update")
     i, j, k = sch.get_loops(update)
@@ -142,7 +145,12 @@ def test_tensorize_with_an_implementation_written_with_blocks():
     ko, ki = sch.split(k, factors=[2, 4])
     sch.reorder(io, jo, ko, ii, ji, ki)
     sch.decompose_reduction(update, ko)
-    sch.tensorize(ii, name)
+    return sch, ii
+
+
+def test_tensorize_with_an_implementation_written_with_blocks():
+    sch, ii = tiled_for_mma()
+    sch.tensorize(ii, MMA)
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((8, 8)).astype("float32"), rng.standard_normal((8, 8)).astype("float32")
     np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b.T, rtol=1e-5, atol=1e-5)

@@ -218,20 +218,10 @@ def test_tvm_keyword_names_mean_tdsls_and_trace_as_tdsls():
 
 
 def test_tensorize_takes_tensor_intrin():
-    from test_tvm_primitives import matmul, mma_desc, mma_impl
-    name = "tvm_compat.mma_4x4x4"
-    if not tdsl.TensorIntrin.exists(name):
-        tdsl.TensorIntrin.register(name, mma_desc, mma_impl)
-    sch = tdsl.Schedule(matmul)
-    update = sch.get_sblock("update")
-    i, j, k = sch.get_loops(update)
-    io, ii = sch.split(i, factors=[2, 4])
-    jo, ji = sch.split(j, factors=[2, 4])
-    ko, ki = sch.split(k, factors=[2, 4])
-    sch.reorder(io, jo, ko, ii, ji, ki)
-    sch.decompose_reduction(update, ko)
-    sch.tensorize(block_or_loop=ii, tensor_intrin=name)
-    assert f'intrin_name="{name}"' in str(sch.trace)
+    from test_tvm_primitives import MMA, tiled_for_mma
+    sch, ii = tiled_for_mma()
+    sch.tensorize(block_or_loop=ii, tensor_intrin=MMA)
+    assert f'intrin_name="{MMA}"' in str(sch.trace)
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((8, 8)).astype("float32"), rng.standard_normal((8, 8)).astype("float32")
     np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b.T, rtol=1e-5, atol=1e-5)
