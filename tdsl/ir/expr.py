@@ -33,6 +33,10 @@ class Node:
 
     __slots__ = ()
 
+    def same_as(self, other) -> bool:
+        """TVM's identity test: the same node object (tdsl.structural_equal compares meaning)."""
+        return self is other
+
 
 class PrimExpr(Node):
     """A typed scalar or vector expression."""

@@ -34,6 +34,11 @@ class IRModule(Mapping):
                              "(or a Schedule) per function")
         (self._key, self._func), = funcs.items()
 
+    @classmethod
+    def from_expr(cls, func: PrimFunc) -> IRModule:
+        """TVM's `IRModule.from_expr(func)`: the module holding `func` as "main"."""
+        return cls({"main": func})
+
     @property
     def func(self) -> PrimFunc:
         """The one function (what `tdsl.build(mod)`, `tdsl.lower(mod)` and `Schedule(mod)` take)."""

@@ -167,6 +167,11 @@ class Block(Stmt):
     annotations: Annotations = ()
     span: Span | None = _span_field()
 
+    @property
+    def name_hint(self) -> str:
+        """TVM's name for `name`."""
+        return self.name
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class BlockRealize(Stmt):

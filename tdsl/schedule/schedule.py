@@ -214,6 +214,8 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
     def _apply(self, kind: str, fn: Callable, inputs: Sequence, attrs: dict | None = None, *, step: bool = True):
         """Run pure primitive `fn` on the current function; commit and record it only on success."""
         attrs = attrs or {}
+        if isinstance(attrs.get("buffer"), list):  # ["read", 0] (a trace read back from JSON) is ("read", 0)
+            attrs = {**attrs, "buffer": tuple(attrs["buffer"])}
         resolved = [self._resolve(x, kind) for x in inputs]
         new_func, result = fn(self._func, *resolved, **{k: self._resolve(v, kind) for k, v in attrs.items()})
         _refuse_repeated_names(kind, new_func, result)

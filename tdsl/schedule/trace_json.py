@@ -87,18 +87,31 @@ def _index_map_to_json(m: IndexMap):
     return {"index_map": data + ([dtype] if dtype != "int32" else [])}
 
 
+def _retyped(tree, old: str, new: str):
+    """An expression tree with its index constants and variables of type `old` made `new`."""
+    if old == new or not isinstance(tree, list) or not tree:
+        return tree
+    if tree[0] in ("int", "var") and len(tree) == 3:
+        return [tree[0], tree[1], new if tree[2] == old else tree[2]]
+    return [tree[0]] + [_retyped(t, old, new) for t in tree[1:]]
+
+
 def _index_map_from_json(data) -> IndexMap:
     from ..ir import substitute
 
     params, trees = data[0], data[1]
-    dtype = DataType.parse(data[2]) if len(data) > 2 else None
-    names: dict[str, Var] = {}
-    formals = [names.setdefault(p, Var(p, dtype) if dtype is not None else Var(p)) for p in params]
-    outputs = [_expr_from_json(t, names) for t in trees]
+    recorded = data[2] if len(data) > 2 else "int32"
 
     def fn(*indices):
-        vmap = {f: (i if isinstance(i, PrimExpr) else IntImm(i)) for f, i in zip(formals, indices)}
-        return tuple(substitute(o, vmap) for o in outputs)
+        # the map was written down over `recorded` indices; called over others (int64 dimensions
+        # where the recording used int32 ones), its index constants take their type
+        idx = [i if isinstance(i, PrimExpr) else IntImm(i) for i in indices]
+        actual = str(idx[0].dtype) if idx else recorded
+        dt = DataType.parse(actual if actual in ("int32", "int64") else recorded)
+        names: dict[str, Var] = {}
+        formals = [names.setdefault(p, Var(p, dt)) for p in params]
+        outputs = [_expr_from_json(_retyped(t, recorded, str(dt)), names) for t in trees]
+        return tuple(substitute(o, dict(zip(formals, idx))) for o in outputs)
 
     # a signature with the recorded names, so that printing and arity checks see them
     src = f"lambda {', '.join(params)}: _fn({', '.join(params)})"

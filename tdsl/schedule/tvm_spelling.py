@@ -23,6 +23,7 @@ import types
 from ..errors import ScheduleError
 
 TVM_KEYWORDS: dict[str, dict[str, str]] = {
+    "__init__": {"mod": "func"},
     "annotate": {"ann_key": "key", "ann_val": "value"},
     "unannotate": {"ann_key": "key"},
     "set_scope": {"buffer_index": "buffer", "storage_scope": "scope"},
@@ -114,7 +115,7 @@ def accept_tvm_spelling(cls: type) -> type:
     """Every public method of `cls` takes TVM's keyword names (`TVM_KEYWORDS`) and renders its
     errors at the schedule's `error_render_level`."""
     for name in dir(cls):
-        if name.startswith("_"):
+        if name.startswith("_") and name != "__init__":
             continue
         raw = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
         if isinstance(raw, types.FunctionType):

@@ -344,3 +344,27 @@ def test_tvm_methods_tdsl_lacks_say_what_to_write_instead():
             getattr(sch, name)
     with pytest.raises(AttributeError, match="has no attribute 'non_existent_field'"):
         sch.non_existent_field()
+
+
+def test_tvm_names_on_ir_nodes_and_schedule_construction():
+    func = kernel(MATMUL)
+    sch = tdsl.Schedule(mod=tdsl.IRModule.from_expr(func), debug_mask="all")
+    block = sch.get(sch.get_sblock("C"))
+    assert block.name_hint == "C" and block.same_as(block) and not block.same_as(sch.func.body)
+    assert sch.mod["main"].same_as(sch.func)
+    with pytest.raises(TypeError, match="both func= and TVM's name for it, mod="):
+        tdsl.Schedule(func=func, mod=func)
+
+
+def test_json_trace_replays_buffer_tuples_and_int64_index_maps():
+    # TVM's test_transform_layout_with_sampling / test_transform_block_layout_int64_extent round trips
+    flat = kernel(ELEMWISE2.replace("(12, 10)", "(T.int64(12), T.int64(10))")
+                  .replace("T.grid(12, 10)", "T.grid(T.int64(12), T.int64(10))"))
+    sch = tdsl.Schedule(flat)
+    sch.transform_layout("B", ("write", 0), lambda i, j: (j, i))
+    sch.transform_block_layout("C", lambda i, j: (i * 10 + j,))
+    assert 'buffer=("write", 0)' in str(sch.trace)
+    again = Trace.from_json(sch.trace.as_json()).apply(flat)
+    assert str(again.trace) == str(sch.trace)
+    tdsl.assert_structural_equal(again.func, sch.func)
+    check(again, flat)
