@@ -584,12 +584,10 @@ class CudaCodegen:
         `>>` arithmetic on signed types (as nvcc and g++ compile it), the amount taken modulo
         the bit width; a narrow type's result converted back to it."""
         if dt.is_bool:
-            return _infix(a, {"bitwise_and": "&&", "bitwise_or": "||", "bitwise_xor": "!="}[op], b)
+            return f"{_atom(a)} {({'bitwise_and': '&&', 'bitwise_or': '||', 'bitwise_xor': '!='})[op]} {_atom(b)}"
         ctype = c_type(dt)
-        if op in SHIFT_OPS:
-            amount = eb.value if isinstance(eb, Broadcast) else eb
-            if not (isinstance(amount, IntImm) and shift_in_range(amount.value, dt)):
-                b = f"{_atom(b)} & {dt.bits - 1}"
+        if op in SHIFT_OPS and not self.shift_in_range(eb, dt):
+            b = f"{_atom(b)} & {dt.bits - 1}"
         if op == "shift_left":
             unsigned = "unsigned long long" if dt.bits == 64 else "unsigned int"
             return f"(({ctype})(({unsigned})({a}) << {_atom(b)}))"
@@ -597,6 +595,18 @@ class CudaCodegen:
         sym = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_right": ">>"}[op]
         code = f"{_atom(a)} {sym} {_atom(b)}"
         return f"(({ctype})({code}))" if dt.bits < 32 else code
+
+    def shift_in_range(self, amount: PrimExpr, dt: DataType) -> bool:
+        """The shift amount provably lies in [0, bits): no mask needed."""
+        from ...arith import const_bound
+
+        amount = amount.value if isinstance(amount, Broadcast) else amount
+        if isinstance(amount, IntImm):
+            return shift_in_range(amount.value, dt)
+        if amount.dtype.lanes != 1:
+            return False
+        lo, hi = const_bound(amount, self.k.ranges or None)
+        return lo is not None and hi is not None and lo >= 0 and hi < dt.bits
 
     def nonnegative(self, a: PrimExpr, b: PrimExpr) -> bool:
         from ...arith import const_bound
