@@ -96,3 +96,24 @@ def test_int4_decode(rng):
     np.testing.assert_array_equal(tdsl.build(sch, target="cuda", emulate=True)(packed), want)
     if pytest.importorskip("cuda.bindings.nvrtc"):
         assert tdsl.build(sch, target="cuda", arch="sm_80").cubin[:4] == b"\x7fELF"
+
+
+@needs_cxx
+def test_vectorized_lanes(rng):
+    func = tdsl.parse('''
+@T.prim_func
+def f(A: T.Buffer((256,), "int32"), S: T.Buffer((256,), "int32"), B: T.Buffer((256,), "int32")):
+    for i in range(256):
+        with T.block("B"):
+            vi = T.axis.spatial(256, i)
+            B[vi] = (A[vi] >> S[vi]) ^ ~(A[vi] << 3) & (A[vi] | 7)
+''')
+    sch = tdsl.Schedule(func)
+    bx, tx, v = sch.split(sch.get_loops(sch.get_block("B"))[0], factors=[None, 32, 4])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(v)
+    assert "int4 vst" in cuda_source(sch)
+    a = rng.integers(-2**31, 2**31 - 1, 256, endpoint=True, dtype="int32")
+    s = rng.integers(-40, 40, 256, dtype="int32")
+    np.testing.assert_array_equal(tdsl.build(sch, target="cuda", emulate=True)(a, s), tdsl.interpret(func, a, s))
