@@ -35,6 +35,7 @@ from ..ir.expr import (
     Select,
     StringImm,
     Var,
+    shift_amount,
 )
 
 Bound = tuple[int | None, int | None]
@@ -749,6 +750,8 @@ class Analyzer:
                 return _minmax(e.op, self.bound(e.a), self.bound(e.b))
             if e.op in ("floordiv", "floormod"):
                 return self._divmod_bound(e.op, self.bound(e.a), self.bound(e.b))
+            if e.op in ("bitwise_and", "shift_left", "shift_right"):
+                return _bit_bound(e.op, self.bound(e.a), self.bound(e.b), dt)
         if isinstance(e, Select):
             return _union(self.bound(e.true_value), self.bound(e.false_value))
         if isinstance(e, Call) and e.op == "if_then_else":
@@ -882,6 +885,10 @@ class Analyzer:
             return a
         elif op in ("floordiv", "floormod") and dt.is_integer and _is_one(b):
             return a if op == "floordiv" else IntImm(0, dt)
+        elif op in ("bitwise_or", "bitwise_xor", "shift_left", "shift_right") and _is_zero(b):
+            return a
+        elif op == "bitwise_and" and (_is_zero(a) or _is_zero(b)):
+            return IntImm(0, dt)
         return None
 
     def _compare(self, op: str, a: Lin, b: Lin) -> PrimExpr:
@@ -974,6 +981,24 @@ def _decide(op: str, lo: int | None, hi: int | None) -> bool | None:
     return False if (le0 and ge0) else True if (lt0 or gt0) else None
 
 
+def _bit_bound(op: str, a: Bound, b: Bound, dt: DataType) -> Bound:
+    """Bounds of a & b (in [0, b] when b >= 0, or [0, a]) and of shifts by an amount in
+    [0, bits); anything else: the dtype's bounds. A small type's shift left may wrap."""
+    whole = dtype_bound(dt)
+    (alo, ahi), (blo, bhi) = a, b
+    if op == "bitwise_and":
+        his = [hi for lo, hi in (a, b) if lo is not None and lo >= 0 and hi is not None]
+        return (0, min(his)) if his else whole
+    if blo is None or bhi is None or blo < 0 or bhi >= dt.bits or alo is None or ahi is None:
+        return whole
+    if op == "shift_right":
+        return min(alo >> blo, alo >> bhi), max(ahi >> blo, ahi >> bhi)
+    lo, hi = min(alo << blo, alo << bhi), max(ahi << blo, ahi << bhi)
+    if (whole[0] is not None and lo < whole[0]) or (whole[1] is not None and hi > whole[1]):
+        return whole
+    return lo, hi
+
+
 def _np_scalar(value, dt: DataType):
     return dt.numpy.type(value)
 
@@ -991,7 +1016,12 @@ def fold_binary(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
         return IntImm(int(bool(x) and bool(y)), dt)
     if op == "or":
         return IntImm(int(bool(x) or bool(y)), dt)
-    if op in ("floordiv", "floormod"):
+    if op in _BIT_OPS:
+        r = _BIT_OPS[op](x, y)
+    elif op in ("shift_left", "shift_right"):
+        y = shift_amount(y, dt)
+        r = x << y if op == "shift_left" else x >> y   # Python's >> is arithmetic; a uint x is >= 0
+    elif op in ("floordiv", "floormod"):
         if y == 0:
             return None
         r = x // y if op == "floordiv" else x % y
@@ -1004,6 +1034,7 @@ def fold_binary(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
 
 _CMP = {"lt": lambda x, y: x < y, "le": lambda x, y: x <= y, "gt": lambda x, y: x > y,
         "ge": lambda x, y: x >= y, "eq": lambda x, y: x == y, "ne": lambda x, y: x != y}
+_BIT_OPS = {"bitwise_and": lambda x, y: x & y, "bitwise_or": lambda x, y: x | y, "bitwise_xor": lambda x, y: x ^ y}
 _INT_OPS = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "min": min, "max": max}
 
 

@@ -3,7 +3,9 @@ are bound, in Python's unbounded integers (shapes, launch sizes, enumerated iter
 
 `eval_int(expr, env)` gives an int; `eval_array(expr, env)` the same over numpy arrays of values
 (every iteration of a loop nest at once). Division and modulo floor (`floordiv`, `floormod`),
-`div` truncates toward zero (C), comparisons and `and`/`or`/`not` give 0 or 1, casts keep the
+`div` truncates toward zero (C), bit operations act on two's complement (`<<` does not wrap; a shift
+amount is taken modulo the bit width),
+comparisons and `and`/`or`/`not` give 0 or 1, casts keep the
 value. An unbound variable raises KeyError(var); anything else that is not integer arithmetic
 (a load, a call, a float) raises EvalError naming the node.
 """
@@ -11,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..ir import Binary, Cast, IntImm, Not, PrimExpr, Select, Var
+from ..ir import SHIFT_OPS, Binary, Cast, IntImm, Not, PrimExpr, Select, Var
+from ..ir.expr import shift_amount
 
 
 class EvalError(ValueError):
@@ -33,6 +36,7 @@ _PY_OPS: dict[str, Callable] = {
     "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b), "lt": lambda a, b: int(a < b),
     "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
     "and": lambda a, b: int(bool(a) and bool(b)), "or": lambda a, b: int(bool(a) or bool(b)),
+    "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b, "bitwise_xor": lambda a, b: a ^ b,
 }
 
 
@@ -50,6 +54,9 @@ def eval_int(expr: PrimExpr, env: Mapping[Var, int]) -> int:
         return eval_int(expr.true_value if eval_int(expr.condition, env) else expr.false_value, env)
     if isinstance(expr, Binary) and expr.op in _PY_OPS:
         return _PY_OPS[expr.op](eval_int(expr.a, env), eval_int(expr.b, env))
+    if isinstance(expr, Binary) and expr.op in SHIFT_OPS:
+        a, b = eval_int(expr.a, env), shift_amount(eval_int(expr.b, env), expr.dtype)
+        return a << b if expr.op == "shift_left" else a >> b
     raise EvalError(expr)
 
 
@@ -71,6 +78,9 @@ def eval_array(expr: PrimExpr, env: Mapping[Var, object]):
     ops = _np_ops()
     if isinstance(expr, Binary) and expr.op in ops:
         return ops[expr.op](eval_array(expr.a, env), eval_array(expr.b, env))
+    if isinstance(expr, Binary) and expr.op in SHIFT_OPS:
+        a, b = eval_array(expr.a, env), np.bitwise_and(eval_array(expr.b, env), expr.dtype.bits - 1)
+        return np.left_shift(a, b) if expr.op == "shift_left" else np.right_shift(a, b)
     raise EvalError(expr)
 
 
@@ -84,5 +94,6 @@ def _np_ops() -> dict[str, Callable]:
         _NP_OPS.update(add=np.add, sub=np.subtract, mul=np.multiply, floordiv=np.floor_divide, floormod=np.mod,
                        min=np.minimum, max=np.maximum, eq=np.equal, ne=np.not_equal, lt=np.less,
                        le=np.less_equal, gt=np.greater, ge=np.greater_equal, **{"and": np.logical_and,
-                                                                                  "or": np.logical_or})
+                                                                                  "or": np.logical_or},
+                       bitwise_and=np.bitwise_and, bitwise_or=np.bitwise_or, bitwise_xor=np.bitwise_xor)
     return _NP_OPS

@@ -1,7 +1,7 @@
 """relax (symbolic bounds of an expression over ranges of some of its Vars) and linear_form."""
 from __future__ import annotations
 
-from ..ir.expr import Binary, Call, Cast, IntImm, PrimExpr, Select, Var, as_expr
+from ..ir.expr import Binary, Call, Cast, IntImm, PrimExpr, Select, Var, as_expr, shift_in_range
 from .analyzer import Analyzer, dtype_bound, is_index
 
 # None marks a side with no bound
@@ -118,6 +118,10 @@ class Relaxer:
             if op == "floordiv":
                 return _arith("floordiv", lo, e.b), _arith("floordiv", hi, e.b)
             return self._relax_mod(e, lo, hi)
+        if op in ("shift_left", "shift_right") and isinstance(e.b, IntImm) and shift_in_range(e.b.value, e.b.dtype) \
+                and (op == "shift_right" or is_index(e.dtype)):
+            lo, hi = self._relax(e.a)     # monotone in e.a (a signed shift left assumed not to wrap, as mul)
+            return _arith(op, lo, e.b), _arith(op, hi, e.b)
         return None
 
     def _relax_mod(self, e: Binary, lo, hi) -> SymBound:

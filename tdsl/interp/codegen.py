@@ -24,6 +24,7 @@ import numpy as np
 from ..dtypes import DataType, int32
 from ..ir.buffer import Buffer
 from ..ir.expr import (
+    BITWISE_OPS,
     COMPARE_OPS,
     Binary,
     Broadcast,
@@ -61,7 +62,8 @@ Rng = tuple[int, int] | None
 _MAX_LOOP_DEPTH = 16
 
 _PY_BINOPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%", "eq": "==", "ne": "!=",
-              "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "&", "or": "|"}
+              "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "&", "or": "|",
+              "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
 
 # Math calls as numpy ufuncs (they keep the argument's dtype, vectors included).
 _UFUNCS = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "tanh": "np.tanh", "floor": "np.floor",
@@ -526,6 +528,8 @@ class PythonCodegen:
         vector = e.dtype.lanes > 1
         if e.op in COMPARE_OPS or e.op in ("and", "or"):
             return Val(f"({a.code} {_PY_BINOPS[e.op]} {b.code})", a.py and b.py, (0, 1))
+        if e.op in BITWISE_OPS:
+            return self.bitwise(e, a, b)
         if e.op in ("min", "max"):
             if vector:
                 fn = f"np.{e.op}imum"
@@ -555,6 +559,31 @@ class PythonCodegen:
                 code, chain = f"{self.wrap(dt)}({code})", None
             rng = None
         return Val(code, py, rng, chain=chain)
+
+    def bitwise(self, e: Binary, a: Val, b: Val) -> Val:
+        """& | ^ << >> as Python's and numpy's operators: two's complement, `>>` arithmetic on
+        signed and logical on unsigned values (numpy's), a Python int's `<<` wrapped back into
+        its dtype, a shift amount taken modulo the bit width (as every backend). & | ^ of
+        values in the dtype stay in it."""
+        dt = e.a.dtype
+        py = a.py and b.py
+        amount, amount_rng = b.code, b.rng
+        if e.op in ("shift_left", "shift_right") and not (b.rng is not None and 0 <= b.rng[0]
+                                                          and b.rng[1] < dt.bits):
+            amount, amount_rng = f"({b.code} & {dt.bits - 1})", (0, dt.bits - 1)
+        code = f"({a.code} {_PY_BINOPS[e.op]} {amount})"
+        if dt.is_bool:
+            return Val(code, py, (0, 1))
+        if e.op not in ("shift_left", "shift_right"):
+            return Val(code, py, _dtype_range(dt) if dt.lanes == 1 else None)
+        rng = None
+        if a.rng is not None and dt.lanes == 1:
+            rng = _corners((lambda x, y: x << y) if e.op == "shift_left" else (lambda x, y: x >> y), a.rng, amount_rng)
+        if not _fits(rng, dt):
+            if py:
+                code = f"{self.wrap(dt)}({code})"
+            rng = None
+        return Val(code, py, rng)
 
     def expr_Not(self, e: Not) -> Val:
         a = self.expr(e.a)

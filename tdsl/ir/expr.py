@@ -18,7 +18,11 @@ if TYPE_CHECKING:
 ARITH_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGIC_OPS = ("and", "or")
-BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS
+# integer bit operations (TVM's names); &, |, ^ also take bools. `~a` is `a ^ all_ones(dtype)`
+# (see `bitwise_not`), so every layer handles five binary ops and no unary one.
+BITWISE_OPS = ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right")
+SHIFT_OPS = ("shift_left", "shift_right")
+BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS + BITWISE_OPS
 
 # Pure math calls: name -> number of arguments. Result dtype = first argument's dtype.
 MATH_CALLS = {
@@ -83,6 +87,39 @@ class PrimExpr(Node):
 
     def __neg__(self):
         return binary("sub", const(0, self.dtype), self)
+
+    def __and__(self, o):
+        return binary("bitwise_and", self, o)
+
+    def __rand__(self, o):
+        return binary("bitwise_and", o, self)
+
+    def __or__(self, o):
+        return binary("bitwise_or", self, o)
+
+    def __ror__(self, o):
+        return binary("bitwise_or", o, self)
+
+    def __xor__(self, o):
+        return binary("bitwise_xor", self, o)
+
+    def __rxor__(self, o):
+        return binary("bitwise_xor", o, self)
+
+    def __lshift__(self, o):
+        return binary("shift_left", self, o)
+
+    def __rlshift__(self, o):
+        return binary("shift_left", o, self)
+
+    def __rshift__(self, o):
+        return binary("shift_right", self, o)
+
+    def __rrshift__(self, o):
+        return binary("shift_right", o, self)
+
+    def __invert__(self):
+        return bitwise_not(self)
 
     def __lt__(self, o):
         return binary("lt", self, o)
@@ -174,6 +211,9 @@ class Binary(_DtypeSlot):
         dtype = self.a.dtype
         if dtype != self.b.dtype:
             raise TypeError(f"operands of {self.op} differ in dtype: {dtype} and {self.b.dtype}")
+        if self.op in BITWISE_OPS and not (dtype.is_integer or (dtype.is_bool and self.op not in SHIFT_OPS)):
+            raise TypeError(f"{self.op} needs integer operands{'' if self.op in SHIFT_OPS else ' (or bool)'}, "
+                            f"not {dtype}")
         # computed once: asking the operand chain each time made a 3,000-term sum quadratic
         object.__setattr__(self, "_dtype", bool_.with_lanes(dtype.lanes) if self.op in COMPARE_OPS else dtype)
 
@@ -315,7 +355,21 @@ def binary(op: str, a, b) -> Binary:
         a = as_expr(a, b.dtype if isinstance(b, PrimExpr) else None)
     if not isinstance(b, PrimExpr):
         b = as_expr(b, a.dtype)
+    if op in SHIFT_OPS and isinstance(b, IntImm) and not shift_in_range(b.value, b.dtype):
+        raise ValueError(f"{op} by {b.value}: a {b.dtype} shifts by 0 to {b.dtype.bits - 1}")
     return Binary(op, a, b)
+
+
+def shift_in_range(amount: int, dtype: DataType) -> bool:
+    """Whether a shift of a `dtype` value by `amount` moves by `amount`: 0 <= amount < bits.
+    C and LLVM leave other amounts undefined; tdsl takes every amount modulo the bit width
+    (`shift_amount`), in every backend, and refuses a constant one outside the range."""
+    return 0 <= amount < dtype.bits
+
+
+def shift_amount(amount: int, dtype: DataType) -> int:
+    """The distance a shift of a `dtype` value by `amount` moves: `amount & (bits - 1)`."""
+    return amount & (dtype.bits - 1)
 
 
 def is_const(e, value=None) -> bool:
@@ -352,6 +406,28 @@ def logical_and(a, b) -> PrimExpr:
 
 def logical_or(a, b) -> PrimExpr:
     return binary("or", a, b)
+
+
+def all_ones(dtype: DataType) -> IntImm:
+    """The integer of `dtype` with every bit set: -1 signed, 2**bits - 1 unsigned."""
+    return IntImm(2 ** dtype.bits - 1 if dtype.is_uint else -1, dtype.element)
+
+
+def bitwise_not(a) -> PrimExpr:
+    """`~a` of an integer: `a ^ all_ones` (TVM's T.bitwise_not; the printer writes it `~a`)."""
+    a = as_expr(a)
+    if not a.dtype.is_integer:
+        raise TypeError(f"bitwise_not needs an integer operand, not {a.dtype}")
+    ones = all_ones(a.dtype)
+    return Binary("bitwise_xor", a, ones if not a.dtype.is_vector else Broadcast(ones, a.dtype.lanes))
+
+
+def is_bitwise_not(e) -> bool:
+    """True for `a ^ all_ones`, which prints as `~a`."""
+    if not (isinstance(e, Binary) and e.op == "bitwise_xor" and e.dtype.is_integer):
+        return False
+    b = e.b.value if isinstance(e.b, Broadcast) else e.b
+    return isinstance(b, IntImm) and b.value == all_ones(e.dtype).value
 
 
 def min_(a, b) -> PrimExpr:

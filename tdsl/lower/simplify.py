@@ -106,7 +106,7 @@ def _dtype_range(dt) -> tuple[int, int]:
     return -half, half - 1
 
 
-_OVERFLOWING = frozenset(("add", "sub", "mul", "floordiv", "floormod", "min", "max"))
+_OVERFLOWING = frozenset(("add", "sub", "mul", "floordiv", "floormod", "min", "max", "shift_left"))
 
 
 def _cannot_wrap(analyzer, e: PrimExpr) -> bool:

@@ -27,6 +27,7 @@ from ..ir.expr import (
     Select,
     StringImm,
     Var,
+    is_bitwise_not,
 )
 from ..ir.functor import free_vars
 from ..ir.opaque_calls import WMMA_BUILTINS
@@ -49,10 +50,13 @@ INDENT = "    "
 _RESERVED = set(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "False", "None"}
 
 _BINARY_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%",
-                  "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or"}
+                  "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or",
+                  "bitwise_or": "|", "bitwise_xor": "^", "bitwise_and": "&", "shift_left": "<<", "shift_right": ">>"}
+# Python's precedence, loosest first (a bool & | ^ prints as the operator, as TVM's parser reads it)
 _PREC = {"or": 1, "and": 2, "not": 3, "eq": 4, "ne": 4, "lt": 4, "le": 4, "gt": 4, "ge": 4,
-         "add": 5, "sub": 5, "mul": 6, "div": 6, "floordiv": 6, "floormod": 6, "neg": 7}
-_ATOM = 9
+         "bitwise_or": 5, "bitwise_xor": 6, "bitwise_and": 7, "shift_left": 8, "shift_right": 8,
+         "add": 9, "sub": 9, "mul": 10, "div": 10, "floordiv": 10, "floormod": 10, "neg": 11, "invert": 11}
+_ATOM = 13
 _FOR_FUNCS = {"serial": "T.serial", "parallel": "T.parallel", "vectorized": "T.vectorized",
               "unrolled": "T.unroll", "thread_binding": "T.thread_binding"}
 
@@ -129,6 +133,9 @@ class ScriptPrinter:
             a, pa = (_explicit(e.a), _ATOM) if _bare(e.a) and _bare(e.b) else self._expr(e.a)
             if e.op in ("min", "max"):
                 return f"T.{e.op}({a}, {self.expr(e.b)})", _ATOM
+            if is_bitwise_not(e):
+                a, pa = (_explicit(e.a), _ATOM) if _bare(e.a) else self._expr(e.a)
+                return (f"~({a})" if pa < _PREC["invert"] else f"~{a}"), _PREC["invert"]
             p = _PREC[e.op]
             b, pb = self._expr(e.b)
             if p == 4:  # comparisons chain in Python: parenthesise any comparison operand

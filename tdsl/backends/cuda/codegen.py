@@ -43,6 +43,7 @@ from ...ir import (
     collect,
 )
 from ...ir.attrs import CUDA_PRELUDE as PRELUDE_ATTR
+from ...ir.expr import BITWISE_OPS, SHIFT_OPS, shift_in_range
 from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
 from ...lower.cross_thread import ALLREDUCE
 from ...lower.index_checks import INDEX_CHECK
@@ -114,11 +115,12 @@ class _Widen(IRMutator):
     """An int32 index expression rebuilt in int64 (leaves cast), so that it cannot overflow.
 
     What tdsl's int32 semantics wrap stays int32 below a cast (as the CPU backend does): the
-    operands of //, %, min and max (`(i + 2**31 - 1) % 10` wraps before the modulo), and a
+    operands of //, %, min, max and the bit operations (`(i + 2**31 - 1) % 10` wraps before the
+    modulo; a shift's amount is modulo 32), and a
     narrowing or reinterpreting cast to int32 (from int64, uint32, uint64, floats)."""
 
     def visit_Binary(self, e: Binary) -> PrimExpr:
-        if e.op in ("floordiv", "floormod", "min", "max") and e.dtype == int32:
+        if e.op in ("floordiv", "floormod", "min", "max", *BITWISE_OPS) and e.dtype == int32:
             return Cast(int64, e)
         return self.generic_visit(e)
 
@@ -569,11 +571,42 @@ class CudaCodegen:
                 return _infix(a, "/" if op == "floordiv" else "%", b)
             self.helpers.add(op)
             return f"tdsl_{op}({a}, {b})"
+        if op in BITWISE_OPS:
+            return self.bitwise(op, dt, a, b, eb)
         code = _infix(a, _BINOPS[op], b)
         if dt.is_integer and dt.bits < 32 and op in ("add", "sub", "mul", "div"):
             # C computes in int: wrap back to the narrow type as tdsl's semantics do
             return f"({c_type(dt)})({code})"
         return code
+
+    def bitwise(self, op: str, dt: DataType, a: str, b: str, eb: PrimExpr) -> str:
+        """& | ^ << >> as tdsl defines them: `<<` computed unsigned (no signed overflow in C++),
+        `>>` arithmetic on signed types (as nvcc and g++ compile it), the amount taken modulo
+        the bit width; a narrow type's result converted back to it."""
+        if dt.is_bool:
+            return f"{_atom(a)} {({'bitwise_and': '&&', 'bitwise_or': '||', 'bitwise_xor': '!='})[op]} {_atom(b)}"
+        ctype = c_type(dt)
+        if op in SHIFT_OPS and not self.shift_in_range(eb, dt):
+            b = f"{_atom(b)} & {dt.bits - 1}"
+        if op == "shift_left":
+            unsigned = "unsigned long long" if dt.bits == 64 else "unsigned int"
+            return f"(({ctype})(({unsigned})({a}) << {_atom(b)}))"
+        # operands in parentheses: C's & | ^ binding looser than == trips readers (and -Wparentheses)
+        sym = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_right": ">>"}[op]
+        code = f"{_atom(a)} {sym} {_atom(b)}"
+        return f"(({ctype})({code}))" if dt.bits < 32 else code
+
+    def shift_in_range(self, amount: PrimExpr, dt: DataType) -> bool:
+        """The shift amount provably lies in [0, bits): no mask needed."""
+        from ...arith import const_bound
+
+        amount = amount.value if isinstance(amount, Broadcast) else amount
+        if isinstance(amount, IntImm):
+            return shift_in_range(amount.value, dt)
+        if amount.dtype.lanes != 1:
+            return False
+        lo, hi = const_bound(amount, self.k.ranges or None)
+        return lo is not None and hi is not None and lo >= 0 and hi < dt.bits
 
     def nonnegative(self, a: PrimExpr, b: PrimExpr) -> bool:
         from ...arith import const_bound
@@ -667,8 +700,9 @@ class CudaCodegen:
     expr_Broadcast = expr_Ramp
 
 
-_PREC = {"||": 0, "&&": 1, "==": 2, "!=": 2, "<": 3, "<=": 3, ">": 3, ">=": 3, "+": 4, "-": 4, "*": 5, "/": 5,
-         "%": 5}
+# C's precedence, loosest first (& | ^ bind more loosely than ==)
+_PREC = {"||": 0, "&&": 1, "|": 2, "^": 3, "&": 4, "==": 5, "!=": 5, "<": 6, "<=": 6, ">": 6, ">=": 6, "<<": 7,
+         ">>": 7, "+": 8, "-": 8, "*": 9, "/": 9, "%": 9}
 
 
 def _top_prec(code: str) -> int | None:

@@ -46,6 +46,7 @@ from ...ir import (
     StringImm,
     Var,
 )
+from ...ir.expr import shift_in_range
 from ...ir.functor import IRVisitor
 from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
 from ...script.printer import message_text as expr_text
@@ -132,6 +133,7 @@ def lane_expr(e: PrimExpr, lane: int) -> PrimExpr:
     raise TargetError(f"cannot split the vector expression {expr_text(e)} into lanes")
 
 
+_BIT_BUILDERS = {"bitwise_and": "and_", "bitwise_or": "or_", "bitwise_xor": "xor"}
 _INDEX_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max")
 
 
@@ -1084,6 +1086,10 @@ class _Emitter(MathEmitter):
         if op in ("min", "max"):
             cmp = (b.icmp_signed if signed else b.icmp_unsigned)("<" if op == "min" else ">", a, c)
             return b.select(cmp, a, c)
+        if op in _BIT_BUILDERS:
+            return getattr(b, _BIT_BUILDERS[op])(a, c)
+        if op in ("shift_left", "shift_right"):
+            return self._shift(op, a, c, dt, rhs)
         if op not in ("div", "floordiv", "floormod"):
             raise TargetError(f"unknown integer operator {op}")
         ty = a.type
@@ -1120,6 +1126,17 @@ class _Emitter(MathEmitter):
             by_minus_one = b.sub(_const(ty, 0), a) if op != "floormod" else _const(ty, 0)
             result = b.select(minus_one, by_minus_one, result)
         return b.select(zero_div, _const(ty, 0), result)
+
+    def _shift(self, op: str, a, c, dt: DataType, rhs: PrimExpr) -> ir.Value:
+        """<< and >> (arithmetic when signed); the amount is taken modulo the bit width, so
+        LLVM's poison for an amount past it never arises (a constant in range needs no mask)."""
+        b = self.b
+        amount = rhs.value if isinstance(rhs, Broadcast) else rhs
+        if not (isinstance(amount, IntImm) and shift_in_range(amount.value, dt)):
+            c = b.and_(c, _const(c.type, dt.bits - 1))
+        if op == "shift_left":
+            return b.shl(a, c)
+        return b.ashr(a, c) if dt.is_int else b.lshr(a, c)
 
     # -- calls -----------------------------------------------------------------------------
     def e_Call(self, e: Call) -> ir.Value:

@@ -106,6 +106,31 @@ class CallParser(ParserCore):
     def call_floormod(self, node):
         return self.binary("floormod", self.eval_expr(node.args[0]), self.eval_expr(node.args[1]), node)
 
+    def _bit_call(self, op: str, node):
+        if len(node.args) != 2 or node.keywords:
+            raise self.error(node, f"T.{op} takes two values", f"e.g. T.{op}(x, 4)")
+        return self.binary(op, self.eval_expr(node.args[0]), self.eval_expr(node.args[1]), node)
+
+    def call_bitwise_and(self, node):
+        return self._bit_call("bitwise_and", node)
+
+    def call_bitwise_or(self, node):
+        return self._bit_call("bitwise_or", node)
+
+    def call_bitwise_xor(self, node):
+        return self._bit_call("bitwise_xor", node)
+
+    def call_shift_left(self, node):
+        return self._bit_call("shift_left", node)
+
+    def call_shift_right(self, node):
+        return self._bit_call("shift_right", node)
+
+    def call_bitwise_not(self, node):
+        if len(node.args) != 1 or node.keywords:
+            raise self.error(node, "T.bitwise_not takes one value", "e.g. T.bitwise_not(x)")
+        return self.invert(self.eval_expr(node.args[0]), node)
+
     def call_if_then_else(self, node):
         if len(node.args) != 3:
             raise self.error(node, "T.if_then_else takes (cond, then, else)")

@@ -12,12 +12,20 @@ _LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vector
                "thread_binding": "thread_binding"}
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
-           ast.Mod: "floormod"}
+           ast.Mod: "floormod", ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor",
+           ast.LShift: "shift_left", ast.RShift: "shift_right"}
 
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 
 _PY_BINOPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-              "div": lambda a, b: a / b, "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b}
+              "div": lambda a, b: a / b, "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
+              "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b, "bitwise_xor": lambda a, b: a ^ b,
+              "shift_left": lambda a, b: a << b, "shift_right": lambda a, b: a >> b}
+
+# op -> how a message writes it
+_BIT_SYMBOL = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
+_NO_REINTERPRET = ('bit operations take integers; tdsl has no T.reinterpret, and T.cast(x, "int32") converts '
+                   'the value, not its bits')
 
 _PY_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}

@@ -7,9 +7,34 @@ import ast
 from ... import dtypes as _dt
 from ...dtypes import DataType
 from ...ir.buffer import Buffer
-from ...ir.expr import Binary, Broadcast, BufferLoad, Cast, FloatImm, IntImm, Not, PrimExpr, const
+from ...ir.expr import (
+    BITWISE_OPS,
+    SHIFT_OPS,
+    Binary,
+    Broadcast,
+    BufferLoad,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    bitwise_not,
+    const,
+    shift_in_range,
+)
 from ..builtins import ABSENT, absent_message
-from .common import _BINOPS, _CMPOPS, _PY_BINOPS, _PY_CMP, _expr_word, _int_limits, _is_np_int, _simplify
+from .common import (
+    _BINOPS,
+    _BIT_SYMBOL,
+    _CMPOPS,
+    _NO_REINTERPRET,
+    _PY_BINOPS,
+    _PY_CMP,
+    _expr_word,
+    _int_limits,
+    _is_np_int,
+    _simplify,
+)
 from .core import ParserCore
 from .frames import _describe, _HandleParam, _View
 
@@ -109,7 +134,22 @@ class ExpressionParser(ParserCore):
                 return FloatImm(-value.value, value.dtype, span=self.span(node))
             self._check_arith_operand(value, node.operand)
             return Binary("sub", const(0, value.dtype), value, span=self.span(node))
-        raise self.error(node, "the ~ operator is not supported in tdsl")
+        if isinstance(node.op, ast.Invert):
+            return self.invert(value, node)
+        raise self.error(node, f"the {type(node.op).__name__} operator is not supported in tdsl")
+
+    def invert(self, value, node):
+        """`~a` (T.bitwise_not) of an integer: `a ^ all_ones`."""
+        if isinstance(value, bool) or (isinstance(value, PrimExpr) and value.dtype.is_bool):
+            raise self.error(node, "'~' on a bool value", "write `not a` for the logical negation")
+        if not isinstance(value, PrimExpr):
+            if isinstance(value, int) or _is_np_int(value):
+                return ~value
+            raise self.error(node, f"cannot apply ~ to {_describe(value)}")
+        if not value.dtype.is_integer:
+            raise self.error(node, f"'~' needs an integer operand, not {value.dtype}", _NO_REINTERPRET)
+        out = bitwise_not(value)
+        return Binary(out.op, out.a, out.b, span=self.span(node))
 
     def expr_BinOp(self, node: ast.BinOp):
         if isinstance(node.op, ast.Pow):
@@ -120,7 +160,7 @@ class ExpressionParser(ParserCore):
         op = _BINOPS.get(type(node.op))
         if op is None:
             raise self.error(node, f"operator {type(node.op).__name__} is not supported in tdsl",
-                             "use + - * / // % ** and T functions")
+                             "use + - * / // % ** & | ^ << >> and T functions")
         return self.binary(op, self.eval_expr(node.left), self.eval_expr(node.right), node)
 
     def binary(self, op: str, a, b, node):
@@ -138,7 +178,21 @@ class ExpressionParser(ParserCore):
         if op in ("floordiv", "floormod") and a.dtype.is_float:
             raise self.error(node, f"'{'//' if op == 'floordiv' else '%'}' needs integer operands, not {a.dtype}",
                              "use / for float division, or T.floor(a / b)")
+        if op in BITWISE_OPS:
+            self._check_bit_operands(op, a, b, node)
         return Binary(op, a, b, span=self.span(node))
+
+    def _check_bit_operands(self, op: str, a: PrimExpr, b: PrimExpr, node) -> None:
+        """& | ^ take integers or bools, << >> integers, and a constant shift stays below the width."""
+        symbol = _BIT_SYMBOL[op]
+        if a.dtype.is_bool and op in SHIFT_OPS:
+            raise self.error(node, f"'{symbol}' on bool operands", 'shift an integer: T.cast(x, "int32")')
+        if not (a.dtype.is_integer or a.dtype.is_bool):
+            raise self.error(node, f"'{symbol}' needs integer operands, not {a.dtype}", _NO_REINTERPRET)
+        amount = b.value if isinstance(b, Broadcast) else b
+        if op in SHIFT_OPS and isinstance(amount, IntImm) and not shift_in_range(amount.value, amount.dtype):
+            raise self.error(node, f"a shift of {a.dtype} by {amount.value} is undefined",
+                             f"shift by 0 to {a.dtype.bits - 1} (the operand's bit width minus one)")
 
     def _check_arith_operand(self, value, node) -> None:
         if isinstance(value, Buffer):
@@ -162,7 +216,7 @@ class ExpressionParser(ParserCore):
         if a.dtype != b.dtype:
             raise self.error(node, f"operands have different dtypes: {a.dtype} and {b.dtype}",
                              f'convert one with T.cast, e.g. T.cast(x, "{a.dtype}")')
-        if not logic and op not in ("eq", "ne") and a.dtype.is_bool:
+        if not logic and op not in ("eq", "ne", *BITWISE_OPS) and a.dtype.is_bool:   # bit ops: _check_bit_operands
             raise self.error(node, f"'{op}' on bool operands", 'use and/or/not, or T.cast(x, "int32")')
         if logic and not a.dtype.is_bool:
             raise self.error(node, f"'{op}' needs bool operands, not {a.dtype}", "compare them first, e.g. x != 0")
