@@ -56,6 +56,14 @@ class ScheduleError(Exception):
     """A schedule primitive refused a step; the schedule is unchanged."""
 
 
+class RemovedHandleError(ScheduleError, IndexError):
+    """A handle given to `sch.remove_rv` was used again (an IndexError too, as TVM raises)."""
+
+
+class UnknownIntrinError(ScheduleError, ValueError):
+    """`TensorIntrin.get` of a name nobody registered (a ValueError too, as TVM raises)."""
+
+
 class TargetError(Exception):
     """build(): unknown target, missing toolchain, or no device."""
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, overload
 
-from ..errors import ScheduleError
+from ..errors import UnknownIntrinError
 from ..ir import Block, BlockRealize, Buffer, PrimExpr, PrimFunc, collect
 
 _REGISTRY: dict[str, TensorIntrin] = {}
@@ -92,7 +92,7 @@ class TensorIntrin:
         if intrin is None and allow_missing:
             return None
         if intrin is None:
-            raise ScheduleError(unknown_message(name))
+            raise UnknownIntrinError(unknown_message(name))
         return intrin
 
     @staticmethod

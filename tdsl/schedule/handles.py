@@ -1,4 +1,4 @@
-"""Handles: BlockRV and LoopRV.
+"""Handles: BlockRV and LoopRV (and StmtSRef, TVM's reference to a statement in place).
 
 The pure primitives name things by stable identities: a block by its name (unique in a
 function), a loop by its loop `Var` object (primitives that keep a loop keep its Var). The
@@ -36,3 +36,17 @@ class LoopRV:
 
     def __repr__(self) -> str:
         return f"Loop({self.var.name})"
+
+
+@dataclass(frozen=True, eq=False)
+class StmtSRef:
+    """TVM's `sch.get_sref(rv)`: the statement a handle stands for now (`stmt`, a Block or For)
+    and the reference of the loop or block around it (`parent`, None for the root block). A
+    snapshot: it does not follow later steps."""
+
+    stmt: object
+    parent: StmtSRef | None
+
+    def same_as(self, other) -> bool:
+        return self is other
+

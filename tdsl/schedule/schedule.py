@@ -11,14 +11,14 @@ import itertools
 import random
 from collections.abc import Callable, Sequence
 
-from ..errors import ScheduleError
+from ..errors import RemovedHandleError, ScheduleError
 from ..ir import PrimExpr, PrimFunc, Var
 from ..ir.module import IRModule
 from ..tracebacks import wrap_public_methods
 from .dataflow_methods import DataflowMethods
 from .diffs import Checkpoint, ScriptDiff, step_line
 from .einsum_methods import EinsumMethods
-from .handles import BlockRV, LoopRV
+from .handles import BlockRV, LoopRV, StmtSRef
 from .primitives import annotate as _annotate
 from .primitives import lookup as _lookup
 from .primitives import loops as _loops
@@ -182,8 +182,8 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
                        else "it belongs to another schedule (replay with trace.apply)")
                 raise ScheduleError(f"{primitive}: the handle {x!r} is no longer valid: {why}")
             if (x.serial, x.name if isinstance(x, BlockRV) else id(x.var)) in self._removed:
-                raise ScheduleError(f"{primitive}: the handle {x!r} was removed with sch.remove_rv; look the "
-                                    "block or loop up again")
+                raise RemovedHandleError(f"{primitive}: the handle {x!r} was removed with sch.remove_rv; look the "
+                                         "block or loop up again")
             return x.name if isinstance(x, BlockRV) else x.var
         if isinstance(x, (list, tuple)):
             return [self._resolve(v, primitive) for v in x]
@@ -239,6 +239,23 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         if isinstance(ident, str):
             return find_block(self._func, ident, "get")[0].block
         return find_loop(self._func, ident, "get")[0]
+
+    def get_sref(self, rv: BlockRV | LoopRV) -> StmtSRef:
+        """TVM's reference to the statement a handle stands for, with `.stmt` (what `sch.get(rv)`
+        gives) and `.parent` (the enclosing loop or block, up to the root block)."""
+        from ..ir import Block, BlockRealize, For
+        from .tree import find_block, find_loop
+
+        self._expect("get_sref", rv, (BlockRV, LoopRV), "a block or loop handle")
+        ident = self._resolve(rv, "get_sref")
+        stmt, path = (find_block(self._func, ident, "get_sref") if isinstance(ident, str)
+                      else find_loop(self._func, ident, "get_sref"))
+        chain = [n.block if isinstance(n, BlockRealize) else n for n in path if isinstance(n, (For, BlockRealize))]
+        ref = None
+        for node in chain:
+            if isinstance(node, (For, Block)):
+                ref = StmtSRef(node, ref)
+        return StmtSRef(stmt.block if isinstance(stmt, BlockRealize) else stmt, ref)
 
     def get_block(self, name: str) -> BlockRV:
         """The block called `name`: ``b = sch.get_block("C")``."""

@@ -56,7 +56,6 @@ ABSENT_METHODS: dict[str, str] = {
     "annotate_buffer_access": "declare the block's accesses with T.reads / T.writes",
     "sample_partitioned_tile": "sch.sample_perfect_tile(loop, n)",
     "enter_postproc": "tdsl has no post-processing steps; nothing needs marking",
-    "get_sref": "tdsl has no sref tree: sch.get(rv) gives the Block or For a handle stands for",
     "state": "tdsl has no schedule state object: sch.func is the function, sch.trace the steps",
     "func_working_on": "a tdsl schedule has one function: sch.func",
 }

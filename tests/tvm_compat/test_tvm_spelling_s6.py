@@ -368,3 +368,24 @@ def test_json_trace_replays_buffer_tuples_and_int64_index_maps():
     assert str(again.trace) == str(sch.trace)
     tdsl.assert_structural_equal(again.func, sch.func)
     check(again, flat)
+
+
+def test_get_sref_removed_handles_and_unknown_intrinsics_as_tvm():
+    # TVM's test_tir_schedule_get_sblock / _copy_2 / _remove_rv, test_tensor_intrin_look_up
+    sch = tdsl.Schedule(kernel(MATMUL))
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    ref = sch.get_sref(block)
+    assert ref.stmt.same_as(sch.get(block)) and ref.parent.stmt.same_as(sch.get(k))
+    assert ref.parent.parent.parent.stmt.same_as(sch.get(i)) and ref.parent.parent.parent.parent.stmt.name == "root"
+    i0, i1 = sch.split(i, [2, 8])
+    assert sch.get_sref(i0).stmt.extent.value == 2 and sch.get_sref(i1).stmt.extent.value == 8
+    copy = sch.copy()
+    assert copy.get_sref(i1).stmt.same_as(sch.get_sref(i1).stmt)
+    with pytest.raises(tdsl.ScheduleError, match="no longer exists"):
+        sch.get_sref(i)
+    sch.remove_rv(block)
+    with pytest.raises(IndexError, match="removed with sch.remove_rv"):
+        sch.get(block)
+    with pytest.raises(ValueError, match="unknown tensor intrinsic 'non_existent_intrin'"):
+        tdsl.TensorIntrin.get("non_existent_intrin")
