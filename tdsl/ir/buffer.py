@@ -30,6 +30,12 @@ class Buffer(Node):
     span: Span | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     @property
+    def ty(self) -> Buffer:
+        """TVM's type of a buffer parameter (`func.params[1].ty.shape`): a tdsl Buffer carries its
+        shape and dtype itself."""
+        return self
+
+    @property
     def ndim(self) -> int:
         return len(self.shape)
 

@@ -160,6 +160,11 @@ class Var(PrimExpr):
     def __repr__(self) -> str:
         return f"Var({self.name!r}, {self.dtype})"
 
+    @property
+    def ty(self) -> Var:
+        """TVM's type of the variable (`i.ty.dtype`): a tdsl Var carries its dtype itself."""
+        return self
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class IntImm(PrimExpr):

@@ -43,7 +43,7 @@ def _args(func, n):
 
 def test_transform_layout_with_symbolic_bound():
     before = nt_matmul(flat=False)
-    n = before.params[1].shape[2]
+    _, _, n, _ = before.params[1].ty.shape          # TVM's spelling; a tdsl Buffer is its own type
     sch = tdsl.Schedule(before)
     block = sch.get_sblock("NT_matmul")
     sch.transform_layout(block, ("write", 0), lambda x, y, z, w: x * 32 * n + y * n + z * n + w,
@@ -104,8 +104,8 @@ def fill16(A: T.Buffer(T.int64(16), "int32")):
 
 def test_padding_of_a_map_with_an_offset_and_a_constant_output():
     sch = tdsl.Schedule(fill16)
-    sch.transform_layout(block="block", buffer="A", index_map=lambda i: [T.int64(0), (i + 1) // 8, (i + 1) % 8],
-                         pad_value=-7)
+    sch.transform_layout(block="block", buffer="A", pad_value=-7,
+                         index_map=lambda i: [tdsl.ir.const(0, i.ty.dtype), (i + 1) // 8, (i + 1) % 8])
     got = tdsl.interpret(sch.func)
     want = np.full(24, -7, "int32")
     want[1:17] = np.arange(1, 17)
