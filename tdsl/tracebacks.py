@@ -37,10 +37,19 @@ def user_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
     return out
 
 
+# code of thin wrappers between an entry and the function it wraps (tvm_spelling's renaming)
+PASSTHROUGH: set = set()
+
+
 def _raised_by_entry(tb: types.TracebackType | None) -> bool:
     """The error came from the entry function's own frame (a deliberate argument check), not
     from deeper down (which may be a bug in tdsl: that keeps its whole traceback)."""
-    return tb is not None and tb.tb_next is not None and tb.tb_next.tb_next is None
+    if tb is None or tb.tb_next is None:
+        return False
+    tb = tb.tb_next
+    while tb.tb_next is not None and tb.tb_frame.f_code in PASSTHROUGH:
+        tb = tb.tb_next
+    return tb.tb_next is None
 
 
 def trimmed(error: BaseException) -> BaseException:

@@ -21,6 +21,7 @@ import functools
 import types
 
 from ..errors import ScheduleError
+from ..tracebacks import PASSTHROUGH
 
 TVM_KEYWORDS: dict[str, dict[str, str]] = {
     "__init__": {"mod": "func"},
@@ -107,6 +108,7 @@ def _spelled(method, names: dict[str, str]):
         except ScheduleError as err:
             raise _rendered(err, level) from None
 
+    PASSTHROUGH.add(call.__code__)
     return call
 
 
