@@ -108,7 +108,7 @@ def _spelled(method, names: dict[str, str]):
         except ScheduleError as err:
             raise _rendered(err, level) from None
 
-    PASSTHROUGH.add(call.__code__)
+    PASSTHROUGH.add(call.__code__)  # type: ignore[attr-defined]
     return call
 
 
