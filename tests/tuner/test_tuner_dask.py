@@ -18,8 +18,10 @@ def _has_measured() -> bool:
 
 
 def test_tune_on_a_local_dask_cluster(tmp_path):
+    # death_timeout: a worker process may take minutes to start on a loaded 2-core machine
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  worker_dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+                                  worker_dashboard_address=None, death_timeout=300) as cluster, \
+            distributed.Client(cluster, timeout=300) as client:
         result = tdsl.tune(mm, trials=2, space=space, batch=2, executor=client.get_executor(), verbose=0,
                            database=tmp_path / "d.db")
         measured_there = client.run(_has_measured)
