@@ -820,3 +820,22 @@ if ml_dtypes is not None:
                        dtypes="bfloat16"))
 
 CASES: dict[str, Case] = {case.name: case for case in CORPUS}
+
+
+# TVM's int4 dequantisation (test_tir_schedule_tensorize.py): shifts and masks, outside CORPUS
+# (the bit-operation tests of the interpreter, the CPU and CUDA share it)
+@T.prim_func
+def decode_int4(B: T.Buffer((4, 2), "int32"), D: T.Buffer((4, 16), "float16")):
+    for i, j in T.grid(4, 16):
+        with T.block("decode"):
+            v0, v1 = T.axis.remap("SS", [i, j])
+            D[v0, v1] = T.Cast("float16", T.shift_right(T.shift_left(T.bitwise_and(
+                T.shift_right(B[v0, v1 // 8], v1 % 8 * 4), 15), 28), 28))
+
+
+def int4_reference(packed: np.ndarray) -> np.ndarray:
+    """Each int32 holds eight signed 4-bit values, lowest nibble first."""
+    nibbles = (packed[:, :, None] >> (np.arange(8) * 4)) & 15
+    signed = np.where(nibbles >= 8, nibbles - 16, nibbles)
+    return signed.reshape(packed.shape[0], -1).astype("float16")
+

@@ -24,6 +24,7 @@ import numpy as np
 from ..dtypes import DataType, int32
 from ..ir.buffer import Buffer
 from ..ir.expr import (
+    BIT_SYMBOLS,
     BITWISE_OPS,
     COMPARE_OPS,
     Binary,
@@ -63,7 +64,7 @@ _MAX_LOOP_DEPTH = 16
 
 _PY_BINOPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%", "eq": "==", "ne": "!=",
               "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "&", "or": "|",
-              "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
+              **BIT_SYMBOLS}
 
 # Math calls as numpy ufuncs (they keep the argument's dtype, vectors included).
 _UFUNCS = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "tanh": "np.tanh", "floor": "np.floor",

@@ -3,6 +3,7 @@ from .buffer import SCOPES, Buffer, BufferRegion
 from .expr import (
                    ARITH_OPS,
                    BINARY_OPS,
+                   BIT_SYMBOLS,
                    BITWISE_OPS,
                    COMPARE_OPS,
                    LOGIC_OPS,

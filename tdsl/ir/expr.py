@@ -22,6 +22,7 @@ LOGIC_OPS = ("and", "or")
 # (see `bitwise_not`), so every layer handles five binary ops and no unary one.
 BITWISE_OPS = ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right")
 SHIFT_OPS = ("shift_left", "shift_right")
+BIT_SYMBOLS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
 BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS + BITWISE_OPS
 
 # Pure math calls: name -> number of arguments. Result dtype = first argument's dtype.

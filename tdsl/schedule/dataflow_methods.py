@@ -13,6 +13,7 @@ from .primitives import cache as _cache
 from .primitives import compute_location as _compute_location
 from .primitives import layout as _layout
 from .primitives import reduction as _reduction
+from .tvm_spelling import true_flags
 
 
 def _tvm_cache_args(kind: str, block, buffer, scope, consumer_blocks, index, storage_scope):
@@ -303,14 +304,10 @@ class DataflowMethods:
 
     def _placement(self, primitive: str, preserve_unit_loops, index) -> dict:
         """TVM's placement options as trace attributes (left out at their defaults)."""
-        if not isinstance(preserve_unit_loops, bool):
-            raise ScheduleError(f"{primitive}: preserve_unit_loops must be True or False, not {preserve_unit_loops!r}")
+        attrs = true_flags(primitive, preserve_unit_loops=preserve_unit_loops)
         if not isinstance(index, int) or isinstance(index, bool) or index < -2:
             raise ScheduleError(f"{primitive}: index must be -1 (the last legal place), -2 (the first) or a "
                                 f"position >= 0 among the loop's statements, not {index!r}")
-        attrs: dict = {}
-        if preserve_unit_loops:
-            attrs["preserve_unit_loops"] = True
         if index != -1:
             attrs["index"] = index
         return attrs
@@ -537,11 +534,7 @@ class DataflowMethods:
         attrs = {"buffer": buffer, "index_map": fn}
         if pad_value is not None:
             attrs["pad_value"] = pad_value if not callable(pad_value) else _layout.IndexMap(pad_value)
-        if not isinstance(assume_injective_transform, bool):
-            raise ScheduleError("transform_layout: assume_injective_transform must be True or False, "
-                                f"not {assume_injective_transform!r}")
-        if assume_injective_transform:
-            attrs["assume_injective_transform"] = True
+        attrs.update(true_flags("transform_layout", assume_injective_transform=assume_injective_transform))
         return self._apply("transform_layout", _layout.transform_layout, [block], attrs)
 
     def storage_align(self, block: BlockRV, buffer: int | str, axis: int, factor: int, offset: int) -> None:

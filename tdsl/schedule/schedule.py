@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Sequence
 
 from ..errors import RemovedHandleError, ScheduleError
-from ..ir import PrimExpr, PrimFunc, Var
+from ..ir import BlockRealize, For, PrimExpr, PrimFunc, Var
 from ..ir.module import IRModule
 from ..tracebacks import wrap_public_methods
 from .dataflow_methods import DataflowMethods
@@ -26,8 +26,8 @@ from .relayout_methods import RelayoutMethods
 from .sampling import SamplingMethods, plain
 from .tensorize_methods import TensorizeMethods
 from .trace import Instruction, Trace
-from .tree import ambiguous_block_error, repeated_block_names, unique_names
-from .tvm_spelling import absent_method, accept_tvm_spelling, check_schedule_options
+from .tree import ambiguous_block_error, find_block, find_loop, repeated_block_names, unique_names
+from .tvm_spelling import absent_method, accept_tvm_spelling, check_schedule_options, true_flags
 
 _SERIAL = itertools.count()
 
@@ -232,8 +232,6 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
     def get(self, rv: BlockRV | LoopRV):
         """The statement a handle stands for in the current function (TVM's `sch.get`): the
         `Block` of a block handle, the `For` of a loop handle. ``sch.get(b).name == "C"``."""
-        from .tree import find_block, find_loop
-
         self._expect("get", rv, (BlockRV, LoopRV), "a block or loop handle")
         ident = self._resolve(rv, "get")
         if isinstance(ident, str):
@@ -243,18 +241,14 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
     def get_sref(self, rv: BlockRV | LoopRV) -> StmtSRef:
         """TVM's reference to the statement a handle stands for, with `.stmt` (what `sch.get(rv)`
         gives) and `.parent` (the enclosing loop or block, up to the root block)."""
-        from ..ir import Block, BlockRealize, For
-        from .tree import find_block, find_loop
-
         self._expect("get_sref", rv, (BlockRV, LoopRV), "a block or loop handle")
         ident = self._resolve(rv, "get_sref")
         stmt, path = (find_block(self._func, ident, "get_sref") if isinstance(ident, str)
                       else find_loop(self._func, ident, "get_sref"))
-        chain = [n.block if isinstance(n, BlockRealize) else n for n in path if isinstance(n, (For, BlockRealize))]
         ref = None
-        for node in chain:
-            if isinstance(node, (For, Block)):
-                ref = StmtSRef(node, ref)
+        for node in path:
+            if isinstance(node, (For, BlockRealize)):
+                ref = StmtSRef(node.block if isinstance(node, BlockRealize) else node, ref)
         return StmtSRef(stmt.block if isinstance(stmt, BlockRealize) else stmt, ref)
 
     def get_block(self, name: str) -> BlockRV:
@@ -350,12 +344,8 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         self._expect("split", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
         if not isinstance(factors, (list, tuple)):
             raise ScheduleError(f"split: factors must be a list such as [None, 32], not {type(factors).__name__}")
-        attrs: dict = {"factors": list(factors)}
-        for flag, value in (("disable_predication", disable_predication), ("preserve_unit_iters", preserve_unit_iters)):
-            if not isinstance(value, bool):
-                raise ScheduleError(f"split: {flag} must be True or False, not {value!r}")
-            if value:
-                attrs[flag] = True
+        attrs = {"factors": list(factors), **true_flags("split", disable_predication=disable_predication,
+                                                         preserve_unit_iters=preserve_unit_iters)}
         return self._apply("split", _loops.split, [loop], attrs)
 
     def add_unit_loop(self, block_or_loop: BlockRV | LoopRV) -> LoopRV:
@@ -416,8 +406,7 @@ class Schedule(SamplingMethods, TensorizeMethods, DataflowMethods, EinsumMethods
         """
         for x in loops:
             self._expect("fuse", x, (LoopRV,), "loop handles")
-        if not isinstance(preserve_unit_iters, bool):
-            raise ScheduleError(f"fuse: preserve_unit_iters must be True or False, not {preserve_unit_iters!r}")
+        true_flags("fuse", preserve_unit_iters=preserve_unit_iters)   # checked; the same result either way
         return self._apply("fuse", _loops.fuse, list(loops))
 
     def reorder(self, *loops: LoopRV) -> None:

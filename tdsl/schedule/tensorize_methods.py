@@ -1,9 +1,9 @@
 """The Schedule methods of the tensorize family (a mixin of `Schedule`): blockize, tensorize."""
 from __future__ import annotations
 
-from ..errors import ScheduleError
 from .handles import BlockRV, LoopRV
 from .primitives import blockize as _tensorize
+from .tvm_spelling import true_flags
 
 
 class TensorizeMethods:
@@ -52,7 +52,7 @@ class TensorizeMethods:
                 self._expect("blockize", b, (BlockRV,), "a loop handle, or a list of block handles")
             return self._apply("blockize", _tensorize.blockize_blocks, [list(loop)])
         self._expect("blockize", loop, (LoopRV,), "a loop handle (from sch.get_loops), or a list of block handles")
-        return self._apply("blockize", _tensorize.blockize, [loop], _unit_iters("blockize", preserve_unit_iters))
+        return self._apply("blockize", _tensorize.blockize, [loop], true_flags("blockize", preserve_unit_iters=preserve_unit_iters))
 
     def tensorize(self, block_or_loop: BlockRV | LoopRV, intrin_name: str, preserve_unit_iters: bool = False) -> None:
         """Compute a block (or the block `blockize(loop)` makes) with the tensor intrinsic
@@ -100,11 +100,5 @@ class TensorizeMethods:
 
         fn = library.tensorize if library.is_generic(intrin_name) else _tensorize.tensorize
         return self._apply("tensorize", fn, [block_or_loop],
-                           {"intrin_name": intrin_name, **_unit_iters("tensorize", preserve_unit_iters)})
+                           {"intrin_name": intrin_name, **true_flags("tensorize", preserve_unit_iters=preserve_unit_iters)})
 
-
-def _unit_iters(primitive: str, preserve_unit_iters) -> dict:
-    """TVM's preserve_unit_iters as a trace attribute (left out at tdsl's default, False)."""
-    if not isinstance(preserve_unit_iters, bool):
-        raise ScheduleError(f"{primitive}: preserve_unit_iters must be True or False, not {preserve_unit_iters!r}")
-    return {"preserve_unit_iters": True} if preserve_unit_iters else {}

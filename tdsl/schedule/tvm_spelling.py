@@ -70,6 +70,15 @@ def absent_method(name: str) -> AttributeError:
     return AttributeError(f"'Schedule' object has no attribute {name!r}")
 
 
+def true_flags(primitive: str, **flags) -> dict:
+    """TVM's boolean options of a step as trace attributes: each must be True or False, and only
+    the True ones are recorded (False is the default of every flag recorded this way)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ScheduleError(f"{primitive}: {name} must be True or False, not {value!r}")
+    return {name: True for name, value in flags.items() if value}
+
+
 def check_schedule_options(debug_mask, error_render_level, enable_check) -> str:
     """Check TVM's Schedule options; the render level to keep."""
     if not (isinstance(debug_mask, int) and not isinstance(debug_mask, bool)) and debug_mask not in ("all", "none"):

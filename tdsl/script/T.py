@@ -7,6 +7,8 @@ show the language.
 """
 from __future__ import annotations
 
+import builtins as _builtins
+
 from ..dtypes import SCALAR_NAMES
 from .builtins import BUILTINS, SYNONYMS
 
@@ -43,9 +45,7 @@ class _DType(_ScriptOnly):
         dtype = DataType.parse(self.__name__)
         if isinstance(value, PrimExpr):
             return value if value.dtype == dtype else Cast(dtype, value)
-        import builtins
-
-        if isinstance(value, (builtins.bool, builtins.int, builtins.float)):   # T's names shadow these
+        if isinstance(value, (_builtins.bool, _builtins.int, _builtins.float)):   # T's names shadow these
             return const(value, dtype)
         return self
 

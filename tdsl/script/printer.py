@@ -11,6 +11,7 @@ import re
 
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import (
+    BIT_SYMBOLS,
     MATH_CALLS,
     Binary,
     Broadcast,
@@ -51,7 +52,7 @@ _RESERVED = set(keyword.kwlist) | {"T", "range", "min", "max", "abs", "True", "F
 
 _BINARY_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%",
                   "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or",
-                  "bitwise_or": "|", "bitwise_xor": "^", "bitwise_and": "&", "shift_left": "<<", "shift_right": ">>"}
+                  **BIT_SYMBOLS}
 # Python's precedence, loosest first (a bool & | ^ prints as the operator, as TVM's parser reads it)
 _PREC = {"or": 1, "and": 2, "not": 3, "eq": 4, "ne": 4, "lt": 4, "le": 4, "gt": 4, "ge": 4,
          "bitwise_or": 5, "bitwise_xor": 6, "bitwise_and": 7, "shift_left": 8, "shift_right": 8,

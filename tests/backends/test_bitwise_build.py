@@ -3,6 +3,7 @@ vectorized, shift amounts past the bit width included (taken modulo it), and sch
 (compute_inline, split, vectorize) keep them."""
 import numpy as np
 import pytest
+from corpus import decode_int4, int4_reference
 
 import tdsl
 from tdsl import T
@@ -49,22 +50,6 @@ def test_llvm_matches_the_interpreter(op, dtype, rng):
     want = tdsl.interpret(func, a, s)
     np.testing.assert_array_equal(tdsl.build(func)(a, s), want)
     np.testing.assert_array_equal(tdsl.build(vectorized(func))(a, s), want)
-
-
-@T.prim_func
-def decode_int4(B: T.Buffer((4, 2), "int32"), D: T.Buffer((4, 16), "float16")):
-    for i, j in T.grid(4, 16):
-        with T.block("decode"):
-            v0, v1 = T.axis.remap("SS", [i, j])
-            D[v0, v1] = T.Cast("float16", T.shift_right(T.shift_left(T.bitwise_and(
-                T.shift_right(B[v0, v1 // 8], v1 % 8 * 4), 15), 28), 28))
-
-
-def int4_reference(packed: np.ndarray) -> np.ndarray:
-    """Each int32 holds eight signed 4-bit values, lowest nibble first."""
-    nibbles = (packed[:, :, None] >> (np.arange(8) * 4)) & 15
-    signed = np.where(nibbles >= 8, nibbles - 16, nibbles)
-    return signed.reshape(packed.shape[0], -1).astype("float16")
 
 
 def test_int4_decode_of_tvm_tensorize_test(rng):

@@ -5,9 +5,9 @@ import shutil
 
 import numpy as np
 import pytest
+from corpus import decode_int4, int4_reference
 
 import tdsl
-from tdsl import T
 from tdsl.backends.cuda import cuda_source
 
 needs_cxx = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")),
@@ -76,20 +76,10 @@ def test_nvrtc_compiles_for_sm_80(dtype):
     assert kernel.cubin[:4] == b"\x7fELF"
 
 
-@T.prim_func
-def decode_int4(B: T.Buffer((4, 2), "int32"), D: T.Buffer((4, 16), "float16")):
-    for i, j in T.grid(4, 16):
-        with T.block("decode"):
-            v0, v1 = T.axis.remap("SS", [i, j])
-            D[v0, v1] = T.Cast("float16", T.shift_right(T.shift_left(T.bitwise_and(
-                T.shift_right(B[v0, v1 // 8], v1 % 8 * 4), 15), 28), 28))
-
-
 @needs_cxx
 def test_int4_decode(rng):
     packed = rng.integers(-2**31, 2**31 - 1, (4, 2), endpoint=True, dtype="int32")
-    nibbles = (packed[:, :, None] >> (np.arange(8) * 4)) & 15
-    want = np.where(nibbles >= 8, nibbles - 16, nibbles).reshape(4, 16).astype("float16")
+    want = int4_reference(packed)
     np.testing.assert_array_equal(tdsl.interpret(decode_int4, packed), want)
     sch = bind(decode_int4, "decode")
     assert "& 31" not in cuda_source(sch)     # v1 % 8 * 4 is provably in [0, 32): no mask

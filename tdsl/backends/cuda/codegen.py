@@ -43,7 +43,7 @@ from ...ir import (
     collect,
 )
 from ...ir.attrs import CUDA_PRELUDE as PRELUDE_ATTR
-from ...ir.expr import BITWISE_OPS, SHIFT_OPS, shift_in_range
+from ...ir.expr import BIT_SYMBOLS, BITWISE_OPS, SHIFT_OPS, shift_in_range
 from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
 from ...lower.cross_thread import ALLREDUCE
 from ...lower.index_checks import INDEX_CHECK
@@ -592,8 +592,7 @@ class CudaCodegen:
             unsigned = "unsigned long long" if dt.bits == 64 else "unsigned int"
             return f"(({ctype})(({unsigned})({a}) << {_atom(b)}))"
         # operands in parentheses: C's & | ^ binding looser than == trips readers (and -Wparentheses)
-        sym = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_right": ">>"}[op]
-        code = f"{_atom(a)} {sym} {_atom(b)}"
+        code = f"{_atom(a)} {BIT_SYMBOLS[op]} {_atom(b)}"
         return f"(({ctype})({code}))" if dt.bits < 32 else code
 
     def shift_in_range(self, amount: PrimExpr, dt: DataType) -> bool:

@@ -45,6 +45,7 @@ from .layout import (
     decomposition_holds,
     digit_row,
     is_permutation,
+    shape_vars,
     slice_digits,
     slice_form,
 )
@@ -255,14 +256,7 @@ def transform_block_layout(func: PrimFunc, block: str, index_map: Callable) -> t
 
 def _dimensions(func: PrimFunc) -> frozenset:
     """The function's scalar parameters and the variables of its buffers' shapes."""
-    from ...ir import Buffer, free_vars
-
-    out = {p for p in func.params if isinstance(p, Var)}
-    for p in func.params:
-        if isinstance(p, Buffer):
-            for dim in p.shape:
-                out |= free_vars(dim)
-    return frozenset(out)
+    return frozenset(p for p in func.params if isinstance(p, Var)) | shape_vars(func)
 
 
 def _uses(e: PrimExpr, v: Var) -> bool:

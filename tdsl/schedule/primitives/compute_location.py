@@ -928,6 +928,19 @@ def _invert_box(digits: list[_Digit | None], box: Box, shape, ranges) -> dict[Va
     return out
 
 
+def _last_writer(items: list[Stmt], b: Block) -> int:
+    """The index of the last of `items` writing what `b` reads (-1: none)."""
+    return max((i for i, it in enumerate(items) for r in all_realizes(it) if _writes(r.block) & _reads(b)),
+               default=-1)
+
+
+def _first_user(items: list[Stmt], b: Block, after: int = -1) -> int:
+    """The index of the first of `items` after `after` reading or writing what `b` writes
+    (len(items): none)."""
+    return min((i for i, it in enumerate(items) if i > after for r in all_realizes(it)
+                if (_reads(r.block) | _writes(r.block)) & _writes(b)), default=len(items))
+
+
 def _insertion_point(func: PrimFunc, primitive: str, block: str, loop_var: Var, index: int,
                      first: int, last: int) -> int:
     """The position among the loop body's statements for TVM's `index`: -1 the last legal place
@@ -982,10 +995,7 @@ def compute_at(func: PrimFunc, block: str, loop_var: Var, preserve_unit_loops: b
     _check_outside_readers(func, b, bpath, loop, lpath, boxes)
     nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop), preserve_unit_loops)
     items = _body_items(loop)
-    last_w = max((i for i, it in enumerate(items) for r in all_realizes(it) if _writes(r.block) & _reads(b)),
-                 default=-1)
-    first_r = min((i for i, it in enumerate(items) for r in all_realizes(it)
-                   if (_reads(r.block) | _writes(r.block)) & _writes(b)), default=len(items))
+    last_w, first_r = _last_writer(items, b), _first_user(items, b)
     if last_w >= first_r:
         raise schedule_error(func, "compute_at", f"under {loop_name(loop_var)}, a block writing what "
                              f"{block_name(block)} reads comes after a block reading what it writes",
@@ -1124,10 +1134,8 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var, preserve_unit_
                         boxes.setdefault(v, span)
     nest, spans = _new_nest(func, realize, boxes, ranges, _anchor_vars(lpath, loop), preserve_unit_loops)
     items = _body_items(loop)
-    last_w = max((i for i, it in enumerate(items) for r in all_realizes(it) if _writes(r.block) & _reads(b)),
-                 default=-1)
-    first_r = min((i for i, it in enumerate(items) if i > last_w for r in all_realizes(it)
-                   if (_reads(r.block) | _writes(r.block)) & _writes(b)), default=len(items))
+    last_w = _last_writer(items, b)
+    first_r = _first_user(items, b, after=last_w)
     pos = _insertion_point(func, "reverse_compute_at", block, loop_var, index, last_w + 1, first_r)
     new = _insert_in_loop(_without(func, realize), loop_var, pos, nest)
     _check_complete(new, "reverse_compute_at", loop_var, block, spans)

@@ -316,8 +316,6 @@ def check_one_to_one(func: PrimFunc, block: str, buf: Buffer, params, outputs, s
 def _check_small_sizes(func: PrimFunc, primitive: str, block: str, buf: Buffer, params, outputs) -> None:
     """Refuse a map over a symbolic shape that sends two elements to one place when each of its
     symbolic dimensions is 1, 2, 3 or 5 (every combination, up to 4 variables)."""
-    import numpy as np
-
     dims = sorted(set().union(*(free_vars(s) for s in buf.shape), *(free_vars(o) for o in outputs)) - set(params),
                   key=lambda v: v.name)[:4]
     for values in itertools.product((1, 2, 3, 5), repeat=len(dims)):
@@ -325,15 +323,13 @@ def _check_small_sizes(func: PrimFunc, primitive: str, block: str, buf: Buffer, 
         extents = [eval_int(s, env) for s in buf.shape]
         if math.prod(extents) == 0:
             continue
-        points = _all_points(extents)
-        full = {**env, **dict(zip(params, points))}
-        cols = [np.broadcast_to(np.asarray(eval_array(o, full), dtype=np.int64), points[0].shape) for o in outputs]
-        flat = np.unique(np.stack(cols, axis=1), axis=0)
-        if len(flat) < points[0].size:
+        pair = _collision(params, outputs, _all_points(extents), sizes=env)
+        if pair is not None:
+            (a, b), _ = pair
             sizes = ", ".join(f"{v.name} = {x}" for v, x in env.items())
             raise schedule_error(func, primitive, f"the index map ({_outputs_text(outputs)}) sends two elements of "
-                                 f"{buf.name} to one place when {sizes}, although assume_injective_transform=True "
-                                 "says it is one-to-one", blocks=(block,),
+                                 f"{buf.name} to one place when {sizes} ({_element(buf, a)} and {_element(buf, b)}), "
+                                 "although assume_injective_transform=True says it is one-to-one", blocks=(block,),
                                  rule="a layout transformation must be one-to-one for every size")
 
 
@@ -551,17 +547,21 @@ def _nodes(e: PrimExpr):
         yield from _nodes(e.b)
 
 
-def _collision(params, outputs, points, new_shape) -> tuple[tuple, tuple] | None:
-    """((point a, point b), destination) for two of `points` with one image, or None."""
+def _collision(params, outputs, points, new_shape=None, sizes=None) -> tuple[tuple, tuple] | None:
+    """((point a, point b), destination) for two of `points` with one image, or None. `sizes`
+    binds symbolic dimensions; without `new_shape` the images' bounding box is used."""
     import numpy as np
 
-    env = {p: x for p, x in zip(params, points)}
+    sizes = sizes or {}
+    env = {**sizes, **{p: x for p, x in zip(params, points)}}
     count = points[0].size if points else 1
     try:
         cols = [np.broadcast_to(np.asarray(eval_array(o, env), dtype=np.int64), (count,)) for o in outputs]
     except ValueError:  # an expression numpy cannot evaluate: one point at a time
-        cols = [np.array([eval_int(o, {p: int(x[t]) for p, x in zip(params, points)}) for t in range(count)],
-                         dtype=np.int64) for o in outputs]
+        cols = [np.array([eval_int(o, {**sizes, **{p: int(x[t]) for p, x in zip(params, points)}})
+                          for t in range(count)], dtype=np.int64) for o in outputs]
+    if new_shape is None:
+        new_shape = tuple(int(c.max()) + 1 for c in cols)
     flat = np.ravel_multi_index(cols, new_shape) if cols else np.zeros(count, np.int64)
     order = np.argsort(flat, kind="stable")
     same = np.flatnonzero(flat[order][1:] == flat[order][:-1])

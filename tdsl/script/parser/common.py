@@ -22,8 +22,6 @@ _PY_BINOPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambd
               "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b, "bitwise_xor": lambda a, b: a ^ b,
               "shift_left": lambda a, b: a << b, "shift_right": lambda a, b: a >> b}
 
-# op -> how a message writes it
-_BIT_SYMBOL = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
 _NO_REINTERPRET = ('bit operations take integers; tdsl has no T.reinterpret, and T.cast(x, "int32") converts '
                    'the value, not its bits')
 

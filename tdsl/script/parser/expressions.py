@@ -8,6 +8,7 @@ from ... import dtypes as _dt
 from ...dtypes import DataType
 from ...ir.buffer import Buffer
 from ...ir.expr import (
+    BIT_SYMBOLS,
     BITWISE_OPS,
     SHIFT_OPS,
     Binary,
@@ -25,7 +26,6 @@ from ...ir.expr import (
 from ..builtins import ABSENT, absent_message
 from .common import (
     _BINOPS,
-    _BIT_SYMBOL,
     _CMPOPS,
     _NO_REINTERPRET,
     _PY_BINOPS,
@@ -184,7 +184,7 @@ class ExpressionParser(ParserCore):
 
     def _check_bit_operands(self, op: str, a: PrimExpr, b: PrimExpr, node) -> None:
         """& | ^ take integers or bools, << >> integers, and a constant shift stays below the width."""
-        symbol = _BIT_SYMBOL[op]
+        symbol = BIT_SYMBOLS[op]
         if a.dtype.is_bool and op in SHIFT_OPS:
             raise self.error(node, f"'{symbol}' on bool operands", 'shift an integer: T.cast(x, "int32")')
         if not (a.dtype.is_integer or a.dtype.is_bool):
