@@ -137,3 +137,24 @@ def host_features() -> frozenset[str]:
 def host_feature_string() -> str:
     """The host CPU's features as one LLVM attribute string ("+avx2,-avx512f,...")."""
     return _host_cpu()[2]
+
+
+# the CPU a target builds for -------------------------------------------------------------------
+
+def cpu_name(target) -> str:
+    """The CPU a "cpu" target builds for, as LLVM names it: its -mcpu, else the host's."""
+    mcpu = parse_target(target).get("mcpu")
+    return host_cpu_name() if mcpu in (None, "native") else mcpu
+
+
+def cpu_features(target) -> frozenset[str]:
+    """The CPU features (LLVM's names: "avx2", "avx512f", "avx512vnni", "avxvnni", "avx512bf16",
+    "f16c", ...) that code built for a "cpu" target may use: the host's, changed by the target's
+    -mattr=+f,-f. Codegen, the intrinsics' choice and auto_schedule's rules all ask this."""
+    tgt = parse_target(target)
+    have = set(host_features())
+    for item in (tgt.get("mattr") or "").split(","):
+        if item:
+            name = item.lstrip("+-")
+            (have.discard if item.startswith("-") else have.add)(name)
+    return frozenset(have)
