@@ -23,6 +23,7 @@ _LAZY = {
     "space": ("tdsl.auto", "space"),
     "tune": ("tdsl.tuner.api", "tune"),
     "IRModule": ("tdsl.ir.module", "IRModule"),
+    "load": ("tdsl.backends.llvm.export", "load"),
 }
 
 
@@ -77,4 +78,4 @@ def __dir__():
 __all__ = ["T", "prim_func", "parse", "PrimFunc", "Schedule", "TensorIntrin", "interpret", "lower", "build",
            "Kernel", "device_array", "to_device", "structural_equal", "structural_hash", "structural_diff",
            "assert_structural_equal", "ScriptError", "ScheduleError", "TargetError", "ArgumentError",
-           "BoundsError", "PerformanceWarning", "config", "auto_schedule", "space", "tune", "IRModule"]
+           "BoundsError", "PerformanceWarning", "config", "auto_schedule", "space", "tune", "IRModule", "load"]

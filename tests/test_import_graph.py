@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.abspath(tdsl.__file__))
 # lowest first; a room may import only rooms listed before it (itself aside)
 LAYERS = ["errors", "config", "tracebacks", "deep", "dtypes", "version", "target", "ir", "arith", "script", "intrinsics", "schedule",
           "auto",
-          "lower", "interp", "interpreter", "backends", "tuner"]
+          "lower", "interp", "interpreter", "backends", "tuner", "torch"]
 TOP = ("tdsl", "__main__")  # the public facade and the demo: nothing imports them
 
 

@@ -225,3 +225,17 @@ def load_object(obj: bytes, symbols: list[str]) -> dict[str, int]:
 def loaded_symbol(name: str) -> int | None:
     """The address of an already loaded symbol, or None."""
     return _init()["symbols"].get(name)
+
+
+def emit_shared_object(mod) -> bytes:
+    """Position-independent object code for `mod`, for a shared library (kernel.export): a
+    target machine of its own (the JIT's uses the JIT's relocation model), same CPU and features."""
+    state = _init()
+    with _LOCK:
+        tm = state.get("pic_tm")
+        if tm is None:
+            host = state["host"]
+            target = llvm.Target.from_triple(host.triple)
+            tm = state["pic_tm"] = target.create_target_machine(cpu=host.cpu, features=host.features, opt=3,
+                                                                reloc="pic", codemodel="default")
+        return tm.emit_object(mod)

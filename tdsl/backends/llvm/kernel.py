@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import statistics
+import sys
 import time as _time
 
 import numpy as np
@@ -152,6 +153,15 @@ class Kernel:
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.dtype}{p.shape_text() if p.is_buffer else ''}" for p in self._params)
         return f"<tdsl.Kernel {self.func.name}({sig}) target='cpu'>"
+
+    @public_entry
+    def export(self, path: str, name: str | None = None) -> str:
+        """Write `path/NAME.so` and `path/NAME.h` (NAME: the function's name): a shared library
+        callable from C with no Python at run time, loadable again with tdsl.load. Returns the
+        library's path (tdsl.backends.llvm.export)."""
+        from .export import export_kernel
+
+        return export_kernel(self, path, name)
 
     @public_entry
     def time(self, *args, number: int | None = None, repeat: int = 5, **kwargs) -> float:
@@ -426,6 +436,8 @@ class Kernel:
         if given == len(self._params):
             return None
         left_out = [values[p.index] for p in self._outputs if not self._was_given(p, args, kwargs)]
+        if _torch_given(args, kwargs):   # torch tensors in, torch tensors out (sharing the arrays' memory)
+            left_out = [_as_torch(a) for a in left_out]
         return left_out[0] if len(left_out) == 1 else tuple(left_out)
 
     def _was_given(self, p: _Param, args, kwargs) -> bool:
@@ -483,6 +495,19 @@ def _solve_dim(want, got: int, dims: dict, where: str) -> None:
         return
     if 0 <= n < 1 << (a.dtype.bits - 1):
         dims[a.name] = (n, where)
+
+
+def _torch_given(args, kwargs) -> bool:
+    """Whether an argument is a torch tensor (torch is never imported here: only if loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and any(isinstance(v, torch.Tensor) for v in (*args, *kwargs.values()))
+
+
+def _as_torch(arr: np.ndarray):
+    torch = sys.modules["torch"]
+    if arr.dtype.name == "bfloat16":   # numpy has no bfloat16 of its own: the same bits
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
 
 
 def _short(v) -> str:
