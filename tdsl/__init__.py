@@ -23,7 +23,7 @@ _LAZY = {
     "space": ("tdsl.auto", "space"),
     "tune": ("tdsl.tuner.api", "tune"),
     "IRModule": ("tdsl.ir.module", "IRModule"),
-    "load": ("tdsl.backends.llvm.export", "load"),
+    "load": ("tdsl.backends.llvm.load", "load"),
 }
 
 

@@ -14,7 +14,6 @@ points' names and the CPU features the code uses.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import platform
@@ -31,9 +30,7 @@ from ...ir import Buffer, IntImm, PrimFunc, Var
 from ...script.printer import message_text
 from . import entry, jit, runtime
 from .lltypes import F64, I8, I32, I64, PTR
-
-FORMAT = 1
-META_SYMBOL = "tdsl_export_meta"
+from .load import FORMAT, META_SYMBOL
 
 # the C entry's return codes besides 0 (success) and k > 0 (bounds check k failed: bounds_check=True)
 ERR_NOMEM, ERR_TOO_MANY = -2, -3
@@ -436,79 +433,3 @@ def _shape_text(shape) -> str:
     parts = [str(s.value) if isinstance(s, IntImm) else s.name if isinstance(s, Var) else message_text(s)
              for s in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-
-
-# -- loading --------------------------------------------------------------------------------------
-
-def load(path: str):
-    """A Kernel from a library `kernel.export` wrote, without compiling: its entry points are
-    called as a built kernel's are (numpy arrays or DLPack tensors; outputs may be left out).
-
-        kernel.export("out/gemm")
-        k = tdsl.load("out/gemm/gemm.so")     # k(a, b) -> c, as kernel(a, b)
-    """
-    from ...errors import TargetError as _TE
-
-    full = os.path.abspath(os.fspath(path))
-    if not os.path.isfile(full):
-        raise _TE(f"tdsl.load: no file {full!r} (kernel.export(dir) writes dir/NAME.so)")
-    try:
-        lib = ctypes.CDLL(full)
-    except OSError as exc:
-        raise _TE(f"tdsl.load: cannot load {full!r}: {exc}") from None
-    try:
-        blob = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, META_SYMBOL)))
-    except ValueError:
-        raise _TE(f"tdsl.load: {full!r} is not a library exported by tdsl (it has no {META_SYMBOL!r})") from None
-    meta = json.loads(blob)
-    if meta.get("format") != FORMAT:
-        raise _TE(f"tdsl.load: {full!r} was exported in format {meta.get('format')!r}; this tdsl reads {FORMAT}: "
-                  f"export it again")
-    flags = _cpu_flags()
-    missing = sorted(set(meta["features"]) - flags) if flags is not None else []
-    if missing:
-        raise _TE(f"tdsl.load: {full!r} was built for a CPU with {', '.join(missing)}, which this CPU lacks; "
-                  f"export it on (or for) this machine")
-    return _kernel_from(lib, meta)
-
-
-def _kernel_from(lib, meta: dict):
-    from ...script import parse
-    from .compile import Compiled
-    from .kernel import Kernel
-
-    info = meta["info"]
-    addresses: dict[str, int] = {}
-    for s in (info["symbol"], info["raw_symbol"], info.get("tuple_symbol")):
-        if s:
-            addresses[s] = int(ctypes.cast(getattr(lib, s), ctypes.c_void_p).value or 0)
-    ctx_addr = ctypes.addressof(ctypes.c_int64.in_dll(lib, info["ctx_symbol"]))
-    addresses[info["ctx_symbol"]] = ctx_addr
-    _bind_numpy(ctx_addr, info["descr_dtypes"])
-    func = parse(meta["script"])
-    compiled = Compiled(info, meta["source"], meta["pipeline"], addresses)
-    kernel = Kernel(func, compiled, meta["options"])
-    kernel._library = lib  # type: ignore[attr-defined]  # the machine code lives as long as the kernel
-    return kernel
-
-
-def _bind_numpy(ctx_addr: int, descr_dtypes: list[str]) -> None:
-    """The fast entry's context: numpy's ndarray type and dtype descriptors (ctx[0], the pool's
-    launch, was set by the library's constructor)."""
-    import numpy as np
-
-    ctx = (ctypes.c_int64 * (2 + len(descr_dtypes))).from_address(ctx_addr)
-    ctx[1] = id(np.ndarray)
-    for k, name in enumerate(descr_dtypes):
-        ctx[2 + k] = id(np.empty(0, DataType.parse(name).numpy).dtype)
-
-
-def _cpu_flags() -> set[str] | None:
-    """This CPU's instruction-set flags as /proc/cpuinfo names them (no LLVM needed); None when
-    they cannot be read."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            flags = next((line.split(":", 1)[1].split() for line in fh if line.startswith("flags")), None)
-    except OSError:
-        return None
-    return set(flags) if flags is not None else None
