@@ -352,7 +352,7 @@ class Kernel:
                                 f"(expected {expected})")
 
     def _dim_value(self, s, dims: dict, p: _Param, given: bool = False) -> int:
-        from .codegen import expr_text
+        from ...script.printer import message_text as expr_text  # not .codegen: no LLVM for a loaded kernel
 
         if isinstance(s, Var) and s.name not in dims:
             if given:

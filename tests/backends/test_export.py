@@ -1,0 +1,222 @@
+"""Kernel.export / tdsl.load: a shared library and a C header that a C program compiled with the
+system C compiler includes, links and runs with no Python in its environment."""
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import tdsl
+from tdsl import T
+
+CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc, gcc or clang) to build the test program")
+
+
+@T.prim_func
+def axpy(A: T.Buffer(("n", 8), "float32"), B: T.Buffer(("n", 8), "float32"), C: T.Buffer(("n", 8), "float32"),
+         alpha: T.float32):
+    for i, j in T.grid(n, 8):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * alpha + T.exp(B[vi, vj])
+
+
+@T.prim_func
+def row_sum(A: T.Buffer((64, 32), "float64"), S: T.Buffer((64,), "float64")):
+    for i, k in T.grid(64, 32):
+        with T.block("S"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                S[vi] = T.float64(0)
+            S[vi] = S[vi] + A[vi, vk]
+
+
+@T.prim_func
+def shift(A: T.Buffer(("n + 1",), "int32"), B: T.Buffer(("n",), "int32"), k: T.int8):
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi + 1] - A[vi] + T.cast(k, "int32")
+
+
+def parallel_axpy():
+    s = tdsl.Schedule(axpy)
+    i, j = s.get_loops(s.get_block("C"))
+    s.parallel(i)
+    s.vectorize(j)
+    return tdsl.build(s)
+
+
+# The C program: inputs from a formula numpy repeats, the output written to a file, the checks'
+# return codes and the number of threads the process has after the call printed.
+AXPY_MAIN = r"""
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "axpy.h"
+
+static int threads(void) {
+    int count = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    if (!d) return -1;
+    while ((e = readdir(d))) count += e->d_name[0] != '.';
+    closedir(d);
+    return count;
+}
+
+int main(int argc, char **argv) {
+    int64_t n = atoi(argv[1]);
+    float *a = malloc(n * 8 * sizeof(float)), *b = malloc(n * 8 * sizeof(float)), *c = malloc(n * 8 * sizeof(float));
+    for (int64_t i = 0; i < n * 8; i++) { a[i] = (float)(i % 13) - 6.0f; b[i] = (float)(i % 7) * 0.25f; }
+    int rc = axpy(a, b, c, n, 1.5f);
+    FILE *f = fopen(argv[2], "wb");
+    fwrite(c, sizeof(float), n * 8, f);
+    fclose(f);
+    printf("rc=%d threads=%d\n", rc, threads());
+    printf("null=%d dim=%d overlap=%d align=%d\n", axpy(NULL, b, c, n, 1.0f), axpy(a, b, c, -1, 1.0f),
+           axpy(a, b, a, n, 1.0f), axpy(a, (const float *)((char *)b + 1), c, n, 1.0f));
+    printf("codes=%d,%d,%d,%d\n", AXPY_ERR_NULL, AXPY_ERR_DIM, AXPY_ERR_OVERLAP, AXPY_ERR_ALIGN);
+    printf("empty=%d\n", axpy(NULL, NULL, NULL, 0, 1.0f));
+    return 0;
+}
+"""
+
+
+def _build_c(tmp_path, lib_dir: str, name: str, source: str) -> str:
+    src, exe = tmp_path / f"{name}_main.c", tmp_path / f"{name}_main"
+    src.write_text(source)
+    subprocess.run([CC, "-O2", "-Wall", "-Werror", "-o", str(exe), str(src), f"-I{lib_dir}", f"-L{lib_dir}",
+                    f"-l:{name}.so", f"-Wl,-rpath,{lib_dir}"], check=True, capture_output=True, text=True)
+    return str(exe)
+
+
+@needs_cc
+def test_c_program_runs_the_exported_parallel_kernel_without_python(tmp_path):
+    lib_dir = str(tmp_path / "axpy")
+    so = parallel_axpy().export(lib_dir)
+    assert so == os.path.join(lib_dir, "axpy.so") and os.path.isfile(os.path.join(lib_dir, "axpy.h"))
+    exe = _build_c(tmp_path, lib_dir, "axpy", AXPY_MAIN)
+    n = 301
+    i = np.arange(n * 8)
+    a = ((i % 13) - 6).astype(np.float32).reshape(n, 8)
+    b = ((i % 7) * 0.25).astype(np.float32).reshape(n, 8)
+    for threads in ("1", "3"):
+        out = tmp_path / f"c_{threads}.bin"
+        # no Python, no PYTHONPATH, no site-packages: an empty environment but the thread count
+        proc = subprocess.run(["env", "-i", f"TDSL_NUM_THREADS={threads}", exe, str(n), str(out)],
+                              check=True, capture_output=True, text=True)
+        lines = proc.stdout.splitlines()
+        assert lines[0] == f"rc=0 threads={threads}", proc.stdout   # the library's own thread pool
+        c = np.fromfile(out, np.float32).reshape(n, 8)
+        np.testing.assert_allclose(c, a * 1.5 + np.exp(b), rtol=1e-6)
+        assert lines[1] == "null=-12 dim=-10 overlap=-14 align=-13"
+        assert lines[2] == "codes=-12,-10,-14,-13"
+        assert lines[3] == "empty=0"   # no elements: NULL pointers are fine
+
+
+@needs_cc
+def test_library_needs_no_python_llvmlite_or_tdsl(tmp_path):
+    so = tdsl.build(axpy).export(str(tmp_path / "k"))
+    readelf = shutil.which("readelf")
+    if readelf:
+        dyn = subprocess.run([readelf, "-d", so], check=True, capture_output=True, text=True).stdout
+        needed = [line.split("[")[1].rstrip("]") for line in dyn.splitlines() if "(NEEDED)" in line]
+        assert needed and all(lib.split(".so")[0] in ("libc", "libm", "libpthread") for lib in needed), needed
+    with open(so, "rb") as fh:
+        data = fh.read()
+    for word in (b"libpython", b"llvmlite", b"libLLVM"):
+        assert word not in data
+
+
+@needs_cc
+def test_load_gives_a_kernel_without_compiling(tmp_path):
+    so = tdsl.build(shift).export(str(tmp_path / "shift"))
+    code = ("import sys, numpy as np, tdsl\n"
+            f"k = tdsl.load({so!r})\n"
+            "a = np.array([1, 4, 9, 16, 25], np.int32)\n"
+            "assert (k(a, 2) == np.diff(a) + 2).all()\n"
+            "b = np.empty(4, np.int32); k(a, b, -1); assert (b == np.diff(a) - 1).all()\n"
+            "try:\n    k(a, np.empty(3, np.int32), 0)\nexcept tdsl.ArgumentError as e:\n    print(e)\n"
+            "assert 'llvmlite' not in sys.modules, 'loading or calling imported LLVM'\n")
+    proc = subprocess.run([os.environ.get("PYTHON", "python3"), "-c", code], check=True, capture_output=True,
+                          text=True, cwd=os.path.dirname(os.path.dirname(tdsl.__file__)))
+    assert "expected shape (n + 1,), got A.shape[0] = 5 (expected 4)" in proc.stdout   # the kernel's own checks
+    k = tdsl.load(so)
+    assert repr(k) == repr(tdsl.build(shift))
+    np.testing.assert_array_equal(k(np.arange(10, dtype=np.int32) ** 2, 0), np.diff(np.arange(10) ** 2))
+
+
+@needs_cc
+def test_header_declares_the_c_signature(tmp_path):
+    tdsl.build(shift).export(str(tmp_path / "shift"))
+    text = (tmp_path / "shift" / "shift.h").read_text()
+    assert "int shift(const int32_t *A, int32_t *B, int64_t n, int8_t k);" in text
+    assert "#define SHIFT_ERR_SHAPE -11" in text
+    tdsl.build(row_sum).export(str(tmp_path / "rs"), name="rowsum64")
+    text = (tmp_path / "rs" / "rowsum64.h").read_text()
+    assert "int rowsum64(const double *A, double *S);" in text
+    if shutil.which("g++"):   # the header is C++ too
+        (tmp_path / "use.cc").write_text('#include "rowsum64.h"\nint main() { return rowsum64(0, 0) == 0; }\n')
+        subprocess.run(["g++", "-fsyntax-only", f"-I{tmp_path / 'rs'}", str(tmp_path / "use.cc")], check=True)
+
+
+@needs_cc
+def test_c_program_matches_numpy_for_a_constant_shape_kernel(tmp_path):
+    lib_dir = str(tmp_path / "rs")
+    tdsl.build(row_sum).export(lib_dir)
+    exe = _build_c(tmp_path, lib_dir, "row_sum", r"""
+#include <stdio.h>
+#include "row_sum.h"
+int main(int argc, char **argv) {
+    double a[64 * 32], s[64];
+    for (int i = 0; i < 64 * 32; i++) a[i] = (i % 11) * 0.5 - 2.0;
+    int rc = row_sum(a, s);
+    FILE *f = fopen(argv[1], "wb");
+    fwrite(s, sizeof(double), 64, f);
+    fclose(f);
+    return rc;
+}
+""")
+    out = tmp_path / "s.bin"
+    subprocess.run(["env", "-i", exe, str(out)], check=True)
+    a = ((np.arange(64 * 32) % 11) * 0.5 - 2.0).reshape(64, 32)
+    np.testing.assert_allclose(np.fromfile(out, np.float64), a.sum(axis=1), rtol=1e-12)
+
+
+@needs_cc
+def test_export_links_with_plain_ld_when_there_is_no_compiler(tmp_path, monkeypatch):
+    ld = shutil.which("ld")
+    if ld is None:
+        pytest.skip("no ld")
+    only_ld = tmp_path / "bin"
+    only_ld.mkdir()
+    os.symlink(ld, only_ld / "ld")
+    monkeypatch.setenv("PATH", str(only_ld))
+    monkeypatch.delenv("CC", raising=False)
+    so = tdsl.build(shift).export(str(tmp_path / "k"))
+    monkeypatch.undo()
+    a = np.arange(6, dtype=np.int32) * 3
+    np.testing.assert_array_equal(tdsl.load(so)(a, 1), np.diff(a) + 1)
+
+
+def test_export_without_a_linker_names_what_it_looked_for(tmp_path, monkeypatch):
+    kernel = tdsl.build(shift)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CC", raising=False)
+    with pytest.raises(tdsl.TargetError, match=r"needs a system linker.*found none.*cc, gcc, clang, ld"):
+        kernel.export(str(tmp_path / "k"))
+
+
+def test_bad_names_and_files_are_clear_errors(tmp_path):
+    with pytest.raises(tdsl.TargetError, match="not a C identifier"):
+        tdsl.build(shift).export(str(tmp_path), name="my-kernel")
+    with pytest.raises(tdsl.TargetError, match="no file"):
+        tdsl.load(str(tmp_path / "missing.so"))
+    libm = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6",
+                             "/lib64/libm.so.6") if os.path.exists(p)), None)
+    if libm:
+        with pytest.raises(tdsl.TargetError, match="not a library exported by tdsl"):
+            tdsl.load(libm)
