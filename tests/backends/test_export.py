@@ -149,6 +149,28 @@ def test_load_gives_a_kernel_without_compiling(tmp_path):
     np.testing.assert_array_equal(k(np.arange(10, dtype=np.int32) ** 2, 0), np.diff(np.arange(10) ** 2))
 
 
+@T.prim_func
+def accumulate(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = C[vi] + A[vi]
+
+
+@needs_cc
+def test_loaded_kernel_keeps_the_function_and_its_argument_rules(tmp_path):
+    k = tdsl.load(tdsl.build(accumulate).export(str(tmp_path / "acc")))
+    with pytest.raises(tdsl.ArgumentError, match="'C' cannot be left out"):
+        k(np.ones(8, np.float32))
+    c = np.ones(8, np.float32)
+    k(np.arange(8, dtype=np.float32), c)
+    np.testing.assert_array_equal(c, np.arange(8) + 1)
+    assert tdsl.structural_equal(k.func, accumulate)   # the whole function, parsed on first use
+    scheduled = parallel_axpy()
+    loaded = tdsl.load(scheduled.export(str(tmp_path / "axpy")))
+    assert tdsl.structural_equal(loaded.func, scheduled.func)
+
+
 @needs_cc
 def test_header_declares_the_c_signature(tmp_path):
     tdsl.build(shift).export(str(tmp_path / "shift"))

@@ -26,7 +26,8 @@ from llvmlite import ir
 
 from ...dtypes import DataType
 from ...errors import TargetError
-from ...ir import Buffer, IntImm, PrimFunc, Var
+from ...ir import Buffer, Evaluate, IntImm, PrimFunc, Var
+from ...ir.outputs import read_before_written
 from ...script.printer import message_text
 from . import entry, jit, runtime
 from .lltypes import F64, I8, I32, I64, PTR
@@ -89,13 +90,15 @@ def export_kernel(kernel, path: str, name: str | None = None) -> str:
     if result.parts and pipeline == jit.O3:
         pipeline = jit.O3_NO_UNROLL
     info = {k: v for k, v in _asdict(result).items() if k != "ir"}
+    info["needed"] = {str(i): why for i, (p, param) in enumerate(zip(result.params, func.params))
+                      if isinstance(param, Buffer) and p.written and (why := read_before_written(func, param))}
     mod = jit.parse_and_verify(result.ir, f"kernel {func.name!r}")
     jit.optimize(mod, pipeline)
     rt_text, futex = _runtime_ir(host.triple)
     rt = jit.parse_and_verify(rt_text, "the parallel runtime")
     jit.optimize(rt)
     mod.link_in(rt)
-    meta = {"format": FORMAT, "name": name, "script": func.script(), "info": info,
+    meta = {"format": FORMAT, "name": name, "script": func.script(), "signature": _signature_script(func), "info": info,
             "source": _pack(result.ir), "pipeline": pipeline, "options": {"bounds_check": bounds_check},
             "triple": host.triple, "cpu": host.cpu, "features": _simd_features(host.features)}
     glue = _glue_module(name, func, lowered, result, host.triple, jit.data_layout(), futex,
@@ -113,6 +116,14 @@ def export_kernel(kernel, path: str, name: str | None = None) -> str:
     with open(os.path.join(path, f"{name}.h"), "w", encoding="utf-8") as fh:
         fh.write(header(name, func, result))
     return so
+
+
+def _signature_script(func: PrimFunc) -> str:
+    """The function's script with an empty body: what tdsl.load parses to make the Kernel (the
+    whole script is parsed only when `kernel.func` is asked for)."""
+    from dataclasses import replace
+
+    return replace(func, body=Evaluate(IntImm(0, DataType.parse("int32")))).script()
 
 
 def _asdict(result) -> dict:

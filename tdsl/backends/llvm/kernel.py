@@ -90,8 +90,11 @@ class Kernel:
         self._params = [_Param(i, p, w) for i, (p, w) in enumerate(zip(func.params, written))]
         self._by_name = {p.name: p for p in self._params}
         # an output the function reads before writing (y[i] += ...) needs the caller's values
-        self._needed = {p.index: why for p, param in zip(self._params, func.params)
-                        if p.is_buffer and p.written and (why := read_before_written(func, param))}
+        # (a loaded library's meta lists them: tdsl.load gives the Kernel the signature only)
+        listed = meta.get("needed")
+        self._needed = {int(i): why for i, why in listed.items()} if listed is not None else \
+            {p.index: why for p, param in zip(self._params, func.params)
+             if p.is_buffer and p.written and (why := read_before_written(func, param))}
         self._outputs = [p for p in self._params if p.written and p.is_buffer and p.index not in self._needed]
         self._inputs = [p for p in self._params if p not in self._outputs]
         self._dims: list[str] = meta["dims"]

@@ -88,7 +88,28 @@ def _kernel_from(lib, meta: dict):
     addresses[info["ctx_symbol"]] = ctx_addr
     _bind_numpy(ctx_addr, info["descr_dtypes"])
     loaded = Loaded(info, meta["source"], meta["pipeline"], addresses, library=lib)
-    return Kernel(parse(meta["script"]), loaded, meta["options"])
+    kernel = Kernel(parse(meta["signature"]), loaded, meta["options"])
+    # `func` is the whole function again, parsed on first use (a scheduled GEMM's script takes
+    # ~15 ms to parse, ten times the rest of a load)
+    del kernel.func
+    kernel.__class__ = type("Kernel", (type(kernel),), {"func": _ParsedOnUse(meta["script"]),
+                                                        "__module__": Kernel.__module__, "__qualname__": "Kernel"})
+    return kernel
+
+
+class _ParsedOnUse:
+    """A class attribute that parses a script on first access and keeps the result on the instance."""
+
+    def __init__(self, script: str):
+        self.script = script
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        from ...script import parse
+
+        func = instance.__dict__["func"] = parse(self.script)
+        return func
 
 
 def _bind_numpy(ctx_addr: int, descr_dtypes: list[str]) -> None:
