@@ -29,6 +29,8 @@ _TORCH_DTYPES = {
     "uint8": torch.uint8, "bool": torch.bool,
 }
 _SCALAR_SCHEMA = {"float": "float", "int": "int", "uint": "int", "bool": "bool"}
+_INT32_MAX = (1 << 31) - 1
+_PY_TYPES = {"float": float, "int": int, "uint": int, "bool": bool}
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class _Op:
         self.kernels = kernels          # device type -> built kernel
         const = all(isinstance(s, IntImm) for p in self.outputs for s in p.shape)
         self._const_shapes = [tuple(s.value for s in p.shape) for p in self.outputs] if const else None
+        self._fast = None   # the generated fast call (_fast_call), made once the CPU kernel exists
 
     def kernel(self, device: torch.device):
         k = self.kernels.get(device.type)
@@ -179,6 +182,14 @@ class _Op:
         return _result(outs)
 
     def run(self, *args):
+        """The op's CPU and CUDA implementation: allocate the outputs, call the kernel."""
+        fast = self._fast
+        if fast is None and "cpu" in self.kernels:
+            fast = self._fast = _fast_call(self, self.kernels["cpu"]) or False
+        if fast:
+            outs = fast(*args)
+            if outs is not None:
+                return outs
         device = _device_of(self, args)
         shapes = self.output_shapes(args)
         outs = [torch.empty(shape, dtype=p.torch_dtype, device=device) for p, shape in zip(self.outputs, shapes)]
@@ -192,6 +203,106 @@ class _Op:
         else:
             _call_cuda(kernel, self.params, full, device)
         return _result(outs)
+
+
+def _py_shape(e, names: dict) -> str | None:
+    """An IR shape expression as Python source over the dimension locals, or None."""
+    if isinstance(e, IntImm):
+        return str(e.value)
+    if isinstance(e, Var):
+        return names.get(e.name)
+    if isinstance(e, Cast):
+        return _py_shape(e.value, names)
+    if isinstance(e, Binary) and e.op in _PY_OPS:
+        a, b = _py_shape(e.a, names), _py_shape(e.b, names)
+        return None if a is None or b is None else f"({a} {_PY_OPS[e.op]} {b})"
+    return None
+
+
+_PY_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%"}
+
+
+def _fast_call(op: "_Op", kernel):
+    """A function generated for this op's signature that calls the CPU kernel's raw entry in a
+    few microseconds when every tensor is a contiguous, aligned CPU tensor of the expected dtype
+    and shape and every scalar a Python number of the parameter's kind; it returns None for
+    anything else (run then takes the checked path, whose errors name the parameter). None
+    when the op cannot have one (a parameter updated in place, a shape that is an expression,
+    no outputs, a kernel without a raw entry)."""
+    if not hasattr(kernel, "_raw") or not op.outputs or any(p.role == "mutated" for p in op.params):
+        return None
+    names = [f"a{k}" for k in range(len(op.args))]
+    env: dict = {"Tensor": torch.Tensor, "empty": torch.empty, "raw": kernel._raw, "fail": kernel._raise}
+    dims: dict[str, str] = {}
+    checks = _fast_checks(op, kernel, names, env, dims)
+    if checks is None:
+        return None
+    lines = [f"def fast({', '.join(names)}):", *checks]
+    for p, name in zip(op.args, names):
+        if p.role == "scalar":
+            dims.setdefault(p.name, name)
+    out_names = []
+    for k, p in enumerate(op.outputs):
+        shape = [t for t in (_py_shape(s, dims) for s in p.shape) if t is not None]
+        if len(shape) != len(p.shape):
+            return None
+        env[f"odt{k}"] = p.torch_dtype
+        out_names.append(f"o{k}")
+        lines.append(f"    o{k} = empty(({', '.join(shape)}{',' if len(shape) == 1 else ''}), dtype=odt{k})")
+    full, args_it, outs_it = [], iter(range(len(op.args))), iter(range(len(op.outputs)))
+    for p in op.params:
+        if p.role == "output":
+            full.append(f"o{next(outs_it)}")
+        else:
+            k = next(args_it)
+            full.append(names[k] if p.role == "scalar" else f"p{k}")
+    call = [f"o{op.outputs.index(p)}.data_ptr()" if p.role == "output" else v for p, v in zip(op.params, full)]
+    for i, axis in kernel._compiled.meta["dim_sources"]:
+        call.append(f"{full[i]}" if axis < 0 else f"{_shape_of(op, i, full)}[{axis}]")
+    lines.append(f"    rc = raw({', '.join(call)})")
+    lines.append("    if rc: fail(rc)")
+    lines.append(f"    return {out_names[0] if len(out_names) == 1 else '(' + ', '.join(out_names) + ')'}")
+    exec("\n".join(lines), env)  # noqa: S102 - generated from the signature only, no user text
+    return env["fast"]
+
+
+def _fast_checks(op: "_Op", kernel, names: list[str], env: dict, dims: dict) -> list[str] | None:
+    """The generated fast call's argument checks (binding the dimensions into `dims`)."""
+    lines = []
+    for k, (p, name) in enumerate(zip(op.args, names)):
+        if p.role == "scalar":
+            lines.append(f"    if {name}.__class__ is not {_PY_TYPES[p.dtype.rstrip('0123456789')].__name__}: return None")
+            q = kernel._params[op.params.index(p)]
+            if q.lo is not None and p.dtype != "bool":
+                lines.append(f"    if not {q.lo} <= {name} <= {q.hi}: return None")
+            continue
+        env[f"dt{k}"] = p.torch_dtype
+        lines.append(f"    if {name}.__class__ is not Tensor or {name}.dtype is not dt{k} or not {name}.is_cpu "
+                     f"or not {name}.is_contiguous() or {name}.dim() != {len(p.shape)}: return None")
+        lines.append(f"    s{k} = {name}.shape")
+        lines.append(f"    p{k} = {name}.data_ptr()")
+        if p.np_dtype.itemsize > 1:
+            lines.append(f"    if p{k} % {p.np_dtype.itemsize}: return None")
+        for axis, s in enumerate(p.shape):
+            if isinstance(s, IntImm):
+                lines.append(f"    if s{k}[{axis}] != {s.value}: return None")
+            elif isinstance(s, Var) and s.name not in dims:
+                dims[s.name] = f"d{len(dims)}"
+                lines.append(f"    {dims[s.name]} = s{k}[{axis}]")
+                lines.append(f"    if {dims[s.name]} > {_INT32_MAX}: return None")
+            elif isinstance(s, Var):
+                lines.append(f"    if s{k}[{axis}] != {dims[s.name]}: return None")
+            else:
+                return None
+    return lines
+
+
+def _shape_of(op: "_Op", index: int, full: list) -> str:
+    """The shape (source) of parameter `index` inside the generated fast call."""
+    p = op.params[index]
+    if p.role == "output":
+        return f"o{op.outputs.index(p)}.shape"
+    return f"s{op.args.index(p)}"
 
 
 def _device_of(op: _Op, args) -> torch.device:
@@ -232,9 +343,12 @@ def _call_cuda(kernel, params: list[_Param], full: list, device: torch.device) -
         kernel(*full, stream=torch.cuda.current_stream(device).cuda_stream)
 
 
+_REGISTERED: dict[str, tuple] = {}   # qualname -> (_Op, Library): a Library dropped is unregistered
+
+
 def custom_op(name: str, kernel_or_func, backward=None):
     """Register `kernel_or_func` (a built tdsl Kernel, a PrimFunc or a Schedule) as the torch
-    custom op `name` ("namespace::name") and return it (a torch.library CustomOpDef).
+    custom op `name` ("namespace::name") and return it (its torch.ops OpOverload).
 
     The op takes the function's inputs (tensors and scalars, in parameter order; buffers the
     function updates in place are declared mutated) and returns the buffers it would allocate.
@@ -247,14 +361,31 @@ def custom_op(name: str, kernel_or_func, backward=None):
         y = op(torch.arange(4.0))                                # tensor([1., 2., 3., 4.])
     """
     func, kernels = _func_and_kernels(kernel_or_func, name)
-    op_impl = _Op(name, func, kernels)
-    mutated = [p.name for p in op_impl.args if p.role == "mutated"]
-    op = torch.library.custom_op(name, op_impl.run, mutates_args=mutated, schema=schema(op_impl.params))
-    op.register_fake(op_impl.fake)
-    op.tdsl = op_impl  # type: ignore[attr-defined]  # what backward= and tests read
-    if backward is not None:
-        _register_backward(op, op_impl, backward)
+    impl = _Op(name, func, kernels)
+    bwd = _check_backward(impl, backward) if backward is not None else None
+    for qualname in (name, bwd.qualname if bwd is not None else None):
+        if qualname in _REGISTERED:
+            raise ArgumentError(f"custom op {qualname!r} is already registered in this process; choose another name")
+    op = _register(impl)
+    if bwd is not None:
+        _register_backward(_REGISTERED[name][1], impl, _register(bwd))
     return op
+
+
+def _register(impl: "_Op"):
+    ns, _, opname = impl.qualname.partition("::")
+    lib = torch.library.Library(ns, "FRAGMENT")
+    try:
+        lib.define(opname + schema(impl.params))
+    except RuntimeError as exc:
+        raise ArgumentError(f"cannot register custom op {impl.qualname!r}: {exc}") from None
+    # registered per backend, not through torch.library.custom_op: its Python autograd and
+    # dispatch layers cost ~40 us per call, ten times the kernel's call on small tensors
+    lib.impl(opname, impl.run, "CPU")
+    lib.impl(opname, impl.run, "CUDA")
+    torch.library.register_fake(impl.qualname, impl.fake, lib=lib)
+    _REGISTERED[impl.qualname] = (impl, lib)
+    return getattr(getattr(torch.ops, ns), opname).default
 
 
 def _func_and_kernels(kernel_or_func, name: str) -> tuple[PrimFunc, dict]:
@@ -268,20 +399,28 @@ def _func_and_kernels(kernel_or_func, name: str) -> tuple[PrimFunc, dict]:
     return func, {"func": func}
 
 
-def _register_backward(op, fwd: _Op, backward) -> None:
+def _check_backward(fwd: _Op, backward) -> _Op:
+    """The backward function's op, checked against the forward before anything is registered."""
     if any(p.role == "mutated" for p in fwd.params):
         raise ArgumentError(f"{fwd.qualname}: backward= needs an op without in-place updates")
     ns, _, base = fwd.qualname.partition("::")
-    bwd = custom_op(f"{ns}::{base}_backward", backward)
-    tensor_inputs = [i for i, p in enumerate(fwd.args) if p.role == "input"]
-    bwd_impl = bwd.tdsl
+    func, kernels = _func_and_kernels(backward, f"{ns}::{base}_backward")
+    bwd = _Op(f"{ns}::{base}_backward", func, kernels)
+    tensor_inputs = [p for p in fwd.args if p.role == "input"]
     want_args = len(fwd.args) + len(fwd.outputs)
-    if len(bwd_impl.args) != want_args or len(bwd_impl.outputs) != len(tensor_inputs):
+    if len(bwd.args) != want_args or len(bwd.outputs) != len(tensor_inputs) or \
+            any(p.role == "mutated" for p in bwd.params):
         raise ArgumentError(
-            f"{fwd.qualname}: the backward function {bwd_impl.func.name!r} must take the forward's "
+            f"{fwd.qualname}: the backward function {func.name!r} must take the forward's "
             f"{len(fwd.args)} input(s) then {len(fwd.outputs)} output gradient(s) ({want_args} arguments) and "
-            f"return {len(tensor_inputs)} gradient(s), one per tensor input; it takes {len(bwd_impl.args)} and "
-            f"returns {len(bwd_impl.outputs)}")
+            f"return {len(tensor_inputs)} gradient(s), one per tensor input; it takes {len(bwd.args)} and "
+            f"returns {len(bwd.outputs)}")
+    return bwd
+
+
+def _register_backward(lib, fwd: _Op, bwd) -> None:
+    """register_autograd for `fwd`, whose gradients the op `bwd` computes."""
+    tensor_inputs = [i for i, p in enumerate(fwd.args) if p.role == "input"]
 
     def setup_context(ctx, inputs, output):
         ctx.tdsl_inputs = inputs
@@ -297,7 +436,7 @@ def _register_backward(op, fwd: _Op, backward) -> None:
             out[i] = g
         return tuple(out)
 
-    op.register_autograd(grad, setup_context=setup_context)
+    torch.library.register_autograd(fwd.qualname, grad, setup_context=setup_context, lib=lib)
 
 
 def to_torch(value):

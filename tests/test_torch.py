@@ -177,10 +177,16 @@ def test_bad_uses_are_clear_errors():
     import tdsl.torch as tt
 
     op = tt.custom_op("tdsl_test::add_one_e", add_one)
-    with pytest.raises(tdsl.ArgumentError, match="parameter 'A': expected dtype torch.float32, got torch.float64"):
+    torch.testing.assert_close(op(torch.zeros(2)), torch.ones(2))   # built now: later calls take the fast path
+    with pytest.raises(tdsl.ArgumentError, match="parameter 'A': expected dtype (torch.)?float32, got (torch.)?float64"):
         op(torch.ones(3, dtype=torch.float64))
     with pytest.raises(tdsl.ArgumentError, match="expected 1 dimensions"):
         op(torch.ones(3, 2))
+    with pytest.raises(tdsl.ArgumentError, match=r"'A': expected shape \(m, 4\), got shape with A.shape\[1\] = 5"):
+        tt.custom_op("tdsl_test::scale_e", scale_rows)(torch.ones(3, 5), 1.0)
+    assert op(torch.ones(3, device="meta")).device.type == "meta"   # the fake implementation
+    with pytest.raises(tdsl.ArgumentError, match="already registered"):
+        tt.custom_op("tdsl_test::add_one_e", add_one)
     with pytest.raises(tdsl.ArgumentError, match="'k' that no input gives"):
         tt.custom_op("tdsl_test::unsized", unsized_output)
     with pytest.raises(tdsl.ArgumentError, match="namespace::name"):
