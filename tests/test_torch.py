@@ -212,3 +212,27 @@ def test_cuda_tensors_run_on_the_gpu():
     x = torch.randn(1000, device="cuda")
     torch.testing.assert_close(op(x), x + 1)
     torch.testing.assert_close(op(x.cpu()), x.cpu() + 1)   # the same op on the CPU
+
+
+@T.prim_func
+def offset(A: T.Buffer(("n", "m"), "int32"), B: T.Buffer(("m", "n"), "int32"), k: T.int8):
+    for i, j in T.grid(m, n):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vj, vi] + T.cast(k, "int32")
+
+
+@needs_torch
+def test_fast_and_checked_calls_agree():
+    import tdsl.torch as tt
+
+    op = tt.custom_op("tdsl_test::offset", tdsl.build(offset))
+    for n, m in ((3, 5), (1, 7), (0, 4)):
+        a = torch.arange(n * m, dtype=torch.int32).reshape(n, m)
+        want = a.t() + 3
+        torch.testing.assert_close(op(a, 3), want)                  # the generated fast call
+        torch.testing.assert_close(op(a.t().contiguous().t(), 3), want)   # non-contiguous: the checked path
+    with pytest.raises(tdsl.ArgumentError, match="out of the range of int8"):
+        op(torch.zeros(2, 2, dtype=torch.int32), 300)
+    with pytest.raises(RuntimeError, match="Expected a value of type 'int' for argument 'k'"):   # torch's schema check
+        op(torch.zeros(2, 2, dtype=torch.int32), 1.5)
