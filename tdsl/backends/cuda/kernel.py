@@ -305,6 +305,15 @@ class CudaKernel:
         runtime.launch(module, spec.name, grid, block, cargs, stream)
 
     @public_entry
+    def export(self, path: str, name: str | None = None, archs: list[str] | None = None) -> str:
+        """Write CUBINs for `archs` (default: this kernel's arch) and `path/NAME.h`, a host
+        launcher through the CUDA driver API (no Python, no NVRTC); returns the header's path
+        (tdsl.backends.cuda.export)."""
+        from .export import export_cuda
+
+        return export_cuda(self, path, name, archs)
+
+    @public_entry
     def time(self, *args, number: int | None = None, repeat: int = 5, stream=None, **kwargs) -> float:
         """Median seconds per call (CUDA events), after a warm-up call. Pass device arrays to time
         the kernels alone (numpy arguments include the copies)."""
