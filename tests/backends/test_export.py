@@ -242,3 +242,53 @@ def test_bad_names_and_files_are_clear_errors(tmp_path):
     if libm:
         with pytest.raises(tdsl.TargetError, match="not a library exported by tdsl"):
             tdsl.load(libm)
+
+
+@T.prim_func
+def gemm(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+    for i, j, k in T.grid(16, 16, 16):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+@needs_cc
+def test_a_kernel_calling_what_only_python_provides_is_refused(tmp_path):
+    sch = tdsl.Schedule(gemm)
+    sch.tensorize(sch.get_block("C"), "blas.sgemm")   # calls the BLAS numpy loaded
+    kernel = tdsl.build(sch)
+    with pytest.raises(tdsl.TargetError, match=r"cannot be exported: its code calls .*sgemm.*only this Python process"):
+        kernel.export(str(tmp_path / "g"))
+    assert not (tmp_path / "g" / "gemm.so").exists()
+
+
+@T.prim_func
+def gather(A: T.Buffer((8,), "float32"), idx: T.Buffer((4,), "int32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = A[idx[vi]]
+
+
+@needs_cc
+def test_bounds_checked_export_returns_the_check_the_header_names(tmp_path):
+    lib_dir = str(tmp_path / "gather")
+    tdsl.build(gather, bounds_check=True).export(lib_dir)
+    header = (tmp_path / "gather" / "gather.h").read_text()
+    assert "/* 2: index out of bounds in buffer 'A': index idx[i] on axis 0 is outside [0, 8) */" in header
+    exe = _build_c(tmp_path, lib_dir, "gather", r"""
+#include <stdio.h>
+#include "gather.h"
+int main(void) {
+    float a[8] = {0, 1, 2, 3, 4, 5, 6, 7}, b[4];
+    int ok[4] = {7, 0, 3, 3}, bad[4] = {1, 2, 8, 0};
+    int rc = gather(a, ok, b);
+    printf("%d %g %g %g %g\n", rc, b[0], b[1], b[2], b[3]);
+    printf("%d\n", gather(a, bad, b));
+    return 0;
+}
+""")
+    lines = subprocess.run(["env", "-i", exe], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert lines == ["0 7 0 3 3", "2"]   # check 2 of the header

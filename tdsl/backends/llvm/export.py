@@ -14,6 +14,7 @@ points' names and the CPU features the code uses.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import platform
@@ -359,8 +360,37 @@ def find_linker() -> tuple[str, bool]:
                       f"{tried}); install one, e.g. `apt-get install gcc` (or binutils for ld)")
 
 
+_SYSTEM_LIBRARIES = ("libc.so.6", "libm.so.6", "libpthread.so.0")
+_LIBC_NONSHARED = {"pthread_atfork", "atexit", "at_quick_exit"}   # glibc links these statically (libc_nonshared.a)
+
+
+def check_system_symbols(obj: bytes, name: str, driver: bool) -> None:
+    """Refuse code that calls anything but libc, libm and libpthread (e.g. a BLAS routine a
+    library intrinsic calls, which only the Python process provides); a compiler driver also
+    links libgcc's helpers (__truncsfhf2, ...)."""
+    libs = []
+    for lib in _SYSTEM_LIBRARIES:
+        try:
+            libs.append(ctypes.CDLL(lib))
+        except OSError:
+            continue
+    if not libs:
+        return   # not a glibc system: the linker and the loader will say
+    missing = []
+    for sym in jit.undefined_symbols(obj):
+        if sym.startswith("_GLOBAL_OFFSET_TABLE_") or sym in _LIBC_NONSHARED or (driver and sym.startswith("__")):
+            continue
+        if not any(hasattr(lib, sym) for lib in libs):
+            missing.append(sym)
+    if missing:
+        raise TargetError(f"{name!r} cannot be exported: its code calls {', '.join(sorted(missing))}, which only this "
+                          f"Python process provides (a library intrinsic such as blas.*, or an extern function), not "
+                          f"libc/libm/libpthread; schedule it without that intrinsic to export it")
+
+
 def _link(obj: bytes, so: str, exported: list[str]) -> None:
     linker, driver = find_linker()
+    check_system_symbols(obj, exported[0], driver)
     with tempfile.TemporaryDirectory(prefix="tdsl-export-") as tmp:
         o, vs = os.path.join(tmp, "kernel.o"), os.path.join(tmp, "exports.map")
         with open(o, "wb") as fh:
