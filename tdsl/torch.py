@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch  # absolute: this module is tdsl.torch, the package it wraps is the top-level torch
+
+try:
+    import torch  # absolute: this module is tdsl.torch, the package it wraps is the top-level torch
+except ImportError as _exc:
+    raise ImportError(f"tdsl.torch needs PyTorch ({_exc}): pip install 'torch==2.13.0' (the CPU build; "
+                      f"in a checkout: pip install -e '.[torch]')") from None
 
 from tdsl.errors import ArgumentError
 from tdsl.ir import Binary, Block, BufferStore, Cast, IntImm, PrimFunc, Var, as_prim_func, collect
@@ -278,14 +283,19 @@ def _fast_checks(op: "_Op", kernel, names: list[str], env: dict, dims: dict) -> 
             continue
         env[f"dt{k}"] = p.torch_dtype
         lines.append(f"    if {name}.__class__ is not Tensor or {name}.dtype is not dt{k} or not {name}.is_cpu "
-                     f"or not {name}.is_contiguous() or {name}.dim() != {len(p.shape)}: return None")
+                     f"or not {name}.is_contiguous(): return None")
         lines.append(f"    s{k} = {name}.shape")
+        if all(isinstance(s, IntImm) for s in p.shape):   # one comparison of the whole shape
+            lines.append(f"    if s{k} != {tuple(s.value for s in p.shape)!r}: return None")
+        else:
+            lines.append(f"    if len(s{k}) != {len(p.shape)}: return None")
         lines.append(f"    p{k} = {name}.data_ptr()")
         if p.np_dtype.itemsize > 1:
             lines.append(f"    if p{k} % {p.np_dtype.itemsize}: return None")
         for axis, s in enumerate(p.shape):
             if isinstance(s, IntImm):
-                lines.append(f"    if s{k}[{axis}] != {s.value}: return None")
+                if not all(isinstance(t, IntImm) for t in p.shape):
+                    lines.append(f"    if s{k}[{axis}] != {s.value}: return None")
             elif isinstance(s, Var) and s.name not in dims:
                 dims[s.name] = f"d{len(dims)}"
                 lines.append(f"    {dims[s.name]} = s{k}[{axis}]")
