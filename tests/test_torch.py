@@ -236,3 +236,19 @@ def test_fast_and_checked_calls_agree():
         op(torch.zeros(2, 2, dtype=torch.int32), 300)
     with pytest.raises(RuntimeError, match="Expected a value of type 'int' for argument 'k'"):   # torch's schema check
         op(torch.zeros(2, 2, dtype=torch.int32), 1.5)
+
+
+@needs_torch
+def test_direct_call_checks_and_odd_tensors():
+    k = tdsl.build(split_sum)
+    with pytest.raises(tdsl.ArgumentError, match="parameter 'A': expected dtype float32, got float64"):
+        k(torch.ones(3, dtype=torch.float64))
+    b, c = torch.empty(3), torch.empty(3)
+    assert k(torch.arange(3.0), b, c) is None                     # all given: written in place
+    torch.testing.assert_close(c, torch.tensor([0.0, 1.0, 4.0]))
+    a = torch.arange(6.0)[::2]                                    # a strided view: read through a copy
+    b, c = k(a)
+    torch.testing.assert_close(b, a * 2)
+    x = torch.ones(3, requires_grad=True)
+    b, c = k(x)
+    assert isinstance(b, torch.Tensor) and not b.requires_grad
