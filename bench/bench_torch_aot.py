@@ -112,9 +112,11 @@ def torch_rows(kernel) -> None:
     t_add = best_us(lambda: torch.add(a, b))
     an, bn, cn = a.numpy(), b.numpy(), c.numpy()
     t_kernel = best_us(lambda: kernel(an, bn, cn))
+    t_direct = best_us(lambda: kernel(a, b), number=5000)
     print(f"1. torch op op(a, b): {t_op:.2f} us; torch.add(out=) {t_out:.2f} us, torch.add {t_add:.2f} us "
           f"-> op / torch.add(out=) = {t_op / t_out:.1f}x (goal <= 3x), op / torch.add = {t_op / t_add:.1f}x; "
-          f"the kernel called with numpy arrays: {t_kernel:.2f} us   [torch {torch.__version__}]")
+          f"the kernel called with numpy arrays: {t_kernel:.2f} us, with torch tensors (C left out, a torch "
+          f"tensor returned): {t_direct:.2f} us   [torch {torch.__version__}]")
 
 
 def c_row(kernel, work: str) -> str | None:
