@@ -1,5 +1,6 @@
 """tdsl.torch: kernels as torch.library custom ops (eager, opcheck, torch.compile fullgraph,
 autograd with backward=), and torch tensors in -> torch tensors out for a kernel called directly."""
+import shutil
 import subprocess
 import sys
 
@@ -252,3 +253,21 @@ def test_direct_call_checks_and_odd_tensors():
     x = torch.ones(3, requires_grad=True)
     b, c = k(x)
     assert isinstance(b, torch.Tensor) and not b.requires_grad
+
+
+@needs_torch
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
+                    reason="the CUDA emulator needs a host C++ compiler")
+def test_emulated_cuda_kernel_returns_torch_for_torch_inputs():
+    pytest.importorskip("cuda.bindings")
+    s = tdsl.Schedule(add_one)
+    i, = s.get_loops(s.get_block("B"))
+    bx, tx = s.split(i, [None, 32])
+    s.bind(bx, "blockIdx.x")
+    s.bind(tx, "threadIdx.x")
+    k = tdsl.build(s, target="cuda", emulate=True)
+    a = torch.arange(40, dtype=torch.float32)
+    out = k(a)
+    assert isinstance(out, torch.Tensor)
+    torch.testing.assert_close(out, a + 1)
+    assert isinstance(k(a.numpy()), np.ndarray)

@@ -279,6 +279,7 @@ class CudaKernel:
         del workspaces
         if not outputs:
             return None
+        outputs = torch_outputs(args, kwargs, outputs)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _launch(self, module, spec, ptrs: dict, scalars: dict, values: dict, stream: int) -> None:
@@ -331,6 +332,25 @@ class CudaKernel:
             number = max(1, min(1000, int(0.05 / once)))
         samples = [timer.measure(lambda: self(*args, stream=stream, **kwargs), number) for _ in range(repeat)]
         return statistics.median(samples)
+
+
+def torch_outputs(args, kwargs, outputs: list) -> list:
+    """Torch tensors in, torch tensors out: the outputs (numpy arrays, DeviceArrays) as torch
+    tensors sharing their memory when an argument is a torch tensor (torch is never imported
+    here: only used if loaded)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not any(isinstance(v, torch.Tensor) for v in (*args, *kwargs.values())):
+        return outputs
+    out = []
+    for o in outputs:
+        if isinstance(o, np.ndarray):
+            out.append(torch.from_numpy(o.view(np.int16)).view(torch.bfloat16) if o.dtype.name == "bfloat16"
+                       else torch.from_numpy(o))
+        else:
+            out.append(torch.from_dlpack(o))
+    return out
 
 
 def _check_scalar(p: Var, value):

@@ -22,7 +22,7 @@ from ....errors import ArgumentError, TargetError
 from ....ir import Buffer
 from ....tracebacks import public_entry
 from .. import host_steps
-from ..kernel import CudaKernel, _Arg, evaluate, scalar_ctype
+from ..kernel import CudaKernel, _Arg, evaluate, scalar_ctype, torch_outputs
 from ..lower_gpu import MAX_BLOCK_DIM, MAX_GRID_DIM
 from .translate import EmuKernel
 
@@ -136,6 +136,7 @@ class EmulatedKernel(CudaKernel):
             outputs = [to_device(o) for o in outputs]   # device in, device out (as on a GPU)
         if not outputs:
             return None
+        outputs = torch_outputs(args, kwargs, outputs)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _arguments(self, spec, emu: EmuKernel, arrays: dict, scalars: dict, values: dict, rename: dict):
