@@ -3,6 +3,7 @@ system C compiler includes, links and runs with no Python in its environment."""
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -141,7 +142,7 @@ def test_load_gives_a_kernel_without_compiling(tmp_path):
             "b = np.empty(4, np.int32); k(a, b, -1); assert (b == np.diff(a) - 1).all()\n"
             "try:\n    k(a, np.empty(3, np.int32), 0)\nexcept tdsl.ArgumentError as e:\n    print(e)\n"
             "assert 'llvmlite' not in sys.modules, 'loading or calling imported LLVM'\n")
-    proc = subprocess.run([os.environ.get("PYTHON", "python3"), "-c", code], check=True, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                           text=True, cwd=os.path.dirname(os.path.dirname(tdsl.__file__)))
     assert "expected shape (n + 1,), got A.shape[0] = 5 (expected 4)" in proc.stdout   # the kernel's own checks
     k = tdsl.load(so)
