@@ -293,3 +293,21 @@ int main(void) {
 """)
     lines = subprocess.run(["env", "-i", exe], check=True, capture_output=True, text=True).stdout.splitlines()
     assert lines == ["0 7 0 3 3", "2"]   # check 2 of the header
+
+
+@needs_cc
+def test_c_entry_takes_small_scalars_and_shape_expressions(tmp_path):
+    lib_dir = str(tmp_path / "shift")
+    tdsl.build(shift).export(lib_dir)
+    exe = _build_c(tmp_path, lib_dir, "shift", r"""
+#include <stdio.h>
+#include "shift.h"
+int main(void) {
+    int32_t a[6] = {1, 4, 9, 16, 25, 36}, b[5];
+    int rc = shift(a, b, 5, (int8_t)-3);   /* A has n + 1 = 6 elements */
+    printf("%d %d %d %d %d %d\n", rc, b[0], b[1], b[2], b[3], b[4]);
+    return 0;
+}
+""")
+    out = subprocess.run(["env", "-i", exe], check=True, capture_output=True, text=True).stdout.split()
+    assert out == ["0", "0", "2", "4", "6", "8"]   # np.diff(a) - 3: the int8 -3 arrives sign-extended
