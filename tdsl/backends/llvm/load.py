@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ...dtypes import DataType
 from ...errors import TargetError
+from ...tracebacks import public_entry
 
 FORMAT = 1                      # the metadata's format: export writes it, load reads only it
 META_SYMBOL = "tdsl_export_meta"
@@ -44,6 +45,7 @@ class Loaded:
         return jit.optimized_ir(self.source, self.pipeline, f"kernel {self.meta['symbol']!r}")
 
 
+@public_entry
 def load(path):
     """A Kernel from a library `kernel.export` wrote, without compiling: call it as the built
     kernel (numpy arrays or DLPack tensors; outputs may be left out).
