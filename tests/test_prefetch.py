@@ -38,9 +38,9 @@ ADDRESS_ROW = 'T.evaluate(T.address_of(A[rows[vi], vj]))'
 
 @functools.cache
 def _features() -> frozenset:
-    from tdsl.target import host_features
+    from tdsl.target import cpu_features
 
-    return frozenset(host_features())
+    return cpu_features("cpu")   # what a build for "cpu" may use (the host's, or $TDSL_CPU_TARGET's)
 
 
 def _prefetch_call(func: tdsl.PrimFunc):

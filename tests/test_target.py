@@ -19,6 +19,13 @@ from tdsl.target import (
 )
 
 AVX2 = "llvm -mcpu=x86-64-v3"
+
+
+@pytest.fixture(autouse=True)
+def _cpu_means_the_host(monkeypatch):
+    """Here "cpu" is the host ($TDSL_CPU_TARGET, which .ci/run's second pass sets, is tested below)."""
+    monkeypatch.delenv(CPU_TARGET_ENV, raising=False)
+
 needs_avx2 = pytest.mark.skipif("avx2" not in host_features() or "fma" not in host_features(),
                                 reason="this CPU cannot run AVX2 code")
 

@@ -16,9 +16,9 @@ from tdsl.intrinsics import x86
 
 @functools.cache
 def _features() -> frozenset:
-    from tdsl.target import host_features
+    from tdsl.target import cpu_features
 
-    return frozenset(host_features())
+    return cpu_features("cpu")   # what a build for "cpu" may use (the host's, or $TDSL_CPU_TARGET's)
 
 
 def _has(*features: str) -> bool:
