@@ -256,6 +256,19 @@ def test_auto_schedule_follows_the_target():
     assert hardware("llvm -mcpu=x86-64-v4").lanes == 16   # scheduling for a CPU needs no such host
     sch = tdsl.auto_schedule(tdsl.parse(GEMM), AVX2)
     assert "x86.avx2.fp32_" in str(sch.trace) and "avx512" not in str(sch.trace)
+    wide = str(tdsl.auto_schedule(tdsl.parse(GEMM), "llvm -mcpu=x86-64-v4").trace)
+    assert "x86.avx512.fp32_" in wide and "x86.avx2" not in wide
+
+
+def test_auto_schedule_on_avx512_takes_avx2_micro_kernels_for_columns_of_whole_ymm_vectors(rng):
+    """24 columns are 3 AVX2 vectors but no whole AVX-512 ones: the AVX2 micro-kernel (which an
+    AVX-512 CPU runs) instead of no micro-kernel; built for the host where it has AVX2."""
+    func = tdsl.parse(GEMM_N.format(n=24))
+    sch = tdsl.auto_schedule(func, "llvm -mcpu=x86-64-v4")
+    assert "x86.avx2.fp32_" in str(sch.trace)
+    if {"avx2", "fma"} <= host_features():
+        a, b = rng.standard_normal((32, 32), dtype=np.float32), rng.standard_normal((32, 24), dtype=np.float32)
+        np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_the_environment_sets_what_cpu_means(monkeypatch):
@@ -274,13 +287,14 @@ def test_the_environment_sets_what_cpu_means(monkeypatch):
     assert cpu_features("cpu") == host_features()
 
 
-GEMM = '''
+GEMM_N = '''
 @T.prim_func
-def gemm(A: T.Buffer((32, 32), "float32"), B: T.Buffer((32, 32), "float32"), C: T.Buffer((32, 32), "float32")):
-    for i, j, k in T.grid(32, 32, 32):
+def gemm(A: T.Buffer((32, 32), "float32"), B: T.Buffer((32, {n}), "float32"), C: T.Buffer((32, {n}), "float32")):
+    for i, j, k in T.grid(32, {n}, 32):
         with T.block("C"):
             vi, vj, vk = T.axis.remap("SSR", [i, j, k])
             with T.init():
                 C[vi, vj] = T.float32(0)
             C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
 '''
+GEMM = GEMM_N.format(n=32)
