@@ -1,4 +1,6 @@
-"""Targets: which backend builds a function, with which options, and what the host CPU has.
+"""Targets: which backend builds a function, with which options, what the host CPU has, and
+which CPU (name and features) a "cpu" target builds for: "llvm -mcpu=x86-64-v3" is AVX2 code on
+any host that runs it; $TDSL_CPU_TARGET can make plain "cpu" mean such a CPU.
 
 A leaf module (it imports only tdsl.errors; llvmlite only when the host is first asked about),
 so that lowering, the intrinsics and the LLVM backend share one answer.
@@ -49,6 +51,7 @@ def parse_target(target) -> Target:
     raise TargetError(f"unknown target {target!r}; known targets: {', '.join(repr(t) for t in KNOWN_TARGETS)}")
 
 
+@functools.lru_cache(maxsize=256)
 def _parse_string(text: str) -> Target:
     words = text.split()
     kind = _ALIASES.get(words[0].lower()) if words else None
@@ -83,9 +86,11 @@ def check_host_target(target) -> None:
                           f"-mtriple={mtriple}; drop -mtriple to build for this machine")
     missing = sorted(cpu_features(tgt) - host_features())
     if missing:
+        covered = [name for name, feats in KNOWN_CPUS.items() if feats <= host_features()]
         raise TargetError(f"target {str(tgt)!r} may use the CPU features {', '.join(missing)}, which this CPU "
                           f"({host_cpu_name()}) lacks; tdsl runs what it builds here and does not cross-compile: "
-                          f"build for a CPU this machine covers (e.g. -mcpu=x86-64-v3, or -mattr=-{missing[0]})")
+                          f"build for this CPU (-mcpu=native) or one it covers ({', '.join(covered) or 'none known'}; "
+                          f"or -mattr=-{missing[0]})")
 
 
 def check_cpu_options(options: dict) -> dict:
@@ -294,8 +299,14 @@ def _llvm_feature_names() -> frozenset[str]:
 def cpu_feature_string(target) -> str:
     """The LLVM feature string a target machine for `target` gets: every feature LLVM knows here,
     "+f" when `cpu_features(target)` has it, "-f" otherwise (the host's own string for the host)."""
-    feats = cpu_features(target)
-    if feats == host_features() and cpu_name(target) == host_cpu_name():
+    tgt = cpu_target(target)
+    return _feature_string(tgt.get("mcpu"), tgt.get("mattr") or "")
+
+
+@functools.cache
+def _feature_string(mcpu: str | None, mattr: str) -> str:
+    feats = _features(mcpu, mattr)
+    if feats == host_features() and mcpu in (None, "native", host_cpu_name()):
         return host_feature_string()
     names = sorted(_llvm_feature_names() | feats)
     # the "+" first: a later "-f" also turns off what needs f, so LLVM never enables more than `feats`
