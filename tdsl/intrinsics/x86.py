@@ -19,8 +19,9 @@ N rows of 4 bytes, contiguous (a packed layout such as ``B[n // N, k // 4, n % N
 ``x86.avx2.dot_u8s8s32_8x2`` is the exact AVX2 int8 dot product (vpmaddwd) for CPUs without VNNI;
 `int8_dot_any()` picks VNNI where the CPU has it, else this one.
 
-`fp32_microkernel(kc)` and `int8_dot()` return the best variant's name for this CPU, or raise
-a TargetError naming what the CPU lacks; `available()` lists what the host can run.
+`fp32_microkernel(kc)` and `int8_dot()` return the best variant's name for the CPU of a target
+(`target=`, default "cpu": the host's, or what tdsl.target.cpu_target makes of it), or raise a
+TargetError naming what that CPU lacks; `available(target)` lists what it runs.
 """
 from __future__ import annotations
 
