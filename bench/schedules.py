@@ -47,15 +47,24 @@ L2_BLOCK_BYTES = 320 * 1024
 """The MC x KC block of packed A plus the MC x NC block of C: most of a 512 KiB L2."""
 
 
-def gemm_tiles(m: int, n: int, k: int) -> tuple[int, int, int, int]:
-    """(MR, NR, MC, KC) for an m x n x k GEMM on this CPU: the register tile MR x NR of C (NR a
-    multiple of the vector lanes, MR * NR / lanes = 8..12 accumulators to hide the FMA
+def _fp32_isas(target) -> list[str]:
+    """The fp32 micro-kernel ISAs the CPU of `target` runs, widest first (["avx512", "avx2"])."""
+    have = x86.available(target)
+    return [isa for isa in ("avx512", "avx2") if isa in have]
+
+
+def gemm_tiles(m: int, n: int, k: int, target="cpu") -> tuple[int, int, int, int]:
+    """(MR, NR, MC, KC) for an m x n x k GEMM on the CPU of `target`: the register tile MR x NR of
+    C (NR a multiple of the vector lanes of the widest micro-kernel whose lanes divide n: AVX2's
+    8 on an AVX-512 CPU for n = 24; MR * NR / lanes = 8..12 accumulators to hide the FMA
     latency); KC steps of k per pass, the largest divisor of k whose KC x NR sliver of packed B
     fits L1_SLIVER_BYTES; MC rows of A per parallel task, so that the MC x KC block of A and the
     MC x NC block of C fit L2_BLOCK_BYTES, in at least TASKS_PER_CORE tasks per core and an even
     number of tasks where possible. Every tile divides its extent: tensorize needs whole tiles."""
-    lanes = 16 if "avx512" in x86.available() else 8
-    nr = _divisor(n, (2 * lanes, 5 * lanes, 3 * lanes, lanes))
+    for lanes in [x86.ISAS[isa][0] for isa in _fp32_isas(target)] or [8]:
+        nr = _divisor(n, (2 * lanes, 5 * lanes, 3 * lanes, lanes))
+        if nr > 1:
+            break
     vectors = nr // lanes
     mr = _divisor(m, tuple(r for r in (12, 10, 8, 6, 5, 4, 3, 2) if 6 <= r * vectors <= 12) + (2, 1))
     kc = max(d for d in range(1, max(1, L1_SLIVER_BYTES // (nr * 4)) + 1) if k % d == 0)
@@ -88,7 +97,8 @@ def gemm_nc(n: int, nr: int) -> int:
 
 def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
                   tiles: tuple[int, int, int, int] | None = None, pack_b: bool = True,
-                  pack_a: bool = True, pack_c: bool = True, nc: int | None = None) -> tdsl.Schedule:
+                  pack_a: bool = True, pack_c: bool = True, nc: int | None = None,
+                  target="cpu") -> tdsl.Schedule:
     """fp32 GEMM, GotoBLAS style, with the x86 register-tile micro-kernel:
 
     * B is packed into NR-wide column panels, `(j // NR, k, j % NR)`, once (`cache_read` +
@@ -106,19 +116,22 @@ def gemm_schedule(m: int, n: int | None = None, k: int | None = None,
       / micro-kernel: per pass the MC x KC block of A and the MC x NC block of C stay in L2,
       each KC x NR sliver of B in L1 while the MC / MR tiles use it;
     * the MR x NR x KC micro-kernel is `tensorize`d with `x86.<isa>.fp32_MRxNRxKC`, whose
-      accumulators live in vector registers (FMA on broadcast A and a row of B).
+      accumulators live in vector registers (FMA on broadcast A and a row of B); isa is the
+      widest the CPU of `target` runs whose lanes divide NR (AVX-512, else AVX2).
 
     `pack_a`, `pack_c` and `pack_b` switch the copies off (operands then read in place).
     """
     n = m if n is None else n
     k = m if k is None else k
-    mr, nr, mc, kc = tiles or gemm_tiles(m, n, k)
+    mr, nr, mc, kc = tiles or gemm_tiles(m, n, k, target)
     nc = nc or gemm_nc(n, nr)
-    isa = "avx512" if "avx512" in x86.available() else "avx2"
-    lanes = x86.ISAS[isa][0]
-    if nr % lanes:
+    isas = _fp32_isas(target) or ["avx2"]
+    fitting = [isa for isa in isas if nr % x86.ISAS[isa][0] == 0]
+    if not fitting:
+        isa, lanes = isas[-1], x86.ISAS[isas[-1]][0]
         raise ValueError(f"gemm_schedule: n = {n} must be a multiple of the {lanes} fp32 lanes of {isa} "
                          "(the micro-kernel works on whole vectors of C)")
+    isa = fitting[0]
     sch = tdsl.Schedule(gemm_func(m, n, k))
     c = sch.get_block("C")
     if pack_b:

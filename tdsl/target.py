@@ -1,4 +1,6 @@
-"""Targets: which backend builds a function, with which options, and what the host CPU has.
+"""Targets: which backend builds a function, with which options, what the host CPU has, and
+which CPU (name and features) a "cpu" target builds for: "llvm -mcpu=x86-64-v3" is AVX2 code on
+any host that runs it; $TDSL_CPU_TARGET can make plain "cpu" mean such a CPU.
 
 A leaf module (it imports only tdsl.errors; llvmlite only when the host is first asked about),
 so that lowering, the intrinsics and the LLVM backend share one answer.
@@ -6,6 +8,7 @@ so that lowering, the intrinsics and the LLVM backend share one answer.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 
 from .errors import TargetError
@@ -48,6 +51,7 @@ def parse_target(target) -> Target:
     raise TargetError(f"unknown target {target!r}; known targets: {', '.join(repr(t) for t in KNOWN_TARGETS)}")
 
 
+@functools.lru_cache(maxsize=256)
 def _parse_string(text: str) -> Target:
     words = text.split()
     kind = _ALIASES.get(words[0].lower()) if words else None
@@ -69,28 +73,24 @@ def _parse_string(text: str) -> Target:
     return Target(kind, tuple(attrs.items()))
 
 
-def check_host_target(target: Target) -> None:
-    """A CPU target's -mcpu/-mtriple/-mattr must describe this machine: tdsl compiles for the host
-    (every feature it has) and does not cross-compile; a TargetError says what differs."""
-    if target.kind != "cpu":
+def check_host_target(target) -> None:
+    """Code built for a CPU target must run on this machine (tdsl does not cross-compile): its
+    -mtriple must be the host's and every CPU feature it may use (`cpu_features`) the host's
+    too. AVX2 code on an AVX-512 host is fine; a TargetError names the features this CPU lacks."""
+    tgt = cpu_target(target)
+    if tgt.kind != "cpu":
         return
-    mcpu = target.get("mcpu")
-    if mcpu is not None and mcpu not in ("native", host_cpu_name()):
-        raise TargetError(f"target {str(target)!r}: tdsl compiles for the host CPU ({host_cpu_name()}), not "
-                          f"for -mcpu={mcpu}; drop -mcpu (or write -mcpu=native) to build for this machine")
-    mtriple = target.get("mtriple")
+    mtriple = tgt.get("mtriple")
     if mtriple is not None and mtriple != host_triple():
-        raise TargetError(f"target {str(target)!r}: tdsl compiles for the host ({host_triple()}), not for "
+        raise TargetError(f"target {str(tgt)!r}: tdsl compiles for the host ({host_triple()}), not for "
                           f"-mtriple={mtriple}; drop -mtriple to build for this machine")
-    mattr = target.get("mattr")
-    if mattr is not None:
-        have = host_features()
-        for item in mattr.split(","):
-            name, wanted = item.lstrip("+-"), not item.startswith("-")
-            if (name in have) != wanted:
-                raise TargetError(f"target {str(target)!r}: -mattr={mattr} asks for {item!r}, but tdsl uses exactly "
-                                  f"the host CPU's features ({name} is {'on' if name in have else 'off'} here); "
-                                  "drop -mattr")
+    missing = sorted(cpu_features(tgt) - host_features())
+    if missing:
+        covered = [name for name, feats in KNOWN_CPUS.items() if feats <= host_features()]
+        raise TargetError(f"target {str(tgt)!r} may use the CPU features {', '.join(missing)}, which this CPU "
+                          f"({host_cpu_name()}) lacks; tdsl runs what it builds here and does not cross-compile: "
+                          f"build for this CPU (-mcpu=native) or one it covers ({', '.join(covered) or 'none known'}; "
+                          f"or -mattr=-{missing[0]})")
 
 
 def check_cpu_options(options: dict) -> dict:
@@ -141,20 +141,173 @@ def host_feature_string() -> str:
 
 # the CPU a target builds for -------------------------------------------------------------------
 
+CPU_TARGET_ENV = "TDSL_CPU_TARGET"
+"""An environment variable: a CPU target string (e.g. "llvm -mcpu=x86-64-v3") that a "cpu" target
+without -mcpu means (its -mattr applies on top). Unset or empty: the host CPU. .ci/run sets it to
+check the AVX2 code paths on an AVX-512 host."""
+
+X86_64_BASELINE = frozenset(("64bit", "cmov", "cx8", "fxsr", "mmx", "sse", "sse2"))
+"""What every x86-64 CPU has and the calling convention needs: -mattr cannot take it away."""
+_V2 = tuple(sorted(X86_64_BASELINE)) + ("cx16", "popcnt", "sahf", "sse3", "ssse3",
+       "sse4.1", "sse4.2", "crc32")
+_V3 = _V2 + ("avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
+_V4 = _V3 + ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+_HASWELL = _V3 + ("aes", "pclmul", "rdrnd", "fsgsbase", "xsaveopt")
+_SKX = _V4 + _HASWELL[len(_V3):] + ("adx", "rdseed", "clflushopt", "clwb", "xsavec", "xsaves", "prfchw")
+_ICX = _SKX + ("avx512vnni", "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq",
+               "gfni", "vaes", "vpclmulqdq", "sha", "rdpid")
+_SPR = _ICX + ("avx512bf16", "avx512fp16", "avxvnni", "amx-tile", "amx-int8", "amx-bf16", "serialize")
+_ZEN3 = _HASWELL + ("adx", "rdseed", "clflushopt", "clwb", "xsavec", "xsaves", "prfchw", "sha", "vaes",
+                    "vpclmulqdq", "rdpid")
+_ZEN4 = _ZEN3 + ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512vnni", "avx512ifma",
+                 "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq", "avx512bf16", "gfni")
+_ZEN5 = _ZEN4 + ("avxvnni", "avx512vp2intersect", "movdiri", "movdir64b")
+
+KNOWN_CPUS: dict[str, frozenset[str]] = {name: frozenset(feats) for name, feats in {
+    "x86-64-v2": _V2, "x86-64-v3": _V3, "x86-64-v4": _V4, "haswell": _HASWELL, "skylake-avx512": _SKX,
+    "icelake-server": _ICX, "sapphirerapids": _SPR, "znver3": _ZEN3, "znver4": _ZEN4, "znver5": _ZEN5,
+}.items()}
+"""The CPUs `-mcpu=` may name (besides "native" and the host's own name) and the features
+(LLVM's names) tdsl lets code built for them use: the instruction sets that matter for
+computing, common to Intel and AMD (AMD-only ones such as sse4a are left out, so that code
+built for -mcpu=znver3 also runs on an Intel host with AVX2)."""
+
+# feature -> the features it needs (LLVM's implications); every other "avx512*" / "avx10.*" needs avx512f
+_REQUIRES: dict[str, tuple[str, ...]] = {
+    "sse2": ("sse",), "sse3": ("sse2",), "ssse3": ("sse3",), "sse4.1": ("ssse3",), "sse4.2": ("sse4.1",),
+    "avx": ("sse4.2",), "avx2": ("avx",), "fma": ("avx",), "f16c": ("avx",), "avx512f": ("avx2", "fma", "f16c"),
+    "avxvnni": ("avx2",), "avxifma": ("avx2",), "avxvnniint8": ("avx2",), "avxvnniint16": ("avx2",),
+    "avxneconvert": ("avx2",), "vaes": ("aes", "avx"), "vpclmulqdq": ("pclmul", "avx"), "gfni": ("sse2",),
+    "avx512bw": ("avx512f",), "avx512bf16": ("avx512bw",), "avx512vbmi": ("avx512bw",),
+    "avx512vbmi2": ("avx512bw",), "avx512bitalg": ("avx512bw",),
+    "avx512fp16": ("avx512bw", "avx512dq", "avx512vl"), "avx10.1": ("avx512fp16", "avx512bf16"),
+    "avx10.2": ("avx10.1",), "amx-int8": ("amx-tile",), "amx-bf16": ("amx-tile",), "amx-fp16": ("amx-tile",),
+    "amx-complex": ("amx-tile",), "amx-avx512": ("amx-tile", "avx10.2"),
+}
+
+
+def _needs(feature: str) -> tuple[str, ...]:
+    if feature in _REQUIRES:
+        return _REQUIRES[feature]
+    return ("avx512f",) if feature.startswith("avx512") and feature != "avx512f" else ()
+
+
+def _with(features: set[str], name: str) -> None:
+    """Add `name` and everything it needs."""
+    stack = [name]
+    while stack:
+        f = stack.pop()
+        if f not in features:
+            features.add(f)
+            stack.extend(_needs(f))
+
+
+def _without(features: set[str], name: str) -> None:
+    """Remove `name` and every feature that needs it (directly or not): -avx2 drops avx512* and avxvnni."""
+    gone = {name}
+    changed = True
+    while changed:
+        changed = False
+        for f in list(features):
+            if f not in gone and any(n in gone for n in _needs(f)):
+                gone.add(f)
+                changed = True
+    features.difference_update(gone)
+
+
+def cpu_target(target) -> Target:
+    """The Target a build for `target` compiles for: a "cpu" target without -mcpu means the one in
+    $TDSL_CPU_TARGET when that is set (the target's own -mattr then applies on top of it's);
+    anything else is `target` parsed."""
+    tgt = parse_target(target)
+    if tgt.kind != "cpu" or tgt.get("mcpu") is not None:
+        return tgt
+    default = _env_target(os.environ.get(CPU_TARGET_ENV, "").strip())
+    if default is None:
+        return tgt
+    attrs = dict(default.attrs)
+    for key, value in tgt.attrs:
+        attrs[key] = f"{attrs['mattr']},{value}" if key == "mattr" and "mattr" in attrs else value
+    return Target("cpu", tuple(attrs.items()))
+
+
+@functools.cache
+def _env_target(text: str) -> Target | None:
+    if not text:
+        return None
+    try:
+        tgt = _parse_string(text)
+    except TargetError as exc:
+        raise TargetError(f"${CPU_TARGET_ENV}={text!r} is not a CPU target: {exc}") from None
+    if tgt.kind != "cpu":
+        raise TargetError(f"${CPU_TARGET_ENV}={text!r} is not a CPU target; write e.g. 'llvm -mcpu=x86-64-v3'")
+    return tgt
+
+
 def cpu_name(target) -> str:
     """The CPU a "cpu" target builds for, as LLVM names it: its -mcpu, else the host's."""
-    mcpu = parse_target(target).get("mcpu")
+    mcpu = cpu_target(target).get("mcpu")
     return host_cpu_name() if mcpu in (None, "native") else mcpu
 
 
 def cpu_features(target) -> frozenset[str]:
     """The CPU features (LLVM's names: "avx2", "avx512f", "avx512vnni", "avxvnni", "avx512bf16",
-    "f16c", ...) that code built for a "cpu" target may use: the host's, changed by the target's
-    -mattr=+f,-f. Codegen, the intrinsics' choice and auto_schedule's rules all ask this."""
-    tgt = parse_target(target)
-    have = set(host_features())
-    for item in (tgt.get("mattr") or "").split(","):
-        if item:
-            name = item.lstrip("+-")
-            (have.discard if item.startswith("-") else have.add)(name)
+    "f16c", ...) that code built for a "cpu" target may use: those of its -mcpu (KNOWN_CPUS; the
+    host's without -mcpu or with -mcpu=native), changed by its -mattr=+f,-f with what they imply
+    (+avx512vnni adds avx512f, avx2, ...; -avx512f drops every avx512* feature, -avx2 also
+    avxvnni). Codegen, the intrinsics' choice and auto_schedule's rules all ask this."""
+    tgt = cpu_target(target)
+    return _features(tgt.get("mcpu"), tgt.get("mattr") or "")
+
+
+@functools.cache
+def _features(mcpu: str | None, mattr: str) -> frozenset[str]:
+    if mcpu in (None, "native", host_cpu_name()):
+        have = set(host_features())
+    elif mcpu in KNOWN_CPUS:
+        have = set(KNOWN_CPUS[mcpu])
+    else:
+        raise TargetError(f"unknown CPU -mcpu={mcpu}; tdsl knows {', '.join(KNOWN_CPUS)}, 'native' and this "
+                          f"host's own name ({host_cpu_name()})")
+    for item in mattr.split(","):
+        name = item.strip().lstrip("+-")
+        if not name:
+            continue
+        if not item.strip().startswith(("+", "-")):
+            raise TargetError(f"-mattr={mattr}: write each feature as +name or -name (e.g. -mattr=-avx512f), "
+                              f"not {item!r}")
+        if name not in _llvm_feature_names() and name not in _REQUIRES:
+            raise TargetError(f"-mattr={mattr}: unknown CPU feature {name!r} (LLVM's names: avx2, avx512f, "
+                              "avx512vnni, avxvnni, avx512bf16, avx512fp16, f16c, fma, ...)")
+        if item.strip().startswith("-"):
+            gone = set(have)
+            _without(have, name)
+            if X86_64_BASELINE & (gone - have):
+                raise TargetError(f"-mattr={mattr}: {item.strip()} would take away "
+                                  f"{', '.join(sorted(X86_64_BASELINE & (gone - have)))}, which every x86-64 "
+                                  "CPU has and its calling convention needs")
+        else:
+            _with(have, name)
     return frozenset(have)
+
+
+def _llvm_feature_names() -> frozenset[str]:
+    """Every feature name LLVM's host detection reports (on or off) for this architecture."""
+    return frozenset(_host_cpu()[1])
+
+
+def cpu_feature_string(target) -> str:
+    """The LLVM feature string a target machine for `target` gets: every feature LLVM knows here,
+    "+f" when `cpu_features(target)` has it, "-f" otherwise (the host's own string for the host)."""
+    tgt = cpu_target(target)
+    return _feature_string(tgt.get("mcpu"), tgt.get("mattr") or "")
+
+
+@functools.cache
+def _feature_string(mcpu: str | None, mattr: str) -> str:
+    feats = _features(mcpu, mattr)
+    if feats == host_features() and mcpu in (None, "native", host_cpu_name()):
+        return host_feature_string()
+    names = sorted(_llvm_feature_names() | feats)
+    # the "+" first: a later "-f" also turns off what needs f, so LLVM never enables more than `feats`
+    return ",".join([f"+{n}" for n in names if n in feats] + [f"-{n}" for n in names if n not in feats])

@@ -15,6 +15,7 @@ import numpy_ref
 import schedules
 
 RNG = np.random.default_rng(7)
+AVX2, AVX512 = "llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"   # scheduling for a CPU needs no such host
 
 
 def _roundtrip(sch: tdsl.Schedule) -> None:
@@ -71,10 +72,11 @@ def test_gemm_tile_of_1000():
     """The 2 x 40 tile (5 vectors) that 1000 gets, at a small size with the same tile."""
     a = RNG.standard_normal((20, 50), dtype=np.float32)
     b = RNG.standard_normal((50, 80), dtype=np.float32)
-    mr, nr, _, kc = schedules.gemm_tiles(1000, 1000, 1000)
+    mr, nr, _, kc = schedules.gemm_tiles(1000, 1000, 1000, target=AVX2)
     assert kc * nr * 4 <= schedules.L1_SLIVER_BYTES  # the B sliver stays in L1 (KC 100, not 250)
-    if "avx512" not in schedules.x86.available():
-        assert (mr, nr) == (2, 40)
+    assert (mr, nr) == (2, 40)
+    # 1000 is not a multiple of 16: an AVX-512 CPU gets the same tile (AVX2's micro-kernel)
+    assert schedules.gemm_tiles(1000, 1000, 1000, target=AVX512)[:2] == (2, 40)
     sch = schedules.gemm_schedule(20, 80, 50, tiles=(2, 40, 10, 25))
     np.testing.assert_allclose(tdsl.build(sch)(a, b), a @ b, rtol=1e-4, atol=1e-4)
 
@@ -183,16 +185,27 @@ def test_int8_gemm(n):
     np.testing.assert_array_equal(tdsl.build(sch)(a, b), a.astype(np.int32) @ b.astype(np.int32))
 
 
-def test_gemm_schedule_of_2048_packs_through_the_schedule():
+@pytest.mark.parametrize("target,nr,isa", [(AVX2, 16, "avx2"), (AVX512, 32, "avx512")])
+def test_gemm_schedule_of_2048_packs_through_the_schedule(target, nr, isa):
     """2048^3 packs A, B and C with cache_read / cache_write + transform_layout like every size
     (transform_layout proves the digit maps one-to-one for buffers of any size), and each
-    packed buffer gets the map the micro-kernel expects."""
-    sch = schedules.gemm_schedule(2048)
+    packed buffer gets the map the micro-kernel expects (NR = 2 vectors of the target's lanes).
+    Scheduling only: no build, so both targets are checked on any host."""
+    sch = schedules.gemm_schedule(2048, target=target)
     trace = str(sch.trace)
     assert 'cache_read(b0, buffer="A"' in trace and 'cache_read(b0, buffer="B"' in trace
     assert 'cache_write(b0, buffer="C"' in trace and trace.count("transform_layout") == 3
+    assert f"x86.{isa}.fp32_4x{nr}x" in trace
     shapes = {b.name: [x.value for x in b.shape] for b in _allocated_buffers(sch.func)}
-    assert shapes == {"B_global": [128, 2048, 16], "A_global": [512, 2048, 4], "C_global": [128, 512, 4, 16]}
+    assert shapes == {"B_global": [2048 // nr, 2048, nr], "A_global": [512, 2048, 4],
+                      "C_global": [2048 // nr, 512, 4, nr]}
+
+
+def test_gemm_uses_the_avx2_micro_kernel_where_n_is_not_whole_avx512_vectors():
+    """n = 24 is 3 AVX2 vectors but not whole AVX-512 ones: an AVX-512 target tensorizes with
+    the AVX2 micro-kernel (which that CPU runs too) instead of refusing."""
+    sch = schedules.gemm_schedule(20, 24, 16, target=AVX512)
+    assert "x86.avx2.fp32_" in str(sch.trace)
 
 
 def _allocated_buffers(func: tdsl.PrimFunc) -> list:

@@ -1,7 +1,8 @@
 """What the rules know about the machine: vector width, caches and cores (CPU), thread limits (CUDA).
 
-The figures come from the host (CPU features through llvmlite, cache sizes from
-/sys/devices/system/cpu, the cores this process may run on) for target "cpu", and from the
+The figures come from the CPU a "cpu" target builds for (its features: tdsl.target.cpu_features,
+the host's or those of "llvm -mcpu=x86-64-v3" ...) and the host (cache sizes from
+/sys/devices/system/cpu, the cores this process may run on), and from the
 limits every CUDA GPU since sm_70 shares for target "cuda" (no GPU is needed to schedule for one).
 """
 from __future__ import annotations
@@ -18,7 +19,8 @@ class Hardware:
     kind: "cpu" or "cuda"; isa: "avx512" / "avx2" / "" (no fp32 micro-kernel); lanes: fp32 lanes
     of a vector register; cores: cores this process may use; l1 / l2: data cache bytes per core;
     max_threads: threads per CUDA block; max_shared: shared memory bytes per CUDA block;
-    warp: threads per warp."""
+    warp: threads per warp; features: the CPU features code may use (LLVM's names); target: the
+    CPU target string ("cpu", "cpu -mcpu=x86-64-v3")."""
 
     kind: str
     isa: str = ""
@@ -29,6 +31,8 @@ class Hardware:
     max_threads: int = 1024
     max_shared: int = 48 * 1024
     warp: int = 32
+    features: frozenset[str] = frozenset()
+    target: str = "cpu"
 
     @property
     def is_gpu(self) -> bool:
@@ -63,24 +67,31 @@ def _cores() -> int:
 
 
 @cache
-def _host_cpu() -> Hardware:
+def _cpu(target: str) -> Hardware:
+    """The Hardware of the (resolved) CPU target `target`."""
+    from ..errors import TargetError
+    from ..target import cpu_features
+
     try:
         from ..intrinsics import x86
 
-        isas = x86.available()
+        isas = x86.available(target)
+        features = cpu_features(target)
+    except TargetError:
+        raise
     except Exception:  # noqa: BLE001 - no llvmlite / not x86: plain vector loops, 4 lanes
-        isas = []
+        isas, features = [], frozenset()
     isa = "avx512" if "avx512" in isas else "avx2" if "avx2" in isas else ""
     lanes = 16 if isa == "avx512" else 8 if isa == "avx2" else 4
     return Hardware("cpu", isa=isa, lanes=lanes, cores=_cores(), l1=_cache_bytes(1, 32 * 1024),
-                    l2=_cache_bytes(2, 512 * 1024))
+                    l2=_cache_bytes(2, 512 * 1024), features=features, target=target)
 
 
 def hardware(target) -> Hardware:
     """The Hardware of a target ("cpu", "cuda", a Target, or a Hardware, returned as is)."""
     if isinstance(target, Hardware):
         return target
-    from ..target import parse_target
+    from ..target import cpu_target
 
-    kind = parse_target(target).kind
-    return _host_cpu() if kind == "cpu" else Hardware("cuda", lanes=1, cores=1)
+    tgt = cpu_target(target)
+    return _cpu(str(tgt)) if tgt.kind == "cpu" else Hardware("cuda", lanes=1, cores=1)

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from ..errors import TargetError
 from ..ir import as_prim_func
-from ..target import KNOWN_TARGETS, Target, check_host_target, parse_target
+from ..target import KNOWN_TARGETS, Target, check_host_target, cpu_target, parse_target
 from ..tracebacks import public_entry
 
 
-def _lower(func, target: str, bounds_check: bool = False):
+def _lower(func, target, bounds_check: bool = False):
     from ..lower import lower
 
-    if target != "cpu":
+    if parse_target(target).kind != "cpu":
         return lower(func, target=target)
     from ..lower._util import set_attr
     from ..lower.index_checks import BOUNDS_CHECK_ATTR
@@ -34,8 +34,10 @@ def build(func_or_schedule, target="cpu", **options):
     """Compile a PrimFunc (or a Schedule's current function) into a callable Kernel.
 
     target: "cpu" (LLVM for the host CPU, every feature it has), "cuda" (NVRTC; needs
-    ``pip install "tdsl[cuda]"``), or a TVM target string ("llvm", "llvm -mcpu=znver3",
-    "cuda -arch=sm_90"; see `tdsl.target`). An unknown target or option is a tdsl.TargetError.
+    ``pip install "tdsl[cuda]"``), or a TVM target string ("llvm", "cuda -arch=sm_90";
+    "llvm -mcpu=x86-64-v3" or "cpu -mattr=-avx512f" build for that CPU: its vector width,
+    micro-kernels and instructions; see `tdsl.target`). The kernel runs here, so a CPU target
+    needing features this CPU lacks is refused. An unknown target or option is a tdsl.TargetError.
 
     Options for "cpu":
       bounds_check=False   True adds run-time bounds checks: a bad index raises
@@ -62,8 +64,9 @@ def build(func_or_schedule, target="cpu", **options):
     tgt = parse_target(target)
     if tgt.kind == "cuda":
         return _build_cuda(func_or_schedule, func, _cuda_options(tgt, options))
+    tgt = cpu_target(tgt)
     check_host_target(tgt)
-    return _build_cpu(func, options)
+    return _build_cpu(func, options, tgt)
 
 
 def _cuda_options(tgt: Target, options: dict) -> dict:
@@ -77,7 +80,7 @@ def _cuda_options(tgt: Target, options: dict) -> dict:
     return {**options, "arch": arch}
 
 
-def _build_cpu(func, options: dict):
+def _build_cpu(func, options: dict, target: Target = Target("cpu")):
     from ..deep import DEEP_LIMIT, run_deep
     from ..target import check_cpu_options
     from .llvm.compile import compile_func
@@ -86,9 +89,9 @@ def _build_cpu(func, options: dict):
     opts = check_cpu_options(options)
 
     def build_it():
-        compiled = compile_func(func, lambda f: _lower(f, "cpu", opts["bounds_check"]),
-                                bounds_check=opts["bounds_check"])
-        return Kernel(func, compiled, opts), compiled
+        compiled = compile_func(func, lambda f: _lower(f, target, opts["bounds_check"]),
+                                bounds_check=opts["bounds_check"], target=target)
+        return Kernel(func, compiled, opts, target), compiled
 
     try:
         kernel, compiled = run_deep(build_it)

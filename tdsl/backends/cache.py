@@ -46,14 +46,16 @@ def cache_dir() -> str | None:
     return os.path.join(os.path.expanduser("~"), ".cache", "tdsl")
 
 
-def disk_key(kind: str, program_hash: str, options: str = "") -> str:
-    """The cache key of a compiled artifact for this machine, toolchain and tdsl version."""
+def disk_key(kind: str, program_hash: str, options: str = "", machine=None) -> str:
+    """The cache key of a compiled artifact for this machine (or the CPU `machine`, a
+    jit.Machine, it is compiled for), toolchain and tdsl version."""
     from ..version import __version__
     from .llvm import jit
 
     host = jit.host_info()
+    cpu, features = (host.cpu, host.features) if machine is None else (machine.cpu, machine.features)
     parts = [kind, __version__, ABI_VERSION, _code_version(), host.llvmlite_version, host.llvm_version,
-             host.triple, host.cpu, host.features, program_hash, options]
+             host.triple, cpu, features, program_hash, options]
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 

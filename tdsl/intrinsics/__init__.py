@@ -6,7 +6,7 @@
   primitive and by the lowering pass `tdsl.lower.tensorize`.
 * `tdsl.intrinsics.x86`: fp32 register-tile micro-kernels (AVX-512, AVX2) and the int8
   u8 x s8 -> s32 dot product (AVX512-VNNI, AVX-VNNI); `x86.fp32_microkernel(kc)` and
-  `x86.int8_dot()` pick the variant this CPU runs.
+  `x86.int8_dot()` pick the variant the CPU of a target runs (`target="llvm -mcpu=x86-64-v3"`: AVX2).
 * `tdsl.intrinsics.cuda`: WMMA m16n16k16 fp16 -> fp32 (fill, load_a, load_b, mma, store).
 * `tdsl.intrinsics.blas`: library GEMM (`blas.sgemm`, `blas.dgemm`) through the BLAS numpy loads;
   `tdsl.schedule.library` makes the generic names concrete per block, and

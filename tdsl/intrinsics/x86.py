@@ -19,8 +19,9 @@ N rows of 4 bytes, contiguous (a packed layout such as ``B[n // N, k // 4, n % N
 ``x86.avx2.dot_u8s8s32_8x2`` is the exact AVX2 int8 dot product (vpmaddwd) for CPUs without VNNI;
 `int8_dot_any()` picks VNNI where the CPU has it, else this one.
 
-`fp32_microkernel(kc)` and `int8_dot()` return the best variant's name for this CPU, or raise
-a TargetError naming what the CPU lacks; `available()` lists what the host can run.
+`fp32_microkernel(kc)` and `int8_dot()` return the best variant's name for the CPU of a target
+(`target=`, default "cpu": the host's, or what tdsl.target.cpu_target makes of it), or raise a
+TargetError naming what that CPU lacks; `available(target)` lists what it runs.
 """
 from __future__ import annotations
 
@@ -169,26 +170,27 @@ def register_dot(isa: str) -> str:
     return name
 
 
-# choosing by the host's features -----------------------------------------------------------
+# choosing by the target's CPU features --------------------------------------------------------
 
-def _host() -> tuple[str, frozenset[str]]:
-    from ..target import host_cpu_name, host_features
+def _cpu(target) -> tuple[str, frozenset[str]]:
+    from ..target import cpu_features, cpu_name
 
-    return host_cpu_name(), host_features()
+    return cpu_name(target), cpu_features(target)
 
 
-def available() -> list[str]:
-    """The ISAs of this module that the host CPU can run (e.g. ["avx2", "avxvnni"])."""
-    _, feats = _host()
+def available(target="cpu") -> list[str]:
+    """The ISAs of this module that the CPU of `target` runs (default: the host's; e.g. ["avx2",
+    "avxvnni"]; "llvm -mcpu=x86-64-v3" gives ["avx2"] on any host)."""
+    _, feats = _cpu(target)
     out = [isa for isa, (_, need) in ISAS.items() if all(f in feats for f in need)]
     out += [isa for isa, (_, _, need) in VNNI.items() if all(f in feats for f in need)]
     return out
 
 
-def fp32_microkernel(kc: int = 64, isa: str | None = None) -> str:
-    """The name of the fp32 micro-kernel for this CPU (AVX-512 8x32 if it has AVX-512F, else
-    AVX2 4x16), registered with `kc` steps of k; TargetError when the CPU has neither."""
-    cpu, feats = _host()
+def fp32_microkernel(kc: int = 64, isa: str | None = None, target="cpu") -> str:
+    """The name of the fp32 micro-kernel for the CPU of `target` (AVX-512 8x32 if it has
+    AVX-512F, else AVX2 4x16), registered with `kc` steps of k; TargetError when it has neither."""
+    cpu, feats = _cpu(target)
     for candidate in ([isa] if isa else ["avx512", "avx2"]):
         need = ISAS[candidate][1]
         if all(f in feats for f in need):
@@ -198,10 +200,10 @@ def fp32_microkernel(kc: int = 64, isa: str | None = None) -> str:
                       if isa is None else f"this CPU ({cpu}) lacks {', '.join(ISAS[isa][1])} for the {isa} micro-kernel")
 
 
-def int8_dot(isa: str | None = None) -> str:
-    """The name of the int8 VNNI dot product for this CPU (AVX512-VNNI, else AVX-VNNI); a
-    TargetError when the CPU has neither."""
-    cpu, feats = _host()
+def int8_dot(isa: str | None = None, target="cpu") -> str:
+    """The name of the int8 VNNI dot product for the CPU of `target` (AVX512-VNNI, else
+    AVX-VNNI); a TargetError when it has neither."""
+    cpu, feats = _cpu(target)
     for candidate in ([isa] if isa else ["avx512vnni", "avxvnni"]):
         if all(f in feats for f in VNNI[candidate][2]):
             return register_dot(candidate)
@@ -238,14 +240,14 @@ def dot_impl(A: T.Buffer((2,), "uint8"), B: T.Buffer((8, 2), "int8", strides=(2,
 '''
 
 
-def int8_dot_any() -> str:
-    """The best exact int8 dot product this CPU runs: VNNI (`int8_dot`) where it has it, else the
-    AVX2 vpmaddwd one (`AVX2_DOT`); a TargetError without AVX2."""
+def int8_dot_any(target="cpu") -> str:
+    """The best exact int8 dot product the CPU of `target` runs: VNNI (`int8_dot`) where it has
+    it, else the AVX2 vpmaddwd one (`AVX2_DOT`); a TargetError without AVX2."""
     try:
-        return int8_dot()
+        return int8_dot(target=target)
     except TargetError:
         pass
-    cpu, feats = _host()
+    cpu, feats = _cpu(target)
     if "avx2" not in feats:
         raise TargetError(f"this CPU ({cpu}) has neither VNNI nor AVX2 for an int8 dot product")
     return AVX2_DOT

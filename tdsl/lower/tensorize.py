@@ -11,7 +11,8 @@ of a lowering pipeline (before `convert_blocks`), decides per block:
   is);
 * a "cuda" intrinsic built for "cpu" -> the description stays (so a GPU-scheduled function
   builds and runs on the CPU with the same results);
-* a "cpu" intrinsic whose CPU features the host lacks, or a "cpu" intrinsic built for "cuda"
+* a "cpu" intrinsic needing CPU features the target lacks (`tdsl.target.cpu_features`: the
+  host's, or those of "llvm -mcpu=x86-64-v3" ...), or a "cpu" intrinsic built for "cuda"
   -> TargetError naming the block, the intrinsic and what is missing.
 
 The "cpu" and "cuda" pipelines of tdsl.lower run it first ("apply_tensor_intrinsics"); it costs
@@ -28,16 +29,16 @@ from ..intrinsics.registry import TensorIntrin
 from ..ir import Block, BlockRealize, Buffer, PrimFunc, Stmt, collect, replace_buffers
 from ..ir.attrs import CUDA_PRELUDE, TENSOR_INTRIN
 from ..ir.tree import find_path, replace_at, walk
-from ..target import host_features, parse_target
+from ..target import cpu_features, cpu_name, parse_target
 
 PASS_NAME = "apply_tensor_intrinsics"
 
 
-def missing_features(intrin: TensorIntrin) -> list[str]:
-    """The CPU features `intrin` needs that the host lacks."""
+def missing_features(intrin: TensorIntrin, target="cpu") -> list[str]:
+    """The CPU features `intrin` needs that the CPU of `target` (default: the host's) lacks."""
     if not intrin.features:
         return []
-    have = host_features()
+    have = cpu_features(target)
     return [f for f in intrin.features if f not in have]
 
 
@@ -50,7 +51,8 @@ def intrin_of(block: Block) -> str | None:
 
 def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     """Swap in the implementation of every tensorized block the target can run (module docs)."""
-    kind = parse_target(target).kind
+    tgt = parse_target(target)
+    kind = tgt.kind
     preludes: list[str] = []
     # found by identity, not by name (a name may repeat); a swap rebuilds only the ancestors
     for target in _tensorized(func.body):
@@ -71,12 +73,12 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
             raise TargetError(f'block "{name}" is tensorized with the CPU intrinsic {intrin.name!r}, which cannot '
                               f"run on {kind!r}; tensorize it with a {kind} intrinsic for this target")
         if kind == "cpu":
-            missing = missing_features(intrin)
+            missing = missing_features(intrin, tgt)
             if missing:
                 raise TargetError(
                     f'block "{name}" is tensorized with {intrin.name!r}, which needs the CPU features '
-                    f"{', '.join(missing)} that this CPU lacks; use a variant this CPU has (see "
-                    "tdsl.intrinsics.x86.available()) or leave the block untensorized")
+                    f"{', '.join(missing)} that the target's CPU ({cpu_name(tgt)}) lacks; use a variant it has "
+                    "(see tdsl.intrinsics.x86.available(target)) or leave the block untensorized")
         try:
             bindings = match(intrin, block, path + (realize, block))
         except Mismatch as m:

@@ -46,24 +46,26 @@ def _dtype_of(sch, name: str) -> str | None:
     return str(store.buffer.dtype) if hasattr(store, "buffer") else None
 
 
-def intrinsics_for(dtype: str | None, target: str = "cpu") -> list[tuple[str, str]]:
-    """(kind, intrinsic name) worth trying for a block whose output has `dtype` on `target`."""
+def intrinsics_for(dtype: str | None, target="cpu") -> list[tuple[str, str]]:
+    """(kind, intrinsic name) worth trying for a block whose output has `dtype` on `target`
+    (the micro-kernels its CPU runs: "llvm -mcpu=x86-64-v3" gets the AVX2 ones)."""
     from ..intrinsics import blas, x86
+    from ..target import parse_target
 
     out: list[tuple[str, str]] = []
-    if target != "cpu":
+    if parse_target(target).kind != "cpu":
         return out   # cuBLAS and WMMA candidates: not offered (see docs/internals.md)
     if dtype in ("float32", "float64") and blas.available():
         out.append(("library", "blas.sgemm" if dtype == "float32" else "blas.dgemm"))
     if dtype == "float32":
         for kc in FP32_KC:
             try:
-                out.append(("tensorized", x86.fp32_microkernel(kc)))
+                out.append(("tensorized", x86.fp32_microkernel(kc, target=target)))
             except TargetError:
                 break
     if dtype == "int32":
         try:
-            out.append(("tensorized", x86.int8_dot_any()))
+            out.append(("tensorized", x86.int8_dot_any(target)))
         except TargetError:
             pass
     return out
@@ -78,7 +80,7 @@ def _apply_one(sch, block: str, kind: str, intrin: str) -> None:
         sch.auto_tensorize(handle, intrin)
 
 
-def candidates(sch, block, target: str = "cpu") -> tuple[list[Candidate], list[str]]:
+def candidates(sch, block, target="cpu") -> tuple[list[Candidate], list[str]]:
     """The library and auto-tensorized schedules of `block` (a BlockRV or a name), each a copy of
     `sch`; and why the other intrinsics were skipped."""
     name = _block_name(block)
@@ -111,7 +113,7 @@ class LibraryOrTensorized:
 
         if block not in block_names(sch.func):
             return [sch]
-        target = "cuda" if getattr(self.hw, "is_gpu", False) else "cpu"
+        target = "cuda" if getattr(self.hw, "is_gpu", False) else getattr(self.hw, "target", "cpu")
         found, _ = candidates(sch, block, target)
         return [c.schedule for c in found] or [sch]
 

@@ -33,8 +33,8 @@ def describe() -> dict:
     """The parts of the fingerprint, readable."""
     from ..backends.llvm import jit
 
-    host = jit.host_info()
-    return {"cpu_model": _cpu_model(), "llvm_cpu": host.cpu, "features": host.features,
+    built_for = jit.machine_for("cpu")   # the host's CPU, or $TDSL_CPU_TARGET's (tdsl.target.cpu_target)
+    return {"cpu_model": _cpu_model(), "llvm_cpu": built_for.cpu, "features": built_for.features,
             "cores": cores(), "system": platform.system(), "arch": platform.machine()}
 
 

@@ -62,9 +62,11 @@ def test_the_trace_reads_as_python_and_replays():
     assert tdsl.structural_equal(back.func, sch.func)
 
 
-def test_changing_one_decision_by_hand_gives_another_correct_schedule():
-    f = gemm(32, 32, 32)
-    sch = tdsl.auto_schedule(f, "cpu")
+@pytest.mark.parametrize("target", ["cpu", "llvm -mcpu=x86-64-v3"])
+def test_changing_one_decision_by_hand_gives_another_correct_schedule(target):
+    # 64 columns: two tiles of columns to choose from with AVX-512's 32-wide register tile too
+    f = gemm(32, 64, 32)
+    sch = tdsl.auto_schedule(f, target)
     decisions = sch.trace.decisions
     assert decisions, "auto_schedule records its choices as decisions"
     changed = 0

@@ -82,14 +82,47 @@ def test_vector_reduction_propagates_nan_from_any_position(op):
     np.testing.assert_array_equal(got, tdsl.interpret(_reduction(op, n, lanes).func, a))
 
 
+AVX2, AVX512 = "llvm -mcpu=x86-64-v3", "llvm -mcpu=x86-64-v4"
+
+
+def _loop_of(op: str, target: str) -> str:
+    """The assembly of the vectorized reduction's hot loop built for `target`."""
+    asm = tdsl.build(_reduction(op, 256, 32), target=target).asm
+    return max(re.findall(r"\n\.LBB\d+_\d+:\n(.*?)\n\s+j\w+\s+\.LBB", asm, re.S),
+               key=lambda body: body.count(f"v{op}ps"))
+
+
+def _skip_without(target: str) -> None:
+    from tdsl.target import cpu_features, host_features
+
+    missing = sorted(cpu_features(target) - host_features())
+    if missing:
+        pytest.skip(f"this CPU cannot run code for {target!r} (lacks {', '.join(missing[:4])})")
+
+
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 assembly")
 @pytest.mark.parametrize("op", ["max", "min"])
-def test_vector_reduction_is_one_max_one_compare_one_blend_per_vector(op):
+def test_vector_reduction_is_one_max_one_compare_one_blend_per_vector_avx2(op):
     """x86's maxps(c, a) is exactly `c > a ? c : a` and returns `a` when either is NaN, so only a
-    NaN `c` needs fixing: a compare and a blend (no second compare and or)."""
-    asm = tdsl.build(_reduction(op, 256, 32)).asm
-    loop = max(re.findall(r"\n\.LBB\d+_\d+:\n(.*?)\n\s+j\w+\s+\.LBB", asm, re.S), key=lambda body: body.count(f"v{op}ps"))
+    NaN `c` needs fixing: a compare and a blend (no second compare and or). Built for an
+    AVX2-only CPU (any AVX2 or AVX-512 host runs it)."""
+    _skip_without(AVX2)
+    loop = _loop_of(op, AVX2)
     vectors = loop.count(f"v{op}ps")
-    assert vectors >= 1
+    assert vectors >= 1 and "zmm" not in loop
     assert loop.count("vcmp") == vectors and loop.count("vblendv") == vectors
     assert "vorps" not in loop
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 assembly")
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_vector_reduction_is_one_compare_one_masked_max_per_vector_avx512(op):
+    """With AVX-512 the compare writes a mask register and the max itself is masked (keeps the
+    NaN accumulator's lanes): one compare and one masked max per vector, no blend, no or."""
+    _skip_without(AVX512)
+    loop = _loop_of(op, AVX512)
+    vectors = loop.count(f"v{op}ps")
+    assert vectors >= 1 and "zmm" in loop
+    assert loop.count("vcmp") == vectors
+    assert len(re.findall(rf"v{op}ps[^\n]*\{{%k\d\}}", loop)) == vectors
+    assert "vblendv" not in loop and "vorps" not in loop

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import tdsl
-from tdsl.target import host_features
+from tdsl.target import cpu_features
 
 RNG = np.random.default_rng(8)
-HAS_AVX2 = {"avx2", "fma"} <= host_features()
+HAS_AVX2 = {"avx2", "fma"} <= cpu_features("cpu")
 
 # A 1x1 convolution in NCHW: the micro-kernel's C tile is Y[b, k0:k0+MR, y, x0:x0+NR] (dims 1
 # and 3 of a 4-d buffer, row stride H*W) and its B tile X[b, :, y, x0:x0+NR] (dims 1 and 3).

@@ -30,11 +30,12 @@ def scale_wrong(A: T.Buffer((256,), "float32"), B: T.Buffer((256,), "float32")):
 
 
 @T.prim_func
-def scale_slow(A: T.Buffer((256,), "float32"), B: T.Buffer((256,), "float32")):
-    for r, i in T.grid(200000000, 256):
+def scale_hang(A: T.Buffer((256,), "float32"), B: T.Buffer((256,), "float32")):
+    # 2^62 passes: hangs on any host (floats do not reassociate: LLVM keeps every step)
+    for r, i in T.grid(T.int64(1 << 62), 256):
         with T.block("B"):
             _vr, vi = T.axis.remap("SS", [r, i])
-            B[vi] = B[vi] + A[vi]          # floats do not reassociate: LLVM keeps every step
+            B[vi] = B[vi] + A[vi]
 
 
 def _request(candidate):
@@ -49,7 +50,7 @@ def test_measure_right_wrong_hanging_and_crashing():
         assert "error" not in ok and ok["time"] > 0 and len(ok["times"]) == 2 and ok["machine"]
         wrong = runner.measure(_request(scale_wrong))
         assert wrong["error"].startswith("wrong result: B differs")
-        hung = runner.measure(_request(scale_slow), timeout=1.5)
+        hung = runner.measure(_request(scale_hang), timeout=1.5)
         assert hung["error"].startswith("timeout")
         again = runner.measure(_request(scale))              # a fresh child after the kill
         assert "error" not in again
@@ -59,7 +60,7 @@ def test_measure_right_wrong_hanging_and_crashing():
             os.kill(runner._child.pid, signal.SIGSEGV)
 
         threading.Thread(target=kill_soon).start()
-        crashed = runner.measure(_request(scale_slow), timeout=60)
+        crashed = runner.measure(_request(scale_hang), timeout=60)
         assert crashed["error"].startswith("crashed: the measuring process died (signal SIGSEGV)")
     finally:
         runner.close()

@@ -107,12 +107,15 @@ class MatmulTensorizeCPU(Rule):
         if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
             return []
         m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
-        if n % self.hw.lanes:
+        isa, lanes = self.hw.isa, self.hw.lanes
+        if n % lanes and isa == "avx512" and n % x86.ISAS["avx2"][0] == 0:
+            isa, lanes = "avx2", x86.ISAS["avx2"][0]   # an AVX-512 CPU runs AVX2's: n = 24, 40, ...
+        if n % lanes:
             return []
-        tiles = default_tiles(m, n, k, self.hw.lanes, self.hw.l1)
-        return [lambda s, t=t: self._tile(s, block, roles, t) for t in tiles]
+        tiles = default_tiles(m, n, k, lanes, self.hw.l1)
+        return [lambda s, t=t: self._tile(s, block, roles, t, isa) for t in tiles]
 
-    def _tile(self, s: Schedule, block: str, roles: MatmulRoles, tile: MicroTile) -> None:
+    def _tile(self, s: Schedule, block: str, roles: MatmulRoles, tile: MicroTile, isa: str = "") -> None:
         hw = self.hw
         mr, nr, kc = tile.mr, tile.nr, tile.kc
         m, n = roles.i.extent, roles.j.extent
@@ -180,7 +183,7 @@ class MatmulTensorizeCPU(Rule):
         first_r = (others_r + [k0])[0]
         s.decompose_reduction(c, first_r)
         packed = plain_b is not None and pack_a is not None
-        name = x86.register_fp32(hw.isa, mr, nr, kc, prefetch=packed and nr * 4 <= 64)
+        name = x86.register_fp32(isa or hw.isa, mr, nr, kc, prefetch=packed and nr * 4 <= 64)
         s.tensorize(i1, name)
         del batch
 

@@ -153,9 +153,9 @@ class TensorizeMatching(Rule):
     name = "tensorize-matching"
 
     def alternatives(self, sch: Schedule, block: str) -> list:
-        from ...target import host_features
+        from ...target import cpu_features
 
-        host = host_features()
+        have = self.hw.features or cpu_features(self.hw.target)
         info = block_info(sch.func, block)
         if info.store is None or not info.top_level or _is_tuned(info) or not info.constant_extents:
             return []
@@ -163,7 +163,7 @@ class TensorizeMatching(Rule):
         handles_ext = list(info.loop_extents)
         for name in TensorIntrin.list():
             intrin = TensorIntrin.get(name)
-            missing = self.hw.kind == "cpu" and any(f not in host for f in intrin.features)
+            missing = self.hw.kind == "cpu" and any(f not in have for f in intrin.features)
             if intrin.target != self.hw.kind or missing or blas.is_concrete(name):
                 continue   # library GEMMs are LibraryCall's, by the generic name (it replays on any shape)
             want = _desc_extents(intrin)

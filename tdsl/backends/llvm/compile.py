@@ -39,6 +39,7 @@ class Compiled:
     from_disk: bool = False
     notes: tuple[str, ...] = ()           # lowering's notes (a request not honoured: build warns)
     pipeline_notes: tuple[str, ...] = ()  # about the pipeline chosen (Kernel.notes only)
+    machine: jit.Machine | None = None    # the CPU it was compiled for (None: the host)
     _optimized_ir: str | None = field(default=None, repr=False)
 
     @property
@@ -50,7 +51,8 @@ class Compiled:
         """The IR after the pipeline, made again on first use (printing and storing it cost
         every build ~1.5 ms for the GEMM; the same source and pipeline give the same IR)."""
         if self._optimized_ir is None:
-            self._optimized_ir = jit.optimized_ir(self.source, self.pipeline, f"kernel {self.meta['symbol']!r}")
+            self._optimized_ir = jit.optimized_ir(self.source, self.pipeline, f"kernel {self.meta['symbol']!r}",
+                                                  self.machine)
         return self._optimized_ir
 
 
@@ -60,16 +62,18 @@ fork_safe(__name__, "_LOCK")   # a child forked during another thread's build ca
 _FINGERPRINTS: dict[str, tuple[object, str]] = {}
 
 
-def _key(func: PrimFunc, options: dict) -> str:
+def _key(func: PrimFunc, options: dict, machine: jit.Machine | None = None) -> str:
     # Taken before lowering (a disk hit does not lower): the function (its hash covers the
     # parameters' shapes, dtypes, strides and offsets, which the fast entry checks), the tensor
     # intrinsics it names (lowering swaps in their implementation, which the function itself
     # does not hold) and the options; the compiler's own source is in the disk key
-    # (cache.disk_key), so a changed lowering cannot reuse stale code.
+    # (cache.disk_key), so a changed lowering cannot reuse stale code. The CPU built for (its
+    # name and features: "llvm -mcpu=x86-64-v3" is not the host's AVX-512 code) is in both keys.
     program = structural_hash(func)
     intrins = ";".join(_intrin_fingerprint(name) for name in _tensor_intrin_names(func.body))
     opts = ",".join(f"{k}={options[k]!r}" for k in sorted(options))
-    return hashlib.sha256(f"{program}|{intrins}|{opts}".encode()).hexdigest()
+    cpu = "" if machine is None else f"|{machine.cpu}|{machine.features}"
+    return hashlib.sha256(f"{program}|{intrins}|{opts}{cpu}".encode()).hexdigest()
 
 
 def _tensor_intrin_names(body: Stmt) -> list[str]:
@@ -260,10 +264,12 @@ def _unpack_text(blob: str) -> str:
     return zlib.decompress(base64.b64decode(blob)).decode()
 
 
-def compile_func(func: PrimFunc, lower, bounds_check: bool = False) -> Compiled:
-    """Machine code for `func`: memory cache, then disk cache, then lower(func) and LLVM."""
+def compile_func(func: PrimFunc, lower, bounds_check: bool = False, target="cpu") -> Compiled:
+    """Machine code for `func` for the CPU of `target` (tdsl.target.cpu_target): memory cache,
+    then disk cache, then lower(func) and LLVM."""
     options = {"bounds_check": bool(bounds_check)}
-    program_key = _key(func, options)
+    machine = jit.machine_for(target)
+    program_key = _key(func, options, machine)
     hit = cache.memory_get(program_key)
     if hit is not None:
         return hit
@@ -271,20 +277,20 @@ def compile_func(func: PrimFunc, lower, bounds_check: bool = False) -> Compiled:
         hit = cache.memory_get(program_key)
         if hit is not None:
             return hit
-        disk = cache.disk_key("cpu-kernel", program_key)
+        disk = cache.disk_key("cpu-kernel", program_key, machine=machine)
         symbol = "tdsl_" + program_key[:24]
         entry = cache.disk_load(disk)
         compiled = None
         if entry is not None:
-            compiled = _from_entry(entry)
+            compiled = _from_entry(entry, machine)
         if compiled is None:
-            compiled = _compile(lower(func), func, symbol, bounds_check, disk)
+            compiled = _compile(lower(func), func, symbol, bounds_check, disk, machine=machine)
         _bind_context(compiled)
         cache.memory_put(program_key, compiled)
         return compiled
 
 
-def _from_entry(entry) -> Compiled | None:
+def _from_entry(entry, machine: jit.Machine | None = None) -> Compiled | None:
     meta = entry.meta
     try:
         info, source, pipeline = meta["info"], meta["source"], meta["pipeline"]
@@ -295,13 +301,15 @@ def _from_entry(entry) -> Compiled | None:
         addrs = jit.load_object(entry.obj, _symbols(info))
     except (KeyError, TypeError):
         return None
-    return Compiled(info, source, pipeline, addrs, from_disk=True, notes=tuple(notes), pipeline_notes=tuple(more))
+    return Compiled(info, source, pipeline, addrs, from_disk=True, notes=tuple(notes), pipeline_notes=tuple(more),
+                    machine=machine)
 
 
 def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, disk_key: str | None,
-             pipeline: str | None = None) -> Compiled:
-    """Lowered code to loaded machine code, stored on disk under `disk_key` (None: not stored).
-    `pipeline` overrides pipeline_for (A/B comparisons: bench/bench_cpu_backend.py --pipelines)."""
+             pipeline: str | None = None, machine: jit.Machine | None = None) -> Compiled:
+    """Lowered code to loaded machine code for `machine` (None: the host), stored on disk under
+    `disk_key` (None: not stored). `pipeline` overrides pipeline_for (A/B comparisons:
+    bench/bench_cpu_backend.py --pipelines)."""
     from .bounds import check_static_bounds
 
     check_static_bounds(lowered)
@@ -315,8 +323,8 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
         pipeline = jit.O3_NO_UNROLL if pipeline == jit.O3 else pipeline
         split_note = [huge_body_note(result.size, result.parts, chosen, pipeline)]
     mod = jit.parse_and_verify(result.ir, f"kernel {api.name!r}")
-    jit.optimize(mod, pipeline)
-    obj = jit.emit_object(mod)
+    jit.optimize(mod, pipeline, machine)
+    obj = jit.emit_object(mod, machine)
     info = {k: v for k, v in asdict(result).items() if k != "ir"}
     source = _pack_text(result.ir)
     notes = [str(n) for n in dict(lowered.attrs).get(LOWER_NOTES, ())]
@@ -325,7 +333,7 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
         cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source, "pipeline": pipeline,
                                          "notes": notes, "pipeline_notes": more})
     addrs = jit.load_object(obj, _symbols(info))
-    return Compiled(info, source, pipeline, addrs, notes=tuple(notes), pipeline_notes=tuple(more))
+    return Compiled(info, source, pipeline, addrs, notes=tuple(notes), pipeline_notes=tuple(more), machine=machine)
 
 
 def _symbols(info: dict) -> list[str]:

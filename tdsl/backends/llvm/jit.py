@@ -1,11 +1,14 @@
-"""The process-wide LLVM JIT: one target machine, one MCJIT engine, the new pass manager's pipelines.
+"""The process-wide LLVM JIT: one MCJIT engine, a target machine per CPU built for, the new pass manager's pipelines.
 
 Everything that touches llvmlite.binding lives here. Two llvmlite facts shape it
 (see TOOLCHAIN.md): a second MCJIT engine on the same target machine kills the process, so
 there is exactly one engine and modules are added to it; and the wheel's LLVM has assertions
 on, so every module is verified before it is optimised (invalid IR would abort the process).
 Machine code is always produced as an object file and loaded with `add_object_file`, so a
-fresh build and a disk-cache hit take the same path.
+fresh build and a disk-cache hit take the same path, and so code for another CPU than the
+host's (a target "llvm -mcpu=x86-64-v3": AVX2 code on an AVX-512 host) needs no second engine:
+it is optimised and emitted by a target machine of its own (`Machine`, one per CPU and feature
+string, cached) and loaded into the one engine.
 """
 from __future__ import annotations
 
@@ -21,6 +24,21 @@ from ..forksafe import hold_across_fork
 _LOCK = threading.RLock()
 hold_across_fork(__name__, "_LOCK")   # a fork never lands inside an LLVM call
 _STATE: dict = {}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The CPU code is generated for: LLVM's CPU name and feature string ("+avx2,-avx512f,...")."""
+
+    cpu: str
+    features: str
+
+
+def machine_for(target="cpu") -> Machine:
+    """The Machine of a "cpu" target (tdsl.target.cpu_name / cpu_feature_string)."""
+    from ...target import cpu_feature_string, cpu_name
+
+    return Machine(cpu_name(target), cpu_feature_string(target))
 
 
 @dataclass(frozen=True)
@@ -57,11 +75,29 @@ def _init() -> dict:
         import llvmlite
 
         _STATE.update(
-            tm=tm, engine=engine, objects=[], symbols={},
+            tm=tm, engine=engine, objects=[], symbols={}, target=target, machines={Machine(cpu, features): tm},
             host=HostInfo(triple, cpu, features, ".".join(map(str, llvm.llvm_version_info)),
                           llvmlite.__version__),
             datalayout=str(tm.target_data))
         return _STATE
+
+
+def _target_machine(machine: Machine | None):
+    """The target machine that optimises and emits code for `machine` (None: the host), made once."""
+    state = _init()
+    if machine is None:
+        return state["tm"]
+    with _LOCK:
+        tm = state["machines"].get(machine)
+        if tm is None:
+            tm = state["target"].create_target_machine(cpu=machine.cpu, features=machine.features, opt=3, jit=True)
+            if str(tm.target_data) != state["datalayout"]:
+                raise TargetError(f"internal error: the data layout for CPU {machine.cpu} differs from the host's")
+            import ctypes
+
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(tm))   # kept for the process, as the host's
+            state["machines"][machine] = tm
+        return tm
 
 
 def host_info() -> HostInfo:
@@ -91,7 +127,7 @@ O1_NO_UNROLL = "O1-no-unroll"  # the O1 module pipeline with both vectorizers, n
 PIPELINES = (O3, O3_NO_UNROLL, SIMPLIFY, O1_NO_UNROLL)
 
 
-def optimize(mod, pipeline: str = O3) -> None:
+def optimize(mod, pipeline: str = O3, machine: Machine | None = None) -> None:
     """Run the pass pipeline named `pipeline` on `mod` (verified), in place.
 
     O3 (loop and SLP vectorisation: the new pass manager leaves SLP off by default) is for
@@ -104,10 +140,10 @@ def optimize(mod, pipeline: str = O3) -> None:
     (GEMM 1024: ~23 instead of ~45 ms; compile.pipeline_for has the measurements).
     O1_NO_UNROLL stays for A/B comparisons (bench/bench_cpu_backend.py --pipelines). A fresh
     pass builder per module: its analysis caches are keyed by IR addresses, which a later
-    module may reuse."""
+    module may reuse. `machine` (None: the host) is the CPU the vectorizers' costs are for."""
     if pipeline not in PIPELINES:
         raise ValueError(f"unknown LLVM pipeline {pipeline!r}; known: {', '.join(PIPELINES)}")
-    tm = _init()["tm"]
+    tm = _target_machine(machine)
     with _LOCK:
         if pipeline == SIMPLIFY:
             _simplify_functions(mod, tm)
@@ -133,23 +169,26 @@ def _simplify_functions(mod, tm) -> None:
             fpm.run(fn, pb)
 
 
-def optimized_ir(text: str, pipeline: str, what: str) -> str:
-    """The IR text after `pipeline`: the same source and pipeline give the same IR, so the
-    optimized IR of a kernel is made again when asked for instead of kept."""
+def optimized_ir(text: str, pipeline: str, what: str, machine: Machine | None = None) -> str:
+    """The IR text after `pipeline`: the same source, pipeline and machine give the same IR, so
+    the optimized IR of a kernel is made again when asked for instead of kept."""
     mod = parse_and_verify(text, what)
-    optimize(mod, pipeline)
+    optimize(mod, pipeline, machine)
     return str(mod)
 
 
-def emit_object(mod) -> bytes:
+def emit_object(mod, machine: Machine | None = None) -> bytes:
+    """Machine code for `mod` (optimised), for `machine` (None: the host)."""
+    tm = _target_machine(machine)
     with _LOCK:
-        return _init()["tm"].emit_object(mod)
+        return tm.emit_object(mod)
 
 
-def emit_assembly(ir_text: str) -> str:
+def emit_assembly(ir_text: str, machine: Machine | None = None) -> str:
     mod = parse_and_verify(ir_text, "the assembly listing")
+    tm = _target_machine(machine)
     with _LOCK:
-        return _init()["tm"].emit_assembly(mod)
+        return tm.emit_assembly(mod)
 
 
 def undefined_symbols(obj: bytes) -> list[str]:

@@ -73,16 +73,17 @@ class Kernel:
 
     Attributes: `func` (the PrimFunc as given), `lowered` (what was compiled), `source` (LLVM IR
     as generated), `optimized_ir`, `asm`, `notes` (what the build could not do as asked),
+    `target` (what it was built for: "cpu" for the host, else e.g. "cpu -mcpu=x86-64-v3"),
     `time(*args)`.
     """
 
-    def __init__(self, func: PrimFunc, compiled, options: dict | None = None):
+    def __init__(self, func: PrimFunc, compiled, options: dict | None = None, target=None):
         global _FAST_OK
         if _FAST_OK is None:
             _FAST_OK = numpy_layout_ok()
         self.func = func
         self._lowered: PrimFunc | None = None
-        self.target = "cpu"
+        self.target = "cpu" if target is None else str(target)
         self.options = dict(options or {})
         self._compiled = compiled
         meta = compiled.meta
@@ -119,7 +120,7 @@ class Kernel:
         if self._lowered is None:
             from ...lower import lower
 
-            self._lowered = lower(self.func, target="cpu")
+            self._lowered = lower(self.func, target=self.target)
         return self._lowered
 
     @property
@@ -135,11 +136,11 @@ class Kernel:
 
     @property
     def asm(self) -> str:
-        """The assembly for the host CPU."""
+        """The assembly for the CPU it was built for (`target`)."""
         if self._asm is None:
             from . import jit
 
-            self._asm = jit.emit_assembly(self.optimized_ir)
+            self._asm = jit.emit_assembly(self.optimized_ir, self._compiled.machine)
         return self._asm
 
     @property
@@ -155,7 +156,7 @@ class Kernel:
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.dtype}{p.shape_text() if p.is_buffer else ''}" for p in self._params)
-        return f"<tdsl.Kernel {self.func.name}({sig}) target='cpu'>"
+        return f"<tdsl.Kernel {self.func.name}({sig}) target={self.target!r}>"
 
     @public_entry
     def export(self, path: str, name: str | None = None) -> str:
