@@ -311,3 +311,19 @@ int main(void) {
 """)
     out = subprocess.run(["env", "-i", exe], check=True, capture_output=True, text=True).stdout.split()
     assert out == ["0", "0", "2", "4", "6", "8"]   # np.diff(a) - 3: the int8 -3 arrives sign-extended
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="no objdump to read the library's machine code")
+def test_export_follows_the_kernels_cpu_target(tmp_path):
+    """A kernel built for an AVX2-only CPU exports AVX2 code (no zmm register), and loads back."""
+    target = "llvm -mcpu=x86-64-v3"
+    s = tdsl.Schedule(axpy)
+    s.vectorize(s.get_loops(s.get_block("C"))[1])
+    so = tdsl.build(s, target=target).export(str(tmp_path / "axpy"))
+    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", so], check=True, capture_output=True,
+                         text=True).stdout
+    assert "ymm" in asm and "zmm" not in asm
+    with open(so, "rb") as fh:   # the library records the CPU it was built for (tdsl.load checks it)
+        assert b'"cpu": "x86-64-v3"' in fh.read()
+    a, b = np.random.rand(2, 5, 8).astype("float32")
+    np.testing.assert_allclose(tdsl.load(so)(a, b, 2.0), a * 2 + np.exp(b), rtol=1e-5)

@@ -79,7 +79,9 @@ def export_kernel(kernel, path: str, name: str | None = None) -> str:
     from .compile import pipeline_for
 
     bounds_check = bool(kernel.options.get("bounds_check", False))
-    lowered = _lower(func, "cpu", bounds_check)
+    target = getattr(kernel, "target", "cpu")
+    machine = jit.machine_for(target)
+    lowered = _lower(func, target, bounds_check)
     from .bounds import check_static_bounds
 
     check_static_bounds(lowered)
@@ -94,21 +96,21 @@ def export_kernel(kernel, path: str, name: str | None = None) -> str:
     info["needed"] = {str(i): why for i, (p, param) in enumerate(zip(result.params, func.params))
                       if isinstance(param, Buffer) and p.written and (why := read_before_written(func, param))}
     mod = jit.parse_and_verify(result.ir, f"kernel {func.name!r}")
-    jit.optimize(mod, pipeline)
+    jit.optimize(mod, pipeline, machine)
     rt_text, futex = _runtime_ir(host.triple)
     rt = jit.parse_and_verify(rt_text, "the parallel runtime")
-    jit.optimize(rt)
+    jit.optimize(rt, machine=machine)
     mod.link_in(rt)
     meta = {"format": FORMAT, "name": name, "script": func.script(), "signature": _signature_script(func), "info": info,
             "source": _pack(result.ir), "pipeline": pipeline, "options": {"bounds_check": bounds_check},
-            "triple": host.triple, "cpu": host.cpu, "features": _simd_features(host.features)}
+            "triple": host.triple, "cpu": machine.cpu, "features": _simd_features(machine.features)}
     glue = _glue_module(name, func, lowered, result, host.triple, jit.data_layout(), futex,
                         json.dumps(meta).encode())
     glue_mod = jit.parse_and_verify(str(glue), f"the C entry of {name!r}")
-    jit.optimize(glue_mod)
+    jit.optimize(glue_mod, machine=machine)
     mod.link_in(glue_mod)
     mod.verify()
-    obj = jit.emit_shared_object(mod)
+    obj = jit.emit_shared_object(mod, machine)
     os.makedirs(path, exist_ok=True)
     so = os.path.join(path, f"{name}.so")
     exported = [name, symbol, result.raw_symbol, result.ctx_symbol, META_SYMBOL]

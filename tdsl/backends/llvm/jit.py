@@ -266,15 +266,18 @@ def loaded_symbol(name: str) -> int | None:
     return _init()["symbols"].get(name)
 
 
-def emit_shared_object(mod) -> bytes:
+def emit_shared_object(mod, machine: Machine | None = None) -> bytes:
     """Position-independent object code for `mod`, for a shared library (kernel.export): a
-    target machine of its own (the JIT's uses the JIT's relocation model), same CPU and features."""
+    target machine of its own (the JIT's uses the JIT's relocation model) for the kernel's CPU
+    and features (`machine`; None: the host's)."""
     state = _init()
+    host = state["host"]
+    machine = machine or Machine(host.cpu, host.features)
     with _LOCK:
-        tm = state.get("pic_tm")
+        cache = state.setdefault("pic_tms", {})
+        tm = cache.get(machine)
         if tm is None:
-            host = state["host"]
             target = llvm.Target.from_triple(host.triple)
-            tm = state["pic_tm"] = target.create_target_machine(cpu=host.cpu, features=host.features, opt=3,
-                                                                reloc="pic", codemodel="default")
+            tm = cache[machine] = target.create_target_machine(cpu=machine.cpu, features=machine.features, opt=3,
+                                                               reloc="pic", codemodel="default")
         return tm.emit_object(mod)
