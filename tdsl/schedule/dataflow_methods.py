@@ -1,5 +1,5 @@
 """The Schedule methods of the dataflow families (a mixin of `Schedule`): caching, compute
-location, reduction and layout. See `tdsl.schedule.primitives.{cache, compute_location,
+location, reduction and layout. See `tdsl.schedule.primitives.{cache, compute_at, compute_inline,
 reduction, layout}` for the semantics and the legality rules.
 """
 from __future__ import annotations
@@ -10,7 +10,8 @@ from ..errors import ScheduleError
 from . import sampling as _sampling
 from .handles import BlockRV, LoopRV
 from .primitives import cache as _cache
-from .primitives import compute_location as _compute_location
+from .primitives import compute_at as _compute_at
+from .primitives import compute_inline as _compute_inline
 from .primitives import layout as _layout
 from .primitives import reduction as _reduction
 from .tvm_spelling import true_flags
@@ -41,7 +42,7 @@ def _stay(func, block, loop):
 
 def _inline(func, block, loop):
     """compute_at to the inline handle of sample_compute_location: compute_inline."""
-    return _compute_location.compute_inline(func, block)
+    return _compute_inline.compute_inline(func, block)
 
 
 class DataflowMethods:
@@ -247,7 +248,7 @@ class DataflowMethods:
             return self._apply("compute_at", _stay, [block, loop])
         if loop.var is _sampling.INLINE:  # ... or "inline"
             return self._apply("compute_at", _inline, [block, loop])
-        return self._apply("compute_at", _compute_location.compute_at, [block, loop],
+        return self._apply("compute_at", _compute_at.compute_at, [block, loop],
                            self._placement("compute_at", preserve_unit_loops, index))
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
@@ -299,7 +300,7 @@ class DataflowMethods:
         """
         self._expect("reverse_compute_at", block, (BlockRV,), "a block handle (from sch.get_block)")
         self._expect("reverse_compute_at", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
-        return self._apply("reverse_compute_at", _compute_location.reverse_compute_at, [block, loop],
+        return self._apply("reverse_compute_at", _compute_at.reverse_compute_at, [block, loop],
                            self._placement("reverse_compute_at", preserve_unit_loops, index))
 
     def _placement(self, primitive: str, preserve_unit_loops, index) -> dict:
@@ -347,7 +348,7 @@ class DataflowMethods:
                         C[vi_1] = (A[vi_1] + T.float32(1.0)) * T.float32(2.0)
         """
         self._expect("compute_inline", block, (BlockRV,), "a block handle (from sch.get_block)")
-        return self._apply("compute_inline", _compute_location.compute_inline, [block])
+        return self._apply("compute_inline", _compute_inline.compute_inline, [block])
 
     def reverse_compute_inline(self, block: BlockRV) -> None:
         """Fold a consumer that reads its producer's buffer at its own iterators into the producer,
@@ -384,7 +385,7 @@ class DataflowMethods:
                         C[vi] = (A[vi] + T.float32(1.0)) * T.float32(2.0)
         """
         self._expect("reverse_compute_inline", block, (BlockRV,), "a block handle (from sch.get_block)")
-        return self._apply("reverse_compute_inline", _compute_location.reverse_compute_inline, [block])
+        return self._apply("reverse_compute_inline", _compute_inline.reverse_compute_inline, [block])
 
     # reduction ----------------------------------------------------------------------------
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:

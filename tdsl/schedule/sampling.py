@@ -24,7 +24,8 @@ from ..errors import ScheduleError
 from ..ir import IntImm, PrimFunc, Var
 from .errors import loop_name, schedule_error
 from .handles import BlockRV, LoopRV
-from .primitives import compute_location as _compute_location
+from .primitives import compute_at as _compute_at
+from .primitives import compute_inline as _compute_inline
 from .primitives import lookup as _lookup
 from .tree import find_loop
 
@@ -190,7 +191,7 @@ def check_perfect_tile(func: PrimFunc, loop_var: Var, n: int, max_innermost_fact
 
 def _inlinable(func: PrimFunc, block: str) -> bool:
     try:
-        _compute_location.compute_inline(func, block)
+        _compute_inline.compute_inline(func, block)
         return True
     except ScheduleError:
         return False
@@ -211,7 +212,7 @@ def compute_location_candidates(func: PrimFunc, block: str, stop_after: int | No
             if any(v is var for v in loops):
                 continue
             try:
-                _compute_location.compute_at(func, block, var)
+                _compute_at.compute_at(func, block, var)
             except ScheduleError:
                 continue
             loops.append(var)
