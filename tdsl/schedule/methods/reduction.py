@@ -1,13 +1,14 @@
 """Reductions: decompose_reduction, rfactor.
 
 The facade methods of one family (a part of `Schedule` on `ScheduleBase`); the semantics and
-the legality rules are in `tdsl.schedule.primitives.reduction`.
+the legality rules are in `tdsl.schedule.primitives.reduction` and `.rfactor`.
 """
 from __future__ import annotations
 
 from ..base import ScheduleBase
 from ..handles import BlockRV, LoopRV
 from ..primitives import reduction as _reduction
+from ..primitives import rfactor as _rfactor
 
 
 class ReductionMethods(ScheduleBase):
@@ -104,4 +105,4 @@ class ReductionMethods(ScheduleBase):
                         C[vi_1] = T.max(C[vi_1], C_rf[vk_1_1, vi_1])
         """
         self._expect("rfactor", loop, (LoopRV,), "a loop handle (from sch.get_loops)")
-        return self._apply("rfactor", _reduction.rfactor, [loop], {"factor_axis": factor_axis})
+        return self._apply("rfactor", _rfactor.rfactor, [loop], {"factor_axis": factor_axis})
