@@ -137,3 +137,22 @@ def test_the_named_rules_of_issue_15():
     for banned in ("script", "schedule", "arith"):
         assert ("ir", banned) not in found, found.get(("ir", banned))
     assert ("intrinsics", "schedule") not in found, found.get(("intrinsics", "schedule"))
+
+
+# inside tdsl/schedule, lowest first; a module may import its own level and the levels before it
+SCHEDULE_LAYERS = [{"errors", "handles", "values", "instruction", "tvm_spelling", "tree"}, {"analysis"},
+                   {"primitives"}, {"base"}, {"composites"}, {"methods"}, {"trace_json", "diffs"}, {"trace"},
+                   {"schedule"}, {"sampling", "library", "__init__"}]
+
+
+def test_schedule_room_imports_point_down():
+    def level(module: str) -> int:
+        parts = module.split(".")
+        part = parts[2] if len(parts) > 2 else "__init__"
+        found = [k for k, names in enumerate(SCHEDULE_LAYERS) if part in names]
+        assert found, f"add tdsl/schedule/{part} to SCHEDULE_LAYERS here and to docs/internals.md"
+        return found[0]
+
+    upward = [f"{src} -> {dst} ({where})" for src, dst, where in imports()
+              if room(src) == room(dst) == "schedule" and level(dst) > level(src)]
+    assert not upward, "imports that point up inside tdsl/schedule:\n" + "\n".join(sorted(upward))

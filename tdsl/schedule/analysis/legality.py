@@ -11,11 +11,11 @@ from ...arith import prove, relax
 from ...ir import Block, BlockRealize, For, IntImm, PrimFunc, Range, SeqStmt, Stmt, Var, free_vars
 from ...ir.tree import Path, all_realizes, child_realizes, loops_in_scope, path_ranges
 from ..errors import block_name, loop_name, schedule_error
-from ..primitives.instances import instance_grid as _instance_grid
 from ..tree import alloc_site, is_true, outer_ranges
 from . import check_affine_bindings, expr_text, refuse_conditions
 from .boxes import CELL_LIMIT, anchor_loops, names_of, reads_of, writes_of
 from .digits import symbolic_digit_inside
+from .instances import instance_grid as _instance_grid
 
 
 def check_movable(func: PrimFunc, primitive: str, realize: BlockRealize, path: Path,

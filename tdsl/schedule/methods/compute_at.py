@@ -6,11 +6,11 @@ the legality rules are in `tdsl.schedule.primitives.compute_at`.
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from .. import sampling as _sampling
 from ..base import ScheduleBase
 from ..handles import BlockRV, LoopRV
 from ..primitives import compute_at as _compute_at
 from ..primitives import compute_inline as _compute_inline
+from ..primitives import sampling as _sampling
 from ..tree import find_block
 from ..tvm_spelling import true_flags
 

@@ -585,7 +585,7 @@ def _guards_only_the_domain(realize: BlockRealize, stores: list[BufferStore]) ->
 def _box_all_written(realize: BlockRealize, own: list[For], buf: Buffer, bounds, ranges) -> bool:
     """A block with a predicate writes every element of the constant box `bounds`, found by
     running its loops (False when that cannot be done)."""
-    from .instances import written_mask
+    from ..analysis.instances import written_mask
 
     box = [(simplify(lo, ranges), simplify(hi, ranges)) for lo, hi in bounds]
     if not all(isinstance(x, IntImm) for b in box for x in b) or not all(isinstance(s, IntImm) for s in buf.shape):

@@ -51,9 +51,9 @@ from ..analysis.boxes import anchor_loops, body_items, buffer_box, names_of, rea
 from ..analysis.digits import invert_box, read_digits, read_iters, store_iters, symbolic_digit_inside
 from ..analysis.flow import check_complete, check_under_loop, needed_box, produced_box, sites_under
 from ..analysis.legality import between_conflicts, check_movable, check_outside_readers, same_scope
+from ..analysis.read_inverse import instance_spans, read_inverse
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import find_block, find_loop, remove_realize
-from .read_inverse import instance_spans, read_inverse
 
 
 def _new_nest(func: PrimFunc, realize: BlockRealize, boxes: dict[Var, tuple[PrimExpr, PrimExpr]],

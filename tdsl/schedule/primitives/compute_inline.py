@@ -33,12 +33,12 @@ from ...ir import (
 from ...ir.tree import Path, all_realizes, child_realizes, loops_in_scope, path_ranges, replace_at
 from ..analysis import expr_text, index_as
 from ..analysis.boxes import CELL_LIMIT, names_of, reads_of, shape_of, writes_of
+from ..analysis.instances import written_mask
 from ..analysis.legality import check_movable
+from ..analysis.read_inverse import read_inverse
 from ..errors import block_name, schedule_error
 from ..tree import alloc_site, drop_unused_allocs, find_block, is_true, refresh_block, refresh_touching
 from .compute_at import without_realize
-from .instances import written_mask
-from .read_inverse import read_inverse
 
 
 def _single_store(func: PrimFunc, primitive: str, realize: BlockRealize, role: str,
