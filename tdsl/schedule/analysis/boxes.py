@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 
 from ...arith import eval_int, prove, relax, simplify
 from ...ir import (
     Block,
     BlockRealize,
     Buffer,
+    BufferRegion,
     For,
     IntImm,
     PrimExpr,
@@ -65,7 +67,7 @@ def region_box(realize: BlockRealize, region, below: Path) -> Box:
     return out
 
 
-def buffer_box(block: Block, regions, buf: Buffer) -> object:
+def buffer_box(block: Block, regions, buf: Buffer) -> BufferRegion:
     return next(r for r in regions if r.buffer is buf)
 
 
@@ -106,9 +108,20 @@ def walk_assignments(loops: list[For], ranges: dict[Var, Range]):
 
 
 def shape_of(buf: Buffer) -> tuple[int, ...] | None:
-    if all(isinstance(s, IntImm) for s in buf.shape) and math.prod(s.value for s in buf.shape) <= CELL_LIMIT:
-        return tuple(s.value for s in buf.shape)
+    shape = int_values(buf.shape)
+    if shape is not None and math.prod(shape) <= CELL_LIMIT:
+        return tuple(shape)
     return None
+
+
+def int_values(exprs: Iterable[PrimExpr]) -> list[int] | None:
+    """The values of constant integers (IntImm), or None when one of `exprs` is not constant."""
+    out = []
+    for e in exprs:
+        if not isinstance(e, IntImm):
+            return None
+        out.append(e.value)
+    return out
 
 
 def box_slices(box: Box, env, shape) -> tuple[slice, ...] | None:

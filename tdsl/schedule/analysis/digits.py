@@ -74,9 +74,10 @@ def fused_digits_cover(box: Box, b: Block, anchors: list[For], ranges: dict[Var,
         # the clip to the domain _new_nest adds where it cannot prove the digit inside it
         lo = lo.a if isinstance(lo, Binary) and lo.op == "max" else lo
         hi = hi.a if isinstance(hi, Binary) and hi.op == "min" else hi
-        ok = prove(lo.eq(hi), ranges) and isinstance(lo, Binary) and lo.op in ("floordiv", "floormod") \
-            and isinstance(lo.a, Var) and lo.a in anchor_vars and prove(iv.dom.min.eq(0), ranges)
-        if not ok or lo.op in digits.setdefault(lo.a, {}):
+        if not (isinstance(lo, Binary) and lo.op in ("floordiv", "floormod") and isinstance(lo.a, Var)
+                and prove(lo.eq(hi), ranges) and lo.a in anchor_vars and prove(iv.dom.min.eq(0), ranges)):
+            return False
+        if lo.op in digits.setdefault(lo.a, {}):
             return False
         digits[lo.a][lo.op] = (lo.b, iv)
     for x, pair in digits.items():
@@ -235,8 +236,8 @@ def invert_box(digits: list[_Digit | None], box: Box, shape, ranges) -> dict[Var
             out[v] = (lo, hi) if d.mirror is None else \
                 (simplify(const(d.mirror, v.dtype) - hi, ranges), simplify(const(d.mirror, v.dtype) - lo, ranges))
             continue
-        lo: PrimExpr = const(0, v.dtype)
-        hi: PrimExpr = const(0, v.dtype)
+        lo = const(0, v.dtype)
+        hi = const(0, v.dtype)
         for d, (dlo, dhi) in sorted(ds, key=lambda x: -x[0].step):
             step = const(d.step, v.dtype)
             lo, hi = lo + dlo * step, hi + dhi * step
@@ -252,7 +253,7 @@ def read_iters(block: Block, buf: Buffer) -> list[tuple[Var, PrimExpr, int] | No
     when the dimension is the window [v + c, v + c + w), else None."""
     spatial = [iv.var for iv in block.iter_vars if iv.kind == "S"]
     region = buffer_box(block, block.reads, buf)
-    out: list[tuple[Var, PrimExpr] | None] = []
+    out: list[tuple[Var, PrimExpr, int] | None] = []
     for r in region.region:
         if not (isinstance(r.extent, IntImm) and r.extent.value >= 1):
             out.append(None)

@@ -17,7 +17,6 @@ from ...ir import (
     BlockRealize,
     Buffer,
     For,
-    IntImm,
     PrimExpr,
     PrimFunc,
     Range,
@@ -45,6 +44,7 @@ from .boxes import (
     covers_symbolic,
     in_shape,
     inside_symbolic,
+    int_values,
     names_of,
     reads_of,
     region_box,
@@ -185,10 +185,10 @@ def _check_flow(func: PrimFunc, primitive: str, loop: For, lpath: Path, writer: 
             and covers_symbolic(produced, needed, ranges) and inside_symbolic(needed, shape, ranges):
         return   # proved for every iteration at once: what is read there is written there, in bounds
     walk = walk_assignments(anchors, ranges) if shape is not None else None
-    if walk is not None:
+    if walk is not None and shape is not None:
         import numpy as np
 
-        done = np.zeros(shape, dtype=bool)
+        done = np.zeros(shape, dtype=np.bool_)
         budget = [ENUM_LIMIT * 10]
         try:
             for env in walk:
@@ -273,17 +273,17 @@ def check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
     vmap_box = [spans[iv.var] for iv in b.iter_vars]
     anchors = anchor_loops(lpath, loop)
     ranges = path_ranges(lpath + (loop,))
-    dom_shape = [iv.dom.extent.value if isinstance(iv.dom.extent, IntImm) else None for iv in b.iter_vars]
+    dom_shape = int_values(iv.dom.extent for iv in b.iter_vars)
     fail = schedule_error(func, primitive, f"the new loops of {block_name(moved)} under {loop_name(loop_var)} "
                           "would skip some of its instances", loops=(loop_var,), blocks=(moved,),
                           rule="every instance of the moved block must still run",
                           fix="choose another loop")
     walk = walk_assignments(anchors, ranges)
-    mins = [iv.dom.min.value if isinstance(iv.dom.min, IntImm) else None for iv in b.iter_vars]
-    if walk is not None and None not in dom_shape and None not in mins and math.prod(dom_shape) <= CELL_LIMIT:
+    mins = int_values(iv.dom.min for iv in b.iter_vars)
+    if walk is not None and dom_shape is not None and mins is not None and math.prod(dom_shape) <= CELL_LIMIT:
         import numpy as np
 
-        seen = np.zeros(dom_shape or [1], dtype=bool)
+        seen = np.zeros(dom_shape or [1], dtype=np.bool_)
         try:
             shifted = [(simplify(lo - m), simplify(hi - m)) for (lo, hi), m in zip(vmap_box, mins)]
             for env in walk:

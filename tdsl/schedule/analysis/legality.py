@@ -8,12 +8,12 @@ from __future__ import annotations
 import math
 
 from ...arith import prove, relax
-from ...ir import Block, BlockRealize, For, IntImm, PrimFunc, Range, SeqStmt, Stmt, Var, free_vars
+from ...ir import Block, BlockRealize, For, PrimFunc, Range, SeqStmt, Stmt, Var, free_vars
 from ...ir.tree import Path, all_realizes, child_realizes, loops_in_scope, path_ranges
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import alloc_site, is_true, outer_ranges
 from . import check_affine_bindings, expr_text, refuse_conditions
-from .boxes import CELL_LIMIT, anchor_loops, names_of, reads_of, writes_of
+from .boxes import CELL_LIMIT, anchor_loops, int_values, names_of, reads_of, writes_of
 from .digits import symbolic_digit_inside
 from .instances import instance_grid as _instance_grid
 
@@ -77,9 +77,10 @@ def _check_bindings_symbolic(func: PrimFunc, primitive: str, realize: BlockReali
         used |= free_vars(value) & {f.loop_var for f in loops}
     points = [f.extent for f in loops if f.loop_var in used]
     doms = [iv.dom.extent for iv in b.iter_vars]
-    if all(isinstance(e, IntImm) for e in points + doms):
-        n_loops = math.prod(e.value for e in points)
-        n_dom = math.prod(e.value for e in doms)
+    point_values, dom_values = int_values(points), int_values(doms)
+    if point_values is not None and dom_values is not None:
+        n_loops = math.prod(point_values)
+        n_dom = math.prod(dom_values)
         if n_loops != n_dom:
             raise schedule_error(func, primitive, f"the loops of {block_name(b.name)} run {n_loops} instances "
                                  f"but its iterator domains hold {n_dom}", blocks=(b.name,),
@@ -93,16 +94,17 @@ def _instances_are_domain(realize: BlockRealize, loops: list[For]) -> bool | Non
     import numpy as np
 
     b = realize.block
-    if not all(isinstance(x, IntImm) for iv in b.iter_vars for x in (iv.dom.min, iv.dom.extent)):
+    mins = int_values(iv.dom.min for iv in b.iter_vars)
+    dom = int_values(iv.dom.extent for iv in b.iter_vars)
+    if mins is None or dom is None:
         return None
-    dom = [iv.dom.extent.value for iv in b.iter_vars]
     if math.prod(dom) > CELL_LIMIT:
         return None
     grid = _instance_grid(realize, loops)
     if grid is None:
         return None
     values, count = grid
-    cols = [values[iv.var] - iv.dom.min.value for iv in b.iter_vars]
+    cols = [values[iv.var] - lo for iv, lo in zip(b.iter_vars, mins)]
     if not cols:
         return count > 0
     if any(((c < 0) | (c >= n)).any() for c, n in zip(cols, dom)):

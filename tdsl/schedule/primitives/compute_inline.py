@@ -19,7 +19,6 @@ from ...ir import (
     BufferLoad,
     BufferStore,
     Call,
-    IntImm,
     IRMutator,
     PrimExpr,
     PrimFunc,
@@ -32,7 +31,7 @@ from ...ir import (
 )
 from ...ir.tree import Path, all_realizes, child_realizes, loops_in_scope, path_ranges, replace_at
 from ..analysis import expr_text, index_as
-from ..analysis.boxes import CELL_LIMIT, names_of, reads_of, shape_of, writes_of
+from ..analysis.boxes import CELL_LIMIT, int_values, names_of, reads_of, shape_of, writes_of
 from ..analysis.instances import written_mask
 from ..analysis.legality import check_movable
 from ..analysis.read_inverse import read_inverse
@@ -157,7 +156,7 @@ def compute_inline(func: PrimFunc, block: str) -> tuple[PrimFunc, None]:
     _check_no_address(func, "compute_inline", buf, block)
     _check_inputs_stable(func, realize, buf)
     new = without_realize(func, realize)
-    new = func.with_body(_Inliner(buf, idx, store.value).visit(new.body))
+    new = func.with_body(_Inliner(buf, [i for i in idx if isinstance(i, Var)], store.value).visit(new.body))
     new = func.with_body(refresh_touching(new.body, {buf}))
     return drop_unused_allocs(new), None
 
@@ -272,10 +271,11 @@ def _check_reads_written(func: PrimFunc, p_realize: BlockRealize, ppath: Path, p
     shape = shape_of(buf)
     written = written_mask(p_realize, loops_in_scope(ppath), buf, shape) if shape is not None and fail is None \
         else None
-    if written is not None and all(isinstance(x, IntImm) for iv in c.iter_vars for x in (iv.dom.min, iv.dom.extent)) \
-            and math.prod(iv.dom.extent.value for iv in c.iter_vars) <= CELL_LIMIT:
-        cgrid = np.meshgrid(*[np.arange(iv.dom.min.value, iv.dom.min.value + iv.dom.extent.value)
-                              for iv in c.iter_vars], indexing="ij")
+    cmins = int_values(iv.dom.min for iv in c.iter_vars)
+    cdom = int_values(iv.dom.extent for iv in c.iter_vars)
+    if written is not None and shape is not None and cmins is not None and cdom is not None \
+            and math.prod(cdom) <= CELL_LIMIT:
+        cgrid = np.meshgrid(*[np.arange(lo, lo + n) for lo, n in zip(cmins, cdom)], indexing="ij")
         try:
             cenv = {iv.var: g.ravel() for iv, g in zip(c.iter_vars, cgrid)}
             size = cgrid[0].size if cgrid else 1

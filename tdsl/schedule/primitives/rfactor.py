@@ -44,6 +44,7 @@ from ...ir.tree import (
     var_names,
 )
 from ..analysis import expr_text, is_quasi_affine, refuse_conditions
+from ..analysis.boxes import int_values
 from ..errors import block_name, loop_name, schedule_error
 from ..tree import add_alloc, buffer_names, find_block, find_loop, insert_beside, refresh_block, scope_of
 from .arg_reduction import ArgReducer, looks_multi, recognize_arg
@@ -230,12 +231,12 @@ def _init_runs_once_enumerated(ivs, reduce_loops: list[For]) -> bool | None:
     _ENUMERATE_LIMIT points), where all reduction iterators are at their minimum: once, first."""
     import numpy as np
 
-    if not all(isinstance(f.extent, IntImm) and isinstance(f.min, IntImm) for f in reduce_loops):
+    sizes, mins = int_values(f.extent for f in reduce_loops), int_values(f.min for f in reduce_loops)
+    if sizes is None or mins is None:
         return None
-    sizes = [f.extent.value for f in reduce_loops]
     if int(np.prod(sizes, dtype=np.int64)) > _ENUMERATE_LIMIT or not all(s > 0 for s in sizes):
         return None
-    axes: list = [np.arange(f.min.value, f.min.value + f.extent.value, dtype=np.int64) for f in reduce_loops]
+    axes: list = [np.arange(lo, lo + n, dtype=np.int64) for lo, n in zip(mins, sizes)]
     grids = np.meshgrid(*axes, indexing="ij")
     env = {f.loop_var: g.ravel() for f, g in zip(reduce_loops, grids)}
     at_start = np.ones(int(np.prod(sizes, dtype=np.int64)), dtype=bool)
