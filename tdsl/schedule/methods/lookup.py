@@ -14,7 +14,8 @@ from ..tree import find_block, find_loop
 
 
 class LookupMethods(ScheduleBase):
-    """get, get_sref, get_block, get_sblock, work_on, remove_rv, get_output_blocks, get_loops, get_child_blocks, get_producers, get_consumers."""
+    """get, get_sref, get_block, get_sblock, work_on, remove_rv, get_output_blocks, get_loops,
+    get_child_blocks, get_producers, get_consumers."""
 
     def get(self, rv: BlockRV | LoopRV):
         """The statement a handle stands for in the current function (TVM's `sch.get`): the
