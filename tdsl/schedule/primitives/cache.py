@@ -290,7 +290,7 @@ def located(func: PrimFunc, stmt: Stmt) -> tuple[Stmt, Path]:
 
     found = find_path(func.body, lambda x: x is stmt)
     assert found is not None
-    return found  # type: ignore[return-value]
+    return found
 
 
 def refresh_scope_regions(func: PrimFunc, buffers: set[Buffer]) -> PrimFunc:
@@ -444,7 +444,7 @@ def _copy_many(func: PrimFunc, buf: Buffer, cache: Buffer, names: list[str], tak
     if not isinstance(container, SeqStmt):  # two distinct blocks part at a sequence
         raise schedule_error(func, "cache_read", "consumer_blocks names one block twice", blocks=tuple(names))
     items = list(container.seq)
-    first = min(items.index(f[depth]) for f in fulls)  # type: ignore[arg-type]
+    first = min(items.index(f[depth]) for f in fulls)
 
     def writers(stmts) -> list[str]:
         return [r.block.name for item in stmts for r in all_realizes(item)
