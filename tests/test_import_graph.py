@@ -94,6 +94,10 @@ def test_no_import_circle_between_rooms():
     graph: dict[str, set[str]] = {}
     for a, b in edges():
         graph.setdefault(a, set()).add(b)
+    assert _first_cycle(graph) is None, "import circle: " + " -> ".join(_first_cycle(graph) or [])
+
+
+def _first_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -110,9 +114,21 @@ def test_no_import_circle_between_rooms():
         return None
 
     for start in sorted(graph):
-        if start not in state:
-            cycle = visit(start)
-            assert cycle is None, "import circle: " + " -> ".join(cycle)
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_no_import_circle_inside_the_schedule_room():
+    """Between the modules of tdsl/schedule (imports inside functions count): the facade's parts
+    stand on schedule/base.py, composites above the primitives, analyses below them."""
+    graph: dict[str, set[str]] = {}
+    for src, dst, _ in imports():
+        if src != dst and room(src) == room(dst) == "schedule":
+            graph.setdefault(src, set()).add(dst)
+    assert len(graph) > 20   # the scan sees the room's modules
+    cycle = _first_cycle(graph)
+    assert cycle is None, "import circle inside tdsl/schedule: " + " -> ".join(cycle or [])
 
 
 def test_the_named_rules_of_issue_15():
@@ -121,3 +137,22 @@ def test_the_named_rules_of_issue_15():
     for banned in ("script", "schedule", "arith"):
         assert ("ir", banned) not in found, found.get(("ir", banned))
     assert ("intrinsics", "schedule") not in found, found.get(("intrinsics", "schedule"))
+
+
+# inside tdsl/schedule, lowest first; a module may import its own level and the levels before it
+SCHEDULE_LAYERS = [{"errors", "handles", "values", "instruction", "tvm_spelling", "tree"}, {"analysis"},
+                   {"primitives"}, {"base"}, {"composites"}, {"methods"}, {"trace_json", "diffs"}, {"trace"},
+                   {"schedule"}, {"sampling", "library", "__init__"}]
+
+
+def test_schedule_room_imports_point_down():
+    def level(module: str) -> int:
+        parts = module.split(".")
+        part = parts[2] if len(parts) > 2 else "__init__"
+        found = [k for k, names in enumerate(SCHEDULE_LAYERS) if part in names]
+        assert found, f"add tdsl/schedule/{part} to SCHEDULE_LAYERS here and to docs/internals.md"
+        return found[0]
+
+    upward = [f"{src} -> {dst} ({where})" for src, dst, where in imports()
+              if room(src) == room(dst) == "schedule" and level(dst) > level(src)]
+    assert not upward, "imports that point up inside tdsl/schedule:\n" + "\n".join(sorted(upward))

@@ -1,7 +1,7 @@
 """The fastest of a block's library, tensorized and generated schedules, measured.
 
 ``fastest(sch, block, args, target)`` takes `sch` ("generated") and its candidates for `block`
-(`tdsl.schedule.candidates.candidates`), builds each, checks that it computes what `sch`
+(`tdsl.auto.candidates.candidates`), builds each, checks that it computes what `sch`
 computes on `args` (a candidate that differs is dropped) and times it; fastest first.
 
     >>> ranked = fastest(sch, "C", (a, b))
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schedule.candidates import Candidate, candidates
+from ..auto.candidates import Candidate, candidates
 
 
 def fastest(sch, block, args, target: str = "cpu", rtol: float = 1e-3) -> list[Candidate]:

@@ -10,7 +10,7 @@
 * `tdsl.intrinsics.cuda`: WMMA m16n16k16 fp16 -> fp32 (fill, load_a, load_b, mma, store).
 * `tdsl.intrinsics.blas`: library GEMM (`blas.sgemm`, `blas.dgemm`) through the BLAS numpy loads;
   `tdsl.schedule.library` makes the generic names concrete per block, and
-  `tdsl.schedule.candidates` offers a block's library and auto-tensorized schedules.
+  `tdsl.auto.candidates` offers a block's library and auto-tensorized schedules.
 
 Importing this package is light: the built-in intrinsics (`tdsl.intrinsics.builtins`) register
 themselves the first time the registry is asked for a name.

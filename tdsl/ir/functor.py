@@ -6,7 +6,7 @@ by identity, so traversal does not descend into them; override `visit_buffer` to
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import ClassVar
 
@@ -277,7 +277,7 @@ class _Substituter(IRMutator):
         return self.bmap[buffer]
 
 
-def substitute(node, vmap: dict[Var, PrimExpr], buffers: bool = False):
+def substitute(node, vmap: Mapping[Var, PrimExpr], buffers: bool = False):
     """Replace variables by expressions (inside buffer shapes too when `buffers`)."""
     if not vmap:
         return node
@@ -329,7 +329,7 @@ class _FreeVars(IRVisitor):
         self.out.add(v)
 
 
-def free_vars(node: PrimExpr) -> set[Var]:
+def free_vars(node: Node) -> set[Var]:
     """Every Var under `node` (buffers' shapes excluded)."""
     finder = _FreeVars()
     finder.visit(node)

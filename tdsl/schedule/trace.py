@@ -10,62 +10,25 @@ Sampling steps (`sample_perfect_tile`, ...) carry their decision: a replay reuse
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 from ..errors import ScheduleError
-from ..ir import Buffer, PrimExpr, Var, free_vars, substitute
+from ..ir import Buffer, PrimExpr, PrimFunc, Var, free_vars, substitute
+from .analysis import expr_text
+from .base import ScheduleBase
 from .handles import BlockRV, LoopRV
-from .sampling import ValueRV
+from .instruction import Instruction
+from .primitives.layout import IndexMap
+from .trace_json import instructions_from_json, trace_to_json
+from .values import ValueRV
 
-if TYPE_CHECKING:
-    from ..ir import PrimFunc
-    from .schedule import Schedule
+__all__ = ["Instruction", "Trace"]
 
 
-# steps whose result is one handle (the others give a list, or nothing)
-_ONE_OUTPUT = frozenset({"get_block", "get_sblock", "fuse", "blockize", "cache_read", "cache_write",
-                         "reindex_cache_read", "reindex_cache_write", "rfactor", "decompose_reduction",
-                         "add_unit_loop", "reindex"})
 # steps that only look things up: `Trace.simplified` drops them when nothing uses what they give
 _LOOKUPS = frozenset({"get_block", "get_sblock", "get_loops", "get_child_blocks", "get_producers",
                       "get_consumers", "get_output_blocks"})
-
-
-@dataclass(frozen=True, eq=False)
-class Instruction:
-    """One step: `outputs = sch.<kind>(*inputs, **attrs)`; `shape` is "none", "one" or "list";
-    `decision` is a sampling step's decision (None for the other steps).
-
-    Made by hand (TVM's `Instruction(kind, inputs, attrs, outputs)`): `attrs` is a dict or (key,
-    value) pairs of keyword arguments, outputs are handles made with `BlockRV(name, 0)` /
-    `LoopRV(Var(name), 0)` / `IntRV`, and `shape` follows from `kind` and the outputs.
-    """
-
-    kind: str
-    inputs: tuple
-    attrs: tuple[tuple[str, Any], ...] = ()
-    outputs: tuple = ()
-    shape: str = ""
-    serial: int = 0
-    decision: Any = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "inputs", tuple(self.inputs))
-        object.__setattr__(self, "outputs", tuple(self.outputs))
-        attrs = self.attrs.items() if isinstance(self.attrs, dict) else self.attrs
-        object.__setattr__(self, "attrs", tuple((k, v) for k, v in attrs))
-        if not self.shape:
-            shape = "none" if not self.outputs else "one" if (
-                self.kind in _ONE_OUTPUT or self.is_sampling) and len(self.outputs) == 1 else "list"
-            object.__setattr__(self, "shape", shape)
-
-    @property
-    def is_sampling(self) -> bool:
-        return self.kind.startswith("sample_")
-
-    def same_as(self, other) -> bool:
-        return self is other
 
 
 def _is_handle(x) -> bool:
@@ -213,23 +176,20 @@ class Trace:
         return Trace(steps)
 
     # replay -----------------------------------------------------------------------------
-    def apply(self, target: Schedule | PrimFunc, seed: int | None = None):
+    def apply(self, target: ScheduleBase | PrimFunc, seed: int | None = None):
         """Replay every step, decisions included. On a PrimFunc: returns a new Schedule of it (its
         random source seeded with `seed`, which only matters for decisions that are None). On a
         Schedule: replays onto it and returns the map from recorded handles to the new ones. A
         step the target refuses raises a ScheduleError naming the step."""
-        from ..ir import PrimFunc
-        from .schedule import Schedule
-
         if isinstance(target, PrimFunc):
-            sch = Schedule(target, seed=seed)
+            sch = ScheduleBase.facade(target, seed=seed)
             self._replay(sch)
             return sch
-        if not isinstance(target, Schedule):
+        if not isinstance(target, ScheduleBase):
             raise TypeError(f"trace.apply takes a PrimFunc or a Schedule, not {type(target).__name__}")
         return self._replay(target)
 
-    def _replay(self, sch: Schedule) -> dict:
+    def _replay(self, sch: ScheduleBase) -> dict:
         mapping: dict[int, Any] = {}
         dims = _dimensions(sch.func)
         for step, ins in enumerate(self.instructions):
@@ -257,7 +217,7 @@ class Trace:
                 mapping[id(old)] = new
         return mapping
 
-    def apply_to(self, func: PrimFunc, seed: int | None = None) -> Schedule:
+    def apply_to(self, func: PrimFunc, seed: int | None = None) -> ScheduleBase:
         """A new Schedule of `func` with every step replayed (the same as `apply(func)`)."""
         return self.apply(func, seed=seed)
 
@@ -266,21 +226,17 @@ class Trace:
         """The trace as JSON data, `[instructions, decisions]` as in TVM's `Trace.as_json`:
         each instruction `[kind, inputs, attrs, outputs]`, each decision `[step, decision]`;
         handles are named "b0", "l1", "v2", strings are quoted ('"C"'). `json.dumps` it to store."""
-        from .trace_json import trace_to_json
-
         return trace_to_json(self)
 
     @staticmethod
-    def apply_json_to_schedule(json_obj, sch: Schedule) -> None:
+    def apply_json_to_schedule(json_obj, sch: ScheduleBase) -> None:
         """TVM's name: replay the steps of `as_json()` data (or its `json.dumps` text) on `sch`."""
         Trace.from_json(json_obj).apply(sch)
 
     @staticmethod
     def from_json(data) -> Trace:
         """The trace of `as_json()` data (or of its `json.dumps` text)."""
-        from .trace_json import trace_from_json
-
-        return trace_from_json(data)
+        return Trace(instructions_from_json(data))
 
 
 def _dimensions(func: PrimFunc) -> dict[str, Var]:
@@ -304,8 +260,6 @@ def _map(x, mapping: dict, dims: dict[str, Var]):
         return tuple(_map(v, mapping, dims) for v in x)
     if isinstance(x, PrimExpr):
         return substitute(x, {v: dims[v.name] for v in free_vars(x) if v.name in dims})
-    from .primitives.layout import IndexMap
-
     if isinstance(x, IndexMap):  # a map over symbolic dimensions: the target's
         return x.bind_dims(dims)
     return x
@@ -319,8 +273,6 @@ def _fmt(x, names: dict) -> str:
     if isinstance(x, tuple):
         return "(" + ", ".join(_fmt(v, names) for v in x) + ("," if len(x) == 1 else "") + ")"
     if isinstance(x, PrimExpr):
-        from .analysis import expr_text
-
         return expr_text(x)
     if isinstance(x, str) and '"' not in x and "\\" not in x:
         return f'"{x}"'  # TVMScript style: sch.get_block("C")

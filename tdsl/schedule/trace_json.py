@@ -13,7 +13,7 @@
   ["not", a] | ["select", c, t, f] | ["cast", dtype, v] | ["call", dtype, op, [args]];
 * `decisions` gives the decision of each sampling step by its index in the instruction list.
 
-`trace_from_json(trace_to_json(t))` prints and replays as `t` does.
+`Trace(instructions_from_json(trace_to_json(t)))` prints and replays as `t` does.
 """
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from ..dtypes import DataType
 from ..errors import ScheduleError
 from ..ir import AnnotationDict, Binary, Call, Cast, FloatImm, IntImm, Not, PrimExpr, Select, Var
 from .handles import BlockRV, LoopRV
+from .instruction import Instruction
 from .primitives.layout import IndexMap
-from .sampling import ValueRV, value_rv
+from .values import ValueRV, value_rv
 
 
 def _expr_to_json(e: PrimExpr):
@@ -199,10 +200,8 @@ def _outputs(kind: str, names: list[str], decision, attrs: dict, serial: int):
     return out
 
 
-def trace_from_json(data):
-    """The Trace of `trace_to_json` data (or of its JSON text)."""
-    from .trace import Instruction, Trace
-
+def instructions_from_json(data) -> list[Instruction]:
+    """The steps of `trace_to_json` data (or of its JSON text); `Trace.from_json` makes them a Trace."""
     if isinstance(data, (str, bytes)):
         data = json.loads(data)
     try:
@@ -223,7 +222,7 @@ def trace_from_json(data):
         raise
     except (TypeError, ValueError, KeyError, IndexError) as exc:
         raise ScheduleError(f"Trace.from_json: not a trace's JSON ({type(exc).__name__}: {exc})") from None
-    return Trace(steps)
+    return steps
 
 
 LIST_OUTPUT = {"get_loops", "get_child_blocks", "get_producers", "get_consumers", "split", "sample_perfect_tile"}

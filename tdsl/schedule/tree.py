@@ -7,6 +7,7 @@ Plain navigation (`Path`, `children`, `find_path`, `replace_at`, ...) is `tdsl.i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from ..arith import infer_block_regions
 from ..ir import (
@@ -18,6 +19,7 @@ from ..ir import (
     For,
     IRMutator,
     LetStmt,
+    PrimExpr,
     PrimFunc,
     Range,
     SeqStmt,
@@ -108,7 +110,7 @@ def unique_names(func: PrimFunc) -> PrimFunc:
     root = func.root_block
     if root is not None:  # function-level buffers print before the loops
         taken.update(b.name for b in root.alloc_buffers)
-    renames: dict[Var, Var] = {}
+    renames: dict[Var, PrimExpr] = {}
     for node in walk(func.body):
         defined: list[Var] = []
         if isinstance(node, For):
@@ -149,9 +151,9 @@ def alloc_site(func: PrimFunc, buffer: Buffer) -> BlockRealize | None:
 def scope_of(path: Path) -> tuple[BlockRealize | None, Stmt]:
     """The realize of the enclosing block of a statement (None at function level) and the
     statement directly inside it that holds the path (its 'top statement' container)."""
-    for idx in range(len(path) - 1, -1, -1):
-        if isinstance(path[idx], BlockRealize):
-            return path[idx], path[idx].block.body
+    for node in reversed(path):
+        if isinstance(node, BlockRealize):
+            return node, node.block.body
     return None, path[0] if path else None  # type: ignore[return-value]
 
 
@@ -223,7 +225,7 @@ def refresh_block(block: Block, keep_order: bool = False) -> Block:
                                writes=_in_old_order(writes, block.writes))
 
 
-def _in_old_order(new: list, old: tuple) -> tuple:
+def _in_old_order(new: Sequence, old: Sequence) -> tuple:
     old_bufs = [r.buffer for r in old]
     new_bufs = {r.buffer for r in new}
     holes = [k for k, b in enumerate(old_bufs) if b not in new_bufs]

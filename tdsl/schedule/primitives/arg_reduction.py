@@ -24,24 +24,17 @@ dtype's lowest value for argmax: an integer's minimum or -inf; the highest for a
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 
 from ...ir import (
     Binary,
     Block,
-    BlockRealize,
     Buffer,
     BufferLoad,
     BufferStore,
-    FloatImm,
-    IntImm,
-    IterVar,
     LetStmt,
     PrimExpr,
     PrimFunc,
-    Range,
     Select,
     SeqStmt,
     Stmt,
@@ -51,16 +44,16 @@ from ...ir import (
     same_expr,
     substitute,
 )
-from ...ir.tree import block_names, fresh_name, replace_at, var_names
-from ..analysis import expr_text
-from ..errors import block_name, loop_name, schedule_error
-from ..tree import add_alloc, buffer_names, find_block, insert_beside, refresh_block, scope_of
+from ...ir.tree import fresh_name
+from ..errors import block_name, schedule_error
 
 RULE = ("rfactor factors a block with one reduction store (`C[..] = C[..] + v`, or another commutative "
         "reducer) or an argmax/argmin; an argmax/argmin block is `with T.init(): I[..] = i0; V[..] = v0` then "
         "`a: T.let = T.Select(V[..] >= v, "
         "I[..], i)`, `b: T.let = T.Select(V[..] >= v, V[..], v)`, `I[..] = a`, `V[..] = b` (>= or > for argmax, "
         "<= or < for argmin; I and V of one shape, at one element)")
+
+
 _FLIP = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt"}
 
 
@@ -204,91 +197,3 @@ def _match(e_index: PrimExpr, e_value: PrimExpr, ib: Buffer, vb: Buffer, idx):
     else:
         return None
     return op, e_index.false_value, new_v
-
-
-def arg_rfactor(func: PrimFunc, plan, rf_name: str) -> tuple[PrimFunc, str]:
-    """rfactor of an argmax/argmin: two rfactor buffers, and a write-back in the factored loop's order."""
-    from .reduction import _own_top, _slot, _wrap, rf_iterators, write_back_iterators
-
-    red: ArgReducer = plan.red
-    loop, realize, axis = plan.loop, plan.realize, plan.axis
-    name = realize.block.name
-    reduce_loops = [f for f in plan.own if plan.roles[f.loop_var] == "R"]
-    if reduce_loops[0] is not loop:
-        raise schedule_error(func, "rfactor", f"{loop_name(loop.loop_var)} is not the outermost reduction loop of "
-                             f"{block_name(name)} ({loop_name(reduce_loops[0].loop_var)} is): the partial results "
-                             "of an argmax/argmin would be combined in another order, and on a tie the index kept "
-                             "would change", loops=(loop.loop_var,), blocks=(name,),
-                             rule="rfactor of an argmax/argmin factors its outermost reduction loop",
-                             fix=f"rfactor {loop_name(reduce_loops[0].loop_var)}, or reorder the loops first")
-    if plan.wb_guard is not None:
-        raise schedule_error(func, "rfactor", f"{block_name(name)} is an argmax/argmin with a split's tail guard",
-                             loops=(loop.loop_var,), blocks=(name,),
-                             rule="rfactor of an argmax/argmin needs reduction loops that divide evenly")
-    taken_names = buffer_names(func) | set(block_names(func))
-    bufs = (red.index_buffer, red.value_buffer)
-    rf_i, rf_v = (Buffer(fresh_name(f"{b.name}_rf", taken_names),
-                         tuple(b.shape[:axis]) + (loop.extent,) + tuple(b.shape[axis:]), b.dtype) for b in bufs)
-    rf_bufs = (rf_i, rf_v)
-    taken = var_names(func)
-    # the rfactor block
-    v_rf, new_ivs, new_vals, remap = rf_iterators(plan, taken)
-    rf_idx = red.indices[:axis] + (_slot(v_rf, loop),) + red.indices[axis:]
-    cand = (substitute(red.rhs_index, remap), substitute(red.rhs_value, remap))
-    if any(iv.kind == "R" for iv in new_ivs):
-        if red.op in ("gt", "lt"):  # the partial results start from the init
-            _refuse_strict_init(func, red, name, loop)
-        rf_init: Stmt | None = red.init_stmt(rf_bufs, rf_idx, {})
-        rf_body = red.update_stmt(rf_bufs, rf_idx, cand, (f"{red.names[0]}_rf", f"{red.names[1]}_rf"),
-                                  taken)
-    else:  # one candidate per partial result: combine(init, combine(init, x)) == combine(init, x)
-        rf_init = None
-        rf_body = SeqStmt(tuple(BufferStore(b, c, rf_idx) for b, c in zip(rf_bufs, cand)))
-    rf_block = dataclasses.replace(realize.block, name=rf_name, iter_vars=tuple(new_ivs), init=rf_init, body=rf_body)
-    rf_realize = BlockRealize(tuple(new_vals), realize.predicate, refresh_block(rf_block))
-    # the write-back block
-    new_loops, lmap, spatial, smap, v_wb = write_back_iterators(plan, taken)
-    wb_idx = tuple(substitute(i, smap) for i in red.indices)
-    wb_rf_idx = wb_idx[:axis] + (_slot(v_wb, loop),) + wb_idx[axis:]
-    wb_cand = (BufferLoad(rf_bufs[0], wb_rf_idx), BufferLoad(rf_bufs[1], wb_rf_idx))
-    wb_block = Block(name, (IterVar(v_wb, Range(loop.min, loop.extent), "R"),) +
-                     tuple(IterVar(smap[iv.var], iv.dom, "S") for iv, _ in spatial), (), (),
-                     red.update_stmt(bufs, wb_idx, wb_cand, red.names, taken),
-                     init=red.init_stmt(bufs, wb_idx, smap))
-    wb_realize = BlockRealize((lmap[loop.loop_var],) + tuple(substitute(v, lmap) for _, v in spatial),
-                              substitute(plan.wb_predicate, lmap), refresh_block(wb_block))
-    func2 = replace_at(func, plan.bpath, realize, rf_realize)
-    top, tpath = _own_top(func2, rf_name, plan.own)
-    func3 = insert_beside(func2, tpath, top, _wrap(new_loops, wb_realize), after=True)
-    scope_realize = scope_of(find_block(func3, rf_name, "rfactor")[1])[0]
-    for b in rf_bufs:
-        func3 = add_alloc(func3, scope_realize, b)
-        scope_realize = scope_of(find_block(func3, rf_name, "rfactor")[1])[0]
-    return func3, rf_name
-
-
-def _refuse_strict_init(func: PrimFunc, red: ArgReducer, name: str, loop) -> None:
-    """A strict comparison folds partial results exactly only when no value lies beyond the init."""
-    import numpy as np
-
-    dt, init, lowest = red.value_buffer.dtype, red.init_value, red.op == "gt"
-    if isinstance(init, FloatImm):
-        exact = init.value == (-math.inf if lowest else math.inf)
-    elif isinstance(init, IntImm) and dt.is_integer:
-        info = np.iinfo(dt.numpy)
-        exact = init.value == (info.min if lowest else info.max)
-    else:
-        exact = False
-    if not exact:
-        which, limit = ("argmax", "lowest") if lowest else ("argmin", "highest")
-        extreme = "-inf" if lowest else "inf"
-        raise schedule_error(func, "rfactor", f"{block_name(name)} is an {which} with "
-                             f"{'>' if lowest else '<'}: ties take the new index, so a partial result still "
-                             f"at the init ({red.value_buffer.name} = {expr_text(init)}) would replace an "
-                             "earlier tie with the init's index", loops=(loop.loop_var,), blocks=(name,),
-                             rule=f"rfactor of an {which} with a strict comparison needs the init to be the "
-                                  f"dtype's {limit} value (no value beyond it)",
-                             fix=f"compare with {'>= instead of >' if lowest else '<= instead of <'} (a tie keeps "
-                                 f"the first index), or init {red.value_buffer.name} with "
-                                 f"{'T.min_value' if lowest else 'T.max_value'} of an integer dtype or "
-                                 f'T.float32("{extreme}")')

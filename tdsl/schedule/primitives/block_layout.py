@@ -76,7 +76,7 @@ def exact_inverse(params: list[Var], outputs: list[PrimExpr], extents: list[Prim
     owner: dict[tuple[int, int], tuple[int, int]] = {}  # digit -> (output, weight)
     new_ext: list[int] = []
     for o, (form, row) in enumerate(zip(forms, rows)):
-        if form[1] != 0:  # type: ignore[index]
+        if form[1] != 0:
             return None
         weight = 1
         for key, w in sorted(row.items(), key=lambda kv: kv[1]):

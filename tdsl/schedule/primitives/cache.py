@@ -55,6 +55,8 @@ from ...ir.tree import (
     var_names,
 )
 from ..analysis import index_as, refuse_conditions, simplify_realizes
+from ..analysis.boxes import int_values
+from ..analysis.instances import written_mask
 from ..errors import block_name, schedule_error
 from ..tree import (
     add_alloc,
@@ -217,6 +219,7 @@ def _insert_at_scope(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: b
     """Insert `new` right before (or after) the top statement of `stmt`'s scope that holds it."""
     scope_path, idx = top_index(path, stmt)
     container = scope_path[-1]  # the Block whose body is the scope body
+    assert isinstance(container, Block)   # top_index's path ends at the enclosing Block
     new_body = seq_insert(container.body, idx + (1 if after else 0), new)
     return replace_at(func, scope_path[:-1], container, dataclasses.replace(container, body=new_body))
 
@@ -287,7 +290,7 @@ def located(func: PrimFunc, stmt: Stmt) -> tuple[Stmt, Path]:
 
     found = find_path(func.body, lambda x: x is stmt)
     assert found is not None
-    return found  # type: ignore[return-value]
+    return found
 
 
 def refresh_scope_regions(func: PrimFunc, buffers: set[Buffer]) -> PrimFunc:
@@ -441,7 +444,7 @@ def _copy_many(func: PrimFunc, buf: Buffer, cache: Buffer, names: list[str], tak
     if not isinstance(container, SeqStmt):  # two distinct blocks part at a sequence
         raise schedule_error(func, "cache_read", "consumer_blocks names one block twice", blocks=tuple(names))
     items = list(container.seq)
-    first = min(items.index(f[depth]) for f in fulls)  # type: ignore[arg-type]
+    first = min(items.index(f[depth]) for f in fulls)
 
     def writers(stmts) -> list[str]:
         return [r.block.name for item in stmts for r in all_realizes(item)
@@ -497,6 +500,7 @@ def hoist_copy_point(realize: BlockRealize, own: list[For], top: Stmt, tpath: Pa
         if idx < 0 or not isinstance(tpath[idx], For):
             return own, top, tpath
         loop = tpath[idx]
+        assert isinstance(loop, For)   # checked just above
         if any(conflicts(r.block) for r in all_realizes(loop) if id(r) not in mine):
             return own, top, tpath
         own, top, tpath = [loop, *own], loop, tpath[:idx]
@@ -585,13 +589,12 @@ def _guards_only_the_domain(realize: BlockRealize, stores: list[BufferStore]) ->
 def _box_all_written(realize: BlockRealize, own: list[For], buf: Buffer, bounds, ranges) -> bool:
     """A block with a predicate writes every element of the constant box `bounds`, found by
     running its loops (False when that cannot be done)."""
-    from .instances import written_mask
-
     box = [(simplify(lo, ranges), simplify(hi, ranges)) for lo, hi in bounds]
-    if not all(isinstance(x, IntImm) for b in box for x in b) or not all(isinstance(s, IntImm) for s in buf.shape):
+    los, his, shape = int_values(lo for lo, _ in box), int_values(hi for _, hi in box), int_values(buf.shape)
+    if los is None or his is None or shape is None:
         return False
-    mask = written_mask(realize, own, buf, tuple(s.value for s in buf.shape))
-    return mask is not None and bool(mask[tuple(slice(lo.value, hi.value + 1) for lo, hi in box)].all())
+    mask = written_mask(realize, own, buf, tuple(shape))
+    return mask is not None and bool(mask[tuple(slice(lo, hi + 1) for lo, hi in zip(los, his))].all())
 
 
 # set_scope -----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 
-from ...ir import Block, BlockRealize, Buffer, PrimFunc, Var
+from ...ir import Block, BlockRealize, Buffer, For, PrimFunc, Var
 from ...ir.tree import block_names, child_realizes, loops_in_scope
 from ..errors import schedule_error
 from ..tree import ambiguous_block_error, find_block, find_loop
@@ -38,6 +38,7 @@ def get_loops(func: PrimFunc, block: str) -> tuple[PrimFunc, list[Var]]:
 
 def get_child_blocks(func: PrimFunc, parent: str | Var) -> tuple[PrimFunc, list[str]]:
     """The blocks directly under a block or a loop (not those nested in other blocks)."""
+    node: For | BlockRealize
     if isinstance(parent, Var):
         node, _ = find_loop(func, parent, "get_child_blocks")
     else:

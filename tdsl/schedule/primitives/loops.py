@@ -252,6 +252,7 @@ def add_unit_loop(func: PrimFunc, target: str | Var) -> tuple[PrimFunc, Var]:
     """A loop of extent 1 (named `u`) directly above a block (a name) or a loop (its Var)."""
     from ..tree import find_block
 
+    old: BlockRealize | For
     if isinstance(target, str):
         old, path = find_block(func, target, "add_unit_loop")
         if func.root_block is not None and old is func.body:
@@ -330,7 +331,7 @@ def fuse(func: PrimFunc, *loop_vars: Var) -> tuple[PrimFunc, Var]:
         vmap[f.loop_var] = value if is_const(f.min, 0) else f.min + value
         stride = f.extent if stride is None else stride * f.extent
     body = substitute(loops[-1].body, vmap)
-    new_loop = For(fused, const(0, fused.dtype), extent, "serial", body)
+    new_loop: Stmt = For(fused, const(0, fused.dtype), extent, "serial", body)
     new_loop = simplify_realizes(new_loop, ranges)
     new_loop = refresh_regions(new_loop, fused_vars)
     return _replace(func, path, outer, new_loop), fused

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import tdsl
+from tdsl.auto import candidates
 from tdsl.backends.choose import fastest
 from tdsl.intrinsics import blas, x86
-from tdsl.schedule import candidates
 
 pytestmark = pytest.mark.skipif("avx2" not in x86.available(), reason="needs AVX2")
 

@@ -39,7 +39,7 @@ def _block_name(block) -> str:
 
 
 def _dtype_of(sch, name: str) -> str | None:
-    from .tree import find_block
+    from ..schedule.tree import find_block
 
     realize, _ = find_block(sch.func, name, "candidates")
     store = realize.block.body

@@ -1,13 +1,18 @@
-"""The Schedule methods of the tensorize family (a mixin of `Schedule`): blockize, tensorize."""
+"""Blocks of blocks and tensor intrinsics: blockize, tensorize.
+
+The facade methods of one family (a part of `Schedule` on `ScheduleBase`); the semantics and
+the legality rules are in `tdsl.schedule.primitives.blockize`.
+"""
 from __future__ import annotations
 
-from .handles import BlockRV, LoopRV
-from .primitives import blockize as _tensorize
-from .tvm_spelling import true_flags
+from ..base import ScheduleBase
+from ..handles import BlockRV, LoopRV
+from ..primitives import blockize as _tensorize
+from ..tvm_spelling import true_flags
 
 
-class TensorizeMethods:
-    """blockize / tensorize; see `tdsl.schedule.primitives.blockize` for the semantics."""
+class BlockizeMethods(ScheduleBase):
+    """blockize, tensorize."""
 
     def blockize(self, loop: LoopRV | list[BlockRV], preserve_unit_iters: bool = False) -> BlockRV:
         """Make the subtree under `loop` an inner block of a new outer block `<name>_o`, whose
@@ -96,9 +101,8 @@ class TensorizeMethods:
                                 B[vi_o, vj] = A[vi_o, vj] * T.float32(2)
         """
         self._expect("tensorize", block_or_loop, (BlockRV, LoopRV), "a block or loop handle")
-        from . import library  # generic library intrinsics ("blas.sgemm") take any constant shape
+        from ..composites import library  # generic library intrinsics ("blas.sgemm") take any constant shape
 
         fn = library.tensorize if library.is_generic(intrin_name) else _tensorize.tensorize
         return self._apply("tensorize", fn, [block_or_loop],
                            {"intrin_name": intrin_name, **true_flags("tensorize", preserve_unit_iters=preserve_unit_iters)})
-

@@ -26,6 +26,10 @@
 
 The first plan that tensorizes wins; when none does, the ScheduleError lists why each failed.
 The result is recorded as one step (auto_tensorize) whose replay repeats the search.
+
+A composite: it only calls the public primitives (reindex, pad_einsum, compute_inline,
+transform_layout, split, reorder, decompose_reduction, tensorize) on a scratch schedule of the
+facade class (`ScheduleBase.facade`, registered by `Schedule`, which sits above this module).
 """
 from __future__ import annotations
 
@@ -49,8 +53,9 @@ from ...ir import (
     free_vars,
     is_const,
 )
+from ..base import ScheduleBase
 from ..errors import block_name, schedule_error
-from ..tree import find_block
+from ..tree import find_block, find_loop
 
 MAX_PLANS = 12
 
@@ -274,9 +279,7 @@ def _cost(code: _Einsum, desc: _Einsum, intrin: TensorIntrin, plan: _Plan, tiles
 
 def _apply(func: PrimFunc, block: str, intrin: TensorIntrin, code: _Einsum, desc: _Einsum, order: list[Var],
            tiles: dict, plan: _Plan) -> tuple[PrimFunc, str]:
-    from ..schedule import Schedule
-
-    sch = Schedule(func)
+    sch = ScheduleBase.facade(func)
     blk = sch.get_block(block)
     padded = _padded(code, plan, tiles)
     inv = {c: d for d, c in plan.mapping.items()}
@@ -343,8 +346,6 @@ def _apply(func: PrimFunc, block: str, intrin: TensorIntrin, code: _Einsum, desc
 
 
 def _extent(sch, loop) -> int:
-    from ..tree import find_loop
-
     f, _ = find_loop(sch.func, loop.var, "auto_tensorize")
     return f.extent.value if isinstance(f.extent, IntImm) else 2
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..arith import infer_block_regions, linear_form, relax, simplify
-from ..ir import (
+from ...arith import infer_block_regions, linear_form, relax, simplify
+from ...ir import (
     TRUE,
     Binary,
     Block,
@@ -33,12 +33,12 @@ from ..ir import (
     same_expr,
     substitute,
 )
-from ..ir import Cast as _Cast
-from ..ir import IfThenElse as _IfThenElse
-from ..ir import IntImm as _IntImm
-from ..ir.tree import Path, all_realizes, child_realizes, children, path_ranges, walk
-from ..script.printer import message_text as expr_text
-from .errors import block_name, loop_name, schedule_error
+from ...ir import Cast as _Cast
+from ...ir import IfThenElse as _IfThenElse
+from ...ir import IntImm as _IntImm
+from ...ir.tree import Path, all_realizes, child_realizes, children, path_ranges, walk
+from ...script.printer import message_text as expr_text
+from ..errors import block_name, loop_name, schedule_error
 
 
 def uses_any(expr, variables: set[Var]) -> bool:

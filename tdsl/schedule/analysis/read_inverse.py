@@ -23,7 +23,7 @@ import itertools
 
 from ...arith import linear_form, prove, simplify
 from ...ir import Binary, Block, IntImm, PrimExpr, Range, Var, const, free_vars, substitute
-from ..analysis import same_width
+from . import same_width
 
 
 @dataclasses.dataclass(frozen=True)
