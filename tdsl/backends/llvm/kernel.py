@@ -16,11 +16,12 @@ import time as _time
 import numpy as np
 
 from ...arith.evaluate import EvalError, eval_int
+from ...config import config
 from ...dtypes import DataType
 from ...errors import ArgumentError, BoundsError, TargetError
 from ...ir import Binary, Buffer, IntImm, PrimFunc, Var, collect
 from ...ir.outputs import read_before_written
-from ...tracebacks import public_entry
+from ...tracebacks import USER_ERRORS, public_entry, user_frames
 from .abi import numpy_layout_ok
 
 _MISSING = object()
@@ -304,12 +305,14 @@ class Kernel:
             if not p.strides and arr.flags.c_contiguous and not arr.flags.aligned:
                 raise ArgumentError(f"parameter {p.name!r} is written by the kernel and must be aligned to its "
                                     f"dtype ({p.np_dtype.itemsize} bytes); got an array at address "
-                                    f"{arr.__array_interface__['data'][0]:#x} (pass an aligned array, e.g. "
-                                    f"np.empty_like(x), and copy the result back)")
+                                    f"{arr.__array_interface__['data'][0]:#x}; pass an aligned array and copy "
+                                    f"the result back: tmp = np.empty_like({p.name}), call with tmp, then "
+                                    f"{p.name}[...] = tmp")
             if not p.strides and not arr.flags.c_contiguous:
                 raise ArgumentError(f"parameter {p.name!r} is written by the kernel and must be a C-contiguous "
-                                    f"array; got strides {arr.strides} for shape {arr.shape} (pass a contiguous "
-                                    f"array, e.g. np.ascontiguousarray(x), and copy the result back)")
+                                    f"array; got strides {arr.strides} for shape {arr.shape}; pass a contiguous "
+                                    f"array and copy the result back: tmp = np.empty_like({p.name}, order='C'), "
+                                    f"call with tmp, then {p.name}[...] = tmp")
         elif not p.strides and not (arr.flags.c_contiguous and arr.flags.aligned):
             arr = np.ascontiguousarray(arr)
             if not arr.flags.aligned:
@@ -530,13 +533,21 @@ def _specialised_class(k: Kernel) -> type:
             lines.append(f"                return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
             lines.append("            return self._slow_call(args, kwargs, rc)")
     lines.append("    return self._slow_call(args, kwargs, None)")
+    # a user error leaves with the user's frames only: neither this generated frame nor tdsl's
+    # (a bare `raise` re-raises without adding the frame it runs in)
+    lines = [lines[0], "  try:", *("  " + line for line in lines[1:]),
+             "  except USER_ERRORS as error:",
+             "    if not config.full_traceback:",
+             "        error.__traceback__ = user_frames(error.__traceback__)",
+             "    raise"]
     env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty, "ndarray": np.ndarray,
-           "__name__": __name__}
+           "USER_ERRORS": USER_ERRORS, "config": config, "user_frames": user_frames, "__name__": __name__}
     for p in params:
         env[f"dt{p.index}"] = p.np_dtype
         if p.lo is not None:
             env[f"lo{p.index}"], env[f"hi{p.index}"] = p.lo, p.hi
-    exec("\n".join(lines), env)  # noqa: S102 - generated from the signature only, no user text
+    code = compile("\n".join(lines), f"<tdsl kernel {k.func.name!r} call>", "exec")
+    exec(code, env)  # noqa: S102 - generated from the signature only, no user text
     fn = env["__call__"]
     fn.__doc__ = f"Call {k.func.name}({k._signature()})."
     return type("Kernel", (Kernel,), {"__call__": fn, "__module__": Kernel.__module__,
