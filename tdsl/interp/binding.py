@@ -1,4 +1,4 @@
-"""The interpreter's calling convention (SPEC section 4): match arguments to parameters, check
+"""The interpreter's calling convention (docs/calling.md): match arguments to parameters, check
 dtypes and shapes, bind symbolic dimensions, allocate the outputs that were left out."""
 from __future__ import annotations
 

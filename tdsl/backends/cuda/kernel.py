@@ -1,4 +1,4 @@
-"""CudaKernel: a compiled CUDA function called like a numpy function (SPEC section 4).
+"""CudaKernel: a compiled CUDA function called like a numpy function (docs/calling.md).
 
 Arguments: `DeviceArray`s and CUDA `__dlpack__` tensors (PyTorch, CuPy) are used in place;
 numpy arrays (and CPU DLPack tensors) are copied in and, when the function writes them, copied

@@ -1,4 +1,4 @@
-"""Kernel: a compiled CPU function, called like a numpy function (SPEC section 4).
+"""Kernel: a compiled CPU function, called like a numpy function (docs/calling.md).
 
 The common call (numpy arrays of the right dtype, shape and layout) takes one ctypes call: the
 generated entry receives the arrays themselves and checks them by reading numpy's array
