@@ -182,15 +182,19 @@ class _Sizes:
         if not ok.any():
             return None
         order = np.lexsort([env[v] for v in reversed(names)] + [np.max(np.stack(list(env.values())), axis=0)])
-        first = order[ok[order]][0]
-        return {v.name: int(env[v][first]) for v in names}
+        for point in order[ok[order]][:64]:
+            # the grid computes in int64, which large products could wrap: confirm exactly
+            sizes = {v: int(env[v][point]) for v in names}
+            if fails.exact(sizes) and all(eval_int(expr, sizes) >= minimum for expr, _, minimum in conditions):
+                return {v.name: value for v, value in sizes.items()}
+        return None
 
 
-def _value(bound: Bound, env: dict):
+def _value(bound: Bound, env: dict, evaluate=eval_array):
     const, terms = bound
     total = const
     for c, expr in terms:
-        total = total + c * eval_array(expr, env)
+        total = total + c * evaluate(expr, env)
     return total
 
 
@@ -209,7 +213,11 @@ class _Failure:
         self.vars = _bound_vars(lo) | _bound_vars(hi) | free_vars(extent)
 
     def __call__(self, env: dict):
-            return (_value(self.lo, env) < 0) | (_value(self.hi, env) >= eval_array(self.extent, env))
+        return (_value(self.lo, env) < 0) | (_value(self.hi, env) >= eval_array(self.extent, env))
+
+    def exact(self, sizes: dict) -> bool:
+        """The same test in Python's integers, for one size of each variable."""
+        return _value(self.lo, sizes, eval_int) < 0 or _value(self.hi, sizes, eval_int) >= eval_int(self.extent, sizes)
 
 
 class _Checker(IRVisitor):
@@ -320,7 +328,7 @@ class _Checker(IRVisitor):
 
     def _report(self, buf, idx, extent, verb: str, where: str, fails: _Failure, sizes: dict):
         env = {v: sizes[v.name] for v in fails.vars}
-        lo, hi, n = int(_value(fails.lo, env)), int(_value(fails.hi, env)), int(eval_int(extent, env))
+        lo, hi, n = _value(fails.lo, env, eval_int), _value(fails.hi, env, eval_int), eval_int(extent, env)
         at = ", ".join(f"{k} = {v}" for k, v in sizes.items())
         size = str(n) if isinstance(extent, IntImm) else f"{expr_text(extent)} = {n}"
         raise BoundsError(f"buffer {buf.name!r} is {verb} at index {expr_text(idx)}{where}, which ranges over "
