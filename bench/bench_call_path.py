@@ -1,5 +1,6 @@
 """Call cost of a kernel with symbolic shapes: outputs passed vs left out (allocated by the
-call), against the same kernel with constant shapes and against numpy on the same data.
+call), against the same kernel with constant shapes and against numpy (and PyTorch, when
+installed) on the same data.
 
     PYTHONPATH=. python3 bench/bench_call_path.py [--number N]
 
@@ -79,6 +80,14 @@ def main() -> None:
         "constant, output left out": per_call_us(lambda: constant(a), args.number),
         "numpy softmax": per_call_us(lambda: numpy_softmax(a), args.number),
     }
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        ta = torch.from_numpy(a)
+        with torch.no_grad():
+            t["torch.softmax"] = per_call_us(lambda: torch.softmax(ta, dim=1), args.number)
     print(f"host: {cpu_model()}; row softmax ({rows}, {cols}) float32; "
           "CPU time of the calling thread per call, min of 20 repeats")
     for name, us in t.items():
