@@ -334,8 +334,9 @@ class _Checker(IRVisitor):
         raise BoundsError(f"buffer {buf.name!r} is {verb} at index {expr_text(idx)}{where}, which ranges over "
                           f"[{lo}, {hi}] when {at} but the buffer has {size} elements there: "
                           f"the access is out of bounds for valid sizes (first failing size: {at}). Guard it "
-                          f"with an `if`, or, when the sizes are related, say so in the buffer shapes "
-                          f"(e.g. (\"n + 1\",) instead of a second name)")
+                          f"with an `if` or T.if_then_else, or, when the sizes are related, say so in the "
+                          f"buffer shapes (e.g. (\"n + 1\",) instead of a second name; the CPU backend and the "
+                          f"interpreter take such shapes)")
 
 
 def _over_or_const(e, sizes: frozenset) -> bool:
