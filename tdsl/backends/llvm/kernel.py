@@ -345,9 +345,11 @@ class Kernel:
                                 f"(expected {expected})")
 
     def _dim_value(self, s, dims: dict, p: _Param, given: bool = False) -> int:
-        from .codegen import expr_text
-
-        if isinstance(s, Var) and s.name not in dims:
+        if isinstance(s, IntImm):
+            return s.value
+        if isinstance(s, Var) and s.name in dims:
+            return dims[s.name][0]
+        if isinstance(s, Var):
             if given:
                 raise ArgumentError(f"parameter {p.name!r} of shape {p.shape_text()}: dimension {s.name!r} "
                                     f"is not given by any argument whose shape names it directly; pass one")
@@ -364,6 +366,8 @@ class Kernel:
             raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: dimension "
                                 f"{exc.args[0].name!r} is not given by any input; pass {p.name!r} explicitly") from None
         except (EvalError, ZeroDivisionError) as exc:
+            from .codegen import expr_text
+
             node = getattr(exc, "node", s)
             raise ArgumentError(f"parameter {p.name!r}: cannot evaluate the shape entry {expr_text(node)}") from None
 
