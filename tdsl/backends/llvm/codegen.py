@@ -360,7 +360,9 @@ class _Emitter(MathEmitter):
             self.stmt(s.body)
             del self.bufs[buf]
             return
-        count, wrapped = self.checked_count(buf)
+        wrapped = None
+        if not isinstance(count, ir.Constant):
+            count, wrapped = self.checked_count(buf)
         if _int32_addressed(buf.shape[0]):
             # an int32-indexed buffer of symbolic shape: its true (int64) count must fit int32
             too_many = self.b.icmp_unsigned(">", count, ir.Constant(I64, 2**31 - 1))
