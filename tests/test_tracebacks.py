@@ -151,3 +151,25 @@ def test_ipython_shows_the_message_without_internals():
     assert "multiply to 9, but loop i has extent 16" in text and "sch.split(i, factors=[3, 3])" in text
     assert "primitives" not in text and "schedule.py" not in text, text
     assert "TDSL_FULL_TRACEBACK=1" in text
+
+
+def test_kernel_memory_error_keeps_only_the_users_frames(monkeypatch):
+    """An intermediate too large for the sizes given is a MemoryError from the kernel: also
+    shown from the caller's line only."""
+    monkeypatch.delenv("TDSL_FULL_TRACEBACK", raising=False)
+    kernel = tdsl.build(tdsl.parse('''
+@T.prim_func
+def g(A: T.Buffer(("n",), "float32"), B: T.Buffer(("n",), "float32")):
+    tmp = T.alloc_buffer((n, n, n, n), "float32")
+    for i in range(n):
+        with T.block("t"):
+            vi = T.axis.remap("S", [i])
+            tmp[vi, vi, vi, vi] = A[vi]
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = tmp[vi, vi, vi, vi]
+'''))
+    with pytest.raises(MemoryError, match="2\\*\\*31 elements") as info:
+        kernel(np.ones(300, "float32"))
+    assert set(_frames(info.value)) == {__file__}, _frames(info.value)

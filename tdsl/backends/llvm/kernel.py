@@ -537,10 +537,10 @@ def _specialised_class(k: Kernel) -> type:
             lines.append(f"                return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
             lines.append("            return self._slow_call(args, kwargs, rc)")
     lines.append("    return self._slow_call(args, kwargs, None)")
-    # a user error leaves with the user's frames only: neither this generated frame nor tdsl's
-    # (a bare `raise` re-raises without adding the frame it runs in)
+    # a user error (or a MemoryError for the sizes given) leaves with the user's frames only:
+    # neither this generated frame nor tdsl's (a bare `raise` adds no frame)
     lines = [lines[0], "  try:", *("  " + line for line in lines[1:]),
-             "  except USER_ERRORS as error:",
+             "  except (*USER_ERRORS, MemoryError) as error:",
              "    if not config.full_traceback:",
              "        error.__traceback__ = user_frames(error.__traceback__)",
              "    raise"]
