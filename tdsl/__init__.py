@@ -4,6 +4,7 @@ Only the public API lives here; heavy modules (llvmlite, cuda-python, rich) load
 """
 from __future__ import annotations
 
+from .backends import forksafe as _forksafe  # noqa: F401 - a child forked mid-import can import tdsl
 from .config import config
 from .errors import ArgumentError, BoundsError, PerformanceWarning, ScheduleError, ScriptError, TargetError
 from .ir import PrimFunc, assert_structural_equal, structural_diff, structural_equal, structural_hash

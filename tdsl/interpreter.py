@@ -84,7 +84,7 @@ def python_source(func: PrimFunc) -> str:
 @public_entry
 def interpret(func: PrimFunc, *args, **kwargs):
     """Run `func` (a PrimFunc, or a Schedule's current function) on numpy arrays, following
-    SPEC section 4's calling convention.
+    the calling convention of docs/calling.md.
 
     Arguments match parameters in order (or by name). Buffers the function writes may be left
     out: they are allocated and returned (one -> the array, several -> a tuple in parameter

@@ -44,7 +44,6 @@ CASES = {
     # `tdsl.lower` may be the package itself, called (which one depends on import order)
     "lower (the callable package)": lambda: sys.modules["tdsl.lower"](double, target="tpu"),
     "parse": lambda: tdsl.parse("@T.prim_func\ndef f(A: T.Buffer((4,), 'float32')):\n    while True:\n        pass\n"),
-    "kernel call": lambda: tdsl.build(double)(np.zeros(15, "float32")),
     "interpret": lambda: tdsl.interpret(double, np.zeros(3, "float32")),
     "entry's own check": lambda: tdsl.Schedule("double"),
 }
@@ -62,6 +61,31 @@ def test_user_errors_show_the_users_frame_and_one_tdsl_line(name, monkeypatch):
     assert "tdsl.config.full_traceback = True (or TDSL_FULL_TRACEBACK=1) shows them" in text
     assert "During handling of the above exception" not in text
     assert exc.__tdsl_traceback__ is not None             # the full one, for pdb
+
+
+KERNEL_CALLS = {
+    "fast path, output left out": lambda k: k(np.zeros(15, "float32")),
+    "fast path, output passed": lambda k: k(np.zeros(16, "float32"), np.zeros(15, "float32")),
+    "checked path (keywords)": lambda k: k(A=np.zeros(15, "float32")),
+    "checked path (wrong type)": lambda k: k("sixteen floats"),
+}
+
+
+@pytest.mark.parametrize("name", list(KERNEL_CALLS))
+def test_kernel_call_errors_keep_only_the_users_frames(name, monkeypatch):
+    """Issue 28: a kernel call's traceback kept tdsl's re-raise frame and the generated
+    `__call__` (shown as "<string>"); now only the caller's frames remain."""
+    monkeypatch.delenv("TDSL_FULL_TRACEBACK", raising=False)
+    kernel = tdsl.build(double)
+    with pytest.raises(tdsl.ArgumentError) as info:
+        KERNEL_CALLS[name](kernel)
+    assert set(_frames(info.value)) == {__file__}, _frames(info.value)
+    text = "".join(traceback.format_exception(info.value))
+    assert "<string>" not in text and "<tdsl" not in text and "During handling" not in text
+    monkeypatch.setattr(tdsl.config, "_full_traceback", True)
+    with pytest.raises(tdsl.ArgumentError) as info:
+        KERNEL_CALLS[name](kernel)
+    assert _tdsl_frames(info.value), _frames(info.value)     # everything, when asked for
 
 
 @pytest.mark.parametrize("how", ["config", "env"])
@@ -127,3 +151,25 @@ def test_ipython_shows_the_message_without_internals():
     assert "multiply to 9, but loop i has extent 16" in text and "sch.split(i, factors=[3, 3])" in text
     assert "primitives" not in text and "schedule.py" not in text, text
     assert "TDSL_FULL_TRACEBACK=1" in text
+
+
+def test_kernel_memory_error_keeps_only_the_users_frames(monkeypatch):
+    """An intermediate too large for the sizes given is a MemoryError from the kernel: also
+    shown from the caller's line only."""
+    monkeypatch.delenv("TDSL_FULL_TRACEBACK", raising=False)
+    kernel = tdsl.build(tdsl.parse('''
+@T.prim_func
+def g(A: T.Buffer(("n",), "float32"), B: T.Buffer(("n",), "float32")):
+    tmp = T.alloc_buffer((n, n, n, n), "float32")
+    for i in range(n):
+        with T.block("t"):
+            vi = T.axis.remap("S", [i])
+            tmp[vi, vi, vi, vi] = A[vi]
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = tmp[vi, vi, vi, vi]
+'''))
+    with pytest.raises(MemoryError, match="2\\*\\*31 elements") as info:
+        kernel(np.ones(300, "float32"))
+    assert set(_frames(info.value)) == {__file__}, _frames(info.value)

@@ -1,4 +1,4 @@
-"""The interpreter's calling convention (SPEC section 4): match arguments to parameters, check
+"""The interpreter's calling convention (docs/calling.md): match arguments to parameters, check
 dtypes and shapes, bind symbolic dimensions, allocate the outputs that were left out."""
 from __future__ import annotations
 
@@ -304,6 +304,14 @@ def _allocate_output(p: Buffer, env: _Env) -> np.ndarray:
     except KeyError as exc:
         raise ArgumentError(f"cannot allocate output {p.name!r}: the size {exc.args[0].name!r} is not fixed by "
                             "the other arguments; pass the output array") from None
+    if any(n < 0 for n in shape):
+        from ..script.printer import message_text
+
+        bad = ", ".join(f"{message_text(s)} = {n}" for s, n in zip(p.shape, shape) if n < 0)
+        bound = ", ".join(f"{v.name} = {int(env.values[v])}" for v in sorted(
+            {v for s in p.shape for v in _vars(s) if v in env.values}, key=lambda v: v.name))
+        raise ArgumentError(f"cannot allocate output {p.name!r}: its dimension {bad} is negative with {bound}; "
+                            f"pass {p.name!r} or sizes that make it non-negative")
     if p.elem_offset is not None and isinstance(p.elem_offset, Var) and p.elem_offset not in env.values:
         env.values[p.elem_offset] = 0
         env.origin[p.elem_offset] = f"output {p.name!r}"

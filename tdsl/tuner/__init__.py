@@ -1,4 +1,4 @@
-"""Tuning (SPEC section 7): measure candidates of a design space, learn a cost model, search, remember.
+"""Tuning (docs/tuning.md): measure candidates of a design space, learn a cost model, search, remember.
 
 `tdsl.tune(...)` is `tdsl.tuner.api.tune`; the layers, bottom up:
 

@@ -1,4 +1,4 @@
-"""`tdsl.tune`: measure, learn, search, remember (SPEC section 7).
+"""`tdsl.tune`: measure, learn, search, remember (docs/tuning.md).
 
     result = tdsl.tune(matmul, target="cpu", trials=64, database="tuning.db")
     result.best.time, result.best.gflops, result.best.trace

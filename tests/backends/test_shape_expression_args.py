@@ -3,6 +3,8 @@ checked at the call in script terms (no IR reprs); a misaligned C-contiguous out
 is misaligned."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -65,3 +67,41 @@ def test_misaligned_contiguous_output_is_told_it_is_misaligned():
     assert out.flags.c_contiguous and not out.flags.aligned
     with pytest.raises(tdsl.ArgumentError, match="must be aligned to its dtype"):
         tdsl.build(func)(np.ones(4, "float32"), out)
+
+
+SCALE = '''
+@T.prim_func
+def scale(A: T.Buffer(("n",), "float32"), B: T.Buffer(("n",), "float32")):
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] * T.float32(3)
+'''
+
+
+def _do_the_suggested_fix(message: str, kernel, a, view) -> None:
+    """Run the recipe the message gives ("tmp = ...(B...), call with tmp, then B[...] = tmp")."""
+    recipe = re.search(r"copy the result back: (tmp = .*?\)), call with tmp, then (B\[\.\.\.\] = tmp)", message)
+    assert recipe, message
+    scope = {"np": np, "B": view}
+    exec(recipe.group(1), scope)   # noqa: S102 - the message's own suggestion, run as a user would
+    kernel(a, scope["tmp"])
+    exec(recipe.group(2), scope)   # noqa: S102
+
+
+@pytest.mark.parametrize("view", ["misaligned", "strided"])
+def test_the_fix_an_output_view_message_suggests_works(view):
+    """Issue 28: the message for a misaligned (or non-contiguous) output view suggests a fix;
+    the fix, done as written, gives the right result in the user's view."""
+    kernel = tdsl.build(tdsl.parse(SCALE))
+    a = np.arange(6, dtype="float32")
+    if view == "misaligned":
+        out = np.zeros(4 * 6 + 1, "uint8")[1:].view("float32")
+        assert out.flags.c_contiguous and not out.flags.aligned
+    else:
+        out = np.zeros(12, "float32")[::2]
+    with pytest.raises(tdsl.ArgumentError) as info:
+        kernel(a, out)
+    assert "'B'" in str(info.value)
+    _do_the_suggested_fix(str(info.value), kernel, a, out)
+    np.testing.assert_array_equal(out, a * 3)

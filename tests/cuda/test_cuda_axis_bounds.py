@@ -60,34 +60,47 @@ def test_guarded_violation_is_caught_in_emulation():
 
 
 @needs_cxx
-def test_symbolic_width_violation_is_caught_in_emulation():
-    @T.prim_func
-    def shift(A: T.Buffer((4, "w"), "float32"), B: T.Buffer((3, "w"), "float32")):
-        for i, j in T.grid(3, w):
-            with T.block("B"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                B[vi, vj] = A[vi + 1, vj - 1]
+def test_symbolic_width_violation_is_refused_at_build_or_caught_in_emulation():
+    def shift(value: str):
+        sch = tdsl.Schedule(tdsl.parse(f'''
+@T.prim_func
+def shift(A: T.Buffer((4, "w"), "float32"), B: T.Buffer((3, "w"), "float32")):
+    for i, j in T.grid(3, w):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = {value}
+'''))
+        i, j = sch.get_loops(sch.get_block("B"))
+        sch.bind(i, "blockIdx.x")
+        sch.bind(j, "threadIdx.x")
+        return sch
 
-    sch = tdsl.Schedule(shift)
-    i, j = sch.get_loops(sch.get_block("B"))
-    sch.bind(i, "blockIdx.x")
-    sch.bind(j, "threadIdx.x")
-    kernel = tdsl.build(sch, target="cuda", emulate=True)     # not provable: w is symbolic
+    # j - 1 is -1 at j = 0 for every width: provable with w symbolic too (issue 28)
+    with pytest.raises(tdsl.BoundsError, match=r"'A' is read at index j - 1 \(axis 1\).*first failing size: w = 1"):
+        tdsl.build(shift("A[vi + 1, vj - 1]"), target="cuda", emulate=True)
+    # guarded: not provable at build; the emulator's per-axis check catches it at run time
+    kernel = tdsl.build(shift("T.if_then_else(vi < 100, A[vi + 1, vj - 1], T.float32(0))"), target="cuda",
+                        emulate=True)
     with pytest.raises(tdsl.TargetError, match="A index -1 on axis 1 is outside"):
         kernel(np.ones((4, 16), "float32"), np.ones((3, 16), "float32"))
 
 
 @needs_cxx
 def test_symbolic_in_bounds_stencil_runs_and_matches():
-    sch = _bound("A[vi + 1, vj] - A[vi, vj]", rows='"n"', out='"m"', loop="m")
-    kernel = tdsl.build(sch, target="cuda", emulate=True)
-    assert kernel.checked_source is not None        # symbolic rows: checked at run time
+    # rows n and m unrelated: m = n is a valid call that reads past A, refused at build (issue 28)
+    with pytest.raises(tdsl.BoundsError, match=r"'A' is read at index i \+ 1 \(axis 0\).*m = 1, n = 1"):
+        tdsl.build(_bound("A[vi + 1, vj] - A[vi, vj]", rows='"n"', out='"m"', loop="m"), target="cuda",
+                   emulate=True)
     a = np.random.default_rng(0).standard_normal((16, 16)).astype("float32")
     b = np.zeros((15, 16), "float32")
-    kernel(a, b)
+    # guarded, so not provable at build: symbolic rows are checked at run time
+    guarded = tdsl.build(_bound("T.if_then_else(vi < 100000, A[vi + 1, vj] - A[vi, vj], T.float32(0))",
+                                rows='"n"', out='"m"', loop="m"), target="cuda", emulate=True)
+    assert guarded.checked_source is not None
+    guarded(a, b)
     np.testing.assert_array_equal(b, a[1:] - a[:-1])
     with pytest.raises(tdsl.TargetError, match="A index 16 on axis 0 is outside"):
-        kernel(a, np.zeros((16, 16), "float32"))    # m = n: the last row reads past A
+        guarded(a, np.zeros((16, 16), "float32"))    # m = n: the last row reads past A
 
 
 GATHER = '''
@@ -133,3 +146,22 @@ def test_kernels_proven_in_bounds_have_no_checked_variant():
     assert kernel.checked_source is None
     a = np.ones((4, 200), "float32")
     np.testing.assert_array_equal(kernel(a), a * 2)
+
+
+@needs_cxx
+def test_negative_output_size_expression_is_an_argument_error():
+    """Issue 28: an output left out whose size expression is negative for the given sizes was
+    numpy's "negative dimensions are not allowed"; it names the parameter and the expression."""
+    pytest.importorskip("cuda.bindings")
+    func = tdsl.parse('''
+@T.prim_func
+def tail(A: T.Buffer(("n",), "float32"), B: T.Buffer(("n - 4",), "float32")):
+    for i in T.thread_binding(n - 4, thread="threadIdx.x"):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi + 4]
+''')
+    kernel = tdsl.build(func, target="cuda", emulate=True)
+    np.testing.assert_array_equal(kernel(np.arange(6, dtype="float32")), np.array([4, 5], "float32"))
+    with pytest.raises(tdsl.ArgumentError, match=r"output 'B': its dimension n - 4 = -2 is negative with n = 2"):
+        kernel(np.ones(2, "float32"))

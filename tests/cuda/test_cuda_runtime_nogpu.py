@@ -190,3 +190,25 @@ def test_dlpack_of_another_device_is_refused(ew):
 def test_ctypes_structs_match_dlpack_abi():
     assert ctypes.sizeof(runtime.DLTensor) == 48
     assert ctypes.sizeof(runtime.DLManagedTensor) == 64
+
+
+@needs_no_gpu
+def test_no_gpu_error_advises_the_emulator_and_each_raise_is_its_own():
+    """Issue 28: the advice names emulate=True (which runs exactly that CUDA here), and the
+    remembered failure is raised as a new exception each time, so its traceback points at the
+    later call, not at the first failure."""
+    import traceback
+
+    func = ck.elementwise(128)[0]
+    with pytest.raises(tdsl.TargetError) as first:
+        tdsl.build(func, target="cuda")
+    with pytest.raises(tdsl.TargetError) as later:
+        tdsl.build(func, target="cuda")   # the line the later traceback must show
+    assert first.value is not later.value
+    assert "emulate=True" in str(later.value) and str(first.value) == str(later.value)
+    lines = {f.lineno for f in traceback.extract_tb(later.value.__traceback__) if f.filename == __file__}
+    first_lines = {f.lineno for f in traceback.extract_tb(first.value.__traceback__) if f.filename == __file__}
+    assert first_lines and lines and not lines & first_lines, (first_lines, lines)
+    a = np.arange(2 * 128, dtype="float32").reshape(2, 128)
+    emulated = tdsl.build(func, target="cuda", emulate=True)     # the advice works
+    np.testing.assert_allclose(emulated(a), ck.elementwise(128)[1](a), rtol=1e-6)

@@ -338,6 +338,16 @@ def test_bind_refuses_unknown_axis_reduction_and_rebinding():
     expect_error(sch, lambda: sch.bind(j, "threadIdx.x"), "loop i", "loop j", "threadIdx.x")
 
 
+def test_binding_a_bound_loop_again_is_refused_naming_its_binding():
+    """Issue 28: a second bind replaced the first one silently."""
+    sch = tdsl.Schedule(kernel("elemwise"))
+    i, j = loops_of(sch, "C")
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    expect_error(sch, lambda: sch.bind(j, "threadIdx.y"), "loop j", "already bound to 'threadIdx.x'", "threadIdx.y")
+    expect_error(sch, lambda: sch.bind(i, "blockIdx.x"), "loop i", "already bound to 'blockIdx.x'")
+
+
 def test_bind_reduction_loop_to_threads_is_a_cross_thread_reduction():
     f = kernel("matmul")
     sch = tdsl.Schedule(f)

@@ -178,3 +178,24 @@ def test_names_used_only_in_annotations_are_captured():
             A[i, 0] = tdsl.T.float32(1)
 
     assert [int(d.value) for d in f.params[0].shape] == [3, 5]
+
+
+@pytest.mark.parametrize("call, fn, hint", [
+    ("math.exp(B[i])", "math.exp", "use T.exp(...)"),
+    ("math.sqrt(B[i])", "math.sqrt", "use T.sqrt(...)"),
+    ("math.fabs(B[i])", "math.fabs", "use T.abs(...)"),
+    ("np.exp(B[i])", "numpy.exp", "use T.exp(...)"),
+    ("np.maximum(B[i], 0.0)", "numpy.maximum", "use T.max(...)"),
+    ("float(I[i])", "float", 'use T.cast(x, "float32")'),
+])
+def test_python_math_on_tdsl_values_suggests_the_t_function(call, fn, hint):
+    """Issue 28: `math.exp` in a script suggested T.cast/T.min/T.max; it names T.exp now."""
+    import math
+
+    import numpy as np
+
+    src = HEADER + f"    for i in range(8):\n        B[i] = {call}\n"
+    with pytest.raises(tdsl.ScriptError) as info:
+        tdsl.parse(src, extra_vars={"math": math, "np": np})
+    text = str(info.value)
+    assert f"{fn} cannot take tdsl values" in text and hint in text, text

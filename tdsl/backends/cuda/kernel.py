@@ -1,4 +1,4 @@
-"""CudaKernel: a compiled CUDA function called like a numpy function (SPEC section 4).
+"""CudaKernel: a compiled CUDA function called like a numpy function (docs/calling.md).
 
 Arguments: `DeviceArray`s and CUDA `__dlpack__` tensors (PyTorch, CuPy) are used in place;
 numpy arrays (and CPU DLPack tensors) are copied in and, when the function writes them, copied
@@ -34,6 +34,21 @@ def evaluate(e: PrimExpr, values: dict[Var, int]) -> int:
         raise ArgumentError(f"symbolic dimension or scalar {exc.args[0].name!r} is not bound by the arguments") from None
     except EvalError as exc:
         raise ArgumentError(f"cannot evaluate the launch expression {exc.node}") from None
+
+
+def output_shape(buf: Buffer, values: dict[Var, int]) -> tuple[int, ...]:
+    """The shape of an output left out of the call; ArgumentError naming the parameter and the
+    expression when the given sizes make a dimension negative."""
+    shape = tuple(evaluate(s, values) for s in buf.shape)
+    if any(n < 0 for n in shape):
+        from ...script.printer import message_text
+
+        bad = ", ".join(f"{message_text(s)} = {n}" for s, n in zip(buf.shape, shape) if n < 0)
+        used = sorted({v for s in buf.shape for v in collect(s, Var) if v in values}, key=lambda v: v.name)
+        bound = ", ".join(f"{v.name} = {values[v]}" for v in used)
+        raise ArgumentError(f"cannot allocate output {buf.name!r}: its dimension {bad} is negative with {bound}; "
+                            f"pass {buf.name!r} or sizes that make it non-negative")
+    return shape
 
 
 _CTYPES = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
@@ -255,7 +270,7 @@ class CudaKernel:
                 arg.device = runtime.to_device(arr)
                 arg.ptr = arg.device.ptr
             elif arg.mode == "new":
-                shape = tuple(evaluate(s, values) for s in nd.shape)
+                shape = output_shape(nd, values)
                 arg.device = runtime.device_array(shape, nd.dtype, zero=False)
                 arg.ptr = arg.device.ptr
             ptrs[arg.param] = arg.ptr

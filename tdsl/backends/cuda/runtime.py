@@ -23,9 +23,10 @@ KDL_CUDA = 2
 KDL_CUDA_HOST = 3
 KDL_CUDA_MANAGED = 13
 
-_NO_GPU = ("no CUDA driver/GPU is available on this machine ({why}); build with "
-           "tdsl.build(func, target='cuda', arch='sm_90') still compiles (kernel.source, kernel.cubin), "
-           "and target='cpu' runs the same function here")
+_NO_GPU = ("no CUDA driver/GPU is available on this machine ({why}); "
+           "tdsl.build(func, target='cuda', emulate=True) runs the same CUDA C++ here on the CPU (an "
+           "emulator that checks races and bounds), tdsl.build(func, target='cuda', arch='sm_90') still "
+           "compiles (kernel.source, kernel.cubin), and target='cpu' runs the same function natively")
 
 
 def _driver():
@@ -71,7 +72,7 @@ class _State:
     info: DeviceInfo | None = None
     context = None
     device = None
-    error: TargetError | None = None
+    error: str | None = None   # the message: each raise is a new exception with its own traceback
     local = threading.local()
 
 
@@ -118,12 +119,12 @@ def device_info() -> DeviceInfo:
     if _State.info is None:
         with _State.lock:
             if _State.error is not None:
-                raise _State.error
+                raise TargetError(_State.error)
             if _State.info is None:
                 try:
                     _State.info = _init()
                 except TargetError as exc:
-                    _State.error = exc
+                    _State.error = str(exc)
                     raise
                 _State.local.current = True
     if not getattr(_State.local, "current", False):

@@ -1,16 +1,24 @@
 """Build-time bounds check: an access provably outside its buffer is an error, not a crash.
 
-Only what can be proven is reported: the index is affine in loop variables with constant
-ranges (so its interval is exact), the buffer's size is constant, and no condition guards the
-access (an `if`, `T.if_then_else` or `T.Select` may keep it from running).
+Only what can be proven is reported: the index is affine in loop variables whose ranges are
+known (constant, or expressions of the function's symbolic sizes), so its interval is exact,
+and no condition guards the access (an `if`, `T.if_then_else` or `T.Select` may keep it from
+running). With symbolic sizes the interval and the buffer's extent are evaluated over a grid of
+sizes (each >= 1, every parameter's dimension >= 0, every enclosing loop running at least once):
+the first size that puts the access outside its buffer is named in the error, e.g.
+`B[i] = A[i + 1]` over `A: T.Buffer(("n",))`, `for i in range(n)` fails for n = 1.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ...arith.evaluate import eval_array, eval_int
 from ...errors import BoundsError
 from ...ir import (
     Allocate,
     Binary,
     Broadcast,
+    Buffer,
     BufferLoad,
     BufferStore,
     Call,
@@ -24,37 +32,53 @@ from ...ir import (
     Select,
     Var,
 )
-from ...ir.functor import IRVisitor
+from ...ir.functor import IRVisitor, free_vars
 from .codegen import expr_text
 
+# A bound is (constant, ((coefficient, expression over sizes), ...)): exact for every size.
+Bound = tuple[int, tuple]
 
-def _affine(e, ranges: dict) -> tuple[int, int] | None:
-    """The exact [lo, hi] of an affine index, or None when it is not affine in known variables."""
+
+def _affine(e, ranges: dict, sizes: frozenset = frozenset()) -> tuple[Bound, Bound] | None:
+    """The exact [lo, hi] of an index affine in loop variables (whose bounds may be expressions
+    of the symbolic `sizes`), or None when it is not affine in variables of known range."""
     ranges = dict(ranges)
-    terms = _linear(e, ranges)
+    terms = _linear(e, ranges, sizes)
     if terms is None:
         return None
     const, coeffs = terms
-    lo = hi = const
+    lo: list = []
+    hi: list = []
+    lo_c = hi_c = const
     for var, c in coeffs.items():
-        if var not in ranges:
+        if var in ranges:
+            vlo, vhi = ranges[var]
+            small, big = (vlo, vhi) if c > 0 else (vhi, vlo)
+        elif not isinstance(var, Var) or var in sizes:
+            small = big = var
+        else:
             return None
-        vlo, vhi = ranges[var]
-        lo += min(c * vlo, c * vhi)
-        hi += max(c * vlo, c * vhi)
-    return lo, hi
+        for side, value in ((lo, small), (hi, big)):
+            if isinstance(value, int):
+                if side is lo:
+                    lo_c += c * value
+                else:
+                    hi_c += c * value
+            else:
+                side.append((c, value))
+    return (lo_c, tuple(lo)), (hi_c, tuple(hi))
 
 
-def _linear(e, ranges: dict) -> tuple[int, dict] | None:
-    """(constant, {var: coefficient}); a Ramp adds a lane variable to `ranges`."""
+def _linear(e, ranges: dict, sizes: frozenset = frozenset()) -> tuple[int, dict] | None:
+    """(constant, {var or size expression: coefficient}); a Ramp adds a lane variable to `ranges`."""
     if isinstance(e, IntImm):
         return e.value, {}
     if isinstance(e, Var):
         return 0, {e: 1}
     if isinstance(e, Cast) and e.dtype.is_integer and e.value.dtype.is_integer:
-        return _linear(e.value, ranges)
+        return _linear(e.value, ranges, sizes)
     if isinstance(e, Ramp) and isinstance(e.stride, IntImm):
-        base = _linear(e.base, ranges)
+        base = _linear(e.base, ranges, sizes)
         if base is None:
             return None
         lane = Var("lane")
@@ -64,36 +88,161 @@ def _linear(e, ranges: dict) -> tuple[int, dict] | None:
         ranges[lane] = (0, e.lanes - 1)
         return c, co
     if isinstance(e, Broadcast):
-        return _linear(e.value, ranges)
+        return _linear(e.value, ranges, sizes)
     if isinstance(e, Binary) and e.op in ("add", "sub", "mul"):
-        a, b = _linear(e.a, ranges), _linear(e.b, ranges)
-        if a is None or b is None:
-            return None
-        if e.op == "mul":
-            if a[1] and b[1]:
-                return None
-            k, (c, co) = (a[0], b) if not a[1] else (b[0], a)
-            return k * c, {v: k * x for v, x in co.items()}
-        sign = 1 if e.op == "add" else -1
-        co = dict(a[1])
-        for v, x in b[1].items():
-            co[v] = co.get(v, 0) + sign * x
-        return a[0] + sign * b[0], co
+        a, b = _linear(e.a, ranges, sizes), _linear(e.b, ranges, sizes)
+        if a is not None and b is not None:
+            if e.op == "mul":
+                if a[1] and b[1]:
+                    return _size_term(e, sizes)
+                k, (c, co) = (a[0], b) if not a[1] else (b[0], a)
+                return k * c, {v: k * x for v, x in co.items()}
+            sign = 1 if e.op == "add" else -1
+            co = dict(a[1])
+            for v, x in b[1].items():
+                co[v] = co.get(v, 0) + sign * x
+            return a[0] + sign * b[0], co
+    return _size_term(e, sizes)
+
+
+def _size_term(e, sizes: frozenset) -> tuple[int, dict] | None:
+    """An integer expression of sizes only (`n * m`, `(n + 3) // 4`) as one term of its own."""
+    if sizes and e.dtype.is_integer and e.dtype.lanes == 1 and _over(e, sizes):
+        return 0, {e: 1}
     return None
 
 
+def _over(e, sizes: frozenset) -> bool:
+    try:
+        used = free_vars(e)
+    except Exception:   # noqa: BLE001 - a node the finder does not know: not a size expression
+        return False
+    return bool(used) and used <= sizes and not _has_load(e)
+
+
+def _has_load(e) -> bool:
+    found = []
+
+    class _Loads(IRVisitor):
+        def visit_BufferLoad(self, node):
+            found.append(node)
+
+        def visit_Call(self, node):
+            found.append(node)
+
+    _Loads().visit(e)
+    return bool(found)
+
+
+# sizes tried for each symbolic dimension, smallest first: the first failing one is reported
+_CANDIDATES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256,
+               1000, 1024, 4096, 65536, 1 << 20)
+_FEW = (1, 2, 3, 4, 7, 8, 16, 17, 64, 1000, 1 << 20)
+
+
+class _Sizes:
+    """The function's symbolic sizes and what a valid call implies about them: each is >= 1 and
+    each parameter buffer's dimension is >= 0."""
+
+    def __init__(self, func: PrimFunc):
+        self.domain: list = []
+        found: set = set()
+        for p in func.params:
+            if isinstance(p, Buffer):
+                for dim in p.shape:
+                    if not isinstance(dim, IntImm):
+                        used = free_vars(dim)
+                        found |= used
+                        if not isinstance(dim, Var):
+                            self.domain.append((dim, used))
+        self.vars = frozenset(found)
+
+    def first_failure(self, fails, conditions: list) -> dict | None:
+        """The smallest sizes (in the order of _CANDIDATES) where `fails` (a function of an
+        environment of size arrays) holds while every condition (expression, its variables,
+        minimum) does; None when no tried size fails."""
+        wanted: set = set()
+        for _, used, _ in conditions:
+            wanted |= used
+        wanted |= fails.vars
+        for dim, used in self.domain:
+            if used & wanted:
+                conditions = [*conditions, (dim, used, 0)]
+                wanted |= used
+        names = sorted(wanted, key=lambda v: v.name)
+        if not names:
+            return None
+        values = _CANDIDATES if len(names) <= 2 else _FEW if len(names) <= 4 else _FEW[:4]
+        grid = np.meshgrid(*([np.array(values, dtype=np.int64)] * len(names)), indexing="ij")
+        env = {v: g.ravel() for v, g in zip(names, grid)}
+        with np.errstate(all="ignore"):
+            ok = np.asarray(fails(env), dtype=bool)
+            for expr, _, minimum in conditions:
+                ok = ok & (np.asarray(eval_array(expr, env)) >= minimum)
+        if not ok.any():
+            return None
+        order = np.lexsort([env[v] for v in reversed(names)] + [np.max(np.stack(list(env.values())), axis=0)])
+        for point in order[ok[order]][:64]:
+            # the grid computes in int64, which large products could wrap: confirm exactly
+            sizes = {v: int(env[v][point]) for v in names}
+            if fails.exact(sizes) and all(eval_int(expr, sizes) >= minimum for expr, _, minimum in conditions):
+                return {v.name: value for v, value in sizes.items()}
+        return None
+
+
+def _value(bound: Bound, env: dict, evaluate=eval_array):
+    const, terms = bound
+    total = const
+    for c, expr in terms:
+        total = total + c * evaluate(expr, env)
+    return total
+
+
+def _bound_vars(bound: Bound) -> set:
+    used: set = set()
+    for _, expr in bound[1]:
+        used |= free_vars(expr)
+    return used
+
+
+class _Failure:
+    """Whether an index's interval leaves [0, extent) for an environment of sizes."""
+
+    def __init__(self, lo: Bound, hi: Bound, extent):
+        self.lo, self.hi, self.extent = lo, hi, extent
+        self.vars = _bound_vars(lo) | _bound_vars(hi) | free_vars(extent)
+
+    def __call__(self, env: dict):
+        return (_value(self.lo, env) < 0) | (_value(self.hi, env) >= eval_array(self.extent, env))
+
+    def exact(self, sizes: dict) -> bool:
+        """The same test in Python's integers, for one size of each variable."""
+        return _value(self.lo, sizes, eval_int) < 0 or _value(self.hi, sizes, eval_int) >= eval_int(self.extent, sizes)
+
 
 class _Checker(IRVisitor):
-    def __init__(self, scalar_only: bool = False):
+    def __init__(self, scalar_only: bool = False, sizes: _Sizes | None = None):
         self.scalar_only = scalar_only
+        self.sizes = sizes
+        self.size_vars = sizes.vars if sizes is not None else frozenset()
         self.ranges: dict = {}
+        self.running: list = []     # (extent, its sizes, 1): enclosing symbolic loops run at least once
         self.guarded = 0
 
     def visit_For(self, s: For):
-        if isinstance(s.min, IntImm) and isinstance(s.extent, IntImm) and s.extent.value > 0:
-            self.ranges[s.loop_var] = (s.min.value, s.min.value + s.extent.value - 1)
+        pushed = False
+        if isinstance(s.min, IntImm) and isinstance(s.extent, IntImm):
+            if s.extent.value > 0:
+                self.ranges[s.loop_var] = (s.min.value, s.min.value + s.extent.value - 1)
+        elif self.size_vars and _over_or_const(s.min, self.size_vars) and _over(s.extent, self.size_vars):
+            lo = s.min.value if isinstance(s.min, IntImm) else s.min
+            self.ranges[s.loop_var] = (lo, s.min + s.extent - 1)
+            self.running.append((s.extent, free_vars(s.extent), 1))
+            pushed = True
         self.generic_visit(s)
         self.ranges.pop(s.loop_var, None)
+        if pushed:
+            self.running.pop()
 
     def visit_IfThenElse(self, s: IfThenElse):
         self.visit(s.condition)
@@ -150,23 +299,54 @@ class _Checker(IRVisitor):
     def _check(self, buf, indices, verb: str):
         if self.guarded or len(indices) != len(buf.shape):
             return
-        for axis, (idx, extent) in enumerate(zip(indices, buf.shape)):
-            if not isinstance(extent, IntImm) or (self.scalar_only and idx.dtype.lanes > 1):
+        axes = [(axis, idx, extent) for axis, (idx, extent) in enumerate(zip(indices, buf.shape))
+                if not (self.scalar_only and idx.dtype.lanes > 1)]
+        later = []
+        for axis, idx, extent in axes:   # what fails for every size first
+            where = f" (axis {axis})" if len(indices) > 1 else ""
+            bound = _affine(idx, self.ranges) if isinstance(extent, IntImm) else None
+            if bound is None or bound[0][1] or bound[1][1]:
+                later.append((where, idx, extent))
                 continue
-            bound = _affine(idx, self.ranges)
+            lo, hi = bound[0][0], bound[1][0]
+            if lo < 0 or hi >= extent.value:
+                raise BoundsError(f"buffer {buf.name!r} is {verb} at index {expr_text(idx)}{where}, which "
+                                  f"ranges over [{lo}, {hi}] but the buffer has {extent.value} elements "
+                                  f"there: the access is out of bounds")
+        if self.sizes is None:
+            return
+        for where, idx, extent in later:
+            if not (isinstance(extent, IntImm) or _over(extent, self.size_vars)):
+                continue
+            bound = _affine(idx, self.ranges, self.size_vars)
             if bound is None:
                 continue
-            lo, hi = bound
-            if lo < 0 or hi >= extent.value:
-                where = f" (axis {axis})" if len(indices) > 1 else ""
-                raise BoundsError(f"buffer {buf.name!r} is {verb} at index {expr_text(idx)}{where}, which ranges "
-                                  f"over [{lo}, {hi}] but the buffer has {extent.value} elements there: "
-                                  f"the access is out of bounds")
+            fails = _Failure(bound[0], bound[1], extent)
+            sizes = self.sizes.first_failure(fails, self.running)
+            if sizes is not None:
+                self._report(buf, idx, extent, verb, where, fails, sizes)
+
+    def _report(self, buf, idx, extent, verb: str, where: str, fails: _Failure, sizes: dict):
+        env = {v: sizes[v.name] for v in fails.vars}
+        lo, hi, n = _value(fails.lo, env, eval_int), _value(fails.hi, env, eval_int), eval_int(extent, env)
+        at = ", ".join(f"{k} = {v}" for k, v in sizes.items())
+        size = str(n) if isinstance(extent, IntImm) else f"{expr_text(extent)} = {n}"
+        raise BoundsError(f"buffer {buf.name!r} is {verb} at index {expr_text(idx)}{where}, which ranges over "
+                          f"[{lo}, {hi}] when {at} but the buffer has {size} elements there: "
+                          f"the access is out of bounds for valid sizes (first failing size: {at}). Guard it "
+                          f"with an `if` or T.if_then_else, or, when the sizes are related, say so in the "
+                          f"buffer shapes (e.g. (\"n + 1\",) instead of a second name; the CPU backend and the "
+                          f"interpreter take such shapes)")
+
+
+def _over_or_const(e, sizes: frozenset) -> bool:
+    return isinstance(e, IntImm) or _over(e, sizes)
 
 
 def check_static_bounds(func: PrimFunc, scalar_only: bool = False) -> None:
     """Raise BoundsError for an unguarded access whose exact index range leaves its buffer (on
-    each axis, when run before flattening). `scalar_only` skips vector indices: before
-    flattening only tensor intrinsics' implementations have them, and their vectors may run
-    across rows on purpose."""
-    _Checker(scalar_only).visit(func.body)
+    each axis, when run before flattening), for constant sizes or for some valid value of the
+    function's symbolic sizes. `scalar_only` skips vector indices: before flattening only tensor
+    intrinsics' implementations have them, and their vectors may run across rows on purpose."""
+    sizes = _Sizes(func)
+    _Checker(scalar_only, sizes if sizes.vars else None).visit(func.body)

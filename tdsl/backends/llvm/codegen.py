@@ -360,9 +360,17 @@ class _Emitter(MathEmitter):
             self.stmt(s.body)
             del self.bufs[buf]
             return
+        wrapped = None
+        if not isinstance(count, ir.Constant):
+            count, wrapped = self.checked_count(buf)
         if _int32_addressed(buf.shape[0]):
             # an int32-indexed buffer of symbolic shape: its true (int64) count must fit int32
-            self.fail_if(self.b.icmp_unsigned(">", count, ir.Constant(I64, 2**31 - 1)), ERR_TOO_MANY)
+            too_many = self.b.icmp_unsigned(">", count, ir.Constant(I64, 2**31 - 1))
+            self.fail_if(too_many if wrapped is None else self.b.or_(too_many, wrapped), ERR_TOO_MANY)
+        elif wrapped is not None:
+            self.fail_if(wrapped, ERR_NOMEM)
+        # a count past 2**56 elements is no allocation any machine makes (and its bytes could wrap)
+        self.fail_if(self.b.icmp_unsigned(">", count, ir.Constant(I64, 2**56)), ERR_NOMEM)
         nbytes = self.b.mul(count, ir.Constant(I64, buf.dtype.itemsize * buf.dtype.lanes))
         rounded = self.b.and_(self.b.add(nbytes, ir.Constant(I64, 127)), ir.Constant(I64, -64))
         aligned_alloc = self.m.intrinsic("aligned_alloc", PTR, [I64, I64])
@@ -527,6 +535,33 @@ class _Emitter(MathEmitter):
         if isinstance(total, ir.Constant):
             return total
         return total
+
+    def checked_count(self, buf: Buffer) -> tuple[ir.Value, ir.Value | None]:
+        """The element count of a buffer of symbolic shape, multiplied factor by factor with an
+        overflow flag (None when nothing can overflow): n * n * n * n with n = 65536 is 2**64,
+        which int64 arithmetic would wrap to 0 and allocate nothing."""
+        factors: list[PrimExpr] = []
+        for dim in buf.shape:
+            stack = [dim]
+            while stack:
+                e = stack.pop()
+                if isinstance(e, Binary) and e.op == "mul" and e.dtype.bits == 64 and e.dtype.lanes == 1:
+                    stack += [e.b, e.a]
+                else:
+                    factors.append(e)
+        smul = self.m.intrinsic("llvm.smul.with.overflow.i64", ir.LiteralStructType([I64, ir.IntType(1)]),
+                                [I64, I64])
+        total: ir.Value = ir.Constant(I64, 1)
+        wrapped: ir.Value | None = None
+        for i, f in enumerate(factors):
+            v = self.to_i64(self.expr(f), f.dtype)
+            if i == 0:
+                total = v
+                continue
+            both = self.b.call(smul, [total, v])
+            total, flag = self.b.extract_value(both, 0), self.b.extract_value(both, 1)
+            wrapped = flag if wrapped is None else self.b.or_(wrapped, flag)
+        return total, wrapped
 
     def flat_index(self, buf: Buffer, indices) -> PrimExpr:
         """The one flat index of an access (lowered IR has one already)."""

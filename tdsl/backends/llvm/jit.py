@@ -19,10 +19,13 @@ from llvmlite import binding as llvm
 
 from ...errors import TargetError
 from ...target import host_cpu_name, host_feature_string
-from ..forksafe import hold_across_fork
+from ..forksafe import hold_across_fork, hold_lock_across_fork
 
+# a fork never lands inside an LLVM call: ours (_LOCK), nor one llvmlite makes by itself (it
+# frees objects under its own lock); registered in this order, the fork takes _LOCK first
+hold_lock_across_fork(lambda: getattr(getattr(llvm.ffi, "lib", None), "_lock", None), "_lock")
 _LOCK = threading.RLock()
-hold_across_fork(__name__, "_LOCK")   # a fork never lands inside an LLVM call
+hold_across_fork(__name__, "_LOCK")
 _STATE: dict = {}
 
 

@@ -1,4 +1,4 @@
-"""Kernel: a compiled CPU function, called like a numpy function (SPEC section 4).
+"""Kernel: a compiled CPU function, called like a numpy function (docs/calling.md).
 
 The common call (numpy arrays of the right dtype, shape and layout) takes one ctypes call: the
 generated entry receives the arrays themselves and checks them by reading numpy's array
@@ -17,11 +17,12 @@ import time as _time
 import numpy as np
 
 from ...arith.evaluate import EvalError, eval_int
+from ...config import config
 from ...dtypes import DataType
 from ...errors import ArgumentError, BoundsError, TargetError
 from ...ir import Binary, Buffer, IntImm, PrimFunc, Var, collect
 from ...ir.outputs import read_before_written
-from ...tracebacks import public_entry
+from ...tracebacks import USER_ERRORS, public_entry, user_frames
 from .abi import numpy_layout_ok
 
 _MISSING = object()
@@ -318,12 +319,14 @@ class Kernel:
             if not p.strides and arr.flags.c_contiguous and not arr.flags.aligned:
                 raise ArgumentError(f"parameter {p.name!r} is written by the kernel and must be aligned to its "
                                     f"dtype ({p.np_dtype.itemsize} bytes); got an array at address "
-                                    f"{arr.__array_interface__['data'][0]:#x} (pass an aligned array, e.g. "
-                                    f"np.empty_like(x), and copy the result back)")
+                                    f"{arr.__array_interface__['data'][0]:#x}; pass an aligned array and copy "
+                                    f"the result back: tmp = np.empty_like({p.name}), call with tmp, then "
+                                    f"{p.name}[...] = tmp")
             if not p.strides and not arr.flags.c_contiguous:
                 raise ArgumentError(f"parameter {p.name!r} is written by the kernel and must be a C-contiguous "
-                                    f"array; got strides {arr.strides} for shape {arr.shape} (pass a contiguous "
-                                    f"array, e.g. np.ascontiguousarray(x), and copy the result back)")
+                                    f"array; got strides {arr.strides} for shape {arr.shape}; pass a contiguous "
+                                    f"array and copy the result back: tmp = np.empty_like({p.name}, order='C'), "
+                                    f"call with tmp, then {p.name}[...] = tmp")
         elif not p.strides and not (arr.flags.c_contiguous and arr.flags.aligned):
             arr = np.ascontiguousarray(arr)
             if not arr.flags.aligned:
@@ -356,9 +359,11 @@ class Kernel:
                                 f"(expected {expected})")
 
     def _dim_value(self, s, dims: dict, p: _Param, given: bool = False) -> int:
-        from ...script.printer import message_text as expr_text  # not .codegen: no LLVM for a loaded kernel
-
-        if isinstance(s, Var) and s.name not in dims:
+        if isinstance(s, IntImm):
+            return s.value
+        if isinstance(s, Var) and s.name in dims:
+            return dims[s.name][0]
+        if isinstance(s, Var):
             if given:
                 raise ArgumentError(f"parameter {p.name!r} of shape {p.shape_text()}: dimension {s.name!r} "
                                     f"is not given by any argument whose shape names it directly; pass one")
@@ -375,6 +380,8 @@ class Kernel:
             raise ArgumentError(f"cannot allocate output {p.name!r} of shape {p.shape_text()}: dimension "
                                 f"{exc.args[0].name!r} is not given by any input; pass {p.name!r} explicitly") from None
         except (EvalError, ZeroDivisionError) as exc:
+            from ...script.printer import message_text as expr_text  # not .codegen: no LLVM for a loaded kernel
+
             node = getattr(exc, "node", s)
             raise ArgumentError(f"parameter {p.name!r}: cannot evaluate the shape entry {expr_text(node)}") from None
 
@@ -562,32 +569,102 @@ def _specialised_class(k: Kernel) -> type:
         lines.append("            if rc == 0:")
         lines.append("                return None")
         lines.append("            return self._slow_call(args, kwargs, rc)")
-        consts = all(isinstance(s, IntImm) for p in k._outputs for s in p.shape)
-        if k._outputs and consts and len(k._inputs) < len(params):
+        sizes = _output_sizes(k) if k._outputs and len(k._inputs) < len(params) else None
+        if sizes is not None:
             env_names = [f"a{p.index}" for p in k._inputs]
             lines.append(f"        if n == {len(k._inputs)}:")
             if env_names:
                 lines.append(f"            {', '.join(env_names)}{',' if len(env_names) == 1 else ''} = args")
             lines += _scalar_guards(k._inputs, env_names, "            ")
+            lines += ["            " + line for line in sizes]
             for p in k._outputs:
-                shape = tuple(s.value for s in p.shape)
-                lines.append(f"            a{p.index} = empty({shape!r}, dt{p.index})")
+                shape = ", ".join(str(s.value) if isinstance(s, IntImm) else f"d_{s.name}" if isinstance(s, Var)
+                                  else _py_size(s) for s in p.shape)
+                lines.append(f"            a{p.index} = empty(({shape}{',' if len(p.shape) == 1 else ''}), "
+                             f"dt{p.index})")
             lines.append(f"            rc = {call}")
             lines.append("            if rc == 0:")
             outs = [f"a{p.index}" for p in k._outputs]
             lines.append(f"                return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
             lines.append("            return self._slow_call(args, kwargs, rc)")
     lines.append("    return self._slow_call(args, kwargs, None)")
-    env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty, "__name__": __name__}
+    # a user error (or a MemoryError for the sizes given) leaves with the user's frames only:
+    # neither this generated frame nor tdsl's (a bare `raise` adds no frame)
+    lines = [lines[0], "  try:", *("  " + line for line in lines[1:]),
+             "  except (*USER_ERRORS, MemoryError) as error:",
+             "    if not config.full_traceback:",
+             "        error.__traceback__ = user_frames(error.__traceback__)",
+             "    raise"]
+    env = {"fast": k._fast, "fast_tuple": k._fast_tuple, "empty": np.empty, "ndarray": np.ndarray,
+           "USER_ERRORS": USER_ERRORS, "config": config, "user_frames": user_frames, "__name__": __name__}
     for p in params:
         env[f"dt{p.index}"] = p.np_dtype
         if p.lo is not None:
             env[f"lo{p.index}"], env[f"hi{p.index}"] = p.lo, p.hi
-    exec("\n".join(lines), env)  # noqa: S102 - generated from the signature only, no user text
+    code = compile("\n".join(lines), f"<tdsl kernel {k.func.name!r} call>", "exec")
+    exec(code, env)  # noqa: S102 - generated from the signature only, no user text
     fn = env["__call__"]
     fn.__doc__ = f"Call {k.func.name}({k._signature()})."
     return type("Kernel", (Kernel,), {"__call__": fn, "__module__": Kernel.__module__,
                                       "__qualname__": "Kernel"})
+
+
+_PY_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%"}
+
+
+def _py_size(e) -> str:
+    """Python source of a size expression over the bound names `d_<name>` (see _output_sizes)."""
+    if isinstance(e, IntImm):
+        return str(e.value)
+    if isinstance(e, Var):
+        return f"d_{e.name}"
+    if isinstance(e, Binary) and e.op in _PY_OPS:
+        return f"({_py_size(e.a)} {_PY_OPS[e.op]} {_py_size(e.b)})"
+    if isinstance(e, Binary) and e.op in ("min", "max"):
+        return f"{e.op}({_py_size(e.a)}, {_py_size(e.b)})"
+    raise KeyError(e)
+
+
+def _output_sizes(k: Kernel) -> list[str] | None:
+    """Lines binding `d_<name>` for each symbolic dimension of a left-out output from the inputs'
+    shapes (or a scalar parameter of that name), so the fast call allocates outputs of symbolic
+    shape too; an input that is not a numpy array of the declared rank, or a size below zero,
+    goes to the slow path (which names what is wrong). None when some output size cannot be
+    read this way. The fast entry still checks every input against every other."""
+    source: dict[str, str] = {}
+    for p in k._inputs:
+        if not p.is_buffer and p.dtype.is_integer:
+            source.setdefault(p.name, f"a{p.index}")
+    arrays: dict[int, int] = {}
+    for p in k._inputs:
+        if p.is_buffer:
+            for axis, s in enumerate(p.shape):
+                if isinstance(s, Var) and s.name not in source:
+                    source[s.name] = f"a{p.index}.shape[{axis}]"
+                    arrays[p.index] = len(p.shape)
+    wanted: list[str] = []
+    exprs = [s for p in k._outputs for s in p.shape if not isinstance(s, IntImm)]
+    for s in exprs:
+        for v in collect(s, Var):
+            if v.name not in source or not v.name.isidentifier():
+                return None
+            if v.name not in wanted:
+                wanted.append(v.name)
+        if not isinstance(s, Var):
+            try:
+                _py_size(s)
+            except KeyError:
+                return None
+    if not exprs:
+        return []
+    slow = "return self._slow_call(args, kwargs, None)"
+    lines = [f"if type(a{i}) is not ndarray or a{i}.ndim != {ndim}: {slow}" for i, ndim in arrays.items()
+             if any(source[name].startswith(f"a{i}.") for name in wanted)]
+    lines += [f"d_{name} = {source[name]}" for name in wanted]
+    composite = [s for s in exprs if not isinstance(s, Var)]
+    checks = [f"{_py_size(s)} < 0" for s in composite] + [f"d_{name} < 0" for name in wanted]
+    lines.append(f"if {' or '.join(checks)}: {slow}")
+    return lines
 
 
 def _scalar_guards(params, names, indent: str) -> list[str]:

@@ -79,7 +79,7 @@ def resolve_buffer(func: PrimFunc, block: Block, buffer, primitive: str, which: 
                    names_in: str | None = None) -> Buffer:
     """The buffer a primitive's `buffer` argument names: an index among the block's reads
     (which="read") or writes (which="write"), TVM's `("read", i)` / `("write", i)`, or a buffer
-    name (SPEC 6), looked up among the `names_in` regions (default: `which`)."""
+    name, looked up among the `names_in` regions (default: `which`)."""
     if isinstance(buffer, (tuple, list)) and len(buffer) == 2 and buffer[0] in ("read", "write") \
             and isinstance(buffer[1], int):
         which, buffer = buffer

@@ -481,6 +481,11 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> tuple[PrimFunc, Non
         raise schedule_error(func, "bind", f"unknown thread axis {thread_axis!r} for {loop_name(loop_var)}",
                              loops=(loop_var,), rule="thread axes are " + ", ".join(THREAD_TAGS),
                              fix=f"did you mean {close[0]!r}?" if close else None)
+    if loop.kind == "thread_binding" and loop.thread_tag:
+        raise schedule_error(func, "bind", f"{loop_name(loop_var)} is already bound to {loop.thread_tag!r}; "
+                             f"binding it to {thread_axis!r} would replace that binding", loops=(loop_var,),
+                             rule="a loop is bound to one thread axis, once",
+                             fix="split the loop first (one part per axis), or bind another loop")
     for f in [f for f in path if isinstance(f, For)]:
         if f.thread_tag == thread_axis:
             _check_rebind(func, f, loop, thread_axis, loop_var)

@@ -29,8 +29,7 @@ class CallParser(ParserCore):
             if func in (float, int, len) or callable(func):
                 args = [self.eval_expr(a) for a in node.args]
                 if any(isinstance(a, (PrimExpr, Buffer)) for a in args):
-                    raise self.error(node, f"{getattr(func, '__name__', 'this function')} cannot take tdsl values",
-                                     'use T functions, e.g. T.cast(x, "float32"), T.min, T.max')
+                    raise self.error(node, f"{_python_name(func)} cannot take tdsl values", _t_instead(func))
                 try:
                     return func(*args)
                 except Exception as exc:
@@ -46,7 +45,8 @@ class CallParser(ParserCore):
         if name in ABSENT:
             raise self.error(node.func, *absent_message(name))
         raise self.error(node.func, f"T.{name} is not a tdsl expression",
-                         "see SPEC section 1 for the expression functions (T.exp, T.max, T.cast, ...)")
+                         "the expression functions are T.exp, T.log, T.sqrt, T.tanh, T.max, T.min, T.cast, "
+                         "T.if_then_else, ... (docs/script.md lists them)")
 
     def dtype_call(self, name: str, node: ast.Call):
         dt = _dt.DataType.parse(name)
@@ -185,3 +185,29 @@ class CallParser(ParserCore):
             return const(is_max, dt)
         info = np.iinfo(dt.numpy)
         return const(int(info.max if is_max else info.min), dt)
+
+
+# Python / numpy functions whose tdsl counterpart has another name
+_RENAMED = {"fabs": "abs", "absolute": "abs", "maximum": "max", "minimum": "min", "fmax": "max", "fmin": "min",
+            "power": "pow", "where": "if_then_else", "rint": "round"}
+
+
+def _python_name(func) -> str:
+    name = getattr(func, "__name__", "this function")
+    module = getattr(func, "__module__", None) or ""
+    if module == "math" or (getattr(func, "__self__", None) is None and module.startswith("numpy")):
+        return f"{'math' if module == 'math' else 'numpy'}.{name}"
+    return name
+
+
+def _t_instead(func) -> str:
+    """What to write instead of a Python/numpy function called on tdsl values: `math.exp` -> T.exp."""
+    name = getattr(func, "__name__", "")
+    t_name = _RENAMED.get(name, name)
+    if t_name in MATH_CALLS or t_name in ("max", "min", "if_then_else"):
+        return f"use T.{t_name}(...): {_python_name(func)} computes on Python numbers when the script is parsed, " \
+               f"T.{t_name} in the kernel"
+    casts = {"float": "float32", "int": "int32", "bool": "bool"}
+    if name in casts:
+        return f'use T.cast(x, "{casts[name]}") (or T.{casts[name]}(x))'
+    return 'use T functions, e.g. T.exp, T.cast(x, "float32"), T.min, T.max'

@@ -22,7 +22,7 @@ from ....errors import ArgumentError, TargetError
 from ....ir import Buffer
 from ....tracebacks import public_entry
 from .. import host_steps
-from ..kernel import CudaKernel, _Arg, evaluate, scalar_ctype, torch_outputs
+from ..kernel import CudaKernel, _Arg, evaluate, output_shape, scalar_ctype, torch_outputs
 from ..lower_gpu import MAX_BLOCK_DIM, MAX_GRID_DIM
 from .translate import EmuKernel
 
@@ -107,8 +107,7 @@ class EmulatedKernel(CudaKernel):
                         copies.append((arr, work))
                     arr = work
             else:  # a new output: NaN-like garbage, as uninitialised device memory would be
-                shape = tuple(evaluate(s, values) for s in nd.shape)
-                arr = _poisoned(shape, nd.dtype.numpy)
+                arr = _poisoned(output_shape(nd, values), nd.dtype.numpy)
                 outputs.append(arr)
             arrays[arg.param] = arr
         for w in self.plan.workspaces:
