@@ -382,9 +382,6 @@ def _extern_call_args(node) -> list[BufferLoad]:
     for call in collect(node, Call):
         if call.op in MATH_CALLS or call.op in ("if_then_else", SYNC):
             continue
-        if call.op == CP_ASYNC:   # (dst, src, bytes): writes dst, only reads src
-            out.append(call.args[0])
-            continue
         out += [a for a in call.args if isinstance(a, BufferLoad)]
     return out
 

@@ -39,7 +39,8 @@ class AsyncCallParser(ExpressionParser, TVMCallParser):
         size = self.eval_expr(size_node)
         size = size.value if isinstance(size, IntImm) else size
         if isinstance(size, bool) or size not in _SIZES:
-            raise self.error(size_node, f"cp.async copies 4, 8 or 16 bytes, got {_describe(size)}")
+            got = size if isinstance(size, int) and not isinstance(size, bool) else _describe(size)
+            raise self.error(size_node, f"cp.async copies 4, 8 or 16 bytes, got {got}")
         if dst.buffer.dtype != src.buffer.dtype:
             raise self.error(node, f"T.ptx_cp_async copies between buffers of one dtype; {dst.buffer.name} is "
                                    f"{dst.buffer.dtype}, {src.buffer.name} is {src.buffer.dtype}")
