@@ -230,31 +230,10 @@ class _Injector(IRMutator):
         for buf, copies in versions.items():
             self.versions[buf] = buf.with_(shape=(IntImm(copies, int32), *buf.shape))
         vmap = {buf: self.versions[buf] for buf in versions}
-        versioned = [_Version(vmap, var, lo).visit(s.stmt) for s in info]
-        by_pos = sorted(info, key=lambda s: s.pos)
         depth = max(s.stage for s in info)
         commits = {a: max(s.pos for s in info if s.stage == a) for a in asyncs}
-        waits = self.wait_counts(info, commits)
-
-        def iteration(p: PrimExpr, runs) -> Stmt:
-            """Pipeline iteration p: statement k runs logical iteration p - stage[k] when runs(stage)."""
-            out: list[Stmt] = []
-            waited: int | None = None
-            for s in by_pos:
-                if runs(s.stage):
-                    need = waits.get(s.index)
-                    if need is not None and (waited is None or need < waited):
-                        out.append(wait_group(need))
-                        waited = need
-                    j = p - s.stage if s.stage else p
-                    code = fresh_copy(versioned[s.index], {var: j + lo if not _is_zero(lo) else j})
-                    if s.stage in asyncs:
-                        code = For(Var("async", int32), IntImm(0, int32), IntImm(1, int32), "serial", code,
-                                   annotations=((ASYNC_COPY, 1),))
-                    out.append(code)
-                if s.pos in commits.values():
-                    out.append(commit_group())
-            return seq(*out)
+        iteration = _Iteration(loop, info, [_Version(vmap, var, lo).visit(s.stmt) for s in info], commits,
+                               self.wait_counts(info, commits))
 
         const = extent.value if isinstance(extent, IntImm) else None
         parts: list[Stmt] = []
@@ -281,7 +260,8 @@ class _Injector(IRMutator):
             out = Allocate(self.versions.get(buf, buf), out)
         return out
 
-    def wait_counts(self, info: list[_Stmt], commits: dict[int, int]) -> dict[int, int]:
+    @staticmethod
+    def wait_counts(info: list[_Stmt], commits: dict[int, int]) -> dict[int, int]:
         """statement -> N of the ptx_wait_group(N) it needs first (only consumers of async stages).
         Every pipeline iteration commits one group per async stage, so N is how many groups are
         committed after the producer's group and before the consumer."""
@@ -297,6 +277,42 @@ class _Injector(IRMutator):
                 n = after + (d - 1) * per_iter + before
                 out[c.index] = min(out.get(c.index, n), n)
         return out
+
+
+class _Iteration:
+    """Builds one pipeline iteration p: statement k runs logical iteration p - stage[k] where
+    runs(stage[k]), in the order of software_pipeline_order, with the waits before consumers of
+    async stages and a commit after each async stage."""
+
+    def __init__(self, loop: For, info: list[_Stmt], versioned: list[Stmt], commits: dict[int, int],
+                 waits: dict[int, int]):
+        self.var, self.lo = loop.loop_var, loop.min
+        self.by_pos = sorted(info, key=lambda s: s.pos)
+        self.versioned, self.commits, self.waits = versioned, commits, waits
+
+    def __call__(self, p: PrimExpr, runs) -> Stmt:
+        out: list[Stmt] = []
+        waited: int | None = None
+        for s in self.by_pos:
+            if runs(s.stage):
+                need = self.waits.get(s.index)
+                if need is not None and (waited is None or need < waited):
+                    out.append(wait_group(need))
+                    waited = need
+                out.append(self.statement(s, p))
+            if s.pos in self.commits.values():
+                out.append(commit_group())
+                if waited is not None:   # the wait's count now leaves one more group pending
+                    waited += 1
+        return seq(*out)
+
+    def statement(self, s: _Stmt, p: PrimExpr) -> Stmt:
+        j = p - s.stage if s.stage else p
+        code = fresh_copy(self.versioned[s.index], {self.var: j + self.lo if not _is_zero(self.lo) else j})
+        if s.stage in self.commits:   # an async stage: lower_async_copies makes its copies cp.async
+            code = For(Var("async", int32), IntImm(0, int32), IntImm(1, int32), "serial", code,
+                       annotations=((ASYNC_COPY, 1),))
+        return code
 
 
 def _check_order(name: str, info: list[_Stmt], asyncs: set[int]) -> None:

@@ -166,3 +166,57 @@ def dag_interleaving():
 def random_inputs(shapes, seed: int = 0):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(s).astype("float32") for s in shapes]
+
+
+def async_producer_interleaving():
+    """TVM's test_async_producer_interleaving: two async copies, the second ordered after the
+    consumer, stages [0, 0, 3], order [0, 2, 1]."""
+
+    @T.prim_func
+    def interleave(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"),
+                   C: T.Buffer((16, 16), "float32")):
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(16, thread="threadIdx.x"):
+                for i in T.serial(16, annotations={"software_pipeline_stage": [0, 0, 3],
+                                                   "software_pipeline_order": [0, 2, 1],
+                                                   "software_pipeline_async_stages": [0]}):
+                    with T.block("compute"):
+                        vtx, vi = T.axis.remap("SS", [tx, i])
+                        A_shared = T.alloc_buffer((16, 1), "float32", scope="shared")
+                        B_shared = T.alloc_buffer((16, 1), "float32", scope="shared")
+                        with T.block("A_shared"):
+                            A_shared[vtx, 0] = A[vtx, vi]
+                        with T.block("B_shared"):
+                            B_shared[vtx, 0] = B[vtx, vi]
+                        with T.block("C"):
+                            C[vtx, vi] = A_shared[vtx, 0] + B_shared[vtx, 0]
+
+    return interleave, lambda a, b: a + b
+
+
+def two_async_chains():
+    """Two async copies in different stages, each read by a later stage: a wait before the first
+    consumer does not cover the second (a commit comes between)."""
+
+    @T.prim_func
+    def chains(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"),
+               C: T.Buffer((16, 16), "float32")):
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(16, thread="threadIdx.x"):
+                for i in T.serial(16, annotations={"software_pipeline_stage": [0, 1, 1, 2],
+                                                   "software_pipeline_async_stages": [0, 1]}):
+                    with T.block("compute"):
+                        vtx, vi = T.axis.remap("SS", [tx, i])
+                        S0 = T.alloc_buffer((16, 1), "float32", scope="shared")
+                        S1 = T.alloc_buffer((16, 1), "float32", scope="shared")
+                        L = T.alloc_buffer((1, 1), "float32", scope="local")
+                        with T.block("S0"):
+                            S0[vtx, 0] = A[vtx, vi]
+                        with T.block("L"):
+                            L[0, 0] = S0[vtx, 0] * T.float32(2)
+                        with T.block("S1"):
+                            S1[vtx, 0] = B[vtx, vi]
+                        with T.block("C"):
+                            C[vtx, vi] = S1[vtx, 0] + L[0, 0]
+
+    return chains, lambda a, b: b + a * 2

@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 from cuda_kernels import emulate_matches_interpreter, matmul
 from pipeline_kernels import (
+    async_producer_interleaving,
     dag_interleaving,
     dynamic_compute,
     random_inputs,
     simple_compute,
     three_stage_compute,
+    two_async_chains,
     vec_gemm,
 )
 
@@ -180,6 +182,55 @@ def test_tvm_dynamic_compute(k):
     c = np.zeros((16, k), "float32")
     kernel(a, c)
     np.testing.assert_allclose(c, ref(a), rtol=1e-6)
+
+
+@pytest.mark.parametrize("num_stages,wait", [(1, 1), (3, 3)])
+def test_tvm_simple_compute_async(num_stages, wait):
+    # TVM's test_simple_compute_async: the same wait counts in the steady state (TVM's epilogue
+    # counts down where tdsl commits empty groups and keeps the count); B = A * 2 is no plain copy,
+    # so the store stays synchronous and a note says so
+    f, ref = simple_compute(num_stages)
+    sch = tdsl.Schedule(f)
+    sch.annotate(sch.get_loops(sch.get_block("compute"))[-1], "software_pipeline_async_stages", [0])
+    after = _after_pass(sch)
+    assert _shapes(after)["B"] == (num_stages + 1, 16, 1)
+    (steady,) = [x for x in collect(after.body, For) if x.loop_var.name == "i"]
+    assert f"T.ptx_wait_group({wait})" in after.script()
+    notes = tdsl.lower.notes(tdsl.lower(sch, "cuda"))
+    assert any("the copy into 'B' stayed synchronous (no cp.async): the value is not a plain load" in n for n in notes)
+    _check_numbers(sch, ref, [(16, 16)])
+
+
+def test_tvm_async_producer_interleaving():
+    # one group per iteration holds both copies (committed after the later one in the order):
+    # the consumer of iteration i - 3 waits for all but the 2 newest groups (TVM, with a queue per
+    # copy statement, writes 5)
+    f, ref = async_producer_interleaving()
+    after = _after_pass(f)
+    shapes = _shapes(after)
+    assert shapes["A_shared"] == (4, 16, 1) and shapes["B_shared"] == (4, 16, 1)
+    kernel = _check_numbers(f, ref, [(16, 16), (16, 16)])
+    src = kernel.source.split("#endif")[-1]
+    assert src.count("tdsl_cp_async_ca<4>(") == 8 and "tdsl_cp_async_wait<2>();" in src   # 3 + 1 iterations
+
+
+def test_two_async_stages_wait_for_each_producer():
+    # A's copies in stage 0, B's in stage 1, the compute in stage 2: two groups per iteration; the
+    # compute needs A's group of two iterations back and B's of one
+    f = vec_gemm(stage=(0, 1, 2), async_stages=(0, 1))
+    kernel = _check_numbers(f, lambda a, b: a @ b, [(64, 64), (64, 64)])
+    steady = kernel.source.split("for (int ko")[1]
+    assert "tdsl_cp_async_wait<2>();" in steady   # B's group: 2 newer ones; A's: 5
+
+
+def test_a_commit_between_two_consumers_needs_a_second_wait():
+    # iteration q: S0(q), commit, [wait 2] L(q-1), S1(q-1), commit, [wait 2] C(q-2): after the
+    # second commit the first wait no longer covers S1's group of q-1 (without the second wait the
+    # emulator reports the race on S1)
+    f, ref = two_async_chains()
+    kernel = _check_numbers(f, ref, [(16, 16), (16, 16)])
+    steady = kernel.source.split("for (int i")[1].split("\n  }\n")[0]
+    assert steady.count("tdsl_cp_async_wait<2>();") == 2
 
 
 # ----------------------------------------------------------------------------- refusals
