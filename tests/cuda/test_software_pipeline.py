@@ -86,6 +86,50 @@ def test_shared_memory_gemm_double_buffered(async_stages):
     np.testing.assert_allclose(kernel(a, b), ref(a, b), rtol=1e-4, atol=1e-4)
 
 
+GEMM = """
+@T.prim_func
+def gemm(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    for i, j, k in T.grid(64, 64, 64):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+"""
+
+
+def test_gemm_scheduled_with_primitives_pipelines_by_annotation():
+    # TVM's standard shared-memory schedule (cache_read + compute_at at the k-tile loop, a
+    # cooperative fetch with 4-wide vector copies, a local accumulator), then two annotations
+    sch = tdsl.Schedule(tdsl.parse(GEMM))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    by, ty, ti = sch.split(i, factors=[None, 8, 4])
+    bx, tx, tj = sch.split(j, factors=[None, 8, 4])
+    ko, ki = sch.split(k, factors=[None, 16])
+    sch.reorder(by, bx, ty, tx, ko, ki, ti, tj)
+    for loop, axis in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        sch.bind(loop, axis)
+    for name in ("A", "B"):
+        s = sch.cache_read(c, name, "shared")
+        sch.compute_at(s, ko)
+        _, fy, fx, v = sch.split(sch.fuse(*sch.get_loops(s)[-2:]), factors=[None, 8, 8, 4])
+        sch.bind(fy, "threadIdx.y")
+        sch.bind(fx, "threadIdx.x")
+        sch.vectorize(v)
+    sch.reverse_compute_at(sch.cache_write(c, 0, "local"), tx)
+    sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
+    sch.annotate(ko, "software_pipeline_async_stages", [0])
+    with pytest.warns(tdsl.PerformanceWarning):   # A's copy does not vectorize (see the note)
+        kernel = emulate_matches_interpreter(sch, tol=1e-4)
+    src = kernel.source.split("#endif")[-1]
+    assert src.count("tdsl_cp_async_cg16(&B_shared[") == 2 and src.count("tdsl_cp_async_ca<4>(&A_shared[") == 2
+    notes = tdsl.lower.notes(tdsl.lower(sch, "cuda"))
+    assert not any("stayed synchronous" in n for n in notes)
+    a, b = random_inputs([(64, 64), (64, 64)])
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_vectorized_gemm_copies_become_16_byte_cp_async_cg():
     f = vec_gemm()
     kernel = _check_numbers(f, lambda a, b: a @ b, [(64, 64), (64, 64)])
