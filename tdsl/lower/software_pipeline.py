@@ -148,9 +148,14 @@ class _Injector(IRMutator):
         self.versions: dict[Buffer, Buffer] = {}   # old buffer -> buffer with a leading version axis
 
     def visit_For(self, loop: For) -> Stmt:
+        stages = _ann(loop, STAGE)
+        inner = [f.loop_var.name for f in collect(loop.body, For) if _ann(f, STAGE) is not None]
+        if stages is not None and inner:
+            raise TargetError(f"loop {inner[0]} is pipelined (software_pipeline_stage) inside the pipelined loop "
+                              f"{loop.loop_var.name}; nested software pipelines are not supported: annotate one "
+                              "of the two")
         body = self.visit(loop.body)
         loop = loop if body is loop.body else replace(loop, body=body)
-        stages = _ann(loop, STAGE)
         if stages is None:
             for key in (ORDER, ASYNC_STAGES):
                 if _ann(loop, key) is not None:
@@ -251,6 +256,8 @@ class _Injector(IRMutator):
         else:
             for p in range(max(depth, const), const + depth):
                 parts.append(iteration(IntImm(p, var.dtype), lambda st, p=p: 0 <= p - st < const))
+        if asyncs:   # nothing stays in flight after the loop (only empty groups are left by now)
+            parts.append(wait_group(0))
         out = seq(*parts)
         if const is None and depth:
             # a symbolic extent shorter than the pipeline depth runs the loop as written

@@ -333,3 +333,55 @@ def test_a_buffer_used_after_the_loop_cannot_be_multi_buffered():
 
     with pytest.raises(tdsl.TargetError, match=r"buffer 'S' is multi-buffered .* also used outside the loop"):
         tdsl.lower(f, "cuda")
+
+
+def test_nested_pipelines_are_refused():
+    from tdsl.script import T
+
+    @T.prim_func
+    def f(A: T.Buffer((4, 8, 16), "float32"), C: T.Buffer((4, 8, 16), "float32")):
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(16, thread="threadIdx.x"):
+                for i in T.serial(4, annotations={"software_pipeline_stage": [0, 1]}):
+                    for j in T.serial(8, annotations={"software_pipeline_stage": [0, 1]}):
+                        with T.block("compute"):
+                            vtx, vi, vj = T.axis.remap("SSS", [tx, i, j])
+                            S = T.alloc_buffer((16,), "float32", scope="shared")
+                            with T.block("S"):
+                                S[vtx] = A[vi, vj, vtx]
+                            with T.block("C"):
+                                C[vi, vj, vtx] = S[vtx] + T.float32(1)
+                    with T.block("D"):
+                        vtx, vi = T.axis.remap("SS", [tx, i])
+                        C[vi, 0, vtx] = C[vi, 0, vtx] * T.float32(2)
+
+    with pytest.raises(tdsl.TargetError, match=r"loop j is pipelined .* inside the pipelined loop i; nested"):
+        tdsl.lower(f, "cuda")
+
+
+def test_async_results_read_only_after_the_loop_are_waited_for():
+    # the async stage's copies are read by nothing inside the loop: a final wait keeps every
+    # thread from finishing with copies in flight (the emulator would report them)
+    from tdsl.script import T
+
+    @T.prim_func
+    def f(A: T.Buffer((4, 64), "float32"), B: T.Buffer((64,), "float32")):
+        S = T.alloc_buffer((4, 64), "float32", scope="shared")
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for i in T.serial(4, annotations={"software_pipeline_stage": [0, 1],
+                                              "software_pipeline_async_stages": [0]}):
+                for tx in T.thread_binding(64, thread="threadIdx.x"):
+                    with T.block("S"):
+                        vi, vtx = T.axis.remap("SS", [i, tx])
+                        S[vi, vtx] = A[vi, vtx]
+                for tx in T.thread_binding(64, thread="threadIdx.x"):
+                    with T.block("B0"):
+                        vi, vtx = T.axis.remap("SS", [i, tx])
+                        B[vtx] = A[vi, vtx]
+            for tx in T.thread_binding(64, thread="threadIdx.x"):
+                with T.block("B"):
+                    vtx = T.axis.remap("S", [tx])
+                    B[vtx] = S[0, vtx] + S[1, vtx] + S[2, vtx] + S[3, vtx]
+
+    kernel = emulate_matches_interpreter(f)
+    assert kernel.source.split("#endif")[-1].count("tdsl_cp_async_wait<0>();") == 1
