@@ -385,3 +385,39 @@ def test_async_results_read_only_after_the_loop_are_waited_for():
 
     kernel = emulate_matches_interpreter(f)
     assert kernel.source.split("#endif")[-1].count("tdsl_cp_async_wait<0>();") == 1
+
+
+@pytest.mark.parametrize("stage,order,match", [
+    # TVM's simple_compute_incorrect_reorder: D reads C but is ordered before it in stage 1
+    ([0, 1, 1], [0, 2, 1], r"statement 2 \(writing 'D'\) depends on statement 1 \(writing 'C'\) through 'C'"),
+    # TVM's simple_compute_conflicting_order: two statements at one position
+    ([0, 1, 1], [0, 1, 1], r"software_pipeline_order \[0, 1, 1\] must be a permutation of 0..2"),
+])
+def test_tvm_error_cases(stage, order, match):
+    f, _ = three_stage_compute(stage=stage, order=order)
+    with pytest.raises(tdsl.TargetError, match=match):
+        tdsl.lower(f, "cuda")
+
+
+def test_tvm_missing_order_means_as_written():
+    # TVM refuses software_pipeline_stage without software_pipeline_order (its
+    # simple_compute_missing_annotation); tdsl takes the order as written, as a user would expect
+    f, ref = three_stage_compute(stage=(0, 1, 1), order=(0, 1, 2))
+    with_order = _after_pass(f).script()
+    sch = tdsl.Schedule(f)
+    loop = sch.get_loops(sch.get_block("compute"))[-1]
+    sch.unannotate(loop, "software_pipeline_order")
+    assert _after_pass(sch).script() == with_order
+    _check_numbers(sch, ref, [(16, 16)])
+
+
+def test_tvm_three_stage_compute_two_stage_async():
+    # TVM's test_three_stage_compute_two_stage_async: stages 0 and 1 async (their stores compute,
+    # so they stay synchronous stores; the groups and waits are placed all the same)
+    f, ref = three_stage_compute()
+    sch = tdsl.Schedule(f)
+    sch.annotate(sch.get_loops(sch.get_block("compute"))[-1], "software_pipeline_async_stages", [0, 1])
+    text = _after_pass(sch).script()
+    # two commits in each of the 2 prologue iterations, the loop body and the 2 epilogue iterations
+    assert text.count("T.ptx_commit_group()") == 2 * 5 and "T.ptx_wait_group(2)" in text
+    _check_numbers(sch, ref, [(16, 16)])
