@@ -233,7 +233,7 @@ class _Injector(IRMutator):
              allocs: list[Buffer]) -> Stmt:
         var, lo, extent = loop.loop_var, loop.min, loop.extent
         for buf, copies in versions.items():
-            self.versions[buf] = buf.with_(shape=(IntImm(copies, int32), *buf.shape))
+            self.versions[buf] = _with_versions(buf, copies)
         vmap = {buf: self.versions[buf] for buf in versions}
         depth = max(s.stage for s in info)
         commits = {a: max(s.pos for s in info if s.stage == a) for a in asyncs}
@@ -320,6 +320,22 @@ class _Iteration:
             code = For(Var("async", int32), IntImm(0, int32), IntImm(1, int32), "serial", code,
                        annotations=((ASYNC_COPY, 1),))
         return code
+
+
+def _with_versions(buf: Buffer, copies: int) -> Buffer:
+    """`buf` with a leading axis of `copies` versions; explicit strides (padded rows from
+    storage_align) keep their padding, one version after another."""
+    if not buf.strides:
+        return buf.with_(shape=(IntImm(copies, int32), *buf.shape))
+    from ..arith import simplify
+
+    spans = [simplify(s * e) for s, e in zip(buf.strides, buf.shape)]
+    consts = [x for x in spans if isinstance(x, IntImm)]
+    if len(consts) != len(spans):
+        raise TargetError(f"buffer {buf.name!r} is multi-buffered for a software pipeline, so its strides must be "
+                          "constants")
+    span = max(consts, key=lambda x: x.value)
+    return buf.with_(shape=(IntImm(copies, int32), *buf.shape), strides=(span, *buf.strides))
 
 
 def _check_order(name: str, info: list[_Stmt], asyncs: set[int]) -> None:

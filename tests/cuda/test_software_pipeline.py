@@ -98,9 +98,10 @@ def gemm(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: 
 """
 
 
-def test_gemm_scheduled_with_primitives_pipelines_by_annotation():
-    # TVM's standard shared-memory schedule (cache_read + compute_at at the k-tile loop, a
-    # cooperative fetch with 4-wide vector copies, a local accumulator), then two annotations
+def _primitive_gemm(pad: bool = False):
+    """TVM's standard shared-memory schedule (cache_read + compute_at at the k-tile loop, a
+    cooperative fetch with 4-wide vector copies, a local accumulator), then two annotations;
+    `pad`: shared rows padded by 4 floats (storage_align)."""
     sch = tdsl.Schedule(tdsl.parse(GEMM))
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
@@ -117,9 +118,16 @@ def test_gemm_scheduled_with_primitives_pipelines_by_annotation():
         sch.bind(fy, "threadIdx.y")
         sch.bind(fx, "threadIdx.x")
         sch.vectorize(v)
+        if pad:
+            sch.storage_align(s, 0, axis=0, factor=32, offset=4)
     sch.reverse_compute_at(sch.cache_write(c, 0, "local"), tx)
     sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
     sch.annotate(ko, "software_pipeline_async_stages", [0])
+    return sch
+
+
+def test_gemm_scheduled_with_primitives_pipelines_by_annotation():
+    sch = _primitive_gemm()
     with pytest.warns(tdsl.PerformanceWarning):   # A's copy does not vectorize (see the note)
         kernel = emulate_matches_interpreter(sch, tol=1e-4)
     src = kernel.source.split("#endif")[-1]
@@ -128,6 +136,25 @@ def test_gemm_scheduled_with_primitives_pipelines_by_annotation():
     assert not any("stayed synchronous" in n for n in notes)
     a, b = random_inputs([(64, 64), (64, 64)])
     np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_padded_shared_rows_keep_their_padding_in_every_version():
+    # storage_align gives the tiles explicit strides (where GPU compaction keeps them): each
+    # version is then a whole padded tile, one after the other
+    sch = _primitive_gemm(pad=True)
+    stages = dict(tdsl.lower.stages(sch, "cuda"))
+
+    def a_shared(stage):
+        (buf,) = [x.buffer for x in collect(stages[stage].body, Allocate) if x.buffer.name == "A_shared"]
+        return buf
+
+    old, new = a_shared("compact_gpu_buffers"), a_shared("inject_software_pipeline")
+    assert [int(e.value) for e in new.shape] == [2] + [int(e.value) for e in old.shape]
+    if old.strides:
+        span = max(int(st.value) * int(e.value) for st, e in zip(old.strides, old.shape))
+        assert [int(st.value) for st in new.strides] == [span] + [int(st.value) for st in old.strides]
+    with pytest.warns(tdsl.PerformanceWarning):
+        emulate_matches_interpreter(sch, tol=1e-4)
 
 
 def test_vectorized_gemm_copies_become_16_byte_cp_async_cg():
