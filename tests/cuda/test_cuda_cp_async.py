@@ -236,3 +236,25 @@ def test_before_sm80_cp_async_is_a_plain_copy(tmp_path):
     pytest.importorskip("cuda.bindings")
     ops = _sass_ops(tdsl.build(vec_gemm(), target="cuda", arch="sm_75").cubin, tmp_path)
     assert ops["LDGSTS"] == 0 and ops["LDG"] > 0 and ops["STS"] > 0
+
+
+def test_a_vector_read_that_overlaps_a_copy_in_flight():
+    # the float4 load of S[4 tx .. 4 tx + 3] covers S[4 tx + 3], whose cp.async is still in flight
+    @T.prim_func
+    def overlap(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        S = T.alloc_buffer((64,), "float32", scope="shared")
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(16, thread="threadIdx.x"):
+                with T.block("copy"):
+                    for v in range(3):
+                        S[tx * 4 + v] = A[tx * 4 + v]
+                    T.evaluate(T.ptx_cp_async(S[tx * 4 + 3], A[tx * 4 + 3], 4))
+                    T.evaluate(T.ptx_commit_group())
+                    for v in T.vectorized(4):
+                        B[tx * 4 + v] = S[tx * 4 + v]
+                    T.evaluate(T.ptx_wait_group(0))
+
+    kernel = tdsl.build(overlap, target="cuda", emulate=True)
+    assert "float4" in kernel.source
+    with pytest.raises(tdsl.TargetError, match=r"race on S\[3\]: it is accessed while a cp.async to it"):
+        kernel(A64, np.zeros(64, "float32"))

@@ -95,6 +95,21 @@ inline void cp_async_issue(void* dst, const void* src, int bytes, bool cg) {
   ++async_in_flight();
 }
 
+// For models that read shared memory through raw pointers (ldmatrix and the like): a race if any
+// of the `bytes` at `p` is the destination of a cp.async still in flight.
+inline void async_check(const void* p, size_t bytes) {
+  if (!async_in_flight()) return;
+  const char* c = (const char*)p;
+  for (const AsyncArray& r : async_state().arrays) {
+    if (c < r.begin || c >= r.end) continue;
+    long long first = (long long)((size_t)(c - r.begin) / r.elem);
+    long long last = (long long)((size_t)(c + bytes - 1 - r.begin) / r.elem);
+    for (long long e = first; e <= last && r.begin + e * (long long)r.elem < r.end; ++e)
+      if (r.pend[e]) async_race(r.name, e, r.pend[e] - 1);
+    return;
+  }
+}
+
 inline void async_complete(const AsyncCopy& c) {
   for (long long e = 0; e < c.count; ++e) c.pend[c.first + e] = 0;
   memcpy(c.dst, c.src, (size_t)c.bytes);

@@ -156,6 +156,7 @@ inline long long& async_in_flight() { static long long n = 0; return n; }   // c
 inline void async_register(void* data, int* pend, size_t elem_bytes, long long n, const char* name);
 inline void async_thread_exit();
 inline void async_reset(int nthreads);
+inline void async_check(const void* p, size_t bytes);   // a race if those bytes are a cp.async in flight
 
 // ------------------------------------------------------------------------ checked memory
 template <class T> struct gptr {
@@ -180,6 +181,7 @@ template <class T> struct gptr {
       fail("out-of-bounds vector access: %s[%lld] .. %s[%lld], but %s has %lld elements", name, offset, name,
            offset + (bytes + (long long)sizeof(T) - 1) / (long long)sizeof(T) - 1, name, extent);
     const char* p = (const char*)(base + offset);
+    async_check(p, sizeof(U));
     if ((uintptr_t)p % alignof(U))
       fail("misaligned %zu-byte vector access to %s[%lld] (address 0x%llx): the GPU faults on it", sizeof(U), name,
            offset, (unsigned long long)(uintptr_t)p);
