@@ -463,8 +463,37 @@ class _AsyncStores(IRMutator):
 
         self.ranges[loop.loop_var] = Range(loop.min, loop.extent)
         body = self.visit(loop.body)
+        merged = self.merged(loop, body)
         del self.ranges[loop.loop_var]
+        if merged is not None:
+            return merged
         return loop if body is loop.body else replace(loop, body=body)
+
+    def merged(self, loop: For, body: Stmt) -> Stmt | None:
+        """A loop of `e` cp.async of n bytes each, moving on by n bytes per iteration (what
+        vectorize leaves of a copy wider than its 4 lanes: fp16 x 8 as two 8-byte pieces): one
+        cp.async of e * n bytes when that is at most 16 and aligned."""
+        from ..arith import linear_form, prove, simplify
+
+        if not (isinstance(body, Evaluate) and isinstance(body.value, Call) and body.value.op == CP_ASYNC
+                and isinstance(loop.extent, IntImm) and isinstance(loop.min, IntImm) and loop.kind != "thread_binding"):
+            return None
+        dst, src, nbytes = body.value.args
+        assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad) and isinstance(nbytes, IntImm)
+        total = loop.extent.value * nbytes.value
+        if total not in CP_ASYNC_BYTES:
+            return None
+        elems = nbytes.value // dst.buffer.dtype.itemsize
+        starts = []
+        for load in (dst, src):
+            form = linear_form(load.indices[0], [loop.loop_var])
+            if form is None or form[0][loop.loop_var] != elems:
+                return None
+            start = simplify(substitute(load.indices[0], {loop.loop_var: loop.min}))
+            if not prove((start % (total // load.buffer.dtype.itemsize)).eq(0), self.ranges or None):
+                return None
+            starts.append(BufferLoad(load.buffer, (start,)))
+        return cp_async(starts[0], starts[1], total)
 
     def visit_BufferStore(self, s: BufferStore) -> Stmt:
         why = self.refusal(s)

@@ -258,3 +258,32 @@ def test_a_vector_read_that_overlaps_a_copy_in_flight():
     assert "float4" in kernel.source
     with pytest.raises(tdsl.TargetError, match=r"race on S\[3\]: it is accessed while a cp.async to it"):
         kernel(A64, np.zeros(64, "float32"))
+
+
+def test_a_copy_wider_than_the_vector_lanes_becomes_one_16_byte_cp_async():
+    # 8 halves per thread: vectorize (4 lanes on CUDA) leaves two 8-byte pieces, which
+    # lower_async_copies joins into one aligned 16-byte cp.async.cg
+    @T.prim_func
+    def half_stage(A: T.Buffer((8, 512), "float16"), B: T.Buffer((8, 512), "float16")):
+        S = T.alloc_buffer((512,), "float16", scope="shared")
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for k in T.serial(8, annotations={"software_pipeline_stage": [0, 1],
+                                              "software_pipeline_async_stages": [0]}):
+                for tx in T.thread_binding(64, thread="threadIdx.x"):
+                    for v in T.vectorized(8):
+                        with T.block("S"):
+                            vk = T.axis.spatial(8, k)
+                            e = T.axis.spatial(512, tx * 8 + v)
+                            S[e] = A[vk, e]
+                for tx in T.thread_binding(64, thread="threadIdx.x"):
+                    for v in T.serial(8):
+                        with T.block("B"):
+                            vk = T.axis.spatial(8, k)
+                            e = T.axis.spatial(512, tx * 8 + v)
+                            B[vk, e] = S[511 - e] * T.float16(2)
+
+    kernel = tdsl.build(half_stage, target="cuda", emulate=True)
+    src = kernel.source.split("#endif")[-1]
+    assert src.count("tdsl_cp_async_cg16(&S[") == 2 and "tdsl_cp_async_ca" not in src
+    a = np.random.default_rng(0).standard_normal((8, 512)).astype("float16")
+    np.testing.assert_array_equal(kernel(a), a[:, ::-1] * np.float16(2))
