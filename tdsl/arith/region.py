@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Binary, Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
-from ..ir.opaque_calls import pointer_effect, touches_memory
+from ..ir.opaque_calls import CP_ASYNC, pointer_effect, touches_memory
 from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, Evaluate, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
@@ -151,6 +151,17 @@ class _Detector(IRVisitor):
     def visit_Call(self, node: Call) -> None:
         if _is_address(node):  # not a call's argument (a let's value, ...): it may be used for anything
             self._address(node, "rw")
+            return
+        if node.op == CP_ASYNC:   # (dst, src, bytes): writes bytes from dst on, along its last axis
+            dst, src, nbytes = node.args
+            assert isinstance(dst, BufferLoad) and isinstance(nbytes, IntImm)
+            self.visit(src)
+            for i in dst.indices:
+                self.visit(i)
+            count = max(1, nbytes.value // dst.buffer.dtype.itemsize)
+            *outer, last = dst.indices
+            for k in range(count):
+                self._record(self.writes, dst.buffer, [self._point(i) for i in (*outer, last + k if k else last)])
             return
         for k, arg in enumerate(node.args):
             if _is_address(arg):

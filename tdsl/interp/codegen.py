@@ -41,6 +41,7 @@ from ..ir.expr import (
     StringImm,
     Var,
 )
+from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -343,7 +344,24 @@ class PythonCodegen:
     def stmt_Evaluate(self, s: Evaluate) -> None:
         if isinstance(s.value, (IntImm, FloatImm)):
             return
+        if isinstance(s.value, Call) and s.value.op in ASYNC_CALLS:
+            self.async_copy(s.value)
+            return
         self.emit(self.expr(s.value).code)
+
+    def async_copy(self, call: Call) -> None:
+        """T.ptx_cp_async copies at once (its bytes, as elements along the destination's and the
+        source's last axes); the commit and the wait have nothing left to do."""
+        if call.op != CP_ASYNC:
+            return
+        dst, src, nbytes = call.args
+        assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad) and isinstance(nbytes, IntImm)
+        count = nbytes.value // dst.buffer.dtype.itemsize
+        for k in range(count):
+            def at(load: BufferLoad, k: int = k) -> tuple:
+                *outer, last = load.indices
+                return (*outer, last + k if k else last)
+            self.stmt_BufferStore(BufferStore(dst.buffer, BufferLoad(src.buffer, at(src)), at(dst)))
 
     def stmt_LetStmt(self, s: LetStmt) -> None:
         v = self.expr(s.value)

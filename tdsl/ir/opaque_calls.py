@@ -41,3 +41,13 @@ def wmma_refusal(op: str, where: str) -> str:
             '(sch.tensorize(loop, "cuda.wmma.mma_16x16x16_f16f32"), cuda.wmma.load_a_16x16_f16_shared, '
             "cuda.wmma.fill_16x16_f32, cuda.wmma.store_16x16_f32_global: tdsl.intrinsics.cuda); "
             "elsewhere compute the block with plain code")
+
+
+# TVM's asynchronous-copy builtins (tdsl.lower.software_pipeline makes them; the CUDA backend
+# emits cp.async): T.ptx_cp_async(dst_element, src_element, bytes) copies `bytes` (4, 8 or 16)
+# from the global element on to the shared one, complete at a later T.ptx_wait_group(n) (at most
+# n of the thread's newest groups of copies, made by T.ptx_commit_group(), still pending).
+CP_ASYNC = "ptx_cp_async"
+COMMIT_GROUP = "ptx_commit_group"
+WAIT_GROUP = "ptx_wait_group"
+ASYNC_CALLS = (CP_ASYNC, COMMIT_GROUP, WAIT_GROUP)

@@ -104,9 +104,15 @@ barrier planning, which stay in ``tdsl.backends.cuda``)::
     lower_cross_thread_reductions  reductions bound to threadIdx.x -> all-reduce (cross_thread)
     convert_blocks
     compact_gpu_buffers            local/shared buffers -> one thread's / block's tile (gpu_compact)
+    inject_software_pipeline       loops annotated software_pipeline_stage (and _order, _async_stages):
+                                   multi-buffered tiles, prologue, steady state, epilogue, cp.async
+                                   commit/wait groups (software_pipeline)
     index_checks                   (only for the emulator's checked variant, attr tdsl.bounds_check)
                                    every axis of every access not proven in bounds
-    flatten_buffers, simplify, unroll, vectorize (4 lanes), simplify, remove_no_op
+    flatten_buffers, simplify, unroll, vectorize (4 lanes)
+    lower_async_copies             the async stages' global -> shared copies of 4/8/16 aligned bytes
+                                   -> T.ptx_cp_async (software_pipeline)
+    simplify, remove_no_op
 
 Thread bindings and GPU scopes are kept. A backend adds its own passes with
 ``register_pass(target, Pass(name, fn), after="...")``.
@@ -148,6 +154,7 @@ from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange
 from .index_checks import index_checks, unproven_index_checks
 from .simplify import remove_no_op, simplify
+from .software_pipeline import inject_software_pipeline, lower_async_copies
 from .storage import storage
 from .unroll import unroll
 from .vectorize import make_vectorize, vectorize
@@ -206,11 +213,13 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("lower_cross_thread_reductions", lower_cross_thread_reductions),
         Pass("convert_blocks", convert_blocks),
         Pass("compact_gpu_buffers", compact_gpu_buffers),
+        Pass("inject_software_pipeline", inject_software_pipeline),
         Pass("index_checks", unproven_index_checks),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),
         Pass("unroll", unroll),
         Pass("vectorize", make_vectorize(max_lanes=4)),
+        Pass("lower_async_copies", lower_async_copies),
         Pass("simplify", simplify),
         Pass("remove_no_op", remove_no_op),
     ],

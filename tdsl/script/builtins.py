@@ -59,6 +59,10 @@ BUILTINS: dict[str, tuple[str, str]] = {
                                "element offset of A's storage (row-major)"),
     **{name: ("expr", "a TVM warp-matrix builtin over buffer addresses (A.data, A.access_ptr): an opaque "
                       "call, CUDA only (tdsl.ir.opaque_calls)") for name in WMMA_BUILTINS},
+    "ptx_cp_async": ("expr", "T.ptx_cp_async(A_shared[i], A[j], bytes): an asynchronous copy of 4, 8 or 16 bytes "
+                             "from global to shared memory (CUDA cp.async), complete at a later T.ptx_wait_group"),
+    "ptx_commit_group": ("expr", "T.ptx_commit_group(): the cp.async copies issued since the last commit form a group"),
+    "ptx_wait_group": ("expr", "T.ptx_wait_group(n): wait until at most n of the thread's newest groups are pending"),
     "Ramp": ("expr", "a vector of base + k * stride"), "Broadcast": ("expr", "a vector of one value"),
     **{name: ("expr", "a math function") for name in MATH_NAMES},
     **{name: ("dtype", f"the {name} type: an annotation, a constant or a cast") for name in SCALAR_NAMES},

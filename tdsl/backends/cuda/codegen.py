@@ -47,6 +47,7 @@ from ...ir.expr import BIT_SYMBOLS, BITWISE_OPS, SHIFT_OPS, shift_in_range
 from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
 from ...lower.cross_thread import ALLREDUCE
 from ...lower.index_checks import INDEX_CHECK
+from ...lower.software_pipeline import ASYNC_CALLS, COMMIT_GROUP, WAIT_GROUP
 from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
 
 _SCALAR_TYPES = {
@@ -89,6 +90,41 @@ _HELPERS = {
     "fmin": """template <typename T> __device__ __forceinline__ T tdsl_fmin(T a, T b) {
   return (a != a || b != b) ? a + b : fmin(a, b);
 }""",
+    # cp.async (PTX ISA 7.0, sm_80+; a plain copy before sm_80, where the waits have nothing to wait
+    # for); the emulator's header defines these functions itself (include/cp_async.h)
+    "cp_async": """#ifndef TDSL_CUDA_EMU_H
+template <int N> __device__ __forceinline__ void tdsl_cp_async_copy(void* dst, const void* src) {
+  if (N == 16) *(uint4*)dst = *(const uint4*)src;
+  else if (N == 8) *(uint2*)dst = *(const uint2*)src;
+  else *(unsigned*)dst = *(const unsigned*)src;
+}
+template <int N> __device__ __forceinline__ void tdsl_cp_async_ca(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src), "n"(N) : "memory");
+#else
+  tdsl_cp_async_copy<N>(dst, src);
+#endif
+}
+__device__ __forceinline__ void tdsl_cp_async_cg16(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src) : "memory");
+#else
+  tdsl_cp_async_copy<16>(dst, src);
+#endif
+}
+__device__ __forceinline__ void tdsl_cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void tdsl_cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\\n" :: "n"(N) : "memory");
+#endif
+}
+#endif""",
 }
 
 
@@ -662,10 +698,24 @@ class CudaCodegen:
             return self.index_check(e, self.expr(e.args[0]))
         if e.op in WMMA_BUILTINS:
             raise TargetError(wmma_refusal(e.op, "the CUDA backend cannot compile it"))
+        if e.op in ASYNC_CALLS:
+            return self.async_call(e)
         args = [self.expr(a) for a in e.args]
         if e.op not in _MATH and e.op != "sigmoid":
             return f"{e.op}({', '.join(args)})"
         return self.call(e.op, e.args[0].dtype.element, args, e.dtype.element)
+
+    def async_call(self, e: Call) -> str:
+        """T.ptx_cp_async(dst, src, bytes) / T.ptx_commit_group() / T.ptx_wait_group(n): the cp.async
+        device functions (the helper "cp_async")."""
+        self.helpers.add("cp_async")
+        if e.op == COMMIT_GROUP:
+            return "tdsl_cp_async_commit()"
+        if e.op == WAIT_GROUP:
+            return f"tdsl_cp_async_wait<{self.expr(e.args[0])}>()"
+        dst, src, nbytes = e.args
+        fn = "tdsl_cp_async_cg16" if nbytes.value == 16 else f"tdsl_cp_async_ca<{nbytes.value}>"
+        return f"{fn}(&{self.expr(dst)}, &{self.expr(src)})"
 
     def index_check(self, e: Call, index: str) -> str:
         """`tdsl.index_check(index, extent, "A", axis)` (only in the emulator's checked variant,

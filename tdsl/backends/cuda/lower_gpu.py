@@ -57,6 +57,7 @@ from ...lower.gpu_bindings import (  # noqa: F401 (UnboundBlockError, verify_thr
     warp_calls,
 )
 from ...lower.gpu_compact import compact_gpu_buffers  # noqa: F401
+from ...lower.software_pipeline import CP_ASYNC, WAIT_GROUP
 from ...script.printer import message_text as _expr_text
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -370,6 +371,7 @@ class _Access:
     index: PrimExpr
     write: bool
     opaque: bool = False    # passed to an extern call: touches an unknown part of the buffer
+    async_op: str = ""      # "issue": a cp.async's destination; "complete": what a ptx_wait_group lands
 
 
 def _extern_call_args(node) -> list[BufferLoad]:
@@ -394,6 +396,8 @@ class _Planner:
 
     def __init__(self, spec: KernelSpec, func_vars: set[Var]):
         self.kernel = spec.name
+        # a cp.async writes its destination when the issuing thread's wait_group completes it
+        self.async_dst = [c.args[0].buffer for c in collect(spec.body, Call) if c.op == CP_ASYNC]
         self.threads = {v: spec.launch[t] for t, v in spec.tag_vars.items() if t.startswith("threadIdx")}
         self.uniform: set[Var] = set(func_vars) | {v for t, v in spec.tag_vars.items() if t.startswith("blockIdx")}
         self.count = 0
@@ -403,12 +407,20 @@ class _Planner:
         return not collect(e, BufferLoad) and free_vars(e) <= self.uniform
 
     # accesses ----------------------------------------------------------------------
-    @staticmethod
-    def accesses(stmt: Stmt) -> list[_Access]:
+    def accesses(self, stmt: Stmt) -> list[_Access]:
         out = []
+        for call in collect(stmt, Call):
+            if call.op == WAIT_GROUP:
+                out += [_Access(b, IntImm(0, int32), True, True, "complete") for b in dict.fromkeys(self.async_dst)]
+            elif call.op == CP_ASYNC:   # the elements it writes, as a store of them would
+                dst, nbytes = call.args[0], call.args[2].value
+                lanes = max(1, nbytes // (dst.buffer.dtype.itemsize * dst.buffer.dtype.lanes))
+                index = dst.indices[0] if lanes == 1 else Ramp(dst.indices[0], IntImm(1, dst.indices[0].dtype), lanes)
+                out.append(_Access(dst.buffer, index, True, False, "issue"))
         opaque = {id(a) for a in _extern_call_args(stmt)}
+        async_args = {id(c.args[0]) for c in collect(stmt, Call) if c.op == CP_ASYNC}
         for n in collect(stmt, (BufferLoad, BufferStore)):
-            if n.buffer.scope == "shared":
+            if n.buffer.scope == "shared" and id(n) not in async_args:
                 # an element passed to an extern call (a tensor intrinsic) stands for a tile the
                 # call may read or write: a write at an unknown place
                 out.append(_Access(n.buffer, n.indices[0], isinstance(n, BufferStore) or id(n) in opaque,
@@ -456,6 +468,8 @@ class _Planner:
         for a in pending:
             for b in new:
                 if a.buffer is b.buffer and (a.write or b.write) and not self.same_thread(a, b):
+                    if {a.async_op, b.async_op} == {"issue", "complete"}:
+                        continue   # the same copy: issued, then landed by its own thread's wait
                     return True
         return False
 
@@ -497,7 +511,7 @@ class _Planner:
                               "thread loops around it the launch's extents, or move it out of the branch")
         inner = _Planner.__new__(_Planner)
         inner.threads, inner.uniform, inner.count = dict(self.threads), set(self.uniform), 0
-        inner.kernel = self.kernel
+        inner.kernel, inner.async_dst = self.kernel, self.async_dst
         cond = stmt.condition if isinstance(stmt, IfThenElse) else None
         if (isinstance(cond, Binary) and cond.op == "lt" and cond.a in inner.threads and isinstance(cond.b, IntImm)
                 and isinstance(inner.threads[cond.a], IntImm)):

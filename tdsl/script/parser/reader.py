@@ -1,6 +1,7 @@
 """The Parser: one class assembled from the parts, one per kind of construct."""
 from __future__ import annotations
 
+from .async_copies import AsyncCallParser
 from .blocks import BlockParser
 from .buffers import BufferParser
 from .calls import CallParser
@@ -10,6 +11,6 @@ from .statements import StatementParser
 from .tvm_compat import TVMCallParser
 
 
-class Parser(SignatureParser, BufferParser, StatementParser, BlockParser, ExpressionParser, CallParser,
-             TVMCallParser):
+class Parser(AsyncCallParser, SignatureParser, BufferParser, StatementParser, BlockParser, ExpressionParser,
+             CallParser, TVMCallParser):
     """Reads one `@T.prim_func` function's AST into a PrimFunc (see the parts' modules)."""

@@ -31,8 +31,10 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <deque>
 #include <new>
 #include <utility>
+#include <vector>
 
 #define __global__
 #define __device__
@@ -148,6 +150,14 @@ inline void check_addr(const void* p, size_t bytes, const char* what) {
   // not a global or shared buffer: a thread's local array (on its own stack), not checked here
 }
 
+// cp.async bookkeeping the shared arrays take part in (defined in cp_async.h)
+inline long long& async_in_flight() { static long long n = 0; return n; }   // cp.async copies not yet complete
+[[noreturn]] inline void async_race(const char* name, long long index, int owner);
+inline void async_register(void* data, int* pend, size_t elem_bytes, long long n, const char* name);
+inline void async_thread_exit();
+inline void async_reset(int nthreads);
+inline void async_check(const void* p, size_t bytes);   // a race if those bytes are a cp.async in flight
+
 // ------------------------------------------------------------------------ checked memory
 template <class T> struct gptr {
   T* base;
@@ -171,6 +181,7 @@ template <class T> struct gptr {
       fail("out-of-bounds vector access: %s[%lld] .. %s[%lld], but %s has %lld elements", name, offset, name,
            offset + (bytes + (long long)sizeof(T) - 1) / (long long)sizeof(T) - 1, name, extent);
     const char* p = (const char*)(base + offset);
+    async_check(p, sizeof(U));
     if ((uintptr_t)p % alignof(U))
       fail("misaligned %zu-byte vector access to %s[%lld] (address 0x%llx): the GPU faults on it", sizeof(U), name,
            offset, (unsigned long long)(uintptr_t)p);
@@ -194,6 +205,7 @@ template <class T, long long N> struct local_array {
 
 template <class T, long long N> struct shared_array {
   alignas(16) T data[N];
+  int pend[N];   // per element: 1 + the thread whose cp.async to it is in flight, 0 when none
   const char* name = nullptr;
   unsigned long long epoch = ~0ULL;
   shared_array& enter(const char* nm) {
@@ -202,16 +214,23 @@ template <class T, long long N> struct shared_array {
       epoch = s.block_epoch;
       name = nm;
       memset((void*)data, (int)s.poison, sizeof data);
+      memset((void*)pend, 0, sizeof pend);
       add_region(data, sizeof data, nm);
+      async_register(data, pend, sizeof(T), N, nm);
     }
     return *this;
   }
   template <class I> T& operator[](I i) {
     long long k = (long long)i;
     if (k < 0 || k >= N) oob(name, k, N);
+    if (async_in_flight() && pend[k]) async_race(name, k, pend[k] - 1);
     return data[k];
   }
-  template <class I> gptr<T> operator+(I i) { return gptr<T>(data, N, name, (long long)i); }
+  template <class I> gptr<T> operator+(I i) {   // a vector access starting at element i
+    long long k = (long long)i;
+    if (async_in_flight() && k >= 0 && k < N && pend[k]) async_race(name, k, pend[k] - 1);
+    return gptr<T>(data, N, name, k);
+  }
   operator gptr<T>() { return gptr<T>(data, N, name, 0); }
 };
 
@@ -260,6 +279,7 @@ inline void trampoline() {
   State& s = state();
   try {
     s.body(s.closure);
+    async_thread_exit();
   } catch (Abort&) {
   }
   s.cur->state = DONE;
@@ -375,6 +395,7 @@ inline void run_block_direct(State& s, const int* order) {
     s.thread_idx = t.idx;
     try {
       s.body(s.closure);
+      async_thread_exit();
     } catch (Abort&) {
     }
     if (s.failed) throw Abort();
@@ -424,6 +445,7 @@ int launch(const long long* dims, int order, unsigned long long seed, long long 
   s.nthreads = n;
   Thread* threads = new Thread[n];
   s.threads = threads;
+  async_reset(n);
   for (int i = 0; i < n; ++i) {
     threads[i].idx = unlinear(i, s.block_dim);
     threads[i].linear = i;
@@ -827,5 +849,7 @@ inline void mma_sync(fragment<accumulator, M, N, K, TC, void>& d, const fragment
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+#include "cp_async.h"
 
 #endif  // TDSL_CUDA_EMU_H
