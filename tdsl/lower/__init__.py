@@ -104,6 +104,7 @@ barrier planning, which stay in ``tdsl.backends.cuda``)::
     lower_cross_thread_reductions  reductions bound to threadIdx.x -> all-reduce (cross_thread)
     convert_blocks
     compact_gpu_buffers            local/shared buffers -> one thread's / block's tile (gpu_compact)
+    lane_fragments                 mma fragments -> the lane's registers, size / 32 (gpu_lane_fragments)
     index_checks                   (only for the emulator's checked variant, attr tdsl.bounds_check)
                                    every axis of every access not proven in bounds
     flatten_buffers, simplify, unroll, vectorize (4 lanes), simplify, remove_no_op
@@ -146,6 +147,7 @@ from .flatten import flatten_buffers
 from .gpu_bindings import verify_thread_bindings
 from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange
+from .gpu_lane_fragments import lane_fragments
 from .index_checks import index_checks, unproven_index_checks
 from .simplify import remove_no_op, simplify
 from .storage import storage
@@ -206,6 +208,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("lower_cross_thread_reductions", lower_cross_thread_reductions),
         Pass("convert_blocks", convert_blocks),
         Pass("compact_gpu_buffers", compact_gpu_buffers),
+        Pass("lane_fragments", lane_fragments),
         Pass("index_checks", unproven_index_checks),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),

@@ -75,16 +75,22 @@ class _UseCollector(IRVisitor):
         self.uses.setdefault(buf, []).append(_Use(tuple(indices), tuple(self.stack), tile))
 
     def visit_Call(self, op: Call) -> None:
+        from ..intrinsics import cuda_mma
         from ..intrinsics.cuda import FRAGMENT_ARGS, FRAGMENT_TILE
         from ..ir import MATH_CALLS
 
         if op.op not in MATH_CALLS and op.op not in ("if_then_else", SYNC):
             fragments = FRAGMENT_ARGS.get(op.op, ())
+            tiles = cuda_mma.TILE_ARGS.get(op.op, ())
             for i, arg in enumerate(op.args):
                 if not isinstance(arg, BufferLoad):
                     continue
                 if i in fragments and arg.buffer.scope == "local" and len(arg.indices) >= len(FRAGMENT_TILE):
                     self._use(arg.buffer, arg.indices, FRAGMENT_TILE)
+                elif i in tiles and len(arg.indices) >= 2:   # an mma tile (a fragment or memory row 0)
+                    self._use(arg.buffer, arg.indices, cuda_mma.tile_shape(arg.buffer.dtype.bits))
+                elif op.op in cuda_mma.TILE_ARGS:
+                    pass   # row 1 of a memory tile: an element like any other
                 else:
                     # an element standing for a tile of unknown size (and maybe a leading dimension)
                     self.opaque.add(arg.buffer)

@@ -372,15 +372,18 @@ class _Access:
     opaque: bool = False    # passed to an extern call: touches an unknown part of the buffer
 
 
-def _extern_call_args(node) -> list[BufferLoad]:
-    """Buffer elements passed to extern calls (by reference, e.g. the WMMA device functions)."""
+def _extern_call_args(node, read_only: bool = False) -> list[BufferLoad]:
+    """Buffer elements passed to extern calls (by reference, e.g. the WMMA device functions);
+    `read_only`: only those the call is known to only read."""
+    from ...intrinsics.cuda_mma import READ_ONLY_ARGS
     from ...ir import MATH_CALLS
 
     out = []
     for call in collect(node, Call):
         if call.op in MATH_CALLS or call.op in ("if_then_else", SYNC):
             continue
-        out += [a for a in call.args if isinstance(a, BufferLoad)]
+        keep = READ_ONLY_ARGS.get(call.op, ()) if read_only else range(len(call.args))
+        out += [a for i, a in enumerate(call.args) if isinstance(a, BufferLoad) and i in keep]
     return out
 
 
@@ -407,12 +410,14 @@ class _Planner:
     def accesses(stmt: Stmt) -> list[_Access]:
         out = []
         opaque = {id(a) for a in _extern_call_args(stmt)}
+        read_only = {id(a) for a in _extern_call_args(stmt, read_only=True)}
         for n in collect(stmt, (BufferLoad, BufferStore)):
             if n.buffer.scope == "shared":
                 # an element passed to an extern call (a tensor intrinsic) stands for a tile the
-                # call may read or write: a write at an unknown place
-                out.append(_Access(n.buffer, n.indices[0], isinstance(n, BufferStore) or id(n) in opaque,
-                                   id(n) in opaque))
+                # call may read or write: a write at an unknown place (a read where the call
+                # only reads it: tdsl.intrinsics.cuda_mma.READ_ONLY_ARGS)
+                written = isinstance(n, BufferStore) or (id(n) in opaque and id(n) not in read_only)
+                out.append(_Access(n.buffer, n.indices[0], written, id(n) in opaque))
         return out
 
     def same_thread(self, a: _Access, b: _Access) -> bool:

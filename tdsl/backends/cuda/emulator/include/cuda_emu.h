@@ -10,7 +10,10 @@
 // atomics; warp shuffles (__shfl_*_sync). Every access through a kernel's pointer parameters,
 // shared arrays and local arrays is bounds-checked; a failure names the buffer and the index.
 //
-// What it does not model: timing, memory coalescing, caches, bank conflicts, real warp
+// ldmatrix and mma.sync (ptx_mma.h) are modelled lane by lane as the PTX ISA defines them, and
+// ldmatrix counts its shared-memory bank conflicts.
+//
+// What it does not model: timing, memory coalescing, caches, bank conflicts outside ldmatrix, real warp
 // scheduling (lanes of a warp do NOT run in lock step here: code that relies on implicit
 // warp-synchronous execution without __syncwarp / shuffles is reported as a race or computes
 // differently), memory-model subtleties (fences, volatile), and the exact rounding of tensor
@@ -61,7 +64,7 @@ struct Thread {
   int linear;
 };
 
-struct Region { const char* begin; const char* end; const char* name; };
+struct Region { const char* begin; const char* end; const char* name; bool shared; };
 
 enum { SLOT_BYTES = 160, MAX_THREADS = 1024, MAX_REGIONS = 64 };
 
@@ -125,11 +128,11 @@ template <class I, class E> inline I tdsl_emu_check(I i, E extent, const char* b
 
 namespace tdsl_emu {
 
-inline void add_region(const void* p, size_t bytes, const char* name) {
+inline void add_region(const void* p, size_t bytes, const char* name, bool shared = false) {
   State& s = state();
   for (int i = 0; i < s.nregions; ++i)
     if (s.regions[i].begin == (const char*)p) return;
-  if (s.nregions < MAX_REGIONS) s.regions[s.nregions++] = {(const char*)p, (const char*)p + bytes, name};
+  if (s.nregions < MAX_REGIONS) s.regions[s.nregions++] = {(const char*)p, (const char*)p + bytes, name, shared};
 }
 
 // An access of `bytes` at `p` by a device function taking references (WMMA): inside one known buffer?
@@ -202,7 +205,7 @@ template <class T, long long N> struct shared_array {
       epoch = s.block_epoch;
       name = nm;
       memset((void*)data, (int)s.poison, sizeof data);
-      add_region(data, sizeof data, nm);
+      add_region(data, sizeof data, nm, true);
     }
     return *this;
   }
@@ -827,5 +830,7 @@ inline void mma_sync(fragment<accumulator, M, N, K, TC, void>& d, const fragment
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+#include "ptx_mma.h"  // ldmatrix and mma.sync, as the PTX ISA defines them
 
 #endif  // TDSL_CUDA_EMU_H

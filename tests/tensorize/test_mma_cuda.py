@@ -1,0 +1,171 @@
+"""TVM-named mma intrinsics (tdsl.intrinsics.cuda_mma) in a hand-written sm_80 GEMM schedule:
+A and B staged in shared memory by the whole block, ldmatrix into per-lane fragments, mma.sync
+m16n8k16, accumulators stored straight to global. Run in the emulator (ldmatrix and mma.sync
+modelled lane by lane, see tests/cuda/test_ptx_mma_layouts.py) and, where the wheels are
+installed, compiled with NVRTC and read back with cuobjdump."""
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+import tdsl
+from tdsl import T
+from tdsl.backends.cuda import cuda_source, lower_cuda
+from tdsl.intrinsics import cuda_mma as mma
+from tdsl.ir import Allocate, collect
+
+
+def gemm(n, dtype="float16", trans_b=False):
+    @T.prim_func
+    def f(A: T.Buffer((n, n), dtype), B: T.Buffer((n, n), dtype), C: T.Buffer((n, n), "float32")):
+        for i, j, k in T.grid(n, n, n):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+    return f
+
+
+def tile16(sch, block, nloops=2):
+    loops = sch.get_loops(block)[-nloops:]
+    outer, inner = [], []
+    for lp in loops:
+        o, i = sch.split(lp, factors=[None, 16])
+        outer.append(o); inner.append(i)
+    sch.reorder(*outer, *inner)
+    return inner[0]
+
+
+def schedule(n=128, dtype="float16", block=64, warp=32, kstep=32, store=True):
+    dt = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    sch = tdsl.Schedule(gemm(n, dtype))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    wm = block // warp
+    bi, wi, ii = sch.split(i, factors=[None, wm, warp])
+    bj, wj, jj = sch.split(j, factors=[None, wm, warp])
+    ko, ki = sch.split(k, factors=[None, kstep])
+    sch.reorder(bi, bj, wi, wj, ko, ii, jj, ki)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    sch.bind(wi, "threadIdx.z")
+    sch.bind(wj, "threadIdx.y")
+    w = wj
+    acc = sch.cache_write(c, 0, "m16n8k16.accumulator")
+    sch.reverse_compute_at(acc, w)
+    a_sh = sch.cache_read(c, "A", "shared")
+    b_sh = sch.cache_read(c, "B", "shared")
+    fa = sch.cache_read(c, "A_shared", "m16n8k16.matrixA")
+    fb = sch.cache_read(c, "B_shared", "m16n8k16.matrixB")
+    sch.compute_at(fa, ko)
+    sch.compute_at(fb, ko)
+    for stage in (a_sh, b_sh):
+        sch.compute_at(stage, ko)
+        fused = sch.fuse(*sch.get_loops(stage)[-2:])
+        _, fz, fy, fx = sch.split(fused, factors=[None, wm, wm, 32])
+        sch.bind(fz, "threadIdx.z")
+        sch.bind(fy, "threadIdx.y")
+        sch.bind(fx, "threadIdx.x")
+    # the mma block: (i, j, k) 16-tiles innermost
+    loops = sch.get_loops(c)[-3:]
+    outer, inner = [], []
+    for lp in loops:
+        o, in_ = sch.split(lp, factors=[None, 16]); outer.append(o); inner.append(in_)
+    sch.reorder(*outer, *inner)
+    init = sch.decompose_reduction(c, ko)
+    sch.tensorize(tile16(sch, init), mma.fill_name("f32"))
+    sch.tensorize(tile16(sch, fa), mma.ldmatrix_name(dt, "a"))
+    sch.tensorize(tile16(sch, fb), mma.ldmatrix_name(dt, "b"))
+    sch.tensorize(inner[0], mma.mma_name(dt))
+    if store:
+        sch.tensorize(tile16(sch, acc), mma.store_name("f32", "global"))
+    return sch
+
+
+def _inputs(n, dtype):
+    import ml_dtypes
+
+    npdt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal((n, n)).astype(npdt) for _ in range(2)]
+
+
+def _local_shapes(plan) -> dict[str, tuple[int, ...]]:
+    return {a.buffer.name: tuple(int(s.value) for s in a.buffer.shape)
+            for spec in plan.kernels for a in collect(spec.body, Allocate) if a.buffer.scope == "local"}
+
+
+def test_fragments_are_the_lanes_registers():
+    # a warp's 32 x 32 tile: 1024 accumulators, 32 per lane; A and B: 2 x 2 tiles of 16 x 16, 32 halves per lane
+    assert _local_shapes(lower_cuda(schedule())) == {
+        "C_m16n8k16_accumulator": (32,), "A_shared_m16n8k16_matrixA": (32,), "B_shared_m16n8k16_matrixB": (32,)}
+    src = cuda_source(schedule())
+    assert "tdsl_mma_16x16x16_f32(C_m16n8k16_accumulator[i_2_0 * 16 + j_2_0 * 8]" in src
+    # shared tiles sized to the block (64 x 32 halves each), not the whole matrices
+    assert "half A_shared[2048];" in src and "half B_shared[2048];" in src
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gemm_is_right_in_the_emulator(dtype):
+    pytest.importorskip("ml_dtypes")
+    n = 128
+    a, b = _inputs(n, dtype)
+    kernel = tdsl.build(schedule(n, dtype), target="cuda", emulate=True)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(kernel(a, b), want, rtol=1e-4, atol=1e-4)
+
+
+def test_interpreter_agrees():
+    a, b = _inputs(64, "float16")
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(tdsl.interpret(gemm(64), a, b), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tdsl.build(schedule(64), target="cuda", emulate=True)(a, b), want,
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_untensorized_fragment_access_is_refused():
+    # the accumulator's elements are spread over the lanes: a plain write-back cannot read them
+    sch = schedule(64, store=False)
+    acc = sch.get_block("C_m16n8k16_accumulator")
+    _, lanes = sch.split(sch.fuse(*sch.get_loops(acc)[-2:]), factors=[None, 32])
+    sch.bind(lanes, "threadIdx.x")
+    with pytest.raises(tdsl.TargetError, match="C_m16n8k16_accumulator is also read or written outside"):
+        lower_cuda(sch)
+
+
+def _cuobjdump() -> str | None:
+    try:
+        import nvidia
+    except ImportError:
+        return shutil.which("cuobjdump")
+    for root in nvidia.__path__:
+        for sub in ("cu13/bin", "cuda_cuobjdump/bin"):
+            path = os.path.join(root, sub, "cuobjdump")
+            if os.path.exists(path):
+                return path
+    return shutil.which("cuobjdump")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sass_has_hmma_and_ldsm_and_no_local_memory(dtype):
+    pytest.importorskip("cuda.bindings")
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+    kernel = tdsl.build(schedule(256, dtype), target="cuda", arch="sm_80")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(kernel.cubin)
+        sass = subprocess.run([tool, "-sass", path], capture_output=True, text=True, check=True).stdout
+        res = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True, check=True).stdout
+    ops = [line.split("*/")[1].split()[0] for line in sass.splitlines() if "*/" in line and line.split("*/")[1].strip()]
+    assert "HMMA.16816.F32" + (".BF16" if dtype == "bfloat16" else "") in ops
+    assert "LDSM.16.M88.4" in ops and "LDSM.16.MT88.4" in ops
+    assert not [o for o in ops if o.startswith(("LDL", "STL"))]
+    regs = int(res.split("REG:")[1].split()[0])
+    assert regs <= 255
