@@ -40,7 +40,7 @@ def tile16(sch, block, nloops=2):
     return inner[0]
 
 
-def schedule(n=128, dtype="float16", block=64, warp=32, kstep=32, store=True):
+def schedule(n=128, dtype="float16", block=64, warp=32, kstep=32, store=True, pad=False):
     dt = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     sch = tdsl.Schedule(gemm(n, dtype))
     c = sch.get_block("C")
@@ -83,6 +83,9 @@ def schedule(n=128, dtype="float16", block=64, warp=32, kstep=32, store=True):
     sch.tensorize(inner[0], mma.mma_name(dt))
     if store:
         sch.tensorize(tile16(sch, acc), mma.store_name("f32", "global"))
+    if pad:   # rows padded by 16 bytes: 8 rows of an ldmatrix phase fall in 8 different bank quads
+        sch.storage_align(a_sh, 0, axis=0, factor=kstep, offset=8)
+        sch.storage_align(b_sh, 0, axis=0, factor=block, offset=8)
     return sch
 
 
@@ -169,3 +172,43 @@ def test_sass_has_hmma_and_ldsm_and_no_local_memory(dtype):
     assert not [o for o in ops if o.startswith(("LDL", "STL"))]
     regs = int(res.split("REG:")[1].split()[0])
     assert regs <= 255
+
+
+def test_emulator_counts_bank_conflicts_and_padding_removes_them():
+    a, b = _inputs(64, "float16")
+    plain = tdsl.build(schedule(64), target="cuda", emulate=True)
+    assert plain.notes == []          # nothing counted before a call
+    plain(a, b)
+    shared = {c.buffer: c for c in plain.stats.shared}
+    # A_shared rows are 64 bytes: rows r and r + 2 of a phase share banks (4-way);
+    # B_shared rows are 128 bytes: all 8 rows of a phase start in bank 0 (8-way)
+    assert (shared["A_shared"].worst, shared["B_shared"].worst) == (4, 8)
+    assert shared["A_shared"].wavefronts == 4 * shared["A_shared"].phases
+    line = plain.source.splitlines()[shared["A_shared"].line - 1]
+    assert "tdsl_mma_ldmatrix_a(" in line
+    assert any(n.startswith(f"4-way bank conflicts on A_shared at line {shared['A_shared'].line}")
+               for n in plain.notes)
+    padded = tdsl.build(schedule(64, pad=True), target="cuda", emulate=True)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(padded(a, b), want, rtol=1e-4, atol=1e-4)
+    assert {c.buffer: (c.worst, c.wavefronts == c.phases) for c in padded.stats.shared} == {
+        "A_shared": (1, True), "B_shared": (1, True)}
+    assert padded.notes == []
+    assert "half A_shared[2552];" in padded.source    # 64 rows of 40 halves (80 bytes): 63 x 40 + 32
+
+
+def test_stats_read_registers_and_memory_from_the_cubin():
+    pytest.importorskip("cuda.bindings")
+    if _cuobjdump() is None:
+        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+    from tdsl.backends.cuda.stats import opcodes
+
+    kernel = tdsl.build(schedule(128, pad=True), target="cuda", arch="sm_80")
+    (usage,) = kernel.stats.resources.values()
+    assert usage["local"] == 0 and usage["stack"] == 0 and 0 < usage["registers"] <= 255
+    assert usage["shared"] == 2 * (2552 + 2296)        # the two padded half tiles (64 x 40, 32 x 72), in bytes
+    ops = opcodes(kernel.cubin)
+    # per k step a warp issues 16 mma.sync (2 x 2 tiles x 2 k halves x 2 n halves): HMMA.16816
+    assert ops["HMMA.16816.F32"] % 8 == 0 and ops["HMMA.16816.F32"] > 0
+    assert ops["LDSM.16.M88.4"] > 0 and ops["LDSM.16.MT88.4"] > 0
+    assert "registers" in str(kernel.stats)
