@@ -387,6 +387,45 @@ def _extern_call_args(node, read_only: bool = False) -> list[BufferLoad]:
     return out
 
 
+def _split_thread_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dict[Var, int]]:
+    """`index` with each thread index t that appears as t // d or t % d (d a constant dividing
+    its extent) written as two digits, t // d -> q and t % d -> r (q, r new thread-like Vars of
+    extents extent / d and d), so that a mapping like (t // 4) * 40 + (t % 4) * 8 is linear in
+    them: t -> (q, r) is a bijection, so the index is injective in t iff it is in (q, r)."""
+    divisors: dict[Var, set[int]] = {}
+    for node in collect(index, Binary):
+        if node.op in ("floordiv", "floormod") and isinstance(node.a, Var) and node.a in extents \
+                and isinstance(node.b, IntImm) and node.b.value > 0 and extents[node.a] % node.b.value == 0:
+            divisors.setdefault(node.a, set()).add(node.b.value)
+    digits: dict[Var, tuple[int, Var, Var]] = {}
+    out = {v: e for v, e in extents.items()}
+    for v, ds in divisors.items():
+        if len(ds) != 1:
+            continue
+        (d,) = ds
+        q, r = Var(v.name + "_q", v.dtype), Var(v.name + "_r", v.dtype)
+        digits[v] = (d, q, r)
+        del out[v]
+        out[q], out[r] = extents[v] // d, d
+    if not digits:
+        return index, extents
+
+    class Digits(IRMutator):
+        def visit_Binary(self, op: Binary) -> PrimExpr:
+            if op.op in ("floordiv", "floormod") and isinstance(op.a, Var) and op.a in digits \
+                    and isinstance(op.b, IntImm) and op.b.value == digits[op.a][0]:
+                return digits[op.a][1] if op.op == "floordiv" else digits[op.a][2]
+            return self.generic_visit(op)
+
+        def visit_Var(self, op: Var) -> PrimExpr:
+            if op in digits:
+                d, q, r = digits[op]
+                return q * IntImm(d, op.dtype) + r
+            return op
+
+    return Digits().visit(index), out
+
+
 def _sync() -> Stmt:
     return Evaluate(Call(int32, SYNC, ()))
 
@@ -424,10 +463,19 @@ class _Planner:
         """Both accesses touch an element only the executing thread touches."""
         from ...lower._util import same_expr
 
-        if a.opaque or b.opaque or not same_expr(a.index, b.index):
+        if a.opaque or b.opaque:
             return False
-        index = a.index
         lanes = [(1, 1)]
+        if not same_expr(a.index, b.index):
+            # X and X + c: a thread's two elements; no other thread's if t -> X + c * w
+            # (w in {0, 1}) is injective
+            from ...arith import simplify
+
+            gap = simplify(b.index - a.index) if a.index.dtype == b.index.dtype else None
+            if not isinstance(gap, IntImm) or gap.value == 0 or a.index.dtype.lanes != 1:
+                return False
+            lanes = [(abs(gap.value), 2)]
+        index = a.index
         if isinstance(index, Ramp):
             if not isinstance(index.stride, IntImm):
                 return False
@@ -443,11 +491,14 @@ class _Planner:
         varying = [v for v, ext in self.threads.items() if not (isinstance(ext, IntImm) and ext.value == 1)]
         if not all(isinstance(self.threads[v], IntImm) for v in varying):
             return False
+        extents = {v: self.threads[v].value for v in varying}
+        index, extents = _split_thread_digits(index, extents)
+        varying = list(extents)
         form = linear_form(index, varying)
         if form is None:
             return False
         coeffs, _ = form
-        terms = sorted([(abs(coeffs[v]), self.threads[v].value) for v in varying] + lanes)
+        terms = sorted([(abs(coeffs[v]), extents[v]) for v in varying] + lanes)
         span = 0
         for c, ext in terms:
             if ext == 1:
