@@ -106,6 +106,34 @@ template <class T> __device__ __forceinline__ int tdsl_mma_ldmatrix_b_trans(T& f
   tdsl_ptx_ldmatrix<4, false>((unsigned*)&frag, tdsl_mma_row(&row0, &row1, lane % 8 + 8 * (m / 2), 16 * (m % 2)));
   return 0;
 }
+// The same for a shared tile whose 16-byte chunks are XOR-swizzled by row (tdsl.lower.gpu_swizzle):
+// chunk c of row r is stored at c ^ ((r / rpl) % n). `row0` / `row1` are elements (r0, 0) and
+// (r0 + 1, 0); the tile starts at row r0, column c0.
+template <class T> __device__ __forceinline__ const char* tdsl_mma_xor_row(const T& row0, const T& row1, int r0, int c0,
+                                                                            int r, int chunk, int rpl, int n) {
+  int c = (c0 * (int)sizeof(T)) / 16 + chunk;
+  return tdsl_mma_row(&row0, &row1, r, 16 * (c ^ (((r0 + r) / rpl) % n)));
+}
+template <class T> __device__ __forceinline__ int tdsl_mma_ldmatrix_a_xor(T& frag, const T& row0, const T& row1, int r0,
+                                                                          int c0, int rpl, int n) {
+  int lane = threadIdx.x & 31;
+  tdsl_ptx_ldmatrix<4, false>((unsigned*)&frag, tdsl_mma_xor_row(row0, row1, r0, c0, lane % 16, lane / 16, rpl, n));
+  return 0;
+}
+template <class T> __device__ __forceinline__ int tdsl_mma_ldmatrix_b_xor(T& frag, const T& row0, const T& row1, int r0,
+                                                                          int c0, int rpl, int n) {
+  int lane = threadIdx.x & 31, m = lane / 8;
+  tdsl_ptx_ldmatrix<4, true>((unsigned*)&frag,
+                             tdsl_mma_xor_row(row0, row1, r0, c0, lane % 8 + 8 * (m % 2), m / 2, rpl, n));
+  return 0;
+}
+template <class T> __device__ __forceinline__ int tdsl_mma_ldmatrix_b_trans_xor(T& frag, const T& row0, const T& row1,
+                                                                                int r0, int c0, int rpl, int n) {
+  int lane = threadIdx.x & 31, m = lane / 8;
+  tdsl_ptx_ldmatrix<4, false>((unsigned*)&frag,
+                              tdsl_mma_xor_row(row0, row1, r0, c0, lane % 8 + 8 * (m / 2), m % 2, rpl, n));
+  return 0;
+}
 template <class T> __device__ __forceinline__ int tdsl_mma_16x16x16_f32(float& c, const T& a, const T& b) {
   const unsigned* A = (const unsigned*)&a;
   const unsigned* B = (const unsigned*)&b;
@@ -204,10 +232,30 @@ FRAGMENT_ARGS: dict[str, tuple[int, ...]] = {
     "tdsl_mma_16x16x16_f32": (0, 1, 2), "tdsl_mma_16x16x32_s32": (0, 1, 2), "tdsl_mma_fill": (0,),
     "tdsl_mma_store": (2,)}
 
+# ldmatrix device functions -> their variants for an XOR-swizzled shared tile (tdsl.lower.gpu_swizzle)
+LDMATRIX_XOR = {"tdsl_mma_ldmatrix_a": "tdsl_mma_ldmatrix_a_xor", "tdsl_mma_ldmatrix_b": "tdsl_mma_ldmatrix_b_xor",
+                "tdsl_mma_ldmatrix_b_trans": "tdsl_mma_ldmatrix_b_trans_xor"}
+
 # the arguments each device function only reads (for barrier planning: a read of a shared tile)
 READ_ONLY_ARGS: dict[str, tuple[int, ...]] = {
     "tdsl_mma_ldmatrix_a": (1, 2), "tdsl_mma_ldmatrix_b": (1, 2), "tdsl_mma_ldmatrix_b_trans": (1, 2),
-    "tdsl_mma_16x16x16_f32": (1, 2), "tdsl_mma_16x16x32_s32": (1, 2), "tdsl_mma_store": (2,)}
+    "tdsl_mma_16x16x16_f32": (1, 2), "tdsl_mma_16x16x32_s32": (1, 2), "tdsl_mma_store": (2,),
+    **{fn: (1, 2) for fn in LDMATRIX_XOR.values()}}
+
+
+def swizzle(sch, block) -> None:
+    """Lay the shared buffer that `block` writes (a `cache_read(..., "shared")` stage) out with its
+    16-byte chunks XOR-swizzled by row, so that ldmatrix reads it free of bank conflicts; the
+    same as ``sch.annotate(block, "tdsl.swizzle", True)``. Values and indices in the schedule
+    are unchanged; on CUDA, chunk c of row r is stored at c ^ ((r // rows_per_line) % n)
+    (`tdsl.lower.gpu_swizzle`)::
+
+        a_sh = sch.cache_read(c, "A", "shared")
+        cuda_mma.swizzle(sch, a_sh)        # instead of sch.storage_align(a_sh, 0, 0, 32, 8)
+    """
+    from ..ir.attrs import SWIZZLE
+
+    sch.annotate(block, SWIZZLE, True)
 
 
 def tile_shape(bits: int) -> tuple[int, int]:

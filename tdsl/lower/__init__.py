@@ -105,6 +105,7 @@ barrier planning, which stay in ``tdsl.backends.cuda``)::
     convert_blocks
     compact_gpu_buffers            local/shared buffers -> one thread's / block's tile (gpu_compact)
     lane_fragments                 mma fragments -> the lane's registers, size / 32 (gpu_lane_fragments)
+    swizzle_shared                 shared buffers annotated tdsl.swizzle: 16-byte chunks XOR rows (gpu_swizzle)
     index_checks                   (only for the emulator's checked variant, attr tdsl.bounds_check)
                                    every axis of every access not proven in bounds
     flatten_buffers, simplify, unroll, vectorize (4 lanes), simplify, remove_no_op
@@ -148,6 +149,7 @@ from .gpu_bindings import verify_thread_bindings
 from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange
 from .gpu_lane_fragments import lane_fragments
+from .gpu_swizzle import swizzle_shared
 from .index_checks import index_checks, unproven_index_checks
 from .simplify import remove_no_op, simplify
 from .storage import storage
@@ -209,6 +211,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("convert_blocks", convert_blocks),
         Pass("compact_gpu_buffers", compact_gpu_buffers),
         Pass("lane_fragments", lane_fragments),
+        Pass("swizzle_shared", swizzle_shared),
         Pass("index_checks", unproven_index_checks),
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),

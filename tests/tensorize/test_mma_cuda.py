@@ -40,7 +40,7 @@ def tile16(sch, block, nloops=2):
     return inner[0]
 
 
-def schedule(n=128, dtype="float16", block=64, warp=32, kstep=32, store=True, pad=False):
+def schedule(n=128, dtype="float16", block=64, warp=32, kstep=32, store=True, pad=False, swizzle=False):
     dt = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     sch = tdsl.Schedule(gemm(n, dtype))
     c = sch.get_block("C")
@@ -86,6 +86,9 @@ def schedule(n=128, dtype="float16", block=64, warp=32, kstep=32, store=True, pa
     if pad:   # rows padded by 16 bytes: 8 rows of an ldmatrix phase fall in 8 different bank quads
         sch.storage_align(a_sh, 0, axis=0, factor=kstep, offset=8)
         sch.storage_align(b_sh, 0, axis=0, factor=block, offset=8)
+    if swizzle:   # or XOR each row's 16-byte chunks with the row: the same effect, no extra memory
+        mma.swizzle(sch, a_sh)
+        mma.swizzle(sch, b_sh)
     return sch
 
 
@@ -212,3 +215,41 @@ def test_stats_read_registers_and_memory_from_the_cubin():
     assert ops["HMMA.16816.F32"] % 8 == 0 and ops["HMMA.16816.F32"] > 0
     assert ops["LDSM.16.M88.4"] > 0 and ops["LDSM.16.MT88.4"] > 0
     assert "registers" in str(kernel.stats)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_xor_swizzled_tiles_are_read_without_bank_conflicts(dtype):
+    pytest.importorskip("ml_dtypes")
+    a, b = _inputs(128, dtype)
+    kernel = tdsl.build(schedule(128, dtype, swizzle=True), target="cuda", emulate=True)
+    np.testing.assert_allclose(kernel(a, b), a.astype(np.float32) @ b.astype(np.float32), rtol=1e-4, atol=1e-4)
+    assert {c.buffer: (c.worst, c.wavefronts == c.phases) for c in kernel.stats.shared} == {
+        "A_shared": (1, True), "B_shared": (1, True)}
+    src = kernel.source
+    # same memory as unswizzled; 64-byte rows of A: chunk ^ ((row // 2) % 4); 128-byte rows of B: chunk ^ (row % 8)
+    assert " A_shared[2048];" in src and " B_shared[2048];" in src
+    assert "tdsl_mma_ldmatrix_a_xor(" in src and ", 2, 4);" in src and ", 1, 8);" in src
+    # a thread's stores into the swizzled tile need no barrier between them
+    body = src[src.index("__global__"):]
+    assert body.count("__syncthreads();") == 2
+
+
+def test_swizzled_and_padded_is_refused():
+    sch = schedule(64, pad=True, swizzle=True)
+    with pytest.raises(tdsl.TargetError, match="A_shared is both padded .storage_align. and swizzled"):
+        lower_cuda(sch)
+
+
+def test_swizzle_of_a_buffer_not_in_shared_memory_is_refused():
+    @T.prim_func
+    def f(A: T.Buffer((64, 64), "float16"), B: T.Buffer((64, 64), "float16")):
+        for i in T.thread_binding(64, thread="blockIdx.x"):
+            for j in T.thread_binding(64, thread="threadIdx.x"):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vi, vj] = A[vi, vj]
+
+    sch = tdsl.Schedule(f)
+    mma.swizzle(sch, sch.get_block("B"))     # B is a parameter in global memory
+    with pytest.raises(tdsl.TargetError, match="B is written by a block annotated tdsl.swizzle but is not a shared"):
+        lower_cuda(sch)

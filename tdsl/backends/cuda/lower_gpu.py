@@ -423,7 +423,56 @@ def _split_thread_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[Prim
                 return q * IntImm(d, op.dtype) + r
             return op
 
-    return Digits().visit(index), out
+    return _xor_digits(Digits().visit(index), out)
+
+
+def _xor_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dict[Var, int]]:
+    """`index` with each XOR swizzle ``L ^ h`` of thread digits replaced by one new digit: L a
+    mixed-radix number of digits (a, b*ea + a, ...) spanning [0, E), E a power of two, h =
+    x % n with n <= E a power of two and no digit of L in x, L's digits used nowhere else. For
+    fixed h, w = L ^ h is a bijection of [0, E) (the map t -> index is injective iff it is in w)."""
+    from ...arith import linear_form, simplify
+
+    out = dict(extents)
+    for node in collect(index, Binary):
+        if node.op != "bitwise_xor":
+            continue
+        for lhs, h in ((node.a, node.b), (node.b, node.a)):
+            if not (isinstance(h, Binary) and h.op == "floormod" and isinstance(h.b, IntImm)):
+                continue
+            n = h.b.value
+            used = [v for v in free_vars(lhs) if v in out]
+            form = linear_form(lhs, used) if used and free_vars(lhs) <= set(used) else None
+            if form is None or free_vars(h) & set(used) or n & (n - 1):
+                continue
+            coeffs, const = form
+            if not (isinstance(const, IntImm) and const.value == 0):
+                continue
+            span = 1
+            for v in sorted(used, key=lambda v: coeffs[v]):
+                if coeffs[v] != span:
+                    break
+                span *= out[v]
+            else:
+                if span & (span - 1) or n > span:
+                    continue
+                w = Var("tdsl_xor_digit", node.dtype)
+                rest = _replace_node(index, node, w)
+                if free_vars(rest) & set(used):
+                    continue
+                for v in used:
+                    del out[v]
+                out[w] = span
+                return _xor_digits(simplify(rest), out)
+    return index, out
+
+
+def _replace_node(e: PrimExpr, target: PrimExpr, by: PrimExpr) -> PrimExpr:
+    class R(IRMutator):
+        def visit_Binary(self, op: Binary) -> PrimExpr:
+            return by if op is target else self.generic_visit(op)
+
+    return R().visit(e)
 
 
 def _sync() -> Stmt:
