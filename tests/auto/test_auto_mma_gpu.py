@@ -1,4 +1,4 @@
-"""auto_schedule of fp16 / bf16 GEMMs for CUDA: shared staging, ldmatrix from padded tiles, mma.sync
+"""auto_schedule of fp16 / bf16 GEMMs for CUDA: shared staging, ldmatrix from XOR-swizzled tiles, mma.sync
 (GPUMmaTiling). Checked in the emulator (numbers, bank conflicts) and, where the NVRTC and
 cuobjdump wheels are installed, in the sm_80 SASS."""
 import numpy as np
@@ -35,7 +35,7 @@ def test_auto_schedule_puts_gemms_on_mma_sync(dtype):
     trace = str(tdsl.auto_schedule(gemm(256, dtype), target="cuda").trace)
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     for name in (f"mma_ldmatrix_{short}_a", f"mma_ldmatrix_{short}_b", f"mma_{short}{short}f32", "mma_fill_16x16_f32",
-                 "mma_store_16x16_f32_global_", "storage_align"):
+                 "mma_store_16x16_f32_global_", "tdsl.swizzle"):
         assert name in trace
 
 

@@ -7,7 +7,8 @@ n multiples of the block tile and k of 32 becomes::
       warp tile (wm x wn, warps on threadIdx.z / threadIdx.y; lanes the implicit threadIdx.x)
         per k step of 32:
           A, B tiles -> shared memory, copied by the whole block 8 elements (16 bytes) per thread,
-                        rows padded by 16 bytes (storage_align) so ldmatrix is free of bank conflicts
+                        each row's 16-byte chunks XOR-swizzled (cuda_mma.swizzle) so ldmatrix is free
+                        of bank conflicts
           A, B fragments <- ldmatrix (mma_ldmatrix_{f16,bf16}_{a,b}), per-lane registers
           mma.sync m16n8k16 (mma_{f16f16,bf16bf16}f32) on every 16 x 16 x 16 tile
       accumulators -> C (mma_store_16x16_f32_global_)
@@ -24,7 +25,6 @@ from ..analysis import block_info
 from .base import Rule
 
 KSTEP = 32
-PAD = 8   # elements (16 bytes) added to each shared row
 # (block rows, block cols, warp rows, warp cols)
 CONFIGS = ((128, 128, 64, 32), (64, 64, 32, 32))
 _DTYPES = {"float16": "f16", "bfloat16": "bf16"}
@@ -107,8 +107,8 @@ class GPUMmaTiling(Rule):
             s.bind(ty, "threadIdx.y")
             s.bind(tx, "threadIdx.x")
             s.unroll(vec)
-        s.storage_align(a_sh, 0, axis=0, factor=KSTEP, offset=PAD)
-        s.storage_align(b_sh, 0, axis=0, factor=bn, offset=PAD)
+        mma.swizzle(s, a_sh)     # ldmatrix without bank conflicts, no padding
+        mma.swizzle(s, b_sh)
         loops = s.get_loops(c)[-3:]
         outer, inner = [], []
         for lp in loops:

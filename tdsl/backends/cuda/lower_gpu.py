@@ -388,42 +388,53 @@ def _extern_call_args(node, read_only: bool = False) -> list[BufferLoad]:
 
 
 def _split_thread_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dict[Var, int]]:
-    """`index` with each thread index t that appears as t // d or t % d (d a constant dividing
-    its extent) written as two digits, t // d -> q and t % d -> r (q, r new thread-like Vars of
-    extents extent / d and d), so that a mapping like (t // 4) * 40 + (t % 4) * 8 is linear in
-    them: t -> (q, r) is a bijection, so the index is injective in t iff it is in (q, r)."""
+    """`index` with each thread index t that appears as t // d or t % d (constants d dividing
+    its extent and each other) written in mixed-radix digits: for divisors d1 < d2 < ..., digit
+    j is (t // b_j) % (b_j+1 / b_j) with b = 1, d1, d2, ..., extent; t // d_i and t % d_i become
+    sums of digits. t -> digits is a bijection, so the index is injective in t iff it is in the
+    digits, and a mapping like (t // 4) * 40 + (t % 4) * 8 is linear in them."""
     divisors: dict[Var, set[int]] = {}
     for node in collect(index, Binary):
         if node.op in ("floordiv", "floormod") and isinstance(node.a, Var) and node.a in extents \
                 and isinstance(node.b, IntImm) and node.b.value > 0 and extents[node.a] % node.b.value == 0:
             divisors.setdefault(node.a, set()).add(node.b.value)
-    digits: dict[Var, tuple[int, Var, Var]] = {}
+    digits: dict[Var, tuple[list[int], list[Var]]] = {}
     out = {v: e for v, e in extents.items()}
     for v, ds in divisors.items():
-        if len(ds) != 1:
+        bounds = [1] + sorted(d for d in ds if 1 < d < extents[v]) + [extents[v]]
+        if any(b % a for a, b in zip(bounds, bounds[1:])):
             continue
-        (d,) = ds
-        q, r = Var(v.name + "_q", v.dtype), Var(v.name + "_r", v.dtype)
-        digits[v] = (d, q, r)
+        names = [Var(f"{v.name}_d{j}", v.dtype) for j in range(len(bounds) - 1)]
+        digits[v] = (bounds, names)
         del out[v]
-        out[q], out[r] = extents[v] // d, d
+        for j, name in enumerate(names):
+            out[name] = bounds[j + 1] // bounds[j]
     if not digits:
-        return index, extents
+        return _xor_digits(index, extents)
+
+    def number(v: Var, lo: int, hi: int) -> PrimExpr:
+        """sum of digits lo..hi-1 of v, scaled to digit lo's weight."""
+        bounds, names = digits[v]
+        expr: PrimExpr = IntImm(0, v.dtype)
+        for j in range(lo, hi):
+            expr = expr + names[j] * IntImm(bounds[j] // bounds[lo], v.dtype)
+        return expr
 
     class Digits(IRMutator):
         def visit_Binary(self, op: Binary) -> PrimExpr:
             if op.op in ("floordiv", "floormod") and isinstance(op.a, Var) and op.a in digits \
-                    and isinstance(op.b, IntImm) and op.b.value == digits[op.a][0]:
-                return digits[op.a][1] if op.op == "floordiv" else digits[op.a][2]
+                    and isinstance(op.b, IntImm) and op.b.value in digits[op.a][0]:
+                bounds, names = digits[op.a]
+                i = bounds.index(op.b.value)
+                return number(op.a, i, len(names)) if op.op == "floordiv" else number(op.a, 0, i)
             return self.generic_visit(op)
 
         def visit_Var(self, op: Var) -> PrimExpr:
-            if op in digits:
-                d, q, r = digits[op]
-                return q * IntImm(d, op.dtype) + r
-            return op
+            return number(op, 0, len(digits[op][1])) if op in digits else op
 
-    return _xor_digits(Digits().visit(index), out)
+    from ...arith import simplify
+
+    return _xor_digits(simplify(Digits().visit(index)), out)
 
 
 def _xor_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dict[Var, int]]:
@@ -438,12 +449,12 @@ def _xor_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dic
         if node.op != "bitwise_xor":
             continue
         for lhs, h in ((node.a, node.b), (node.b, node.a)):
-            if not (isinstance(h, Binary) and h.op == "floormod" and isinstance(h.b, IntImm)):
+            n = _digit_bound(h, out)   # h < n
+            if n is None:
                 continue
-            n = h.b.value
             used = [v for v in free_vars(lhs) if v in out]
             form = linear_form(lhs, used) if used and free_vars(lhs) <= set(used) else None
-            if form is None or free_vars(h) & set(used) or n & (n - 1):
+            if form is None or free_vars(h) & set(used):
                 continue
             coeffs, const = form
             if not (isinstance(const, IntImm) and const.value == 0):
@@ -454,7 +465,7 @@ def _xor_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dic
                     break
                 span *= out[v]
             else:
-                if span & (span - 1) or n > span:
+                if span & (span - 1) or n > span:   # L, h < span = 2^k: L ^ h < span
                     continue
                 w = Var("tdsl_xor_digit", node.dtype)
                 rest = _replace_node(index, node, w)
@@ -465,6 +476,24 @@ def _xor_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dic
                 out[w] = span
                 return _xor_digits(simplify(rest), out)
     return index, out
+
+
+def _digit_bound(h: PrimExpr, digits: dict[Var, int]) -> int | None:
+    """An n with 0 <= h < n: h = x % c (n = c), or a non-negative combination of digits."""
+    from ...arith import linear_form
+
+    if isinstance(h, Binary) and h.op == "floormod" and isinstance(h.b, IntImm) and h.b.value > 0:
+        return h.b.value
+    used = [v for v in free_vars(h) if v in digits]
+    if not used or free_vars(h) - set(used):
+        return None
+    form = linear_form(h, used)
+    if form is None or not isinstance(form[1], IntImm) or form[1].value < 0:
+        return None
+    coeffs, const = form
+    if any(not isinstance(coeffs[v], int) or coeffs[v] < 0 for v in used):
+        return None
+    return const.value + sum(coeffs[v] * (digits[v] - 1) for v in used) + 1
 
 
 def _replace_node(e: PrimExpr, target: PrimExpr, by: PrimExpr) -> PrimExpr:
