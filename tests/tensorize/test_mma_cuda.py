@@ -253,3 +253,94 @@ def test_swizzle_of_a_buffer_not_in_shared_memory_is_refused():
     mma.swizzle(sch, sch.get_block("B"))     # B is a parameter in global memory
     with pytest.raises(tdsl.TargetError, match="B is written by a block annotated tdsl.swizzle but is not a shared"):
         lower_cuda(sch)
+
+
+def gemm_nt(n, dtype, acc):
+    """C = A @ B.T with B stored n-major, B[j, k] (TVM's "trans" mma intrinsics)."""
+    @T.prim_func
+    def f(A: T.Buffer((n, n), dtype), B: T.Buffer((n, n), dtype), C: T.Buffer((n, n), acc)):
+        for i, j, k in T.grid(n, n, n):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.cast(0, acc)
+                C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], acc) * T.cast(B[vj, vk], acc)
+    return f
+
+
+def schedule_nt(n, dtype):
+    """One warp per 32 x 32 tile of C, k in steps of 32; B[j, k] read with mma_ldmatrix_*_b_trans."""
+    short = {"float16": "f16", "int8": "i8"}[dtype]
+    acc = "int32" if dtype == "int8" else "float32"
+    scopes = mma.I8_SCOPES if dtype == "int8" else mma.F16_SCOPES
+    kt = 32 if dtype == "int8" else 16           # k of one mma tile
+    sch = tdsl.Schedule(gemm_nt(n, dtype, acc))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    bi, ii = sch.split(i, factors=[None, 32])
+    bj, jj = sch.split(j, factors=[None, 32])
+    ko, ki = sch.split(k, factors=[None, 32])
+    sch.reorder(bi, bj, ko, ii, jj, ki)
+    sch.bind(bi, "blockIdx.y")
+    sch.bind(bj, "blockIdx.x")
+    accb = sch.cache_write(c, 0, scopes[2])
+    sch.reverse_compute_at(accb, bj)
+    a_sh, b_sh = sch.cache_read(c, "A", "shared"), sch.cache_read(c, "B", "shared")
+    fa = sch.cache_read(c, "A_shared", scopes[0])
+    fb = sch.cache_read(c, "B_shared", scopes[1])
+    sch.compute_at(fa, ko)
+    sch.compute_at(fb, ko)
+    for stage in (a_sh, b_sh):
+        sch.compute_at(stage, ko)
+        _, tx = sch.split(sch.fuse(*sch.get_loops(stage)[-2:]), factors=[None, 32])
+        sch.bind(tx, "threadIdx.x")
+
+    def tiles(block, shape):
+        loops = sch.get_loops(block)[-len(shape):]
+        outer, inner = [], []
+        for lp, t in zip(loops, shape):
+            o, in_ = sch.split(lp, factors=[None, t])
+            outer.append(o)
+            inner.append(in_)
+        sch.reorder(*outer, *inner)
+        return inner[0]
+
+    mma_loop = tiles(c, (16, 16, kt))
+    init = sch.decompose_reduction(c, ko)
+    sch.tensorize(tiles(init, (16, 16)), mma.fill_name("i32" if dtype == "int8" else "f32"))
+    sch.tensorize(tiles(fa, (16, kt)), mma.ldmatrix_name(short, "a"))
+    sch.tensorize(tiles(fb, (16, kt)), mma.ldmatrix_name(short, "b_trans"))
+    sch.tensorize(mma_loop, mma.mma_name(short, trans_b=True))
+    sch.tensorize(tiles(accb, (16, 16)), mma.store_name("i32" if dtype == "int8" else "f32", "global"))
+    return sch
+
+
+@pytest.mark.parametrize("dtype", ["float16", "int8"])
+def test_trans_b_gemms_are_right_in_the_emulator(dtype):
+    n = 64
+    rng = np.random.default_rng(5)
+    if dtype == "int8":
+        a, b = (rng.integers(-128, 128, (n, n)).astype(np.int8) for _ in range(2))
+        want = a.astype(np.int32) @ b.astype(np.int32).T
+    else:
+        a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
+        want = a.astype(np.float32) @ b.astype(np.float32).T
+    sch = schedule_nt(n, dtype)
+    np.testing.assert_allclose(tdsl.interpret(sch, a, b), want, rtol=1e-4, atol=1e-3)
+    kernel = tdsl.build(sch, target="cuda", emulate=True)
+    got = kernel(a, b)
+    if dtype == "int8":
+        np.testing.assert_array_equal(got, want)
+        # 16 x 32 int8 tiles: A and B fragments of a 32 x 32 k-step are 2 tiles of 16 bytes per lane
+        assert "signed char A_shared_m16n8k32_matrixA[32];" in kernel.source
+        assert "int C_m16n8k32_accumulator[32];" in kernel.source
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    pytest.importorskip("cuda.bindings")
+    if _cuobjdump() is None:
+        return
+    from tdsl.backends.cuda.stats import opcodes
+
+    ops = opcodes(tdsl.build(sch, target="cuda", arch="sm_80").cubin)
+    mma_op = "IMMA.16832.S8.S8" if dtype == "int8" else "HMMA.16816.F32"
+    assert ops[mma_op] > 0 and ops["LDSM.16.M88.4"] > 0, dict(ops)
