@@ -35,7 +35,8 @@ def test_auto_schedule_puts_gemms_on_mma_sync(dtype):
     trace = str(tdsl.auto_schedule(gemm(256, dtype), target="cuda").trace)
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     for name in (f"mma_ldmatrix_{short}_a", f"mma_ldmatrix_{short}_b", f"mma_{short}{short}f32", "mma_fill_16x16_f32",
-                 "mma_store_16x16_f32_global_", "tdsl.swizzle"):
+                 "mma_store_16x16_f32_global_", "tdsl.swizzle", "software_pipeline_stage",
+                 "software_pipeline_async_stages"):
         assert name in trace
 
 
@@ -65,6 +66,21 @@ def test_sass_for_sm_80_has_hmma_and_ldsm_and_no_spills(dtype):
     assert not [o for o in ops if o.startswith(("LDL", "STL"))]
     (usage,) = kernel.stats.resources.values()
     assert usage["registers"] <= 255 and usage["local"] == 0 and usage["stack"] == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pipelined_copies_are_cp_async(dtype):
+    from tdsl.lower import passes_for
+
+    if "inject_software_pipeline" not in [p.name for p in passes_for("cuda")]:
+        pytest.skip("this build has no software-pipeline pass: the pipeline annotations are not lowered (no cp.async)")
+    pytest.importorskip("cuda.bindings")
+    if cuobjdump_path() is None:
+        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+    kernel = tdsl.build(tdsl.auto_schedule(gemm(256, dtype), target="cuda"), target="cuda", arch="sm_80")
+    ops = opcodes(kernel.cubin)
+    assert any(o.startswith("LDGSTS") for o in ops) and ops["LDSM.16.M88.4"] > 0   # copies are cp.async
+    assert not [o for o in ops if o.startswith(("LDL", "STL"))]
 
 
 def test_shapes_off_the_tile_fall_back():

@@ -13,12 +13,15 @@ n multiples of the block tile and k of 32 becomes::
           mma.sync m16n8k16 (mma_{f16f16,bf16bf16}f32) on every 16 x 16 x 16 tile
       accumulators -> C (mma_store_16x16_f32_global_)
 
-The block tile (128 x 128 with 2 x 4 warps of 64 x 32, or 64 x 64 with 2 x 2 warps of 32 x 32)
+The ko loop carries TVM's software-pipeline annotations (copies of step k + 1 as cp.async, in
+flight while step k computes) for the pass that lowers them. The block tile (128 x 128 with 2 x 4 warps of 64 x 32, or 64 x 64 with 2 x 2 warps of 32 x 32)
 is sampled; the first that divides m and n is the default. Blocks it does not fit (other
 dtypes, B indexed [j, k], sizes not multiples of the tile) are left to `GPUWmmaTiling` /
 `GPUMatmulTiling`.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from ...schedule import Schedule
 from ..analysis import block_info
@@ -106,7 +109,7 @@ class GPUMmaTiling(Rule):
             s.bind(tz, "threadIdx.z")
             s.bind(ty, "threadIdx.y")
             s.bind(tx, "threadIdx.x")
-            s.unroll(vec)
+            s.vectorize(vec)
         mma.swizzle(s, a_sh)     # ldmatrix without bank conflicts, no padding
         mma.swizzle(s, b_sh)
         loops = s.get_loops(c)[-3:]
@@ -116,6 +119,14 @@ class GPUMmaTiling(Rule):
             outer.append(o)
             inner.append(i)
         s.reorder(*outer, *inner)
+        # TVM's software-pipeline annotations (lowered by inject_software_pipeline where the build
+        # has it): the copies into shared memory of k step s + 1 (cp.async) overlap the ldmatrix
+        # and mma of k step s. The body of ko: A copy, A ldmatrix, B copy, B ldmatrix, mma.
+        pipeline: dict[str, Any] = {"software_pipeline_stage": [0, 1, 0, 1, 1],
+                                    "software_pipeline_order": [0, 2, 1, 3, 4],
+                                    "software_pipeline_async_stages": [0]}
+        for key, value in pipeline.items():     # (annotate takes TVM's integer lists too)
+            s.annotate(ko, key, value)
         init = s.decompose_reduction(c, ko)
         s.tensorize(_tile16(s, init), mma.fill_name("f32"))
         s.tensorize(_tile16(s, fa), mma.ldmatrix_name(dt, "a"))
