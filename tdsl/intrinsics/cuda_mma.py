@@ -82,8 +82,10 @@ __device__ __forceinline__ void tdsl_ptx_mma_m16n8k32_s32_s8(int* d, const unsig
                  "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
 }
 #define TDSL_MMA_CHECK(p, bytes, what)
+#define TDSL_MMA_UNCOUNT(n)
 #else
-#define TDSL_MMA_CHECK(p, bytes, what) ::tdsl_emu::check_addr(p, bytes, what)
+#define TDSL_MMA_CHECK(p, bytes, what) (::tdsl_emu::check_addr(p, bytes, what), ::tdsl_emu::count_global_ptr(p, bytes))
+#define TDSL_MMA_UNCOUNT(n) ::tdsl_emu::uncount_global(n)  // the emulator's coalescing counters
 #endif
 // Tile-level device functions of tdsl.intrinsics.cuda_mma. `row0` and `row1` are elements (0, 0)
 // and (1, 0) of a tile in memory: their distance is its row pitch. A fragment is the lane's
@@ -157,6 +159,7 @@ template <class T> __device__ __forceinline__ int tdsl_mma_fill(T& c, T value) {
 // written through this call as a const pointer; the memory itself is writable.
 template <class T> __device__ __forceinline__ int tdsl_mma_store(const T& row0, const T& row1, const T& c) {
   int lane = threadIdx.x & 31, g = lane >> 2, t = lane % 4;
+  TDSL_MMA_UNCOUNT(2);   // row0 and row1 name the tile; the stores below are the accesses
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll

@@ -243,7 +243,8 @@ class CudaKernel:
     def _shared_stats(self):
         from .stats import KernelStats
 
-        return KernelStats(shared=[c for rows in getattr(self, "_shared_counters", {}).values() for c in rows])
+        return KernelStats(shared=[c for rows in getattr(self, "_shared_counters", {}).values() for c in rows],
+                           global_=[c for rows in getattr(self, "_global_counters", {}).values() for c in rows])
 
     @property
     def stats(self):

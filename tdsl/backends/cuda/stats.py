@@ -3,7 +3,8 @@
 * From the CUBIN (NVIDIA's ``cuobjdump``, from the pip wheel ``nvidia-cuda-cuobjdump`` or the
   PATH): per kernel the registers, spill stack, shared and local memory the assembler gave it,
   and the SASS instruction counts (``opcodes``: HMMA, LDSM, LDGSTS, LDL/STL ...).
-* From an emulated run (``emulate=True``): per shared array the ldmatrix instructions, their
+* From an emulated run (``emulate=True``): per global buffer the warp requests and their
+  32-byte sectors against the ideal (coalescing); per shared array the ldmatrix instructions, their
   shared-memory phases and wavefronts (a phase of 8 rows x 16 bytes takes 1 wavefront when its
   32 words fall in 32 different banks, n when one bank holds n different words), counted in
   the kernel's first (ascending-order) run of the last call.
@@ -103,12 +104,36 @@ class SharedCounter:
 
 
 @dataclass
+class GlobalCounter:
+    """One global buffer's warp requests in an emulated run: the k-th access of each lane of a
+    warp is one request; `sectors` the 32-byte sectors they touched, `ideal` the sectors their
+    distinct bytes would fill if contiguous; `unpaired` accesses of lanes that made more
+    accesses than the warp's shortest lane (divergence), not in the figures."""
+
+    kernel: str
+    buffer: str
+    requests: int
+    sectors: int
+    ideal: int
+    unpaired: int = 0
+
+    @property
+    def sectors_per_request(self) -> float:
+        return self.sectors / self.requests if self.requests else 0.0
+
+    @property
+    def coalesced(self) -> bool:
+        return self.sectors <= 1.25 * self.ideal
+
+
+@dataclass
 class KernelStats:
     """`kernel.stats`: the CUBIN's resources (None: no CUBIN or no cuobjdump) and the emulator's
     shared-memory counters (empty before an emulated call)."""
 
     resources: dict[str, dict[str, int]] | None = None
     shared: list[SharedCounter] = field(default_factory=list)
+    global_: list[GlobalCounter] = field(default_factory=list)
 
     def notes(self) -> list[str]:
         out = []
@@ -118,6 +143,11 @@ class KernelStats:
                 out.append(f"{c.worst}-way bank conflicts on {c.buffer}{where} of kernel {c.kernel}: ldmatrix "
                            f"takes {c.wavefronts / c.phases:.2f} wavefronts per phase (ideal 1); swizzle or pad "
                            "its rows")
+        for g in self.global_:
+            if not g.coalesced:
+                out.append(f"uncoalesced accesses to {g.buffer} in kernel {g.kernel}: {g.sectors_per_request:.1f} "
+                           f"32-byte sectors per warp request, {g.ideal / g.requests:.1f} if the same bytes were "
+                           "contiguous")
         for name, r in (self.resources or {}).items():
             if r["local"] or r["stack"]:
                 out.append(f"kernel {name} uses {r['local']} bytes of local memory and {r['stack']} of stack "
@@ -135,6 +165,11 @@ class KernelStats:
             for c in self.shared:
                 lines.append(f"{c.buffer:24} {c.instructions:>9} {c.phases:>7} {c.wavefronts:>10} "
                              f"{str(c.worst) + '-way':>6}  {c.line or ''}")
+        if self.global_:
+            lines.append(f"{'global buffer':24} {'requests':>9} {'sectors/request':>15} {'ideal':>6}")
+            for g in self.global_:
+                lines.append(f"{g.buffer:24} {g.requests:>9} {g.sectors_per_request:>15.2f} "
+                             f"{g.ideal / g.requests if g.requests else 0:>6.2f}")
         return "\n".join(lines) if lines else "(no figures: no CUBIN with cuobjdump, and no emulated call yet)"
 
 
@@ -151,4 +186,15 @@ def parse_bank_report(kernel: str, text: str, source: str) -> list[SharedCounter
         line = next((i + 1 for i, s in enumerate(lines) if "tdsl_mma_ldmatrix" in s and f" {name}[" in s), None)
         instructions, phases, wavefronts, worst = map(int, parts[1:])
         out.append(SharedCounter(kernel, name, instructions, phases, wavefronts, worst, line))
+    return out
+
+
+def parse_global_report(kernel: str, text: str) -> list[GlobalCounter]:
+    """The emulator's lines "name requests sectors ideal unpaired"."""
+    out = []
+    for row in text.splitlines():
+        parts = row.split()
+        if len(parts) == 5:
+            requests, sectors, ideal, unpaired = map(int, parts[1:])
+            out.append(GlobalCounter(kernel, parts[0], requests, sectors, ideal, unpaired))
     return out

@@ -116,7 +116,9 @@ def translate(source: str) -> tuple[str, list[EmuKernel]]:
     out += [('extern "C" const char* tdsl_emu_error(void) { return ::tdsl_emu::state().error; }'),
             ('extern "C" unsigned long long tdsl_emu_switches(void) { return ::tdsl_emu::state().switches; }'),
             ('extern "C" const char* tdsl_emu_bank_report(void) { return tdsl_emu_bank_text(); }'),
-            ('extern "C" void tdsl_emu_bank_clear(void) { tdsl_emu_bank_reset(); }')]
+            ('extern "C" void tdsl_emu_bank_clear(void) { tdsl_emu_bank_reset(); }'),
+            ('extern "C" const char* tdsl_emu_global_report(void) { return tdsl_emu_global_text(); }'),
+            ('extern "C" void tdsl_emu_global_count(int on) { tdsl_emu_global_reset(on); }')]
     return "\n".join(out) + "\n", kernels
 
 

@@ -11,9 +11,10 @@
 // shared arrays and local arrays is bounds-checked; a failure names the buffer and the index.
 //
 // ldmatrix and mma.sync (ptx_mma.h) are modelled lane by lane as the PTX ISA defines them, and
-// ldmatrix counts its shared-memory bank conflicts.
+// ldmatrix counts its shared-memory bank conflicts; global accesses are counted in 32-byte
+// sectors per warp request (global_counters.h).
 //
-// What it does not model: timing, memory coalescing, caches, bank conflicts outside ldmatrix, real warp
+// What it does not model: timing, caches, bank conflicts outside ldmatrix, real warp
 // scheduling (lanes of a warp do NOT run in lock step here: code that relies on implicit
 // warp-synchronous execution without __syncwarp / shuffles is reported as a race or computes
 // differently), memory-model subtleties (fences, volatile), and the exact rounding of tensor
@@ -151,6 +152,10 @@ inline void check_addr(const void* p, size_t bytes, const char* what) {
   // not a global or shared buffer: a thread's local array (on its own stack), not checked here
 }
 
+// global accesses for the coalescing counters (global_counters.h); a no-op unless counting
+inline bool& count_global_on();
+inline void count_global(const char* name, long long byte, int bytes);
+
 // ------------------------------------------------------------------------ checked memory
 template <class T> struct gptr {
   T* base;
@@ -162,6 +167,7 @@ template <class T> struct gptr {
   template <class I> T& operator[](I i) const {
     long long k = offset + (long long)i;
     if (k < 0 || k >= extent) oob(name, k, extent);
+    if (count_global_on()) count_global(name, k * (long long)sizeof(T), (int)sizeof(T));
     return base[k];
   }
   template <class I> gptr operator+(I i) const { return gptr(base, extent, name, offset + (long long)i); }
@@ -174,6 +180,7 @@ template <class T> struct gptr {
       fail("out-of-bounds vector access: %s[%lld] .. %s[%lld], but %s has %lld elements", name, offset, name,
            offset + (bytes + (long long)sizeof(T) - 1) / (long long)sizeof(T) - 1, name, extent);
     const char* p = (const char*)(base + offset);
+    if (count_global_on()) count_global(name, k, (int)sizeof(U));
     if ((uintptr_t)p % alignof(U))
       fail("misaligned %zu-byte vector access to %s[%lld] (address 0x%llx): the GPU faults on it", sizeof(U), name,
            offset, (unsigned long long)(uintptr_t)p);
@@ -401,6 +408,8 @@ inline void ensure_stacks(State& s, int n, size_t stack_bytes) {
   for (int i = 0; i < n; ++i) mprotect(s.stacks + (size_t)i * stack_bytes, 4096, PROT_NONE);  // guard pages
 }
 
+inline void flush_global_counters(int nthreads);  // global_counters.h: group the block's accesses into warp requests
+
 // Runs a launch; returns 0, or 1 with the message in state().error.
 // dims: grid x, y, z, block x, y, z. only_block >= 0 runs just that (linear) block.
 template <class F>
@@ -460,6 +469,7 @@ int launch(const long long* dims, int order, unsigned long long seed, long long 
         run_block_fibers(s, torder);
       else
         run_block_direct(s, torder);
+      flush_global_counters(n);
     }
   } catch (Abort&) {
     rc = 1;
@@ -832,5 +842,6 @@ inline void mma_sync(fragment<accumulator, M, N, K, TC, void>& d, const fragment
 }  // namespace nvcuda
 
 #include "ptx_mma.h"  // ldmatrix and mma.sync, as the PTX ISA defines them
+#include "global_counters.h"  // global-memory sectors per warp request
 
 #endif  // TDSL_CUDA_EMU_H
