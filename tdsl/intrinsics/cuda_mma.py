@@ -46,6 +46,9 @@ FRAGMENT_SCOPES = F16_SCOPES + I8_SCOPES
 
 PRELUDE = r"""#include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "tdsl's mma intrinsics (mma_ldmatrix_*, mma_f16f16f32, ...: mma.sync m16n8k16, bf16 and s8 shapes) need sm_80 or newer; build with arch=\"sm_80\" or use the WMMA intrinsics (cuda.wmma.*)"
+#endif
 #ifndef TDSL_CUDA_EMU_H  // the emulator's ptx_mma.h models these instructions lane by lane
 template <int X, bool TRANS> __device__ __forceinline__ void tdsl_ptx_ldmatrix(unsigned* d, const void* row);
 #define TDSL_LDSM(X, TRANS, SUFFIX, REGS, ...)                                                             \

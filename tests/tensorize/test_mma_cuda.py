@@ -344,3 +344,10 @@ def test_trans_b_gemms_are_right_in_the_emulator(dtype):
     ops = opcodes(tdsl.build(sch, target="cuda", arch="sm_80").cubin)
     mma_op = "IMMA.16832.S8.S8" if dtype == "int8" else "HMMA.16816.F32"
     assert ops[mma_op] > 0 and ops["LDSM.16.M88.4"] > 0, dict(ops)
+
+
+def test_building_for_an_arch_without_mma_sync_is_refused():
+    pytest.importorskip("cuda.bindings")
+    with pytest.raises(tdsl.TargetError, match="mma intrinsics .* need sm_80 or newer"):
+        tdsl.build(schedule(64), target="cuda", arch="sm_75")
+    assert tdsl.build(schedule(64), target="cuda", arch="sm_90").cubin
