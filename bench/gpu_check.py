@@ -7,7 +7,9 @@ Always: every GPU kernel of tests/cuda/cuda_kernels.py run in the CPU emulator
 the emulator's speed; with cuda-python, compile-only checks (each kernel to CUBIN for sm_80 and
 sm_90). With a GPU, also: the tests/cuda test suite, correctness of every kernel on the
 device against numpy (numpy, DeviceArray and, when torch is installed, torch arguments through
-DLPack), and a GEMM benchmark against torch.matmul (cuBLAS) with the ratios printed. Without a
+DLPack), and GEMM benchmarks against torch.matmul (cuBLAS) with the ratios printed: fp32, WMMA
+fp16, and the fp16 / bf16 GEMMs auto_schedule puts on ldmatrix + mma.sync at 4096^3 and 8192^3
+(with their SASS counts, registers and the emulator's bank-conflict figures beside). Without a
 GPU it says so and exits 0 once the compile-only checks pass. Exit status 1 means a check failed.
 """
 from __future__ import annotations
@@ -348,6 +350,107 @@ def gemm_benchmark(quick: bool) -> None:
     attempt(f"hgemm {n}^3", bench_fp16)
 
 
+def _mma_gemm(n: int, dtype: str):
+    from tdsl import T
+
+    @T.prim_func
+    def gemm(A: T.Buffer((n, n), dtype), B: T.Buffer((n, n), dtype), C: T.Buffer((n, n), "float32")):
+        for i, j, k in T.grid(n, n, n):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+
+    return gemm
+
+
+def mma_figures(dtype: str) -> str:
+    """The auto-scheduled GEMM's static figures: SASS counts and resources (sm_80 CUBIN) and the
+    emulator's ldmatrix bank conflicts at 256^3 (the same rule, the same tiles)."""
+    from tdsl.backends.cuda.stats import cuobjdump_path, opcodes
+
+    parts = []
+    if cuobjdump_path():
+        built = tdsl.build(tdsl.auto_schedule(_mma_gemm(4096, dtype), target="cuda"), target="cuda", arch="sm_80")
+        ops = opcodes(built.cubin) or {}
+        counts = {k: sum(v for o, v in ops.items() if o.startswith(k)) for k in ("HMMA", "LDSM", "LDGSTS", "LDL", "STL")}
+        (usage,) = built.stats.resources.values()
+        parts.append("SASS " + " ".join(f"{k}={v}" for k, v in counts.items())
+                     + f", {usage['registers']} registers, {usage['shared']} B shared")
+    try:
+        emu = tdsl.build(tdsl.auto_schedule(_mma_gemm(256, dtype), target="cuda"), target="cuda", emulate=True)
+        rng = np.random.default_rng(3)
+        a = rng.standard_normal((256, 256)).astype(np.float32)
+        b = rng.standard_normal((256, 256)).astype(np.float32)
+        if dtype == "bfloat16":
+            import ml_dtypes
+            a, b = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+        else:
+            a, b = a.astype(np.float16), b.astype(np.float16)
+        err = np.abs(emu(a, b) - a.astype(np.float32) @ b.astype(np.float32)).max()
+        worst = max((c.worst for c in emu.stats.shared), default=0)
+        parts.append(f"emulator 256^3 max error {err:.1e}, worst ldmatrix bank conflict {worst}-way")
+    except tdsl.TargetError as exc:
+        parts.append(f"emulator: {exc}")
+    return "; ".join(parts)
+
+
+def mma_gemm_benchmark(quick: bool) -> None:
+    """fp16 / bf16 GEMMs (fp32 accumulation) that auto_schedule puts on ldmatrix + mma.sync,
+    against torch.matmul (cuBLAS) in the same process."""
+    from tdsl.backends.cuda import runtime
+
+    try:
+        import torch
+        torch_ok = torch.cuda.is_available()
+    except ImportError:
+        torch, torch_ok = None, False
+    print("GEMM benchmark (fp16 / bf16 on mma.sync, auto_schedule):", flush=True)
+    for dtype in ("float16", "bfloat16"):
+        attempt(f"{dtype} GEMM figures", lambda dtype=dtype: print(f"  {dtype}: {mma_figures(dtype)}", flush=True))
+        for n in ([4096] if quick else [4096, 8192]):
+            def bench(n=n, dtype=dtype):
+                kernel = tdsl.build(tdsl.auto_schedule(_mma_gemm(n, dtype), target="cuda"), target="cuda")
+                rng = np.random.default_rng(4)
+                host = [rng.standard_normal((n, n)).astype(np.float32) for _ in range(2)]
+                if dtype == "bfloat16":
+                    import ml_dtypes
+                    typed = [x.astype(ml_dtypes.bfloat16) for x in host]
+                else:
+                    typed = [x.astype(np.float16) for x in host]
+                a, b = (runtime.to_device(x) for x in typed)
+                c = tdsl.device_array((n, n), "float32")
+                secs = kernel.time(a, b, c, repeat=3)
+                flops = 2.0 * n ** 3
+                line = f"tdsl {flops / secs / 1e12:6.1f} TFLOP/s"
+                if torch_ok:
+                    tdt = torch.float16 if dtype == "float16" else torch.bfloat16
+                    ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda().to(tdt) for x in typed)
+                    ref = torch.matmul(ta.float()[:256], tb.float()).cpu().numpy()
+                    got = c.numpy()[:256]
+                    err = float(np.abs(got - ref).max() / (np.abs(ref).max() + 1e-30))
+                    for _ in range(3):
+                        torch.matmul(ta, tb)
+                    torch.cuda.synchronize()
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(10):
+                        torch.matmul(ta, tb)
+                    end.record()
+                    torch.cuda.synchronize()
+                    tsecs = start.elapsed_time(end) / 1e3 / 10
+                    line += (f" | cuBLAS ({dtype} out) {flops / tsecs / 1e12:6.1f} TFLOP/s | ratio tdsl/cuBLAS "
+                             f"{tsecs / secs:.2f} | rows 0-255 rel. error {err:.1e}")
+                    ok = err < 1e-2
+                else:
+                    line += " | torch not installed: no cuBLAS reference"
+                    ok = True
+                report(f"{dtype} GEMM {n}^3 (mma.sync)", ok, line)
+
+            attempt(f"{dtype} GEMM {n}^3", bench)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
@@ -382,6 +485,7 @@ def main() -> int:
         attempt("pytest tests/cuda", lambda: run_tests(150))
     device_correctness(args.quick)
     gemm_benchmark(args.quick)
+    mma_gemm_benchmark(args.quick)
     print(f"done in {time.perf_counter() - t0:.1f}s; {len(FAILURES)} failure(s)"
           + (": " + ", ".join(FAILURES) if FAILURES else ""))
     return 1 if FAILURES else 0

@@ -122,7 +122,21 @@ class Relaxer:
                 and (op == "shift_right" or is_index(e.dtype)):
             lo, hi = self._relax(e.a)     # monotone in e.a (a signed shift left assumed not to wrap, as mul)
             return _arith(op, lo, e.b), _arith(op, hi, e.b)
+        if op in ("bitwise_and", "bitwise_or", "bitwise_xor") and is_index(e.dtype):
+            return self._relax_bits(e)
         return None
+
+    def _relax_bits(self, e: Binary) -> SymBound | None:
+        """x & y, x | y, x ^ y of operands with constant bounds in [0, hi]: & is at most the smaller
+        hi, | and ^ set no bit above the larger hi's top bit (an XOR swizzle (j // 8) ^ (i % 8))."""
+        his = []
+        for x in (e.a, e.b):
+            lo, hi = (None if b is None else self.an.simplify(b) for b in self._relax(x))
+            if not (isinstance(lo, IntImm) and isinstance(hi, IntImm)) or lo.value < 0:
+                return None
+            his.append(hi.value)
+        top = min(his) if e.op == "bitwise_and" else (1 << max(his).bit_length()) - 1
+        return IntImm(0, e.dtype), IntImm(top, e.dtype)
 
     def _relax_mod(self, e: Binary, lo, hi) -> SymBound:
         """x % c is monotone only while x stays in one period of c."""

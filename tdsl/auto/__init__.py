@@ -13,6 +13,7 @@ from .rules import (
     GPUBind,
     GPUCrossThreadReduction,
     GPUMatmulTiling,
+    GPUMmaTiling,
     GPUWmmaTiling,
     LibraryCall,
     MatmulTensorizeCPU,
@@ -25,7 +26,7 @@ from .rules import (
 )
 from .space import Pass, Space, default_passes, register_rule, sketches, space, unregister_rule
 
-__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUWmmaTiling", "Hardware", "LibraryCall", "MatmulTensorizeCPU",
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaTiling", "GPUWmmaTiling", "Hardware", "LibraryCall", "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Pass", "RowPrefetch", "Rule", "Space",
            "TensorizeMatching", "VectorReduction", "auto_schedule", "default_passes", "hardware", "register_rule", "sketches", "space",
            "unregister_rule"]

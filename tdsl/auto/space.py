@@ -4,7 +4,7 @@
 
 1. `AutoInline`, blocks in program order (elementwise chains and padding collapse first);
 2. the tiling rules (`LibraryCall`: a matmul as a BLAS call or left to the next rules, `MatmulTensorizeCPU`, `TensorizeMatching`, `MultiLevelTilingCPU` on the
-   CPU; `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUCrossThreadReduction`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
+   CPU; `GPUMmaTiling`, `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUCrossThreadReduction`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
    blocks consumers first (post-order: a consumer is tiled before its producers choose where to go);
 3. `RowPrefetch` (CPU), blocks in program order;
 4. `ParallelVectorizeUnroll` (CPU), blocks in program order.
@@ -32,6 +32,7 @@ from .rules import (
     GPUBind,
     GPUCrossThreadReduction,
     GPUMatmulTiling,
+    GPUMmaTiling,
     GPUWmmaTiling,
     LibraryCall,
     MatmulTensorizeCPU,
@@ -94,7 +95,7 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
     random (a search's sketches)."""
     if hw.is_gpu:
         passes = [Pass([AutoInline(hw, defaults)]),
-                  Pass([GPUWmmaTiling(hw, defaults), GPUMatmulTiling(hw, defaults), GPUCrossThreadReduction(hw, defaults),
+                  Pass([GPUMmaTiling(hw, defaults), GPUWmmaTiling(hw, defaults), GPUMatmulTiling(hw, defaults), GPUCrossThreadReduction(hw, defaults),
                         GPUBind(hw, defaults)],
                        consumers_first=True)]
     else:

@@ -8,6 +8,8 @@
   u8 x s8 -> s32 dot product (AVX512-VNNI, AVX-VNNI); `x86.fp32_microkernel(kc)` and
   `x86.int8_dot()` pick the variant the CPU of a target runs (`target="llvm -mcpu=x86-64-v3"`: AVX2).
 * `tdsl.intrinsics.cuda`: WMMA m16n16k16 fp16 -> fp32 (fill, load_a, load_b, mma, store).
+* `tdsl.intrinsics.cuda_mma`: TVM's ldmatrix + mma.sync family (`mma_ldmatrix_f16_a`,
+  `mma_f16f16f32`, bf16, int8, fill, store) with per-lane fragments, and `swizzle` for shared tiles.
 * `tdsl.intrinsics.blas`: library GEMM (`blas.sgemm`, `blas.dgemm`) through the BLAS numpy loads;
   `tdsl.schedule.library` makes the generic names concrete per block, and
   `tdsl.auto.candidates` offers a block's library and auto-tensorized schedules.

@@ -9,6 +9,9 @@ Function attributes (`PrimFunc.attrs`):
 * `LOWER_NOTES` ("tdsl.lower_notes"): a tuple of notes lowering left (a loop left scalar, why).
 * `NONTEMPORAL_BUFFERS` ("tdsl.nontemporal_buffers"): set by convert_blocks: names of the
   buffers written by blocks annotated `NONTEMPORAL`; the CPU codegen streams their stores.
+* `SWIZZLED_BUFFERS` ("tdsl.swizzled_buffers"): set by convert_blocks: names of the shared
+  buffers written by blocks annotated `SWIZZLE`; the CUDA pass `swizzle_shared` XORs their
+  16-byte chunks (tdsl.lower.gpu_swizzle).
 * `CUDA_PRELUDE` ("tdsl.cuda_prelude"): CUDA source the tensor intrinsics' device functions
   need, set by the lowering pass that swaps intrinsics in; emitted at the top of the kernel.
 
@@ -17,6 +20,8 @@ Block annotations:
 * `TENSOR_INTRIN` ("tdsl.tensor_intrin"): the intrinsic a tensorized block is computed by.
 * `NONTEMPORAL` ("tdsl.nontemporal"): truthy: write this block's outputs with streaming stores
   (a hint; results are the same).
+* `SWIZZLE` ("tdsl.swizzle"): truthy: lay the shared buffer this block writes out with its
+  16-byte chunks XOR-swizzled by row (ldmatrix reads free of bank conflicts; same results).
 
 Loop annotations set by schedules:
 
@@ -43,6 +48,8 @@ NONTEMPORAL_BUFFERS = "tdsl.nontemporal_buffers"
 CUDA_PRELUDE = "tdsl.cuda_prelude"
 TENSOR_INTRIN = "tdsl.tensor_intrin"
 NONTEMPORAL = "tdsl.nontemporal"
+SWIZZLE = "tdsl.swizzle"
+SWIZZLED_BUFFERS = "tdsl.swizzled_buffers"
 VECTORIZE_BLOCKS = "tdsl.vectorize.blocks"
 AUTO_UNROLL = "pragma_auto_unroll_max_step"
 AUTO_SCHEDULED = "auto.scheduled"

@@ -104,6 +104,8 @@ barrier planning, which stay in ``tdsl.backends.cuda``)::
     lower_cross_thread_reductions  reductions bound to threadIdx.x -> all-reduce (cross_thread)
     convert_blocks
     compact_gpu_buffers            local/shared buffers -> one thread's / block's tile (gpu_compact)
+    lane_fragments                 mma fragments -> the lane's registers, size / 32 (gpu_lane_fragments)
+    swizzle_shared                 shared buffers annotated tdsl.swizzle: 16-byte chunks XOR rows (gpu_swizzle)
     inject_software_pipeline       loops annotated software_pipeline_stage (and _order, _async_stages):
                                    multi-buffered tiles, prologue, steady state, epilogue, cp.async
                                    commit/wait groups (software_pipeline)
@@ -152,6 +154,8 @@ from .flatten import flatten_buffers
 from .gpu_bindings import verify_thread_bindings
 from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange
+from .gpu_lane_fragments import lane_fragments
+from .gpu_swizzle import swizzle_shared
 from .index_checks import index_checks, unproven_index_checks
 from .simplify import remove_no_op, simplify
 from .software_pipeline import inject_software_pipeline, lower_async_copies
@@ -213,6 +217,8 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("lower_cross_thread_reductions", lower_cross_thread_reductions),
         Pass("convert_blocks", convert_blocks),
         Pass("compact_gpu_buffers", compact_gpu_buffers),
+        Pass("lane_fragments", lane_fragments),
+        Pass("swizzle_shared", swizzle_shared),
         Pass("inject_software_pipeline", inject_software_pipeline),
         Pass("index_checks", unproven_index_checks),
         Pass("flatten_buffers", flatten_buffers),

@@ -18,7 +18,7 @@ from ..ir import (
     is_true,
     substitute,
 )
-from ..ir.attrs import NONTEMPORAL, NONTEMPORAL_BUFFERS, VECTORIZE_BLOCKS, set_attr
+from ..ir.attrs import NONTEMPORAL, NONTEMPORAL_BUFFERS, SWIZZLE, SWIZZLED_BUFFERS, VECTORIZE_BLOCKS, set_attr
 from ..ir.functor import replace_fields as replace
 from ._util import StmtMutator, cast_to, collect_stmts, seq
 
@@ -95,16 +95,18 @@ def convert_blocks(func: PrimFunc) -> PrimFunc:
     init -> `if all reduce iterators are at their minimum: init` before the body,
     alloc_buffers -> Allocate around the block's code."""
     streamed = _nontemporal_buffers(func.body)
+    swizzled = _nontemporal_buffers(func.body, SWIZZLE)
     body = _BlockConverter().visit(func.body)
     func = func.with_body(body)
+    func = set_attr(func, SWIZZLED_BUFFERS, swizzled) if swizzled else func
     return set_attr(func, NONTEMPORAL_BUFFERS, streamed) if streamed else func
 
 
-def _nontemporal_buffers(stmt: Stmt) -> tuple[str, ...]:
-    """Names of the buffers written by blocks annotated `tdsl.nontemporal` (truthy)."""
+def _nontemporal_buffers(stmt: Stmt, key: str = NONTEMPORAL) -> tuple[str, ...]:
+    """Names of the buffers written by blocks annotated `key` (truthy; `tdsl.nontemporal`)."""
     names: list[str] = []
     for block in collect_stmts(stmt, Block):
-        if dict(block.annotations).get(NONTEMPORAL):
+        if dict(block.annotations).get(key):
             names.extend(r.buffer.name for r in block.writes if r.buffer.name not in names)
     return tuple(names)
 

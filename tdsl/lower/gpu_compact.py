@@ -75,16 +75,22 @@ class _UseCollector(IRVisitor):
         self.uses.setdefault(buf, []).append(_Use(tuple(indices), tuple(self.stack), tile))
 
     def visit_Call(self, op: Call) -> None:
+        from ..intrinsics import cuda_mma
         from ..intrinsics.cuda import FRAGMENT_ARGS, FRAGMENT_TILE
         from ..ir import MATH_CALLS
 
         if op.op not in MATH_CALLS and op.op not in ("if_then_else", SYNC):
             fragments = FRAGMENT_ARGS.get(op.op, ())
+            tiles = cuda_mma.TILE_ARGS.get(op.op, ())
             for i, arg in enumerate(op.args):
                 if not isinstance(arg, BufferLoad):
                     continue
                 if i in fragments and arg.buffer.scope == "local" and len(arg.indices) >= len(FRAGMENT_TILE):
                     self._use(arg.buffer, arg.indices, FRAGMENT_TILE)
+                elif i in tiles and len(arg.indices) >= 2:   # an mma tile (a fragment or memory row 0)
+                    self._use(arg.buffer, arg.indices, cuda_mma.tile_shape(arg.buffer.dtype.bits))
+                elif op.op in cuda_mma.TILE_ARGS:
+                    pass   # row 1 of a memory tile: an element like any other
                 else:
                     # an element standing for a tile of unknown size (and maybe a leading dimension)
                     self.opaque.add(arg.buffer)
@@ -226,6 +232,19 @@ class _Compactor(IRMutator):
         return new
 
 
+def _keep_padding(old: Buffer, new: Buffer) -> tuple[PrimExpr, ...]:
+    """Strides for the compacted `new` that keep the padding `storage_align` gave `old`'s rows
+    (each dimension's stride exceeds the next one's extent x stride by the same number of
+    elements), so a row pitch padded against bank conflicts stays padded."""
+    from ..arith import simplify
+
+    strides: list[PrimExpr] = [old.strides[-1]]
+    for d in range(len(old.shape) - 2, -1, -1):
+        pad = simplify(old.strides[d] - old.shape[d + 1] * old.strides[d + 1])
+        strides.insert(0, simplify(new.shape[d + 1] * strides[0] + pad))
+    return tuple(strides)
+
+
 def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
     """Shrink each local/shared buffer to the region one thread (local) or one block (shared)
     touches, allocated at the innermost loop around all its uses whose iterations cannot pass
@@ -268,6 +287,8 @@ def compact_gpu_buffers(func: PrimFunc) -> PrimFunc:
                 continue   # (a buffer of symbolic size always shrinks to a constant region)
             new = Buffer(buf.name, tuple(IntImm(e, s.dtype) for (_, e), s in zip(region, buf.shape)), buf.dtype,
                          scope=buf.scope, span=buf.span)
+            if buf.strides:
+                new = new.with_(strides=_keep_padding(buf, new))
             anchor = common[depth - 1] if depth > len(alloc_loops) else None
             func = func.with_body(_Compactor(alloc, new, [m for m, _ in region], anchor, lanes).visit(func.body))
             break

@@ -24,6 +24,7 @@ import dataclasses
 
 from ..errors import ScheduleError, TargetError
 from ..intrinsics.cuda import FRAGMENT_SCOPES  # per-thread arrays on CUDA, filled by the device functions
+from ..intrinsics.cuda_mma import FRAGMENT_SCOPES as MMA_FRAGMENT_SCOPES  # per-lane registers (gpu_lane_fragments)
 from ..intrinsics.match import Mismatch, instantiate_impl, match
 from ..intrinsics.registry import TensorIntrin
 from ..ir import Block, BlockRealize, Buffer, PrimFunc, Stmt, collect, replace_buffers
@@ -101,7 +102,7 @@ def _fragments_to_local(func: PrimFunc) -> PrimFunc:
     bmap: dict[Buffer, Buffer] = {}
     for realize in collect(func.body, BlockRealize):
         for buf in realize.block.alloc_buffers:
-            if buf.scope in FRAGMENT_SCOPES:
+            if buf.scope in FRAGMENT_SCOPES or buf.scope in MMA_FRAGMENT_SCOPES:
                 bmap[buf] = buf.with_(scope="local")
     return func.with_body(replace_buffers(func.body, bmap)) if bmap else func
 

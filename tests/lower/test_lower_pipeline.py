@@ -293,8 +293,9 @@ def test_passes_for_targets():
     # every pass build(..., target="cuda") runs before kernel splitting and barrier planning
     assert cuda == ["verify_thread_bindings", "check_thread_exchange", "apply_tensor_intrinsics",
                     "lower_cross_thread_reductions", "convert_blocks", "compact_gpu_buffers",
-                    "inject_software_pipeline", "index_checks", "flatten_buffers", "simplify", "unroll", "vectorize",
-                    "lower_async_copies", "simplify", "remove_no_op"]
+                    "lane_fragments", "swizzle_shared", "inject_software_pipeline", "index_checks",
+                    "flatten_buffers", "simplify", "unroll", "vectorize", "lower_async_copies", "simplify",
+                    "remove_no_op"]
     with pytest.raises(tdsl.TargetError, match="unknown target 'tpu'"):
         tdsl.lower(matmul, target="tpu")
     with pytest.raises(tdsl.TargetError):

@@ -249,10 +249,31 @@ class CudaKernel:
     @property
     def notes(self) -> list[str]:
         """What the build could not do as the schedule asked (a `vectorize` left scalar, and why);
-        tdsl.build warns (tdsl.PerformanceWarning) when there are any."""
+        tdsl.build warns (tdsl.PerformanceWarning) when there are any. An emulated kernel adds,
+        after a call, the shared-memory bank conflicts its run counted (`stats`)."""
         from ...ir.attrs import LOWER_NOTES, get_attr
 
-        return [str(n) for n in get_attr(self.plan.func, LOWER_NOTES, ())]
+        return [str(n) for n in get_attr(self.plan.func, LOWER_NOTES, ())] + self._shared_stats().notes()
+
+    def _shared_stats(self):
+        from .stats import KernelStats
+
+        return KernelStats(shared=[c for rows in getattr(self, "_shared_counters", {}).values() for c in rows],
+                           global_=[c for rows in getattr(self, "_global_counters", {}).values() for c in rows])
+
+    @property
+    def stats(self):
+        """A `tdsl.backends.cuda.stats.KernelStats`: registers, spill stack, shared and local memory
+        per kernel from the CUBIN (cuobjdump, pip wheel nvidia-cuda-cuobjdump), and for an emulated
+        kernel after a call the ldmatrix bank-conflict counters per shared array. `print(k.stats)`
+        shows a table."""
+        from .stats import resource_usage
+
+        if not hasattr(self, "_resources"):
+            self._resources = resource_usage(self.cubin) if self.cubin else None
+        out = self._shared_stats()
+        out.resources = self._resources
+        return out
 
     @public_entry
     def __call__(self, *args, stream=None, **kwargs):

@@ -374,16 +374,136 @@ class _Access:
     async_op: str = ""      # "issue": a cp.async's destination; "complete": what a ptx_wait_group lands
 
 
-def _extern_call_args(node) -> list[BufferLoad]:
-    """Buffer elements passed to extern calls (by reference, e.g. the WMMA device functions)."""
+def _extern_call_args(node, read_only: bool = False) -> list[BufferLoad]:
+    """Buffer elements passed to extern calls (by reference, e.g. the WMMA device functions);
+    `read_only`: only those the call is known to only read."""
+    from ...intrinsics.cuda_mma import READ_ONLY_ARGS
     from ...ir import MATH_CALLS
 
     out = []
     for call in collect(node, Call):
         if call.op in MATH_CALLS or call.op in ("if_then_else", SYNC):
             continue
-        out += [a for a in call.args if isinstance(a, BufferLoad)]
+        keep = READ_ONLY_ARGS.get(call.op, ()) if read_only else range(len(call.args))
+        out += [a for i, a in enumerate(call.args) if isinstance(a, BufferLoad) and i in keep]
     return out
+
+
+def _split_thread_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dict[Var, int]]:
+    """`index` with each thread index t that appears as t // d or t % d (constants d dividing
+    its extent and each other) written in mixed-radix digits: for divisors d1 < d2 < ..., digit
+    j is (t // b_j) % (b_j+1 / b_j) with b = 1, d1, d2, ..., extent; t // d_i and t % d_i become
+    sums of digits. t -> digits is a bijection, so the index is injective in t iff it is in the
+    digits, and a mapping like (t // 4) * 40 + (t % 4) * 8 is linear in them."""
+    divisors: dict[Var, set[int]] = {}
+    for node in collect(index, Binary):
+        if node.op in ("floordiv", "floormod") and isinstance(node.a, Var) and node.a in extents \
+                and isinstance(node.b, IntImm) and node.b.value > 0 and extents[node.a] % node.b.value == 0:
+            divisors.setdefault(node.a, set()).add(node.b.value)
+    digits: dict[Var, tuple[list[int], list[Var]]] = {}
+    out = {v: e for v, e in extents.items()}
+    for v, ds in divisors.items():
+        bounds = [1] + sorted(d for d in ds if 1 < d < extents[v]) + [extents[v]]
+        if any(b % a for a, b in zip(bounds, bounds[1:])):
+            continue
+        names = [Var(f"{v.name}_d{j}", v.dtype) for j in range(len(bounds) - 1)]
+        digits[v] = (bounds, names)
+        del out[v]
+        for j, name in enumerate(names):
+            out[name] = bounds[j + 1] // bounds[j]
+    if not digits:
+        return _xor_digits(index, extents)
+
+    def number(v: Var, lo: int, hi: int) -> PrimExpr:
+        """sum of digits lo..hi-1 of v, scaled to digit lo's weight."""
+        bounds, names = digits[v]
+        expr: PrimExpr = IntImm(0, v.dtype)
+        for j in range(lo, hi):
+            expr = expr + names[j] * IntImm(bounds[j] // bounds[lo], v.dtype)
+        return expr
+
+    class Digits(IRMutator):
+        def visit_Binary(self, op: Binary) -> PrimExpr:
+            if op.op in ("floordiv", "floormod") and isinstance(op.a, Var) and op.a in digits \
+                    and isinstance(op.b, IntImm) and op.b.value in digits[op.a][0]:
+                bounds, names = digits[op.a]
+                i = bounds.index(op.b.value)
+                return number(op.a, i, len(names)) if op.op == "floordiv" else number(op.a, 0, i)
+            return self.generic_visit(op)
+
+        def visit_Var(self, op: Var) -> PrimExpr:
+            return number(op, 0, len(digits[op][1])) if op in digits else op
+
+    from ...arith import simplify
+
+    return _xor_digits(simplify(Digits().visit(index)), out)
+
+
+def _xor_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dict[Var, int]]:
+    """`index` with each XOR swizzle ``L ^ h`` of thread digits replaced by one new digit: L a
+    mixed-radix number of digits (a, b*ea + a, ...) spanning [0, E), E a power of two, h =
+    x % n with n <= E a power of two and no digit of L in x, L's digits used nowhere else. For
+    fixed h, w = L ^ h is a bijection of [0, E) (the map t -> index is injective iff it is in w)."""
+    from ...arith import linear_form, simplify
+
+    out = dict(extents)
+    for node in collect(index, Binary):
+        if node.op != "bitwise_xor":
+            continue
+        for lhs, h in ((node.a, node.b), (node.b, node.a)):
+            n = _digit_bound(h, out)   # h < n
+            if n is None:
+                continue
+            used = [v for v in free_vars(lhs) if v in out]
+            form = linear_form(lhs, used) if used and free_vars(lhs) <= set(used) else None
+            if form is None or free_vars(h) & set(used):
+                continue
+            coeffs, const = form
+            if not (isinstance(const, IntImm) and const.value == 0):
+                continue
+            span = 1
+            for v in sorted(used, key=lambda v: coeffs[v]):
+                if coeffs[v] != span:
+                    break
+                span *= out[v]
+            else:
+                if span & (span - 1) or n > span:   # L, h < span = 2^k: L ^ h < span
+                    continue
+                w = Var("tdsl_xor_digit", node.dtype)
+                rest = _replace_node(index, node, w)
+                if free_vars(rest) & set(used):
+                    continue
+                for v in used:
+                    del out[v]
+                out[w] = span
+                return _xor_digits(simplify(rest), out)
+    return index, out
+
+
+def _digit_bound(h: PrimExpr, digits: dict[Var, int]) -> int | None:
+    """An n with 0 <= h < n: h = x % c (n = c), or a non-negative combination of digits."""
+    from ...arith import linear_form
+
+    if isinstance(h, Binary) and h.op == "floormod" and isinstance(h.b, IntImm) and h.b.value > 0:
+        return h.b.value
+    used = [v for v in free_vars(h) if v in digits]
+    if not used or free_vars(h) - set(used):
+        return None
+    form = linear_form(h, used)
+    if form is None or not isinstance(form[1], IntImm) or form[1].value < 0:
+        return None
+    coeffs, const = form
+    if any(not isinstance(coeffs[v], int) or coeffs[v] < 0 for v in used):
+        return None
+    return const.value + sum(coeffs[v] * (digits[v] - 1) for v in used) + 1
+
+
+def _replace_node(e: PrimExpr, target: PrimExpr, by: PrimExpr) -> PrimExpr:
+    class R(IRMutator):
+        def visit_Binary(self, op: Binary) -> PrimExpr:
+            return by if op is target else self.generic_visit(op)
+
+    return R().visit(e)
 
 
 def _sync() -> Stmt:
@@ -419,22 +539,33 @@ class _Planner:
                 out.append(_Access(dst.buffer, index, True, False, "issue"))
         opaque = {id(a) for a in _extern_call_args(stmt)}
         async_args = {id(c.args[0]) for c in collect(stmt, Call) if c.op == CP_ASYNC}
+        read_only = {id(a) for a in _extern_call_args(stmt, read_only=True)}
         for n in collect(stmt, (BufferLoad, BufferStore)):
             if n.buffer.scope == "shared" and id(n) not in async_args:
                 # an element passed to an extern call (a tensor intrinsic) stands for a tile the
-                # call may read or write: a write at an unknown place
-                out.append(_Access(n.buffer, n.indices[0], isinstance(n, BufferStore) or id(n) in opaque,
-                                   id(n) in opaque))
+                # call may read or write: a write at an unknown place (a read where the call
+                # only reads it: tdsl.intrinsics.cuda_mma.READ_ONLY_ARGS)
+                written = isinstance(n, BufferStore) or (id(n) in opaque and id(n) not in read_only)
+                out.append(_Access(n.buffer, n.indices[0], written, id(n) in opaque))
         return out
 
     def same_thread(self, a: _Access, b: _Access) -> bool:
         """Both accesses touch an element only the executing thread touches."""
         from ...lower._util import same_expr
 
-        if a.opaque or b.opaque or not same_expr(a.index, b.index):
+        if a.opaque or b.opaque:
             return False
-        index = a.index
         lanes = [(1, 1)]
+        if not same_expr(a.index, b.index):
+            # X and X + c: a thread's two elements; no other thread's if t -> X + c * w
+            # (w in {0, 1}) is injective
+            from ...arith import simplify
+
+            gap = simplify(b.index - a.index) if a.index.dtype == b.index.dtype else None
+            if not isinstance(gap, IntImm) or gap.value == 0 or a.index.dtype.lanes != 1:
+                return False
+            lanes = [(abs(gap.value), 2)]
+        index = a.index
         if isinstance(index, Ramp):
             if not isinstance(index.stride, IntImm):
                 return False
@@ -450,11 +581,14 @@ class _Planner:
         varying = [v for v, ext in self.threads.items() if not (isinstance(ext, IntImm) and ext.value == 1)]
         if not all(isinstance(self.threads[v], IntImm) for v in varying):
             return False
+        extents = {v: self.threads[v].value for v in varying}
+        index, extents = _split_thread_digits(index, extents)
+        varying = list(extents)
         form = linear_form(index, varying)
         if form is None:
             return False
         coeffs, _ = form
-        terms = sorted([(abs(coeffs[v]), self.threads[v].value) for v in varying] + lanes)
+        terms = sorted([(abs(coeffs[v]), extents[v]) for v in varying] + lanes)
         span = 0
         for c, ext in terms:
             if ext == 1:

@@ -210,7 +210,14 @@ class EmulatedKernel(CudaKernel):
 
         orders = max(1, min(3, self.thread_orders))
         snapshot = [a.copy() for _, a in written] if orders > 1 else []
-        run(0)
+        self._lib.tdsl_emu_bank_clear()
+        self._lib.tdsl_emu_global_count(1)      # counted in the first order's run, read by _count_shared
+        try:
+            run(0)
+        except TargetError:
+            self._lib.tdsl_emu_global_count(0)
+            raise
+        self._count_shared(spec.name)
         if orders == 1:
             return
         first = [a.copy() for _, a in written]
@@ -272,6 +279,22 @@ class EmulatedKernel(CudaKernel):
         opts = dict(self.options)
         opts["thread_orders"] = self.thread_orders
         return build_emulated(self.func, self.plan, source, self._vector_params, opts)
+
+    def _count_shared(self, kernel: str) -> None:
+        """Keep the bank-conflict counters of `kernel`'s run just done (see `stats`)."""
+        from ..stats import GlobalCounter, SharedCounter, parse_bank_report, parse_global_report
+
+        self._lib.tdsl_emu_bank_report.restype = ctypes.c_char_p
+        report = self._lib.tdsl_emu_bank_report().decode()
+        counters: dict[str, list[SharedCounter]] = getattr(self, "_shared_counters", {})
+        counters[kernel] = parse_bank_report(kernel, report, self.source)
+        self._shared_counters = counters
+        self._lib.tdsl_emu_global_report.restype = ctypes.c_char_p
+        text = self._lib.tdsl_emu_global_report().decode()
+        self._lib.tdsl_emu_global_count(0)
+        globals_: dict[str, list[GlobalCounter]] = getattr(self, "_global_counters", {})
+        globals_[kernel] = parse_global_report(kernel, text)
+        self._global_counters = globals_
 
     def switches(self) -> int:
         """Fiber switches the emulator made so far (a measure of its work)."""

@@ -26,7 +26,7 @@ _LOCAL = re.compile(r"^(\s*)__align__\(16\) (.+?) (\w+)\[(\d+)\];$")
 _SIZES = {"bool": 1, "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "half": 2,
           "nv_bfloat16": 2, "int": 4, "unsigned int": 4, "float": 4, "long long": 8, "unsigned long long": 8,
           "double": 8}
-_COLLECTIVE = ("__syncthreads", "__shfl", "__syncwarp", "wmma")
+_COLLECTIVE = ("__syncthreads", "__shfl", "__syncwarp", "wmma", "tdsl_mma_", "tdsl_ptx_")
 BASE_STACK = 128 * 1024
 
 
@@ -114,7 +114,11 @@ def translate(source: str) -> tuple[str, list[EmuKernel]]:
     for k in kernels:
         out += _launcher(k)
     out += [('extern "C" const char* tdsl_emu_error(void) { return ::tdsl_emu::state().error; }'),
-            ('extern "C" unsigned long long tdsl_emu_switches(void) { return ::tdsl_emu::state().switches; }')]
+            ('extern "C" unsigned long long tdsl_emu_switches(void) { return ::tdsl_emu::state().switches; }'),
+            ('extern "C" const char* tdsl_emu_bank_report(void) { return tdsl_emu_bank_text(); }'),
+            ('extern "C" void tdsl_emu_bank_clear(void) { tdsl_emu_bank_reset(); }'),
+            ('extern "C" const char* tdsl_emu_global_report(void) { return tdsl_emu_global_text(); }'),
+            ('extern "C" void tdsl_emu_global_count(int on) { tdsl_emu_global_reset(on); }')]
     return "\n".join(out) + "\n", kernels
 
 

@@ -10,7 +10,11 @@
 // atomics; warp shuffles (__shfl_*_sync). Every access through a kernel's pointer parameters,
 // shared arrays and local arrays is bounds-checked; a failure names the buffer and the index.
 //
-// What it does not model: timing, memory coalescing, caches, bank conflicts, real warp
+// ldmatrix and mma.sync (ptx_mma.h) are modelled lane by lane as the PTX ISA defines them, and
+// ldmatrix counts its shared-memory bank conflicts; global accesses are counted in 32-byte
+// sectors per warp request (global_counters.h).
+//
+// What it does not model: timing, caches, bank conflicts outside ldmatrix, real warp
 // scheduling (lanes of a warp do NOT run in lock step here: code that relies on implicit
 // warp-synchronous execution without __syncwarp / shuffles is reported as a race or computes
 // differently), memory-model subtleties (fences, volatile), and the exact rounding of tensor
@@ -63,7 +67,7 @@ struct Thread {
   int linear;
 };
 
-struct Region { const char* begin; const char* end; const char* name; };
+struct Region { const char* begin; const char* end; const char* name; bool shared; };
 
 enum { SLOT_BYTES = 160, MAX_THREADS = 1024, MAX_REGIONS = 64 };
 
@@ -127,11 +131,11 @@ template <class I, class E> inline I tdsl_emu_check(I i, E extent, const char* b
 
 namespace tdsl_emu {
 
-inline void add_region(const void* p, size_t bytes, const char* name) {
+inline void add_region(const void* p, size_t bytes, const char* name, bool shared = false) {
   State& s = state();
   for (int i = 0; i < s.nregions; ++i)
     if (s.regions[i].begin == (const char*)p) return;
-  if (s.nregions < MAX_REGIONS) s.regions[s.nregions++] = {(const char*)p, (const char*)p + bytes, name};
+  if (s.nregions < MAX_REGIONS) s.regions[s.nregions++] = {(const char*)p, (const char*)p + bytes, name, shared};
 }
 
 // An access of `bytes` at `p` by a device function taking references (WMMA): inside one known buffer?
@@ -158,6 +162,10 @@ inline void async_thread_exit();
 inline void async_reset(int nthreads);
 inline void async_check(const void* p, size_t bytes);   // a race if those bytes are a cp.async in flight
 
+// global accesses for the coalescing counters (global_counters.h); a no-op unless counting
+inline bool& count_global_on();
+inline void count_global(const char* name, long long byte, int bytes);
+
 // ------------------------------------------------------------------------ checked memory
 template <class T> struct gptr {
   T* base;
@@ -169,6 +177,7 @@ template <class T> struct gptr {
   template <class I> T& operator[](I i) const {
     long long k = offset + (long long)i;
     if (k < 0 || k >= extent) oob(name, k, extent);
+    if (count_global_on()) count_global(name, k * (long long)sizeof(T), (int)sizeof(T));
     return base[k];
   }
   template <class I> gptr operator+(I i) const { return gptr(base, extent, name, offset + (long long)i); }
@@ -182,6 +191,7 @@ template <class T> struct gptr {
            offset + (bytes + (long long)sizeof(T) - 1) / (long long)sizeof(T) - 1, name, extent);
     const char* p = (const char*)(base + offset);
     async_check(p, sizeof(U));
+    if (count_global_on()) count_global(name, k, (int)sizeof(U));
     if ((uintptr_t)p % alignof(U))
       fail("misaligned %zu-byte vector access to %s[%lld] (address 0x%llx): the GPU faults on it", sizeof(U), name,
            offset, (unsigned long long)(uintptr_t)p);
@@ -215,7 +225,7 @@ template <class T, long long N> struct shared_array {
       name = nm;
       memset((void*)data, (int)s.poison, sizeof data);
       memset((void*)pend, 0, sizeof pend);
-      add_region(data, sizeof data, nm);
+      add_region(data, sizeof data, nm, true);
       async_register(data, pend, sizeof(T), N, nm);
     }
     return *this;
@@ -419,6 +429,8 @@ inline void ensure_stacks(State& s, int n, size_t stack_bytes) {
   for (int i = 0; i < n; ++i) mprotect(s.stacks + (size_t)i * stack_bytes, 4096, PROT_NONE);  // guard pages
 }
 
+inline void flush_global_counters(int nthreads);  // global_counters.h: group the block's accesses into warp requests
+
 // Runs a launch; returns 0, or 1 with the message in state().error.
 // dims: grid x, y, z, block x, y, z. only_block >= 0 runs just that (linear) block.
 template <class F>
@@ -479,6 +491,7 @@ int launch(const long long* dims, int order, unsigned long long seed, long long 
         run_block_fibers(s, torder);
       else
         run_block_direct(s, torder);
+      flush_global_counters(n);
     }
   } catch (Abort&) {
     rc = 1;
@@ -851,5 +864,7 @@ inline void mma_sync(fragment<accumulator, M, N, K, TC, void>& d, const fragment
 }  // namespace nvcuda
 
 #include "cp_async.h"
+#include "ptx_mma.h"  // ldmatrix and mma.sync, as the PTX ISA defines them
+#include "global_counters.h"  // global-memory sectors per warp request
 
 #endif  // TDSL_CUDA_EMU_H
