@@ -82,6 +82,10 @@ inline void cp_async_issue(void* dst, const void* src, int bytes, bool cg) {
     fail("out-of-bounds cp.async: %d bytes at byte offset %lld of %s, which has %lld bytes", bytes,
          (long long)(d - arr->begin), arr->name, (long long)(arr->end - arr->begin));
   check_addr(src, (size_t)bytes, "cp.async");
+  // the coalescing counters: the source argument's evaluation (&A[i]) logged one element; the
+  // copy reads `bytes` from there
+  uncount_global(1);
+  count_global_ptr(src, bytes);
   if ((uintptr_t)d % (uintptr_t)bytes || (uintptr_t)src % (uintptr_t)bytes)
     fail("misaligned cp.async of %d bytes into %s at byte offset %lld: source and destination must be aligned to %d",
          bytes, arr->name, (long long)(d - arr->begin), bytes);

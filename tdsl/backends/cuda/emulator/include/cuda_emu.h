@@ -165,6 +165,8 @@ inline void async_check(const void* p, size_t bytes);   // a race if those bytes
 // global accesses for the coalescing counters (global_counters.h); a no-op unless counting
 inline bool& count_global_on();
 inline void count_global(const char* name, long long byte, int bytes);
+inline void uncount_global(int n);
+inline void count_global_ptr(const void* p, int bytes);
 
 // ------------------------------------------------------------------------ checked memory
 template <class T> struct gptr {
