@@ -55,6 +55,8 @@ class ComputeLocation(Rule):
         readers = consumers(sch.func, block)
         if not readers or any(_tensorized(sch.func, r) for r in readers):
             return []  # the operand of a micro-kernel stays a whole, packed copy
+        if any(_packs_for_micro_kernel(sch.func, r) for r in readers):
+            return []  # and so does what its packing copy reads (attention's softmax rows before P V)
         _, loops = compute_location_candidates(sch.func, block, stop_after=0)  # the outermost legal loop
         if loops and _extent_of(sch.func, loops[0]) == 1:   # nothing gained there, and no parallel root loop
             _, loops = compute_location_candidates(sch.func, block)
@@ -77,6 +79,13 @@ def _loop_handle(s: Schedule, readers: list[str], var):
             if h.var is var:
                 return h
     raise ScheduleError(f"compute-location: the loop {var.name} is not around a reader of the block")
+
+
+def _packs_for_micro_kernel(func, name: str) -> bool:
+    """The block is a spatial copy whose every reader is tensorized (a micro-kernel's packing)."""
+    info = block_info(func, name)
+    readers = consumers(func, name)
+    return info.is_spatial and bool(readers) and all(_tensorized(func, r) for r in readers)
 
 
 def _tensorized(func, name: str) -> bool:
