@@ -5,6 +5,7 @@
     python bench/bench_auto.py --only gemm     # a subset (repeatable): gemm, bmm, conv2d, depthwise,
                                                # softmax, layernorm, chain, rowsum, blur, attention
     python bench/bench_auto.py --only blur --only attention --tune 32   # also tune(trials=32)
+    python bench/bench_auto.py --repeat 15     # more rounds of turns (a loaded machine)
     python bench/bench_auto.py --json out.json # where the results go (default bench/results_auto.json)
 
 Columns: auto (tdsl.auto_schedule, no measurement), hand (bench/schedules.py, where there is
@@ -195,6 +196,7 @@ class Row:
     met: bool | None = None
     tune_s: float | None = None     # the best of tune(trials=N), re-timed in the same turns
     torch_s: float | None = None    # PyTorch's own kernel (attention: scaled_dot_product_attention)
+    tune_same: bool | None = None   # tune's best is auto_schedule's own schedule (then any gap is noise)
 
     @property
     def vs_numpy(self) -> float:
@@ -231,6 +233,7 @@ def measure(name: str, size: str, func, args: list, outputs: list, ref, want, ha
     _check(outputs[-1], want, f"{name} (auto)")
     fns = [lambda: kernel(*args, *outputs), ref]
     extra = {}
+    extra_same = None
     if hand is not None:
         hand_kernel = tdsl.build(hand)
         hand_out = [np.empty_like(o) for o in outputs]
@@ -240,6 +243,7 @@ def measure(name: str, size: str, func, args: list, outputs: list, ref, want, ha
         fns.append(lambda: hand_kernel(*args, *hand_out))
     elif TUNE_TRIALS:
         best = tdsl.tune(func, "cpu", trials=TUNE_TRIALS, verbose=0).best
+        extra_same = tdsl.structural_equal(best.schedule.func, sch.func)
         tuned = best.build()
         tune_out = [np.empty_like(o) for o in outputs]
         tuned(*args, *tune_out)
@@ -252,7 +256,8 @@ def measure(name: str, size: str, func, args: list, outputs: list, ref, want, ha
     times = interleaved(fns, repeat)
     pick = {k: times[v] for k, v in extra.items()}
     return Row(name, size, times[0], times[1], pick.get("hand"), took, len(sch.trace), goal,
-               tune_s=pick.get("tune"), torch_s=pick.get("torch"))
+               tune_s=pick.get("tune"), torch_s=pick.get("torch"),
+               tune_same=extra_same if "tune" in pick else None)
 
 
 def bench_gemm(n: int, repeat: int) -> Row:
@@ -374,7 +379,7 @@ def bench_rowsum(rows: int, cols: int, repeat: int) -> Row:
 
 def judge(row: Row) -> None:
     if row.kernel in TUNE_GOAL:
-        row.met = row.vs_numpy >= 1.0 and (row.vs_tune is None or row.vs_tune >= 0.9)
+        row.met = row.vs_numpy >= 1.0 and (row.vs_tune is None or row.vs_tune >= 0.9 or bool(row.tune_same))
         return
     ok = True
     if row.vs_hand is not None:
@@ -398,7 +403,8 @@ def markdown(rows: list[Row], machine: dict) -> str:
 
     for r in rows:
         met = "" if r.met is None else ("yes" if r.met else "NO")
-        lines.append(f"| {r.kernel} | {r.size} | {ms(r.auto_s)} | {ms(r.numpy_s)} | {ms(r.hand_s)} | {ms(r.tune_s)} | "
+        same = " (auto's schedule)" if r.tune_same else ""
+        lines.append(f"| {r.kernel} | {r.size} | {ms(r.auto_s)} | {ms(r.numpy_s)} | {ms(r.hand_s)} | {ms(r.tune_s)}{same} | "
                      f"{ms(r.torch_s)} | {r.vs_numpy:.2f}x | {ratio(r.vs_hand)} | {ratio(r.vs_tune)} | "
                      f"{r.auto_schedule_s:.2f} s, {r.steps} steps | {r.goal} | {met} |")
     lines.append("")
@@ -412,13 +418,15 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", action="append", choices=KERNELS)
     parser.add_argument("--json", default=os.path.join(HERE, "results_auto.json"))
+    parser.add_argument("--repeat", type=int, default=0, metavar="R",
+                        help="rounds of turns (default 5, 3 with --quick); more on a loaded machine")
     parser.add_argument("--tune", type=int, default=0, metavar="N",
                         help="also tune the kernels without a hand schedule (trials=N) and time the best")
     args = parser.parse_args(argv)
     global TUNE_TRIALS
     TUNE_TRIALS = args.tune
     only = set(args.only or KERNELS)
-    repeat = 3 if args.quick else 5
+    repeat = args.repeat or (3 if args.quick else 5)
     rows_n = 1024 if args.quick else 4096
     from tdsl.backends.llvm import jit
 
