@@ -80,6 +80,30 @@ def test_attention_qk_with_k_stored_by_rows_goes_to_the_library():
     assert f'sch.tensorize({handle}, intrin_name="blas.sgemm")' in trace
 
 
+def test_prefer_library():
+    from tdsl.auto.rules.library import LIBRARY_BATCHED_MAX_FLOP, LIBRARY_MIN_FLOP, prefer_library
+
+    assert not prefer_library(512, 512, 512, 16)                          # a micro-kernel tile fits
+    assert prefer_library(100, 100, 100, 16)                              # no vector width divides n
+    assert prefer_library(128, 128, 64, 16, columns_contiguous=False)     # B stored transposed
+    assert not prefer_library(8, 8, 8, 16, columns_contiguous=False)      # too small for a call
+    assert prefer_library(128, 64, 128, 16, batched=True)                 # a batch of small GEMMs
+    assert 2 * 128 * 64 * 128 == LIBRARY_BATCHED_MAX_FLOP >= LIBRARY_MIN_FLOP
+    assert not prefer_library(128, 128, 128, 16, batched=True)            # big enough to tile
+
+
+@pytest.mark.skipif(not blas.available(), reason="this process has no BLAS")
+def test_attention_softmax_rows_stay_out_of_the_packing_copy():
+    """The softmax blocks are not computed inside a micro-kernel's packing copy: with P V
+    generated (a batch too large for the library rule), `norm` stays a root pass of its own."""
+    from tdsl.auto.analysis import blocks_in_nest
+
+    sch = tdsl.auto_schedule(attention_func(2, 256, 64), "cpu")
+    assert "x86." in str(sch.trace)   # P V is the generated micro-kernel here (2 x 256x64x256 per GEMM)
+    assert "P_global" in blocks_in_nest(sch.func, "pv_o")
+    assert "norm" not in blocks_in_nest(sch.func, "P_global")
+
+
 @pytest.mark.parametrize("case", CORPUS, ids=lambda c: c.name)
 def test_auto_schedule_never_asks_for_a_vectorize_that_stays_scalar(case):
     with warnings.catch_warnings():
