@@ -94,7 +94,8 @@ class SizeDispatch:
         except (ScheduleError, ValueError, KeyError, TypeError) as exc:
             if func is not self.func:
                 raise
-            self.fallbacks[k] = str(exc).splitlines()[0]
+            reason = " ".join(str(exc).split())
+            self.fallbacks[k] = reason if len(reason) <= 240 else reason[:237] + "..."
             sizes = ", ".join(f"{d}={v}" for d, v in self.buckets[k].items())
             warnings.warn(NoTuningRecord(
                 f"{self.func.name}: the schedule tuned at {sizes} does not replay on the symbolic function "

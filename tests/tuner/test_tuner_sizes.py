@@ -147,3 +147,44 @@ def test_building_the_tuned_best_does_not_warn_about_its_own_vectorize():
         warnings.simplefilter("error")
         kernel = result.best.build()
     assert kernel.notes   # still said where a user looks for it
+
+
+@T.prim_func
+def mm_rows(A: T.Buffer(("n", 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer(("n", 64), "float32")):
+    for i, j, k in T.grid(n, 64, 64):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+def test_a_trace_that_does_not_replay_symbolically_falls_back_clearly(tmp_path):
+    """A library call or micro-kernel needs constant extents: the tuned size runs it, other sizes
+    run auto_schedule of the symbolic function, and a warning says so once."""
+    from tdsl.tuner.apply import NoTuningRecord
+
+    def library_only(sch):
+        sch.tensorize(sch.get_block("C"), "blas.sgemm")
+
+    from tdsl.intrinsics import blas
+    if not blas.available():
+        pytest.skip("this process has no BLAS")
+    db = tmp_path / "t.db"
+    with ThreadPoolExecutor(2) as pool:
+        tdsl.tune(mm_rows, trials=1, sizes={"n": [64]}, space=library_only, executor=pool, database=db,
+                  verbose=0, retime=0)
+    kernel = tdsl.build(mm_rows, database=db)
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal((64, 64)).astype("float32")
+    for n, warns in ((64, False), (40, True), (100, False)):
+        a = rng.standard_normal((n, 64)).astype("float32")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+        said = [str(w.message) for w in caught if issubclass(w.category, NoTuningRecord)]
+        assert bool(said) == warns, said
+        if warns:
+            assert "tuned at n=64 does not replay on the symbolic function" in said[0]
+            assert "auto_schedule(mm_rows)" in said[0]
+    assert list(kernel.fallbacks) == [0]
