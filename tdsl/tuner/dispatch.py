@@ -8,8 +8,8 @@ holds sizes it was tuned at (`tdsl.tune(f, sizes={"n": [64, 1024]}, database=db)
     kernel.buckets              # [{'n': 64}, {'n': 1024}]
     kernel.kernel_for(n=100)    # the Kernel a call with n = 100 runs
 
-Each kernel is compiled once, on the first call that needs it, and kept; a call looks up its
-argument shapes in a dict. A call whose sizes are exactly a tuned size runs that size's
+Each kernel is compiled once, on the first call that needs it, and kept; a call reads its
+sizes from the arrays that define them and looks them up in a dict (about 1 us). A call whose sizes are exactly a tuned size runs that size's
 constant-shape kernel (the schedule as measured). Any other size runs the nearest size's trace
 replayed on the symbolic function, which is correct for every size (the schedule's splits of a
 symbolic loop keep their guards); when that trace does not replay there (a tile that needs the
@@ -40,20 +40,32 @@ class SizeDispatch:
         self.fallbacks: dict[int, str] = {}          # bucket -> why its trace did not replay symbolically
         self._exact: dict[int, object] = {}
         self._general: dict[int, object] = {}
-        self._by_shapes: dict[tuple, object] = {}
+        self._by_shapes: dict = {}                     # sizes of a call -> its kernel
         self._where = _size_positions(func)
         self._names = [p.name for p in func.params]
+        self._first = [places[0] for places in self._where.values()]   # where each size is read first
+        self._one = len(self._first) == 1
+        self._i0, self._a0 = self._first[0] if self._first else (0, 0)
 
     def __repr__(self) -> str:
         sizes = ", ".join("(" + ", ".join(f"{k}={v}" for k, v in b.items()) + ")" for b in self.buckets)
         return f"<SizeDispatch {self.func.name}: tuned at {sizes}; {len(self._exact) + len(self._general)} compiled>"
 
     def __call__(self, *args, **kwargs):
-        key = tuple(getattr(a, "shape", None) for a in args) + tuple(
-            (k, getattr(v, "shape", None)) for k, v in kwargs.items())
-        kernel = self._by_shapes.get(key)
-        if kernel is None:
-            kernel = self.kernel_for(**self._sizes(args, kwargs))
+        if not kwargs:
+            # the fast path: the sizes read straight from the positional arrays that define them
+            try:
+                key = args[self._i0].shape[self._a0] if self._one else \
+                    tuple([args[i].shape[a] for i, a in self._first])
+            except (IndexError, AttributeError, TypeError):
+                key = None
+            kernel = self._by_shapes.get(key) if key is not None else None
+            if kernel is not None:
+                return kernel(*args)
+        else:
+            key = None
+        kernel = self.kernel_for(**self._sizes(args, kwargs))
+        if key is not None:
             if len(self._by_shapes) >= _CACHE_LIMIT:
                 self._by_shapes.clear()
             self._by_shapes[key] = kernel
