@@ -35,7 +35,11 @@ def build(func_or_schedule, target="cpu", *, database=None, **options):
 
     `database="tuning.db"` (a path or a tdsl.tuner.Database) builds the function with the
     schedule of its best tuning record on this machine (tdsl.tune), or auto-scheduled with a
-    NoTuningRecord warning when there is none."""
+    NoTuningRecord warning when there is none; a function with symbolic dimensions tuned at
+    several sizes (tune(sizes=)) gives a kernel that runs each call with the nearest size's
+    schedule (tdsl.tuner.dispatch)."""
+    import warnings
+
     from .backends import build as _build
 
     if database is None:
@@ -44,7 +48,23 @@ def build(func_or_schedule, target="cpu", *, database=None, **options):
     from .tuner.apply import schedule_from_database
 
     func = getattr(func_or_schedule, "func", func_or_schedule)
-    return _build(schedule_from_database(func, str(parse_target(target)), database), target, **options)
+    if isinstance(func, PrimFunc) and _symbolic(func):
+        from .tuner.dispatch import dispatch_from_database
+
+        dispatch = dispatch_from_database(func, str(parse_target(target)), database, options)
+        if dispatch is not None:
+            return dispatch
+    scheduled = schedule_from_database(func, str(parse_target(target)), database)
+    with warnings.catch_warnings():
+        # the tuner measured the schedule as it builds; a vectorize left scalar stays in kernel.notes
+        warnings.simplefilter("ignore", PerformanceWarning)
+        return _build(scheduled, target, **options)
+
+
+def _symbolic(func) -> bool:
+    from .ir.specialize import shape_vars
+
+    return bool(shape_vars(func))
 
 
 def _build_doc() -> str:

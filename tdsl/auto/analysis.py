@@ -274,3 +274,30 @@ def matmul_roles(info: BlockInfo) -> MatmulRoles | None:
     k = max(k_cands, key=lambda it: it.extent or 0)
     return MatmulRoles(i_cands[-1], j, k, a.buffer, b.buffer, store.buffer, a.indices, b.indices,
                        tuple(store.indices))
+
+
+def vector_obstacle(block: Block, var: Var) -> str | None:
+    """Why `vectorize` of a loop running the block iterator `var` (with stride 1) would be left
+    scalar when lowering, or None when it vectorizes: every access that depends on `var` must be
+    contiguous in it (only its last index depends on `var`, with coefficient 1: a clamped
+    `A[T.min(vj + 1, n - 1)]`, a transpose or a gather is not), every call it reaches must have a
+    vector form. The rules ask this before they vectorize, so that their own choices never come
+    back as a PerformanceWarning."""
+    from ..arith import linear_form
+    from ..ir.expr import MATH_CALLS
+
+    for node in collect(block.body, (BufferLoad, BufferStore)):
+        idx = node.indices
+        if not any(var in free_vars(e) for e in idx):
+            continue
+        what = f"the {'load from' if isinstance(node, BufferLoad) else 'store into'} {node.buffer.name!r}"
+        if any(var in free_vars(e) for e in idx[:-1]):
+            return f"{what} is not contiguous in {var.name} (an outer index depends on it)"
+        form = linear_form(idx[-1], [var])
+        if form is None or form[0][var] != 1:
+            return f"{what} is not contiguous in {var.name}"
+    for call in collect(block.body, Call):
+        if call.op not in MATH_CALLS and call.op != "if_then_else" and any(
+                var in free_vars(a) for a in call.args if hasattr(a, "dtype")):
+            return f"it calls {call.op!r}, which has no vector form"
+    return None

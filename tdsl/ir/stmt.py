@@ -233,6 +233,15 @@ class PrimFunc(Node):
 
         return replace(self, attrs=tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),))
 
+    def specialize(self, **sizes: int) -> "PrimFunc":
+        """A copy with symbolic dimensions bound to constants (TVM's name), arithmetic folded:
+
+        >>> rowsum.specialize(n=1024)     # A: T.Buffer(("n", 64)) -> T.Buffer((1024, 64))
+        """
+        from .specialize import specialize
+
+        return specialize(self, sizes)
+
     @property
     def buffer_params(self) -> tuple[Buffer, ...]:
         return tuple(p for p in self.params if isinstance(p, Buffer))

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ArgumentError
+from ..tracebacks import public_entry
 from .cost_model import make_model
 from .database import Database, Record
 from .flops import flop_count
@@ -58,9 +60,16 @@ class Best:
         return replay(self.trace, self.func)
 
     def build(self, target: str = "cpu"):
-        from ..backends import build
+        """The candidate compiled (without a PerformanceWarning: the tuner measured it as it
+        builds; a vectorize left scalar is in `kernel.notes`)."""
+        import warnings
 
-        return build(self.schedule, target=target)
+        from ..backends import build
+        from ..errors import PerformanceWarning
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PerformanceWarning)
+            return build(self.schedule, target=target)
 
     def __repr__(self) -> str:
         rate = f", {self.gflops:.1f} GFLOP/s" if self.gflops else ""
@@ -76,6 +85,7 @@ class TaskResult:
     flops: int | None
     workload_key: str | None = None
     retimed: dict = field(default_factory=dict)     # candidate -> seconds of the latest re-timing
+    sizes: dict | None = None                       # tune(sizes=): the symbolic dimensions' values
 
     @property
     def name(self) -> str:
@@ -186,11 +196,18 @@ class TuneResult:
         return ax
 
 
+@public_entry
 def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: float | None = None,
          database: str | os.PathLike | Database | None = None, space=None, executor=None, seed: int = 0,
          verbose: int = 1, cost_model="auto", batch: int = 16, timeout: float = 60.0,
-         repeats: int = 5, retime: int = 5) -> TuneResult:
+         repeats: int = 5, retime: int = 5, sizes: dict | None = None) -> TuneResult:
     """Search the design space of one function (or several sharing the budget) by measuring.
+
+    * `sizes`: for a function with symbolic dimensions, the sizes to tune it at, e.g.
+      `sizes={"n": [64, 1024, 4096]}` (several dimensions: every combination). Each size is a
+      constant-shape copy (`func.specialize(n=64)`, a task named `<name>_n64`) sharing the
+      trials; with `database`, `tdsl.build(func, database=)` then returns a kernel that runs
+      each call with the schedule of the nearest tuned size (tdsl.tuner.dispatch).
 
     * `trials`: measurements in all (the records of an earlier run in `database` count: an
       interrupted run resumes where it stopped); `time_budget`: seconds, stops starting rounds.
@@ -216,8 +233,8 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     from .pool import LocalPool
     from .progress import Progress
 
-    funcs = list(func_or_funcs) if isinstance(func_or_funcs, (list, tuple)) else [func_or_funcs]
-    funcs = [getattr(f, "func", f) for f in funcs]        # a Schedule: its current function
+    buckets, space = _buckets(func_or_funcs, sizes, space)
+    funcs = [f for f, _ in buckets]
     tgt = parse_target(target)
     if tgt.kind != "cpu":
         raise ValueError(f"tune: target {target!r}: tuning measures every candidate, and measuring a "
@@ -230,6 +247,8 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
         check_tunable(f)
     db = database if isinstance(database, Database) or database is None else Database(database)
     machine = fingerprint()
+    if len(funcs) > 1:   # rounds small enough that every function (every size) gets its share
+        batch = min(batch, max(4, trials // len(funcs)))
     options = TuneOptions(trials=trials, time_budget=time_budget, batch=max(1, batch), timeout=timeout,
                           repeats=repeats, retime_top=max(0, int(retime)))
     if not retime:
@@ -244,6 +263,10 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
         runner().prestart()
     try:
         tasks, resumed = _tasks(funcs, tgt, space, seed, rng, cost_model, db, machine)
+        if db is not None:
+            for task, (_, parent) in zip(tasks, buckets):
+                if parent is not None:
+                    db.add_bucket(parent[0], str(tgt), parent[1], task.workload, machine)
     except BaseException:
         if owned:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -264,8 +287,9 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
             pool.shutdown(wait=not engine.interrupted, cancel_futures=True)
     seconds = time.monotonic() - engine.start
     result = TuneResult(
-        [TaskResult(t.func, t.records, t.flops, t.workload.key if t.workload else None, dict(t.retimed))
-         for t in tasks],
+        [TaskResult(t.func, t.records, t.flops, t.workload.key if t.workload else None, dict(t.retimed),
+                    parent[1] if parent else None)
+         for t, (_, parent) in zip(tasks, buckets)],
         stats={"trials": engine.trials_done, "seconds": seconds, "invalid": engine.invalid,
                "duplicates": engine.duplicates, "builds": engine.builds,
                "candidates_per_minute": engine.trials_done / seconds * 60 if seconds else 0.0,
@@ -280,6 +304,19 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     return result
 
 
+def _buckets(func_or_funcs, sizes, space):
+    """(function to tune, (symbolic function, sizes) or None) for each task (`sizes.expand`), and
+    the design space with each size's copy taking its symbolic function's entry of a dict."""
+    from .sizes import expand
+
+    funcs = list(func_or_funcs) if isinstance(func_or_funcs, (list, tuple)) else [func_or_funcs]
+    funcs = [getattr(f, "func", f) for f in funcs]        # a Schedule: its current function
+    buckets = expand(funcs, sizes)
+    if isinstance(space, dict):
+        space = {**{f.name: space[p[0].name] for f, p in buckets if p and p[0].name in space}, **space}
+    return buckets, space
+
+
 def _tasks(funcs, tgt, space, seed: int, rng: random.Random, cost_model, db, machine: str):
     """One TaskState per function (its sketches; its records when a database is given)."""
     from .space import sketches
@@ -288,10 +325,10 @@ def _tasks(funcs, tgt, space, seed: int, rng: random.Random, cost_model, db, mac
     for k, f in enumerate(funcs):
         fn = space.get(f.name) if isinstance(space, dict) else space
         if isinstance(space, dict) and fn is None:
-            raise ValueError(f"tune: space= names no design space for {f.name!r} (it has {sorted(space)})")
+            raise ArgumentError(f"tune: space= names no design space for {f.name!r} (it has {sorted(space)})")
         found = sketches(f, str(tgt), fn, seed + k)
         if not found:
-            raise ValueError(f"tune: the design space of {f.name} is empty (space() made no trace)")
+            raise ArgumentError(f"tune: the design space of {f.name} is empty (space() made no trace)")
         task = TaskState(f, str(tgt), found, make_model(cost_model), random.Random(rng.randrange(1 << 30)),
                          flops=flop_count(f))
         if db is not None:

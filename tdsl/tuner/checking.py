@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..ir import Buffer, BufferStore, IntImm, PrimFunc, Var
 from ..ir.tree import walk as statements
 
@@ -23,17 +24,27 @@ def written_params(func: PrimFunc) -> list[int]:
 
 
 def check_tunable(func: PrimFunc) -> None:
-    """Refuse, with a ValueError naming the parameter, what tuning cannot make inputs for."""
+    """Refuse, with an ArgumentError naming the parameter, what tuning cannot make inputs for."""
+    from ..ir.specialize import shape_vars
+
     for p in func.params:
         if isinstance(p, Var):
-            raise TypeError(f"tune: {func.name} has the scalar parameter {p.name!r}; tuning makes random "
-                             "inputs for buffers of constant shape only (bind the scalar as a constant)")
+            raise ArgumentError(f"tune: {func.name} has the scalar parameter {p.name!r}; tuning makes random "
+                                "inputs for buffers of constant shape only (bind the scalar as a constant)")
         if not all(isinstance(s, IntImm) for s in p.shape):
-            raise ValueError(f"tune: parameter {p.name!r} of {func.name} has the symbolic shape "
-                             f"{tuple(str(s) for s in p.shape)}; tune a function with constant shapes "
-                             "(the schedule found replays on other sizes with trace.apply)")
+            dims = list(shape_vars(func))
+            example = ", ".join(f"{d!r}: [64, 1024]" for d in dims)
+            raise ArgumentError(
+                f"tune: parameter {p.name!r} of {func.name} has the symbolic shape ({_dims(p)}); tuning measures "
+                f"constant shapes: tune it at the sizes you run, tdsl.tune({func.name}, sizes={{{example}}}) "
+                f"(then tdsl.build({func.name}, database=...) picks the nearest size's schedule per call), or "
+                f"tune one size, tdsl.tune({func.name}.specialize({', '.join(f'{d}=1024' for d in dims)}))")
     if not written_params(func):
-        raise ValueError(f"tune: {func.name} writes none of its parameters; nothing to check or time")
+        raise ArgumentError(f"tune: {func.name} writes none of its parameters; nothing to check or time")
+
+
+def _dims(buf: Buffer) -> str:
+    return ", ".join(str(s.value) if isinstance(s, IntImm) else getattr(s, "name", None) or str(s) for s in buf.shape)
 
 
 def random_inputs(func: PrimFunc, seed: int) -> list[np.ndarray]:

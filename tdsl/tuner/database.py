@@ -1,11 +1,13 @@
 """The tuning database: one SQLite file (stdlib sqlite3), shared by processes and sessions.
 
-Three tables: `workloads` (one row per function x target x machine: the key is a hash of the
+Four tables: `workloads` (one row per function x target x machine: the key is a hash of the
 function's structural hash, the target and the machine fingerprint), `records` (one row per
 measured candidate: its trace as JSON with the decisions, the decisions alone, the times, the
 error that failed it, the build time, the cost model's features, the tdsl version and the time of
 measurement) and `retimes` (re-timing sessions: the best few candidates timed again against each
-other, taking turns; the fastest of a workload's latest session is its best, see `best`). The file runs in WAL mode with a busy timeout, and every write is one short
+other, taking turns; the fastest of a workload's latest session is its best, see `best`) and
+`buckets` (a symbolic function tuned at given sizes: which workload is which size, see
+`add_bucket`). The file runs in WAL mode with a busy timeout, and every write is one short
 `BEGIN IMMEDIATE` transaction, so several tuning processes can write to it at once.
 
     db = Database("tuning.db")
@@ -62,6 +64,14 @@ CREATE TABLE IF NOT EXISTS retimes (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS retimes_by_session ON retimes (workload, session);
+CREATE TABLE IF NOT EXISTS buckets (
+    parent_hash TEXT NOT NULL,
+    target TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    sizes TEXT NOT NULL,
+    workload INTEGER NOT NULL REFERENCES workloads(id),
+    UNIQUE (parent_hash, target, machine, sizes)
+);
 """
 
 
@@ -209,6 +219,30 @@ class Database:
         rows = self._conn.execute("SELECT id, key, func_hash, target, machine, name, script FROM workloads "
                                   "ORDER BY id").fetchall()
         return [Workload(*r) for r in rows]
+
+    # sizes of a symbolic function -----------------------------------------------------------
+    def add_bucket(self, func, target: str, sizes: dict, workload: Workload, machine: str | None = None) -> None:
+        """Remember that `workload` is the symbolic function `func` at `sizes` (`tune(sizes=)`)."""
+        from ..ir import structural_hash
+        from .machine import fingerprint
+
+        with self._write() as c:
+            c.execute("INSERT OR REPLACE INTO buckets (parent_hash, target, machine, sizes, workload) "
+                      "VALUES (?, ?, ?, ?, ?)", (structural_hash(func), str(target), machine or fingerprint(),
+                                                 json.dumps(sizes, sort_keys=True), workload.id))
+
+    def buckets(self, func, target: str, machine: str | None = None) -> list[tuple[dict, Workload]]:
+        """The sizes the symbolic function `func` was tuned at on `target` and `machine` (this
+        machine by default), each with its workload, smallest first."""
+        from ..ir import structural_hash
+        from .machine import fingerprint
+
+        rows = self._conn.execute(
+            "SELECT b.sizes, w.id, w.key, w.func_hash, w.target, w.machine, w.name, w.script FROM buckets b "
+            "JOIN workloads w ON w.id = b.workload WHERE b.parent_hash = ? AND b.target = ? AND b.machine = ?",
+            (structural_hash(func), str(target), machine or fingerprint())).fetchall()
+        out = [(json.loads(r[0]), Workload(*r[1:])) for r in rows]
+        return sorted(out, key=lambda b: sorted(b[0].items()))
 
     # records ----------------------------------------------------------------------------
     def add(self, workload: Workload, record: Record) -> bool:

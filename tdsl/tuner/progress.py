@@ -1,8 +1,11 @@
 """Progress of a tuning run: a rich live bar in a terminal, a log file, a final summary.
 
-verbose=0: nothing printed; 1 (default): the live bar when stderr is a terminal, else only the
-final summary; 2: also one line per measured candidate. The log beside the database
-(`<database>.log`) gets one line per candidate and the summary, whatever `verbose` is.
+verbose=0: nothing printed; 1 (default): the live bar when stderr is a terminal, the lines that
+change what the run means (the design space exhausted before the trials asked) and the final
+summary; 2: also one line per measured candidate. The live bar draws on stderr (it is
+transient terminal output); the summary and the notes go to stdout, so a notebook shows them as
+plain output. The log beside the database (`<database>.log`) gets one line per candidate and the
+summary, whatever `verbose` is.
 """
 from __future__ import annotations
 
@@ -52,7 +55,15 @@ class Progress:
         if self._live is not None and self.verbose >= 1:
             self._live.console.print(line)
         elif self.verbose >= 2:
-            print(line, file=sys.stderr)
+            print(line)
+
+    def say(self, line: str) -> None:
+        """A line the user sees at the default verbosity (and the log)."""
+        self.log(line)
+        if self._live is not None and self.verbose >= 1:
+            self._live.console.print(line)
+        elif self.verbose >= 1:
+            print(line)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
@@ -79,7 +90,7 @@ class Progress:
             if self._live is not None:
                 self._live.console.print(line)
             else:
-                print(line, file=sys.stderr)
+                print(line)
         if self._live is not None:
             self._live.update(self._render())
 
@@ -103,7 +114,7 @@ class Progress:
             self._live = None
         self.log("summary:\n" + summary)
         if self.verbose >= 1:
-            print(summary, file=sys.stderr)
+            print(summary)
         if self._log is not None:
             self._log.close()
             self._log = None

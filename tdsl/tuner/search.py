@@ -327,7 +327,7 @@ class Engine:
             while self.trials_done < self.opt.trials and not self._out_of_time(self._final_retime_s()):
                 active = [t for t in self.tasks if t.stale < 3]
                 if not active:
-                    self.progress.note("tuning: no new candidates left in the design space")
+                    self.progress.say(self.exhausted_line())
                     break
                 # the task with the fewest trials this run goes next (ties: in order)
                 task = min(active, key=lambda t: (t.measured_here, (self.tasks.index(t) - turn) % len(self.tasks)))
@@ -339,6 +339,17 @@ class Engine:
         except KeyboardInterrupt:
             self.interrupted = True
             self.progress.note("tuning interrupted: keeping the best candidates measured so far")
+
+    def exhausted_line(self) -> str:
+        """What the run says when no task has a new candidate to propose before the trials asked."""
+        asked = self.opt.trials
+        counts = ", ".join(f"{t.name}: {len({r.candidate for r in t.records})}" for t in self.tasks)
+        if len(self.tasks) == 1:
+            n = len({r.candidate for r in self.tasks[0].records})
+            return (f"tuning {self.tasks[0].name}: the design space is exhausted after {n} distinct candidates "
+                    f"({self.trials_done} of the {asked} trials asked were run; more trials would only repeat them)")
+        return (f"tuning: the design spaces are exhausted ({counts} distinct candidates; {self.trials_done} of "
+                f"the {asked} trials asked were run)")
 
     def round(self, task: TaskState, batch: int) -> None:
         # random rounds (the first ones, and every round of random search) compile all they prepare

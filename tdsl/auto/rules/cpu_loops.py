@@ -34,10 +34,13 @@ from ...ir import Call, For, IntImm, collect
 from ...ir.attrs import AUTO_SCHEDULED, AUTO_UNROLL, NONTEMPORAL, TENSOR_INTRIN
 from ...schedule import Schedule
 from ...schedule.sampling import compute_location_candidates
-from ..analysis import block_info, blocks_in_nest, consumers, loop_node
+from ..analysis import block_info, blocks_in_nest, consumers, loop_node, vector_obstacle
 from .base import Rule, index_of
 
 UNROLL_STEPS = [0, 16, 64, 512]
+SCALAR_TILE = "auto.scalar_tile"
+"""The block annotation of a register tile whose update lowering cannot vectorize
+(`MultiLevelTilingCPU`); its nest's unroll depth defaults to the largest."""
 
 
 class ComputeLocation(Rule):
@@ -52,6 +55,8 @@ class ComputeLocation(Rule):
         readers = consumers(sch.func, block)
         if not readers or any(_tensorized(sch.func, r) for r in readers):
             return []  # the operand of a micro-kernel stays a whole, packed copy
+        if any(_packs_for_micro_kernel(sch.func, r) for r in readers):
+            return []  # and so does what its packing copy reads (attention's softmax rows before P V)
         _, loops = compute_location_candidates(sch.func, block, stop_after=0)  # the outermost legal loop
         if loops and _extent_of(sch.func, loops[0]) == 1:   # nothing gained there, and no parallel root loop
             _, loops = compute_location_candidates(sch.func, block)
@@ -74,6 +79,13 @@ def _loop_handle(s: Schedule, readers: list[str], var):
             if h.var is var:
                 return h
     raise ScheduleError(f"compute-location: the loop {var.name} is not around a reader of the block")
+
+
+def _packs_for_micro_kernel(func, name: str) -> bool:
+    """The block is a spatial copy whose every reader is tensorized (a micro-kernel's packing)."""
+    info = block_info(func, name)
+    readers = consumers(func, name)
+    return info.is_spatial and bool(readers) and all(_tensorized(func, r) for r in readers)
 
 
 def _tensorized(func, name: str) -> bool:
@@ -107,6 +119,8 @@ class VectorReduction(Rule):
             return []
         if any(it.kind == "R" and it.loop is None for it in info.iters):
             return []
+        if vector_obstacle(info.block, inner.var) is not None:
+            return []   # its loads along the reduction are not contiguous (int8 GEMM's B[k, j])
         choices = reduction_lanes(info.loop_extents[-1], self.hw.lanes)
         if not choices:
             return []
@@ -244,7 +258,11 @@ class ParallelVectorizeUnroll(Rule):
         loops = s.get_loops(s.get_block(block))[:n]
         fused = s.fuse(*loops) if n > 1 else loops[0]
         s.parallel(fused)
-        depth = self.choose(s, UNROLL_STEPS, 1)
+        # a scalar register tile (MultiLevelTilingCPU's SCALAR_TILE) is unrolled whole: straight-line
+        # code that LLVM's SLP vectorizer packs
+        scalar_tile = any(k == SCALAR_TILE for name in blocks_in_nest(s.func, block)
+                          for k, _ in block_info(s.func, name).block.annotations)
+        depth = self.choose(s, UNROLL_STEPS, len(UNROLL_STEPS) - 1 if scalar_tile else 1)
         s.annotate(fused, AUTO_UNROLL, depth)
 
     # streaming stores ---------------------------------------------------------------------
@@ -281,6 +299,8 @@ class ParallelVectorizeUnroll(Rule):
             return
         if any(c.op == "if_then_else" for c in collect(info.block.body, Call)):
             return  # a guarded load (padding) stays scalar: lowering cannot vectorize it safely
+        if vector_obstacle(info.block, inner.var) is not None:
+            return  # a transpose, a gather, a clamped index: lowering would leave it scalar
         extent = info.loop_extents[-1]
         lanes = self.hw.lanes
         if extent is not None and extent <= lanes * 4:   # a short row: one vector operation, no decision
@@ -299,4 +319,4 @@ class ParallelVectorizeUnroll(Rule):
         attempt(s, vec)
 
 
-__all__ = ["UNROLL_STEPS", "ComputeLocation", "ParallelVectorizeUnroll", "VectorReduction", "attempt", "index_of"]
+__all__ = ["SCALAR_TILE", "UNROLL_STEPS", "ComputeLocation", "ParallelVectorizeUnroll", "VectorReduction", "attempt", "index_of"]

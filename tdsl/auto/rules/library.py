@@ -16,17 +16,25 @@ library sketch has no decisions of its own: it is measured once). `tdsl.auto_sch
 measures nothing and takes the first alternative, which this rule orders by a heuristic
 (`prefer_library`): the library when no micro-kernel tile fits the block (no vector width
 divides its columns: the generated code would be a register tile, measured 4-7x slower than
-OpenBLAS at 100^3 and 200^3) and the GEMM does at least `LIBRARY_MIN_FLOP` flops (its fixed cost
-per call, OpenBLAS's thread hand-off, is then small); otherwise the generated micro-kernel code,
+OpenBLAS at 100^3 and 200^3; or the column operand is stored transposed, `K[b, j, k]` as in
+attention's Q K^T, which no generated tile vectorizes: the block was left to a per-element
+vector dot product, 1.4 ms against 0.5-0.6 ms for the whole B=8, S=128, D=64 attention with the
+library) and the GEMM does at least `LIBRARY_MIN_FLOP` flops (its fixed cost
+per call, OpenBLAS's thread hand-off, is then small); the library also for a batch of small
+GEMMs (a loop around the block, at most `LIBRARY_BATCHED_MAX_FLOP` flops per GEMM: the generated
+code packs each operand per GEMM, which such small products do not repay; measured at 8 x 64^3
+2.4x and at attention's 8 x 128x64x128 P V 1.1x slower than the library, while at 8 x 128^3 the
+generated code was 1.4x faster, Sapphire Rapids, 2 cores); otherwise the generated micro-kernel code,
 whose trace keeps the decisions a search (or a user) can change, and which is within 0.9-1.3x
 of OpenBLAS on the shapes it tiles. `tdsl.backends.choose.fastest` measures the two for one
 block when that matters.
 """
 from __future__ import annotations
 
+from ...ir import Var
 from ...schedule import Schedule
 from ...schedule.library import gemm_extents
-from ..analysis import block_info
+from ..analysis import block_info, vector_obstacle
 from .base import Rule
 from .cpu_loops import _is_tuned
 
@@ -34,13 +42,20 @@ LIBRARY_MIN_FLOP = 2 * 32 ** 3
 """From this many flops (2 M N K) an untileable GEMM goes to the library in `auto_schedule`
 (below it the call's fixed cost is not repaid; docs/internals.md)."""
 
+LIBRARY_BATCHED_MAX_FLOP = 2 * 128 * 64 * 128
+"""Up to this many flops per GEMM a batched GEMM goes to the library in `auto_schedule` (see the module)."""
+
 LIBRARY_ROUTINE = {"float32": "blas.sgemm", "float64": "blas.dgemm"}
 
 
-def prefer_library(m: int, n: int, k: int, lanes: int) -> bool:
+def prefer_library(m: int, n: int, k: int, lanes: int, columns_contiguous: bool = True,
+                   batched: bool = False) -> bool:
     """`auto_schedule`'s choice (module docstring): the library for GEMMs whose columns no vector
-    width divides (no micro-kernel tile fits them), from `LIBRARY_MIN_FLOP` flops."""
-    return n % lanes != 0 and 2 * m * n * k >= LIBRARY_MIN_FLOP
+    width divides or no operand holds contiguously (no generated tile vectorizes them), and for
+    batches of small GEMMs, from `LIBRARY_MIN_FLOP` flops."""
+    flops = 2 * m * n * k
+    small_batch = batched and flops <= LIBRARY_BATCHED_MAX_FLOP
+    return (n % lanes != 0 or not columns_contiguous or small_batch) and flops >= LIBRARY_MIN_FLOP
 
 
 class LibraryCall(Rule):
@@ -68,5 +83,8 @@ class LibraryCall(Rule):
         def generated(s: Schedule) -> None:
             return None
 
-        first_library = prefer_library(*size, self.hw.lanes) if self.defaults else True
+        column = store.indices[-1] if store.indices else None
+        contiguous = not isinstance(column, Var) or vector_obstacle(info.block, column) is None
+        batched = len(info.loops) > 3
+        first_library = prefer_library(*size, self.hw.lanes, contiguous, batched) if self.defaults else True
         return [library, generated] if first_library else [generated, library]

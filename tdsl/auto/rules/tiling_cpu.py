@@ -19,7 +19,13 @@ symbolic GEMMs), a register tile of f1 x j1 results:
   (S-S-R-S-S): each tile is finished in registers before the next;
 * the results accumulate in a `cache_write(..., "local")` tile (`reverse_compute_at` j0), the
   init is split off (`decompose_reduction`), and the j1 loops of the init, the update and the
-  copy back are vectorized.
+  copy back are vectorized;
+* where an operand read along `j` is not contiguous in it (a stencil with clamped borders,
+  `A[T.min(T.max(vj + dj - 1, 0), w - 1)]`, which lowering cannot vectorize) the update's j1
+  stays scalar and the block is marked `SCALAR_TILE`: `ParallelVectorizeUnroll` then defaults
+  its unroll depth to the largest, so the whole tile (taps x j1) is unrolled into straight-line
+  code that LLVM's SLP vectorizer packs (a 3x3 blur of 1024x1024: 0.18 ms against 0.54 ms
+  with the tile's loops left rolled, Sapphire Rapids, 2 cores).
 
 `TensorizeMatching`: for a block not yet scheduled, every registered tensor intrinsic of the
 target whose description's loop extents equal the extents of the block's innermost loops is
@@ -34,9 +40,9 @@ from ...intrinsics.registry import TensorIntrin
 from ...ir import BufferLoad, Call, collect, free_vars
 from ...ir.attrs import AUTO_SCHEDULED
 from ...schedule import Schedule
-from ..analysis import block_info
+from ..analysis import block_info, vector_obstacle
 from .base import Rule
-from .cpu_loops import _is_tuned
+from .cpu_loops import SCALAR_TILE, _is_tuned
 
 
 class MultiLevelTilingCPU(Rule):
@@ -61,9 +67,10 @@ class MultiLevelTilingCPU(Rule):
             return []
         if any(c.op == "if_then_else" for c in collect(info.block.body, Call)):
             return []  # a guarded (padded) load: lowering cannot vectorize it, so no vector tile
-        return [lambda s: self._tile(s, block, j)]
+        vector = vector_obstacle(info.block, j.var) is None
+        return [lambda s: self._tile(s, block, j, vector)]
 
-    def _tile(self, s: Schedule, block: str, j) -> None:
+    def _tile(self, s: Schedule, block: str, j, vector: bool = True) -> None:
         c = s.get_block(block)
         info = block_info(s.func, block)
         handles = s.get_loops(c)
@@ -89,7 +96,10 @@ class MultiLevelTilingCPU(Rule):
         s.reverse_compute_at(local, j0)
         init = s.decompose_reduction(c, reduce_[0])
         s.vectorize(s.get_loops(init)[-1])
-        s.vectorize(s.get_loops(c)[-1])
+        if vector:
+            s.vectorize(s.get_loops(c)[-1])
+        else:
+            s.annotate(c, SCALAR_TILE, True)
         if f1 is not None:
             s.unroll(s.get_loops(c)[-2])
         s.vectorize(s.get_loops(local)[-1])
@@ -177,4 +187,4 @@ class TensorizeMatching(Rule):
         return out
 
 
-__all__ = ["MultiLevelTilingCPU", "TensorizeMatching", "reuse_counts", "reuse_iter", "vector_widths"]
+__all__ = ["SCALAR_TILE", "MultiLevelTilingCPU", "TensorizeMatching", "reuse_counts", "reuse_iter", "vector_widths"]
