@@ -45,6 +45,8 @@ from ...ir import (
     SeqStmt,
     StringImm,
     Var,
+    const,
+    is_const,
 )
 from ...ir.expr import shift_in_range
 from ...ir.functor import IRVisitor
@@ -589,6 +591,13 @@ class _Emitter(MathEmitter):
             if self.m.bounds_check:
                 self.check_bounds(buf, index, i, i, extent)
             return "bcast", i, lanes
+        periodic = _periodic(index)
+        if periodic is not None:
+            base, width = periodic
+            b = self.index(base)
+            if self.m.bounds_check:
+                self.check_bounds(buf, index, b, self.b.add(b, ir.Constant(I64, width - 1)), extent)
+            return f"periodic{width}", b, lanes
         vec64 = self.index(index)
         if self.m.bounds_check:
             vty = vec64.type
@@ -615,6 +624,13 @@ class _Emitter(MathEmitter):
         elif kind == "bcast":
             one = self.b.load(self._pure("gep", ptr, where, elem), typ=elem, align=align)
             raw = self._splat(one, lanes)
+        elif kind.startswith("periodic"):
+            # `width` contiguous elements repeated over the lanes: one load and a shuffle (on x86
+            # a broadcast of 4 bytes is one vpbroadcastd)
+            width = int(kind[len("periodic"):])
+            part = self.b.load(self._pure("gep", ptr, where, elem), typ=ir.VectorType(elem, width), align=align)
+            mask = ir.Constant(ir.VectorType(I32, lanes), [j % width for j in range(lanes)])
+            raw = self.b.shuffle_vector(part, _null(part.type), mask)
         else:
             raw = ir.Constant(ir.VectorType(elem, lanes), None)
             for j in range(lanes):
@@ -629,6 +645,8 @@ class _Emitter(MathEmitter):
         elem = memtype(buf.dtype)
         align = buf.dtype.itemsize
         raw = self.to_memory(value, vdt)
+        if kind.startswith("periodic"):
+            kind, where = "lanes", self.index(self.flat_index(buf, indices))
         if kind == "scalar" or kind == "contig":
             if kind == "contig" and not isinstance(raw.type, ir.VectorType):
                 raw = self._splat(raw, lanes)
@@ -1229,6 +1247,32 @@ class _Emitter(MathEmitter):
         if list(fn.function_type.args) != [a.type for a in args]:
             raise TargetError(f"extern call {e.op!r} is used with different argument types")
         return self.b.call(fn, args)
+
+
+def _periodic(index: PrimExpr) -> tuple[PrimExpr, int] | None:
+    """(base, width) when the vector `index` is `base + lane % width` with width > 1 dividing the
+    lanes (e.g. `Broadcast(b, 64) + Ramp(0, 1, 64) % Broadcast(4, 64)`: 4 bytes repeated), else None."""
+    found: list[int] = []
+
+    def walk(e: PrimExpr) -> PrimExpr | None:
+        if isinstance(e, Broadcast):
+            return e.value
+        if isinstance(e, Binary) and e.op == "floormod" and isinstance(e.a, Ramp) and is_const(e.a.base, 0) \
+                and is_const(e.a.stride, 1) and isinstance(e.b, Broadcast) and isinstance(e.b.value, IntImm):
+            found.append(e.b.value.value)
+            return const(0, e.a.base.dtype)
+        if isinstance(e, Binary) and e.op == "add":
+            a, b = walk(e.a), walk(e.b)
+            return None if a is None or b is None else a + b
+        if isinstance(e, Binary) and e.op == "mul" and isinstance(e.b, Broadcast) and is_const(e.b.value, 1):
+            return walk(e.a)
+        return None
+
+    base = walk(index)
+    lanes = index.dtype.lanes
+    if base is None or len(found) != 1 or not 1 < found[0] < lanes or lanes % found[0]:
+        return None
+    return base, found[0]
 
 
 def _int32_addressed(extent: PrimExpr) -> bool:
