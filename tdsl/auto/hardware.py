@@ -18,7 +18,7 @@ class Hardware:
     kind: "cpu" or "cuda"; isa: "avx512" / "avx2" / "" (no fp32 micro-kernel); lanes: fp32 lanes
     of a vector register; cores: cores this process may use; l1 / l2: data cache bytes per core;
     max_threads: threads per CUDA block; max_shared: shared memory bytes per CUDA block;
-    warp: threads per warp."""
+    warp: threads per warp; features: the CPU features (LLVM names) code for the target may use."""
 
     kind: str
     isa: str = ""
@@ -29,6 +29,7 @@ class Hardware:
     max_threads: int = 1024
     max_shared: int = 48 * 1024
     warp: int = 32
+    features: frozenset[str] = frozenset()
 
     @property
     def is_gpu(self) -> bool:
@@ -72,8 +73,14 @@ def _host_cpu() -> Hardware:
         isas = []
     isa = "avx512" if "avx512" in isas else "avx2" if "avx2" in isas else ""
     lanes = 16 if isa == "avx512" else 8 if isa == "avx2" else 4
+    try:
+        from ..target import host_features
+
+        features = host_features()
+    except Exception:  # noqa: BLE001 - no llvmlite
+        features = frozenset()
     return Hardware("cpu", isa=isa, lanes=lanes, cores=_cores(), l1=_cache_bytes(1, 32 * 1024),
-                    l2=_cache_bytes(2, 512 * 1024))
+                    l2=_cache_bytes(2, 512 * 1024), features=features)
 
 
 def hardware(target) -> Hardware:
@@ -83,4 +90,13 @@ def hardware(target) -> Hardware:
     from ..target import parse_target
 
     kind = parse_target(target).kind
-    return _host_cpu() if kind == "cpu" else Hardware("cuda", lanes=1, cores=1)
+    if kind != "cpu":
+        return Hardware("cuda", lanes=1, cores=1)
+    host = _host_cpu()
+    if parse_target(target).get("mattr") is None:
+        return host
+    from dataclasses import replace
+
+    from ..target import cpu_features
+
+    return replace(host, features=cpu_features(target))
