@@ -1,5 +1,10 @@
 """x86 low-precision register-tile micro-kernels: int8 (VNNI, AVX2) and bf16 (AVX512-BF16).
 
+bf16 ``x86.avx512bf16.bf16f32_<MR>x<NR>x<KC>``: ``C[MR, NR] += A[MR, KC] @ B[KC, NR]`` in fp32
+from bfloat16 operands on vdpbf16ps, B packed in k pairs (``transform_layout(B_pack, lambda k, j:
+(j // NR, k // 2, j % NR, k % 2))``), A's 2 bfloat16 of a pair broadcast as one 32-bit lane; see
+`register_bf16` for the order of accumulation.
+
 int8 ``x86.<isa>.u8s8s32_<MR>x<NR>x<KC>``: ``C[MR, NR] += A[MR, KC] @ B[KC, NR]``, u8 x s8 -> s32,
 exact (int32 accumulation, wrapping as numpy's int32 does). The MR x NR tile of C stays in vector
 registers; for each group of 4 k, the 4 bytes ``A[i, 4q:4q+4]`` are broadcast to every 32-bit
@@ -150,6 +155,80 @@ def _int8_from_name(m) -> None:
     register_int8(m[1], int(m[2]), int(m[3]), int(m[4]))
 
 
+BF16_FEATURES = ("avx512f", "avx512bf16")
+BF16_TILE = (8, 32)
+
+
+def _bf16_desc(mr: int, nr: int, kc: int) -> str:
+    return f'''
+@T.prim_func
+def bf16_desc(A: T.Buffer(({mr}, {kc}), "bfloat16", strides=("a_s", 1)),
+              B: T.Buffer(({kc // 2}, {nr}, 2), "bfloat16", strides=("b_s", 2, 1)),
+              C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
+    for i, j, k in T.grid({mr}, {nr}, {kc}):
+        with T.block("update"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk // 2, vj, vk % 2], "float32")
+'''
+
+
+def _bf16_impl(mr: int, nr: int, kc: int) -> str:
+    nv = nr // 16
+    vec = "T.Ramp(v * 16, 1, 16)"
+    pair = "A[i, T.Broadcast(q * 2, 32) + T.Ramp(0, 1, 32) % T.Broadcast(2, 32)]"
+    return f'''
+@T.prim_func
+def bf16_impl(A: T.Buffer(({mr}, {kc}), "bfloat16", strides=("a_s", 1)),
+              B: T.Buffer(({kc // 2}, {nr}, 2), "bfloat16", strides=("b_s", 2, 1)),
+              C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
+    acc = T.alloc_buffer(({mr}, {nr}), "float32", scope="local")
+    for i in T.unroll({mr}):
+        for v in T.unroll({nv}):
+            acc[i, {vec}] = C[i, {vec}]
+    for q in range({kc // 2}):
+        for i in T.unroll({mr}):
+            for v in T.unroll({nv}):
+                acc[i, {vec}] = T.call_extern("float32x16", "llvm.x86.avx512bf16.dpbf16ps.512", acc[i, {vec}],
+                                              {pair}, B[q, v * 16, T.Ramp(0, 1, 32)])
+    for i in T.unroll({mr}):
+        for v in T.unroll({nv}):
+            C[i, {vec}] = acc[i, {vec}]
+'''
+
+
+def bf16_name(mr: int, nr: int, kc: int) -> str:
+    return f"x86.avx512bf16.bf16f32_{mr}x{nr}x{kc}"
+
+
+def register_bf16(mr: int, nr: int, kc: int) -> str:
+    """Register (once) the bf16 x bf16 -> fp32 micro-kernel (AVX512-BF16 vdpbf16ps) with an MR x NR
+    tile of C (NR a multiple of 16) and KC steps of k (even); B packed pair-interleaved:
+    ``B[q, j, r] = B_logical[2q + r, j]``.
+
+    Order of accumulation: for each pair of k (2q, 2q + 1), vdpbf16ps adds the product of the odd
+    element, then that of the even one, to the fp32 accumulator, each rounded to nearest even (the
+    products of two bfloat16 are exact in fp32); denormal inputs and results are flushed to zero.
+    The description adds k in increasing order, so results agree within fp32 rounding of the sum."""
+    from ..script import parse
+
+    name = bf16_name(mr, nr, kc)
+    if TensorIntrin.exists(name):
+        return name
+    if nr % 16 or mr <= 0 or nr <= 0 or kc <= 0 or kc % 2:
+        raise ValueError(f"{name}: NR must be a positive multiple of 16 (the fp32 lanes of a zmm), KC a positive "
+                         "even number, MR positive")
+    TensorIntrin.register(name, parse(_bf16_desc(mr, nr, kc)), parse(_bf16_impl(mr, nr, kc)), target="cpu",
+                          features=BF16_FEATURES,
+                          doc=f"C[{mr},{nr}] += A[{mr},{kc}] @ B[{kc},{nr}], bf16 x bf16 -> fp32, B packed in "
+                              "k pairs (AVX512-BF16 vdpbf16ps)")
+    return name
+
+
+def _bf16_from_name(m) -> None:
+    register_bf16(int(m[1]), int(m[2]), int(m[3]))
+
+
 def register_families() -> None:
     """Make ``x86.<isa>.u8s8s32_<MR>x<NR>x<KC>`` on first use of the name."""
     TensorIntrin.register_family(r"x86\.(avx512vnni|avxvnni|avx2)\.u8s8s32_(\d+)x(\d+)x(\d+)", _int8_from_name)
+    TensorIntrin.register_family(r"x86\.avx512bf16\.bf16f32_(\d+)x(\d+)x(\d+)", _bf16_from_name)

@@ -105,3 +105,79 @@ def test_periodic_load_is_one_broadcast_and_bounds_checked():
     c = np.zeros((8, 32), np.int32)
     kernel(a, b, c)
     np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+
+
+# bf16 -------------------------------------------------------------------------------------------
+
+needs_bf16 = pytest.mark.skipif(not all(f in host_features() for f in x86_lowp.BF16_FEATURES),
+                                reason="this CPU lacks AVX512-BF16")
+
+
+def _bf16_gemm(m: int, n: int, k: int):
+    @T.prim_func
+    def gemm(A: T.Buffer((m, k), "bfloat16"), B: T.Buffer((k, n), "bfloat16"), C: T.Buffer((m, n), "float32")):
+        for i, j, kk in T.grid(m, n, k):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+    return gemm
+
+
+def _bf16_operands(m, n, k):
+    import ml_dtypes
+
+    rng = np.random.default_rng(3)
+    return (rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16),
+            rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16))
+
+
+def _within_fp32_rounding(c, a, b):
+    """|c - exact| within k roundings of fp32 of the running sum of |products| (the order of
+    accumulation differs from the description's; the products themselves are exact)."""
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    bound = a.shape[1] * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert np.all(np.abs(c - exact) <= bound + 1e-30)
+
+
+@needs_bf16
+def test_bf16_microkernel_is_within_fp32_rounding():
+    m, n, k = 16, 64, 64
+    sch = tdsl.Schedule(_bf16_gemm(m, n, k))
+    c = sch.get_block("C")
+    pack = sch.cache_read(c, "B", "global")
+    sch.transform_layout(pack, "B_global", lambda k, j: (j // 32, k // 2, j % 32, k % 2))
+    i, j, kk = sch.get_loops(c)
+    io, ii = sch.split(i, [None, 8])
+    jo, ji = sch.split(j, [None, 32])
+    ko, ki = sch.split(kk, [None, 32])
+    sch.reorder(jo, io, ko, ii, ji, ki)
+    sch.decompose_reduction(c, ko)
+    sch.tensorize(ii, x86_lowp.register_bf16(8, 32, 32))
+    kernel = tdsl.build(sch, target="cpu")
+    assert "vdpbf16ps" in kernel.asm
+    a, b = _bf16_operands(m, n, k)
+    out = np.zeros((m, n), np.float32)
+    kernel(a, b, out)
+    _within_fp32_rounding(out, a, b)
+
+
+@needs_bf16
+def test_auto_schedule_bf16_gemm_uses_vdpbf16ps():
+    m, n, k = 32, 64, 96
+    sch = tdsl.auto_schedule(_bf16_gemm(m, n, k), "cpu")
+    assert "x86.avx512bf16.bf16f32_" in str(sch.trace) and "vk // 2" in str(sch.trace)
+    a, b = _bf16_operands(m, n, k)
+    out = np.zeros((m, n), np.float32)
+    tdsl.build(sch, target="cpu")(a, b, out)
+    _within_fp32_rounding(out, a, b)
+
+
+def test_bf16_without_the_unit_is_left_to_the_general_rules():
+    sch = tdsl.auto_schedule(_bf16_gemm(16, 32, 8), "llvm -mattr=-avx512bf16")
+    assert "bf16f32" not in str(sch.trace)
+    a, b = _bf16_operands(16, 32, 8)
+    out = np.zeros((16, 32), np.float32)
+    tdsl.build(sch, target="cpu")(a, b, out)
+    _within_fp32_rounding(out, a, b)

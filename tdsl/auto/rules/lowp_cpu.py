@@ -1,24 +1,28 @@
 # mypy: disable-error-code="arg-type,operator"
-"""CPU tiling of an int8 GEMM (`C[i, j] += int32(A[i, k]) * int32(B[k, j])`, A uint8, B int8, C
-int32) onto the int8 register micro-kernel of `tdsl.intrinsics.x86_lowp`.
+"""CPU tiling of low-precision GEMMs onto the register micro-kernels of `tdsl.intrinsics.x86_lowp`:
+u8 x s8 -> s32 (`C[i, j] += int32(A[i, k]) * int32(B[k, j])`, A uint8, B int8, C int32) and
+bf16 -> fp32 (`C[i, j] += float32(A[i, k]) * float32(B[k, j])`, A and B bfloat16).
 
 The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
 
-* B is packed by `cache_read` + `transform_layout` into NR-wide column panels, k-by-4
-  interleaved: `B_global[j // NR, k // 4, j % NR, k % 4]` (what vpdpbusd multiplies: 4
-  consecutive k of one column in one 32-bit lane), a parallel copy;
+* B is packed by `cache_read` + `transform_layout` into NR-wide column panels with G consecutive
+  k interleaved (G = 4 bytes for int8, 2 bfloat16: one 32-bit lane of vpdpbusd / vdpbf16ps):
+  `B_global[j // NR, k // G, j % NR, k % G]`, a parallel copy in the packed order;
 * loops, outer to inner: `io` (MC rows of C per parallel task), `jc` (NC columns), `k0` (KC
   steps), `j0` (NR panels), `i0` (MR rows), then the MR x NR x KC micro-kernel, tensorized with
-  `x86.<isa>.u8s8s32_<MR>x<NR>x<KC>`; A is read in place (its rows are contiguous along k, and
-  the kernel broadcasts 4 of its bytes at a time);
-* the init split off (`decompose_reduction`) and `io` parallel.
+  `x86.<isa>.u8s8s32_<MR>x<NR>x<KC>` or `x86.avx512bf16.bf16f32_<MR>x<NR>x<KC>`; A is read in
+  place (its rows are contiguous along k; the kernel broadcasts G of its elements at a time);
+* the init split off (`decompose_reduction`, vectorized) and `io` parallel.
 
 The ISA follows the target's CPU features (`Hardware.features`, i.e. `tdsl.target.cpu_features`):
-AVX512-VNNI, else AVX-VNNI, else the exact AVX2 vpmaddwd kernel, which leaves a note in
-`kernel.notes` saying that the CPU lacks the dot-product unit. The sampled choices are the micro
-tile (one sketch each), MC / MR and NC / NR.
+int8 on AVX512-VNNI, else AVX-VNNI, else the exact AVX2 vpmaddwd kernel, which leaves a note in
+`kernel.notes` saying that the CPU lacks the dot-product unit; bf16 on AVX512-BF16 (elsewhere the
+general rules schedule the block). The sampled choices are the micro tile (one sketch each),
+MC / MR and NC / NR.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ...intrinsics import x86_lowp
 from ...ir import Binary, Cast
@@ -29,14 +33,60 @@ from .base import Rule
 from .matmul_cpu import MicroTile, _lambda, _plain_operand, nc_candidates
 
 TASKS_PER_CORE = 8
-FALLBACK_NOTE = ("int8 GEMM block {block!r}: the target CPU has no AVX512-VNNI or AVX-VNNI dot-product unit (vpdpbusd); "
-                 "it runs on the exact AVX2 kernel {intrin} (vpmaddwd on int16), about a third of VNNI's speed")
+FALLBACK_NOTE = ("int8 GEMM block {block!r}: the target CPU has no AVX512-VNNI or AVX-VNNI dot-product unit "
+                 "(vpdpbusd); it runs on the exact AVX2 kernel {intrin} (vpmaddwd on int16), about a third of "
+                 "VNNI's speed")
 
 
-def int8_tiles(m: int, n: int, k: int, isa: str, l1: int) -> list[MicroTile]:
-    """The micro tiles worth a sketch for an m x n x k int8 GEMM on `isa`, the default first."""
-    lanes = x86_lowp.INT8_ISAS[isa][0]
-    if k % 4:
+@dataclass(frozen=True)
+class LowpGemm:
+    """One kind of low-precision GEMM: operand and accumulator dtypes and the k group G that the
+    packing interleaves (4 bytes or 2 bfloat16 per 32-bit lane)."""
+
+    a: str
+    b: str
+    c: str
+    group: int
+
+    def isa(self, features) -> str | None:
+        """The micro-kernel ISA for a CPU with `features`, or None."""
+        if self.c == "int32":
+            return x86_lowp.int8_isa(features)
+        return "avx512bf16" if all(f in features for f in x86_lowp.BF16_FEATURES) else None
+
+    def lanes(self, isa: str) -> int:
+        return x86_lowp.INT8_ISAS[isa][0] if self.c == "int32" else 16
+
+    def intrinsic(self, isa: str, tile: MicroTile) -> str:
+        if self.c == "int32":
+            return x86_lowp.register_int8(isa, tile.mr, tile.nr, tile.kc)
+        return x86_lowp.register_bf16(tile.mr, tile.nr, tile.kc)
+
+
+INT8 = LowpGemm("uint8", "int8", "int32", 4)
+BF16 = LowpGemm("bfloat16", "bfloat16", "float32", 2)
+
+
+def lowp_kind(roles: MatmulRoles, info) -> LowpGemm | None:
+    """The low-precision GEMM the block computes (A and B cast to C's dtype), or None."""
+    value = info.store.value
+    prod = value.b if isinstance(value.b, Binary) and value.b.op == "mul" else value.a
+    if not (isinstance(prod, Binary) and prod.op == "mul"):
+        return None
+    for kind in (INT8, BF16):
+        if (str(roles.a.dtype), str(roles.b.dtype), str(roles.c.dtype)) == (kind.a, kind.b, kind.c) and all(
+                isinstance(x, Cast) and str(x.dtype) == kind.c for x in (prod.a, prod.b)):
+            return kind
+    return None
+
+
+def lowp_tiles(m: int, n: int, k: int, kind: LowpGemm, isa: str, l1: int) -> list[MicroTile]:
+    """The micro tiles worth a sketch for an m x n x k GEMM of `kind` on `isa`, the default first:
+    NR of 2, 4, 1 or 3 vectors, MR giving 16 zmm (12 ymm, 6 for AVX2's doubled) accumulators,
+    KC the largest divisor of k whose packed KC x NR sliver fits half of L1."""
+    lanes = kind.lanes(isa)
+    g = kind.group
+    if k % g:
         return []
     out = []
     for vectors in (2, 4, 1, 3):
@@ -45,9 +95,14 @@ def int8_tiles(m: int, n: int, k: int, isa: str, l1: int) -> list[MicroTile]:
             continue
         accumulators = 16 if lanes == 16 else 12 // (2 if isa == "avx2" else 1)
         mr = next((r for r in range(max(1, accumulators // vectors), 0, -1) if m % r == 0), 1)
-        kc = max(d for d in range(4, k + 1, 4) if k % d == 0 and (d * nr <= l1 // 2 or d == 4))
+        kc = max(d for d in range(g, k + 1, g) if k % d == 0 and (d * nr * 4 // g <= l1 // 2 or d == g))
         out.append(MicroTile(mr, nr, kc))
     return out
+
+
+def int8_tiles(m: int, n: int, k: int, isa: str, l1: int) -> list[MicroTile]:
+    """`lowp_tiles` of a u8 x s8 -> s32 GEMM."""
+    return lowp_tiles(m, n, k, INT8, isa, l1)
 
 
 def mc_candidates(m: int, mr: int, cores: int) -> tuple[list[int], int]:
@@ -57,50 +112,43 @@ def mc_candidates(m: int, mr: int, cores: int) -> tuple[list[int], int]:
     return counts, counts.index(max(tasks))
 
 
-def is_u8s8(roles: MatmulRoles, info) -> bool:
-    """The block multiplies uint8 A by int8 B, both cast to int32."""
-    if str(roles.a.dtype) != "uint8" or str(roles.b.dtype) != "int8":
-        return False
-    value = info.store.value
-    prod = value.b if isinstance(value.b, Binary) and value.b.op == "mul" else value.a
-    return isinstance(prod, Binary) and all(isinstance(x, Cast) and str(x.dtype) == "int32" for x in (prod.a, prod.b))
+class MatmulLowpCPU(Rule):
+    """GotoBLAS tiling of a u8 x s8 -> s32 or bf16 -> fp32 GEMM onto its micro-kernel (module
+    docstring)."""
 
-
-class MatmulInt8CPU(Rule):
-    """GotoBLAS tiling of a u8 x s8 -> s32 GEMM onto the int8 micro-kernel (module docstring)."""
-
-    name = "multi-level-tiling-cpu-int8"
+    name = "multi-level-tiling-cpu-lowp"
 
     def alternatives(self, sch: Schedule, block: str) -> list:
         if self.hw.kind != "cpu":
             return []
         info = block_info(sch.func, block)
-        roles = matmul_roles(info, ("int32",))
+        roles = matmul_roles(info, ("int32", "float32"))
         if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level \
-                or len(roles.c_indices) != 2 or not is_u8s8(roles, info):
+                or len(roles.c_indices) != 2:
             return []
-        if any(_plain_operand(idx, r, c) is None for idx, r, c in ((roles.a_indices, roles.i, roles.k),
-                                                                    (roles.b_indices, roles.k, roles.j),
-                                                                    (roles.c_indices, roles.i, roles.j))):
+        kind = lowp_kind(roles, info)
+        if kind is None or any(_plain_operand(idx, r, c) is None for idx, r, c in (
+                (roles.a_indices, roles.i, roles.k), (roles.b_indices, roles.k, roles.j),
+                (roles.c_indices, roles.i, roles.j))):
             return []
-        isa = x86_lowp.int8_isa(self.hw.features)
+        isa = kind.isa(self.hw.features)
         if isa is None:
             return []
-        tiles = int8_tiles(roles.i.extent, roles.j.extent, roles.k.extent, isa, self.hw.l1)
-        return [lambda s, t=t: self._tile(s, block, roles, isa, t) for t in tiles]
+        tiles = lowp_tiles(roles.i.extent, roles.j.extent, roles.k.extent, kind, isa, self.hw.l1)
+        return [lambda s, t=t: self._tile(s, block, roles, kind, isa, t) for t in tiles]
 
-    def _tile(self, s: Schedule, block: str, roles: MatmulRoles, isa: str, tile: MicroTile) -> None:
-        mr, nr, kc = tile.mr, tile.nr, tile.kc
+    def _tile(self, s: Schedule, block: str, roles: MatmulRoles, kind: LowpGemm, isa: str, tile: MicroTile) -> None:
+        mr, nr, kc, g = tile.mr, tile.nr, tile.kc, kind.group
         m, n = roles.i.extent, roles.j.extent
         c = s.get_block(block)
         b_name = roles.b.name
         pack_b = s.cache_read(c, b_name, "global")
         s.transform_layout(pack_b, f"{b_name}_global",
-                           _lambda(["vk", "vj"], [f"vj // {nr}", "vk // 4", f"vj % {nr}", "vk % 4"]))
+                           _lambda(["vk", "vj"], [f"vj // {nr}", f"vk // {g}", f"vj % {nr}", f"vk % {g}"]))
         # the copy in the packed order (contiguous writes), parallel over panels
         pk, pj = s.get_loops(pack_b)
         pjo, pji = s.split(pj, [None, nr])
-        pko, pki = s.split(pk, [None, 4])
+        pko, pki = s.split(pk, [None, g])
         s.reorder(pjo, pko, pji, pki)
         s.parallel(s.fuse(pjo, pko))
         handles = s.get_loops(c)
@@ -117,12 +165,13 @@ class MatmulInt8CPU(Rule):
         k0, k1 = s.split(lk, [None, kc])
         s.reorder(io, jc, k0, j0, i0, i1, j1, k1)
         s.parallel(io)
-        s.decompose_reduction(c, k0)
-        name = x86_lowp.register_int8(isa, mr, nr, kc)
+        init = s.decompose_reduction(c, k0)
+        s.vectorize(s.get_loops(init)[-1])
+        name = kind.intrinsic(isa, tile)
         tile_block = s.blockize(i1)
         s.tensorize(tile_block, name)
         if isa == "avx2":
             s.annotate(tile_block, LOWER_NOTE, FALLBACK_NOTE.format(block=block, intrin=name))
 
 
-__all__ = ["MatmulInt8CPU", "int8_tiles"]
+__all__ = ["BF16", "INT8", "LowpGemm", "MatmulLowpCPU", "int8_tiles", "lowp_tiles"]

@@ -53,7 +53,24 @@ from ...ir.functor import IRVisitor
 from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
 from ...script.printer import message_text as expr_text
 from .abi import ERR_INTERRUPTED, ERR_NOMEM, ERR_TOO_MANY
-from .lltypes import F32, F64, I1, I8, I16, I32, I64, PTR, _Callee, _const, _gep, _size_of, _suffix, lltype, memtype
+from .lltypes import (
+    BF16,
+    F32,
+    F64,
+    I1,
+    I8,
+    I16,
+    I32,
+    I64,
+    PTR,
+    _Callee,
+    _const,
+    _gep,
+    _size_of,
+    _suffix,
+    lltype,
+    memtype,
+)
 from .mathlib import MathEmitter
 from .split import UNROLL_LIMIT, Sizes, groups
 
@@ -611,6 +628,10 @@ class _Emitter(MathEmitter):
         return "lanes", vec64, lanes
 
     def load(self, e: BufferLoad) -> ir.Value:
+        return self.from_memory(self.load_raw(e), e.dtype)
+
+    def load_raw(self, e: BufferLoad) -> ir.Value:
+        """The loaded value in its memory type (bfloat16 as i16 bits, bool as i8)."""
         buf = e.buffer
         ptr, _ = self.buffer_ptr(buf)
         kind, where, lanes = self.address(buf, e.indices)
@@ -637,7 +658,7 @@ class _Emitter(MathEmitter):
                 ij = self.b.extract_element(where, ir.Constant(I32, j))
                 v = self.b.load(_gep(self.b, ptr, [ij], elem), typ=elem, align=align)
                 raw = self.b.insert_element(raw, v, ir.Constant(I32, j))
-        return self.from_memory(raw, e.dtype)
+        return raw
 
     def store(self, buf: Buffer, indices, value: ir.Value, vdt: DataType) -> None:
         ptr, _ = self.buffer_ptr(buf)
@@ -1231,6 +1252,12 @@ class _Emitter(MathEmitter):
         phi.add_incoming(fv, f_end)
         return phi
 
+    def _bfloat_bits(self, a: PrimExpr) -> ir.Value:
+        """A bfloat16 argument of an extern call as LLVM `bfloat` values (its bits; a load's bits
+        as loaded), the type of intrinsics such as vdpbf16ps's."""
+        bits = self.load_raw(a) if isinstance(a, BufferLoad) else self.bf16_bits(self.expr(a))
+        return self.b.bitcast(bits, self._same_shape(bits.type, BF16))
+
     def _extern(self, e: Call) -> ir.Value:
         """An LLVM intrinsic or a C function, declared from the argument and result dtypes."""
         if e.op in WMMA_BUILTINS:
@@ -1240,7 +1267,7 @@ class _Emitter(MathEmitter):
         # a prefetch never faults, so its address may run past the buffer: no bounds check
         unchecked = e.op.startswith("llvm.prefetch")
         args = [self._address_of(a, check=False) if unchecked and isinstance(a, Call) and a.op == "address_of"
-                else self.expr(a) for a in e.args]
+                else self._bfloat_bits(a) if a.dtype.code == "bfloat" else self.expr(a) for a in e.args]
         ret = ir.VoidType() if e.dtype == void else lltype(e.dtype)
         existing = self.m.module.globals.get(e.op)
         fn = existing if existing is not None else self.m.intrinsic(e.op, ret, [a.type for a in args])
