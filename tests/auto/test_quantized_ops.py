@@ -89,3 +89,86 @@ def test_quantized_gemm_is_bit_exact(out, per_channel):
     y_interp = np.zeros((m, n), out)
     tdsl.interpret(func, a, b, scale, y_interp)
     np.testing.assert_array_equal(y_interp, want)
+
+
+CONV = '''
+@T.prim_func
+def qconv(X: T.Buffer({xshape}, "uint8"), W: T.Buffer({wshape}, "int8"), scale: T.Buffer(({f},), "float32"),
+          Y: T.Buffer({yshape}, "uint8")):
+    Xpad = T.alloc_buffer({pshape}, "uint8")
+    acc = T.alloc_buffer({yshape}, "int32")
+    wsum = T.alloc_buffer(({f},), "int32")
+    for i0, i1, i2, i3 in T.grid({pgrid}):
+        with T.block("pad"):
+            v0, v1, v2, v3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
+            Xpad[v0, v1, v2, v3] = T.if_then_else(1 <= {py} and {py} <= {h} and 1 <= {px} and {px} <= {w},
+                                                  X[{xpad_read}], T.uint8({za}))
+    for {conv_loops} in T.grid({conv_extents}):
+        with T.block("conv"):
+            {conv_iters} = T.axis.remap("SSSSRRR", [{conv_loops}])
+            with T.init():
+                acc[{yidx}] = 0
+            acc[{yidx}] = acc[{yidx}] + T.cast(Xpad[{xidx}], "int32") * T.cast(W[{widx}], "int32")
+    for ko, ci, r, s in T.grid({f}, {c}, 3, 3):
+        with T.block("wsum"):
+            vk, vc, vr, vs = T.axis.remap("SRRR", [ko, ci, r, s])
+            with T.init():
+                wsum[vk] = 0
+            wsum[vk] = wsum[vk] + T.cast(W[{widx}], "int32")
+    for nb, ko, y, x in T.grid({b}, {f}, {h}, {w}):
+        with T.block("requantize"):
+            vb, vk, vy, vx = T.axis.remap("SSSS", [nb, ko, y, x])
+            Y[{yidx}] = T.cast(T.max(T.min(T.cast(T.round(T.cast(acc[{yidx}] - {za} * wsum[vk], "float32")
+                                                        * scale[vk]), "int32") + {zy}, 255), 0), "uint8")
+'''
+
+
+def quantized_conv2d(layout: str, b: int, c: int, h: int, w: int, f: int):
+    """3x3 conv2d, stride 1, padding 1 with the input's zero point, int32 accumulation, per-filter
+    scales, requantized to uint8; NCHW (filters OIHW) or NHWC (filters HWIO)."""
+    nchw = layout == "NCHW"
+    fields = dict(b=b, c=c, h=h, w=w, f=f, za=ZA, zy=ZY,
+                  xshape=(b, c, h, w) if nchw else (b, h, w, c), pshape=(b, c, h + 2, w + 2) if nchw else (b, h + 2, w + 2, c),
+                  wshape=(f, c, 3, 3) if nchw else (3, 3, c, f), yshape=(b, f, h, w) if nchw else (b, h, w, f),
+                  py="v2" if nchw else "v1", px="v3" if nchw else "v2",
+                  xpad_read="v0, v1, v2 - 1, v3 - 1" if nchw else "v0, v1 - 1, v2 - 1, v3",
+                  xidx="vb, vc, vy + vr, vx + vs" if nchw else "vb, vy + vr, vx + vs, vc",
+                  widx="vk, vc, vr, vs" if nchw else "vr, vs, vc, vk",
+                  yidx="vb, vk, vy, vx" if nchw else "vb, vy, vx, vk")
+    fields["pgrid"] = ", ".join(map(str, fields["pshape"]))
+    # the iterators in the output's index order, the reductions in the input's
+    loops = ["nb", "ko", "y", "x", "ci", "r", "s"] if nchw else ["nb", "y", "x", "ko", "r", "s", "ci"]
+    extents = dict(nb=b, ko=f, y=h, x=w, ci=c, r=3, s=3)
+    names = dict(nb="vb", ko="vk", y="vy", x="vx", ci="vc", r="vr", s="vs")
+    fields.update(conv_loops=", ".join(loops), conv_extents=", ".join(str(extents[v]) for v in loops),
+                  conv_iters=", ".join(names[v] for v in loops))
+    return tdsl.parse(CONV.format(**fields))
+
+
+def conv_reference(x, wt, scale, layout):
+    if layout == "NHWC":
+        x, wt = x.transpose(0, 3, 1, 2), wt.transpose(3, 2, 0, 1)
+    b, c, h, w = x.shape
+    xp = np.pad(x.astype(np.int64) - ZA, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    acc = sum(np.einsum("bcyx,fc->bfyx", xp[:, :, r:r + h, s:s + w], wt[:, :, r, s].astype(np.int64))
+              for r in range(3) for s in range(3)).astype(np.int32)
+    y = np.clip(np.rint(acc.astype(np.float32) * scale[:, None, None]).astype(np.int32) + ZY, 0, 255).astype(np.uint8)
+    return y.transpose(0, 2, 3, 1) if layout == "NHWC" else y
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_quantized_conv2d_is_bit_exact(layout):
+    b, c, h, w, f = 1, 16, 8, 8, 32
+    func = quantized_conv2d(layout, b, c, h, w, f)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (b, c, h, w) if layout == "NCHW" else (b, h, w, c)).astype(np.uint8)
+    wt = rng.integers(-128, 128, (f, c, 3, 3) if layout == "NCHW" else (3, 3, c, f)).astype(np.int8)
+    scale = rng.uniform(2e-5, 6e-5, f).astype(np.float32)
+    sch = tdsl.auto_schedule(func, "cpu")
+    if layout == "NHWC" and "avx2" in host_features():
+        assert "u8s8s32_" in str(sch.trace)      # the int8 micro-kernel reads NHWC in place
+    y = np.zeros((b, f, h, w) if layout == "NCHW" else (b, h, w, f), np.uint8)
+    tdsl.build(sch, target="cpu")(x, wt, scale, y)
+    want = conv_reference(x, wt, scale, layout)
+    assert 0 < want.mean() < 255
+    np.testing.assert_array_equal(y, want)

@@ -8,10 +8,13 @@ The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
 * B is packed by `cache_read` + `transform_layout` into NR-wide column panels with G consecutive
   k interleaved (G = 4 bytes for int8, 2 bfloat16: one 32-bit lane of vpdpbusd / vdpbf16ps):
   `B_global[j // NR, k // G, j % NR, k % G]`, a parallel copy in the packed order;
-* loops, outer to inner: `io` (MC rows of C per parallel task), `jc` (NC columns), `k0` (KC
+* loops, outer to inner: the other spatial loops (batch, output rows of a conv2d), `io` (MC rows
+  of C per parallel task), the other reductions (filter taps), `jc` (NC columns), `k0` (KC
   steps), `j0` (NR panels), `i0` (MR rows), then the MR x NR x KC micro-kernel, tensorized with
   `x86.<isa>.u8s8s32_<MR>x<NR>x<KC>` or `x86.avx512bf16.bf16f32_<MR>x<NR>x<KC>`; A is read in
-  place (its rows are contiguous along k; the kernel broadcasts G of its elements at a time);
+  place (its rows are contiguous along k; the kernel broadcasts G of its elements at a time), so
+  a conv2d qualifies in NHWC with HWIO filters (`Y[b, y, x, f] += X[b, y + r, x + s, c] *
+  W[r, s, c, f]`: i = x, j = f, k = c);
 * the init split off (`decompose_reduction`, vectorized) and `io` parallel.
 
 The ISA follows the target's CPU features (`Hardware.features`, i.e. `tdsl.target.cpu_features`):
@@ -25,12 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...intrinsics import x86_lowp
-from ...ir import Binary, Cast
+from ...ir import Binary, Cast, Var, free_vars
 from ...ir.attrs import LOWER_NOTE
 from ...schedule import Schedule
 from ..analysis import MatmulRoles, block_info, matmul_roles
 from .base import Rule
-from .matmul_cpu import MicroTile, _lambda, _plain_operand, nc_candidates
+from .cpu_loops import _extent_of
+from .matmul_cpu import MicroTile, _lambda, nc_candidates
 
 TASKS_PER_CORE = 8
 FALLBACK_NOTE = ("int8 GEMM block {block!r}: the target CPU has no AVX512-VNNI or AVX-VNNI dot-product unit "
@@ -105,10 +109,11 @@ def int8_tiles(m: int, n: int, k: int, isa: str, l1: int) -> list[MicroTile]:
     return lowp_tiles(m, n, k, INT8, isa, l1)
 
 
-def mc_candidates(m: int, mr: int, cores: int) -> tuple[list[int], int]:
-    """(MC / MR counts, the default's index): the default gives >= 8 tasks per core."""
+def mc_candidates(m: int, mr: int, cores: int, outer: int = 1) -> tuple[list[int], int]:
+    """(MC / MR counts, the default's index): the default, with the `outer` parallel iterations
+    of the other spatial loops, gives >= 8 tasks per core."""
     counts = [d // mr for d in range(mr, m + 1, mr) if m % d == 0]
-    tasks = [c for c in counts if m // (c * mr) >= TASKS_PER_CORE * cores] or counts[:1]
+    tasks = [c for c in counts if outer * (m // (c * mr)) >= TASKS_PER_CORE * cores] or counts[:1]
     return counts, counts.index(max(tasks))
 
 
@@ -123,13 +128,10 @@ class MatmulLowpCPU(Rule):
             return []
         info = block_info(sch.func, block)
         roles = matmul_roles(info, ("int32", "float32"))
-        if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level \
-                or len(roles.c_indices) != 2:
+        if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
             return []
         kind = lowp_kind(roles, info)
-        if kind is None or any(_plain_operand(idx, r, c) is None for idx, r, c in (
-                (roles.a_indices, roles.i, roles.k), (roles.b_indices, roles.k, roles.j),
-                (roles.c_indices, roles.i, roles.j))):
+        if kind is None or not _kernel_layout(roles, info.iters):
             return []
         isa = kind.isa(self.hw.features)
         if isa is None:
@@ -143,35 +145,59 @@ class MatmulLowpCPU(Rule):
         c = s.get_block(block)
         b_name = roles.b.name
         pack_b = s.cache_read(c, b_name, "global")
+        params = [f"v{d}" for d in range(len(roles.b_indices))]
+        lead, kk, jj = params[:-2], params[-2], params[-1]
         s.transform_layout(pack_b, f"{b_name}_global",
-                           _lambda(["vk", "vj"], [f"vj // {nr}", f"vk // {g}", f"vj % {nr}", f"vk % {g}"]))
+                           _lambda(params, lead + [f"{jj} // {nr}", f"{kk} // {g}", f"{jj} % {nr}", f"{kk} % {g}"]))
         # the copy in the packed order (contiguous writes), parallel over panels
-        pk, pj = s.get_loops(pack_b)
+        *plead, pk, pj = s.get_loops(pack_b)
         pjo, pji = s.split(pj, [None, nr])
         pko, pki = s.split(pk, [None, g])
         s.reorder(pjo, pko, pji, pki)
-        s.parallel(s.fuse(pjo, pko))
+        s.parallel(s.fuse(*plead, pjo, pko))
         handles = s.get_loops(c)
         info = block_info(s.func, block)
         by_var = {id(h.var): h for h in handles}
         loop_of = {id(it.var): by_var[id(it.loop)] for it in info.iters}
+        by_loop = {id(it.loop): it for it in info.iters}
         li, lj, lk = loop_of[id(roles.i.var)], loop_of[id(roles.j.var)], loop_of[id(roles.k.var)]
+        kinds = [by_loop[id(h.var)].kind for h in handles]
+        others_s = [h for h, kd in zip(handles, kinds) if kd == "S" and h not in (li, lj)]
+        others_r = [h for h, kd in zip(handles, kinds) if kd == "R" and h is not lk]
+        outer_tasks = 1
+        for h in others_s:
+            outer_tasks *= _extent_of(s.func, h.var) or 1
         nc_counts, nc_default = nc_candidates(n, nr)
         nc = nr * int(self.choose(s, nc_counts, nc_default))
-        mc_counts, mc_default = mc_candidates(m, mr, self.hw.cores)
+        mc_counts, mc_default = mc_candidates(m, mr, self.hw.cores, outer_tasks)
         mc_over_mr = self.choose(s, mc_counts, mc_default)
         io, i0, i1 = s.split(li, [None, mc_over_mr, mr])
         jc, j0, j1 = s.split(lj, [None, nc // nr, nr])
         k0, k1 = s.split(lk, [None, kc])
-        s.reorder(io, jc, k0, j0, i0, i1, j1, k1)
-        s.parallel(io)
-        init = s.decompose_reduction(c, k0)
+        s.reorder(*others_s, io, *others_r, jc, k0, j0, i0, i1, j1, k1)
+        s.parallel(s.fuse(*others_s, io) if others_s else io)
+        init = s.decompose_reduction(c, (others_r + [k0])[0])
         s.vectorize(s.get_loops(init)[-1])
         name = kind.intrinsic(isa, tile)
         tile_block = s.blockize(i1)
         s.tensorize(tile_block, name)
         if isa == "avx2":
             s.annotate(tile_block, LOWER_NOTE, FALLBACK_NOTE.format(block=block, intrin=name))
+
+
+def _kernel_layout(roles: MatmulRoles, iters) -> bool:
+    """The operands index the way the micro-kernel reads them in place (B is packed): A's last
+    index is k and another holds i, B's last two are (k, j), C's last is j and another holds i
+    (a GEMM; conv2d in NHWC with HWIO filters: i = output column, j = filter, k = channel), and
+    the block declares i before j before k (as `T.axis.remap` lists them)."""
+    a, b, c = roles.a_indices, roles.b_indices, roles.c_indices
+    i = roles.i.var
+    order = [it.var for it in iters]
+    if not order.index(i) < order.index(roles.j.var) < order.index(roles.k.var):
+        return False   # the micro-kernel's description declares its iterators i, j, k in this order
+    return (a[-1] is roles.k.var and any(i in free_vars(e) for e in a[:-1])
+            and len(b) >= 2 and all(isinstance(e, Var) for e in b) and b[-2] is roles.k.var and b[-1] is roles.j.var
+            and c[-1] is roles.j.var and any(e is i for e in c[:-1]))
 
 
 __all__ = ["BF16", "INT8", "LowpGemm", "MatmulLowpCPU", "int8_tiles", "lowp_tiles"]
