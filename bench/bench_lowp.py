@@ -6,7 +6,8 @@ and PyTorch, one run, taking turns (`timing.interleaved`), as ratios.
     python bench/bench_lowp.py --json out.json  # where the results go (default bench/results_lowp.json)
 
 Rows (ops/s count one multiply-add as 2): numpy fp32 `a @ b`; tdsl fp32 (auto_schedule);
-tdsl int8 (u8 x s8 -> s32, auto_schedule: the VNNI micro-kernel where the CPU has it); tdsl
+tdsl int8 (u8 x s8 -> s32, auto_schedule: the VNNI micro-kernel where the CPU has it); the same with the
+exact AVX2 kernel of CPUs without VNNI (auto_schedule for "llvm -mattr=-avx512vnni,-avxvnni"); tdsl
 int8 requantized (the same GEMM with zero points, per-channel scales and a requantize epilogue to
 int8); onnxruntime MatMulInteger (u8 x s8 -> s32, B an input: packed per call like tdsl's);
 tdsl bf16 (bf16 x bf16 -> fp32); PyTorch bf16 `a @ b` (oneDNN); tdsl fp16 (fp16 x fp16 -> fp32);
@@ -22,6 +23,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -33,6 +35,8 @@ import schedules
 from timing import interleaved
 
 import tdsl
+from tdsl.intrinsics import x86_lowp
+from tdsl.target import host_features
 
 THREADS = 2
 
@@ -136,6 +140,18 @@ def gemm_rows(m: int, n: int, k: int, repeat: int) -> list[dict]:
     intrin8 = next((w.strip('")') for w in str(sch8.trace).split('"') if "u8s8s32" in w), "no micro-kernel")
     rows.append((f"tdsl int8 (auto: {intrin8})", lambda: k8(a8, b8, c8), "int8"))
 
+    if x86_lowp.int8_isa(host_features()) != "avx2" and "avx2" in host_features():
+        # the exact AVX2 kernel that CPUs without VNNI run, chosen here through the target's features
+        func = tdsl.parse(GEMM.format(m=m, n=n, k=k, a="uint8", b="int8", c="int32"))
+        sch2 = tdsl.auto_schedule(func, "llvm -mattr=-avx512vnni,-avxvnni")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tdsl.PerformanceWarning)   # the note says: no VNNI
+            k2 = tdsl.build(sch2, target="cpu")
+        c2 = np.zeros((m, n), "int32")
+        k2(a8, b8, c2)
+        assert np.array_equal(c2, exact8), "tdsl int8 GEMM (AVX2 kernel) differs from numpy"
+        rows.append(("tdsl int8, AVX2 kernel (auto, -mattr=-avx512vnni,-avxvnni)", lambda: k2(a8, b8, c2), "int8"))
+
     kq, _ = build(QGEMM, m=m, n=n, k=k, za=ZA, zy=ZY)
     yq = np.zeros((m, n), "int8")
     kq(a8, b8, scale, yq)
@@ -236,6 +252,8 @@ def ratios(rows: list[dict]) -> list[dict]:
         times = by_size[r["size"]]
         base = times.get("numpy fp32 a @ b") or times.get("tdsl fp32 conv2d NCHW (auto)")
         r["vs_fp32"] = base / r["seconds"] if base else None
+        tdsl32 = times.get("tdsl fp32 (auto)")
+        r["vs_tdsl_fp32"] = tdsl32 / r["seconds"] if tdsl32 else None
         lib = times.get("onnxruntime MatMulInteger") if "int8" in r["kernel"] else \
             times.get("PyTorch bf16 a @ b") if "bf16" in r["kernel"] else None
         r["vs_library"] = lib / r["seconds"] if lib else None
@@ -243,11 +261,13 @@ def ratios(rows: list[dict]) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| size | kernel | GOP/s | vs fp32 | vs library |", "|---|---|---|---|---|"]
+    out = ["| size | kernel | GOP/s | vs numpy fp32 (conv: tdsl fp32) | vs tdsl fp32 | vs library |",
+           "|---|---|---|---|---|---|"]
     for r in rows:
         vs = f"{r['vs_fp32']:.2f}x" if r["vs_fp32"] else "-"
         lib = f"{r['vs_library']:.2f}x" if r["vs_library"] and r["vs_library"] != 1.0 else "-"
-        out.append(f"| {r['size']} | {r['kernel']} | {r['gops']:.0f} | {vs} | {lib} |")
+        vt = f"{r['vs_tdsl_fp32']:.2f}x" if r["vs_tdsl_fp32"] else "-"
+        out.append(f"| {r['size']} | {r['kernel']} | {r['gops']:.0f} | {vs} | {vt} | {lib} |")
     return "\n".join(out)
 
 

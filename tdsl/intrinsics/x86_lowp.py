@@ -5,6 +5,10 @@ from bfloat16 operands on vdpbf16ps, B packed in k pairs (``transform_layout(B_p
 (j // NR, k // 2, j % NR, k % 2))``), A's 2 bfloat16 of a pair broadcast as one 32-bit lane; see
 `register_bf16` for the order of accumulation.
 
+fp16 ``x86.<isa>.f16f32_<MR>x<NR>x<KC>`` (isa ``avx512``, or ``avx2`` with F16C): the fp32 FMA
+micro-kernel fed by vcvtph2ps conversions of fp16 operands (B packed in NR-wide panels as for
+fp32); see `register_fp16`.
+
 int8 ``x86.<isa>.u8s8s32_<MR>x<NR>x<KC>``: ``C[MR, NR] += A[MR, KC] @ B[KC, NR]``, u8 x s8 -> s32,
 exact (int32 accumulation, wrapping as numpy's int32 does). The MR x NR tile of C stays in vector
 registers; for each group of 4 k, the 4 bytes ``A[i, 4q:4q+4]`` are broadcast to every 32-bit
@@ -228,7 +232,92 @@ def _bf16_from_name(m) -> None:
     register_bf16(int(m[1]), int(m[2]), int(m[3]))
 
 
+FP16_ISAS = {
+    # isa: (fp32 lanes, CPU features, default (MR, NR))
+    "avx512": (16, ("avx512f",), (8, 32)),
+    "avx2": (8, ("avx2", "fma", "f16c"), (4, 16)),
+}
+
+
+def _fp16_desc(mr: int, nr: int, kc: int) -> str:
+    return f'''
+@T.prim_func
+def fp16_desc(A: T.Buffer(({mr}, {kc}), "float16", strides=("a_s", 1)),
+              B: T.Buffer(({kc}, {nr}), "float16", strides=("b_s", 1)),
+              C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
+    for i, j, k in T.grid({mr}, {nr}, {kc}):
+        with T.block("update"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+'''
+
+
+def _fp16_impl(isa: str, mr: int, nr: int, kc: int) -> str:
+    lanes = FP16_ISAS[isa][0]
+    nv = nr // lanes
+    vec = f"T.Ramp(v * {lanes}, 1, {lanes})"
+    return f'''
+@T.prim_func
+def fp16_impl(A: T.Buffer(({mr}, {kc}), "float16", strides=("a_s", 1)),
+              B: T.Buffer(({kc}, {nr}), "float16", strides=("b_s", 1)),
+              C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
+    acc = T.alloc_buffer(({mr}, {nr}), "float32", scope="local")
+    a32 = T.alloc_buffer(({mr}, {kc}), "float32", scope="local")
+    for i in T.unroll({mr}):
+        for u in range({kc // lanes}):
+            a32[i, T.Ramp(u * {lanes}, 1, {lanes})] = T.cast(A[i, T.Ramp(u * {lanes}, 1, {lanes})], "float32x{lanes}")
+    for i in T.unroll({mr}):
+        for v in T.unroll({nv}):
+            acc[i, {vec}] = C[i, {vec}]
+    for k in range({kc}):
+        for i in T.unroll({mr}):
+            for v in T.unroll({nv}):
+                acc[i, {vec}] = T.call_extern("float32x{lanes}", "llvm.fma.v{lanes}f32", T.Broadcast(a32[i, k], {lanes}),
+                                              T.cast(B[k, {vec}], "float32x{lanes}"), acc[i, {vec}])
+    for i in T.unroll({mr}):
+        for v in T.unroll({nv}):
+            C[i, {vec}] = acc[i, {vec}]
+'''
+
+
+def fp16_name(isa: str, mr: int, nr: int, kc: int) -> str:
+    return f"x86.{isa}.f16f32_{mr}x{nr}x{kc}"
+
+
+def register_fp16(isa: str, mr: int, nr: int, kc: int) -> str:
+    """Register (once) the fp16 x fp16 -> fp32 micro-kernel of `isa` ("avx512" or "avx2" with
+    F16C): the fp32 FMA kernel fed by conversions (vcvtph2ps). The A tile (MR x KC, rows
+    contiguous along k) is converted once per call into an fp32 scratch tile it then broadcasts
+    from; each row of B (packed in NR-wide panels, as for fp32) is converted as it is loaded, once
+    for all MR rows. KC must be a multiple of the lanes. Each product is exact in fp32, each sum an
+    FMA rounded to fp32, k in increasing order."""
+    from ..script import parse
+
+    name = fp16_name(isa, mr, nr, kc)
+    if TensorIntrin.exists(name):
+        return name
+    if isa not in FP16_ISAS:
+        raise ValueError(f"{name}: unknown fp16 ISA {isa!r}; one of {', '.join(FP16_ISAS)}")
+    lanes, features, _ = FP16_ISAS[isa]
+    if nr % lanes or kc % lanes or mr <= 0 or nr <= 0 or kc <= 0:
+        raise ValueError(f"{name}: NR and KC must be positive multiples of {lanes} (the {isa} fp32 lanes), MR positive")
+    TensorIntrin.register(name, parse(_fp16_desc(mr, nr, kc)), parse(_fp16_impl(isa, mr, nr, kc)), target="cpu",
+                          features=features, doc=f"C[{mr},{nr}] += A[{mr},{kc}] @ B[{kc},{nr}], fp16 x fp16 -> fp32 "
+                                                 f"({isa} FMA after vcvtph2ps)")
+    return name
+
+
+def fp16_isa(features) -> str | None:
+    """The fp16 micro-kernel ISA for a CPU with `features`, or None."""
+    return next((isa for isa, (_, need, _) in FP16_ISAS.items() if all(f in features for f in need)), None)
+
+
+def _fp16_from_name(m) -> None:
+    register_fp16(m[1], int(m[2]), int(m[3]), int(m[4]))
+
+
 def register_families() -> None:
     """Make ``x86.<isa>.u8s8s32_<MR>x<NR>x<KC>`` on first use of the name."""
     TensorIntrin.register_family(r"x86\.(avx512vnni|avxvnni|avx2)\.u8s8s32_(\d+)x(\d+)x(\d+)", _int8_from_name)
     TensorIntrin.register_family(r"x86\.avx512bf16\.bf16f32_(\d+)x(\d+)x(\d+)", _bf16_from_name)
+    TensorIntrin.register_family(r"x86\.(avx512|avx2)\.f16f32_(\d+)x(\d+)x(\d+)", _fp16_from_name)

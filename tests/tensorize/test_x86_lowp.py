@@ -181,3 +181,46 @@ def test_bf16_without_the_unit_is_left_to_the_general_rules():
     out = np.zeros((16, 32), np.float32)
     tdsl.build(sch, target="cpu")(a, b, out)
     _within_fp32_rounding(out, a, b)
+
+
+# fp16 -------------------------------------------------------------------------------------------
+
+def _fp16_gemm(m: int, n: int, k: int):
+    @T.prim_func
+    def gemm(A: T.Buffer((m, k), "float16"), B: T.Buffer((k, n), "float16"), C: T.Buffer((m, n), "float32")):
+        for i, j, kk in T.grid(m, n, k):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+    return gemm
+
+
+def _fp16_param(isa):
+    need = x86_lowp.FP16_ISAS[isa][1]
+    missing = [f for f in need if f not in host_features()]
+    return pytest.param(isa, marks=pytest.mark.skipif(bool(missing), reason=f"this CPU lacks {missing}"))
+
+
+@pytest.mark.parametrize("isa", [_fp16_param(i) for i in x86_lowp.FP16_ISAS])
+def test_auto_schedule_fp16_gemm_converts_in_the_micro_kernel(isa):
+    m, n, k = 24, 64, 96
+    target = "cpu" if isa == "avx512" else "llvm -mattr=-avx512f"
+    if x86_lowp.fp16_isa(tdsl.target.cpu_features(target)) != isa:
+        pytest.skip(f"target {target!r} does not choose {isa} here")
+    sch = tdsl.auto_schedule(_fp16_gemm(m, n, k), target)
+    assert f"x86.{isa}.f16f32_" in str(sch.trace)
+    kernel = tdsl.build(sch, target="cpu")
+    assert "vcvtph2ps" in kernel.asm
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    out = np.zeros((m, n), np.float32)
+    kernel(a, b, out)
+    _within_fp32_rounding(out, a, b)
+
+
+def test_fp16_microkernel_refuses_bad_tiles():
+    with pytest.raises(ValueError, match="multiples of 16"):
+        x86_lowp.register_fp16("avx512", 4, 32, 24)

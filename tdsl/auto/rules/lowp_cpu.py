@@ -1,13 +1,15 @@
 # mypy: disable-error-code="arg-type,operator"
 """CPU tiling of low-precision GEMMs onto the register micro-kernels of `tdsl.intrinsics.x86_lowp`:
-u8 x s8 -> s32 (`C[i, j] += int32(A[i, k]) * int32(B[k, j])`, A uint8, B int8, C int32) and
-bf16 -> fp32 (`C[i, j] += float32(A[i, k]) * float32(B[k, j])`, A and B bfloat16).
+u8 x s8 -> s32 (`C[i, j] += int32(A[i, k]) * int32(B[k, j])`, A uint8, B int8, C int32),
+bf16 -> fp32 and fp16 -> fp32 (`C[i, j] += float32(A[i, k]) * float32(B[k, j])`, A and B
+bfloat16 or float16).
 
 The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
 
 * B is packed by `cache_read` + `transform_layout` into NR-wide column panels with G consecutive
   k interleaved (G = 4 bytes for int8, 2 bfloat16: one 32-bit lane of vpdpbusd / vdpbf16ps):
-  `B_global[j // NR, k // G, j % NR, k % G]`, a parallel copy in the packed order;
+  `B_global[j // NR, k // G, j % NR, k % G]` (fp16: `B_global[j // NR, k, j % NR]`, converted to
+  fp32 by the micro-kernel as it loads a row), a parallel copy in the packed order;
 * loops, outer to inner: the other spatial loops (batch, output rows of a conv2d), `io` (MC rows
   of C per parallel task), the other reductions (filter taps), `jc` (NC columns), `k0` (KC
   steps), `j0` (NR panels), `i0` (MR rows), then the MR x NR x KC micro-kernel, tensorized with
@@ -20,7 +22,7 @@ The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
 The ISA follows the target's CPU features (`Hardware.features`, i.e. `tdsl.target.cpu_features`):
 int8 on AVX512-VNNI, else AVX-VNNI, else the exact AVX2 vpmaddwd kernel, which leaves a note in
 `kernel.notes` saying that the CPU lacks the dot-product unit; bf16 on AVX512-BF16 (elsewhere the
-general rules schedule the block). The sampled choices are the micro tile (one sketch each),
+general rules schedule the block); fp16 on AVX-512F, else AVX2 + F16C. The sampled choices are the micro tile (one sketch each),
 MC / MR and NC / NR.
 """
 from __future__ import annotations
@@ -45,7 +47,7 @@ FALLBACK_NOTE = ("int8 GEMM block {block!r}: the target CPU has no AVX512-VNNI o
 @dataclass(frozen=True)
 class LowpGemm:
     """One kind of low-precision GEMM: operand and accumulator dtypes and the k group G that the
-    packing interleaves (4 bytes or 2 bfloat16 per 32-bit lane)."""
+    packing interleaves (4 bytes or 2 bfloat16 per 32-bit lane; 1: plain NR-wide panels)."""
 
     a: str
     b: str
@@ -56,19 +58,34 @@ class LowpGemm:
         """The micro-kernel ISA for a CPU with `features`, or None."""
         if self.c == "int32":
             return x86_lowp.int8_isa(features)
+        if self.a == "float16":
+            return x86_lowp.fp16_isa(features)
         return "avx512bf16" if all(f in features for f in x86_lowp.BF16_FEATURES) else None
 
     def lanes(self, isa: str) -> int:
-        return x86_lowp.INT8_ISAS[isa][0] if self.c == "int32" else 16
+        if self.c == "int32":
+            return x86_lowp.INT8_ISAS[isa][0]
+        return x86_lowp.FP16_ISAS[isa][0] if self.a == "float16" else 16
+
+    def k_step(self, isa: str) -> int:
+        """What KC must be a multiple of."""
+        return self.lanes(isa) if self.a == "float16" else self.group
+
+    def accumulators(self, isa: str) -> int:
+        """Vector registers the MR x NR tile of C may take (AVX2's int8 kernel keeps 2 per vector)."""
+        return 16 if self.lanes(isa) == 16 else 6 if (isa == "avx2" and self.c == "int32") else 12
 
     def intrinsic(self, isa: str, tile: MicroTile) -> str:
         if self.c == "int32":
             return x86_lowp.register_int8(isa, tile.mr, tile.nr, tile.kc)
+        if self.a == "float16":
+            return x86_lowp.register_fp16(isa, tile.mr, tile.nr, tile.kc)
         return x86_lowp.register_bf16(tile.mr, tile.nr, tile.kc)
 
 
 INT8 = LowpGemm("uint8", "int8", "int32", 4)
 BF16 = LowpGemm("bfloat16", "bfloat16", "float32", 2)
+FP16 = LowpGemm("float16", "float16", "float32", 1)
 
 
 def lowp_kind(roles: MatmulRoles, info) -> LowpGemm | None:
@@ -77,7 +94,7 @@ def lowp_kind(roles: MatmulRoles, info) -> LowpGemm | None:
     prod = value.b if isinstance(value.b, Binary) and value.b.op == "mul" else value.a
     if not (isinstance(prod, Binary) and prod.op == "mul"):
         return None
-    for kind in (INT8, BF16):
+    for kind in (INT8, BF16, FP16):
         if (str(roles.a.dtype), str(roles.b.dtype), str(roles.c.dtype)) == (kind.a, kind.b, kind.c) and all(
                 isinstance(x, Cast) and str(x.dtype) == kind.c for x in (prod.a, prod.b)):
             return kind
@@ -89,17 +106,17 @@ def lowp_tiles(m: int, n: int, k: int, kind: LowpGemm, isa: str, l1: int) -> lis
     NR of 2, 4, 1 or 3 vectors, MR giving 16 zmm (12 ymm, 6 for AVX2's doubled) accumulators,
     KC the largest divisor of k whose packed KC x NR sliver fits half of L1."""
     lanes = kind.lanes(isa)
-    g = kind.group
-    if k % g:
+    g, step = kind.group, kind.k_step(isa)
+    if k % step:
         return []
     out = []
     for vectors in (2, 4, 1, 3):
         nr = vectors * lanes
         if n % nr:
             continue
-        accumulators = 16 if lanes == 16 else 12 // (2 if isa == "avx2" else 1)
-        mr = next((r for r in range(max(1, accumulators // vectors), 0, -1) if m % r == 0), 1)
-        kc = max(d for d in range(g, k + 1, g) if k % d == 0 and (d * nr * 4 // g <= l1 // 2 or d == g))
+        mr = next((r for r in range(max(1, kind.accumulators(isa) // vectors), 0, -1) if m % r == 0), 1)
+        # a KC x NR sliver of packed B takes KC * NR * 4 / G bytes: at most half of L1
+        kc = max(d for d in range(step, k + 1, step) if k % d == 0 and (d * nr * 4 // g <= l1 // 2 or d == step))
         out.append(MicroTile(mr, nr, kc))
     return out
 
@@ -147,13 +164,18 @@ class MatmulLowpCPU(Rule):
         pack_b = s.cache_read(c, b_name, "global")
         params = [f"v{d}" for d in range(len(roles.b_indices))]
         lead, kk, jj = params[:-2], params[-2], params[-1]
-        s.transform_layout(pack_b, f"{b_name}_global",
-                           _lambda(params, lead + [f"{jj} // {nr}", f"{kk} // {g}", f"{jj} % {nr}", f"{kk} % {g}"]))
+        grouped = [f"{kk} // {g}", f"{jj} % {nr}", f"{kk} % {g}"] if g > 1 else [kk, f"{jj} % {nr}"]
+        s.transform_layout(pack_b, f"{b_name}_global", _lambda(params, lead + [f"{jj} // {nr}"] + grouped))
         # the copy in the packed order (contiguous writes), parallel over panels
         *plead, pk, pj = s.get_loops(pack_b)
         pjo, pji = s.split(pj, [None, nr])
-        pko, pki = s.split(pk, [None, g])
-        s.reorder(pjo, pko, pji, pki)
+        if g > 1:
+            pko, pki = s.split(pk, [None, g])
+            s.reorder(pjo, pko, pji, pki)
+        else:
+            pko = pk
+            s.reorder(pjo, pko, pji)
+            s.vectorize(pji)
         s.parallel(s.fuse(*plead, pjo, pko))
         handles = s.get_loops(c)
         info = block_info(s.func, block)
@@ -200,4 +222,4 @@ def _kernel_layout(roles: MatmulRoles, iters) -> bool:
             and c[-1] is roles.j.var and any(e is i for e in c[:-1]))
 
 
-__all__ = ["BF16", "INT8", "LowpGemm", "MatmulLowpCPU", "int8_tiles", "lowp_tiles"]
+__all__ = ["BF16", "FP16", "INT8", "LowpGemm", "MatmulLowpCPU", "int8_tiles", "lowp_tiles"]
