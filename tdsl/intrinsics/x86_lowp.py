@@ -32,6 +32,8 @@ Order of the int8 sums: any (integer addition wraps exactly as numpy's int32 doe
 """
 from __future__ import annotations
 
+import re
+
 from ..errors import TargetError
 from .registry import TensorIntrin
 
@@ -114,16 +116,29 @@ def u8s8s32_impl(A: T.Buffer(({mr}, {kc}), "uint8", strides=("a_s", 1)),
 '''
 
 
-def int8_name(isa: str, mr: int, nr: int, kc: int) -> str:
-    return f"x86.{isa}.u8s8s32_{mr}x{nr}x{kc}"
+def with_init(desc: str, impl: str, zero: str) -> tuple[str, str]:
+    """The `_init` variant of a micro-kernel's script texts: C = A @ B over the whole reduction
+    (the description's block gets `T.init()`, the accumulators start at zero instead of C), so
+    that a tile spanning all of k writes C once and never reads it."""
+    desc = desc.replace("            C[vi, vj] = C[vi, vj] + ",
+                        f"            with T.init():\n                C[vi, vj] = {zero}\n            C[vi, vj] = C[vi, vj] + ")
+    impl = re.sub(r"acc\[i, (T\.Ramp\(v \* (\d+), 1, \d+\))\] = C\[i, \1\]",
+                  lambda m: f"acc[i, {m[1]}] = T.Broadcast({zero}, {m[2]})", impl)
+    impl = impl.replace("C[i, T.Ramp(v * 8, 1, 8)] = C[i, T.Ramp(v * 8, 1, 8)] + acc", "C[i, T.Ramp(v * 8, 1, 8)] = acc")
+    return desc, impl
 
 
-def register_int8(isa: str, mr: int, nr: int, kc: int) -> str:
+def int8_name(isa: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
+    return f"x86.{isa}.u8s8s32_{mr}x{nr}x{kc}" + ("_init" if init else "")
+
+
+def register_int8(isa: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
     """Register (once) the u8 x s8 -> s32 micro-kernel of `isa` ("avx512vnni", "avxvnni" or
-    "avx2") with an MR x NR tile of C and KC steps of k (a multiple of 4)."""
+    "avx2") with an MR x NR tile of C and KC steps of k (a multiple of 4); `init` (name suffix
+    `_init`): C = A @ B for a tile that spans the whole reduction (see `with_init`)."""
     from ..script import parse
 
-    name = int8_name(isa, mr, nr, kc)
+    name = int8_name(isa, mr, nr, kc, init)
     if TensorIntrin.exists(name):
         return name
     if isa not in INT8_ISAS:
@@ -132,9 +147,12 @@ def register_int8(isa: str, mr: int, nr: int, kc: int) -> str:
     if nr % lanes or mr <= 0 or nr <= 0 or kc <= 0 or kc % 4:
         raise ValueError(f"{name}: NR must be a positive multiple of {lanes} (the {isa} int32 lanes), KC a "
                          "positive multiple of 4, MR positive")
+    desc = _int8_desc(mr, nr, kc)
     impl = _int8_avx2_impl(mr, nr, kc) if isa == "avx2" else _int8_vnni_impl(isa, mr, nr, kc)
+    if init:
+        desc, impl = with_init(desc, impl, "0")
     unit = "vpmaddwd on int16" if isa == "avx2" else "vpdpbusd"
-    TensorIntrin.register(name, parse(_int8_desc(mr, nr, kc)), parse(impl), target="cpu", features=features,
+    TensorIntrin.register(name, parse(desc), parse(impl), target="cpu", features=features,
                           doc=f"C[{mr},{nr}] += A[{mr},{kc}] @ B[{kc},{nr}], u8 x s8 -> s32, B packed k-by-4 "
                               f"({isa} {unit})")
     return name
@@ -156,7 +174,7 @@ def int8_microkernel(features, kc: int = 256, isa: str | None = None) -> str:
 
 
 def _int8_from_name(m) -> None:
-    register_int8(m[1], int(m[2]), int(m[3]), int(m[4]))
+    register_int8(m[1], int(m[2]), int(m[3]), int(m[4]), bool(m[5]))
 
 
 BF16_FEATURES = ("avx512f", "avx512bf16")
@@ -200,11 +218,11 @@ def bf16_impl(A: T.Buffer(({mr}, {kc}), "bfloat16", strides=("a_s", 1)),
 '''
 
 
-def bf16_name(mr: int, nr: int, kc: int) -> str:
-    return f"x86.avx512bf16.bf16f32_{mr}x{nr}x{kc}"
+def bf16_name(mr: int, nr: int, kc: int, init: bool = False) -> str:
+    return f"x86.avx512bf16.bf16f32_{mr}x{nr}x{kc}" + ("_init" if init else "")
 
 
-def register_bf16(mr: int, nr: int, kc: int) -> str:
+def register_bf16(mr: int, nr: int, kc: int, init: bool = False) -> str:
     """Register (once) the bf16 x bf16 -> fp32 micro-kernel (AVX512-BF16 vdpbf16ps) with an MR x NR
     tile of C (NR a multiple of 16) and KC steps of k (even); B packed pair-interleaved:
     ``B[q, j, r] = B_logical[2q + r, j]``.
@@ -215,13 +233,16 @@ def register_bf16(mr: int, nr: int, kc: int) -> str:
     The description adds k in increasing order, so results agree within fp32 rounding of the sum."""
     from ..script import parse
 
-    name = bf16_name(mr, nr, kc)
+    name = bf16_name(mr, nr, kc, init)
     if TensorIntrin.exists(name):
         return name
     if nr % 16 or mr <= 0 or nr <= 0 or kc <= 0 or kc % 2:
         raise ValueError(f"{name}: NR must be a positive multiple of 16 (the fp32 lanes of a zmm), KC a positive "
                          "even number, MR positive")
-    TensorIntrin.register(name, parse(_bf16_desc(mr, nr, kc)), parse(_bf16_impl(mr, nr, kc)), target="cpu",
+    desc, impl = _bf16_desc(mr, nr, kc), _bf16_impl(mr, nr, kc)
+    if init:
+        desc, impl = with_init(desc, impl, "T.float32(0)")
+    TensorIntrin.register(name, parse(desc), parse(impl), target="cpu",
                           features=BF16_FEATURES,
                           doc=f"C[{mr},{nr}] += A[{mr},{kc}] @ B[{kc},{nr}], bf16 x bf16 -> fp32, B packed in "
                               "k pairs (AVX512-BF16 vdpbf16ps)")
@@ -229,7 +250,7 @@ def register_bf16(mr: int, nr: int, kc: int) -> str:
 
 
 def _bf16_from_name(m) -> None:
-    register_bf16(int(m[1]), int(m[2]), int(m[3]))
+    register_bf16(int(m[1]), int(m[2]), int(m[3]), bool(m[4]))
 
 
 FP16_ISAS = {
@@ -280,11 +301,11 @@ def fp16_impl(A: T.Buffer(({mr}, {kc}), "float16", strides=("a_s", 1)),
 '''
 
 
-def fp16_name(isa: str, mr: int, nr: int, kc: int) -> str:
-    return f"x86.{isa}.f16f32_{mr}x{nr}x{kc}"
+def fp16_name(isa: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
+    return f"x86.{isa}.f16f32_{mr}x{nr}x{kc}" + ("_init" if init else "")
 
 
-def register_fp16(isa: str, mr: int, nr: int, kc: int) -> str:
+def register_fp16(isa: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
     """Register (once) the fp16 x fp16 -> fp32 micro-kernel of `isa` ("avx512" or "avx2" with
     F16C): the fp32 FMA kernel fed by conversions (vcvtph2ps). The A tile (MR x KC, rows
     contiguous along k) is converted once per call into an fp32 scratch tile it then broadcasts
@@ -293,7 +314,7 @@ def register_fp16(isa: str, mr: int, nr: int, kc: int) -> str:
     FMA rounded to fp32, k in increasing order."""
     from ..script import parse
 
-    name = fp16_name(isa, mr, nr, kc)
+    name = fp16_name(isa, mr, nr, kc, init)
     if TensorIntrin.exists(name):
         return name
     if isa not in FP16_ISAS:
@@ -301,7 +322,10 @@ def register_fp16(isa: str, mr: int, nr: int, kc: int) -> str:
     lanes, features, _ = FP16_ISAS[isa]
     if nr % lanes or kc % lanes or mr <= 0 or nr <= 0 or kc <= 0:
         raise ValueError(f"{name}: NR and KC must be positive multiples of {lanes} (the {isa} fp32 lanes), MR positive")
-    TensorIntrin.register(name, parse(_fp16_desc(mr, nr, kc)), parse(_fp16_impl(isa, mr, nr, kc)), target="cpu",
+    desc, impl = _fp16_desc(mr, nr, kc), _fp16_impl(isa, mr, nr, kc)
+    if init:
+        desc, impl = with_init(desc, impl, "T.float32(0)")
+    TensorIntrin.register(name, parse(desc), parse(impl), target="cpu",
                           features=features, doc=f"C[{mr},{nr}] += A[{mr},{kc}] @ B[{kc},{nr}], fp16 x fp16 -> fp32 "
                                                  f"({isa} FMA after vcvtph2ps)")
     return name
@@ -313,11 +337,11 @@ def fp16_isa(features) -> str | None:
 
 
 def _fp16_from_name(m) -> None:
-    register_fp16(m[1], int(m[2]), int(m[3]), int(m[4]))
+    register_fp16(m[1], int(m[2]), int(m[3]), int(m[4]), bool(m[5]))
 
 
 def register_families() -> None:
     """Make ``x86.<isa>.u8s8s32_<MR>x<NR>x<KC>`` on first use of the name."""
-    TensorIntrin.register_family(r"x86\.(avx512vnni|avxvnni|avx2)\.u8s8s32_(\d+)x(\d+)x(\d+)", _int8_from_name)
-    TensorIntrin.register_family(r"x86\.avx512bf16\.bf16f32_(\d+)x(\d+)x(\d+)", _bf16_from_name)
-    TensorIntrin.register_family(r"x86\.(avx512|avx2)\.f16f32_(\d+)x(\d+)x(\d+)", _fp16_from_name)
+    TensorIntrin.register_family(r"x86\.(avx512vnni|avxvnni|avx2)\.u8s8s32_(\d+)x(\d+)x(\d+)(_init)?", _int8_from_name)
+    TensorIntrin.register_family(r"x86\.avx512bf16\.bf16f32_(\d+)x(\d+)x(\d+)(_init)?", _bf16_from_name)
+    TensorIntrin.register_family(r"x86\.(avx512|avx2)\.f16f32_(\d+)x(\d+)x(\d+)(_init)?", _fp16_from_name)

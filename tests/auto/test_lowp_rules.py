@@ -45,6 +45,7 @@ def test_auto_schedule_int8_gemm_uses_the_best_unit():
     isa = x86_lowp.int8_isa(host_features())
     assert f"x86.{isa}.u8s8s32_" in str(sch.trace)
     assert "v0 // 4" in str(sch.trace)          # the k-by-4 packing is a visible step
+    assert "_init" in str(sch.trace)            # k fits the tile: C = A @ B, written once (C starts at 7)
     kernel = tdsl.build(sch, target="cpu")
     _check(kernel, 64, 64, 64)
     assert not any("VNNI" in n for n in kernel.notes) or isa == "avx2"

@@ -17,7 +17,10 @@ The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
   place (its rows are contiguous along k; the kernel broadcasts G of its elements at a time), so
   a conv2d qualifies in NHWC with HWIO filters (`Y[b, y, x, f] += X[b, y + r, x + s, c] *
   W[r, s, c, f]`: i = x, j = f, k = c);
-* the init split off (`decompose_reduction`, vectorized) and `io` parallel.
+* when KC is all of k (the packed KC x NR sliver fits 3/4 of L1) and there is no other
+  reduction, the tile spans the whole reduction and the `_init` micro-kernel computes C = A @ B,
+  writing C once; otherwise the init is split off (`decompose_reduction`, vectorized);
+* the outer spatial loops and `io` fused and parallel.
 
 The ISA follows the target's CPU features (`Hardware.features`, i.e. `tdsl.target.cpu_features`):
 int8 on AVX512-VNNI, else AVX-VNNI, else the exact AVX2 vpmaddwd kernel, which leaves a note in
@@ -75,12 +78,12 @@ class LowpGemm:
         """Vector registers the MR x NR tile of C may take (AVX2's int8 kernel keeps 2 per vector)."""
         return 16 if self.lanes(isa) == 16 else 6 if (isa == "avx2" and self.c == "int32") else 12
 
-    def intrinsic(self, isa: str, tile: MicroTile) -> str:
+    def intrinsic(self, isa: str, tile: MicroTile, init: bool = False) -> str:
         if self.c == "int32":
-            return x86_lowp.register_int8(isa, tile.mr, tile.nr, tile.kc)
+            return x86_lowp.register_int8(isa, tile.mr, tile.nr, tile.kc, init)
         if self.a == "float16":
-            return x86_lowp.register_fp16(isa, tile.mr, tile.nr, tile.kc)
-        return x86_lowp.register_bf16(tile.mr, tile.nr, tile.kc)
+            return x86_lowp.register_fp16(isa, tile.mr, tile.nr, tile.kc, init)
+        return x86_lowp.register_bf16(tile.mr, tile.nr, tile.kc, init)
 
 
 INT8 = LowpGemm("uint8", "int8", "int32", 4)
@@ -115,8 +118,11 @@ def lowp_tiles(m: int, n: int, k: int, kind: LowpGemm, isa: str, l1: int) -> lis
         if n % nr:
             continue
         mr = next((r for r in range(max(1, kind.accumulators(isa) // vectors), 0, -1) if m % r == 0), 1)
-        # a KC x NR sliver of packed B takes KC * NR * 4 / G bytes: at most half of L1
-        kc = max(d for d in range(step, k + 1, step) if k % d == 0 and (d * nr * 4 // g <= l1 // 2 or d == step))
+        # a KC x NR sliver of packed B takes KC * NR * 4 / G bytes: all of k when that fits 3/4 of
+        # L1 (the tile then spans the reduction and writes C once), else at most half of L1
+        sliver = nr * 4 // g
+        kc = k if k * sliver <= l1 * 3 // 4 else \
+            max(d for d in range(step, k + 1, step) if k % d == 0 and (d * sliver <= l1 // 2 or d == step))
         out.append(MicroTile(mr, nr, kc))
     return out
 
@@ -195,12 +201,17 @@ class MatmulLowpCPU(Rule):
         mc_over_mr = self.choose(s, mc_counts, mc_default)
         io, i0, i1 = s.split(li, [None, mc_over_mr, mr])
         jc, j0, j1 = s.split(lj, [None, nc // nr, nr])
-        k0, k1 = s.split(lk, [None, kc])
-        s.reorder(*others_s, io, *others_r, jc, k0, j0, i0, i1, j1, k1)
+        whole = kc == roles.k.extent and not others_r   # the tile spans the reduction: C = A @ B
+        if whole:
+            s.reorder(*others_s, io, jc, j0, i0, i1, j1, lk)
+        else:
+            k0, k1 = s.split(lk, [None, kc])
+            s.reorder(*others_s, io, *others_r, jc, k0, j0, i0, i1, j1, k1)
         s.parallel(s.fuse(*others_s, io) if others_s else io)
-        init = s.decompose_reduction(c, (others_r + [k0])[0])
-        s.vectorize(s.get_loops(init)[-1])
-        name = kind.intrinsic(isa, tile)
+        if not whole:
+            init = s.decompose_reduction(c, (others_r + [k0])[0])
+            s.vectorize(s.get_loops(init)[-1])
+        name = kind.intrinsic(isa, tile, init=whole)
         tile_block = s.blockize(i1)
         s.tensorize(tile_block, name)
         if isa == "avx2":
