@@ -95,3 +95,14 @@ def test_other_int8_gemms_are_left_to_the_general_rules():
     c = np.zeros((16, 16), np.int32)
     tdsl.build(sch, target="cpu")(a, a, c)
     np.testing.assert_array_equal(c, a.astype(np.int32) @ a.astype(np.int32))
+
+
+def test_the_design_space_offers_several_int8_tiles():
+    """A search samples the micro tile (one sketch each) and the block sizes."""
+    if x86_lowp.int8_isa(host_features()) is None:
+        pytest.skip("this CPU lacks AVX2")
+    sketches = tdsl.space(_int8_gemm(64, 128, 64), "cpu")
+    names = {line.split('intrin_name="')[1].split('"')[0] for s in sketches for line in str(s.trace).splitlines()
+             if "u8s8s32" in line}
+    assert len(names) >= 2, names
+    assert any("sample_categorical" in str(s.trace) for s in sketches)
