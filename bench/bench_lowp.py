@@ -57,18 +57,18 @@ def qgemm(A: T.Buffer(({m}, {k}), "uint8"), B: T.Buffer(({k}, {n}), "int8"), sca
           Y: T.Buffer(({m}, {n}), "int8")):
     acc = T.alloc_buffer(({m}, {n}), "int32")
     colsum = T.alloc_buffer(({n},), "int32")
-    for i, j, kk in T.grid({m}, {n}, {k}):
-        with T.block("C"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
-            with T.init():
-                acc[vi, vj] = 0
-            acc[vi, vj] = acc[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk, vj], "int32")
     for j, kk in T.grid({n}, {k}):
         with T.block("colsum"):
             vj, vk = T.axis.remap("SR", [j, kk])
             with T.init():
                 colsum[vj] = 0
             colsum[vj] = colsum[vj] + T.cast(B[vk, vj], "int32")
+    for i, j, kk in T.grid({m}, {n}, {k}):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
+            with T.init():
+                acc[vi, vj] = 0
+            acc[vi, vj] = acc[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk, vj], "int32")
     for i, j in T.grid({m}, {n}):
         with T.block("requantize"):
             vi, vj = T.axis.remap("SS", [i, j])

@@ -27,12 +27,6 @@ def quantized_gemm(m: int, n: int, k: int, out: str):
         acc = T.alloc_buffer((m, n), "int32")
         rowsum = T.alloc_buffer((m,), "int32")
         colsum = T.alloc_buffer((n,), "int32")
-        for i, j, kk in T.grid(m, n, k):
-            with T.block("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
-                with T.init():
-                    acc[vi, vj] = 0
-                acc[vi, vj] = acc[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk, vj], "int32")
         for i, kk in T.grid(m, k):
             with T.block("rowsum"):
                 vi, vk = T.axis.remap("SR", [i, kk])
@@ -45,6 +39,12 @@ def quantized_gemm(m: int, n: int, k: int, out: str):
                 with T.init():
                     colsum[vj] = 0
                 colsum[vj] = colsum[vj] + T.cast(B[vk, vj], "int32")
+        for i, j, kk in T.grid(m, n, k):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
+                with T.init():
+                    acc[vi, vj] = 0
+                acc[vi, vj] = acc[vi, vj] + T.cast(A[vi, vk], "int32") * T.cast(B[vk, vj], "int32")
         for i, j in T.grid(m, n):
             with T.block("epilogue"):
                 vi, vj = T.axis.remap("SS", [i, j])
@@ -79,6 +79,8 @@ def test_quantized_gemm_is_bit_exact(out, per_channel):
     sch = tdsl.auto_schedule(func, "cpu")
     if "avx2" in host_features():
         assert "u8s8s32_" in str(sch.trace)
+        # the epilogue runs per block of rows, right after them: the int32 block stays in cache
+        assert 'get_block("epilogue")' in str(sch.trace) and "reverse_compute_at" in str(sch.trace)
     y = np.zeros((m, n), out)
     tdsl.build(sch, target="cpu")(a, b, scale, y)
     want = reference(a, b, scale, out)

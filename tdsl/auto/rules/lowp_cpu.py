@@ -20,7 +20,9 @@ The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
 * when KC is all of k (the packed KC x NR sliver fits 3/4 of L1) and there is no other
   reduction, the tile spans the whole reduction and the `_init` micro-kernel computes C = A @ B,
   writing C once; otherwise the init is split off (`decompose_reduction`, vectorized);
-* the outer spatial loops and `io` fused and parallel.
+* the outer spatial loops and `io` fused and parallel; an intermediate accumulator's one
+  elementwise reader (a requantize epilogue) computed per parallel block right after its rows
+  (`reverse_compute_at`), where that is legal.
 
 The ISA follows the target's CPU features (`Hardware.features`, i.e. `tdsl.target.cpu_features`):
 int8 on AVX512-VNNI, else AVX-VNNI, else the exact AVX2 vpmaddwd kernel, which leaves a note in
@@ -36,9 +38,9 @@ from ...intrinsics import x86_lowp
 from ...ir import Binary, Cast, Var, free_vars
 from ...ir.attrs import LOWER_NOTE
 from ...schedule import Schedule
-from ..analysis import MatmulRoles, block_info, matmul_roles
+from ..analysis import MatmulRoles, block_info, consumers, matmul_roles
 from .base import Rule
-from .cpu_loops import _extent_of
+from .cpu_loops import _extent_of, attempt
 from .matmul_cpu import MicroTile, _lambda, nc_candidates
 
 TASKS_PER_CORE = 8
@@ -167,6 +169,9 @@ class MatmulLowpCPU(Rule):
         m, n = roles.i.extent, roles.j.extent
         c = s.get_block(block)
         b_name = roles.b.name
+        info0 = block_info(s.func, block)
+        readers = None if roles.c in info0.params else [
+            r for r in consumers(s.func, block) if block_info(s.func, r).is_spatial]
         pack_b = s.cache_read(c, b_name, "global")
         params = [f"v{d}" for d in range(len(roles.b_indices))]
         lead, kk, jj = params[:-2], params[-2], params[-1]
@@ -216,6 +221,17 @@ class MatmulLowpCPU(Rule):
         s.tensorize(tile_block, name)
         if isa == "avx2":
             s.annotate(tile_block, LOWER_NOTE, FALLBACK_NOTE.format(block=block, intrin=name))
+        if readers is not None and len(readers) == 1:
+            attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block))
+
+
+def _epilogue_at(s: Schedule, reader: str, tile_block) -> None:
+    """The one elementwise reader of an intermediate accumulator (a requantize epilogue) computed
+    per parallel block of rows, right after them: the int32 block stays in cache (and the
+    accumulator shrinks to one block per task)."""
+    epilogue = s.get_block(reader)
+    s.reverse_compute_at(epilogue, s.get_loops(tile_block)[0])
+    s.vectorize(s.get_loops(epilogue)[-1])
 
 
 def _kernel_layout(roles: MatmulRoles, iters) -> bool:
