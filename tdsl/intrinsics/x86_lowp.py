@@ -260,11 +260,11 @@ FP16_ISAS = {
 }
 
 
-def _fp16_desc(mr: int, nr: int, kc: int) -> str:
+def _fp16_desc(mr: int, nr: int, kc: int, dtype: str = "float16") -> str:
     return f'''
 @T.prim_func
-def fp16_desc(A: T.Buffer(({mr}, {kc}), "float16", strides=("a_s", 1)),
-              B: T.Buffer(({kc}, {nr}), "float16", strides=("b_s", 1)),
+def fp16_desc(A: T.Buffer(({mr}, {kc}), "{dtype}", strides=("a_s", 1)),
+              B: T.Buffer(({kc}, {nr}), "{dtype}", strides=("b_s", 1)),
               C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
     for i, j, k in T.grid({mr}, {nr}, {kc}):
         with T.block("update"):
@@ -273,14 +273,14 @@ def fp16_desc(A: T.Buffer(({mr}, {kc}), "float16", strides=("a_s", 1)),
 '''
 
 
-def _fp16_impl(isa: str, mr: int, nr: int, kc: int) -> str:
+def _fp16_impl(isa: str, mr: int, nr: int, kc: int, dtype: str = "float16") -> str:
     lanes = FP16_ISAS[isa][0]
     nv = nr // lanes
     vec = f"T.Ramp(v * {lanes}, 1, {lanes})"
     return f'''
 @T.prim_func
-def fp16_impl(A: T.Buffer(({mr}, {kc}), "float16", strides=("a_s", 1)),
-              B: T.Buffer(({kc}, {nr}), "float16", strides=("b_s", 1)),
+def fp16_impl(A: T.Buffer(({mr}, {kc}), "{dtype}", strides=("a_s", 1)),
+              B: T.Buffer(({kc}, {nr}), "{dtype}", strides=("b_s", 1)),
               C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
     acc = T.alloc_buffer(({mr}, {nr}), "float32", scope="local")
     a32 = T.alloc_buffer(({mr}, {kc}), "float32", scope="local")
@@ -301,47 +301,55 @@ def fp16_impl(A: T.Buffer(({mr}, {kc}), "float16", strides=("a_s", 1)),
 '''
 
 
-def fp16_name(isa: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
-    return f"x86.{isa}.f16f32_{mr}x{nr}x{kc}" + ("_init" if init else "")
+def fp16_name(isa: str, mr: int, nr: int, kc: int, init: bool = False, dtype: str = "float16") -> str:
+    short = "f16" if dtype == "float16" else "bf16"
+    return f"x86.{isa}.{short}f32_{mr}x{nr}x{kc}" + ("_init" if init else "")
 
 
-def register_fp16(isa: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
+def register_fp16(isa: str, mr: int, nr: int, kc: int, init: bool = False, dtype: str = "float16") -> str:
     """Register (once) the fp16 x fp16 -> fp32 micro-kernel of `isa` ("avx512" or "avx2" with
     F16C): the fp32 FMA kernel fed by conversions (vcvtph2ps). The A tile (MR x KC, rows
     contiguous along k) is converted once per call into an fp32 scratch tile it then broadcasts
     from; each row of B (packed in NR-wide panels, as for fp32) is converted as it is loaded, once
     for all MR rows. KC must be a multiple of the lanes. Each product is exact in fp32, each sum an
-    FMA rounded to fp32, k in increasing order."""
+    FMA rounded to fp32, k in increasing order.
+
+    `dtype="bfloat16"` (name ``x86.<isa>.bf16f32_...``): the same for bfloat16, whose conversion
+    to fp32 is a 16-bit shift (no F16C needed): the bf16 GEMM of CPUs without AVX512-BF16, and an
+    alternative to vdpbf16ps where that unit is slow."""
     from ..script import parse
 
-    name = fp16_name(isa, mr, nr, kc, init)
+    name = fp16_name(isa, mr, nr, kc, init, dtype)
     if TensorIntrin.exists(name):
         return name
     if isa not in FP16_ISAS:
         raise ValueError(f"{name}: unknown fp16 ISA {isa!r}; one of {', '.join(FP16_ISAS)}")
     lanes, features, _ = FP16_ISAS[isa]
+    if dtype == "bfloat16":
+        features = tuple(f for f in features if f != "f16c")
     if nr % lanes or kc % lanes or mr <= 0 or nr <= 0 or kc <= 0:
         raise ValueError(f"{name}: NR and KC must be positive multiples of {lanes} (the {isa} fp32 lanes), MR positive")
-    desc, impl = _fp16_desc(mr, nr, kc), _fp16_impl(isa, mr, nr, kc)
+    desc, impl = _fp16_desc(mr, nr, kc, dtype), _fp16_impl(isa, mr, nr, kc, dtype)
     if init:
         desc, impl = with_init(desc, impl, "T.float32(0)")
     TensorIntrin.register(name, parse(desc), parse(impl), target="cpu",
-                          features=features, doc=f"C[{mr},{nr}] += A[{mr},{kc}] @ B[{kc},{nr}], fp16 x fp16 -> fp32 "
-                                                 f"({isa} FMA after vcvtph2ps)")
+                          features=features, doc=f"C[{mr},{nr}] += A[{mr},{kc}] @ B[{kc},{nr}], {dtype} x {dtype} -> "
+                                                 f"fp32 ({isa} FMA after conversion to fp32)")
     return name
 
 
-def fp16_isa(features) -> str | None:
-    """The fp16 micro-kernel ISA for a CPU with `features`, or None."""
-    return next((isa for isa, (_, need, _) in FP16_ISAS.items() if all(f in features for f in need)), None)
+def fp16_isa(features, dtype: str = "float16") -> str | None:
+    """The fp16 (or converting bf16) micro-kernel ISA for a CPU with `features`, or None."""
+    return next((isa for isa, (_, need, _) in FP16_ISAS.items()
+                 if all(f in features for f in need if dtype == "float16" or f != "f16c")), None)
 
 
 def _fp16_from_name(m) -> None:
-    register_fp16(m[1], int(m[2]), int(m[3]), int(m[4]), bool(m[5]))
+    register_fp16(m[1], int(m[3]), int(m[4]), int(m[5]), bool(m[6]), "float16" if m[2] == "f16" else "bfloat16")
 
 
 def register_families() -> None:
     """Make ``x86.<isa>.u8s8s32_<MR>x<NR>x<KC>`` on first use of the name."""
     TensorIntrin.register_family(r"x86\.(avx512vnni|avxvnni|avx2)\.u8s8s32_(\d+)x(\d+)x(\d+)(_init)?", _int8_from_name)
     TensorIntrin.register_family(r"x86\.avx512bf16\.bf16f32_(\d+)x(\d+)x(\d+)(_init)?", _bf16_from_name)
-    TensorIntrin.register_family(r"x86\.(avx512|avx2)\.f16f32_(\d+)x(\d+)x(\d+)(_init)?", _fp16_from_name)
+    TensorIntrin.register_family(r"x86\.(avx512|avx2)\.(f16|bf16)f32_(\d+)x(\d+)x(\d+)(_init)?", _fp16_from_name)

@@ -174,13 +174,24 @@ def test_auto_schedule_bf16_gemm_uses_vdpbf16ps():
     _within_fp32_rounding(out, a, b)
 
 
-def test_bf16_without_the_unit_is_left_to_the_general_rules():
-    sch = tdsl.auto_schedule(_bf16_gemm(16, 32, 8), "llvm -mattr=-avx512bf16")
-    assert "bf16f32" not in str(sch.trace)
-    a, b = _bf16_operands(16, 32, 8)
+@pytest.mark.parametrize("mattr,isa", [("-avx512bf16", "avx512"), ("-avx512bf16,-avx512f", "avx2")])
+def test_bf16_without_the_unit_converts_to_fp32_in_the_micro_kernel(mattr, isa):
+    target = f"llvm -mattr={mattr}"
+    features = tdsl.target.cpu_features(target)
+    if x86_lowp.fp16_isa(features, "bfloat16") != isa:
+        pytest.skip(f"this CPU cannot run the {isa} kernel")
+    sch = tdsl.auto_schedule(_bf16_gemm(16, 32, 64), target)
+    assert f"x86.{isa}.bf16f32_" in str(sch.trace)
+    a, b = _bf16_operands(16, 32, 64)
     out = np.zeros((16, 32), np.float32)
     tdsl.build(sch, target="cpu")(a, b, out)
     _within_fp32_rounding(out, a, b)
+
+
+@needs_bf16
+def test_bf16_design_space_offers_both_kernels():
+    names = " ".join(str(s.trace) for s in tdsl.space(_bf16_gemm(32, 64, 64), "cpu"))
+    assert "x86.avx512bf16.bf16f32_" in names and "x86.avx512.bf16f32_" in names
 
 
 # fp16 -------------------------------------------------------------------------------------------

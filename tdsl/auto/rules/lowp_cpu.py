@@ -26,8 +26,9 @@ The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
 
 The ISA follows the target's CPU features (`Hardware.features`, i.e. `tdsl.target.cpu_features`):
 int8 on AVX512-VNNI, else AVX-VNNI, else the exact AVX2 vpmaddwd kernel, which leaves a note in
-`kernel.notes` saying that the CPU lacks the dot-product unit; bf16 on AVX512-BF16 (elsewhere the
-general rules schedule the block); fp16 on AVX-512F, else AVX2 + F16C. The sampled choices are the micro tile (one sketch each),
+`kernel.notes` saying that the CPU lacks the dot-product unit; bf16 on AVX512-BF16's vdpbf16ps,
+with the FMA kernel fed by conversions to fp32 as the next sketch (and the only one on CPUs
+without AVX512-BF16); fp16 on that converting FMA kernel (AVX-512F, else AVX2 + F16C). The sampled choices are the micro tile (one sketch each),
 MC / MR and NC / NR.
 """
 from __future__ import annotations
@@ -51,30 +52,34 @@ FALLBACK_NOTE = ("int8 GEMM block {block!r}: the target CPU has no AVX512-VNNI o
 
 @dataclass(frozen=True)
 class LowpGemm:
-    """One kind of low-precision GEMM: operand and accumulator dtypes and the k group G that the
-    packing interleaves (4 bytes or 2 bfloat16 per 32-bit lane; 1: plain NR-wide panels)."""
+    """One kind of low-precision GEMM: operand and accumulator dtypes, and per micro-kernel ISA
+    the k group G that the packing interleaves (4 bytes or 2 bfloat16 per 32-bit lane of
+    vpdpbusd / vdpbf16ps; 1: plain NR-wide panels for the kernels that convert to fp32)."""
 
     a: str
     b: str
     c: str
-    group: int
 
-    def isa(self, features) -> str | None:
-        """The micro-kernel ISA for a CPU with `features`, or None."""
+    def isas(self, features) -> list[str]:
+        """The micro-kernel ISAs for a CPU with `features`, the default first."""
         if self.c == "int32":
-            return x86_lowp.int8_isa(features)
-        if self.a == "float16":
-            return x86_lowp.fp16_isa(features)
-        return "avx512bf16" if all(f in features for f in x86_lowp.BF16_FEATURES) else None
+            return [isa for isa in [x86_lowp.int8_isa(features)] if isa]
+        convert = [isa for isa in [x86_lowp.fp16_isa(features, self.a)] if isa]
+        if self.a == "bfloat16" and all(f in features for f in x86_lowp.BF16_FEATURES):
+            return ["avx512bf16"] + convert    # vdpbf16ps, and converting to fp32 as an alternative
+        return convert
+
+    def group(self, isa: str) -> int:
+        return 4 if self.c == "int32" else 2 if isa == "avx512bf16" else 1
 
     def lanes(self, isa: str) -> int:
         if self.c == "int32":
             return x86_lowp.INT8_ISAS[isa][0]
-        return x86_lowp.FP16_ISAS[isa][0] if self.a == "float16" else 16
+        return 16 if isa == "avx512bf16" else x86_lowp.FP16_ISAS[isa][0]
 
     def k_step(self, isa: str) -> int:
         """What KC must be a multiple of."""
-        return self.lanes(isa) if self.a == "float16" else self.group
+        return self.group(isa) if self.group(isa) > 1 else self.lanes(isa)
 
     def accumulators(self, isa: str) -> int:
         """Vector registers the MR x NR tile of C may take (AVX2's int8 kernel keeps 2 per vector)."""
@@ -83,14 +88,14 @@ class LowpGemm:
     def intrinsic(self, isa: str, tile: MicroTile, init: bool = False) -> str:
         if self.c == "int32":
             return x86_lowp.register_int8(isa, tile.mr, tile.nr, tile.kc, init)
-        if self.a == "float16":
-            return x86_lowp.register_fp16(isa, tile.mr, tile.nr, tile.kc, init)
-        return x86_lowp.register_bf16(tile.mr, tile.nr, tile.kc, init)
+        if isa == "avx512bf16":
+            return x86_lowp.register_bf16(tile.mr, tile.nr, tile.kc, init)
+        return x86_lowp.register_fp16(isa, tile.mr, tile.nr, tile.kc, init, self.a)
 
 
-INT8 = LowpGemm("uint8", "int8", "int32", 4)
-BF16 = LowpGemm("bfloat16", "bfloat16", "float32", 2)
-FP16 = LowpGemm("float16", "float16", "float32", 1)
+INT8 = LowpGemm("uint8", "int8", "int32")
+BF16 = LowpGemm("bfloat16", "bfloat16", "float32")
+FP16 = LowpGemm("float16", "float16", "float32")
 
 
 def lowp_kind(roles: MatmulRoles, info) -> LowpGemm | None:
@@ -111,7 +116,7 @@ def lowp_tiles(m: int, n: int, k: int, kind: LowpGemm, isa: str, l1: int) -> lis
     NR of 2, 4, 1 or 3 vectors, MR giving 16 zmm (12 ymm, 6 for AVX2's doubled) accumulators,
     KC the largest divisor of k whose packed KC x NR sliver fits half of L1."""
     lanes = kind.lanes(isa)
-    g, step = kind.group, kind.k_step(isa)
+    g, step = kind.group(isa), kind.k_step(isa)
     if k % step:
         return []
     out = []
@@ -158,14 +163,12 @@ class MatmulLowpCPU(Rule):
         kind = lowp_kind(roles, info)
         if kind is None or not _kernel_layout(roles, info.iters):
             return []
-        isa = kind.isa(self.hw.features)
-        if isa is None:
-            return []
-        tiles = lowp_tiles(roles.i.extent, roles.j.extent, roles.k.extent, kind, isa, self.hw.l1)
-        return [lambda s, t=t: self._tile(s, block, roles, kind, isa, t) for t in tiles]
+        return [lambda s, t=t, isa=isa: self._tile(s, block, roles, kind, isa, t)
+                for isa in kind.isas(self.hw.features)
+                for t in lowp_tiles(roles.i.extent, roles.j.extent, roles.k.extent, kind, isa, self.hw.l1)]
 
     def _tile(self, s: Schedule, block: str, roles: MatmulRoles, kind: LowpGemm, isa: str, tile: MicroTile) -> None:
-        mr, nr, kc, g = tile.mr, tile.nr, tile.kc, kind.group
+        mr, nr, kc, g = tile.mr, tile.nr, tile.kc, kind.group(isa)
         m, n = roles.i.extent, roles.j.extent
         c = s.get_block(block)
         b_name = roles.b.name
