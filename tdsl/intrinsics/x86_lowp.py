@@ -1,21 +1,12 @@
-"""x86 low-precision register-tile micro-kernels: int8 (VNNI, AVX2) and bf16 (AVX512-BF16).
-
-bf16 ``x86.avx512bf16.bf16f32_<MR>x<NR>x<KC>``: ``C[MR, NR] += A[MR, KC] @ B[KC, NR]`` in fp32
-from bfloat16 operands on vdpbf16ps, B packed in k pairs (``transform_layout(B_pack, lambda k, j:
-(j // NR, k // 2, j % NR, k % 2))``), A's 2 bfloat16 of a pair broadcast as one 32-bit lane; see
-`register_bf16` for the order of accumulation.
-
-fp16 ``x86.<isa>.f16f32_<MR>x<NR>x<KC>`` (isa ``avx512``, or ``avx2`` with F16C): the fp32 FMA
-micro-kernel fed by vcvtph2ps conversions of fp16 operands (B packed in NR-wide panels as for
-fp32); see `register_fp16`.
+"""x86 low-precision register-tile micro-kernels: int8 (VNNI, AVX2), bf16 and fp16.
 
 int8 ``x86.<isa>.u8s8s32_<MR>x<NR>x<KC>``: ``C[MR, NR] += A[MR, KC] @ B[KC, NR]``, u8 x s8 -> s32,
-exact (int32 accumulation, wrapping as numpy's int32 does). The MR x NR tile of C stays in vector
-registers; for each group of 4 k, the 4 bytes ``A[i, 4q:4q+4]`` are broadcast to every 32-bit
-lane and multiplied with the packed B, whose tile is k-by-4 interleaved:
-``B[q, j, r] = B_logical[4q + r, j]`` (shape (KC/4, NR, 4), each row of 4 bytes one column's 4
-consecutive k), so that one vector load gives the 4 k of NR/lanes... columns as vpdpbusd wants.
-A's rows must have unit stride along k, C's along j. The packing is what a schedule writes with
+exact (int32 accumulation, wrapping as numpy's int32 does; any order of the sums gives the same
+result). The MR x NR tile of C stays in vector registers; for each group of 4 k, the 4 bytes
+``A[i, 4q:4q+4]`` are broadcast to every 32-bit lane and multiplied with the packed B, whose tile
+is k-by-4 interleaved: ``B[q, j, r] = B_logical[4q + r, j]`` (shape (KC/4, NR, 4)), so that one
+vector load holds, per 32-bit lane, one column's 4 consecutive k, as vpdpbusd wants. A's rows
+must have unit stride along k, C's along j. The packing is what a schedule writes with
 ``cache_read`` + ``transform_layout(B_pack, lambda k, j: (j // NR, k // 4, j % NR, k % 4))``.
 
 * ``avx512vnni`` (16 int32 lanes, zmm): ``vpdpbusd`` (``llvm.x86.avx512.vpdpbusd.512``);
@@ -25,10 +16,21 @@ A's rows must have unit stride along k, C's along j. The packing is what a sched
   (A zero-, B sign-extended; vpmaddubsw would saturate) and multiplied pairwise with vpmaddwd
   into 2 partial sums per column (k pairs 0-1 and 2-3), which are added once per KC steps.
 
-Order of the int8 sums: any (integer addition wraps exactly as numpy's int32 does).
+bf16 ``x86.avx512bf16.bf16f32_<MR>x<NR>x<KC>``: ``C[MR, NR] += A[MR, KC] @ B[KC, NR]`` in fp32
+from bfloat16 operands on vdpbf16ps, B packed in k pairs (``transform_layout(B_pack, lambda k, j:
+(j // NR, k // 2, j % NR, k % 2))``), A's 2 bfloat16 of a pair broadcast as one 32-bit lane; see
+`register_bf16` for the order of accumulation.
 
-`int8_microkernel(features, kc)` returns the best variant's name for a CPU with `features`
-(``tdsl.target.cpu_features(target)``), registered with `kc` steps of k.
+fp16 ``x86.<isa>.f16f32_<MR>x<NR>x<KC>`` (isa ``avx512``, or ``avx2`` with F16C) and bf16
+``x86.<isa>.bf16f32_<MR>x<NR>x<KC>`` (isa ``avx512`` or ``avx2``): the fp32 FMA micro-kernel fed by
+conversions to fp32 (B packed in NR-wide panels as for fp32); see `register_fp16`.
+
+Every kernel has an ``_init`` variant (name suffix): ``C = A @ B`` for a tile that spans the
+whole reduction, accumulators starting at zero (`with_init`).
+
+`int8_microkernel(features, kc)` returns the best int8 variant's name for a CPU with `features`
+(``tdsl.target.cpu_features(target)``), registered with `kc` steps of k; `int8_isa` and
+`fp16_isa` name the ISA a CPU's features allow.
 """
 from __future__ import annotations
 
