@@ -45,13 +45,32 @@ from ...ir import (
     SeqStmt,
     StringImm,
     Var,
+    const,
+    is_const,
 )
 from ...ir.expr import shift_in_range
 from ...ir.functor import IRVisitor
 from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
 from ...script.printer import message_text as expr_text
 from .abi import ERR_INTERRUPTED, ERR_NOMEM, ERR_TOO_MANY
-from .lltypes import F32, F64, I1, I8, I16, I32, I64, PTR, _Callee, _const, _gep, _size_of, _suffix, lltype, memtype
+from .lltypes import (
+    BF16,
+    F32,
+    F64,
+    I1,
+    I8,
+    I16,
+    I32,
+    I64,
+    PTR,
+    _Callee,
+    _const,
+    _gep,
+    _size_of,
+    _suffix,
+    lltype,
+    memtype,
+)
 from .mathlib import MathEmitter
 from .split import UNROLL_LIMIT, Sizes, groups
 
@@ -624,6 +643,13 @@ class _Emitter(MathEmitter):
             if self.m.bounds_check:
                 self.check_bounds(buf, index, i, i, extent)
             return "bcast", i, lanes
+        periodic = _periodic(index)
+        if periodic is not None:
+            base, width = periodic
+            b = self.index(base)
+            if self.m.bounds_check:
+                self.check_bounds(buf, index, b, self.b.add(b, ir.Constant(I64, width - 1)), extent)
+            return f"periodic{width}", b, lanes
         vec64 = self.index(index)
         if self.m.bounds_check:
             vty = vec64.type
@@ -637,6 +663,10 @@ class _Emitter(MathEmitter):
         return "lanes", vec64, lanes
 
     def load(self, e: BufferLoad) -> ir.Value:
+        return self.from_memory(self.load_raw(e), e.dtype)
+
+    def load_raw(self, e: BufferLoad) -> ir.Value:
+        """The loaded value in its memory type (bfloat16 as i16 bits, bool as i8)."""
         buf = e.buffer
         ptr, _ = self.buffer_ptr(buf)
         kind, where, lanes = self.address(buf, e.indices)
@@ -650,13 +680,20 @@ class _Emitter(MathEmitter):
         elif kind == "bcast":
             one = self.b.load(self._pure("gep", ptr, where, elem), typ=elem, align=align)
             raw = self._splat(one, lanes)
+        elif kind.startswith("periodic"):
+            # `width` contiguous elements repeated over the lanes: one load and a shuffle (on x86
+            # a broadcast of 4 bytes is one vpbroadcastd)
+            width = int(kind[len("periodic"):])
+            part = self.b.load(self._pure("gep", ptr, where, elem), typ=ir.VectorType(elem, width), align=align)
+            mask = ir.Constant(ir.VectorType(I32, lanes), [j % width for j in range(lanes)])
+            raw = self.b.shuffle_vector(part, _null(part.type), mask)
         else:
             raw = ir.Constant(ir.VectorType(elem, lanes), None)
             for j in range(lanes):
                 ij = self.b.extract_element(where, ir.Constant(I32, j))
                 v = self.b.load(_gep(self.b, ptr, [ij], elem), typ=elem, align=align)
                 raw = self.b.insert_element(raw, v, ir.Constant(I32, j))
-        return self.from_memory(raw, e.dtype)
+        return raw
 
     def store(self, buf: Buffer, indices, value: ir.Value, vdt: DataType) -> None:
         ptr, _ = self.buffer_ptr(buf)
@@ -664,6 +701,8 @@ class _Emitter(MathEmitter):
         elem = memtype(buf.dtype)
         align = buf.dtype.itemsize
         raw = self.to_memory(value, vdt)
+        if kind.startswith("periodic"):
+            kind, where = "lanes", self.index(self.flat_index(buf, indices))
         if kind == "scalar" or kind == "contig":
             if kind == "contig" and not isinstance(raw.type, ir.VectorType):
                 raw = self._splat(raw, lanes)
@@ -1248,6 +1287,12 @@ class _Emitter(MathEmitter):
         phi.add_incoming(fv, f_end)
         return phi
 
+    def _bfloat_bits(self, a: PrimExpr) -> ir.Value:
+        """A bfloat16 argument of an extern call as LLVM `bfloat` values (its bits; a load's bits
+        as loaded), the type of intrinsics such as vdpbf16ps's."""
+        bits = self.load_raw(a) if isinstance(a, BufferLoad) else self.bf16_bits(self.expr(a))
+        return self.b.bitcast(bits, self._same_shape(bits.type, BF16))
+
     def _extern(self, e: Call) -> ir.Value:
         """An LLVM intrinsic or a C function, declared from the argument and result dtypes."""
         if e.op in WMMA_BUILTINS:
@@ -1257,13 +1302,39 @@ class _Emitter(MathEmitter):
         # a prefetch never faults, so its address may run past the buffer: no bounds check
         unchecked = e.op.startswith("llvm.prefetch")
         args = [self._address_of(a, check=False) if unchecked and isinstance(a, Call) and a.op == "address_of"
-                else self.expr(a) for a in e.args]
+                else self._bfloat_bits(a) if a.dtype.code == "bfloat" else self.expr(a) for a in e.args]
         ret = ir.VoidType() if e.dtype == void else lltype(e.dtype)
         existing = self.m.module.globals.get(e.op)
         fn = existing if existing is not None else self.m.intrinsic(e.op, ret, [a.type for a in args])
         if list(fn.function_type.args) != [a.type for a in args]:
             raise TargetError(f"extern call {e.op!r} is used with different argument types")
         return self.b.call(fn, args)
+
+
+def _periodic(index: PrimExpr) -> tuple[PrimExpr, int] | None:
+    """(base, width) when the vector `index` is `base + lane % width` with width > 1 dividing the
+    lanes (e.g. `Broadcast(b, 64) + Ramp(0, 1, 64) % Broadcast(4, 64)`: 4 bytes repeated), else None."""
+    found: list[int] = []
+
+    def walk(e: PrimExpr) -> PrimExpr | None:
+        if isinstance(e, Broadcast):
+            return e.value
+        if isinstance(e, Binary) and e.op == "floormod" and isinstance(e.a, Ramp) and is_const(e.a.base, 0) \
+                and is_const(e.a.stride, 1) and isinstance(e.b, Broadcast) and isinstance(e.b.value, IntImm):
+            found.append(e.b.value.value)
+            return const(0, e.a.base.dtype)
+        if isinstance(e, Binary) and e.op == "add":
+            a, b = walk(e.a), walk(e.b)
+            return None if a is None or b is None else a + b
+        if isinstance(e, Binary) and e.op == "mul" and isinstance(e.b, Broadcast) and is_const(e.b.value, 1):
+            return walk(e.a)
+        return None
+
+    base = walk(index)
+    lanes = index.dtype.lanes
+    if base is None or len(found) != 1 or not 1 < found[0] < lanes or lanes % found[0]:
+        return None
+    return base, found[0]
 
 
 def _int32_addressed(extent: PrimExpr) -> bool:
