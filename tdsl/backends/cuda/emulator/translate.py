@@ -26,7 +26,7 @@ _LOCAL = re.compile(r"^(\s*)__align__\(16\) (.+?) (\w+)\[(\d+)\];$")
 _SIZES = {"bool": 1, "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "half": 2,
           "nv_bfloat16": 2, "int": 4, "unsigned int": 4, "float": 4, "long long": 8, "unsigned long long": 8,
           "double": 8}
-_COLLECTIVE = ("__syncthreads", "__shfl", "__syncwarp", "wmma")
+_COLLECTIVE = ("__syncthreads", "__shfl", "__syncwarp", "wmma", "tdsl_mma_", "tdsl_ptx_")
 BASE_STACK = 128 * 1024
 
 

@@ -50,7 +50,7 @@ namespace tdsl_emu {
 
 struct Abort {};  // thrown inside a thread on an error; caught at the fiber's entry
 
-enum ThreadState { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3 };
+enum ThreadState { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3, AT_MBARRIER = 4 };
 
 struct Thread {
   ucontext_t ctx;
@@ -308,6 +308,11 @@ inline void warp_divergence(State& s, int base) {
        base / 32);
 }
 
+// Hopper's mbarrier waits and asynchronous copies (defined in sm90.h)
+inline bool mbarrier_wake(State& s);
+[[noreturn]] inline void mbarrier_deadlock(State& s);
+inline bool any_mbarrier_waiter(State& s);
+
 inline void run_block_fibers(State& s, const int* order) {
   int n = s.nthreads;
   for (int i = 0; i < n; ++i) {
@@ -335,6 +340,7 @@ inline void run_block_fibers(State& s, const int* order) {
       }
     }
     if (ran) continue;
+    if (mbarrier_wake(s)) continue;
     int done = 0, barrier = 0, warp = 0, line = -1;
     for (int i = 0; i < n; ++i) {
       int st = s.threads[i].state;
@@ -343,6 +349,7 @@ inline void run_block_fibers(State& s, const int* order) {
       warp += st == AT_WARP;
     }
     if (done == n) return;
+    if (any_mbarrier_waiter(s)) mbarrier_deadlock(s);
     if (warp) {
       for (int i = 0; i < n; ++i)
         if (s.threads[i].state == AT_WARP) warp_divergence(s, s.threads[i].linear & ~31);
@@ -478,6 +485,7 @@ int launch(const long long* dims, int order, unsigned long long seed, long long 
 #define gridDim (::tdsl_emu::state().grid_dim)
 #define warpSize 32
 #define __syncthreads() ::tdsl_emu::syncthreads(__LINE__)
+#include "sm90.h"  // Hopper: mbarrier, TMA, wgmma as the PTX ISA defines them
 
 // declarations the driver rewrites `__shared__ __align__(16) T name[N];` and `__align__(16) T name[N];` into
 #define TDSL_EMU_SHARED(T, name, N)                                  \

@@ -1,0 +1,240 @@
+// sm90.h: the emulator's model of Hopper's asynchronous machinery, as the PTX ISA defines it:
+// mbarrier objects (phases, arrival counts, transaction counts), fence.proxy.async, TMA tensor
+// loads (cp.async.bulk.tensor 2-D, tdsl's own tensor-map encoding) and setmaxnreg. The device
+// functions have the names tdsl/backends/cuda/sm90.py gives their inline-PTX versions.
+//
+// mbarrier (PTX ISA, "Parallel Synchronization and Communication Instructions: mbarrier"): an
+// object holds the current phase, the pending and the expected arrival counts and a tx-count.
+// init sets phase 0, pending = expected = count, tx-count 0. arrive decrements the pending count;
+// expect_tx increments the tx-count; the completion of an asynchronous copy decrements it by its
+// bytes (complete_tx). The current phase completes when the pending count and the tx-count both
+// are zero: the phase advances, pending = expected, tx-count = 0. try_wait.parity P succeeds when
+// the phase of parity P has completed, i.e. the current phase's parity is not P.
+//
+// Asynchronous copies (TMA) are queued when issued and land only when no thread can run any
+// more (the latest moment a GPU could complete them): code that reads a tile without waiting for
+// its barrier reads what was there before. A wait that can never complete (nothing left running
+// could arrive, no copy left in flight) is reported as a deadlock naming the barrier, its state
+// and the waiting warps; when every arrival came but the tx-count is not zero, as a transaction
+// count mismatch.
+//
+// Not modelled: timing, clusters (shared::cluster addresses are this block's), multicast, the
+// tensor map's L2 promotion and interleave, the memory-model fences beyond their order here.
+#pragma once
+
+namespace tdsl_emu {
+
+struct MBarrier {
+  const void* addr;
+  int expected, pending;
+  long long tx;           // pending transaction bytes (may go negative before expect_tx, as the ISA allows)
+  long long tx_expected;  // bytes announced by expect_tx in the current phase (for messages)
+  unsigned phase;         // phases completed so far (the current phase's parity is phase & 1)
+};
+
+struct AsyncCopy {   // one queued TMA load
+  char* dst;
+  const char* src_base;
+  long long elem, dims[2], stride1, box[2], coord[2];
+  int swizzle;
+  MBarrier* bar;
+};
+
+enum { MAX_MBARRIERS = 64, MAX_ASYNC = 256, MBAR_TX_LIMIT = (1 << 20) - 1 };
+
+struct Sm90State {
+  unsigned long long epoch = ~0ULL;
+  MBarrier bars[MAX_MBARRIERS];
+  int nbars = 0;
+  const void* wait_on[MAX_THREADS];
+  int wait_parity[MAX_THREADS];
+  AsyncCopy copies[MAX_ASYNC];
+  int ncopies = 0;
+};
+
+inline Sm90State& sm90() {
+  static Sm90State st;
+  State& s = state();
+  if (st.epoch != s.block_epoch) {   // a new block: its shared memory (and barriers) start afresh
+    st.epoch = s.block_epoch;
+    st.nbars = 0;
+    st.ncopies = 0;
+  }
+  return st;
+}
+
+// "bars[1]" for an element of a shared array, else the address
+inline const char* mbarrier_name(const void* p) {
+  static char buf[2][96];
+  static int k = 0;
+  char* out = buf[k ^= 1];
+  State& s = state();
+  for (int i = 0; i < s.nregions; ++i) {
+    const Region& r = s.regions[i];
+    if ((const char*)p >= r.begin && (const char*)p < r.end) {
+      snprintf(out, 96, "%s[%lld]", r.name, (long long)((const char*)p - r.begin) / 8);
+      return out;
+    }
+  }
+  snprintf(out, 96, "the mbarrier at %p", p);
+  return out;
+}
+
+inline MBarrier* find_mbarrier(const void* p, const char* op) {
+  Sm90State& st = sm90();
+  for (int i = 0; i < st.nbars; ++i)
+    if (st.bars[i].addr == p) return &st.bars[i];
+  if (op) fail("%s on %s, which no mbarrier_init initialised in this block", op, mbarrier_name(p));
+  return nullptr;
+}
+
+inline void mbarrier_check_tx(MBarrier* b) {
+  if (b->tx > MBAR_TX_LIMIT || b->tx < -MBAR_TX_LIMIT)
+    fail("transaction count mismatch on mbarrier %s: its tx-count reached %lld, outside the PTX ISA's range "
+         "[-(2^20-1), 2^20-1]", mbarrier_name(b->addr), b->tx);
+}
+
+inline void mbarrier_try_complete(MBarrier* b) {
+  if (b->pending == 0 && b->tx == 0) {
+    b->phase++;
+    b->pending = b->expected;
+    b->tx_expected = 0;
+  }
+}
+
+// Completes the queued asynchronous copies (called by the scheduler when no thread can run).
+inline void complete_async_copies();
+
+// The scheduler's hook: land the copies in flight, make runnable the threads whose awaited phase
+// completed; true when one did.
+inline bool mbarrier_wake(State& s) {
+  Sm90State& st = sm90();
+  if (st.ncopies) complete_async_copies();
+  bool woke = false;
+  for (int i = 0; i < s.nthreads; ++i) {
+    Thread& t = s.threads[i];
+    if (t.state != AT_MBARRIER) continue;
+    MBarrier* b = find_mbarrier(st.wait_on[i], nullptr);
+    if (b && (int)(b->phase & 1) != st.wait_parity[i]) {
+      t.state = RUNNABLE;
+      woke = true;
+    }
+  }
+  return woke;
+}
+
+// Called when no thread can run and some wait on an mbarrier: a deadlock.
+[[noreturn]] inline void mbarrier_deadlock(State& s) {
+  Sm90State& st = sm90();
+  int first = -1;
+  for (int i = 0; i < s.nthreads; ++i)
+    if (s.threads[i].state == AT_MBARRIER) { first = i; break; }
+  const void* addr = st.wait_on[first];
+  int parity = st.wait_parity[first];
+  char who[256] = "";
+  size_t len = 0;
+  int count = 0;
+  for (int w = 0; w * 32 < s.nthreads; ++w) {
+    int lo = -1, hi = -1;
+    for (int i = w * 32; i < s.nthreads && i < w * 32 + 32; ++i)
+      if (s.threads[i].state == AT_MBARRIER && st.wait_on[i] == addr) { if (lo < 0) lo = i; hi = i; count++; }
+    if (lo >= 0 && len < sizeof who - 48)
+      len += snprintf(who + len, sizeof who - len, "%swarp %d (threads %d-%d)", len ? ", " : "", w, lo, hi);
+  }
+  int done = 0, at_sync = 0;
+  for (int i = 0; i < s.nthreads; ++i) {
+    done += s.threads[i].state == DONE;
+    at_sync += s.threads[i].state == AT_BARRIER;
+  }
+  s.thread_idx = s.threads[first].idx;
+  MBarrier* b = find_mbarrier(addr, nullptr);
+  if (b && b->pending == 0 && b->tx != 0)
+    fail("transaction count mismatch on mbarrier %s: every arrival of phase %u came but its tx-count is %lld "
+         "(expect_tx announced %lld bytes, the copies completed %lld), so the phase never completes; %d thread(s) "
+         "wait for parity %d: %s", mbarrier_name(addr), b->phase, b->tx, b->tx_expected, b->tx_expected - b->tx,
+         count, parity, who);
+  fail("deadlock: %d thread(s) wait on mbarrier %s for the phase of parity %d, which can never complete (phase %u: "
+       "%d of %d arrivals pending, tx-count %lld; %d thread(s) finished, %d wait at __syncthreads(), no copy in "
+       "flight): %s", count, mbarrier_name(addr), parity, b ? b->phase : 0, b ? b->pending : 0,
+       b ? b->expected : 0, b ? b->tx : 0, done, at_sync, who);
+}
+
+inline bool any_mbarrier_waiter(State& s) {
+  for (int i = 0; i < s.nthreads; ++i)
+    if (s.threads[i].state == AT_MBARRIER) return true;
+  return false;
+}
+
+}  // namespace tdsl_emu
+
+// ------------------------------------------------------------------------ mbarrier device functions
+inline unsigned long long tdsl_mbarrier_state(const tdsl_emu::MBarrier* b) {
+  return (unsigned long long)b->phase & 1;   // the state token: the phase it was taken in
+}
+
+inline void tdsl_ptx_mbarrier_init(unsigned long long* bar, int count) {
+  using namespace tdsl_emu;
+  if (count < 1 || count > MBAR_TX_LIMIT)
+    fail("mbarrier_init of %s with count %d: the PTX ISA takes 1 to 2^20-1", mbarrier_name(bar), count);
+  if ((uintptr_t)bar % 8) fail("mbarrier_init of %s: an mbarrier is 8-byte aligned", mbarrier_name(bar));
+  Sm90State& st = sm90();
+  MBarrier* b = find_mbarrier(bar, nullptr);
+  if (!b) {
+    if (st.nbars == MAX_MBARRIERS) fail("more than %d mbarriers in one block", (int)MAX_MBARRIERS);
+    b = &st.bars[st.nbars++];
+  }
+  *b = MBarrier{bar, count, count, 0, 0, 0};
+  *bar = 0;   // the object's memory: opaque, but written (the hardware does)
+}
+
+inline unsigned long long tdsl_ptx_mbarrier_arrive(unsigned long long* bar) {
+  using namespace tdsl_emu;
+  MBarrier* b = find_mbarrier(bar, "mbarrier_arrive");
+  unsigned long long token = tdsl_mbarrier_state(b);
+  if (b->pending == 0)
+    fail("mbarrier_arrive on %s: phase %u already has all %d arrivals (more arrivals than its count)",
+         mbarrier_name(bar), b->phase, b->expected);
+  b->pending--;
+  mbarrier_try_complete(b);
+  return token;
+}
+
+inline void tdsl_ptx_mbarrier_expect_tx(unsigned long long* bar, unsigned tx) {
+  using namespace tdsl_emu;
+  MBarrier* b = find_mbarrier(bar, "mbarrier_expect_tx");
+  b->tx += tx;
+  b->tx_expected += tx;
+  mbarrier_check_tx(b);
+}
+
+inline unsigned long long tdsl_ptx_mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned tx) {
+  tdsl_ptx_mbarrier_expect_tx(bar, tx);   // PTX ISA: expect-tx, then arrive-on
+  return tdsl_ptx_mbarrier_arrive(bar);
+}
+
+inline void tdsl_ptx_mbarrier_wait(unsigned long long* bar, int parity) {
+  using namespace tdsl_emu;
+  State& s = state();
+  MBarrier* b = find_mbarrier(bar, "mbarrier_wait");
+  Sm90State& st = sm90();
+  while ((int)(b->phase & 1) == (parity & 1)) {   // the phase of this parity has not completed
+    st.wait_on[s.cur->linear] = bar;
+    st.wait_parity[s.cur->linear] = parity & 1;
+    s.cur->state = AT_MBARRIER;
+    yield_to_scheduler();
+    b = find_mbarrier(bar, "mbarrier_wait");
+  }
+}
+
+inline void tdsl_ptx_fence_proxy_async() {}      // copies land only when every thread waits: ordered here
+inline void tdsl_ptx_fence_mbarrier_init() {}
+template <int R> inline void tdsl_ptx_setmaxnreg_inc() {
+  static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+}
+template <int R> inline void tdsl_ptx_setmaxnreg_dec() {
+  static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
+}
+
+namespace tdsl_emu {
+inline void complete_async_copies() {}
+}  // namespace tdsl_emu

@@ -1,0 +1,122 @@
+"""Hopper (sm_90a) device functions: mbarrier, fence.proxy.async, TMA loads, wgmma, setmaxnreg.
+
+`device_functions()` is CUDA C++ (inline PTX) that a kernel's source puts before its kernels;
+the emulator's header `include/sm90.h` defines the same functions as a model of what the PTX
+ISA says they do, so one source runs on a GPU and in the emulator:
+
+    __shared__ __align__(8) unsigned long long bars[1];
+    if (threadIdx.x == 0) tdsl_ptx_mbarrier_init(&bars[0], 128);
+    __syncthreads();
+    tdsl_ptx_mbarrier_arrive(&bars[0]);
+    tdsl_ptx_mbarrier_wait(&bars[0], 0);      // phase 0 complete: all 128 arrived
+
+wgmma and setmaxnreg exist only in the architecture-specific target sm_90a: `check_arch_features`
+refuses a source that uses them for any other architecture before NVRTC sees it.
+"""
+from __future__ import annotations
+
+import re
+
+from ...errors import TargetError
+
+# PTX instructions that only the architecture-specific target sm_90a accepts (PTX ISA:
+# "wgmma.mma_async ... requires sm_90a", "setmaxnreg requires sm_90a")
+ARCH_SPECIFIC = {"wgmma.": "wgmma (warpgroup matrix multiply)", "setmaxnreg.": "setmaxnreg (register reallocation)"}
+_ARCH_SPECIFIC_USES = re.compile(r"(wgmma|setmaxnreg)[._]")
+_BEGIN, _END = "// tdsl: Hopper device functions", "// tdsl: end of the Hopper device functions"
+
+_MBARRIER = r"""
+__device__ __forceinline__ unsigned tdsl_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void tdsl_ptx_mbarrier_init(unsigned long long* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tdsl_smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ unsigned long long tdsl_ptx_mbarrier_arrive(unsigned long long* bar) {
+  unsigned long long state;
+  asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(state) : "r"(tdsl_smem_addr(bar)) : "memory");
+  return state;
+}
+__device__ __forceinline__ unsigned long long tdsl_ptx_mbarrier_arrive_expect_tx(unsigned long long* bar, unsigned tx) {
+  unsigned long long state;
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;" : "=l"(state)
+               : "r"(tdsl_smem_addr(bar)), "r"(tx) : "memory");
+  return state;
+}
+__device__ __forceinline__ void tdsl_ptx_mbarrier_expect_tx(unsigned long long* bar, unsigned tx) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(tdsl_smem_addr(bar)), "r"(tx)
+               : "memory");
+}
+__device__ __forceinline__ void tdsl_ptx_mbarrier_wait(unsigned long long* bar, int parity) {
+  asm volatile("{\n .reg .pred done;\n WAIT_%=:\n"
+               " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               " @!done bra WAIT_%=;\n}" :: "r"(tdsl_smem_addr(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void tdsl_ptx_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void tdsl_ptx_fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void tdsl_ptx_tma_load_2d(void* dst, const void* tensor_map, int x, int y,
+                                                     unsigned long long* bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(tdsl_smem_addr(dst)), "l"(tensor_map), "r"(x), "r"(y), "r"(tdsl_smem_addr(bar)) : "memory");
+}
+"""
+
+_ARCH_SPECIFIC_FUNCTIONS = r"""
+__device__ __forceinline__ void tdsl_ptx_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void tdsl_ptx_wgmma_commit_group() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void tdsl_ptx_wgmma_wait_group() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+template <int R> __device__ __forceinline__ void tdsl_ptx_setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(R));
+}
+template <int R> __device__ __forceinline__ void tdsl_ptx_setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(R));
+}
+"""
+
+
+def wgmma_function(n: int, dtype: str) -> str:
+    """The device function `tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}(float* d, desc_a, desc_b, scale_d)`:
+    D (n / 2 floats per thread of the warpgroup) = A * B (+ D when scale_d != 0), A and B from shared
+    memory through matrix descriptors, both K-major."""
+    if dtype not in ("f16", "bf16") or n % 8 or not 8 <= n <= 256:
+        raise TargetError(f"wgmma m64nNk16 takes N a multiple of 8 in [8, 256] and f16 or bf16 inputs, got "
+                          f"N={n}, {dtype}")
+    regs = n // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    return (f"__device__ __forceinline__ void tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}(float* d, unsigned long long "
+            f"desc_a, unsigned long long desc_b, int scale_d) {{\n"
+            f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n'
+            f" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{outs}}}, %{regs}, %{regs + 1}, p, "
+            f'1, 1, 0, 0;\\n}}"\n'
+            f'    : {binds}\n    : "l"(desc_a), "l"(desc_b), "r"(scale_d) : "memory");\n}}\n')
+
+
+def device_functions(wgmma: tuple[tuple[int, str], ...] = ()) -> str:
+    """The Hopper device functions as CUDA C++ for NVRTC (skipped by the emulator, whose header
+    defines them); `wgmma` lists the (N, dtype) shapes of tdsl_ptx_wgmma_m64nNk16_f32_* wanted."""
+    specific = _ARCH_SPECIFIC_FUNCTIONS + "".join(wgmma_function(n, t) for n, t in wgmma)
+    # (__CUDA_ARCH_FEAT_SM90_ALL: defined when compiling for sm_90a only)
+    return (f"{_BEGIN}\n#ifndef TDSL_CUDA_EMU_H\n{_MBARRIER}#ifdef __CUDA_ARCH_FEAT_SM90_ALL\n{specific}#endif\n"
+            f"#endif\n{_END}\n")
+
+
+def check_arch_features(source: str, arch: str) -> None:
+    """Refuse a source using sm_90a-only PTX (wgmma, setmaxnreg) for any other architecture:
+    TargetError naming the instruction and the source line."""
+    if arch == "sm_90a":
+        return
+    inside = False
+    for number, line in enumerate(source.splitlines(), 1):
+        inside = (inside or line == _BEGIN) and line != _END
+        m = None if inside else _ARCH_SPECIFIC_USES.search(line)
+        if m:
+            what = ARCH_SPECIFIC[m.group(1) + "."]
+            raise TargetError(f"{what} exists only in the architecture-specific target sm_90a, but the kernel is "
+                              f"built for {arch} (line {number}: {line.strip()[:80]}); build with arch=\"sm_90a\" "
+                              f"(an H100/H200), or leave {m.group(1).rstrip('.')} out")
