@@ -120,3 +120,53 @@ def check_arch_features(source: str, arch: str) -> None:
             raise TargetError(f"{what} exists only in the architecture-specific target sm_90a, but the kernel is "
                               f"built for {arch} (line {number}: {line.strip()[:80]}); build with arch=\"sm_90a\" "
                               f"(an H100/H200), or leave {m.group(1).rstrip('.')} out")
+
+
+# ---------------------------------------------------------------------------- TMA tensor maps
+
+SWIZZLES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+TENSOR_MAP_MAGIC = 0x31444D54   # "TMD1": tdsl's own 128-byte tensor-map encoding, read by the emulator
+
+
+def swizzle_offset(offset: int, swizzle: str) -> int:
+    """Where byte `offset` of a box lands in shared memory under a TMA swizzle mode: CuTe's
+    Swizzle<B, 4, 3> on byte offsets (B = 1, 2, 3 for 32B, 64B, 128B): the 16-byte chunk index
+    (bits 4..) XOR the row of 128 bytes (bits 7..), B bits of each.
+
+    >>> swizzle_offset(128 + 16, "128B")   # row 1, chunk 1 -> chunk 0
+    128
+    """
+    bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[swizzle]
+    return offset ^ ((offset & (((1 << bits) - 1) << 7)) >> 3)
+
+
+def emulator_tensor_map(array, box: tuple[int, int], swizzle: str = "none"):
+    """tdsl's encoding of a 2-D tiled tensor map over the C-contiguous numpy `array` (rows, cols)
+    for the emulator's tdsl_ptx_tma_load_2d: 128 bytes, as a CUtensorMap is. The checks are the
+    driver's (cuTensorMapEncodeTiled): box sides 1..256, the box's row a multiple of 16 bytes and at
+    most the swizzle span, the row stride a multiple of 16 bytes, the base 16-byte aligned."""
+    import numpy as np
+
+    if array.ndim != 2 or not array.flags.c_contiguous:
+        raise TargetError(f"a 2-D tensor map needs a C-contiguous 2-D array, got shape {array.shape}")
+    if swizzle not in SWIZZLES:
+        raise TargetError(f"unknown TMA swizzle {swizzle!r}; expected one of {', '.join(SWIZZLES)}")
+    elem = array.dtype.itemsize
+    cols_box, rows_box = box[1], box[0]
+    if not (1 <= rows_box <= 256 and 1 <= cols_box <= 256):
+        raise TargetError(f"TMA box {box}: each side is 1 to 256 elements")
+    if cols_box * elem % 16:
+        raise TargetError(f"TMA box {box}: its rows are {cols_box * elem} bytes, not a multiple of 16")
+    if SWIZZLES[swizzle] and cols_box * elem > SWIZZLES[swizzle]:
+        raise TargetError(f"TMA box {box}: its rows are {cols_box * elem} bytes, more than the {swizzle} swizzle "
+                          f"span; use a narrower box or a wider swizzle")
+    if array.strides[0] % 16 or array.ctypes.data % 16:
+        raise TargetError("a tensor map's rows start at multiples of 16 bytes (stride and base address)")
+    fields = np.zeros(16, np.int64)
+    fields[0] = TENSOR_MAP_MAGIC | (elem << 32)
+    fields[1] = array.ctypes.data
+    fields[2], fields[3] = array.shape[1], array.shape[0]        # inner dimension first, as the driver
+    fields[4] = array.strides[0]
+    fields[5], fields[6] = cols_box, rows_box
+    fields[7] = SWIZZLES[swizzle]
+    return fields.view(np.uint8)

@@ -235,6 +235,61 @@ template <int R> inline void tdsl_ptx_setmaxnreg_dec() {
   static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
 }
 
+// ------------------------------------------------------------------------ TMA loads
+// The tensor map is tdsl's own encoding (sm90.py: emulator_tensor_map): int64 fields
+// [magic | elem << 32, base, cols, rows, row stride in bytes, box cols, box rows, swizzle bytes].
 namespace tdsl_emu {
-inline void complete_async_copies() {}
+enum { TENSOR_MAP_MAGIC = 0x31444D54 };
+
+// CuTe's Swizzle<B, 4, 3> on byte offsets: B = 1, 2, 3 for the 32B, 64B, 128B modes
+inline long long tma_swizzle(long long off, int swizzle_bytes) {
+  int bits = swizzle_bytes == 128 ? 3 : swizzle_bytes == 64 ? 2 : swizzle_bytes == 32 ? 1 : 0;
+  return off ^ ((off & (((1LL << bits) - 1) << 7)) >> 3);
+}
+
+inline void complete_async_copies() {
+  Sm90State& st = sm90();
+  for (int i = 0; i < st.ncopies; ++i) {
+    AsyncCopy& c = st.copies[i];
+    long long bytes = c.box[0] * c.box[1] * c.elem;
+    for (long long r = 0; r < c.box[1]; ++r)
+      for (long long k = 0; k < c.box[0]; ++k) {
+        long long gx = c.coord[0] + k, gy = c.coord[1] + r;
+        char* d = c.dst + tma_swizzle((r * c.box[0] + k) * c.elem, c.swizzle);
+        if (gx >= 0 && gy >= 0 && gx < c.dims[0] && gy < c.dims[1])
+          memcpy(d, c.src_base + gy * c.stride1 + gx * c.elem, (size_t)c.elem);
+        else
+          memset(d, 0, (size_t)c.elem);   // out of the tensor: zeros
+      }
+    c.bar->tx -= bytes;                    // complete_tx: the whole box, filled elements included
+    mbarrier_check_tx(c.bar);
+    mbarrier_try_complete(c.bar);
+  }
+  st.ncopies = 0;
+}
 }  // namespace tdsl_emu
+
+template <class M>
+inline void tdsl_ptx_tma_load_2d(void* dst, M tensor_map, int x, int y, unsigned long long* bar) {
+  using namespace tdsl_emu;
+  const long long* f = (const long long*)&tensor_map[0];
+  if ((f[0] & 0xffffffffLL) != TENSOR_MAP_MAGIC)
+    fail("tma_load_2d: the tensor map is not one of tdsl's (build it with emulator_tensor_map)");
+  MBarrier* b = find_mbarrier(bar, "tma_load_2d");
+  State& s = state();
+  const Region* region = nullptr;
+  for (int i = 0; i < s.nregions; ++i)
+    if ((const char*)dst >= s.regions[i].begin && (const char*)dst < s.regions[i].end) region = &s.regions[i];
+  if (!region) fail("tma_load_2d: the destination is not a shared array");
+  long long offset = (const char*)dst - region->begin;
+  if (offset % 128) fail("tma_load_2d into %s at byte %lld: the PTX ISA wants 128-byte aligned shared memory",
+                         region->name, offset);
+  if (f[7] && offset % (8 * f[7]))
+    fail("tma_load_2d into %s at byte %lld: a %lldB swizzle repeats every %lld bytes; the destination starts at a "
+         "multiple of it", region->name, offset, f[7], 8 * f[7]);
+  AsyncCopy c{(char*)dst, (const char*)f[1], f[0] >> 32, {f[2], f[3]}, f[4], {f[5], f[6]}, {x, y}, (int)f[7], b};
+  check_addr(dst, (size_t)(c.box[0] * c.box[1] * c.elem), "tma_load_2d");
+  Sm90State& st = sm90();
+  if (st.ncopies == MAX_ASYNC) fail("more than %d TMA copies in flight", (int)MAX_ASYNC);
+  st.copies[st.ncopies++] = c;
+}

@@ -1,0 +1,137 @@
+"""TMA 2-D tensor loads in the emulator: boxes, out-of-bounds zero fill, the swizzle modes, and
+completion on an mbarrier's tx-count.
+
+Checked facts:
+- PTX ISA, cp.async.bulk.tensor: the copy's completion performs complete_tx on the mbarrier with
+  the box's bytes (elements outside the tensor are filled with zeros and count too).
+- CuTe (cute/swizzle.hpp): Swizzle<B, M, S>(x) = x ^ ((x & (((1 << B) - 1) << (M + S))) >> S);
+  TMA's 32B, 64B and 128B modes are Swizzle<1,4,3>, <2,4,3>, <3,4,3> on byte offsets
+  (cute/atom/copy_traits_sm90_tma_swizzle.hpp). Transcribed below as `cute_swizzle`, written
+  apart from tdsl's own `swizzle_offset`.
+"""
+import shutil
+
+import numpy as np
+import pytest
+import sm90_harness as h
+
+import tdsl
+from tdsl.backends.cuda import sm90
+
+pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")),
+                                reason="no host C++ compiler")
+
+
+def cute_swizzle(x, b, m=4, s=3):
+    yyy = ((1 << b) - 1) << (m + s)
+    return x ^ ((x & yyy) >> s)
+
+
+MODES = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_swizzle_offsets_are_cutes(mode):
+    for x in range(0, 4096, 2):
+        assert sm90.swizzle_offset(x, mode) == cute_swizzle(x, MODES[mode])
+    # 128B by hand: row r's 16-byte chunk c lands in chunk c ^ (r % 8)
+    if mode == "128B":
+        assert [sm90.swizzle_offset(3 * 128 + 16 * c, mode) // 16 % 8 for c in range(8)] == [3, 2, 1, 0, 7, 6, 5, 4]
+
+
+LOAD = r'''
+extern "C" __global__ void tma_tile(half* __restrict__ out, const unsigned char* __restrict__ tmap, int x, int y, int expect) {
+  __shared__ __align__(16) half tile[BOX];
+  __shared__ __align__(16) unsigned long long bars[1];
+  if (threadIdx.x == 0) { tdsl_ptx_mbarrier_init(&bars[0], 1); tdsl_ptx_fence_mbarrier_init(); }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tdsl_ptx_mbarrier_arrive_expect_tx(&bars[0], (unsigned)expect);
+    tdsl_ptx_tma_load_2d(&tile[0], tmap, x, y, &bars[0]);
+  }
+  tdsl_ptx_mbarrier_wait(&bars[0], 0);
+  for (int i = threadIdx.x; i < BOX; i += blockDim.x) out[i] = tile[i];
+}
+'''
+
+
+def _load(a, box, mode, x, y, expect=None):
+    rows, cols = box
+    src = h.source(LOAD.replace("BOX", str(rows * cols)))
+    tmap = sm90.emulator_tensor_map(a, box, mode)
+    out = np.zeros(rows * cols, a.dtype)
+    import ctypes
+    nbytes = rows * cols * a.itemsize
+    h.emulate(src, "tma_tile", [out, tmap, ctypes.c_int(x), ctypes.c_int(y),
+                                ctypes.c_int(nbytes if expect is None else expect)], block=(64, 1, 1))
+    return out
+
+
+def _expected(a, box, mode, x, y):
+    rows, cols = box
+    box_vals = np.zeros((rows, cols), a.dtype)
+    for r in range(rows):
+        for c in range(cols):
+            gy, gx = y + r, x + c
+            if 0 <= gy < a.shape[0] and 0 <= gx < a.shape[1]:
+                box_vals[r, c] = a[gy, gx]
+    raw = box_vals.reshape(-1).view(np.uint8)
+    out = np.zeros_like(raw)
+    for off in range(raw.size):
+        out[cute_swizzle(off, MODES[mode])] = raw[off]
+    return out.view(a.dtype)
+
+
+@pytest.mark.parametrize("mode, box", [("none", (8, 16)), ("32B", (8, 16)), ("64B", (16, 32)), ("128B", (16, 64))])
+@pytest.mark.parametrize("x, y", [(0, 0), (8, 4), (-8, -3), (40, 20)])
+def test_box_load_with_fill_and_swizzle(mode, box, x, y):
+    a = (np.arange(24 * 48).reshape(24, 48) % 2003).astype(np.float16)
+    np.testing.assert_array_equal(_load(a, box, mode, x, y), _expected(a, box, mode, x, y))
+
+
+def test_expect_tx_short_of_the_box_is_a_mismatch():
+    a = np.ones((16, 16), np.float16)
+    with pytest.raises(tdsl.TargetError, match=r"transaction count mismatch on mbarrier bars\[0\]: every arrival of "
+                       r"phase 0 came but its tx-count is -128 \(expect_tx announced 128 bytes, the copies completed "
+                       r"256\)"):
+        _load(a, (8, 16), "none", 0, 0, expect=128)
+
+
+NO_WAIT = r'''
+extern "C" __global__ void no_wait(half* __restrict__ out, const unsigned char* __restrict__ tmap) {
+  __shared__ __align__(16) half tile[128];
+  __shared__ __align__(16) unsigned long long bars[1];
+  if (threadIdx.x == 0) tdsl_ptx_mbarrier_init(&bars[0], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) { tdsl_ptx_mbarrier_arrive_expect_tx(&bars[0], 256); tdsl_ptx_tma_load_2d(&tile[0], tmap, 0, 0, &bars[0]); }
+  for (int i = threadIdx.x; i < 128; i += blockDim.x) out[i] = tile[i];   // no wait: the copy has not landed
+  tdsl_ptx_mbarrier_wait(&bars[0], 0);
+}
+'''
+
+
+def test_a_tile_read_before_its_wait_is_not_the_data():
+    a = np.ones((8, 16), np.float16)
+    out = np.zeros(128, np.float16)
+    h.emulate(h.source(NO_WAIT), "no_wait", [out, sm90.emulator_tensor_map(a, (8, 16))], block=(32, 1, 1))
+    assert not np.any(out == 1)   # the shared array's poison, not the copy
+
+
+@pytest.mark.parametrize("box, mode, message", [
+    ((8, 12), "none", "its rows are 24 bytes, not a multiple of 16"),
+    ((8, 128), "128B", "its rows are 256 bytes, more than the 128B swizzle span"),
+    ((300, 16), "none", "each side is 1 to 256 elements"),
+    ((8, 16), "16B", "unknown TMA swizzle '16B'"),
+])
+def test_tensor_map_checks(box, mode, message):
+    with pytest.raises(tdsl.TargetError, match=message):
+        sm90.emulator_tensor_map(np.zeros((32, 256), np.float16), box, mode)
+
+
+def test_the_same_source_compiles_for_sm90a():
+    pytest.importorskip("cuda.bindings")
+    from tdsl.backends.cuda.nvrtc import compile_cuda
+
+    mod = compile_cuda(h.source(LOAD.replace("BOX", "1024")), "sm_90a", want_ptx=True)
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in mod.ptx
+    assert "mbarrier.arrive.expect_tx.shared::cta.b64" in mod.ptx
