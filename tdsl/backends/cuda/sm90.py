@@ -63,6 +63,11 @@ __device__ __forceinline__ void tdsl_ptx_tma_load_2d(void* dst, const void* tens
 """
 
 _ARCH_SPECIFIC_FUNCTIONS = r"""
+// a matrix descriptor (PTX ISA "Matrix Descriptor Format"); swizzle 0 none, 1 128B, 2 64B, 3 32B
+__device__ __forceinline__ unsigned long long tdsl_ptx_wgmma_desc(const void* smem, int lbo, int sbo, int swizzle) {
+  return (unsigned long long)((tdsl_smem_addr(smem) >> 4) & 0x3fff) | ((unsigned long long)((lbo >> 4) & 0x3fff) << 16)
+         | ((unsigned long long)((sbo >> 4) & 0x3fff) << 32) | ((unsigned long long)(swizzle & 3) << 62);
+}
 __device__ __forceinline__ void tdsl_ptx_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void tdsl_ptx_wgmma_commit_group() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");

@@ -293,3 +293,94 @@ inline void tdsl_ptx_tma_load_2d(void* dst, M tensor_map, int x, int y, unsigned
   if (st.ncopies == MAX_ASYNC) fail("more than %d TMA copies in flight", (int)MAX_ASYNC);
   st.copies[st.ncopies++] = c;
 }
+
+// ------------------------------------------------------------------------ wgmma (emulator model)
+// PTX ISA "Matrix Descriptor Format": bits 0-13 start address >> 4, 16-29 leading byte offset >> 4,
+// 32-45 stride byte offset >> 4, 62-63 swizzle (0 none, 1 128B, 2 64B, 3 32B). K-major operands:
+// row r, element k of a 16-bit matrix sits at (r / 8) * SBO + (r % 8) * W + 2 * k within the
+// swizzle atom (W = 16 and core matrices LBO apart along K when not swizzled; W = the swizzle
+// width when swizzled), the swizzle applied to the offset from the start. Accumulators: CuTe's
+// CLayout_64xN: thread t, register i -> row 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2),
+// column 2 * (t % 4) + i % 2 + 8 * (i / 4).
+namespace tdsl_emu {
+struct Wgmma { float* d; unsigned long long a, b; int scale_d, n, bf16; unsigned group; };
+enum { MAX_WGMMA = 64 };
+struct WgmmaQueue { Wgmma ops[MAX_WGMMA]; int nops = 0; unsigned committed = 0; unsigned long long epoch = ~0ULL; };
+inline WgmmaQueue& wgmma_queue() {
+  static WgmmaQueue q[MAX_THREADS];
+  State& s = state();
+  WgmmaQueue& mine = q[s.cur->linear];
+  if (mine.epoch != s.block_epoch) { mine.epoch = s.block_epoch; mine.nops = 0; mine.committed = 0; }
+  return mine;
+}
+// the emulator's descriptors hold, in the start-address field, an index into this block's table of
+// shared addresses (its shared arrays are not one window); the other fields are the PTX ISA's
+struct DescTable { const char* at[1024]; int n = 0; unsigned long long epoch = ~0ULL; };
+inline DescTable& desc_table() {
+  static DescTable t;
+  if (t.epoch != state().block_epoch) { t.epoch = state().block_epoch; t.n = 0; }
+  return t;
+}
+inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16) {
+  DescTable& table = desc_table();
+  int index = (int)(desc & 0x3fff);
+  if (index >= table.n) fail("wgmma: a matrix descriptor not made by tdsl_ptx_wgmma_desc in this block");
+  const char* start = table.at[index];
+  long long lbo = (long long)((desc >> 16) & 0x3fff) << 4,
+            sbo = (long long)((desc >> 32) & 0x3fff) << 4;
+  int mode = (int)(desc >> 62), width = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
+  long long off;
+  if (!width) off = (row / 8) * sbo + (2 * k / 16) * lbo + (row % 8) * 16 + (2 * k) % 16;
+  else off = tma_swizzle((row / 8) * sbo + (row % 8) * width + 2 * k, width);
+  unsigned short bits;
+  check_addr(start + off, 2, "wgmma");
+  memcpy(&bits, start + off, 2);
+  if (bf16) { unsigned u = (unsigned)bits << 16; float f; memcpy(&f, &u, 4); return f; }
+  int e = (bits >> 10) & 31, m = bits & 1023;   // IEEE binary16 -> float, exactly
+  float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+  return bits >> 15 ? -v : v;
+}
+inline void wgmma_run(const Wgmma& w) {
+  int t = state().cur->linear % 128;
+  for (int i = 0; i < w.n / 2; ++i) {
+    int row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2), col = 2 * (t % 4) + i % 2 + 8 * (i / 4);
+    float acc = w.scale_d ? w.d[i] : 0.f;
+    for (int k = 0; k < 16; ++k) acc += wgmma_operand(w.a, row, k, w.bf16) * wgmma_operand(w.b, col, k, w.bf16);
+    w.d[i] = acc;
+  }
+}
+}  // namespace tdsl_emu
+
+// swizzle: 0 none, 1 128B, 2 64B, 3 32B (the PTX ISA's codes); lbo / sbo in bytes
+inline unsigned long long tdsl_ptx_wgmma_desc(const void* smem, int lbo, int sbo, int swizzle) {
+  using namespace tdsl_emu;
+  DescTable& t = desc_table();
+  int i = 0;
+  while (i < t.n && t.at[i] != (const char*)smem) ++i;
+  if (i == t.n) {
+    if (t.n == 1024) fail("more than 1024 distinct wgmma descriptor addresses in one block");
+    t.at[t.n++] = (const char*)smem;
+  }
+  return (unsigned long long)i | ((unsigned long long)((lbo >> 4) & 0x3fff) << 16) |
+         ((unsigned long long)((sbo >> 4) & 0x3fff) << 32) | ((unsigned long long)(swizzle & 3) << 62);
+}
+inline void tdsl_ptx_wgmma_fence() {}
+inline void tdsl_ptx_wgmma_commit_group() { tdsl_emu::wgmma_queue().committed++; }
+template <int N> inline void tdsl_ptx_wgmma_wait_group() {
+  using namespace tdsl_emu;
+  WgmmaQueue& q = wgmma_queue();
+  int keep = 0;
+  for (int i = 0; i < q.nops; ++i) {   // run the ops of all but the newest N committed groups
+    if (q.ops[i].group + N < q.committed) wgmma_run(q.ops[i]);
+    else q.ops[keep++] = q.ops[i];
+  }
+  q.nops = keep;
+}
+#define TDSL_EMU_WGMMA(N, T, BF)                                                                              \
+  inline void tdsl_ptx_wgmma_m64n##N##k16_f32_##T(float* d, unsigned long long a, unsigned long long b, int s) { \
+    tdsl_emu::WgmmaQueue& q = tdsl_emu::wgmma_queue();                                                          \
+    if (q.nops == tdsl_emu::MAX_WGMMA) tdsl_emu::fail("more than %d wgmma in flight", (int)tdsl_emu::MAX_WGMMA);   \
+    q.ops[q.nops++] = tdsl_emu::Wgmma{d, a, b, s, N, BF, q.committed};                                          \
+  }
+TDSL_EMU_WGMMA(8, f16, 0) TDSL_EMU_WGMMA(16, f16, 0) TDSL_EMU_WGMMA(32, f16, 0) TDSL_EMU_WGMMA(64, f16, 0)
+TDSL_EMU_WGMMA(8, bf16, 1) TDSL_EMU_WGMMA(16, bf16, 1) TDSL_EMU_WGMMA(32, bf16, 1) TDSL_EMU_WGMMA(64, bf16, 1)

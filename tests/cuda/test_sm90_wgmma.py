@@ -1,0 +1,84 @@
+"""wgmma.mma_async m64nNk16 in the emulator: descriptors decoded as the PTX ISA's "Matrix
+Descriptor Format" says (start >> 4 in bits 0-13 -- the emulator's own table index --, leading
+byte offset bits 16-29, stride byte offset bits 32-45, swizzle bits 62-63: 1 = 128B), K-major
+operands; accumulators placed as CuTe's SM90 GMMA traits say (cute/atom/mma_traits_sm90_gmma.hpp,
+CLayout_64xN): thread t, value i -> row 16*(t/32) + (t%32)/4 + 8*((i/2)%2), column 2*(t%4) + i%2
++ 8*(i/4) (transcribed below as `clayout`); asynchronous until wgmma.wait_group."""
+import shutil
+
+import numpy as np
+import pytest
+import sm90_harness as h
+
+pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")),
+                                reason="no host C++ compiler")
+
+
+def clayout(t, i):
+    return 16 * (t // 32) + (t % 32) // 4 + 8 * ((i // 2) % 2), 2 * (t % 4) + i % 2 + 8 * (i // 4)
+
+
+KERNEL = r'''
+extern "C" __global__ void gemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ D, int early) {
+  __shared__ __align__(16) half a_s[A_ELEMS];
+  __shared__ __align__(16) half b_s[NN16];
+  for (int i = threadIdx.x; i < A_ELEMS; i += 128) a_s[i] = A[i];
+  for (int i = threadIdx.x; i < NN16; i += 128) b_s[i] = B[i];
+  __syncthreads();
+  __align__(16) float d[NHALF];
+  for (int i = 0; i < NHALF; ++i) d[i] = 1.0f;
+  tdsl_ptx_wgmma_fence();
+  tdsl_ptx_wgmma_MNAME(&d[0], tdsl_ptx_wgmma_desc(&a_s[0], LBO, SBO, SWZ), tdsl_ptx_wgmma_desc(&b_s[0], LBO, SBO, SWZ), 1);
+  tdsl_ptx_wgmma_commit_group();
+  if (!early) tdsl_ptx_wgmma_wait_group<0>();
+  for (int i = 0; i < NHALF; ++i) D[threadIdx.x * NHALF + i] = d[i];
+  tdsl_ptx_wgmma_wait_group<0>();
+}
+'''
+
+
+def _place(m, swizzle):
+    """A (rows x 16) f16 matrix laid out K-major as the descriptor says: not swizzled, 8x8 core
+    matrices (8 rows of 16 bytes) with LBO = 128 (along K) and SBO = 256 (along rows); 128B
+    swizzled, rows of 128 bytes (K = 16 uses the first 32), SBO = 1024."""
+    rows = m.shape[0]
+    raw = np.zeros(rows * 64 if swizzle else rows * 16, np.float16)
+    flat = raw.view(np.uint8)
+    for r in range(rows):
+        for k in range(16):
+            if swizzle:
+                off = (r // 8) * 1024 + (r % 8) * 128 + 2 * k
+                off ^= (off & (7 << 7)) >> 3          # CuTe Swizzle<3,4,3>
+            else:
+                off = (r // 8) * 256 + (2 * k // 16) * 128 + (r % 8) * 16 + (2 * k) % 16
+            flat[off:off + 2] = np.frombuffer(m[r, k].tobytes(), np.uint8)
+    return raw
+
+
+@pytest.mark.parametrize("n", [8, 16, 32])
+@pytest.mark.parametrize("swizzle", [False, True])
+def test_wgmma_m64nNk16_f16(n, swizzle):
+    import ctypes
+
+    rng = np.random.default_rng(n)
+    a = rng.integers(-3, 4, (64, 16)).astype(np.float16)
+    b = rng.integers(-3, 4, (n, 16)).astype(np.float16)   # B K-major: N rows of K
+    a_raw, b_raw = _place(a, swizzle), _place(b, swizzle)
+    a_buf = a_raw
+    b_buf = np.zeros(max(b_raw.size, 8), np.float16)
+    b_buf[:b_raw.size] = b_raw
+    src = (KERNEL.replace("A_ELEMS", str(a_buf.size)).replace("NN16", str(b_buf.size)).replace("NHALF", str(n // 2))
+           .replace("MNAME", f"m64n{n}k16_f32_f16").replace("LBO", "128")
+           .replace("SBO", "1024" if swizzle else "256").replace("SWZ", "1" if swizzle else "0"))
+    want = a.astype(np.float32) @ b.astype(np.float32).T + 1.0
+    for early in (0, 1):
+        d = np.zeros(128 * n // 2, np.float32)
+        h.emulate(h.source(src), "gemm", [a_buf, b_buf, d, ctypes.c_int(early)], block=(128, 1, 1))
+        got = np.zeros((64, n), np.float32)
+        for t in range(128):
+            for i in range(n // 2):
+                got[clayout(t, i)] = d[t * n // 2 + i]
+        if early:   # read before wait_group: the accumulators are still the old ones
+            np.testing.assert_array_equal(got, np.ones((64, n), np.float32))
+        else:
+            np.testing.assert_array_equal(got, want)
