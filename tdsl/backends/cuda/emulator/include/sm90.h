@@ -123,6 +123,22 @@ inline bool mbarrier_wake(State& s) {
   return woke;
 }
 
+// "warp 0 (threads 0-31), warp 1 (threads 32-63)": the threads waiting on `addr`; returns their count
+inline int mbarrier_waiters(State& s, const void* addr, char* who, size_t size) {
+  Sm90State& st = sm90();
+  size_t len = 0;
+  int count = 0;
+  who[0] = 0;
+  for (int w = 0; w * 32 < s.nthreads; ++w) {
+    int lo = -1, hi = -1;
+    for (int i = w * 32; i < s.nthreads && i < w * 32 + 32; ++i)
+      if (s.threads[i].state == AT_MBARRIER && st.wait_on[i] == addr) { if (lo < 0) lo = i; hi = i; count++; }
+    if (lo >= 0 && len + 48 < size)
+      len += snprintf(who + len, size - len, "%swarp %d (threads %d-%d)", len ? ", " : "", w, lo, hi);
+  }
+  return count;
+}
+
 // Called when no thread can run and some wait on an mbarrier: a deadlock.
 [[noreturn]] inline void mbarrier_deadlock(State& s) {
   Sm90State& st = sm90();
@@ -131,15 +147,18 @@ inline bool mbarrier_wake(State& s) {
     if (s.threads[i].state == AT_MBARRIER) { first = i; break; }
   const void* addr = st.wait_on[first];
   int parity = st.wait_parity[first];
-  char who[256] = "";
-  size_t len = 0;
-  int count = 0;
-  for (int w = 0; w * 32 < s.nthreads; ++w) {
-    int lo = -1, hi = -1;
-    for (int i = w * 32; i < s.nthreads && i < w * 32 + 32; ++i)
-      if (s.threads[i].state == AT_MBARRIER && st.wait_on[i] == addr) { if (lo < 0) lo = i; hi = i; count++; }
-    if (lo >= 0 && len < sizeof who - 48)
-      len += snprintf(who + len, sizeof who - len, "%swarp %d (threads %d-%d)", len ? ", " : "", w, lo, hi);
+  char who[256], others[448] = "";
+  int count = mbarrier_waiters(s, addr, who, sizeof who);
+  size_t olen = 0;
+  for (int i = first + 1; i < s.nthreads; ++i) {   // the other barriers waited on, each once
+    if (s.threads[i].state != AT_MBARRIER || st.wait_on[i] == addr) continue;
+    bool seen = false;
+    for (int j = first; j < i && !seen; ++j) seen = s.threads[j].state == AT_MBARRIER && st.wait_on[j] == st.wait_on[i];
+    if (seen || olen + 240 > sizeof others) continue;
+    char w2[192];
+    int c2 = mbarrier_waiters(s, st.wait_on[i], w2, sizeof w2);
+    olen += snprintf(others + olen, sizeof others - olen, "; %d more wait on %s: %s", c2,
+                     mbarrier_name(st.wait_on[i]), w2);
   }
   int done = 0, at_sync = 0;
   for (int i = 0; i < s.nthreads; ++i) {
@@ -151,12 +170,12 @@ inline bool mbarrier_wake(State& s) {
   if (b && b->pending == 0 && b->tx != 0)
     fail("transaction count mismatch on mbarrier %s: every arrival of phase %u came but its tx-count is %lld "
          "(expect_tx announced %lld bytes, the copies completed %lld), so the phase never completes; %d thread(s) "
-         "wait for parity %d: %s", mbarrier_name(addr), b->phase, b->tx, b->tx_expected, b->tx_expected - b->tx,
-         count, parity, who);
+         "wait for parity %d: %s%s", mbarrier_name(addr), b->phase, b->tx, b->tx_expected, b->tx_expected - b->tx,
+         count, parity, who, others);
   fail("deadlock: %d thread(s) wait on mbarrier %s for the phase of parity %d, which can never complete (phase %u: "
        "%d of %d arrivals pending, tx-count %lld; %d thread(s) finished, %d wait at __syncthreads(), no copy in "
-       "flight): %s", count, mbarrier_name(addr), parity, b ? b->phase : 0, b ? b->pending : 0,
-       b ? b->expected : 0, b ? b->tx : 0, done, at_sync, who);
+       "flight): %s%s", count, mbarrier_name(addr), parity, b ? b->phase : 0, b ? b->pending : 0,
+       b ? b->expected : 0, b ? b->tx : 0, done, at_sync, who, others);
 }
 
 inline bool any_mbarrier_waiter(State& s) {
