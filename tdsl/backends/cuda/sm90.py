@@ -26,6 +26,8 @@ _ARCH_SPECIFIC_USES = re.compile(r"(wgmma|setmaxnreg)[._]")
 _BEGIN, _END = "// tdsl: Hopper device functions", "// tdsl: end of the Hopper device functions"
 
 _MBARRIER = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
 __device__ __forceinline__ unsigned tdsl_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void tdsl_ptx_mbarrier_init(unsigned long long* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tdsl_smem_addr(bar)), "r"(count) : "memory");
@@ -60,6 +62,28 @@ __device__ __forceinline__ void tdsl_ptx_tma_load_2d(void* dst, const void* tens
                " [%0], [%1, {%2, %3}], [%4];"
                :: "r"(tdsl_smem_addr(dst)), "l"(tensor_map), "r"(x), "r"(y), "r"(tdsl_smem_addr(bar)) : "memory");
 }
+// TensorIR passes buffer elements to extern calls by reference: the same functions taking them
+__device__ __forceinline__ void tdsl_ptx_mbarrier_init(unsigned long long& bar, int count) {
+  tdsl_ptx_mbarrier_init(&bar, count);
+}
+__device__ __forceinline__ unsigned long long tdsl_ptx_mbarrier_arrive(unsigned long long& bar) {
+  return tdsl_ptx_mbarrier_arrive(&bar);
+}
+__device__ __forceinline__ void tdsl_ptx_mbarrier_expect_tx(unsigned long long& bar, unsigned tx) {
+  tdsl_ptx_mbarrier_expect_tx(&bar, tx);
+}
+__device__ __forceinline__ unsigned long long tdsl_ptx_mbarrier_arrive_expect_tx(unsigned long long& bar, unsigned tx) {
+  return tdsl_ptx_mbarrier_arrive_expect_tx(&bar, tx);
+}
+__device__ __forceinline__ void tdsl_ptx_mbarrier_wait(unsigned long long& bar, int parity) {
+  tdsl_ptx_mbarrier_wait(&bar, parity);
+}
+#define TDSL_SM90_TMA_REF(T)                                                                                  \
+  __device__ __forceinline__ void tdsl_ptx_tma_load_2d(T& dst, const unsigned char& tensor_map, int x, int y,    \
+                                                       unsigned long long& bar) {                               \
+    tdsl_ptx_tma_load_2d((void*)&dst, (const void*)&tensor_map, x, y, &bar);                                    \
+  }
+TDSL_SM90_TMA_REF(half) TDSL_SM90_TMA_REF(nv_bfloat16) TDSL_SM90_TMA_REF(float) TDSL_SM90_TMA_REF(unsigned char)
 """
 
 _ARCH_SPECIFIC_FUNCTIONS = r"""
@@ -67,6 +91,12 @@ _ARCH_SPECIFIC_FUNCTIONS = r"""
 __device__ __forceinline__ unsigned long long tdsl_ptx_wgmma_desc(const void* smem, int lbo, int sbo, int swizzle) {
   return (unsigned long long)((tdsl_smem_addr(smem) >> 4) & 0x3fff) | ((unsigned long long)((lbo >> 4) & 0x3fff) << 16)
          | ((unsigned long long)((sbo >> 4) & 0x3fff) << 32) | ((unsigned long long)(swizzle & 3) << 62);
+}
+__device__ __forceinline__ unsigned long long tdsl_ptx_wgmma_desc(half& smem, int lbo, int sbo, int swizzle) {
+  return tdsl_ptx_wgmma_desc((const void*)&smem, lbo, sbo, swizzle);
+}
+__device__ __forceinline__ unsigned long long tdsl_ptx_wgmma_desc(nv_bfloat16& smem, int lbo, int sbo, int swizzle) {
+  return tdsl_ptx_wgmma_desc((const void*)&smem, lbo, sbo, swizzle);
 }
 __device__ __forceinline__ void tdsl_ptx_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void tdsl_ptx_wgmma_commit_group() {
@@ -99,7 +129,10 @@ def wgmma_function(n: int, dtype: str) -> str:
             f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n'
             f" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{outs}}}, %{regs}, %{regs + 1}, p, "
             f'1, 1, 0, 0;\\n}}"\n'
-            f'    : {binds}\n    : "l"(desc_a), "l"(desc_b), "r"(scale_d) : "memory");\n}}\n')
+            f'    : {binds}\n    : "l"(desc_a), "l"(desc_b), "r"(scale_d) : "memory");\n}}\n'
+            f"__device__ __forceinline__ void tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}(float& d, unsigned long long "
+            f"desc_a, unsigned long long desc_b, int scale_d) {{\n"
+            f"  tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}(&d, desc_a, desc_b, scale_d);\n}}\n")
 
 
 def device_functions(wgmma: tuple[tuple[int, str], ...] = ()) -> str:

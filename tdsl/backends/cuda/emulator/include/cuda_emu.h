@@ -485,7 +485,6 @@ int launch(const long long* dims, int order, unsigned long long seed, long long 
 #define gridDim (::tdsl_emu::state().grid_dim)
 #define warpSize 32
 #define __syncthreads() ::tdsl_emu::syncthreads(__LINE__)
-#include "sm90.h"  // Hopper: mbarrier, TMA, wgmma as the PTX ISA defines them
 
 // declarations the driver rewrites `__shared__ __align__(16) T name[N];` and `__align__(16) T name[N];` into
 #define TDSL_EMU_SHARED(T, name, N)                                  \
@@ -659,6 +658,8 @@ inline nv_bfloat16 __hmin_nan(nv_bfloat16 a, nv_bfloat16 b) {
 }
 inline half hexp(half a) { return half(expf((float)a)); }
 inline half hsqrt(half a) { return half(sqrtf((float)a)); }
+
+#include "sm90.h"  // Hopper: mbarrier, TMA, wgmma as the PTX ISA defines them
 
 // ------------------------------------------------------------------------ atomics (threads switch only at
 // barriers and collectives, so a read-modify-write is atomic here)

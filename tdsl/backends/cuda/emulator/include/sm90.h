@@ -400,6 +400,31 @@ template <int N> inline void tdsl_ptx_wgmma_wait_group() {
     tdsl_emu::WgmmaQueue& q = tdsl_emu::wgmma_queue();                                                          \
     if (q.nops == tdsl_emu::MAX_WGMMA) tdsl_emu::fail("more than %d wgmma in flight", (int)tdsl_emu::MAX_WGMMA);   \
     q.ops[q.nops++] = tdsl_emu::Wgmma{d, a, b, s, N, BF, q.committed};                                          \
+  }                                                                                                             \
+  inline void tdsl_ptx_wgmma_m64n##N##k16_f32_##T(float& d, unsigned long long a, unsigned long long b, int s) { \
+    tdsl_ptx_wgmma_m64n##N##k16_f32_##T(&d, a, b, s);                                                          \
   }
 TDSL_EMU_WGMMA(8, f16, 0) TDSL_EMU_WGMMA(16, f16, 0) TDSL_EMU_WGMMA(32, f16, 0) TDSL_EMU_WGMMA(64, f16, 0)
 TDSL_EMU_WGMMA(8, bf16, 1) TDSL_EMU_WGMMA(16, bf16, 1) TDSL_EMU_WGMMA(32, bf16, 1) TDSL_EMU_WGMMA(64, bf16, 1)
+
+// ------------------------------------------------------------------------ reference forms
+// TensorIR passes buffer elements to extern calls by reference (T.call_extern("void",
+// "tdsl_ptx_mbarrier_arrive", bars[0])): the same functions taking the element itself.
+inline void tdsl_ptx_mbarrier_init(unsigned long long& bar, int count) { tdsl_ptx_mbarrier_init(&bar, count); }
+inline unsigned long long tdsl_ptx_mbarrier_arrive(unsigned long long& bar) { return tdsl_ptx_mbarrier_arrive(&bar); }
+inline void tdsl_ptx_mbarrier_expect_tx(unsigned long long& bar, unsigned tx) { tdsl_ptx_mbarrier_expect_tx(&bar, tx); }
+inline unsigned long long tdsl_ptx_mbarrier_arrive_expect_tx(unsigned long long& bar, unsigned tx) {
+  return tdsl_ptx_mbarrier_arrive_expect_tx(&bar, tx);
+}
+inline void tdsl_ptx_mbarrier_wait(unsigned long long& bar, int parity) { tdsl_ptx_mbarrier_wait(&bar, parity); }
+#define TDSL_EMU_TMA_REF(T)                                                                                  \
+  inline void tdsl_ptx_tma_load_2d(T& dst, const unsigned char& tensor_map, int x, int y, unsigned long long& bar) { \
+    tdsl_ptx_tma_load_2d((void*)&dst, &tensor_map, x, y, &bar);                                                \
+  }
+TDSL_EMU_TMA_REF(half) TDSL_EMU_TMA_REF(nv_bfloat16) TDSL_EMU_TMA_REF(float) TDSL_EMU_TMA_REF(unsigned char)
+inline unsigned long long tdsl_ptx_wgmma_desc(half& smem, int lbo, int sbo, int swizzle) {
+  return tdsl_ptx_wgmma_desc((const void*)&smem, lbo, sbo, swizzle);
+}
+inline unsigned long long tdsl_ptx_wgmma_desc(nv_bfloat16& smem, int lbo, int sbo, int swizzle) {
+  return tdsl_ptx_wgmma_desc((const void*)&smem, lbo, sbo, swizzle);
+}
