@@ -159,6 +159,15 @@ extern "C" __global__ void __launch_bounds__(128) hopper(float* __restrict__ out
   tdsl_ptx_wgmma_wait_group<0>();
   out[threadIdx.x] = d[0] + d[1] + d[2] + d[3];
 }
+extern "C" __global__ void __launch_bounds__(128) hopper_bf16(float* __restrict__ out, unsigned long long da, unsigned long long db) {
+  float d[128];
+  for (int i = 0; i < 128; ++i) d[i] = 0.f;
+  tdsl_ptx_wgmma_fence();
+  tdsl_ptx_wgmma_m64n256k16_f32_bf16(d, da, db, 1);
+  tdsl_ptx_wgmma_commit_group();
+  tdsl_ptx_wgmma_wait_group<0>();
+  for (int i = 0; i < 128; ++i) out[threadIdx.x * 128 + i] = d[i];
+}
 '''
 
 
@@ -166,9 +175,9 @@ def test_sm90a_compiles_wgmma_and_setmaxnreg():
     pytest.importorskip("cuda.bindings")
     from tdsl.backends.cuda.nvrtc import compile_cuda
 
-    mod = compile_cuda(h.source(PHASES + ARCH_SPECIFIC, wgmma=((8, "f16"),)), "sm_90a", want_ptx=True)
+    mod = compile_cuda(h.source(PHASES + ARCH_SPECIFIC, wgmma=((8, "f16"), (256, "bf16"))), "sm_90a", want_ptx=True)
     assert mod.cubin[:4] == b"\x7fELF"
-    for instr in ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "setmaxnreg.inc.sync.aligned.u32 232",
+    for instr in ("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", "setmaxnreg.inc.sync.aligned.u32 232",
                   "mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.arrive.shared::cta.b64"):
         assert instr in mod.ptx
     assert ".target sm_90a" in mod.ptx

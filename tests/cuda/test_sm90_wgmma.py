@@ -6,9 +6,12 @@ CLayout_64xN): thread t, value i -> row 16*(t/32) + (t%32)/4 + 8*((i/2)%2), colu
 + 8*(i/4) (transcribed below as `clayout`); asynchronous until wgmma.wait_group."""
 import shutil
 
+import ml_dtypes
 import numpy as np
 import pytest
 import sm90_harness as h
+
+import tdsl
 
 pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")),
                                 reason="no host C++ compiler")
@@ -19,9 +22,9 @@ def clayout(t, i):
 
 
 KERNEL = r'''
-extern "C" __global__ void gemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ D, int early) {
-  __shared__ __align__(16) half a_s[A_ELEMS];
-  __shared__ __align__(16) half b_s[NN16];
+extern "C" __global__ void gemm(const ELEM* __restrict__ A, const ELEM* __restrict__ B, float* __restrict__ D, int early) {
+  __shared__ __align__(16) ELEM a_s[A_ELEMS];
+  __shared__ __align__(16) ELEM b_s[NN16];
   for (int i = threadIdx.x; i < A_ELEMS; i += 128) a_s[i] = A[i];
   for (int i = threadIdx.x; i < NN16; i += 128) b_s[i] = B[i];
   __syncthreads();
@@ -30,6 +33,11 @@ extern "C" __global__ void gemm(const half* __restrict__ A, const half* __restri
   tdsl_ptx_wgmma_fence();
   tdsl_ptx_wgmma_MNAME(&d[0], tdsl_ptx_wgmma_desc(&a_s[0], LBO, SBO, SWZ), tdsl_ptx_wgmma_desc(&b_s[0], LBO, SBO, SWZ), 1);
   tdsl_ptx_wgmma_commit_group();
+  if (early == 2) {   // overwrite an operand while the wgmma is in flight
+    __syncthreads();
+    if (threadIdx.x == 0) a_s[0] = a_s[8];
+    __syncthreads();
+  }
   if (!early) tdsl_ptx_wgmma_wait_group<0>();
   for (int i = 0; i < NHALF; ++i) D[threadIdx.x * NHALF + i] = d[i];
   tdsl_ptx_wgmma_wait_group<0>();
@@ -37,12 +45,12 @@ extern "C" __global__ void gemm(const half* __restrict__ A, const half* __restri
 '''
 
 
-def _place(m, swizzle):
+def _place(m, swizzle, dtype):
     """A (rows x 16) f16 matrix laid out K-major as the descriptor says: not swizzled, 8x8 core
     matrices (8 rows of 16 bytes) with LBO = 128 (along K) and SBO = 256 (along rows); 128B
     swizzled, rows of 128 bytes (K = 16 uses the first 32), SBO = 1024."""
     rows = m.shape[0]
-    raw = np.zeros(rows * 64 if swizzle else rows * 16, np.float16)
+    raw = np.zeros(rows * 64 if swizzle else rows * 16, dtype)
     flat = raw.view(np.uint8)
     for r in range(rows):
         for k in range(16):
@@ -55,30 +63,45 @@ def _place(m, swizzle):
     return raw
 
 
-@pytest.mark.parametrize("n", [8, 16, 32])
-@pytest.mark.parametrize("swizzle", [False, True])
-def test_wgmma_m64nNk16_f16(n, swizzle):
+DTYPES = {"f16": (np.float16, "half"), "bf16": (ml_dtypes.bfloat16, "nv_bfloat16")}
+
+
+def _gemm(n, swizzle, dtype, early):
     import ctypes
 
+    np_dtype, ctype = DTYPES[dtype]
     rng = np.random.default_rng(n)
-    a = rng.integers(-3, 4, (64, 16)).astype(np.float16)
-    b = rng.integers(-3, 4, (n, 16)).astype(np.float16)   # B K-major: N rows of K
-    a_raw, b_raw = _place(a, swizzle), _place(b, swizzle)
-    a_buf = a_raw
-    b_buf = np.zeros(max(b_raw.size, 8), np.float16)
+    a = rng.integers(-3, 4, (64, 16)).astype(np_dtype)
+    b = rng.integers(-3, 4, (n, 16)).astype(np_dtype)   # B K-major: N rows of K
+    a_buf, b_raw = _place(a, swizzle, np_dtype), _place(b, swizzle, np_dtype)
+    b_buf = np.zeros(max(b_raw.size, 8), np_dtype)
     b_buf[:b_raw.size] = b_raw
     src = (KERNEL.replace("A_ELEMS", str(a_buf.size)).replace("NN16", str(b_buf.size)).replace("NHALF", str(n // 2))
-           .replace("MNAME", f"m64n{n}k16_f32_f16").replace("LBO", "128")
+           .replace("MNAME", f"m64n{n}k16_f32_{dtype}").replace("ELEM", ctype).replace("LBO", "128")
            .replace("SBO", "1024" if swizzle else "256").replace("SWZ", "1" if swizzle else "0"))
-    want = a.astype(np.float32) @ b.astype(np.float32).T + 1.0
-    for early in (0, 1):
-        d = np.zeros(128 * n // 2, np.float32)
-        h.emulate(h.source(src), "gemm", [a_buf, b_buf, d, ctypes.c_int(early)], block=(128, 1, 1))
-        got = np.zeros((64, n), np.float32)
-        for t in range(128):
-            for i in range(n // 2):
-                got[clayout(t, i)] = d[t * n // 2 + i]
-        if early:   # read before wait_group: the accumulators are still the old ones
-            np.testing.assert_array_equal(got, np.ones((64, n), np.float32))
-        else:
-            np.testing.assert_array_equal(got, want)
+    d = np.zeros(128 * n // 2, np.float32)
+    h.emulate(h.source(src), "gemm", [a_buf, b_buf, d, ctypes.c_int(early)], block=(128, 1, 1))
+    got = np.zeros((64, n), np.float32)
+    for t in range(128):
+        for i in range(n // 2):
+            got[clayout(t, i)] = d[t * n // 2 + i]
+    return got, a.astype(np.float32) @ b.astype(np.float32).T + 1.0
+
+
+@pytest.mark.parametrize("n", [8, 16, 32, 128])
+@pytest.mark.parametrize("swizzle", [False, True])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_wgmma_m64nNk16(n, swizzle, dtype):
+    got, want = _gemm(n, swizzle, dtype, early=0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_accumulators_read_before_the_wait_are_the_old_ones():
+    got, _ = _gemm(16, True, "f16", early=1)
+    np.testing.assert_array_equal(got, np.ones((64, 16), np.float32))
+
+
+def test_an_operand_written_while_in_flight_is_a_race():
+    with pytest.raises(tdsl.TargetError, match=r"wgmma m64n16k16: shared memory of its operand A was written after the "
+                       r"wgmma was issued and before its wait_group"):
+        _gemm(16, False, "f16", early=2)

@@ -322,7 +322,7 @@ inline void tdsl_ptx_tma_load_2d(void* dst, M tensor_map, int x, int y, unsigned
 // CLayout_64xN: thread t, register i -> row 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2),
 // column 2 * (t % 4) + i % 2 + 8 * (i / 4).
 namespace tdsl_emu {
-struct Wgmma { float* d; unsigned long long a, b; int scale_d, n, bf16; unsigned group; };
+struct Wgmma { float* d; unsigned long long a, b; int scale_d, n, bf16; unsigned group; unsigned long long fa, fb; };
 enum { MAX_WGMMA = 64 };
 struct WgmmaQueue { Wgmma ops[MAX_WGMMA]; int nops = 0; unsigned committed = 0; unsigned long long epoch = ~0ULL; };
 inline WgmmaQueue& wgmma_queue() {
@@ -359,7 +359,24 @@ inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16) {
   float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
   return bits >> 15 ? -v : v;
 }
+// the bits of an operand's rows x 16 elements (FNV-1a): shared memory an in-flight wgmma reads
+// must not change before its wait_group (the PTX ISA leaves that undefined)
+inline unsigned long long wgmma_fingerprint(unsigned long long desc, int rows, int bf16) {
+  unsigned long long h = 1469598103934665603ULL;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < 16; ++k) {
+      float v = wgmma_operand(desc, r, k, bf16);
+      unsigned u;
+      memcpy(&u, &v, 4);
+      h = (h ^ u) * 1099511628211ULL;
+    }
+  return h;
+}
 inline void wgmma_run(const Wgmma& w) {
+  if (wgmma_fingerprint(w.a, 64, w.bf16) != w.fa || wgmma_fingerprint(w.b, w.n, w.bf16) != w.fb)
+    fail("wgmma m64n%dk16: shared memory of its operand %s was written after the wgmma was issued and before its "
+         "wait_group (a race: the tensor core reads it asynchronously; wait, then release the stage)", w.n,
+         wgmma_fingerprint(w.a, 64, w.bf16) != w.fa ? "A" : "B");
   int t = state().cur->linear % 128;
   for (int i = 0; i < w.n / 2; ++i) {
     int row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2), col = 2 * (t % 4) + i % 2 + 8 * (i / 4);
@@ -399,13 +416,16 @@ template <int N> inline void tdsl_ptx_wgmma_wait_group() {
   inline void tdsl_ptx_wgmma_m64n##N##k16_f32_##T(float* d, unsigned long long a, unsigned long long b, int s) { \
     tdsl_emu::WgmmaQueue& q = tdsl_emu::wgmma_queue();                                                          \
     if (q.nops == tdsl_emu::MAX_WGMMA) tdsl_emu::fail("more than %d wgmma in flight", (int)tdsl_emu::MAX_WGMMA);   \
-    q.ops[q.nops++] = tdsl_emu::Wgmma{d, a, b, s, N, BF, q.committed};                                          \
+    q.ops[q.nops++] = tdsl_emu::Wgmma{d, a, b, s, N, BF, q.committed, tdsl_emu::wgmma_fingerprint(a, 64, BF),   \
+                                      tdsl_emu::wgmma_fingerprint(b, N, BF)};                                   \
   }                                                                                                             \
   inline void tdsl_ptx_wgmma_m64n##N##k16_f32_##T(float& d, unsigned long long a, unsigned long long b, int s) { \
     tdsl_ptx_wgmma_m64n##N##k16_f32_##T(&d, a, b, s);                                                          \
   }
 TDSL_EMU_WGMMA(8, f16, 0) TDSL_EMU_WGMMA(16, f16, 0) TDSL_EMU_WGMMA(32, f16, 0) TDSL_EMU_WGMMA(64, f16, 0)
+TDSL_EMU_WGMMA(128, f16, 0) TDSL_EMU_WGMMA(256, f16, 0)
 TDSL_EMU_WGMMA(8, bf16, 1) TDSL_EMU_WGMMA(16, bf16, 1) TDSL_EMU_WGMMA(32, bf16, 1) TDSL_EMU_WGMMA(64, bf16, 1)
+TDSL_EMU_WGMMA(128, bf16, 1) TDSL_EMU_WGMMA(256, bf16, 1)
 
 // ------------------------------------------------------------------------ reference forms
 // TensorIR passes buffer elements to extern calls by reference (T.call_extern("void",
