@@ -135,3 +135,75 @@ def test_the_same_source_compiles_for_sm90a():
     mod = compile_cuda(h.source(LOAD.replace("BOX", "1024")), "sm_90a", want_ptx=True)
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in mod.ptx
     assert "mbarrier.arrive.expect_tx.shared::cta.b64" in mod.ptx
+
+
+ND = r'''
+extern "C" __global__ void tma_nd(float* __restrict__ out, const unsigned char* __restrict__ tmap, int x, int y, int z, int w, int v, int expect) {
+  __shared__ __align__(16) float tile[BOX];
+  __shared__ __align__(16) unsigned long long bars[1];
+  if (threadIdx.x == 0) tdsl_ptx_mbarrier_init(&bars[0], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tdsl_ptx_mbarrier_arrive_expect_tx(&bars[0], (unsigned)expect);
+    tdsl_ptx_tma_load_RANKd(&tile[0], tmap, COORDS, &bars[0]);
+  }
+  tdsl_ptx_mbarrier_wait(&bars[0], 0);
+  for (int i = threadIdx.x; i < BOX; i += blockDim.x) out[i] = tile[i];
+}
+'''
+
+
+def _expected_nd(a, box, start, mode):
+    """The box at `start` (axis order) with zero fill, its bytes placed by CuTe's swizzle."""
+    vals = np.zeros(box, a.dtype)
+    for idx in np.ndindex(*box):
+        g = tuple(s + i for s, i in zip(start, idx))
+        if all(0 <= gi < n for gi, n in zip(g, a.shape)):
+            vals[idx] = a[g]
+    raw = vals.reshape(-1).view(np.uint8)
+    out = np.zeros_like(raw)
+    for off in range(raw.size):
+        out[cute_swizzle(off, MODES[mode])] = raw[off]
+    return out.view(a.dtype)
+
+
+@pytest.mark.parametrize("shape, box, start, mode", [
+    ((40,), (16,), (-4,), "none"),
+    ((5, 6, 20), (2, 4, 8), (4, -1, 16), "32B"),
+    ((3, 4, 5, 8), (2, 2, 3, 8), (1, 3, -1, 0), "none"),
+    ((2, 3, 2, 4, 16), (2, 2, 2, 2, 8), (1, 2, 0, 3, 12), "32B"),
+])
+def test_boxes_of_1_to_5_dimensions(shape, box, start, mode):
+    import ctypes
+
+    rng = np.random.default_rng(len(shape))
+    a = rng.standard_normal(shape).astype(np.float32)
+    rank = len(shape)
+    coords = list(start[::-1]) + [0] * (5 - rank)         # innermost first
+    names = ["x", "y", "z", "w", "v"][:rank]
+    src = h.source(ND.replace("BOX", str(int(np.prod(box)))).replace("RANK", str(rank))
+                   .replace("COORDS", ", ".join(names)))
+    out = np.zeros(int(np.prod(box)), np.float32)
+    h.emulate(src, "tma_nd", [out, sm90.emulator_tensor_map(a, box, mode), *map(ctypes.c_int, coords),
+                              ctypes.c_int(out.nbytes)], block=(32, 1, 1))
+    np.testing.assert_array_equal(out, _expected_nd(a, box, start, mode))
+
+
+def test_a_map_of_another_rank_is_refused():
+    import ctypes
+
+    src = h.source(ND.replace("BOX", "16").replace("RANK", "2").replace("COORDS", "x, y"))
+    with pytest.raises(tdsl.TargetError, match="tma_load_2d with a tensor map of 1 dimensions"):
+        h.emulate(src, "tma_nd", [np.zeros(16, np.float32), sm90.emulator_tensor_map(np.zeros(32, np.float32), (16,)),
+                                  *map(ctypes.c_int, [0] * 5), ctypes.c_int(64)], block=(32, 1, 1))
+
+
+def test_nd_loads_compile_for_sm90a():
+    pytest.importorskip("cuda.bindings")
+    from tdsl.backends.cuda.nvrtc import compile_cuda
+
+    src = "".join(ND.replace("tma_nd", f"tma_{r}d").replace("BOX", "256").replace("RANK", str(r))
+                  .replace("COORDS", ", ".join("xyzwv"[:r])) for r in range(1, 6))
+    ptx = compile_cuda(h.source(src), "sm_90a", want_ptx=True).ptx
+    for r in range(1, 6):
+        assert f"cp.async.bulk.tensor.{r}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx

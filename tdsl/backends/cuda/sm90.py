@@ -56,12 +56,6 @@ __device__ __forceinline__ void tdsl_ptx_fence_proxy_async() { asm volatile("fen
 __device__ __forceinline__ void tdsl_ptx_fence_mbarrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
-__device__ __forceinline__ void tdsl_ptx_tma_load_2d(void* dst, const void* tensor_map, int x, int y,
-                                                     unsigned long long* bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];"
-               :: "r"(tdsl_smem_addr(dst)), "l"(tensor_map), "r"(x), "r"(y), "r"(tdsl_smem_addr(bar)) : "memory");
-}
 // TensorIR passes buffer elements to extern calls by reference: the same functions taking them
 __device__ __forceinline__ void tdsl_ptx_mbarrier_init(unsigned long long& bar, int count) {
   tdsl_ptx_mbarrier_init(&bar, count);
@@ -78,6 +72,10 @@ __device__ __forceinline__ unsigned long long tdsl_ptx_mbarrier_arrive_expect_tx
 __device__ __forceinline__ void tdsl_ptx_mbarrier_wait(unsigned long long& bar, int parity) {
   tdsl_ptx_mbarrier_wait(&bar, parity);
 }
+"""
+
+_COORDS = ("x", "y", "z", "w", "v")
+_TMA_REFERENCE_FORMS = r"""
 #define TDSL_SM90_TMA_REF(T)                                                                                  \
   __device__ __forceinline__ void tdsl_ptx_tma_load_2d(T& dst, const unsigned char& tensor_map, int x, int y,    \
                                                        unsigned long long& bar) {                               \
@@ -85,6 +83,24 @@ __device__ __forceinline__ void tdsl_ptx_mbarrier_wait(unsigned long long& bar, 
   }
 TDSL_SM90_TMA_REF(half) TDSL_SM90_TMA_REF(nv_bfloat16) TDSL_SM90_TMA_REF(float) TDSL_SM90_TMA_REF(unsigned char)
 """
+
+
+def _tma_load_function(rank: int) -> str:
+    """tdsl_ptx_tma_load_{rank}d(dst, tensor_map, x[, y, z, w, v], bar): a box of the tensor map at
+    those coordinates (innermost first) into shared memory, completing on `bar`'s tx-count."""
+    coords = _COORDS[:rank]
+    params = ", ".join(f"int {c}" for c in coords)
+    regs = ", ".join(f"%{2 + i}" for i in range(rank))
+    binds = ", ".join(f'"r"({c})' for c in coords)
+    return (f"__device__ __forceinline__ void tdsl_ptx_tma_load_{rank}d(void* dst, const void* tensor_map, {params}, "
+            f"unsigned long long* bar) {{\n"
+            f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"\n'
+            f'               " [%0], [%1, {{{regs}}}], [%{2 + rank}];"\n'
+            f'               :: "r"(tdsl_smem_addr(dst)), "l"(tensor_map), {binds}, "r"(tdsl_smem_addr(bar)) : "memory");\n'
+            f"}}\n")
+
+
+_TMA_LOADS = "".join(_tma_load_function(rank) for rank in range(1, 6))
 
 _ARCH_SPECIFIC_FUNCTIONS = r"""
 // a matrix descriptor (PTX ISA "Matrix Descriptor Format"); swizzle 0 none, 1 128B, 2 64B, 3 32B
@@ -140,7 +156,7 @@ def device_functions(wgmma: tuple[tuple[int, str], ...] = ()) -> str:
     defines them); `wgmma` lists the (N, dtype) shapes of tdsl_ptx_wgmma_m64nNk16_f32_* wanted."""
     specific = _ARCH_SPECIFIC_FUNCTIONS + "".join(wgmma_function(n, t) for n, t in wgmma)
     # (__CUDA_ARCH_FEAT_SM90_ALL: defined when compiling for sm_90a only)
-    return (f"{_BEGIN}\n#ifndef TDSL_CUDA_EMU_H\n{_MBARRIER}#ifdef __CUDA_ARCH_FEAT_SM90_ALL\n{specific}#endif\n"
+    return (f"{_BEGIN}\n#ifndef TDSL_CUDA_EMU_H\n{_MBARRIER}{_TMA_LOADS}{_TMA_REFERENCE_FORMS}#ifdef __CUDA_ARCH_FEAT_SM90_ALL\n{specific}#endif\n"
             f"#endif\n{_END}\n")
 
 
@@ -178,33 +194,43 @@ def swizzle_offset(offset: int, swizzle: str) -> int:
     return offset ^ ((offset & (((1 << bits) - 1) << 7)) >> 3)
 
 
-def emulator_tensor_map(array, box: tuple[int, int], swizzle: str = "none"):
-    """tdsl's encoding of a 2-D tiled tensor map over the C-contiguous numpy `array` (rows, cols)
-    for the emulator's tdsl_ptx_tma_load_2d: 128 bytes, as a CUtensorMap is. The checks are the
-    driver's (cuTensorMapEncodeTiled): box sides 1..256, the box's row a multiple of 16 bytes and at
-    most the swizzle span, the row stride a multiple of 16 bytes, the base 16-byte aligned."""
+def emulator_tensor_map(array, box: tuple[int, ...], swizzle: str = "none"):
+    """tdsl's encoding of a tiled tensor map over the C-contiguous numpy `array` (1 to 5
+    dimensions) for the emulator's tdsl_ptx_tma_load_{1..5}d: 128 bytes, as a CUtensorMap is.
+    `box` is in the array's axis order (outermost first, like its shape); the load's coordinates
+    are innermost first (x = column). The checks are the driver's (cuTensorMapEncodeTiled): box
+    sides 1..256, the box's innermost extent a multiple of 16 bytes and at most the swizzle span,
+    the strides multiples of 16 bytes, the base 16-byte aligned.
+
+    >>> emulator_tensor_map(np.zeros((64, 64), np.float16), (64, 16), "32B").nbytes
+    128
+    """
     import numpy as np
 
-    if array.ndim != 2 or not array.flags.c_contiguous:
-        raise TargetError(f"a 2-D tensor map needs a C-contiguous 2-D array, got shape {array.shape}")
+    if not 1 <= array.ndim <= 5 or not array.flags.c_contiguous:
+        raise TargetError(f"a tensor map needs a C-contiguous array of 1 to 5 dimensions, got shape {array.shape}")
     if swizzle not in SWIZZLES:
         raise TargetError(f"unknown TMA swizzle {swizzle!r}; expected one of {', '.join(SWIZZLES)}")
+    box = tuple(box)
+    if len(box) != array.ndim:
+        raise TargetError(f"TMA box {box} has {len(box)} sides for an array of {array.ndim} dimensions")
     elem = array.dtype.itemsize
-    cols_box, rows_box = box[1], box[0]
-    if not (1 <= rows_box <= 256 and 1 <= cols_box <= 256):
+    if any(not 1 <= side <= 256 for side in box):
         raise TargetError(f"TMA box {box}: each side is 1 to 256 elements")
-    if cols_box * elem % 16:
-        raise TargetError(f"TMA box {box}: its rows are {cols_box * elem} bytes, not a multiple of 16")
-    if SWIZZLES[swizzle] and cols_box * elem > SWIZZLES[swizzle]:
-        raise TargetError(f"TMA box {box}: its rows are {cols_box * elem} bytes, more than the {swizzle} swizzle "
-                          f"span; use a narrower box or a wider swizzle")
-    if array.strides[0] % 16 or array.ctypes.data % 16:
-        raise TargetError("a tensor map's rows start at multiples of 16 bytes (stride and base address)")
+    inner = box[-1] * elem
+    if inner % 16:
+        raise TargetError(f"TMA box {box}: its rows are {inner} bytes, not a multiple of 16")
+    if SWIZZLES[swizzle] and inner > SWIZZLES[swizzle]:
+        raise TargetError(f"TMA box {box}: its rows are {inner} bytes, more than the {swizzle} swizzle span; use a "
+                          f"narrower box or a wider swizzle")
+    if any(st % 16 for st in array.strides[:-1]) or array.ctypes.data % 16:
+        raise TargetError("a tensor map's rows start at multiples of 16 bytes (strides and base address)")
+    dims, strides, sides = array.shape[::-1], array.strides[::-1], box[::-1]   # innermost first
     fields = np.zeros(16, np.int64)
-    fields[0] = TENSOR_MAP_MAGIC | (elem << 32)
+    fields[0] = TENSOR_MAP_MAGIC | (elem << 32) | (array.ndim << 40) | (SWIZZLES[swizzle] << 48)
     fields[1] = array.ctypes.data
-    fields[2], fields[3] = array.shape[1], array.shape[0]        # inner dimension first, as the driver
-    fields[4] = array.strides[0]
-    fields[5], fields[6] = cols_box, rows_box
-    fields[7] = SWIZZLES[swizzle]
+    fields[2:2 + array.ndim] = dims
+    fields[7:6 + array.ndim] = strides[1:]
+    fields[11] = sum(side << (16 * d) for d, side in enumerate(sides[:4]))
+    fields[12] = sides[4] if array.ndim == 5 else 0
     return fields.view(np.uint8)

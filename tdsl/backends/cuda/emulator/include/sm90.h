@@ -32,11 +32,11 @@ struct MBarrier {
   unsigned phase;         // phases completed so far (the current phase's parity is phase & 1)
 };
 
-struct AsyncCopy {   // one queued TMA load
+struct AsyncCopy {   // one queued TMA load; dimension 0 is the innermost
   char* dst;
   const char* src_base;
-  long long elem, dims[2], stride1, box[2], coord[2];
-  int swizzle;
+  long long elem, dims[5], strides[5], box[5], coord[5];
+  int rank, swizzle;
   MBarrier* bar;
 };
 
@@ -255,8 +255,9 @@ template <int R> inline void tdsl_ptx_setmaxnreg_dec() {
 }
 
 // ------------------------------------------------------------------------ TMA loads
-// The tensor map is tdsl's own encoding (sm90.py: emulator_tensor_map): int64 fields
-// [magic | elem << 32, base, cols, rows, row stride in bytes, box cols, box rows, swizzle bytes].
+// The tensor map is tdsl's own encoding (sm90.py: emulator_tensor_map), int64 fields, dimension 0
+// the innermost: [magic | elem << 32 | rank << 40 | swizzle bytes << 48, base, dims[5],
+// byte strides of dimensions 1..4, box sides 0..3 (16 bits each), box side 4].
 namespace tdsl_emu {
 enum { TENSOR_MAP_MAGIC = 0x31444D54 };
 
@@ -270,47 +271,88 @@ inline void complete_async_copies() {
   Sm90State& st = sm90();
   for (int i = 0; i < st.ncopies; ++i) {
     AsyncCopy& c = st.copies[i];
-    long long bytes = c.box[0] * c.box[1] * c.elem;
-    for (long long r = 0; r < c.box[1]; ++r)
-      for (long long k = 0; k < c.box[0]; ++k) {
-        long long gx = c.coord[0] + k, gy = c.coord[1] + r;
-        char* d = c.dst + tma_swizzle((r * c.box[0] + k) * c.elem, c.swizzle);
-        if (gx >= 0 && gy >= 0 && gx < c.dims[0] && gy < c.dims[1])
-          memcpy(d, c.src_base + gy * c.stride1 + gx * c.elem, (size_t)c.elem);
-        else
-          memset(d, 0, (size_t)c.elem);   // out of the tensor: zeros
+    long long count = 1;
+    for (int d = 0; d < c.rank; ++d) count *= c.box[d];
+    for (long long e = 0; e < count; ++e) {   // box element e, dimension 0 fastest
+      long long rest = e, src = 0;
+      bool inside = true;
+      for (int d = 0; d < c.rank; ++d) {
+        long long g = c.coord[d] + rest % c.box[d];
+        rest /= c.box[d];
+        inside = inside && g >= 0 && g < c.dims[d];
+        src += g * c.strides[d];
       }
-    c.bar->tx -= bytes;                    // complete_tx: the whole box, filled elements included
+      char* dst = c.dst + tma_swizzle(e * c.elem, c.swizzle);
+      if (inside) memcpy(dst, c.src_base + src, (size_t)c.elem);
+      else memset(dst, 0, (size_t)c.elem);   // out of the tensor: zeros
+    }
+    c.bar->tx -= count * c.elem;              // complete_tx: the whole box, filled elements included
     mbarrier_check_tx(c.bar);
     mbarrier_try_complete(c.bar);
   }
   st.ncopies = 0;
 }
-}  // namespace tdsl_emu
 
-template <class M>
-inline void tdsl_ptx_tma_load_2d(void* dst, M tensor_map, int x, int y, unsigned long long* bar) {
-  using namespace tdsl_emu;
-  const long long* f = (const long long*)&tensor_map[0];
+inline void tma_load(void* dst, const long long* f, const int* coord, int rank, unsigned long long* bar) {
   if ((f[0] & 0xffffffffLL) != TENSOR_MAP_MAGIC)
-    fail("tma_load_2d: the tensor map is not one of tdsl's (build it with emulator_tensor_map)");
-  MBarrier* b = find_mbarrier(bar, "tma_load_2d");
+    fail("tma_load_%dd: the tensor map is not one of tdsl's (build it with emulator_tensor_map)", rank);
+  int map_rank = (int)((f[0] >> 40) & 0xff), swizzle = (int)((f[0] >> 48) & 0xff);
+  if (map_rank != rank) fail("tma_load_%dd with a tensor map of %d dimensions", rank, map_rank);
+  MBarrier* b = find_mbarrier(bar, "tma_load");
   State& s = state();
   const Region* region = nullptr;
   for (int i = 0; i < s.nregions; ++i)
     if ((const char*)dst >= s.regions[i].begin && (const char*)dst < s.regions[i].end) region = &s.regions[i];
-  if (!region) fail("tma_load_2d: the destination is not a shared array");
+  if (!region) fail("tma_load_%dd: the destination is not a shared array", rank);
   long long offset = (const char*)dst - region->begin;
-  if (offset % 128) fail("tma_load_2d into %s at byte %lld: the PTX ISA wants 128-byte aligned shared memory",
-                         region->name, offset);
-  if (f[7] && offset % (8 * f[7]))
-    fail("tma_load_2d into %s at byte %lld: a %lldB swizzle repeats every %lld bytes; the destination starts at a "
-         "multiple of it", region->name, offset, f[7], 8 * f[7]);
-  AsyncCopy c{(char*)dst, (const char*)f[1], f[0] >> 32, {f[2], f[3]}, f[4], {f[5], f[6]}, {x, y}, (int)f[7], b};
-  check_addr(dst, (size_t)(c.box[0] * c.box[1] * c.elem), "tma_load_2d");
+  if (offset % 128) fail("tma_load_%dd into %s at byte %lld: the PTX ISA wants 128-byte aligned shared memory",
+                         rank, region->name, offset);
+  if (swizzle && offset % (8 * swizzle))
+    fail("tma_load_%dd into %s at byte %lld: a %dB swizzle repeats every %d bytes; the destination starts at a "
+         "multiple of it", rank, region->name, offset, swizzle, 8 * swizzle);
+  AsyncCopy c{};
+  c.dst = (char*)dst;
+  c.src_base = (const char*)f[1];
+  c.elem = (f[0] >> 32) & 0xff;
+  c.rank = rank;
+  c.swizzle = swizzle;
+  c.bar = b;
+  long long bytes = c.elem;
+  for (int d = 0; d < rank; ++d) {
+    c.dims[d] = f[2 + d];
+    c.strides[d] = d == 0 ? c.elem : f[6 + d];
+    c.box[d] = d < 4 ? (f[11] >> (16 * d)) & 0xffff : f[12] & 0xffff;
+    c.coord[d] = coord[d];
+    bytes *= c.box[d];
+  }
+  check_addr(dst, (size_t)bytes, "tma_load");
   Sm90State& st = sm90();
   if (st.ncopies == MAX_ASYNC) fail("more than %d TMA copies in flight", (int)MAX_ASYNC);
   st.copies[st.ncopies++] = c;
+}
+}  // namespace tdsl_emu
+
+template <class M> inline void tdsl_ptx_tma_load_1d(void* dst, M map, int x, unsigned long long* bar) {
+  int c[1] = {x};
+  tdsl_emu::tma_load(dst, (const long long*)&map[0], c, 1, bar);
+}
+template <class M> inline void tdsl_ptx_tma_load_2d(void* dst, M map, int x, int y, unsigned long long* bar) {
+  int c[2] = {x, y};
+  tdsl_emu::tma_load(dst, (const long long*)&map[0], c, 2, bar);
+}
+template <class M> inline void tdsl_ptx_tma_load_3d(void* dst, M map, int x, int y, int z, unsigned long long* bar) {
+  int c[3] = {x, y, z};
+  tdsl_emu::tma_load(dst, (const long long*)&map[0], c, 3, bar);
+}
+template <class M>
+inline void tdsl_ptx_tma_load_4d(void* dst, M map, int x, int y, int z, int w, unsigned long long* bar) {
+  int c[4] = {x, y, z, w};
+  tdsl_emu::tma_load(dst, (const long long*)&map[0], c, 4, bar);
+}
+template <class M>
+inline void tdsl_ptx_tma_load_5d(void* dst, M map, int x, int y, int z, int w, int v, unsigned long long* bar) {
+  int c[5] = {x, y, z, w, v};
+  tdsl_emu::tma_load(dst, (const long long*)&map[0], c, 5, bar);
 }
 
 // ------------------------------------------------------------------------ wgmma (emulator model)
