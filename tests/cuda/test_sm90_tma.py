@@ -207,3 +207,60 @@ def test_nd_loads_compile_for_sm90a():
     ptx = compile_cuda(h.source(src), "sm_90a", want_ptx=True).ptx
     for r in range(1, 6):
         assert f"cp.async.bulk.tensor.{r}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
+
+
+# TMA stores (PTX ISA, cp.async.bulk.tensor .global.shared::cta, .bulk_group completion): the box
+# is written to the tensor, elements outside it are not written; the data is in global memory
+# once cp.async.bulk.wait_group has retired the store's bulk group.
+STORE = r'''
+extern "C" __global__ void tma_store(const float* __restrict__ src, const unsigned char* __restrict__ tmap, int x, int y, int race) {
+  __shared__ __align__(16) float tile[128];
+  for (int i = threadIdx.x; i < 128; i += blockDim.x) tile[i] = src[i];
+  tdsl_ptx_fence_proxy_async();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tdsl_ptx_tma_store_2d(tmap, x, y, &tile[0]);
+    tdsl_ptx_bulk_commit_group();
+    if (race) tile[5] = -1.0f;   // reused before the store read it
+    tdsl_ptx_bulk_wait_group_read<0>();
+  }
+}
+'''
+
+
+@pytest.mark.parametrize("mode", ["none", "32B"])
+@pytest.mark.parametrize("x, y", [(0, 0), (4, 6), (-4, -2)])
+def test_store_writes_the_box_inside_the_tensor(mode, x, y):
+    import ctypes
+
+    g = np.full((12, 16), 7.0, np.float32)
+    src = np.arange(128, dtype=np.float32)            # the shared tile's bytes as they are (swizzled)
+    h.emulate(h.source(STORE), "tma_store", [src, sm90.emulator_tensor_map(g, (16, 8), mode), ctypes.c_int(x),
+                                             ctypes.c_int(y), ctypes.c_int(0)], block=(32, 1, 1))
+    want = np.full((12, 16), 7.0, np.float32)
+    raw = src.view(np.uint8)
+    for r in range(16):
+        for c in range(8):
+            gy, gx = y + r, x + c
+            if 0 <= gy < 12 and 0 <= gx < 16:
+                off = cute_swizzle((r * 8 + c) * 4, MODES[mode])
+                want[gy, gx] = raw[off:off + 4].view(np.float32)[0]
+    np.testing.assert_array_equal(g, want)
+
+
+def test_shared_memory_reused_before_the_store_read_it_is_a_race():
+    import ctypes
+
+    g = np.zeros((16, 8), np.float32)
+    with pytest.raises(tdsl.TargetError, match="TMA store: the shared memory it reads was written after the store"):
+        h.emulate(h.source(STORE), "tma_store", [np.ones(128, np.float32), sm90.emulator_tensor_map(g, (16, 8)),
+                                                 ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(1)], block=(32, 1, 1))
+
+
+def test_store_compiles_for_sm90a():
+    pytest.importorskip("cuda.bindings")
+    from tdsl.backends.cuda.nvrtc import compile_cuda
+
+    ptx = compile_cuda(h.source(STORE), "sm_90a", want_ptx=True).ptx
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx
+    assert "cp.async.bulk.commit_group" in ptx and "cp.async.bulk.wait_group.read 0" in ptx

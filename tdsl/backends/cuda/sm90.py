@@ -100,7 +100,33 @@ def _tma_load_function(rank: int) -> str:
             f"}}\n")
 
 
-_TMA_LOADS = "".join(_tma_load_function(rank) for rank in range(1, 6))
+def _tma_store_function(rank: int) -> str:
+    """tdsl_ptx_tma_store_{rank}d(tensor_map, x[, y, z], src): the box at `src` in shared memory into the
+    tensor at those coordinates (elements outside it are skipped), in the thread's current bulk group."""
+    coords = _COORDS[:rank]
+    params = ", ".join(f"int {c}" for c in coords)
+    regs = ", ".join(f"%{1 + i}" for i in range(rank))
+    binds = ", ".join(f'"r"({c})' for c in coords)
+    return (f"__device__ __forceinline__ void tdsl_ptx_tma_store_{rank}d(const void* tensor_map, {params}, "
+            f"const void* src) {{\n"
+            f'  asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group"\n'
+            f'               " [%0, {{{regs}}}], [%{1 + rank}];"\n'
+            f'               :: "l"(tensor_map), {binds}, "r"(tdsl_smem_addr(src)) : "memory");\n'
+            f"}}\n")
+
+
+_BULK_GROUPS = r"""
+__device__ __forceinline__ void tdsl_ptx_bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tdsl_ptx_bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void tdsl_ptx_bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
+"""
+
+_TMA_LOADS = ("".join(_tma_load_function(rank) for rank in range(1, 6))
+              + "".join(_tma_store_function(rank) for rank in range(1, 4)) + _BULK_GROUPS)
 
 _ARCH_SPECIFIC_FUNCTIONS = r"""
 // a matrix descriptor (PTX ISA "Matrix Descriptor Format"); swizzle 0 none, 1 128B, 2 64B, 3 32B

@@ -50,6 +50,13 @@ struct Sm90State {
   int wait_parity[MAX_THREADS];
   AsyncCopy copies[MAX_ASYNC];
   int ncopies = 0;
+  // TMA stores (shared -> global), per issuing thread in bulk groups
+  AsyncCopy stores[MAX_ASYNC];
+  int store_thread[MAX_ASYNC];
+  unsigned store_group[MAX_ASYNC];
+  unsigned long long store_print[MAX_ASYNC];
+  int nstores = 0;
+  unsigned bulk_committed[MAX_THREADS];
 };
 
 inline Sm90State& sm90() {
@@ -59,6 +66,8 @@ inline Sm90State& sm90() {
     st.epoch = s.block_epoch;
     st.nbars = 0;
     st.ncopies = 0;
+    st.nstores = 0;
+    memset(st.bulk_committed, 0, sizeof st.bulk_committed);
   }
   return st;
 }
@@ -104,12 +113,16 @@ inline void mbarrier_try_complete(MBarrier* b) {
 
 // Completes the queued asynchronous copies (called by the scheduler when no thread can run).
 inline void complete_async_copies();
+// Completes the TMA stores of thread `thread` (all threads: -1) whose bulk group is older than
+// the newest `keep` it committed.
+inline void complete_tma_stores(int thread, unsigned keep);
 
 // The scheduler's hook: land the copies in flight, make runnable the threads whose awaited phase
 // completed; true when one did.
 inline bool mbarrier_wake(State& s) {
   Sm90State& st = sm90();
   if (st.ncopies) complete_async_copies();
+  if (st.nstores) complete_tma_stores(-1, 0);   // (when every thread finished: the block's stores land)
   bool woke = false;
   for (int i = 0; i < s.nthreads; ++i) {
     Thread& t = s.threads[i];
@@ -293,23 +306,24 @@ inline void complete_async_copies() {
   st.ncopies = 0;
 }
 
-inline void tma_load(void* dst, const long long* f, const int* coord, int rank, unsigned long long* bar) {
+inline void tma_load(void* dst, const long long* f, const int* coord, int rank, unsigned long long* bar,
+                     const char* what = "tma_load") {
   if ((f[0] & 0xffffffffLL) != TENSOR_MAP_MAGIC)
-    fail("tma_load_%dd: the tensor map is not one of tdsl's (build it with emulator_tensor_map)", rank);
+    fail("%s_%dd: the tensor map is not one of tdsl's (build it with emulator_tensor_map)", what, rank);
   int map_rank = (int)((f[0] >> 40) & 0xff), swizzle = (int)((f[0] >> 48) & 0xff);
-  if (map_rank != rank) fail("tma_load_%dd with a tensor map of %d dimensions", rank, map_rank);
+  if (map_rank != rank) fail("%s_%dd with a tensor map of %d dimensions", what, rank, map_rank);
   MBarrier* b = find_mbarrier(bar, "tma_load");
   State& s = state();
   const Region* region = nullptr;
   for (int i = 0; i < s.nregions; ++i)
     if ((const char*)dst >= s.regions[i].begin && (const char*)dst < s.regions[i].end) region = &s.regions[i];
-  if (!region) fail("tma_load_%dd: the destination is not a shared array", rank);
+  if (!region) fail("%s_%dd: the shared memory is not a shared array", what, rank);
   long long offset = (const char*)dst - region->begin;
-  if (offset % 128) fail("tma_load_%dd into %s at byte %lld: the PTX ISA wants 128-byte aligned shared memory",
-                         rank, region->name, offset);
+  if (offset % 128) fail("%s_%dd at %s byte %lld: the PTX ISA wants 128-byte aligned shared memory", what, rank,
+                         region->name, offset);
   if (swizzle && offset % (8 * swizzle))
-    fail("tma_load_%dd into %s at byte %lld: a %dB swizzle repeats every %d bytes; the destination starts at a "
-         "multiple of it", rank, region->name, offset, swizzle, 8 * swizzle);
+    fail("%s_%dd at %s byte %lld: a %dB swizzle repeats every %d bytes; the shared memory starts at a multiple "
+         "of it", what, rank, region->name, offset, swizzle, 8 * swizzle);
   AsyncCopy c{};
   c.dst = (char*)dst;
   c.src_base = (const char*)f[1];
@@ -325,7 +339,7 @@ inline void tma_load(void* dst, const long long* f, const int* coord, int rank, 
     c.coord[d] = coord[d];
     bytes *= c.box[d];
   }
-  check_addr(dst, (size_t)bytes, "tma_load");
+  check_addr(dst, (size_t)bytes, what);
   Sm90State& st = sm90();
   if (st.ncopies == MAX_ASYNC) fail("more than %d TMA copies in flight", (int)MAX_ASYNC);
   st.copies[st.ncopies++] = c;
@@ -353,6 +367,96 @@ template <class M>
 inline void tdsl_ptx_tma_load_5d(void* dst, M map, int x, int y, int z, int w, int v, unsigned long long* bar) {
   int c[5] = {x, y, z, w, v};
   tdsl_emu::tma_load(dst, (const long long*)&map[0], c, 5, bar);
+}
+
+// ------------------------------------------------------------------------ TMA stores
+// cp.async.bulk.tensor shared::cta -> global, bulk_group completion (PTX ISA): the box is read from
+// shared memory (through the swizzle) and written to the tensor, elements outside it skipped;
+// cp.async.bulk.wait_group N waits until at most the newest N bulk groups of the thread are
+// pending. Here a store lands at that wait (or when no thread can run any more); shared memory it
+// reads that changes before it lands is reported as a race.
+namespace tdsl_emu {
+inline unsigned long long store_fingerprint(const AsyncCopy& c) {
+  long long bytes = c.elem;
+  for (int d = 0; d < c.rank; ++d) bytes *= c.box[d];
+  unsigned long long h = 1469598103934665603ULL;
+  for (long long i = 0; i < bytes; ++i) h = (h ^ (unsigned char)c.dst[i]) * 1099511628211ULL;
+  return h;
+}
+
+inline void complete_tma_stores(int thread, unsigned keep) {
+  Sm90State& st = sm90();
+  int left = 0;
+  for (int i = 0; i < st.nstores; ++i) {
+    AsyncCopy& c = st.stores[i];
+    bool due = thread < 0 || (st.store_thread[i] == thread && st.store_group[i] + keep < st.bulk_committed[thread]);
+    if (!due) {
+      st.stores[left] = c;
+      st.store_thread[left] = st.store_thread[i];
+      st.store_group[left] = st.store_group[i];
+      st.store_print[left++] = st.store_print[i];
+      continue;
+    }
+    if (store_fingerprint(c) != st.store_print[i])
+      fail("TMA store: the shared memory it reads was written after the store was issued and before it completed "
+           "(a race: wait with tdsl_ptx_bulk_wait_group_read before reusing it)");
+    long long count = 1;
+    for (int d = 0; d < c.rank; ++d) count *= c.box[d];
+    for (long long e = 0; e < count; ++e) {
+      long long rest = e, dst = 0;
+      bool inside = true;
+      for (int d = 0; d < c.rank; ++d) {
+        long long g = c.coord[d] + rest % c.box[d];
+        rest /= c.box[d];
+        inside = inside && g >= 0 && g < c.dims[d];
+        dst += g * c.strides[d];
+      }
+      if (inside) memcpy((char*)c.src_base + dst, c.dst + tma_swizzle(e * c.elem, c.swizzle), (size_t)c.elem);
+    }
+  }
+  st.nstores = left;
+}
+
+inline void tma_store(const long long* f, const int* coord, int rank, const void* src) {
+  // tma_load's checks and decoding, with no barrier: a load's AsyncCopy, queued as a store
+  Sm90State& st = sm90();
+  int saved = st.ncopies;
+  unsigned long long dummy_bar = 0;
+  MBarrier fake{&dummy_bar, 1, 1, 0, 0, 0};
+  if (st.nbars == MAX_MBARRIERS) fail("more than %d mbarriers in one block", (int)MAX_MBARRIERS);
+  st.bars[st.nbars++] = fake;
+  tma_load((void*)src, f, coord, rank, &dummy_bar, "tma_store");
+  st.nbars--;
+  AsyncCopy c = st.copies[saved];
+  st.ncopies = saved;
+  c.bar = nullptr;
+  if (st.nstores == MAX_ASYNC) fail("more than %d TMA stores in flight", (int)MAX_ASYNC);
+  int t = state().cur->linear;
+  st.stores[st.nstores] = c;
+  st.store_thread[st.nstores] = t;
+  st.store_group[st.nstores] = st.bulk_committed[t];
+  st.store_print[st.nstores++] = store_fingerprint(c);
+}
+}  // namespace tdsl_emu
+
+template <class M> inline void tdsl_ptx_tma_store_1d(M map, int x, const void* src) {
+  int c[1] = {x};
+  tdsl_emu::tma_store((const long long*)&map[0], c, 1, src);
+}
+template <class M> inline void tdsl_ptx_tma_store_2d(M map, int x, int y, const void* src) {
+  int c[2] = {x, y};
+  tdsl_emu::tma_store((const long long*)&map[0], c, 2, src);
+}
+template <class M> inline void tdsl_ptx_tma_store_3d(M map, int x, int y, int z, const void* src) {
+  int c[3] = {x, y, z};
+  tdsl_emu::tma_store((const long long*)&map[0], c, 3, src);
+}
+inline void tdsl_ptx_bulk_commit_group() { tdsl_emu::sm90().bulk_committed[tdsl_emu::state().cur->linear]++; }
+template <int N> inline void tdsl_ptx_bulk_wait_group() {
+  tdsl_emu::complete_tma_stores(tdsl_emu::state().cur->linear, N);
+}
+template <int N> inline void tdsl_ptx_bulk_wait_group_read() {
+  tdsl_emu::complete_tma_stores(tdsl_emu::state().cur->linear, N);
 }
 
 // ------------------------------------------------------------------------ wgmma (emulator model)
