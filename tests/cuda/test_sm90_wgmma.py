@@ -105,3 +105,35 @@ def test_an_operand_written_while_in_flight_is_a_race():
     with pytest.raises(tdsl.TargetError, match=r"wgmma m64n16k16: shared memory of its operand A was written after the "
                        r"wgmma was issued and before its wait_group"):
         _gemm(16, False, "f16", early=2)
+
+
+# wgmma.mma_async is .sync.aligned (PTX ISA): all threads of the warpgroup execute the same wgmma
+DIVERGENT = r'''
+extern "C" __global__ void divergent(float* __restrict__ D, int how) {
+  __shared__ __align__(16) half a_s[1024];
+  __shared__ __align__(16) half b_s[128];
+  for (int i = threadIdx.x; i < 1024; i += 128) a_s[i] = __float2half(1.0f);
+  for (int i = threadIdx.x; i < 128; i += 128) b_s[i] = __float2half(1.0f);
+  __syncthreads();
+  __align__(16) float d[4];
+  for (int i = 0; i < 4; ++i) d[i] = 0.0f;
+  const int a_at = (how == 0 && threadIdx.x == 77) ? 512 : 0;
+  if (how == 1 && threadIdx.x >= 64) return;
+  tdsl_ptx_wgmma_m64n8k16_f32_f16(&d[0], tdsl_ptx_wgmma_desc(&a_s[a_at], 128, 256, 0),
+                                  tdsl_ptx_wgmma_desc(&b_s[0], 128, 256, 0), 0);
+  tdsl_ptx_wgmma_commit_group();
+  tdsl_ptx_wgmma_wait_group<0>();
+  for (int i = 0; i < 4; ++i) D[threadIdx.x * 4 + i] = d[i];
+}
+'''
+
+
+@pytest.mark.parametrize("how, message", [
+    (0, r"the threads of warpgroup 0 issue different instructions as their wgmma #0 \(m64n8k16 with descriptors"),
+    (1, r"in warpgroup 0 thread 0 issued 1 wgmma but thread 64 issued 0"),
+])
+def test_a_warpgroup_that_does_not_issue_together_is_refused(how, message):
+    import ctypes
+
+    with pytest.raises(tdsl.TargetError, match=message):
+        h.emulate(h.source(DIVERGENT), "divergent", [np.zeros(512, np.float32), ctypes.c_int(how)], block=(128, 1, 1))

@@ -57,6 +57,9 @@ struct Sm90State {
   unsigned long long store_print[MAX_ASYNC];
   int nstores = 0;
   unsigned bulk_committed[MAX_THREADS];
+  // wgmma is .sync.aligned: the threads of a warpgroup issue the same ones, in the same order
+  unsigned wgmma_issued[MAX_THREADS];
+  struct { unsigned seq; int n; unsigned long long a, b; int scale; } wgmma_ring[MAX_THREADS / 128][256];
 };
 
 inline Sm90State& sm90() {
@@ -68,6 +71,8 @@ inline Sm90State& sm90() {
     st.ncopies = 0;
     st.nstores = 0;
     memset(st.bulk_committed, 0, sizeof st.bulk_committed);
+    memset(st.wgmma_issued, 0, sizeof st.wgmma_issued);
+    memset(st.wgmma_ring, 0xff, sizeof st.wgmma_ring);
   }
   return st;
 }
@@ -116,6 +121,8 @@ inline void complete_async_copies();
 // Completes the TMA stores of thread `thread` (all threads: -1) whose bulk group is older than
 // the newest `keep` it committed.
 inline void complete_tma_stores(int thread, unsigned keep);
+// At the end of a block: every thread of a warpgroup that issued wgmma issued as many as the others.
+inline void check_wgmma_counts(State& s);
 
 // The scheduler's hook: land the copies in flight, make runnable the threads whose awaited phase
 // completed; true when one did.
@@ -123,6 +130,9 @@ inline bool mbarrier_wake(State& s) {
   Sm90State& st = sm90();
   if (st.ncopies) complete_async_copies();
   if (st.nstores) complete_tma_stores(-1, 0);   // (when every thread finished: the block's stores land)
+  bool all_done = true;
+  for (int i = 0; i < s.nthreads && all_done; ++i) all_done = s.threads[i].state == DONE;
+  if (all_done) check_wgmma_counts(s);
   bool woke = false;
   for (int i = 0; i < s.nthreads; ++i) {
     Thread& t = s.threads[i];
@@ -531,6 +541,40 @@ inline void wgmma_run(const Wgmma& w) {
     w.d[i] = acc;
   }
 }
+// The k-th wgmma of each thread of a warpgroup is the same instruction (shape, descriptors, scale-d);
+// the emulator's descriptors name the same shared address by the same table index.
+inline void wgmma_converged(int n, unsigned long long a, unsigned long long b, int scale) {
+  Sm90State& st = sm90();
+  int t = state().cur->linear, wg = t / 128;
+  unsigned k = st.wgmma_issued[t]++;
+  auto& slot = st.wgmma_ring[wg][k % 256];
+  if (slot.seq == ~0u || (slot.seq < k)) {
+    slot.seq = k;
+    slot.n = n;
+    slot.a = a;
+    slot.b = b;
+    slot.scale = scale != 0;
+    return;
+  }
+  if (slot.seq == k && (slot.n != n || slot.a != a || slot.b != b || slot.scale != (scale != 0)))
+    fail("wgmma is .sync.aligned: the threads of warpgroup %d issue different instructions as their wgmma #%u "
+         "(m64n%dk16 with descriptors 0x%llx, 0x%llx here, m64n%dk16 with 0x%llx, 0x%llx in another thread)", wg, k,
+         n, a, b, slot.n, slot.a, slot.b);
+}
+
+inline void check_wgmma_counts(State& s) {
+  Sm90State& st = sm90();
+  for (int base = 0; base < s.nthreads; base += 128) {
+    int end = base + 128 < s.nthreads ? base + 128 : s.nthreads;
+    for (int i = base + 1; i < end; ++i)
+      if (st.wgmma_issued[i] != st.wgmma_issued[base]) {
+        s.thread_idx = s.threads[i].idx;
+        fail("wgmma is .sync.aligned: in warpgroup %d thread %d issued %u wgmma but thread %d issued %u (all 128 "
+             "threads of a warpgroup issue each one)", base / 128, base, st.wgmma_issued[base], i,
+             st.wgmma_issued[i]);
+      }
+  }
+}
 }  // namespace tdsl_emu
 
 // swizzle: 0 none, 1 128B, 2 64B, 3 32B (the PTX ISA's codes); lbo / sbo in bytes
@@ -560,6 +604,7 @@ template <int N> inline void tdsl_ptx_wgmma_wait_group() {
 }
 #define TDSL_EMU_WGMMA(N, T, BF)                                                                              \
   inline void tdsl_ptx_wgmma_m64n##N##k16_f32_##T(float* d, unsigned long long a, unsigned long long b, int s) { \
+    tdsl_emu::wgmma_converged(N, a, b, s);                                                                      \
     tdsl_emu::WgmmaQueue& q = tdsl_emu::wgmma_queue();                                                          \
     if (q.nops == tdsl_emu::MAX_WGMMA) tdsl_emu::fail("more than %d wgmma in flight", (int)tdsl_emu::MAX_WGMMA);   \
     q.ops[q.nops++] = tdsl_emu::Wgmma{d, a, b, s, N, BF, q.committed, tdsl_emu::wgmma_fingerprint(a, 64, BF),   \
