@@ -264,3 +264,23 @@ def test_store_compiles_for_sm90a():
     ptx = compile_cuda(h.source(STORE), "sm_90a", want_ptx=True).ptx
     assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx
     assert "cp.async.bulk.commit_group" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+
+
+def test_a_box_larger_than_its_shared_array_is_an_out_of_bounds_access():
+    import ctypes
+
+    src = h.source(LOAD.replace("BOX", "64"))      # a 64-element tile for a 128-element box
+    with pytest.raises(tdsl.TargetError, match=r"out-of-bounds access by tma_load: 256 bytes at byte offset 0 of tile, "
+                       r"which has 128 bytes"):
+        h.emulate(src, "tma_tile", [np.zeros(64, np.float16), sm90.emulator_tensor_map(np.ones((8, 16), np.float16),
+                                                                                       (8, 16)),
+                                    ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(256)], block=(32, 1, 1))
+
+
+def test_a_tensor_map_not_made_by_tdsl_is_refused():
+    import ctypes
+
+    with pytest.raises(tdsl.TargetError, match="tma_load_2d: the tensor map is not one of tdsl's"):
+        h.emulate(h.source(LOAD.replace("BOX", "128")), "tma_tile",
+                  [np.zeros(128, np.float16), np.zeros(128, np.uint8), ctypes.c_int(0), ctypes.c_int(0),
+                   ctypes.c_int(256)], block=(32, 1, 1))
