@@ -32,7 +32,7 @@ struct MBarrier {
   unsigned phase;         // phases completed so far (the current phase's parity is phase & 1)
 };
 
-struct AsyncCopy {   // one queued TMA load; dimension 0 is the innermost
+struct TmaCopy {   // one queued TMA load; dimension 0 is the innermost
   char* dst;
   const char* src_base;
   long long elem, dims[5], strides[5], box[5], coord[5];
@@ -40,7 +40,7 @@ struct AsyncCopy {   // one queued TMA load; dimension 0 is the innermost
   MBarrier* bar;
 };
 
-enum { MAX_MBARRIERS = 64, MAX_ASYNC = 256, MBAR_TX_LIMIT = (1 << 20) - 1 };
+enum { MAX_MBARRIERS = 64, MAX_TMA = 256, MBAR_TX_LIMIT = (1 << 20) - 1 };
 
 struct Sm90State {
   unsigned long long epoch = ~0ULL;
@@ -48,13 +48,13 @@ struct Sm90State {
   int nbars = 0;
   const void* wait_on[MAX_THREADS];
   int wait_parity[MAX_THREADS];
-  AsyncCopy copies[MAX_ASYNC];
+  TmaCopy copies[MAX_TMA];
   int ncopies = 0;
   // TMA stores (shared -> global), per issuing thread in bulk groups
-  AsyncCopy stores[MAX_ASYNC];
-  int store_thread[MAX_ASYNC];
-  unsigned store_group[MAX_ASYNC];
-  unsigned long long store_print[MAX_ASYNC];
+  TmaCopy stores[MAX_TMA];
+  int store_thread[MAX_TMA];
+  unsigned store_group[MAX_TMA];
+  unsigned long long store_print[MAX_TMA];
   int nstores = 0;
   unsigned bulk_committed[MAX_THREADS];
   // wgmma is .sync.aligned: the threads of a warpgroup issue the same ones, in the same order
@@ -117,7 +117,7 @@ inline void mbarrier_try_complete(MBarrier* b) {
 }
 
 // Completes the queued asynchronous copies (called by the scheduler when no thread can run).
-inline void complete_async_copies();
+inline void complete_tma_loads();
 // Completes the TMA stores of thread `thread` (all threads: -1) whose bulk group is older than
 // the newest `keep` it committed.
 inline void complete_tma_stores(int thread, unsigned keep);
@@ -128,7 +128,7 @@ inline void check_wgmma_counts(State& s);
 // completed; true when one did.
 inline bool mbarrier_wake(State& s) {
   Sm90State& st = sm90();
-  if (st.ncopies) complete_async_copies();
+  if (st.ncopies) complete_tma_loads();
   if (st.nstores) complete_tma_stores(-1, 0);   // (when every thread finished: the block's stores land)
   bool all_done = true;
   for (int i = 0; i < s.nthreads && all_done; ++i) all_done = s.threads[i].state == DONE;
@@ -290,10 +290,10 @@ inline long long tma_swizzle(long long off, int swizzle_bytes) {
   return off ^ ((off & (((1LL << bits) - 1) << 7)) >> 3);
 }
 
-inline void complete_async_copies() {
+inline void complete_tma_loads() {
   Sm90State& st = sm90();
   for (int i = 0; i < st.ncopies; ++i) {
-    AsyncCopy& c = st.copies[i];
+    TmaCopy& c = st.copies[i];
     long long count = 1;
     for (int d = 0; d < c.rank; ++d) count *= c.box[d];
     for (long long e = 0; e < count; ++e) {   // box element e, dimension 0 fastest
@@ -334,7 +334,7 @@ inline void tma_load(void* dst, const long long* f, const int* coord, int rank, 
   if (swizzle && offset % (8 * swizzle))
     fail("%s_%dd at %s byte %lld: a %dB swizzle repeats every %d bytes; the shared memory starts at a multiple "
          "of it", what, rank, region->name, offset, swizzle, 8 * swizzle);
-  AsyncCopy c{};
+  TmaCopy c{};
   c.dst = (char*)dst;
   c.src_base = (const char*)f[1];
   c.elem = (f[0] >> 32) & 0xff;
@@ -351,7 +351,7 @@ inline void tma_load(void* dst, const long long* f, const int* coord, int rank, 
   }
   check_addr(dst, (size_t)bytes, what);
   Sm90State& st = sm90();
-  if (st.ncopies == MAX_ASYNC) fail("more than %d TMA copies in flight", (int)MAX_ASYNC);
+  if (st.ncopies == MAX_TMA) fail("more than %d TMA copies in flight", (int)MAX_TMA);
   st.copies[st.ncopies++] = c;
 }
 }  // namespace tdsl_emu
@@ -386,7 +386,7 @@ inline void tdsl_ptx_tma_load_5d(void* dst, M map, int x, int y, int z, int w, i
 // pending. Here a store lands at that wait (or when no thread can run any more); shared memory it
 // reads that changes before it lands is reported as a race.
 namespace tdsl_emu {
-inline unsigned long long store_fingerprint(const AsyncCopy& c) {
+inline unsigned long long store_fingerprint(const TmaCopy& c) {
   long long bytes = c.elem;
   for (int d = 0; d < c.rank; ++d) bytes *= c.box[d];
   unsigned long long h = 1469598103934665603ULL;
@@ -398,7 +398,7 @@ inline void complete_tma_stores(int thread, unsigned keep) {
   Sm90State& st = sm90();
   int left = 0;
   for (int i = 0; i < st.nstores; ++i) {
-    AsyncCopy& c = st.stores[i];
+    TmaCopy& c = st.stores[i];
     bool due = thread < 0 || (st.store_thread[i] == thread && st.store_group[i] + keep < st.bulk_committed[thread]);
     if (!due) {
       st.stores[left] = c;
@@ -428,7 +428,7 @@ inline void complete_tma_stores(int thread, unsigned keep) {
 }
 
 inline void tma_store(const long long* f, const int* coord, int rank, const void* src) {
-  // tma_load's checks and decoding, with no barrier: a load's AsyncCopy, queued as a store
+  // tma_load's checks and decoding, with no barrier: a load's TmaCopy, queued as a store
   Sm90State& st = sm90();
   int saved = st.ncopies;
   unsigned long long dummy_bar = 0;
@@ -437,10 +437,10 @@ inline void tma_store(const long long* f, const int* coord, int rank, const void
   st.bars[st.nbars++] = fake;
   tma_load((void*)src, f, coord, rank, &dummy_bar, "tma_store");
   st.nbars--;
-  AsyncCopy c = st.copies[saved];
+  TmaCopy c = st.copies[saved];
   st.ncopies = saved;
   c.bar = nullptr;
-  if (st.nstores == MAX_ASYNC) fail("more than %d TMA stores in flight", (int)MAX_ASYNC);
+  if (st.nstores == MAX_TMA) fail("more than %d TMA stores in flight", (int)MAX_TMA);
   int t = state().cur->linear;
   st.stores[st.nstores] = c;
   st.store_thread[st.nstores] = t;
