@@ -189,12 +189,13 @@ def test_other_targets_refuse_wgmma_by_name(arch):
     from tdsl.backends.cuda.nvrtc import compile_cuda
 
     src = h.source(ARCH_SPECIFIC, wgmma=((8, "f16"),))
-    with pytest.raises(tdsl.TargetError, match=rf"setmaxnreg \(register reallocation\) exists only in the "
+    with pytest.raises(tdsl.TargetError, match=rf"setmaxnreg \(register reallocation\) needs the "
                        rf"architecture-specific target sm_90a, but the kernel is built for {arch} \(line \d+: "
                        r"tdsl_ptx_setmaxnreg_inc<232>\(\);\); build with arch=\"sm_90a\""):
         compile_cuda(src, arch)
     raw = 'extern "C" __global__ void f() { asm volatile("wgmma.fence.sync.aligned;"); }\n'
-    with pytest.raises(tdsl.TargetError, match="wgmma \\(warpgroup matrix multiply\\) exists only in"):
+    with pytest.raises(tdsl.TargetError,
+                       match="wgmma \\(warpgroup matrix multiply\\) needs the architecture-specific target sm_90a"):
         compile_cuda(raw, arch)
 
 

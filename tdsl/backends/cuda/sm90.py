@@ -197,7 +197,7 @@ def check_arch_features(source: str, arch: str) -> None:
         m = None if inside else _ARCH_SPECIFIC_USES.search(line)
         if m:
             what = ARCH_SPECIFIC[m.group(1) + "."]
-            raise TargetError(f"{what} exists only in the architecture-specific target sm_90a, but the kernel is "
+            raise TargetError(f"{what} needs the architecture-specific target sm_90a, but the kernel is "
                               f"built for {arch} (line {number}: {line.strip()[:80]}); build with arch=\"sm_90a\" "
                               f"(an H100/H200), or leave {m.group(1).rstrip('.')} out")
 
