@@ -137,3 +137,52 @@ def test_a_warpgroup_that_does_not_issue_together_is_refused(how, message):
 
     with pytest.raises(tdsl.TargetError, match=message):
         h.emulate(h.source(DIVERGENT), "divergent", [np.zeros(512, np.float32), ctypes.c_int(how)], block=(128, 1, 1))
+
+
+# A 64-wide K tile in the 128B swizzle (rows of 128 bytes, 8-row atoms of 1024 bytes, SBO = 1024),
+# multiplied as four k16 slices whose descriptors start 32 bytes further each (as CUTLASS's GMMA
+# does): the swizzle acts on the address, so the advanced start reads the right elements.
+K64 = r'''
+extern "C" __global__ void k64(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ D) {
+  __shared__ __align__(1024) half a_s[4096];
+  __shared__ __align__(1024) half b_s[2048];
+  for (int i = threadIdx.x; i < 4096; i += 128) a_s[i] = A[i];
+  for (int i = threadIdx.x; i < 2048; i += 128) b_s[i] = B[i];
+  __syncthreads();
+  __align__(16) float d[16];
+  tdsl_ptx_wgmma_fence();
+  for (int j = 0; j < 4; ++j)
+    tdsl_ptx_wgmma_m64n32k16_f32_f16(&d[0], tdsl_ptx_wgmma_desc(&a_s[16 * j], 16, 1024, 1),
+                                     tdsl_ptx_wgmma_desc(&b_s[16 * j], 16, 1024, 1), j > 0);
+  tdsl_ptx_wgmma_commit_group();
+  tdsl_ptx_wgmma_wait_group<0>();
+  for (int i = 0; i < 16; ++i) D[threadIdx.x * 16 + i] = d[i];
+}
+'''
+
+
+def _place_sw128(m):
+    rows, cols = m.shape
+    flat = np.zeros(rows * 128, np.uint8)
+    for r in range(rows):
+        for k in range(cols):
+            off = cute_swizzle_128(r * 128 + 2 * k)
+            flat[off:off + 2] = np.frombuffer(m[r, k].tobytes(), np.uint8)
+    return flat.view(np.float16)
+
+
+def cute_swizzle_128(x):
+    return x ^ ((x & (7 << 7)) >> 3)     # CuTe Swizzle<3,4,3>
+
+
+def test_k_slices_of_a_128B_swizzled_tile():
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    b = rng.integers(-3, 4, (32, 64)).astype(np.float16)
+    d = np.zeros(128 * 16, np.float32)
+    h.emulate(h.source(K64), "k64", [_place_sw128(a), _place_sw128(b), d], block=(128, 1, 1))
+    got = np.zeros((64, 32), np.float32)
+    for t in range(128):
+        for i in range(16):
+            got[clayout(t, i)] = d[t * 16 + i]
+    np.testing.assert_array_equal(got, a.astype(np.float32) @ b.astype(np.float32).T)

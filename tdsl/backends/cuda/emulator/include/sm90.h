@@ -504,12 +504,21 @@ inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16) {
   long long lbo = (long long)((desc >> 16) & 0x3fff) << 4,
             sbo = (long long)((desc >> 32) & 0x3fff) << 4;
   int mode = (int)(desc >> 62), width = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
-  long long off;
-  if (!width) off = (row / 8) * sbo + (2 * k / 16) * lbo + (row % 8) * 16 + (2 * k) % 16;
-  else off = tma_swizzle((row / 8) * sbo + (row % 8) * width + 2 * k, width);
+  const char* at;
+  if (!width) {
+    at = start + (row / 8) * sbo + (2 * k / 16) * lbo + (row % 8) * 16 + (2 * k) % 16;
+  } else {
+    // the swizzle acts on address bits: here on the offset from the start of the shared array (which a
+    // GPU kernel aligns to the swizzle atom), so a start advanced within a row (the next k-slice) works
+    const char* base = start;
+    State& s = state();
+    for (int i = 0; i < s.nregions; ++i)
+      if (start >= s.regions[i].begin && start < s.regions[i].end) base = s.regions[i].begin;
+    at = base + tma_swizzle((start - base) + (row / 8) * sbo + (row % 8) * width + 2 * k, width);
+  }
   unsigned short bits;
-  check_addr(start + off, 2, "wgmma");
-  memcpy(&bits, start + off, 2);
+  check_addr(at, 2, "wgmma");
+  memcpy(&bits, at, 2);
   if (bf16) { unsigned u = (unsigned)bits << 16; float f; memcpy(&f, &u, 4); return f; }
   int e = (bits >> 10) & 31, m = bits & 1023;   // IEEE binary16 -> float, exactly
   float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
