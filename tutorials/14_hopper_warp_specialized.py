@@ -34,18 +34,20 @@ SKIPPED: list[str] = []
 
 # %% [markdown]
 # The kernel: each block computes a 64 x 32 tile of D = A B^T (A: M x K, B: N x K, fp16, both
-# K-major) with 256 threads. A stage holds a 64 x 16 tile of A and a 32 x 16 tile of B, written by
-# TMA with the 32-byte swizzle; the wgmma descriptors name the same swizzle (code 3), so what TMA
-# writes is what wgmma reads. `setmaxnreg` moves registers from the producers to the consumers.
+# K-major) with 256 threads. A stage holds a 64 x 64 tile of A and a 32 x 64 tile of B, written by
+# TMA with the 128-byte swizzle (each row of 64 halves is 128 bytes); the wgmma descriptors name
+# the same swizzle (code 1, 8-row groups 1024 bytes apart), so what TMA writes is what wgmma
+# reads, and the four k16 slices of a stage are descriptors starting 32 bytes further each.
+# `setmaxnreg` moves registers from the producers to the consumers.
 
 # %%
 KERNEL = r'''
 extern "C" __global__ void __launch_bounds__(256) ws_gemm(float* __restrict__ D, const unsigned char* __restrict__ tmap_a, const unsigned char* __restrict__ tmap_b, int K, int N) {
-  __shared__ __align__(1024) half a_s[2048];
-  __shared__ __align__(1024) half b_s[1024];
+  __shared__ __align__(1024) half a_s[8192];
+  __shared__ __align__(1024) half b_s[4096];
   __shared__ __align__(16) unsigned long long full[2];
   __shared__ __align__(16) unsigned long long empty[2];
-  const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 32, ktiles = K / 16;
+  const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 32, ktiles = K / 64;
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) { tdsl_ptx_mbarrier_init(&full[s], 1); tdsl_ptx_mbarrier_init(&empty[s], EMPTY); }
     tdsl_ptx_fence_mbarrier_init();
@@ -57,9 +59,9 @@ extern "C" __global__ void __launch_bounds__(256) ws_gemm(float* __restrict__ D,
       for (int kt = 0; kt < ktiles; ++kt) {
         const int s = kt % 2;
         if (kt >= 2) tdsl_ptx_mbarrier_wait(&empty[s], (kt / 2 - 1) & 1);
-        tdsl_ptx_mbarrier_arrive_expect_tx(&full[s], (64 + 32) * 16 * 2);
-        tdsl_ptx_tma_load_2d(&a_s[s * 1024], tmap_a, kt * 16, m0, &full[s]);
-        tdsl_ptx_tma_load_2d(&b_s[s * 512], tmap_b, kt * 16, n0, &full[s]);
+        tdsl_ptx_mbarrier_arrive_expect_tx(&full[s], (64 + 32) * 64 * 2);
+        tdsl_ptx_tma_load_2d(&a_s[s * 4096], tmap_a, kt * 64, m0, &full[s]);
+        tdsl_ptx_tma_load_2d(&b_s[s * 2048], tmap_b, kt * 64, n0, &full[s]);
       }
     }
   } else {
@@ -70,8 +72,9 @@ extern "C" __global__ void __launch_bounds__(256) ws_gemm(float* __restrict__ D,
       const int s = kt % 2;
       tdsl_ptx_mbarrier_wait(&full[s], (kt / 2) & 1);
       tdsl_ptx_wgmma_fence();
-      tdsl_ptx_wgmma_m64n32k16_f32_f16(&d[0], tdsl_ptx_wgmma_desc(&a_s[s * 1024], 16, 256, 3),
-                                       tdsl_ptx_wgmma_desc(&b_s[s * 512], 16, 256, 3), 1);
+      for (int j = 0; j < 4; ++j)
+        tdsl_ptx_wgmma_m64n32k16_f32_f16(&d[0], tdsl_ptx_wgmma_desc(&a_s[s * 4096 + 16 * j], 16, 1024, 1),
+                                         tdsl_ptx_wgmma_desc(&b_s[s * 2048 + 16 * j], 16, 1024, 1), 1);
       tdsl_ptx_wgmma_commit_group();
       tdsl_ptx_wgmma_wait_group<0>();
       tdsl_ptx_mbarrier_arrive(&empty[s]);
@@ -98,11 +101,11 @@ print(KERNEL)
 # missing wait would read stale shared memory and fail the comparison.
 
 # %%
-M, N, K = 128, 64, 64
+M, N, K = 128, 64, 256
 rng = np.random.default_rng(0)
 a = rng.integers(-2, 3, (M, K)).astype(np.float16)
 b = rng.integers(-2, 3, (N, K)).astype(np.float16)
-maps = [sm90.emulator_tensor_map(a, (64, 16), "32B"), sm90.emulator_tensor_map(b, (32, 16), "32B")]
+maps = [sm90.emulator_tensor_map(a, (64, 64), "128B"), sm90.emulator_tensor_map(b, (32, 64), "128B")]
 if HAVE_CXX:
     d = np.zeros(M * N, np.float32)
     run_source(ws_gemm_source(), "ws_gemm", [d, *maps, ctypes.c_int(K), ctypes.c_int(N)],
