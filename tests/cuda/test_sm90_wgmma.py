@@ -88,7 +88,7 @@ def _gemm(n, swizzle, dtype, early):
     return got, a.astype(np.float32) @ b.astype(np.float32).T + 1.0
 
 
-@pytest.mark.parametrize("n", [8, 16, 32, 128])
+@pytest.mark.parametrize("n", [8, 16, 24, 32, 128, 256])
 @pytest.mark.parametrize("swizzle", [False, True])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_wgmma_m64nNk16(n, swizzle, dtype):

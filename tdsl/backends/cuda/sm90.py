@@ -4,14 +4,14 @@
 the emulator's header `include/sm90.h` defines the same functions as a model of what the PTX
 ISA says they do, so one source runs on a GPU and in the emulator:
 
-    __shared__ __align__(8) unsigned long long bars[1];
+    __shared__ __align__(16) unsigned long long bars[1];
     if (threadIdx.x == 0) tdsl_ptx_mbarrier_init(&bars[0], 128);
     __syncthreads();
     tdsl_ptx_mbarrier_arrive(&bars[0]);
     tdsl_ptx_mbarrier_wait(&bars[0], 0);      // phase 0 complete: all 128 arrived
 
-wgmma and setmaxnreg exist only in the architecture-specific target sm_90a: `check_arch_features`
-refuses a source that uses them for any other architecture before NVRTC sees it.
+wgmma and setmaxnreg need the architecture-specific target sm_90a: `check_arch_features` refuses
+a source that uses them for any other architecture before NVRTC sees it.
 """
 from __future__ import annotations
 
@@ -182,7 +182,8 @@ def device_functions(wgmma: tuple[tuple[int, str], ...] = ()) -> str:
     defines them); `wgmma` lists the (N, dtype) shapes of tdsl_ptx_wgmma_m64nNk16_f32_* wanted."""
     specific = _ARCH_SPECIFIC_FUNCTIONS + "".join(wgmma_function(n, t) for n, t in wgmma)
     # (__CUDA_ARCH_FEAT_SM90_ALL: defined when compiling for sm_90a only)
-    return (f"{_BEGIN}\n#ifndef TDSL_CUDA_EMU_H\n{_MBARRIER}{_TMA_LOADS}{_TMA_REFERENCE_FORMS}#ifdef __CUDA_ARCH_FEAT_SM90_ALL\n{specific}#endif\n"
+    portable = _MBARRIER + _TMA_LOADS + _TMA_REFERENCE_FORMS
+    return (f"{_BEGIN}\n#ifndef TDSL_CUDA_EMU_H\n{portable}#ifdef __CUDA_ARCH_FEAT_SM90_ALL\n{specific}#endif\n"
             f"#endif\n{_END}\n")
 
 
