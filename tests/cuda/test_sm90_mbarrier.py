@@ -212,3 +212,57 @@ def test_mbarrier_alone_compiles_for_plain_sm90():
 def test_wgmma_shapes_are_checked():
     with pytest.raises(tdsl.TargetError, match="N a multiple of 8 in \\[8, 256\\]"):
         sm90.wgmma_function(12, "f16")
+
+
+EVERY_FUNCTION = r'''
+extern "C" __global__ void __launch_bounds__(128) every(float* __restrict__ out, const unsigned char* __restrict__ tmap) {
+  __shared__ __align__(1024) half tile[4096];
+  __shared__ __align__(16) unsigned long long bars[2];
+  tdsl_ptx_mbarrier_init(&bars[0], 1);
+  tdsl_ptx_mbarrier_init(bars[1], 1);
+  tdsl_ptx_fence_mbarrier_init();
+  tdsl_ptx_mbarrier_expect_tx(&bars[0], 64);
+  tdsl_ptx_mbarrier_expect_tx(bars[1], 64);
+  unsigned long long t = tdsl_ptx_mbarrier_arrive(&bars[0]) + tdsl_ptx_mbarrier_arrive(bars[1]);
+  t += tdsl_ptx_mbarrier_arrive_expect_tx(&bars[0], 64) + tdsl_ptx_mbarrier_arrive_expect_tx(bars[1], 64);
+  tdsl_ptx_tma_load_1d(&tile[0], tmap, 1, &bars[0]);
+  tdsl_ptx_tma_load_2d(&tile[0], tmap, 1, 2, &bars[0]);
+  tdsl_ptx_tma_load_2d(tile[0], tmap[0], 1, 2, bars[0]);
+  tdsl_ptx_tma_load_3d(&tile[0], tmap, 1, 2, 3, &bars[0]);
+  tdsl_ptx_tma_load_4d(&tile[0], tmap, 1, 2, 3, 4, &bars[0]);
+  tdsl_ptx_tma_load_5d(&tile[0], tmap, 1, 2, 3, 4, 5, &bars[0]);
+  tdsl_ptx_mbarrier_wait(&bars[0], 0);
+  tdsl_ptx_mbarrier_wait(bars[1], 1);
+  tdsl_ptx_fence_proxy_async();
+  tdsl_ptx_tma_store_1d(tmap, 1, &tile[0]);
+  tdsl_ptx_tma_store_2d(tmap, 1, 2, &tile[0]);
+  tdsl_ptx_tma_store_3d(tmap, 1, 2, 3, &tile[0]);
+  tdsl_ptx_bulk_commit_group();
+  tdsl_ptx_bulk_wait_group<1>();
+  tdsl_ptx_bulk_wait_group_read<0>();
+  tdsl_ptx_setmaxnreg_dec<40>();
+  tdsl_ptx_setmaxnreg_inc<232>();
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
+  tdsl_ptx_wgmma_fence();
+  tdsl_ptx_wgmma_m64n8k16_f32_f16(d, tdsl_ptx_wgmma_desc(&tile[0], 16, 1024, 1), tdsl_ptx_wgmma_desc(tile[64], 16, 1024, 1), 1);
+  tdsl_ptx_wgmma_m64n8k16_f32_f16(d[0], 0ull, 0ull, 0);
+  tdsl_ptx_wgmma_commit_group();
+  tdsl_ptx_wgmma_wait_group<1>();
+  out[threadIdx.x] = d[0] + d[1] + d[2] + d[3] + (float)t;
+}
+'''
+
+
+def test_every_device_function_assembles_for_sm90a():
+    # ptxas checks only the inline PTX a kernel uses: one kernel calling each function (and each
+    # reference form) once, compiled to CUBIN
+    pytest.importorskip("cuda.bindings")
+    from tdsl.backends.cuda.nvrtc import compile_cuda
+
+    mod = compile_cuda(h.source(EVERY_FUNCTION, wgmma=((8, "f16"),)), "sm_90a", want_ptx=True)
+    assert mod.cubin[:4] == b"\x7fELF"
+    for instr in ("mbarrier.expect_tx.relaxed.cta.shared::cta.b64", "fence.mbarrier_init.release.cluster",
+                  "mbarrier.arrive.expect_tx.shared::cta.b64", "cp.async.bulk.tensor.5d", "cp.async.bulk.tensor.1d",
+                  "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group", "cp.async.bulk.wait_group 1",
+                  "setmaxnreg.dec.sync.aligned.u32 40", "wgmma.wait_group.sync.aligned 1", "fence.proxy.async"):
+        assert instr in mod.ptx, instr
