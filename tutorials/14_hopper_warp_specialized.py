@@ -154,9 +154,9 @@ if HAVE_NVRTC:
         print("sm_90a SASS:", counts)
         assert all(counts.values())
     else:
-        SKIPPED.append("the SASS check (pip install nvidia-cuda-cuobjdump)")
+        SKIPPED.append('the SASS check (cuobjdump comes with the test extra: pip install "tdsl[test]")')
 else:
-    SKIPPED.append("NVRTC (pip install tdsl[cuda])")
+    SKIPPED.append('NVRTC (pip install "tdsl[cuda]")')
 
 if SKIPPED:
     print(f"14_hopper_warp_specialized: the checks that ran passed; skipped here: {'; '.join(SKIPPED)}")
