@@ -14,6 +14,34 @@ class NoTuningRecord(UserWarning):
     """build(database=) found no usable record for the function and fell back."""
 
 
+def _cuda_records(func, target: str, db):
+    """(a workload, records to try in order) for CUDA: measured on this GPU, then measured on
+    another GPU of the architecture (fastest first), then verified but unmeasured (the first
+    verified first: tuner/gpu.py)."""
+    from ..backends.cuda import runtime
+    from ..target import parse_target
+    from .gpu import db_target, gpu_machine, unmeasured_machine
+
+    arch = parse_target(target).get("arch")
+    here = None
+    if runtime.has_gpu():
+        info = runtime.device_info()
+        arch, here = arch or info.arch, gpu_machine(info.name, info.arch)
+    if arch is None:
+        return None, []
+    workloads = db.workloads_of(func, db_target(arch))
+    order = sorted(workloads, key=lambda w: (w.machine != here, w.machine == unmeasured_machine(arch), w.id))
+    found = []
+    for w in order:
+        if w.machine == unmeasured_machine(arch):
+            rank = {"verified-unmeasured": 0, "checked-unmeasured": 1}
+            found += sorted((r for r in db.records(w) if r.unmeasured), key=lambda r: (rank.get(r.status or "", 2),
+                                                                                       r.id or 0))
+        else:
+            found += db.best(w, k=5)
+    return (workloads[0] if workloads else None), found
+
+
 def schedule_from_database(func, target: str, database):
     """The function scheduled by its best replayable record, or the fallback (see the module)."""
     from ..errors import ScheduleError
@@ -22,8 +50,11 @@ def schedule_from_database(func, target: str, database):
 
     db = database if isinstance(database, Database) else Database(database)
     try:
-        wl = db.workload(func, target, create=False)
-        candidates = db.best(wl, k=5) if wl is not None else []
+        if target.startswith("cuda"):
+            wl, candidates = _cuda_records(func, target, db)
+        else:
+            wl = db.workload(func, target, create=False)
+            candidates = db.best(wl, k=5) if wl is not None else []
         for record in candidates:
             try:
                 return replay(load(record.trace), func, target=target).func
