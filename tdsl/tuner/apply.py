@@ -15,31 +15,14 @@ class NoTuningRecord(UserWarning):
 
 
 def _cuda_records(func, target: str, db):
-    """(a workload, records to try in order) for CUDA: measured on this GPU, then measured on
-    another GPU of the architecture (fastest first), then verified but unmeasured (the first
-    verified first: tuner/gpu.py)."""
-    from ..backends.cuda import runtime
-    from ..target import parse_target
-    from .gpu import db_target, gpu_machine, unmeasured_machine
+    """(a workload, records to try in order) for CUDA: measured on this GPU, then on another GPU
+    of the architecture, then verified but unmeasured (tuner/gpu.py)."""
+    from .gpu import places, ranked
 
-    arch = parse_target(target).get("arch")
-    here = None
-    if runtime.has_gpu():
-        info = runtime.device_info()
-        arch, here = arch or info.arch, gpu_machine(info.name, info.arch)
-    if arch is None:
-        return None, []
-    workloads = db.workloads_of(func, db_target(arch))
-    order = sorted(workloads, key=lambda w: (w.machine != here, w.machine == unmeasured_machine(arch), w.id))
-    found = []
-    for w in order:
-        if w.machine == unmeasured_machine(arch):
-            rank = {"verified-unmeasured": 0, "checked-unmeasured": 1}
-            found += sorted((r for r in db.records(w) if r.unmeasured), key=lambda r: (rank.get(r.status or "", 2),
-                                                                                       r.id or 0))
-        else:
-            found += db.best(w, k=5)
-    return (workloads[0] if workloads else None), found
+    dbt, here, unmeasured = places(target)
+    workloads = db.workloads_of(func, dbt) if dbt is not None else []
+    order = sorted(workloads, key=lambda w: (w.machine != here, w.machine == unmeasured, w.id))
+    return (order[0] if order else None), [r for w in order for r in ranked(db, w)]
 
 
 def schedule_from_database(func, target: str, database):

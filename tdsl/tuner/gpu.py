@@ -56,6 +56,31 @@ def db_target(arch: str) -> str:
     return f"cuda -arch={arch}"
 
 
+def places(target: str) -> tuple[str | None, str | None, str | None]:
+    """For `build(database=)`: (the database target, this GPU's machine or None, the machine of
+    the unmeasured records); (None, None, None) when no architecture is known (no -arch, no GPU)."""
+    from ..backends.cuda import runtime
+    from ..target import parse_target
+
+    arch, here = parse_target(target).get("arch"), None
+    if runtime.has_gpu():
+        info = runtime.device_info()
+        arch, here = arch or info.arch, gpu_machine(info.name, info.arch)
+    if arch is None:
+        return None, None, None
+    return db_target(arch), here, unmeasured_machine(arch)
+
+
+def ranked(db, workload) -> list:
+    """The records of a CUDA workload that build(database=) tries, in order: the fastest measured
+    first; for the unmeasured workload the verified ones first, then the statically checked."""
+    if not workload.machine.startswith("unmeasured-"):
+        return db.best(workload, k=5)
+    rank = {"verified-unmeasured": 0, "checked-unmeasured": 1}
+    return sorted((r for r in db.records(workload) if r.unmeasured), key=lambda r: (rank.get(r.status or "", 2),
+                                                                                   r.id or 0))
+
+
 # -------------------------------------------------------------------------------- checks
 def static_problems(kernel, arch: str) -> tuple[list[str], list[str]]:
     """(problems that refuse the candidate, notes) from the CUBIN's resources and, for an
@@ -213,11 +238,12 @@ def _build(func, scheduled, arch: str, emulate: bool):
                                     db_target(arch))
 
 
-def check_candidate(func, scheduled, arch: str, reference, on_gpu: bool):
+def check_candidate(func, scheduled, arch: str, reference, on_gpu: bool, small=None):
     """Build `scheduled` for `arch`, run it (on the GPU, or in the emulator unless the function is
     too large) and compare with `reference` ((inputs, expected)); apply the static checks.
-    Returns (kernel or None, status, where-or-error)."""
-    from .checking import compare
+    `small`, for a function too large to emulate: (the unscheduled function at a small size, the
+    candidate's schedule at that size, the sizes, its reference) to emulate instead, or why
+    there is none. Returns (kernel or None, status, where-or-error)."""
     from .machine import fingerprint
 
     refusal = None if on_gpu else emulation_refusal(func)
@@ -227,24 +253,79 @@ def check_candidate(func, scheduled, arch: str, reference, on_gpu: bool):
     except Exception as exc:  # noqa: BLE001 - every failure is the candidate's record
         return None, "failed", f"build failed: {_first_line(exc)}"
     if on_gpu or emulate:
-        inputs, want = reference
-        got = [a.copy() for a in inputs]
-        try:
-            kernel(*got)
-        except Exception as exc:  # noqa: BLE001
-            return None, "failed", f"run failed ({'GPU' if on_gpu else 'emulator'}): {_first_line(exc)}"
-        wrong = compare(func, got, want)
+        wrong = _run_and_compare(func, kernel, reference, "GPU" if on_gpu else "emulator")
         if wrong is not None:
             return None, "failed", wrong
     problems, notes = static_problems(kernel, arch)
+    at = ""
+    if refusal is not None and isinstance(small, tuple):
+        small_func, small_scheduled, sizes, small_reference = small
+        at = " at " + ", ".join(f"{d}={v}" for d, v in sizes.items())
+        try:
+            small_kernel = _build(small_func, small_scheduled, arch, True)
+        except Exception as exc:  # noqa: BLE001
+            return None, "failed", f"build failed{at}: {_first_line(exc)}"
+        wrong = _run_and_compare(small_func, small_kernel, small_reference, f"emulator{at}")
+        if wrong is not None:
+            return None, "failed", f"{wrong}{at}"
+        problems += [f"{p}{at}" for p in static_problems(small_kernel, arch)[0] if "bank conflicts" in p]
+        emulate = True
+    elif refusal is not None and small:
+        refusal += f"; {small}"
     if problems:
         return None, "failed", "static check: " + "; ".join(problems)
     if on_gpu:
         return kernel, "verified", "on the GPU"
     extra = ("; " + "; ".join(notes)) if notes else ""
     if emulate:
-        return kernel, "verified-unmeasured", f"emulator on {fingerprint()}{extra}"
+        return kernel, "verified-unmeasured", f"emulator{at} on {fingerprint()}{extra}"
     return kernel, "checked-unmeasured", f"static checks on {fingerprint()}; {refusal}{extra}"
+
+
+def _run_and_compare(func, kernel, reference, where: str) -> str | None:
+    from .checking import compare
+
+    inputs, want = reference
+    got = [a.copy() for a in inputs]
+    try:
+        kernel(*got)
+    except Exception as exc:  # noqa: BLE001
+        return f"run failed ({where}): {_first_line(exc)}"
+    return compare(func, got, want)
+
+
+def small_sizes(buckets) -> dict:
+    """For each symbolic function tuned at sizes: the smallest of them small enough to emulate."""
+    from .flops import flop_count
+
+    out: dict = {}
+    for f, parent in buckets:
+        if parent is None or emulation_refusal(f) is not None:
+            continue
+        flops = flop_count(f) or 0
+        if id(parent[0]) not in out or flops < out[id(parent[0])][0]:
+            out[id(parent[0])] = (flops, parent[1])
+    return {k: v[1] for k, v in out.items()}
+
+
+def _small(parent, trace: str, sizes: dict | None, target: str, seed: int, references: dict):
+    """The candidate (its trace) at a small size of its symbolic function `parent` (see
+    check_candidate), or why there is none."""
+    from .sizes import specialization
+    from .space import load, replay
+
+    if sizes is None:
+        return "no tuned size of the symbolic function is small enough to emulate"
+    try:
+        general = replay(load(trace), parent, target=target).func
+    except Exception as exc:  # noqa: BLE001 - a schedule that fits only its own size
+        return f"its schedule does not replay on the symbolic function ({_first_line(exc)})"
+    key = repr(sorted(sizes.items()))
+    if key not in references:
+        func = specialization(parent, sizes)
+        references[key] = (func, _reference(func, seed))
+    func, reference = references[key]
+    return func, specialization(general, sizes), sizes, reference
 
 
 # -------------------------------------------------------------------------------- the run
@@ -277,6 +358,7 @@ def tune_cuda(funcs, buckets, tgt, trials: int, database, space, seed: int, verb
     tasks, done = [], 0
     per_task = max(1, trials // max(1, len(funcs)))
     run = _Run(target, arch, machine, on_gpu, space, seed, repeats, verbose, db)
+    run.small = small_sizes(buckets)
     try:
         for k, (f, (_, parent)) in enumerate(zip(funcs, buckets)):
             task, tried = run.task(f, parent, per_task, k)
@@ -301,6 +383,8 @@ class _Run:
     def __init__(self, target, arch, machine, on_gpu, space, seed, repeats, verbose, db):
         self.target, self.arch, self.machine, self.on_gpu = target, arch, machine, on_gpu
         self.space, self.seed, self.repeats, self.verbose, self.db = space, seed, repeats, verbose, db
+        self.small: dict = {}          # id(symbolic function) -> its smallest emulatable tuned size
+        self.references: dict = {}
 
     def task(self, f, parent, per_task: int, k: int):
         """(the TaskResult of `f`, how many candidates were tried now)."""
@@ -329,7 +413,12 @@ class _Run:
                 continue
             known.add(key)
             tried += 1
-            rec = _try(f, scheduled, key, trace, decisions, arch, reference, self.on_gpu, self.repeats, self.machine)
+            small = None
+            if not self.on_gpu and parent is not None and emulation_refusal(f) is not None:
+                small = _small(parent[0], trace, self.small.get(id(parent[0])), self.target, self.seed,
+                               self.references)
+            rec = _try(f, scheduled, key, trace, decisions, arch, reference, self.on_gpu, self.repeats, self.machine,
+                       small)
             records.append(rec)
             if db is not None and wl is not None:
                 db.add(wl, rec)
@@ -353,11 +442,12 @@ def summary(tasks, machine: str) -> str:
     return "\n".join(lines)
 
 
-def _try(func, scheduled, key, trace, decisions, arch, reference, on_gpu: bool, repeats: int, machine: str):
+def _try(func, scheduled, key, trace, decisions, arch, reference, on_gpu: bool, repeats: int, machine: str,
+         small=None):
     """The record of one new candidate: checked, and measured on a GPU."""
     from .database import Record
 
-    kernel, status, where = check_candidate(func, scheduled, arch, reference, on_gpu)
+    kernel, status, where = check_candidate(func, scheduled, arch, reference, on_gpu, small)
     rec = Record(key, trace, decisions, status=status, created=time.time())
     if kernel is None:
         rec.error = where

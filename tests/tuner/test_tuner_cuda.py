@@ -337,3 +337,55 @@ def test_a_gpu_run_measures_the_records_verified_without_one(no_gpu, monkeypatch
     best = min(measured, key=lambda r: r.time)
     want = replay(load(best.trace), mm).func
     assert tdsl.ir.structural_hash(kernel.func) == tdsl.ir.structural_hash(want)
+
+
+def test_without_a_gpu_a_result_that_differs_from_the_unscheduled_function_fails(no_gpu, monkeypatch):
+    real = gpu._reference
+
+    def off_by_one(func, seed):
+        inputs, want = real(func, seed)
+        return inputs, [w + 1 if k == 2 else w for k, w in enumerate(want)]
+
+    monkeypatch.setattr(gpu, "_reference", off_by_one)
+    (r,) = tdsl.tune(mm, target="cuda -arch=sm_80", trials=1, verbose=0).records
+    assert r.status == "failed" and not r.unmeasured and r.error.startswith("wrong result: C differs")
+
+
+def test_the_summary_says_what_was_verified_where(no_gpu, capsys):
+    tdsl.tune(mm, target="cuda -arch=sm_80", trials=1, verbose=1)
+    assert "mm: 1 verified-unmeasured (unmeasured-sm_80)" in capsys.readouterr().out
+
+
+@T.prim_func
+def smm(A: T.Buffer(("n", 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer(("n", 64), "float32")):
+    for i, j, k in T.grid(n, 64, 64):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+def rows_per_thread_space(sch):
+    c = sch.get_block("C")
+    i, _, _ = sch.get_loops(c)
+    i0, i1 = sch.split(i, factors=[None, sch.sample_categorical([8, 16], [0.5, 0.5])])
+    sch.bind(i0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.x")
+
+
+def test_a_size_too_large_to_emulate_is_verified_at_a_small_size_of_its_symbolic_function(no_gpu):
+    db_path = no_gpu / "sym.db"
+    result = tdsl.tune(smm, target="cuda -arch=sm_80", trials=2, sizes={"n": [64, 4096]}, space=rows_per_thread_space,
+                       database=db_path, verbose=0)
+    small, large = (t.records[0] for t in result.tasks)
+    assert small.status == large.status == "verified-unmeasured", (small.error, large.error)
+    assert large.where.startswith("emulator at n=64 on ") and small.where.startswith("emulator on ")
+    # build(database=) dispatches on the size with the verified records (run here in the emulator)
+    kernel = tdsl.build(smm, target="cuda -arch=sm_80", database=db_path, emulate=True)
+    assert "n=4096" in repr(kernel)
+    a = np.random.default_rng(1).standard_normal((64, 64)).astype("float32")
+    b = np.random.default_rng(2).standard_normal((64, 64)).astype("float32")
+    c = np.zeros((64, 64), "float32")
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
