@@ -6,7 +6,6 @@ compute the product with numpy (so the tuner's logic is tested; bench/gpu_check.
 real thing on a GPU)."""
 import ctypes
 import enum
-import os
 import sqlite3
 import sys
 import warnings
@@ -21,7 +20,6 @@ from tdsl.tuner.apply import NoTuningRecord
 from tdsl.tuner.space import load, replay
 
 pytest.importorskip("cuda.bindings")
-os.environ.setdefault("TDSL_EMU_OPT", "0")     # small emulated problems: -O0 builds faster
 
 
 @T.prim_func
@@ -61,6 +59,7 @@ def no_gpu(monkeypatch, tmp_path):
 
     monkeypatch.setattr(runtime, "has_gpu", lambda: False)
     monkeypatch.setenv("TDSL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TDSL_EMU_OPT", "0")      # small emulated problems: -O0 builds faster
     return tmp_path
 
 
@@ -389,3 +388,24 @@ def test_a_size_too_large_to_emulate_is_verified_at_a_small_size_of_its_symbolic
     c = np.zeros((64, 64), "float32")
     kernel(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_one_measurement_at_a_time_per_gpu():
+    import threading
+    import time
+
+    events = []
+
+    def measure(name):
+        with gpu.gpu_lock(0):
+            events.append(("start", name))
+            time.sleep(0.05)
+            events.append(("end", name))
+
+    threads = [threading.Thread(target=measure, args=(n,)) for n in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [e[0] for e in events] == ["start", "end", "start", "end"]
+    assert events[0][1] == events[1][1]
