@@ -253,7 +253,8 @@ def check_candidate(func, scheduled, arch: str, reference, on_gpu: bool, small=N
     except Exception as exc:  # noqa: BLE001 - every failure is the candidate's record
         return None, "failed", f"build failed: {_first_line(exc)}"
     if on_gpu or emulate:
-        wrong = _run_and_compare(func, kernel, reference, "GPU" if on_gpu else "emulator")
+        with gpu_lock() if on_gpu else contextlib.nullcontext():    # a check disturbs timing too
+            wrong = _run_and_compare(func, kernel, reference, "GPU" if on_gpu else "emulator")
         if wrong is not None:
             return None, "failed", wrong
     problems, notes = static_problems(kernel, arch)

@@ -409,3 +409,16 @@ def test_one_measurement_at_a_time_per_gpu():
         t.join()
     assert [e[0] for e in events] == ["start", "end", "start", "end"]
     assert events[0][1] == events[1][1]
+
+
+def test_export_and_import_keep_where_each_record_was_checked(tmp_path):
+    with Database(tmp_path / "a.db") as db:
+        wl = db.workload(mm, "cuda -arch=sm_80", machine=gpu.unmeasured_machine("sm_80"))
+        db.add(wl, tdsl.tuner.Record("c1", "[]", status="verified-unmeasured", where="emulator on x"))
+        db.export_jsonl(tmp_path / "r.jsonl")
+    with Database(tmp_path / "b.db") as db:
+        assert db.import_jsonl(tmp_path / "r.jsonl") == 1
+        (wl,) = db.workloads()
+        (r,) = db.records(wl)
+        assert r.unmeasured and (r.status, r.where, r.time) == ("verified-unmeasured", "emulator on x", None)
+        assert wl.machine == "unmeasured-sm_80"
