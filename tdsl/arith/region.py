@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Binary, Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
-from ..ir.opaque_calls import CP_ASYNC, pointer_effect, touches_memory
+from ..ir.opaque_calls import CP_ASYNC, MBARRIER_CALLS, TMA_LOAD, pointer_effect, touches_memory
 from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, Evaluate, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
@@ -163,11 +163,39 @@ class _Detector(IRVisitor):
             for k in range(count):
                 self._record(self.writes, dst.buffer, [self._point(i) for i in (*outer, last + k if k else last)])
             return
+        if node.op in MBARRIER_CALLS or node.op == TMA_LOAD:
+            self._hopper_call(node)
+            return
         for k, arg in enumerate(node.args):
             if _is_address(arg):
                 self._address(arg, pointer_effect(node.op, k) if touches_memory(node.op) else "")
             else:
                 self.visit(arg)
+
+    def _hopper_call(self, node: Call) -> None:
+        """An mbarrier call reads and writes its barrier; a TMA load (dst, src, tensor_map, bar,
+        *coords) writes dst's last len(coords) axes from dst's other indices on and reads the whole
+        source tensor and tensor map."""
+        for arg in node.args:
+            if isinstance(arg, BufferLoad):
+                for i in arg.indices:
+                    self.visit(i)
+            else:
+                self.visit(arg)
+        bar = node.args[0] if node.op != TMA_LOAD else node.args[3]
+        assert isinstance(bar, BufferLoad)
+        point = [self._point(i) for i in bar.indices]
+        self._record(self.reads, bar.buffer, list(point))
+        self._record(self.writes, bar.buffer, list(point))
+        if node.op == TMA_LOAD:
+            dst, src, tmap = node.args[:3]
+            assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad) and isinstance(tmap, BufferLoad)
+            rank = len(node.args) - 4
+            keep = max(0, len(dst.indices) - rank)   # (all of a flattened buffer)
+            outer: list[DimBound] = [self._point(i) for i in dst.indices[:keep]]
+            self._record(self.writes, dst.buffer, outer + [None] * (len(dst.buffer.shape) - keep))
+            self._record(self.reads, src.buffer, [None] * len(src.buffer.shape))
+            self._record(self.reads, tmap.buffer, [None] * len(tmap.buffer.shape))
 
     def visit_Evaluate(self, node: Evaluate) -> None:
         if _is_address(node.value):  # T.evaluate(A.access_ptr("r")): touches nothing; listed as read, as TVM does

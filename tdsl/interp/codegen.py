@@ -41,7 +41,7 @@ from ..ir.expr import (
     StringImm,
     Var,
 )
-from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC
+from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC, HOPPER_CALLS, TMA_LOAD
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -347,6 +347,10 @@ class PythonCodegen:
         if isinstance(s.value, Call) and s.value.op in ASYNC_CALLS:
             self.async_copy(s.value)
             return
+        if isinstance(s.value, Call) and s.value.op in HOPPER_CALLS:
+            if s.value.op == TMA_LOAD:
+                self.stmt(tma_load_as_copy(s.value))
+            return   # (mbarrier calls and fences: nothing to wait for when threads run one after another)
         self.emit(self.expr(s.value).code)
 
     def async_copy(self, call: Call) -> None:
@@ -802,3 +806,29 @@ BASE_GLOBALS = {
     "_vload": runtime.vload,
     "_vstore": runtime.vstore,
 }
+
+
+def tma_load_as_copy(call: Call) -> Stmt:
+    """T.ptx_tma_load(dst, src, tensor_map, bar, *coords) as loops copying the box (zero where it
+    leaves the source tensor, as TMA fills out-of-bounds elements)."""
+    dst, src, _, _, *coords = call.args
+    assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad)
+    rank = len(coords)
+    box = [e.value for e in dst.buffer.shape[-rank:] if isinstance(e, IntImm)]
+    if len(box) != rank:
+        raise InterpretError(f"T.ptx_tma_load into {dst.buffer.name}: its last {rank} axes are the box, which needs "
+                             f"constant sides, got {dst.buffer.shape}")
+    idx = [Var(f"tma_i{d}", coords[d].dtype) for d in range(rank)]
+    outer, base = dst.indices[:-rank], dst.indices[-rank:]
+    target = tuple(outer) + tuple(b + i for b, i in zip(base, idx))
+    at = [c + i for c, i in zip(coords, idx)]
+    zero = FloatImm(0.0, dst.buffer.dtype) if dst.buffer.dtype.is_float else IntImm(0, dst.buffer.dtype)
+    body: Stmt = BufferStore(dst.buffer, BufferLoad(src.buffer, tuple(at)), target)
+    for a, extent in reversed(list(zip(at, src.buffer.shape))):
+        inside = Binary("lt", a, extent) if isinstance(extent, PrimExpr) else Binary("lt", a, IntImm(extent, a.dtype))
+        body = IfThenElse(Binary("ge", a, IntImm(0, a.dtype)),
+                          IfThenElse(inside, body, BufferStore(dst.buffer, zero, target)),
+                          BufferStore(dst.buffer, zero, target))
+    for i, extent in reversed(list(zip(idx, box))):
+        body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
+    return body

@@ -51,3 +51,20 @@ CP_ASYNC = "ptx_cp_async"
 COMMIT_GROUP = "ptx_commit_group"
 WAIT_GROUP = "ptx_wait_group"
 ASYNC_CALLS = (CP_ASYNC, COMMIT_GROUP, WAIT_GROUP)
+
+# TVM's mbarrier builtins and tdsl's TMA load (Hopper; the CUDA backend emits the device functions of
+# tdsl.backends.cuda.sm90). Barriers are elements of a shared "uint64" buffer (TVM's barrier_array):
+# T.ptx_init_barrier_thread_count(bars[i], count), T.ptx_arrive_barrier(bars[i]),
+# T.ptx_arrive_barrier_expect_tx(bars[i], bytes), T.ptx_wait_barrier(bars[i], parity),
+# T.ptx_fence_proxy_async(), T.ptx_tma_load(dst, src, tensor_map, bars[i], *coords): the box of
+# `src`'s tensor at `coords` (outermost first; as big as dst's last len(coords) axes) into dst,
+# completing on the barrier's transaction count. Run one after another (the interpreter), the
+# barrier calls do nothing and a TMA load is a copy (zero outside the tensor).
+MBARRIER_INIT = "ptx_init_barrier_thread_count"
+MBARRIER_ARRIVE = "ptx_arrive_barrier"
+MBARRIER_ARRIVE_EXPECT_TX = "ptx_arrive_barrier_expect_tx"
+MBARRIER_WAIT = "ptx_wait_barrier"
+FENCE_PROXY_ASYNC = "ptx_fence_proxy_async"
+TMA_LOAD = "ptx_tma_load"
+MBARRIER_CALLS = (MBARRIER_INIT, MBARRIER_ARRIVE, MBARRIER_ARRIVE_EXPECT_TX, MBARRIER_WAIT)
+HOPPER_CALLS = (*MBARRIER_CALLS, FENCE_PROXY_ASYNC, TMA_LOAD)

@@ -31,7 +31,7 @@ from ..ir.expr import (
     is_bitwise_not,
 )
 from ..ir.functor import free_vars
-from ..ir.opaque_calls import ASYNC_CALLS, WMMA_BUILTINS
+from ..ir.opaque_calls import ASYNC_CALLS, HOPPER_CALLS, WMMA_BUILTINS
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -166,7 +166,7 @@ class ScriptPrinter:
             if e.op == "address_of":
                 return f"T.address_of({args})", _ATOM
             if e.op == "if_then_else" or (e.op in MATH_CALLS and e.dtype == e.args[0].dtype) \
-                    or e.op in WMMA_BUILTINS or e.op in ASYNC_CALLS:
+                    or e.op in WMMA_BUILTINS or e.op in ASYNC_CALLS or e.op in HOPPER_CALLS:
                 return f"T.{e.op}({args})", _ATOM
             sep = ", " if args else ""
             return f'T.call_extern("{e.dtype}", "{e.op}"{sep}{args})', _ATOM
