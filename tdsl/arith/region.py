@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Binary, Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
-from ..ir.opaque_calls import CP_ASYNC, MBARRIER_CALLS, TMA_LOAD, pointer_effect, touches_memory
+from ..ir.opaque_calls import CP_ASYNC, MBARRIER_CALLS, TMA_LOAD, WGMMA, pointer_effect, touches_memory
 from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, Evaluate, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
@@ -165,6 +165,19 @@ class _Detector(IRVisitor):
             return
         if node.op in MBARRIER_CALLS or node.op == TMA_LOAD:
             self._hopper_call(node)
+            return
+        if node.op == WGMMA:   # (D, A, B, n, lane): reads the tiles from their corners, updates D from its own
+            for arg in node.args:
+                for i in (arg.indices if isinstance(arg, BufferLoad) else ()):
+                    self.visit(i)
+            self.visit(node.args[4])
+            for pos, kinds in ((0, (self.reads, self.writes)), (1, (self.reads,)), (2, (self.reads,))):
+                load = node.args[pos]
+                assert isinstance(load, BufferLoad)
+                keep = len(load.indices) - (1 if pos == 0 else 2) if len(load.indices) == len(load.buffer.shape) else 0
+                bounds: list[DimBound] = [self._point(i) for i in load.indices[:max(0, keep)]]
+                for kind in kinds:
+                    self._record(kind, load.buffer, bounds + [None] * (len(load.buffer.shape) - len(bounds)))
             return
         for k, arg in enumerate(node.args):
             if _is_address(arg):

@@ -41,7 +41,7 @@ from ..ir.expr import (
     StringImm,
     Var,
 )
-from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC, HOPPER_CALLS, TMA_LOAD
+from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC, HOPPER_CALLS, TMA_LOAD, WGMMA, wgmma_layout
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -350,7 +350,9 @@ class PythonCodegen:
         if isinstance(s.value, Call) and s.value.op in HOPPER_CALLS:
             if s.value.op == TMA_LOAD:
                 self.stmt(tma_load_as_copy(s.value))
-            return   # (mbarrier calls and fences: nothing to wait for when threads run one after another)
+            if s.value.op == WGMMA:
+                self.stmt(wgmma_as_loops(s.value))
+            return   # (mbarrier and wgmma waits, fences: nothing to wait for when threads run one after another)
         self.emit(self.expr(s.value).code)
 
     def async_copy(self, call: Call) -> None:
@@ -832,3 +834,25 @@ def tma_load_as_copy(call: Call) -> Stmt:
     for i, extent in reversed(list(zip(idx, box))):
         body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
     return body
+
+
+def wgmma_as_loops(call: Call) -> Stmt:
+    """T.ptx_wgmma(D, A, B, n, lane) as the thread's own part: for each of its n / 2 accumulators
+    (row, col) = wgmma_layout(lane, i), D[i] += sum over k < 16 of A[row, k] * B[col, k]."""
+    d, a, b, n, lane, _ = call.args
+    assert isinstance(d, BufferLoad) and isinstance(a, BufferLoad) and isinstance(b, BufferLoad)
+    assert isinstance(n, IntImm)
+    i, k = Var("wgmma_i", int32), Var("wgmma_k", int32)
+    row, col = wgmma_layout(lane, i)
+    *d_outer, d_last = d.indices
+    target = (*d_outer, d_last + i)
+
+    def at(load: BufferLoad, r: PrimExpr) -> tuple:
+        *outer, r0, k0 = load.indices
+        return (*outer, r0 + r, k0 + k)
+
+    f32 = DataType("float", 32)
+    product = Cast(f32, BufferLoad(a.buffer, at(a, row))) * Cast(f32, BufferLoad(b.buffer, at(b, col)))
+    body: Stmt = BufferStore(d.buffer, BufferLoad(d.buffer, target) + product, target)
+    body = For(k, IntImm(0, int32), IntImm(16, int32), "serial", body)
+    return For(i, IntImm(0, int32), IntImm(n.value // 2, int32), "serial", body)

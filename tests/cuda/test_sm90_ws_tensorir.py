@@ -71,6 +71,122 @@ def ws_gemm(M=64, N=64, K=128, BM=32, BN=32, BK=16, S=2, consumer_store=False):
     return gemm
 
 
+def wgmma_gemm(M=128, N=64, K=256, BM=64, BN=32, BK=64, S=2):
+    """The same pipeline with a wgmma consumer: A (M x K) and B (N x K) K-major, stages of 64 x 64
+    and 32 x 64 halves (128-byte rows: the tensor maps use the 128B swizzle), four k16 wgmmas a
+    stage; each consumer thread holds BN / 2 accumulators in wgmma's layout."""
+    KT = K // BK
+    TX_BYTES = (BM * BK + BN * BK) * 2
+
+    @T.prim_func
+    def gemm(tmap_a: T.Buffer((128,), "uint8"), tmap_b: T.Buffer((128,), "uint8"),
+             A: T.Buffer((M, K), "float16"), B: T.Buffer((N, K), "float16"), C: T.Buffer((M, N), "float32")):
+        A_sh = T.alloc_buffer((S, BM, BK), "float16", scope="shared")
+        B_sh = T.alloc_buffer((S, BN, BK), "float16", scope="shared")
+        full = T.alloc_buffer((S,), "uint64", scope="shared")
+        empty = T.alloc_buffer((S,), "uint64", scope="shared")
+        acc = T.alloc_buffer((128, BN // 2), "float32", scope="local")
+        for by in T.thread_binding(M // BM, thread="blockIdx.y"):
+            for bx in T.thread_binding(N // BN, thread="blockIdx.x"):
+                for ty in T.thread_binding(2, thread="threadIdx.y"):
+                    for tx in T.thread_binding(128, thread="threadIdx.x"):
+                        if ty == 0 and tx == 0:
+                            for s in range(S):
+                                T.evaluate(T.ptx_init_barrier_thread_count(full[s], 1))
+                                T.evaluate(T.ptx_init_barrier_thread_count(empty[s], 128))
+                        if ty == 1:
+                            for i in T.unroll(BN // 2):
+                                acc[tx, i] = T.float32(0)
+                for ko in range(KT):
+                    for ty in T.thread_binding(2, thread="threadIdx.y"):
+                        for tx in T.thread_binding(128, thread="threadIdx.x"):
+                            if ty == 0:
+                                if tx == 0:
+                                    if ko >= S:
+                                        T.evaluate(T.ptx_wait_barrier(empty[ko % S], (ko // S + 1) % 2))
+                                    T.evaluate(T.ptx_arrive_barrier_expect_tx(full[ko % S], TX_BYTES))
+                                    T.evaluate(T.ptx_tma_load(A_sh[ko % S, 0, 0], A[by * BM, ko * BK], tmap_a[0],
+                                                              full[ko % S]))
+                                    T.evaluate(T.ptx_tma_load(B_sh[ko % S, 0, 0], B[bx * BN, ko * BK], tmap_b[0],
+                                                              full[ko % S]))
+                            else:
+                                T.evaluate(T.ptx_wait_barrier(full[ko % S], (ko // S) % 2))
+                                T.evaluate(T.ptx_wgmma_fence())
+                                for j in T.unroll(BK // 16):
+                                    T.evaluate(T.ptx_wgmma(acc[tx, 0], A_sh[ko % S, 0, 16 * j], B_sh[ko % S, 0, 16 * j],
+                                                           BN, tx))
+                                T.evaluate(T.ptx_wgmma_commit_group())
+                                T.evaluate(T.ptx_wgmma_wait_group(0))
+                                T.evaluate(T.ptx_arrive_barrier(empty[ko % S]))
+                for ty in T.thread_binding(2, thread="threadIdx.y"):
+                    for tx in T.thread_binding(128, thread="threadIdx.x"):
+                        if ty == 1:
+                            for i in T.unroll(BN // 2):
+                                C[by * BM + 16 * (tx // 32) + tx % 32 // 4 + 8 * (i // 2 % 2),
+                                  bx * BN + 8 * (i // 4) + 2 * (tx % 4) + i % 2] = acc[tx, i]
+    return gemm
+
+
+def _wgmma_operands(M=128, N=64, K=256):
+    rng = np.random.default_rng(3)
+    a = rng.integers(-2, 3, (M, K)).astype(np.float16)   # small integers: every order of sums is exact
+    b = rng.integers(-2, 3, (N, K)).astype(np.float16)
+    maps = sm90.emulator_tensor_map(a, (64, 64), "128B"), sm90.emulator_tensor_map(b, (32, 64), "128B")
+    return a, b, maps, a.astype(np.float32) @ b.astype(np.float32).T
+
+
+def test_wgmma_gemm_interprets_to_numpy_and_prints_back():
+    a, b, (ta, tb), want = _wgmma_operands()
+    f = wgmma_gemm()
+    np.testing.assert_array_equal(tdsl.interpret(f, ta, tb, a, b), want)
+    text = f.script()
+    assert "T.ptx_wgmma(acc[tx_1, 0], A_sh[ko % 2, 0, 16 * j], B_sh[ko % 2, 0, 16 * j], 32, tx_1, 128)" in text
+    assert tdsl.parse(text).script() == text
+
+
+@needs_cxx
+def test_wgmma_gemm_in_the_emulator():
+    a, b, (ta, tb), want = _wgmma_operands()
+    kernel = tdsl.build(wgmma_gemm(), target="cuda", emulate=True)
+    c = np.zeros_like(want)
+    kernel(ta, tb, a, b, c)
+    np.testing.assert_array_equal(c, want)
+    body = kernel.source[kernel.source.index("__global__"):]
+    assert body.count("__syncthreads()") == 1 and "float acc[16];" in body
+    assert "tdsl_ptx_wgmma_desc(&A_sh[ko % 2 * 4096 + 16], 16, 1024, 1)" in body
+
+
+def test_wgmma_gemm_sass_has_hgmma_utmaldg_syncs_and_no_local_memory():
+    pytest.importorskip("cuda.bindings")
+    from tdsl.backends.cuda import stats
+
+    if stats.cuobjdump_path() is None:
+        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    kernel = tdsl.build(wgmma_gemm(), target="cuda", arch="sm_90a")
+    ops = stats.opcodes(kernel.cubin)
+    for op in ("HGMMA", "UTMALDG", "SYNCS"):
+        assert any(o.startswith(op) for o in ops), (op, sorted(ops))
+    usage = stats.resource_usage(kernel.cubin)["gemm_kernel"]
+    assert usage["local"] == 0 and usage["stack"] == 0
+
+
+def test_wgmma_needs_sm90a():
+    pytest.importorskip("cuda.bindings")
+    with pytest.raises(TargetError, match="sm_90a"):
+        tdsl.build(wgmma_gemm(), target="cuda", arch="sm_90")
+
+
+def test_wgmma_tile_rows_are_checked():
+    with pytest.raises(ScriptError, match="swizzle span"):
+        @T.prim_func
+        def bad(C: T.Buffer((4,), "float32")):
+            A_sh = T.alloc_buffer((64, 24), "float16", scope="shared")
+            acc = T.alloc_buffer((128, 4), "float32", scope="local")
+            for tx in T.thread_binding(128, thread="threadIdx.x"):
+                T.evaluate(T.ptx_wgmma(acc[tx, 0], A_sh[0, 0], A_sh[0, 0], 8, tx))
+                C[tx % 4] = acc[tx, 0]
+
+
 def _operands(M=64, N=64, K=128, BM=32, BN=32, BK=16):
     rng = np.random.default_rng(7)
     a = rng.standard_normal((M, K)).astype(np.float16)
@@ -144,7 +260,7 @@ def test_emulator_runs_producer_and_consumer_warps():
     # one __syncthreads (after the barriers' init); the K loop is ordered by the mbarriers alone
     assert body.count("__syncthreads()") == 1
     assert "tdsl_ptx_tma_load_2d(&A_sh[ko % 2 * 512], &tmap_a[0], ko * 16, by * 32, &full[ko % 2]);" in body
-    assert "__shared__ __align__(128) half A_sh[1024];" in body
+    assert "__shared__ __align__(1024) half A_sh[1024];" in body
 
 
 def test_a_plain_write_into_a_tma_stage_is_refused():

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ...dtypes import DataType, int32, int64
+from ...dtypes import DataType, bfloat16, int32, int64
 from ...errors import TargetError
 from ...ir import (
     Allocate,
@@ -52,6 +52,10 @@ from ...ir.opaque_calls import (
     MBARRIER_INIT,
     MBARRIER_WAIT,
     TMA_LOAD,
+    WGMMA,
+    WGMMA_COMMIT_GROUP,
+    WGMMA_FENCE,
+    WGMMA_WAIT_GROUP,
     WMMA_BUILTINS,
     wmma_refusal,
 )
@@ -220,6 +224,7 @@ class CudaCodegen:
     def __init__(self, plan: HostPlan):
         self.plan = plan
         self.helpers: set[str] = set()
+        self.wgmma_shapes: set[tuple[int, str]] = set()   # (N, "f16" | "bf16") of the T.ptx_wgmma calls
         self.fp16 = False
         self.bf16 = False
         self.k: _Kernel | None = None
@@ -272,7 +277,8 @@ class CudaCodegen:
             head.append("#include <cuda_fp16.h>")
         if self.bf16:
             head.append("#include <cuda_bf16.h>")
-        helpers = [_HELPERS[h] if h != "sm90" else sm90.device_functions() for h in sorted(self.helpers)
+        helpers = [_HELPERS[h] if h != "sm90" else sm90.device_functions(tuple(sorted(self.wgmma_shapes)))
+                   for h in sorted(self.helpers)
                    if h != "sm90" or sm90.PRELUDE_MARK not in (dict(self.plan.func.attrs).get(PRELUDE_ATTR) or "")]
         # device functions that tensor intrinsics call (e.g. the WMMA wrappers), as they gave them
         prelude = dict(self.plan.func.attrs).get(PRELUDE_ATTR)
@@ -298,7 +304,7 @@ class CudaCodegen:
             self.emit(1, f"const {self.type_of(var.dtype)} {self.name(var)} = {tag};")
         tma_dst = {c.args[0].buffer for c in collect(spec.body, Call) if c.op == TMA_LOAD}
         for buf in spec.shared:
-            align = 128 if buf in tma_dst else 16   # (TMA boxes land on 128-byte boundaries)
+            align = 1024 if buf in tma_dst else 16   # (a TMA box: the 128-byte swizzle repeats every 1024 bytes)
             self.emit(1, f"__shared__ __align__({align}) {self.type_of(buf.dtype)} {self.name(buf)}[{buf.shape[0].value}];")
         self.stmt(spec.body, 1)
         threads = 1
@@ -739,6 +745,17 @@ class CudaCodegen:
         self.helpers.add("sm90")
         if e.op == FENCE_PROXY_ASYNC:
             return "tdsl_ptx_fence_proxy_async()"
+        if e.op in (WGMMA_FENCE, WGMMA_COMMIT_GROUP):
+            return f"tdsl_{e.op}()"
+        if e.op == WGMMA_WAIT_GROUP:
+            return f"tdsl_ptx_wgmma_wait_group<{self.expr(e.args[0])}>()"
+        if e.op == WGMMA:   # K-major tiles, rows a swizzle span: descriptor swizzle code, 8-row groups apart
+            d, a, b, n, _, span = e.args
+            dt = "bf16" if a.buffer.dtype == bfloat16 else "f16"
+            self.wgmma_shapes.add((n.value, dt))
+            code, sbo = {128: 1, 64: 2, 32: 3}[span.value], 8 * span.value
+            descs = ", ".join(f"tdsl_ptx_wgmma_desc(&{self.expr(x)}, 16, {sbo}, {code})" for x in (a, b))
+            return f"tdsl_ptx_wgmma_m64n{n.value}k16_f32_{dt}(&{self.expr(d)}, {descs}, 1)"
         if e.op == TMA_LOAD:
             dst, _, tmap, bar, *coords = e.args
             xs = ", ".join(_strip(self.expr(c)) for c in reversed(coords))   # innermost first

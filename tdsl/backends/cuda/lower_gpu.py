@@ -48,7 +48,7 @@ from ...ir import (
     free_vars,
     substitute,
 )
-from ...ir.opaque_calls import HOPPER_CALLS, MBARRIER_INIT, MBARRIER_WAIT, TMA_LOAD
+from ...ir.opaque_calls import HOPPER_CALLS, MBARRIER_CALLS, MBARRIER_INIT, MBARRIER_WAIT, TMA_LOAD, WGMMA
 from ...lower.gpu_bindings import (  # noqa: F401 (UnboundBlockError, verify_thread_bindings: public here too)
     WARP_SIZE,
     UnboundBlockError,
@@ -565,8 +565,12 @@ class _Planner:
                 out.append(_Access(dst.buffer, index, True, False, "issue"))
         for call in collect(stmt, Call):
             if call.op == TMA_LOAD:   # writes the box at dst, completing on its mbarrier
-                out.append(_Access(call.args[0].buffer, call.args[0].indices[0], True, True, "mbarrier"))
-            if call.op in HOPPER_CALLS and call.op != TMA_LOAD and call.args:   # init writes; the rest are atomic
+                dst = call.args[0].buffer
+                out.append(_Access(dst, call.args[0].indices[0], True, True, "mbarrier" if dst in self.tma_dst else ""))
+            if call.op == WGMMA:   # reads its A and B tiles (the accumulators are the thread's registers)
+                out += [_Access(t.buffer, t.indices[0], False, True, "mbarrier" if t.buffer in self.tma_dst else "")
+                        for t in call.args[1:3] if t.buffer.scope == "shared"]
+            if call.op in MBARRIER_CALLS:   # init writes; the rest are atomic
                 bar = call.args[0]
                 out.append(_Access(bar.buffer, bar.indices[0], call.op == MBARRIER_INIT, False,
                                    "" if call.op == MBARRIER_INIT else "mbarrier"))
