@@ -140,7 +140,7 @@ def test_wgmma_gemm_interprets_to_numpy_and_prints_back():
     f = wgmma_gemm()
     np.testing.assert_array_equal(tdsl.interpret(f, ta, tb, a, b), want)
     text = f.script()
-    assert "T.ptx_wgmma(acc[tx_1, 0], A_sh[ko % 2, 0, 16 * j], B_sh[ko % 2, 0, 16 * j], 32, tx_1, 128)" in text
+    assert "T.ptx_wgmma(acc[tx_1, 0], A_sh[ko % 2, 0, 16 * j], B_sh[ko % 2, 0, 16 * j], 32, tx_1)" in text
     assert tdsl.parse(text).script() == text
 
 
@@ -200,7 +200,7 @@ def test_builtins_print_and_parse_back():
     text = f.script()
     for call in ("T.ptx_init_barrier_thread_count(full[s], 1)", "T.ptx_arrive_barrier_expect_tx(full[ko % 2], 2048)",
                  "T.ptx_wait_barrier(full[ko % 2], ko // 2 % 2)", "T.ptx_arrive_barrier(empty[ko % 2])",
-                 "T.ptx_tma_load(A_sh[ko % 2, 0, 0], A[by * 32, ko * 16], tmap_a[0], full[ko % 2], by * 32, ko * 16)"):
+                 "T.ptx_tma_load(A_sh[ko % 2, 0, 0], A[by * 32, ko * 16], tmap_a[0], full[ko % 2])"):
         assert call in text
     assert tdsl.parse(text).script() == text
 
@@ -288,3 +288,24 @@ def test_sass_has_tma_and_mbarrier_and_no_local_memory():
     ops = stats.opcodes(kernel.cubin)
     assert any(o.startswith("UTMALDG") for o in ops) and any(o.startswith("SYNCS") for o in ops), sorted(ops)
     assert stats.resource_usage(kernel.cubin)["gemm_kernel"]["local"] == 0
+
+
+@pytest.mark.parametrize("call, message", [
+    ("T.ptx_tma_load(tile[0, 0], A[0, 0], tmap[0], bars[0], 0)", "takes 2 coordinates of A"),
+    ("T.ptx_tma_load(tile[0, 0], H[0, 0], tmap[0], bars[0])", "one dtype"),
+    ("T.ptx_tma_load(A[0, 0], A[0, 0], tmap[0], bars[0])", "destination of T.ptx_tma_load is one element of a shared"),
+    ("T.ptx_tma_load(tile[0, 0], A[0, 0], A[0, 0], bars[0])", "tensor map"),
+    ("T.ptx_wait_barrier(bars[0], 0, 1)", "T.ptx_wait_barrier takes"),
+    ("T.ptx_wgmma_wait_group(-1)", "constant count >= 0"),
+])
+def test_bad_hopper_calls_name_what_is_wrong(call, message):
+    source = f'''
+@T.prim_func
+def bad(tmap: T.Buffer((128,), "uint8"), A: T.Buffer((32, 32), "float16"), H: T.Buffer((32, 32), "float32")):
+    bars = T.alloc_buffer((1,), "uint64", scope="shared")
+    tile = T.alloc_buffer((16, 16), "float16", scope="shared")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        T.evaluate({call})
+'''
+    with pytest.raises(ScriptError, match=message):
+        tdsl.parse(source)
