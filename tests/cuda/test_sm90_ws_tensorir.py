@@ -71,7 +71,7 @@ def ws_gemm(M=64, N=64, K=128, BM=32, BN=32, BK=16, S=2, consumer_store=False):
     return gemm
 
 
-def wgmma_gemm(M=128, N=64, K=256, BM=64, BN=32, BK=64, S=2):
+def wgmma_gemm(M=128, N=64, K=256, BM=64, BN=32, BK=64, S=2, dtype="float16"):
     """The same pipeline with a wgmma consumer: A (M x K) and B (N x K) K-major, stages of 64 x 64
     and 32 x 64 halves (128-byte rows: the tensor maps use the 128B swizzle), four k16 wgmmas a
     stage; each consumer thread holds BN / 2 accumulators in wgmma's layout."""
@@ -80,9 +80,9 @@ def wgmma_gemm(M=128, N=64, K=256, BM=64, BN=32, BK=64, S=2):
 
     @T.prim_func
     def gemm(tmap_a: T.Buffer((128,), "uint8"), tmap_b: T.Buffer((128,), "uint8"),
-             A: T.Buffer((M, K), "float16"), B: T.Buffer((N, K), "float16"), C: T.Buffer((M, N), "float32")):
-        A_sh = T.alloc_buffer((S, BM, BK), "float16", scope="shared")
-        B_sh = T.alloc_buffer((S, BN, BK), "float16", scope="shared")
+             A: T.Buffer((M, K), dtype), B: T.Buffer((N, K), dtype), C: T.Buffer((M, N), "float32")):
+        A_sh = T.alloc_buffer((S, BM, BK), dtype, scope="shared")
+        B_sh = T.alloc_buffer((S, BN, BK), dtype, scope="shared")
         full = T.alloc_buffer((S,), "uint64", scope="shared")
         empty = T.alloc_buffer((S,), "uint64", scope="shared")
         acc = T.alloc_buffer((128, BN // 2), "float32", scope="local")
@@ -127,10 +127,13 @@ def wgmma_gemm(M=128, N=64, K=256, BM=64, BN=32, BK=64, S=2):
     return gemm
 
 
-def _wgmma_operands(M=128, N=64, K=256):
+def _wgmma_operands(M=128, N=64, K=256, dtype="float16"):
+    import ml_dtypes
+
+    np_type = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
     rng = np.random.default_rng(3)
-    a = rng.integers(-2, 3, (M, K)).astype(np.float16)   # small integers: every order of sums is exact
-    b = rng.integers(-2, 3, (N, K)).astype(np.float16)
+    a = rng.integers(-2, 3, (M, K)).astype(np_type)   # small integers: every order of sums is exact
+    b = rng.integers(-2, 3, (N, K)).astype(np_type)
     maps = sm90.emulator_tensor_map(a, (64, 64), "128B"), sm90.emulator_tensor_map(b, (32, 64), "128B")
     return a, b, maps, a.astype(np.float32) @ b.astype(np.float32).T
 
@@ -145,24 +148,29 @@ def test_wgmma_gemm_interprets_to_numpy_and_prints_back():
 
 
 @needs_cxx
-def test_wgmma_gemm_in_the_emulator():
-    a, b, (ta, tb), want = _wgmma_operands()
-    kernel = tdsl.build(wgmma_gemm(), target="cuda", emulate=True)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_wgmma_gemm_in_the_emulator(dtype):
+    a, b, (ta, tb), want = _wgmma_operands(dtype=dtype)
+    f = wgmma_gemm(dtype=dtype)
+    np.testing.assert_array_equal(tdsl.interpret(f, ta, tb, a, b), want)
+    kernel = tdsl.build(f, target="cuda", emulate=True)
     c = np.zeros_like(want)
     kernel(ta, tb, a, b, c)
     np.testing.assert_array_equal(c, want)
     body = kernel.source[kernel.source.index("__global__"):]
     assert body.count("__syncthreads()") == 1 and "float acc[16];" in body
     assert "tdsl_ptx_wgmma_desc(&A_sh[ko % 2 * 4096 + 16], 16, 1024, 1)" in body
+    assert f"tdsl_ptx_wgmma_m64n32k16_f32_{'f16' if dtype == 'float16' else 'bf16'}(&acc[0]" in body
 
 
-def test_wgmma_gemm_sass_has_hgmma_utmaldg_syncs_and_no_local_memory():
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_wgmma_gemm_sass_has_hgmma_utmaldg_syncs_and_no_local_memory(dtype):
     pytest.importorskip("cuda.bindings")
     from tdsl.backends.cuda import stats
 
     if stats.cuobjdump_path() is None:
         pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
-    kernel = tdsl.build(wgmma_gemm(), target="cuda", arch="sm_90a")
+    kernel = tdsl.build(wgmma_gemm(dtype=dtype), target="cuda", arch="sm_90a")
     ops = stats.opcodes(kernel.cubin)
     for op in ("HGMMA", "UTMALDG", "SYNCS"):
         assert any(o.startswith(op) for o in ops), (op, sorted(ops))
