@@ -24,6 +24,7 @@ from ...errors import TargetError
 ARCH_SPECIFIC = {"wgmma.": "wgmma (warpgroup matrix multiply)", "setmaxnreg.": "setmaxnreg (register reallocation)"}
 _ARCH_SPECIFIC_USES = re.compile(r"(wgmma|setmaxnreg)[._]")
 _BEGIN, _END = "// tdsl: Hopper device functions", "// tdsl: end of the Hopper device functions"
+PRELUDE_MARK = _BEGIN   # in a source that has them already
 
 _MBARRIER = r"""
 #include <cuda_fp16.h>
