@@ -131,6 +131,19 @@ def test_no_import_circle_inside_the_schedule_room():
     assert cycle is None, "import circle inside tdsl/schedule: " + " -> ".join(cycle or [])
 
 
+def test_no_import_circle_inside_the_backends_room():
+    """Between the modules of tdsl/backends (imports inside functions count): backends/__init__
+    only dispatches to llvm.build_llvm / cuda.build_cuda, the CUDA host plan has its own module
+    (cuda/plan.py), the export format its constants in llvm/abi.py."""
+    graph: dict[str, set[str]] = {}
+    for src, dst, _ in imports():
+        if src != dst and room(src) == room(dst) == "backends":
+            graph.setdefault(src, set()).add(dst)
+    assert len(graph) > 15   # the scan sees the room's modules
+    cycle = _first_cycle(graph)
+    assert cycle is None, "import circle inside tdsl/backends: " + " -> ".join(cycle or [])
+
+
 def test_the_named_rules_of_issue_15():
     found = edges()
     assert ("lower", "schedule") not in found, found.get(("lower", "schedule"))

@@ -48,7 +48,8 @@ from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
 from ...lower.cross_thread import ALLREDUCE
 from ...lower.index_checks import INDEX_CHECK
 from ...lower.software_pipeline import ASYNC_CALLS, COMMIT_GROUP, WAIT_GROUP
-from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
+from .lower_gpu import SYNC, _extern_call_args
+from .plan import HostPlan, KernelSpec
 
 _SCALAR_TYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",

@@ -12,6 +12,10 @@ import ctypes
 
 import numpy as np
 
+# an exported library (export.py writes it, load.py reads it): its metadata's data symbol and format
+FORMAT = 1                      # the metadata's format: export writes it, load reads only it
+META_SYMBOL = "tdsl_export_meta"
+
 # numpy's PyArrayObject layout (stable public ABI; checked at run time by numpy_layout_ok)
 ND_DATA, ND_NDIM, ND_DIMS, ND_DESCR, ND_FLAGS, OB_TYPE = 16, 24, 32, 56, 64, 8
 TUPLE_SIZE, TUPLE_ITEMS = 16, 24     # CPython's PyTupleObject: ob_size, ob_item[]
