@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from ..dtypes import DataType, bool_
+from ..dtypes import bool_
 from ..ir.expr import (
     Binary,
     Broadcast,
@@ -35,180 +33,26 @@ from ..ir.expr import (
     Select,
     StringImm,
     Var,
-    shift_amount,
 )
-
-Bound = tuple[int | None, int | None]
-_UNBOUNDED: Bound = (None, None)
-_CASE_DEPTH = 3  # at most 2**3 case combinations per bound: min/max splits multiply
-_FLIP = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
-
-
-def is_index(dt: DataType) -> bool:
-    """Signed integer scalars get the canonical (linear) treatment."""
-    return dt.code == "int" and dt.lanes == 1
-
-
-def wrap(value: int, dt: DataType) -> int:
-    """`value` as the machine holds it in `dt` (two's complement wrap-around)."""
-    if dt.code == "bool":
-        return int(value != 0)
-    span = 1 << dt.bits
-    if dt.code == "uint":
-        return value % span
-    half = span >> 1
-    return (value + half) % span - half
-
-
-def dtype_bound(dt: DataType) -> Bound:
-    """Bounds a value of `dt` can take; int32/int64 count as unbounded (no-overflow assumption)."""
-    if dt.code == "bool":
-        return 0, 1
-    if dt.code == "uint":
-        return 0, ((1 << dt.bits) - 1 if dt.bits < 32 else None)
-    if dt.code == "int" and dt.bits < 32:
-        return -(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1
-    return _UNBOUNDED
-
-
-# interval helpers (None = unbounded) ------------------------------------------------
-
-def _add(a: Bound, b: Bound) -> Bound:
-    lo = None if a[0] is None or b[0] is None else a[0] + b[0]
-    hi = None if a[1] is None or b[1] is None else a[1] + b[1]
-    return lo, hi
-
-
-def _scale(a: Bound, c: int) -> Bound:
-    lo = None if a[0] is None else a[0] * c
-    hi = None if a[1] is None else a[1] * c
-    return (lo, hi) if c >= 0 else (hi, lo)
-
-
-def _mul(a: Bound, b: Bound) -> Bound:
-    def ends(x: Bound) -> tuple:
-        return (-math.inf if x[0] is None else x[0]), (math.inf if x[1] is None else x[1])
-
-    # 0 * inf is 0 here: an unbounded factor times zero is zero
-    prods = [0 if x == 0 or y == 0 else x * y for x in ends(a) for y in ends(b)]
-    lo, hi = min(prods), max(prods)
-    return (None if lo == -math.inf else lo), (None if hi == math.inf else hi)
-
-
-def _union(a: Bound, b: Bound) -> Bound:
-    lo = None if a[0] is None or b[0] is None else min(a[0], b[0])
-    hi = None if a[1] is None or b[1] is None else max(a[1], b[1])
-    return lo, hi
-
-
-def _minmax(op: str, a: Bound, b: Bound) -> Bound:
-    """Bounds of min(a, b) / max(a, b)."""
-    if op == "min":
-        lo = None if a[0] is None or b[0] is None else min(a[0], b[0])
-        hi = _tighter(min, a[1], b[1])
-    else:
-        lo = _tighter(max, a[0], b[0])
-        hi = None if a[1] is None or b[1] is None else max(a[1], b[1])
-    return lo, hi
-
-
-def _tighter(pick, a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return pick(a, b)
-
-
-def _floordiv_bound(a: Bound, c: int) -> Bound:
-    """Bounds of a // c for a constant c > 0."""
-    return (None if a[0] is None else a[0] // c), (None if a[1] is None else a[1] // c)
-
-
-# terms and linear forms ------------------------------------------------------------
-
-class Term:
-    """`(src // lower) % upper`; upper None means no modulo. `skey` is src's structural key."""
-
-    __slots__ = ("key", "lower", "skey", "src", "upper")
-
-    def __init__(self, src: PrimExpr, skey, lower: int = 1, upper: int | None = None):
-        self.src, self.skey, self.lower, self.upper = src, skey, lower, upper
-        self.key = skey if lower == 1 and upper is None else ("split", skey, lower, upper)
-
-    @property
-    def plain(self) -> bool:
-        return self.lower == 1 and self.upper is None
-
-    def expr(self) -> PrimExpr:
-        dt = self.src.dtype
-        if self.plain:
-            return self.src
-        if self.upper is None:
-            return Binary("floordiv", self.src, IntImm(self.lower, dt))
-        mod = Binary("floormod", self.src, IntImm(wrap(self.lower * self.upper, dt), dt))
-        return mod if self.lower == 1 else Binary("floordiv", mod, IntImm(self.lower, dt))
-
-
-class Lin:
-    """const + sum(coeff * term); `terms` maps term key -> (Term, coeff), in first-seen order."""
-
-    __slots__ = ("const", "dtype", "terms")
-
-    def __init__(self, terms: dict, const: int, dtype: DataType):
-        self.terms, self.const, self.dtype = terms, const, dtype
-
-    @property
-    def is_const(self) -> bool:
-        return not self.terms
-
-    def single(self) -> Term | None:
-        """The term when this is exactly 1 * term."""
-        if self.const == 0 and len(self.terms) == 1:
-            (term, coeff), = self.terms.values()
-            if coeff == 1:
-                return term
-        return None
-
-
-def _lin_const(value: int, dt: DataType) -> Lin:
-    return Lin({}, value, dt)
-
-
-def _lin_term(term: Term, dt: DataType, coeff: int = 1) -> Lin:
-    return Lin({term.key: (term, coeff)}, 0, dt)
-
-
-def _scale_lin(a: Lin, c: int) -> Lin:
-    if c == 0:
-        return Lin({}, 0, a.dtype)
-    if c == 1:
-        return a
-    return Lin({k: (t, v * c) for k, (t, v) in a.terms.items()}, a.const * c, a.dtype)
-
-
-# structural keys: equal keys <=> structurally identical expressions (Vars and buffers by identity);
-# node class -> its key from its children's keys (other nodes: by identity, ("obj", id)). A dtype
-# enters as (code, bits, lanes): a DataType's own hash is Python code, run at every lookup.
-
-def _dt(dt: DataType) -> tuple:
-    return dt.code, dt.bits, dt.lanes
-
-
-_KEYERS = {
-    Binary: lambda e, key: (e.op, key(e.a), key(e.b)),
-    Var: lambda e, key: ("v", id(e)),
-    IntImm: lambda e, key: ("i", e.value, _dt(e.dtype)),
-    FloatImm: lambda e, key: ("f", repr(e.value), _dt(e.dtype)),
-    BufferLoad: lambda e, key: ("ld", id(e.buffer)) + tuple(key(i) for i in e.indices),
-    Cast: lambda e, key: ("cast", _dt(e.dtype), key(e.value)),
-    Call: lambda e, key: ("call", e.op, _dt(e.dtype)) + tuple(key(a) for a in e.args),
-    Select: lambda e, key: ("sel", key(e.condition), key(e.true_value), key(e.false_value)),
-    Not: lambda e, key: ("not", key(e.a)),
-    Ramp: lambda e, key: ("ramp", key(e.base), key(e.stride), e.lanes),
-    Broadcast: lambda e, key: ("bcast", key(e.value), e.lanes),
-    StringImm: lambda e, key: ("s", e.value),
-}
+from .bounds import (
+    _CASE_DEPTH,
+    _FLIP,
+    _UNBOUNDED,
+    Bound,
+    _bit_bound,
+    _decide,
+    _floordiv_bound,
+    _minmax,
+    _mul,
+    _scale,
+    _tighter,
+    _union,
+    dtype_bound,
+    is_index,
+    wrap,
+)
+from .fold import _is_one, _is_zero, fold_binary, fold_cast
+from .linear import _KEYERS, Lin, Term, _int_scalar, _lin_const, _lin_term, _maybe_same, _scale_lin
 
 
 class Analyzer:
@@ -935,140 +779,7 @@ class Analyzer:
 
 # helpers --------------------------------------------------------------------------------
 
-def _maybe_same(a: PrimExpr, b: PrimExpr) -> bool:
-    """False when `a` and `b` surely differ in structure (a different class or operator), which
-    saves comparing their structural keys (each a walk of the whole expression)."""
-    if type(a) is not type(b):
-        return False
-    return type(a) is not Binary or a.op == b.op
-
-
-def _int_scalar(e: PrimExpr) -> bool:
-    dt = e.dtype
-    return dt.lanes == 1 and (dt.is_integer or dt.is_bool)
-
-
-def _is_one(e: PrimExpr) -> bool:
-    return isinstance(e, (IntImm, FloatImm)) and e.value == 1 and not e.dtype.is_bool
-
-
-def _is_zero(e: PrimExpr) -> bool:
-    return isinstance(e, (IntImm, FloatImm)) and e.value == 0 and not e.dtype.is_bool
-
-
 def _rebuild(e, ctor, old: tuple, new: tuple):
     if all(a is b for a, b in zip(old, new)):
         return e
     return ctor(*new, span=e.span)
-
-
-def _decide(op: str, lo: int | None, hi: int | None) -> bool | None:
-    """Truth of `d op 0` for d in [lo, hi], or None when the bounds do not decide it."""
-    lt0 = hi is not None and hi < 0
-    le0 = hi is not None and hi <= 0
-    gt0 = lo is not None and lo > 0
-    ge0 = lo is not None and lo >= 0
-    if op == "lt":
-        return True if lt0 else False if ge0 else None
-    if op == "le":
-        return True if le0 else False if gt0 else None
-    if op == "gt":
-        return True if gt0 else False if le0 else None
-    if op == "ge":
-        return True if ge0 else False if lt0 else None
-    if op == "eq":
-        return True if (le0 and ge0) else False if (lt0 or gt0) else None
-    return False if (le0 and ge0) else True if (lt0 or gt0) else None
-
-
-def _bit_bound(op: str, a: Bound, b: Bound, dt: DataType) -> Bound:
-    """Bounds of a & b (in [0, b] when b >= 0, or [0, a]) and of shifts by an amount in
-    [0, bits); anything else: the dtype's bounds. A small type's shift left may wrap."""
-    whole = dtype_bound(dt)
-    (alo, ahi), (blo, bhi) = a, b
-    if op == "bitwise_and":
-        his = [hi for lo, hi in (a, b) if lo is not None and lo >= 0 and hi is not None]
-        return (0, min(his)) if his else whole
-    if blo is None or bhi is None or blo < 0 or bhi >= dt.bits or alo is None or ahi is None:
-        return whole
-    if op == "shift_right":
-        return min(alo >> blo, alo >> bhi), max(ahi >> blo, ahi >> bhi)
-    lo, hi = min(alo << blo, alo << bhi), max(ahi << blo, ahi << bhi)
-    if (whole[0] is not None and lo < whole[0]) or (whole[1] is not None and hi > whole[1]):
-        return whole
-    return lo, hi
-
-
-def _np_scalar(value, dt: DataType):
-    return dt.numpy.type(value)
-
-
-def fold_binary(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
-    """`a op b` for two scalar immediates, as the machine computes it; None when not foldable
-    (integer division by zero, NaN in min/max, integer `div`)."""
-    dt = a.dtype
-    if dt.is_float:
-        return _fold_float(op, float(a.value), float(b.value), dt)
-    x, y = int(a.value), int(b.value)
-    if op in _FLIP:
-        return IntImm(int(_CMP[op](x, y)), bool_)
-    if op == "and":
-        return IntImm(int(bool(x) and bool(y)), dt)
-    if op == "or":
-        return IntImm(int(bool(x) or bool(y)), dt)
-    if op in _BIT_OPS:
-        r = _BIT_OPS[op](x, y)
-    elif op in ("shift_left", "shift_right"):
-        y = shift_amount(y, dt)
-        r = x << y if op == "shift_left" else x >> y   # Python's >> is arithmetic; a uint x is >= 0
-    elif op in ("floordiv", "floormod"):
-        if y == 0:
-            return None
-        r = x // y if op == "floordiv" else x % y
-    elif op in _INT_OPS:
-        r = _INT_OPS[op](x, y)
-    else:
-        return None
-    return IntImm(wrap(r, dt), dt)
-
-
-_CMP = {"lt": lambda x, y: x < y, "le": lambda x, y: x <= y, "gt": lambda x, y: x > y,
-        "ge": lambda x, y: x >= y, "eq": lambda x, y: x == y, "ne": lambda x, y: x != y}
-_BIT_OPS = {"bitwise_and": lambda x, y: x & y, "bitwise_or": lambda x, y: x | y, "bitwise_xor": lambda x, y: x ^ y}
-_INT_OPS = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "min": min, "max": max}
-
-
-def _fold_float(op: str, x: float, y: float, dt: DataType) -> PrimExpr | None:
-    if op in _FLIP:
-        return IntImm(int(_CMP[op](x, y)), bool_)
-    if op in ("min", "max"):
-        if math.isnan(x) or math.isnan(y):
-            return None
-        return FloatImm(min(x, y) if op == "min" else max(x, y), dt)
-    ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
-    if op not in ops:
-        return None
-    with np.errstate(all="ignore"):
-        r = ops[op](_np_scalar(x, dt), _np_scalar(y, dt))
-    return FloatImm(float(r), dt)
-
-
-def fold_cast(dt: DataType, v: PrimExpr) -> PrimExpr | None:
-    """Cast of a scalar immediate; None where the result is undefined (float -> int overflow)."""
-    if dt.lanes != 1 or v.dtype.lanes != 1 or dt.is_handle:
-        return None
-    if dt.is_bool:
-        return IntImm(int(v.value != 0), dt)
-    if dt.is_float:
-        with np.errstate(all="ignore"):
-            return FloatImm(float(_np_scalar(float(v.value) if isinstance(v, FloatImm) else int(v.value), dt)), dt)
-    if isinstance(v, IntImm):
-        return IntImm(wrap(int(v.value), dt), dt)
-    x = float(v.value)
-    if not math.isfinite(x):
-        return None
-    t = int(x)  # C casts truncate toward zero
-    if wrap(t, dt) != t:
-        return None
-    return IntImm(t, dt)
-
