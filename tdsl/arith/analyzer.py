@@ -481,7 +481,8 @@ class Analyzer:
         return _minmax(op, cases[0], cases[1])
 
     def _bound_terms(self, a: Lin) -> Bound:
-        lo = hi = a.const
+        lo: int | None = a.const
+        hi: int | None = a.const
         for t, c in a.terms.values():
             tlo, thi = _scale(self._term_bound(t), c)
             lo = None if lo is None or tlo is None else lo + tlo

@@ -296,7 +296,7 @@ class PythonCodegen:
             else:
                 strides = _row_major(shape)
             if has_offset:
-                offset = self.dim_val(buf.elem_offset, f"{name}_off").code
+                offset = self.dim_val(buf.elem_offset, f"{name}_off").code  # type: ignore[arg-type]
         info = BufInfo(name, buf, shape, strides, offset)
         self.buffers[buf] = info
         return info
@@ -479,7 +479,7 @@ class PythonCodegen:
         symbolic = lo.code == "0" and v.rng is not None and v.rng[0] >= 0 and v.upper == ext.code
         proven = proven or symbolic
         if not proven:
-            upper = ext.code if lo.code == "0" else f"{lo.code} + {ext.code}"
+            upper: str | None = ext.code if lo.code == "0" else f"{lo.code} + {ext.code}"
             self.emit(f"if not ({lo.code} <= {name} < {upper}):")
             self.emit(f"    _bad_binding({blk.name!r}, {iv.var.name!r}, {name}, {lo.code}, {ext.code})")
         rng = v.rng

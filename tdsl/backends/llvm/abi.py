@@ -38,7 +38,7 @@ def numpy_layout_ok() -> bool:
               and ctypes.c_void_p.from_address(base + ND_DESCR).value == id(x.dtype)
               and ctypes.c_int32.from_address(base + ND_FLAGS).value & NPY_C_CONTIGUOUS == NPY_C_CONTIGUOUS)
         dims = ctypes.c_void_p.from_address(base + ND_DIMS).value
-        ok = ok and tuple((ctypes.c_int64 * 2).from_address(dims)) == (3, 5)
+        ok = ok and tuple((ctypes.c_int64 * 2).from_address(dims)) == (3, 5)  # type: ignore[arg-type]
         t = (x, np.ones(1))
         items = (ctypes.c_void_p * 2).from_address(id(t) + TUPLE_ITEMS)
         return (ok and ctypes.c_ssize_t.from_address(id(t) + TUPLE_SIZE).value == 2
