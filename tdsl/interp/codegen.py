@@ -56,8 +56,7 @@ from ..ir.stmt import (
     Stmt,
 )
 from . import runtime
-
-Rng = tuple[int, int] | None
+from .ranges import Rng, _corners, _dtype_range, _fits, _int_binary_range, _union
 
 # CPython refuses more than 20 statically nested loops in one function; deeper nests are
 # continued in a nested function.
@@ -102,59 +101,6 @@ class BufInfo:
     shape: tuple[Val, ...]
     strides: tuple[str, ...] | None
     offset: str
-
-
-def _dtype_range(dt: DataType) -> tuple[int, int]:
-    if dt.is_bool:
-        return 0, 1
-    if dt.is_uint:
-        return 0, (1 << dt.bits) - 1
-    return -(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1
-
-
-def _fits(rng: Rng, dt: DataType) -> bool:
-    if rng is None:
-        return False
-    lo, hi = _dtype_range(dt)
-    return lo <= rng[0] and rng[1] <= hi
-
-
-def _corners(f, a: Rng, b: Rng) -> Rng:
-    if a is None or b is None:
-        return None
-    vals = [f(x, y) for x in a for y in b]
-    return min(vals), max(vals)
-
-
-def _int_binary_range(op: str, a: Rng, b: Rng) -> Rng:
-    if a is None or b is None:
-        return None
-    if op == "add":
-        return a[0] + b[0], a[1] + b[1]
-    if op == "sub":
-        return a[0] - b[1], a[1] - b[0]
-    if op == "mul":
-        return _corners(lambda x, y: x * y, a, b)
-    if op == "min":
-        return min(a[0], b[0]), min(a[1], b[1])
-    if op == "max":
-        return max(a[0], b[0]), max(a[1], b[1])
-    if op in ("floordiv", "floormod", "div") and (b[0] > 0 or b[1] < 0):
-        if op == "floordiv":
-            return _corners(lambda x, y: x // y, a, b)
-        if op == "div":
-            return _corners(lambda x, y: int(x / y), a, b)
-        if b[0] > 0:
-            if 0 <= a[0] and a[1] < b[0]:
-                return a
-            return 0, b[1] - 1
-    return None
-
-
-def _union(a: Rng, b: Rng) -> Rng:
-    if a is None or b is None:
-        return None
-    return min(a[0], b[0]), max(a[1], b[1])
 
 
 def _python_name(name: str) -> str:
@@ -296,7 +242,7 @@ class PythonCodegen:
             else:
                 strides = _row_major(shape)
             if has_offset:
-                offset = self.dim_val(buf.elem_offset, f"{name}_off").code
+                offset = self.dim_val(buf.elem_offset, f"{name}_off").code  # type: ignore[arg-type]
         info = BufInfo(name, buf, shape, strides, offset)
         self.buffers[buf] = info
         return info
@@ -485,7 +431,7 @@ class PythonCodegen:
         symbolic = lo.code == "0" and v.rng is not None and v.rng[0] >= 0 and v.upper == ext.code
         proven = proven or symbolic
         if not proven:
-            upper = ext.code if lo.code == "0" else f"{lo.code} + {ext.code}"
+            upper: str | None = ext.code if lo.code == "0" else f"{lo.code} + {ext.code}"
             self.emit(f"if not ({lo.code} <= {name} < {upper}):")
             self.emit(f"    _bad_binding({blk.name!r}, {iv.var.name!r}, {name}, {lo.code}, {ext.code})")
         rng = v.rng

@@ -63,7 +63,8 @@ from ...lower.cross_thread import ALLREDUCE
 from ...lower.index_checks import INDEX_CHECK
 from ...lower.software_pipeline import ASYNC_CALLS, COMMIT_GROUP, WAIT_GROUP
 from . import sm90
-from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
+from .lower_gpu import SYNC, _extern_call_args
+from .plan import HostPlan, KernelSpec
 
 _SCALAR_TYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",

@@ -20,7 +20,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ...dtypes import int32
 from ...errors import TargetError
@@ -60,6 +60,7 @@ from ...lower.gpu_bindings import (  # noqa: F401 (UnboundBlockError, verify_thr
 from ...lower.gpu_compact import compact_gpu_buffers  # noqa: F401
 from ...lower.software_pipeline import CP_ASYNC, WAIT_GROUP
 from ...script.printer import message_text as _expr_text
+from .plan import HostPlan, KernelSpec  # noqa: F401 (public here too)
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
@@ -70,37 +71,6 @@ SYNC = "__syncthreads"
 
 
 # ----------------------------------------------------------------------------- kernels
-
-@dataclass
-class KernelSpec:
-    """One `__global__` function: its body with thread indices as free Vars, and its launch."""
-
-    name: str
-    body: Stmt
-    tag_vars: dict[str, Var]            # "blockIdx.x" -> the Var standing for it in `body`
-    launch: dict[str, PrimExpr]         # "blockIdx.x" -> extent (over symbolic dims / scalar params)
-    shared: list[Buffer] = field(default_factory=list)
-    params: list[Buffer | Var] = field(default_factory=list)
-
-    def dims(self, kind: str) -> tuple[PrimExpr, PrimExpr, PrimExpr]:
-        """(x, y, z) extents for kind "blockIdx" (grid) or "threadIdx" (block)."""
-        one = IntImm(1, int32)
-        return tuple(self.launch.get(f"{kind}.{a}", one) for a in "xyz")  # type: ignore[return-value]
-
-    @property
-    def shared_bytes(self) -> int:
-        return sum(int(b.shape[0].value) * b.dtype.itemsize * b.dtype.lanes for b in self.shared)
-
-
-@dataclass
-class HostPlan:
-    """What the host does: allocate the workspaces, launch the kernels in order."""
-
-    func: PrimFunc                      # the lowered function (flat parameter buffers)
-    kernels: list[KernelSpec]
-    workspaces: list[Buffer]            # function-level global intermediates (device allocations)
-    steps: list = field(default_factory=list)   # (launch index, host_steps.LibraryStep): runs before that launch
-
 
 def _is_nop(stmt: Stmt) -> bool:
     return isinstance(stmt, Evaluate) and isinstance(stmt.value, IntImm)
