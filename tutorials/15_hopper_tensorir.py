@@ -119,7 +119,7 @@ if importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cu
         print("sm_90a SASS:", counts, "local memory:", usage["local"], "bytes")
         assert all(counts.values()) and usage["local"] == 0
     else:
-        SKIPPED.append("the SASS check (pip install nvidia-cuda-cuobjdump)")
+        SKIPPED.append('the SASS check (cuobjdump comes with the test extra: pip install "tdsl[test]")')
 else:
-    SKIPPED.append("NVRTC (pip install tdsl[cuda])")
+    SKIPPED.append('NVRTC (pip install "tdsl[cuda]")')
 print("15_hopper_tensorir:", "all checks passed" if not SKIPPED else f"skipped here: {'; '.join(SKIPPED)}")
