@@ -88,7 +88,7 @@ def static_problems(kernel, arch: str) -> tuple[list[str], list[str]]:
     problems, notes = [], []
     stats = kernel.stats
     if stats.resources is None:
-        notes.append("registers and spills unchecked (no cuobjdump: pip install nvidia-cuda-cuobjdump)")
+        notes.append("registers and spills unchecked (no cuobjdump: it comes with the test extra, pip install \"tdsl[test]\")")
     for name, r in (stats.resources or {}).items():
         if r["registers"] > MAX_REGISTERS:
             problems.append(f"kernel {name} uses {r['registers']} registers per thread (at most {MAX_REGISTERS})")
