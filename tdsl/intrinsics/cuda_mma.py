@@ -17,7 +17,7 @@ name                                description                                 
 ``mma_bf16bf16f32[_trans]``         the same for bfloat16                        2 x mma.m16n8k16.bf16
 ``mma_i8i8i32_trans``               ``C[i, j] += i32(A[i, k]) * i32(B[j, k])``   2 x mma.m16n8k32.s8
 ``mma_fill_16x16_{f32,i32}``        ``C[i, j] = 0``
-``mma_store_16x16_{f32,i32}_{global,shared}_`` ``D[i, j] = C[i, j]``             per-lane st (8 B)
+``mma_store_16x16_{f32,i32}_{global,shared}_`` ``D[i, j] = C[i, j]``             per-lane st.v2 (8 B)
 ==================================  ===========================================  =======================
 
 (``mma_f16f16f32_trans_b`` is also accepted for ``mma_f16f16f32_trans``, as newer TVM spells it.)
@@ -86,9 +86,14 @@ __device__ __forceinline__ void tdsl_ptx_mma_m16n8k32_s32_s8(int* d, const unsig
 }
 #define TDSL_MMA_CHECK(p, bytes, what)
 #define TDSL_MMA_UNCOUNT(n)
+#define TDSL_MMA_ALIGNED(p, bytes)
 #else
 #define TDSL_MMA_CHECK(p, bytes, what) (::tdsl_emu::check_addr(p, bytes, what), ::tdsl_emu::count_global_ptr(p, bytes))
 #define TDSL_MMA_UNCOUNT(n) ::tdsl_emu::uncount_global(n)  // the emulator's coalescing counters
+#define TDSL_MMA_ALIGNED(p, bytes)                                                                         \
+  if ((unsigned long long)(p) % (bytes))                                                                   \
+  ::tdsl_emu::fail("misaligned %d-byte store by mma_store (address 0x%llx): the GPU faults on it", (int)(bytes), \
+                   (unsigned long long)(p))
 #endif
 // Tile-level device functions of tdsl.intrinsics.cuda_mma. `row0` and `row1` are elements (0, 0)
 // and (1, 0) of a tile in memory: their distance is its row pitch. A fragment is the lane's
@@ -160,17 +165,27 @@ template <class T> __device__ __forceinline__ int tdsl_mma_fill(T& c, T value) {
 }
 // `row0` / `row1` are taken as const because a code generator may declare an output that is only
 // written through this call as a const pointer; the memory itself is writable.
+// Each lane stores 2 consecutive elements per row; where the tile's start and row pitch are
+// multiples of their size, as one 8-byte store (STG.E.64 / STS.64: float2, int2).
+template <class T> struct alignas(2 * sizeof(T)) tdsl_mma_pair { T x, y; };
 template <class T> __device__ __forceinline__ int tdsl_mma_store(const T& row0, const T& row1, const T& c) {
   int lane = threadIdx.x & 31, g = lane >> 2, t = lane % 4;
   TDSL_MMA_UNCOUNT(2);   // row0 and row1 name the tile; the stores below are the accesses
+  bool paired = (((unsigned long long)&row0 | (unsigned long long)((const char*)&row1 - (const char*)&row0)) &
+                 (2 * sizeof(T) - 1)) == 0;
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       T* p = (T*)tdsl_mma_row(&row0, &row1, g + 8 * h, (int)sizeof(T) * (8 * j + 2 * t));
       TDSL_MMA_CHECK(p, 2 * sizeof(T), "mma_store");
-      p[0] = (&c)[4 * j + 2 * h];
-      p[1] = (&c)[4 * j + 2 * h + 1];
+      if (paired) {
+        TDSL_MMA_ALIGNED(p, 2 * sizeof(T));
+        *(tdsl_mma_pair<T>*)p = tdsl_mma_pair<T>{(&c)[4 * j + 2 * h], (&c)[4 * j + 2 * h + 1]};
+      } else {
+        p[0] = (&c)[4 * j + 2 * h];
+        p[1] = (&c)[4 * j + 2 * h + 1];
+      }
     }
   return 0;
 }

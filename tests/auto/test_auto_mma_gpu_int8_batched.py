@@ -159,3 +159,45 @@ def test_int8_with_b_k_major_is_left_to_the_other_rules():
     # ldmatrix cannot transpose 8-bit elements: an int8 B indexed [k, j] is not put on mma.sync
     sch = tdsl.auto_schedule(gemm_nn(64, 64, 64, "int8", "int32"), target="cuda")
     assert "mma_" not in str(sch.trace)
+
+
+def store_tile(pitch):
+    """A warp zeroes a 16 x 16 accumulator tile and stores it into C[:, :16] (rows of `pitch` floats)."""
+    @T.prim_func
+    def f(C: T.Buffer((16, pitch), "float32")):
+        Acc = T.alloc_buffer((16, 16), "float32", scope="m16n8k16.accumulator")
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for i, j in T.grid(16, 16):
+                with T.block("fill"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    Acc[vi, vj] = T.float32(0)
+            for i, j in T.grid(16, 16):
+                with T.block("store"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = Acc[vi, vj]
+
+    from tdsl.intrinsics import cuda_mma as mma
+
+    sch = tdsl.Schedule(f)
+    sch.tensorize(sch.get_loops(sch.get_block("fill"))[-2], mma.fill_name("f32"))
+    sch.tensorize(sch.get_loops(sch.get_block("store"))[-2], mma.store_name("f32", "global"))
+    return sch
+
+
+@pytest.mark.parametrize("pitch", [16, 17, 18])
+def test_epilogue_stores_pairs_where_aligned_and_single_elements_elsewhere(pitch):
+    # rows of 17 floats (68 bytes): an 8-byte store to an odd row would fault on the GPU, and the
+    # emulator refuses it; mma_store goes out one element at a time there, two at a time elsewhere
+    kernel = tdsl.build(store_tile(pitch), target="cuda", emulate=True, thread_orders=1)
+    c = np.full((16, pitch), 7, np.float32)
+    kernel(c)
+    assert (c[:, :16] == 0).all() and (c[:, 16:] == 7).all()
+
+
+def test_sass_epilogue_has_8_byte_stores():
+    pytest.importorskip("cuda.bindings")
+    if cuobjdump_path() is None:
+        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+    make, _ = CASES["f16-batched"]
+    ops = opcodes(tdsl.build(tdsl.auto_schedule(make(), target="cuda"), target="cuda", arch="sm_80").cubin)
+    assert ops["STG.E.64"] > 0, ops
