@@ -40,6 +40,16 @@ from __future__ import annotations
 from ..ir import PrimFunc
 from .registry import TensorIntrin
 
+# TVM's schedules keep mma fragments in scope "warp", each 16 x 16 tile a (32, 8) buffer laid
+# out by transform_layout with shared_16x16_to_ldmatrix_32x8_layout and lowered by LowerWarpMemory;
+# tdsl keeps fragments in their logical shape and places each lane's elements itself.
+WARP_SCOPE_REFUSAL = (
+    "scope 'warp' (TVM's per-warp mma fragments: a (32, 8) buffer per 16 x 16 tile, laid out by "
+    "transform_layout with shared_16x16_to_ldmatrix_32x8_layout) is not supported; tdsl keeps fragments in "
+    "their logical shape in the scopes 'm16n8k16.matrixA', 'm16n8k16.matrixB', 'm16n8k16.accumulator' "
+    "(int8: 'm16n8k32.*') and gives each lane its own registers itself: write "
+    "sch.cache_read(block, 'A_shared', 'm16n8k16.matrixA') and tensorize its 16 x 16 tiles with "
+    "'mma_ldmatrix_f16_a' (no transform_layout; docs/gpu_pipelines.md shows the whole schedule)")
 F16_SCOPES = ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator")
 I8_SCOPES = ("m16n8k32.matrixA", "m16n8k32.matrixB", "m16n8k32.accumulator")
 FRAGMENT_SCOPES = F16_SCOPES + I8_SCOPES
