@@ -1,4 +1,4 @@
-"""auto_schedule (GPUMmaTiling) of int8 GEMMs (s8 x s8 -> s32 on mma.sync m16n8k32), of GEMMs with
+"""auto_schedule (GPUMmaTiling) of int8 / uint8 GEMMs (s8 x s8 or u8 x u8 -> s32 on mma.sync m16n8k32), of GEMMs with
 B stored n-major, and of batched GEMMs (the batch on blockIdx.z): numbers, bank conflicts and
 coalescing in the emulator at small sizes, IMMA/HMMA, LDSM and LDGSTS in the sm_80 SASS."""
 import numpy as np
@@ -74,6 +74,7 @@ def batched_shared_b(batch, m, n, k, ab, acc):
 CASES = {
     "int8": (lambda: gemm_nt(128, 128, 128, "int8", "int32"), True),
     "int8-batched": (lambda: batched_nt(2, 64, 64, 128, "int8", "int32"), True),
+    "uint8": (lambda: gemm_nt(128, 128, 128, "uint8", "int32"), True),   # 255 * 255 * 128 fits in int32
     "f16-b-n-major": (lambda: gemm_nt(128, 128, 64, "float16", "float32"), True),
     "f16-batched": (lambda: batched_nn(2, 64, 64, 64, "float16", "float32"), False),
     "bf16-batched-shared-b": (lambda: batched_shared_b(2, 64, 128, 64, "bfloat16", "float32"), False),
@@ -85,8 +86,9 @@ def _operands(func, rng):
     for buf in list(func.params)[:2]:
         shape = tuple(int(s.value) for s in buf.shape)
         dt = str(buf.dtype)
-        if dt == "int8":
-            out.append(rng.integers(-128, 128, shape).astype(np.int8))
+        if dt in ("int8", "uint8"):
+            info = np.iinfo(dt)
+            out.append(rng.integers(info.min, info.max + 1, shape).astype(dt))
         elif dt == "bfloat16":
             out.append(rng.standard_normal(shape).astype(pytest.importorskip("ml_dtypes").bfloat16))
         else:
@@ -97,7 +99,7 @@ def _operands(func, rng):
 def _reference(a, b, trans_b):
     if trans_b:
         b = np.swapaxes(b, -1, -2)
-    if a.dtype == np.int8:
+    if a.dtype in (np.int8, np.uint8):
         return a.astype(np.int64) @ b.astype(np.int64)
     return a.astype(np.float32) @ b.astype(np.float32)
 
@@ -106,8 +108,8 @@ def _reference(a, b, trans_b):
 def test_auto_schedule_puts_them_on_mma_sync(name):
     make, trans_b = CASES[name]
     trace = str(tdsl.auto_schedule(make(), target="cuda").trace)
-    dt = "i8" if name.startswith("int8") else "bf16" if name.startswith("bf16") else "f16"
-    acc = "i32" if dt == "i8" else "f32"
+    dt = {"int8": "i8", "uint8": "u8", "bf16": "bf16"}.get(name.split("-")[0], "f16")
+    acc = "i32" if dt in ("i8", "u8") else "f32"
     want = [f"mma_ldmatrix_{dt}_a", f"mma_ldmatrix_{dt}_b" + ("_trans" if trans_b else ""),
             f"mma_{dt}{dt}{acc}" + ("_trans" if trans_b else ""), f"mma_fill_16x16_{acc}",
             f"mma_store_16x16_{acc}_global_", "tdsl.swizzle", "software_pipeline_async_stages"]
@@ -124,7 +126,7 @@ def test_emulated_results_banks_and_sectors(name):
     a, b = _operands(func, np.random.default_rng(0))
     kernel = tdsl.build(tdsl.auto_schedule(func, target="cuda"), target="cuda", emulate=True, thread_orders=1)
     got, want = kernel(a, b), _reference(a, b, trans_b)
-    if a.dtype == np.int8:
+    if a.dtype in (np.int8, np.uint8):
         np.testing.assert_array_equal(got, want)      # int32 accumulation is exact
     else:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -146,7 +148,7 @@ def test_sass_for_sm_80(name):
     make, trans_b = CASES[name]
     kernel = tdsl.build(tdsl.auto_schedule(make(), target="cuda"), target="cuda", arch="sm_80")
     ops = opcodes(kernel.cubin)
-    mma = {"int8": "IMMA.16832.S8.S8", "bf16": "HMMA.16816.F32.BF16"}.get(name.split("-")[0], "HMMA.16816.F32")
+    mma = {"int8": "IMMA.16832.S8.S8", "uint8": "IMMA.16832.U8.U8", "bf16": "HMMA.16816.F32.BF16"}.get(name.split("-")[0], "HMMA.16816.F32")
     assert ops[mma] > 0, ops
     assert ops["LDSM.16.M88.4"] > 0 and ops["LDGSTS.E.BYPASS.128"] > 0, ops
     assert (ops["LDSM.16.MT88.4"] > 0) == (not trans_b)    # .trans only for a k-major B

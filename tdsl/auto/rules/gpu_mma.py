@@ -1,8 +1,8 @@
-"""`GPUMmaTiling`: fp16 / bf16 / int8 GEMMs on the tensor cores the way fast kernels do it (sm_80).
+"""`GPUMmaTiling`: fp16 / bf16 / int8 / uint8 GEMMs on the tensor cores the way fast kernels do it (sm_80).
 
 ``C[i, j] += f32(A[i, k]) * f32(B[k, j])`` (fp16 or bf16 operands, fp32 accumulation; B may
-also be indexed ``B[j, k]``), ``C[i, j] += i32(A[i, k]) * i32(B[j, k])`` (int8 operands, int32
-accumulation, B stored n-major as the int8 mma takes it), each optionally batched
+also be indexed ``B[j, k]``), ``C[i, j] += i32(A[i, k]) * i32(B[j, k])`` (int8 or uint8 operands,
+int32 accumulation, B stored n-major as the int8 mma takes it), each optionally batched
 (``C[b, i, j]`` with ``A[b, i, k]`` and ``B[b, ...]`` or a B shared by the batch), with m and n
 multiples of the block tile and k of the k step (32 elements, 64 for int8) becomes::
 
@@ -14,7 +14,7 @@ multiples of the block tile and k of the k step (32 elements, 64 for int8) becom
                           16 int8), each row's 16-byte chunks XOR-swizzled (cuda_mma.swizzle) so
                           ldmatrix is free of bank conflicts
             A, B fragments <- ldmatrix (mma_ldmatrix_{f16,bf16,i8}_{a,b,b_trans}), per-lane registers
-            mma.sync m16n8k16 (mma_{f16f16,bf16bf16}f32[_trans]) / m16n8k32 (mma_i8i8i32_trans)
+            mma.sync m16n8k16 (mma_{f16f16,bf16bf16}f32[_trans]) / m16n8k32 (mma_{i8i8,u8u8}i32_trans)
         accumulators -> C (mma_store_16x16_{f32,i32}_global_)
 
 The ko loop carries TVM's software-pipeline annotations (copies of step k + 1 as cp.async, in
@@ -38,7 +38,7 @@ CONFIGS = ((128, 128, 64, 32), (64, 64, 32, 32))
 # operand dtype -> (intrinsic dtype, accumulator dtype, intrinsic accumulator, k of one mma tile,
 # elements per 16-byte copy)
 _DTYPES = {"float16": ("f16", "float32", "f32", 16, 8), "bfloat16": ("bf16", "float32", "f32", 16, 8),
-           "int8": ("i8", "int32", "i32", 32, 16)}
+           "int8": ("i8", "int32", "i32", 32, 16), "uint8": ("u8", "int32", "i32", 32, 16)}
 K_TILES = 2    # mma tiles of k per k step: 32 halves or 64 int8 (64-byte shared rows)
 
 
@@ -130,7 +130,7 @@ class GPUMmaTiling(Rule):
         dt = str(roles.a.dtype)
         if dt not in _DTYPES or str(roles.b.dtype) != dt or str(roles.c.dtype) != _DTYPES[dt][1]:
             return []
-        if dt == "int8" and not roles.trans_b:
+        if dt in ("int8", "uint8") and not roles.trans_b:
             return []   # the int8 mma takes B n-major (ldmatrix cannot transpose 8-bit elements)
         m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
         if m is None or n is None or k is None:
@@ -164,7 +164,7 @@ class GPUMmaTiling(Rule):
         s.bind(bj, "blockIdx.x")
         s.bind(wi, "threadIdx.z")
         s.bind(wj, "threadIdx.y")
-        scopes = mma.I8_SCOPES if dt == "i8" else mma.F16_SCOPES
+        scopes = mma.I8_SCOPES if dt in ("i8", "u8") else mma.F16_SCOPES
         acc = s.cache_write(c, 0, scopes[2])
         s.reverse_compute_at(acc, wj)
         a_sh = s.cache_read(c, roles.a.name, "shared")
