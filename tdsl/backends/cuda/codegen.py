@@ -64,6 +64,7 @@ _LANE_FIELDS = "xyzw"
 # struct as aligned as it is long, so one LDG/STG/LDS/STS .32/.64/.128)
 _PACKED_TYPES = ("float16", "bfloat16", "int8", "uint8", "int16", "uint16")
 _PACKED_BYTES = (4, 8, 16)
+_PACKED_RAW = {4: "unsigned int", 8: "uint2", 16: "uint4"}
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
            "gt": ">", "ge": ">=", "and": "&&", "or": "||"}
@@ -384,7 +385,12 @@ class CudaCodegen:
             self.emit(d + 1, f"{vec} {tmp};")
             for k in range(lanes):
                 self.emit(d + 1, f"{tmp}{_field(vec, k)} = {_strip(values[k])};")
-            self.emit(d + 1, f"*({vec}*)({buf} + {_atom(self.index(s.buffer, index.base))}) = {tmp};")
+            dst = f"({buf} + {_atom(self.index(s.buffer, index.base))})"
+            if vec.startswith("tdsl_vec<"):   # stored as one integer vector (NVVM may split a struct's store)
+                raw = _PACKED_RAW[s.buffer.dtype.itemsize * lanes]
+                self.emit(d + 1, f"*({raw}*){dst} = *(const {raw}*)&{tmp};")
+            else:
+                self.emit(d + 1, f"*({vec}*){dst} = {tmp};")
         else:
             for k in range(lanes):
                 self.emit(d + 1, f"{buf}[{_strip(self.index(s.buffer, self.lane_index(index, k)))}] = "
