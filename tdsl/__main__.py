@@ -14,7 +14,7 @@ N = 256
 
 
 @T.prim_func
-def matmul(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):
+def matmul(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):  # type: ignore[valid-type]
     for i, j, k in T.grid(N, N, N):
         with T.block("C"):
             vi, vj, vk = T.axis.remap("SSR", [i, j, k])

@@ -5,6 +5,8 @@ import ast
 import functools
 import os
 
+import pytest
+
 import tdsl
 
 ROOT = os.path.dirname(os.path.abspath(tdsl.__file__))
@@ -129,6 +131,21 @@ def test_no_import_circle_inside_the_schedule_room():
     assert len(graph) > 20   # the scan sees the room's modules
     cycle = _first_cycle(graph)
     assert cycle is None, "import circle inside tdsl/schedule: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize("name, modules", [("backends", 15), ("arith", 8)])
+def test_no_import_circle_inside_the_backends_and_arith_rooms(name, modules):
+    """Between the modules of tdsl/backends and of tdsl/arith (imports inside functions count):
+    backends/__init__ only dispatches to llvm.build_llvm / cuda.build_cuda, the CUDA host plan
+    has its own module (cuda/plan.py), the export format its constants in llvm/abi.py; the
+    analyzer's parts (int_bound, rewrite) stand on bounds, linear and fold."""
+    graph: dict[str, set[str]] = {}
+    for src, dst, _ in imports():
+        if src != dst and room(src) == room(dst) == name:
+            graph.setdefault(src, set()).add(dst)
+    assert len(graph) > modules   # the scan sees the room's modules
+    cycle = _first_cycle(graph)
+    assert cycle is None, f"import circle inside tdsl/{name}: " + " -> ".join(cycle or [])
 
 
 def test_the_named_rules_of_issue_15():

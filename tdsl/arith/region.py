@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Binary, Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
-from ..ir.opaque_calls import CP_ASYNC, pointer_effect, touches_memory
+from ..ir.opaque_calls import CP_ASYNC, MBARRIER_CALLS, TMA_LOAD, WGMMA, pointer_effect, touches_memory
 from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, Evaluate, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
@@ -163,11 +163,52 @@ class _Detector(IRVisitor):
             for k in range(count):
                 self._record(self.writes, dst.buffer, [self._point(i) for i in (*outer, last + k if k else last)])
             return
+        if node.op in MBARRIER_CALLS or node.op == TMA_LOAD:
+            self._hopper_call(node)
+            return
+        if node.op == WGMMA:   # (D, A, B, n, lane): reads the tiles from their corners, updates D from its own
+            for arg in node.args:
+                for i in (arg.indices if isinstance(arg, BufferLoad) else ()):
+                    self.visit(i)
+            self.visit(node.args[4])
+            for pos, kinds in ((0, (self.reads, self.writes)), (1, (self.reads,)), (2, (self.reads,))):
+                load = node.args[pos]
+                assert isinstance(load, BufferLoad)
+                keep = len(load.indices) - (1 if pos == 0 else 2) if len(load.indices) == len(load.buffer.shape) else 0
+                bounds: list[DimBound] = [self._point(i) for i in load.indices[:max(0, keep)]]
+                for kind in kinds:
+                    self._record(kind, load.buffer, bounds + [None] * (len(load.buffer.shape) - len(bounds)))
+            return
         for k, arg in enumerate(node.args):
             if _is_address(arg):
                 self._address(arg, pointer_effect(node.op, k) if touches_memory(node.op) else "")
             else:
                 self.visit(arg)
+
+    def _hopper_call(self, node: Call) -> None:
+        """An mbarrier call reads and writes its barrier; a TMA load (dst, src, tensor_map, bar,
+        *coords) writes dst's last len(coords) axes from dst's other indices on and reads the whole
+        source tensor and tensor map."""
+        for arg in node.args:
+            if isinstance(arg, BufferLoad):
+                for i in arg.indices:
+                    self.visit(i)
+            else:
+                self.visit(arg)
+        bar = node.args[0] if node.op != TMA_LOAD else node.args[3]
+        assert isinstance(bar, BufferLoad)
+        point = [self._point(i) for i in bar.indices]
+        self._record(self.reads, bar.buffer, list(point))
+        self._record(self.writes, bar.buffer, list(point))
+        if node.op == TMA_LOAD:
+            dst, src, tmap = node.args[:3]
+            assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad) and isinstance(tmap, BufferLoad)
+            rank = len(node.args) - 4
+            keep = max(0, len(dst.indices) - rank)   # (all of a flattened buffer)
+            outer: list[DimBound] = [self._point(i) for i in dst.indices[:keep]]
+            self._record(self.writes, dst.buffer, outer + [None] * (len(dst.buffer.shape) - keep))
+            self._record(self.reads, src.buffer, [None] * len(src.buffer.shape))
+            self._record(self.reads, tmap.buffer, [None] * len(tmap.buffer.shape))
 
     def visit_Evaluate(self, node: Evaluate) -> None:
         if _is_address(node.value):  # T.evaluate(A.access_ptr("r")): touches nothing; listed as read, as TVM does

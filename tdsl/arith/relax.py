@@ -145,7 +145,7 @@ class Relaxer:
             same = self.an.simplify(Binary("floordiv", hi, c) - Binary("floordiv", lo, c))
             if isinstance(same, IntImm) and same.value == 0:
                 return Binary("floormod", lo, c), Binary("floormod", hi, c)
-        return IntImm(0, c.dtype), IntImm(c.value - 1, c.dtype)
+        return IntImm(0, c.dtype), IntImm(c.value - 1, c.dtype)  # type: ignore[attr-defined]
 
     def _fallback(self, e: PrimExpr) -> SymBound:
         lo, hi = self.an.bound(e) if e.dtype.lanes == 1 and e.dtype.is_integer else (None, None)

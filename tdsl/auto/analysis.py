@@ -231,10 +231,11 @@ def _vars(indices) -> set[Var]:
     return out
 
 
-def matmul_roles(info: BlockInfo) -> MatmulRoles | None:
-    """The roles when the block is an fp32 multiply-accumulate into its output, else None."""
+def matmul_roles(info: BlockInfo, out_dtypes: tuple[str, ...] = ("float32",)) -> MatmulRoles | None:
+    """The roles when the block is a multiply-accumulate into its output of one of `out_dtypes`
+    (fp32 by default; ("int32",) for an int8 GEMM's `C += cast(A) * cast(B)`), else None."""
     store = info.store
-    if store is None or str(store.buffer.dtype) != "float32" or not isinstance(store.value, Binary) \
+    if store is None or str(store.buffer.dtype) not in out_dtypes or not isinstance(store.value, Binary) \
             or store.value.op != "add" or not info.reduction or len(info.spatial) < 2:
         return None
     acc, prod = store.value.a, store.value.b

@@ -3,7 +3,8 @@
 `rules(target)` is the default rule list, in passes:
 
 1. `AutoInline`, blocks in program order (elementwise chains and padding collapse first);
-2. the tiling rules (`LibraryCall`: a matmul as a BLAS call or left to the next rules, `MatmulTensorizeCPU`, `TensorizeMatching`, `MultiLevelTilingCPU` on the
+2. the tiling rules (`LibraryCall`: a matmul as a BLAS call or left to the next rules, `MatmulLowpCPU`, `MatmulTensorizeCPU`,
+   `TensorizeMatching`, `MultiLevelTilingCPU` on the
    CPU; `GPUMmaTiling`, `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUCrossThreadReduction`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
    blocks consumers first (post-order: a consumer is tiled before its producers choose where to go);
 3. `RowPrefetch` (CPU), blocks in program order;
@@ -35,6 +36,7 @@ from .rules import (
     GPUMmaTiling,
     GPUWmmaTiling,
     LibraryCall,
+    MatmulLowpCPU,
     MatmulTensorizeCPU,
     MultiLevelTilingCPU,
     ParallelVectorizeUnroll,
@@ -100,7 +102,7 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
                        consumers_first=True)]
     else:
         passes = [Pass([AutoInline(hw, defaults)]),
-                  Pass([LibraryCall(hw, defaults), MatmulTensorizeCPU(hw, defaults), TensorizeMatching(hw, defaults),
+                  Pass([LibraryCall(hw, defaults), MatmulLowpCPU(hw, defaults), MatmulTensorizeCPU(hw, defaults), TensorizeMatching(hw, defaults),
                         MultiLevelTilingCPU(hw, defaults), ComputeLocation(hw, defaults),
                         VectorReduction(hw, defaults)], consumers_first=True),
                   Pass([RowPrefetch(hw, defaults)]),

@@ -1,4 +1,5 @@
-"""build(): lower a function, generate code for the target, compile it, and wrap it in a Kernel.
+"""build(): dispatch a function to its target's backend, which lowers it, generates code,
+compiles it and wraps it in a Kernel: `llvm.build_llvm` for "cpu", `cuda.build_cuda` for "cuda".
 
 Importing this package is light: llvmlite is imported only when a CPU kernel is built, and
 cuda-python only when a CUDA one is.
@@ -7,26 +8,9 @@ from __future__ import annotations
 
 from ..errors import TargetError
 from ..ir import as_prim_func
-from ..target import KNOWN_TARGETS, Target, check_host_target, cpu_target, parse_target
+from ..target import KNOWN_TARGETS, Target, parse_target
 from ..tracebacks import public_entry
-
-
-def _lower(func, target, bounds_check: bool = False):
-    from ..lower import lower
-
-    if parse_target(target).kind != "cpu":
-        return lower(func, target=target)
-    from ..lower._util import set_attr
-    from ..lower.index_checks import BOUNDS_CHECK_ATTR
-    from .llvm.bounds import check_static_bounds
-
-    def per_axis_static_check(name: str, stage) -> None:
-        if name == "compact_buffers":   # buffers still have their axes (and compacted shapes)
-            check_static_bounds(stage, scalar_only=True)
-
-    if bounds_check:
-        func = set_attr(func, BOUNDS_CHECK_ATTR, True)
-    return lower(func, target=target, trace=per_axis_static_check)
+from .notes import warn_notes
 
 
 @public_entry
@@ -64,9 +48,9 @@ def build(func_or_schedule, target="cpu", **options):
     tgt = parse_target(target)
     if tgt.kind == "cuda":
         return _build_cuda(func_or_schedule, func, _cuda_options(tgt, options))
-    tgt = cpu_target(tgt)
-    check_host_target(tgt)
-    return _build_cpu(func, options, tgt)
+    from .llvm import build_llvm
+
+    return build_llvm(func, tgt, **options)
 
 
 def _cuda_options(tgt: Target, options: dict) -> dict:
@@ -78,46 +62,6 @@ def _cuda_options(tgt: Target, options: dict) -> dict:
         raise TargetError(f"target {str(tgt)!r} says -arch={arch} but the build options say arch={options['arch']!r}; "
                           "give the architecture once")
     return {**options, "arch": arch}
-
-
-def _build_cpu(func, options: dict, target: Target = Target("cpu")):
-    from ..deep import DEEP_LIMIT, run_deep
-    from ..target import check_cpu_options
-    from .llvm.compile import compile_func
-    from .llvm.kernel import Kernel
-
-    opts = check_cpu_options(options)
-
-    def build_it():
-        compiled = compile_func(func, lambda f: _lower(f, target, opts["bounds_check"]),
-                                bounds_check=opts["bounds_check"], target=target)
-        return Kernel(func, compiled, opts, target), compiled
-
-    try:
-        kernel, compiled = run_deep(build_it)
-    except RecursionError:
-        raise TargetError(f"function {func.name!r} nests too deeply to build (more than about {DEEP_LIMIT} "
-                          "levels of expressions or statements); split it into smaller steps") from None
-    if compiled.notes:
-        warn_notes(func.name, compiled.notes)
-    return kernel
-
-
-def warn_notes(name: str, notes) -> None:
-    """One tdsl.PerformanceWarning for a kernel's notes, attributed to the user's build call."""
-    import sys
-    import types
-    import warnings
-
-    from ..errors import PerformanceWarning
-
-    level = 2   # stacklevel 2 is the frame that called this one
-    frame: types.FrameType | None = sys._getframe(1)
-    while frame is not None and str(frame.f_globals.get("__name__", "")).partition(".")[0] == "tdsl":
-        level, frame = level + 1, frame.f_back
-    text = "; ".join(notes)
-    warnings.warn(f"kernel {name!r} is slower than its schedule asks: {text} (kernel.notes lists this)",
-                  PerformanceWarning, stacklevel=level)
 
 
 def _build_cuda(func_or_schedule, func, options: dict):

@@ -41,7 +41,7 @@ from ..ir.expr import (
     StringImm,
     Var,
 )
-from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC
+from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC, HOPPER_CALLS, TMA_LOAD, WGMMA, wgmma_layout
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -56,8 +56,7 @@ from ..ir.stmt import (
     Stmt,
 )
 from . import runtime
-
-Rng = tuple[int, int] | None
+from .ranges import Rng, _corners, _dtype_range, _fits, _int_binary_range, _union
 
 # CPython refuses more than 20 statically nested loops in one function; deeper nests are
 # continued in a nested function.
@@ -102,59 +101,6 @@ class BufInfo:
     shape: tuple[Val, ...]
     strides: tuple[str, ...] | None
     offset: str
-
-
-def _dtype_range(dt: DataType) -> tuple[int, int]:
-    if dt.is_bool:
-        return 0, 1
-    if dt.is_uint:
-        return 0, (1 << dt.bits) - 1
-    return -(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1
-
-
-def _fits(rng: Rng, dt: DataType) -> bool:
-    if rng is None:
-        return False
-    lo, hi = _dtype_range(dt)
-    return lo <= rng[0] and rng[1] <= hi
-
-
-def _corners(f, a: Rng, b: Rng) -> Rng:
-    if a is None or b is None:
-        return None
-    vals = [f(x, y) for x in a for y in b]
-    return min(vals), max(vals)
-
-
-def _int_binary_range(op: str, a: Rng, b: Rng) -> Rng:
-    if a is None or b is None:
-        return None
-    if op == "add":
-        return a[0] + b[0], a[1] + b[1]
-    if op == "sub":
-        return a[0] - b[1], a[1] - b[0]
-    if op == "mul":
-        return _corners(lambda x, y: x * y, a, b)
-    if op == "min":
-        return min(a[0], b[0]), min(a[1], b[1])
-    if op == "max":
-        return max(a[0], b[0]), max(a[1], b[1])
-    if op in ("floordiv", "floormod", "div") and (b[0] > 0 or b[1] < 0):
-        if op == "floordiv":
-            return _corners(lambda x, y: x // y, a, b)
-        if op == "div":
-            return _corners(lambda x, y: int(x / y), a, b)
-        if b[0] > 0:
-            if 0 <= a[0] and a[1] < b[0]:
-                return a
-            return 0, b[1] - 1
-    return None
-
-
-def _union(a: Rng, b: Rng) -> Rng:
-    if a is None or b is None:
-        return None
-    return min(a[0], b[0]), max(a[1], b[1])
 
 
 def _python_name(name: str) -> str:
@@ -296,7 +242,7 @@ class PythonCodegen:
             else:
                 strides = _row_major(shape)
             if has_offset:
-                offset = self.dim_val(buf.elem_offset, f"{name}_off").code
+                offset = self.dim_val(buf.elem_offset, f"{name}_off").code  # type: ignore[arg-type]
         info = BufInfo(name, buf, shape, strides, offset)
         self.buffers[buf] = info
         return info
@@ -347,6 +293,12 @@ class PythonCodegen:
         if isinstance(s.value, Call) and s.value.op in ASYNC_CALLS:
             self.async_copy(s.value)
             return
+        if isinstance(s.value, Call) and s.value.op in HOPPER_CALLS:
+            if s.value.op == TMA_LOAD:
+                self.stmt(tma_load_as_copy(s.value))
+            if s.value.op == WGMMA:
+                self.stmt(wgmma_as_loops(s.value))
+            return   # (mbarrier and wgmma waits, fences: nothing to wait for when threads run one after another)
         self.emit(self.expr(s.value).code)
 
     def async_copy(self, call: Call) -> None:
@@ -479,7 +431,7 @@ class PythonCodegen:
         symbolic = lo.code == "0" and v.rng is not None and v.rng[0] >= 0 and v.upper == ext.code
         proven = proven or symbolic
         if not proven:
-            upper = ext.code if lo.code == "0" else f"{lo.code} + {ext.code}"
+            upper: str | None = ext.code if lo.code == "0" else f"{lo.code} + {ext.code}"
             self.emit(f"if not ({lo.code} <= {name} < {upper}):")
             self.emit(f"    _bad_binding({blk.name!r}, {iv.var.name!r}, {name}, {lo.code}, {ext.code})")
         rng = v.rng
@@ -802,3 +754,51 @@ BASE_GLOBALS = {
     "_vload": runtime.vload,
     "_vstore": runtime.vstore,
 }
+
+
+def tma_load_as_copy(call: Call) -> Stmt:
+    """T.ptx_tma_load(dst, src, tensor_map, bar, *coords) as loops copying the box (zero where it
+    leaves the source tensor, as TMA fills out-of-bounds elements)."""
+    dst, src, _, _, *coords = call.args
+    assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad)
+    rank = len(coords)
+    box = [e.value for e in dst.buffer.shape[-rank:] if isinstance(e, IntImm)]
+    if len(box) != rank:
+        raise InterpretError(f"T.ptx_tma_load into {dst.buffer.name}: its last {rank} axes are the box, which needs "
+                             f"constant sides, got {dst.buffer.shape}")
+    idx = [Var(f"tma_i{d}", coords[d].dtype) for d in range(rank)]
+    outer, base = dst.indices[:-rank], dst.indices[-rank:]
+    target = tuple(outer) + tuple(b + i for b, i in zip(base, idx))
+    at = [c + i for c, i in zip(coords, idx)]
+    zero = FloatImm(0.0, dst.buffer.dtype) if dst.buffer.dtype.is_float else IntImm(0, dst.buffer.dtype)
+    body: Stmt = BufferStore(dst.buffer, BufferLoad(src.buffer, tuple(at)), target)
+    for a, extent in reversed(list(zip(at, src.buffer.shape))):
+        inside = Binary("lt", a, extent) if isinstance(extent, PrimExpr) else Binary("lt", a, IntImm(extent, a.dtype))
+        body = IfThenElse(Binary("ge", a, IntImm(0, a.dtype)),
+                          IfThenElse(inside, body, BufferStore(dst.buffer, zero, target)),
+                          BufferStore(dst.buffer, zero, target))
+    for i, extent in reversed(list(zip(idx, box))):
+        body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
+    return body
+
+
+def wgmma_as_loops(call: Call) -> Stmt:
+    """T.ptx_wgmma(D, A, B, n, lane) as the thread's own part: for each of its n / 2 accumulators
+    (row, col) = wgmma_layout(lane, i), D[i] += sum over k < 16 of A[row, k] * B[col, k]."""
+    d, a, b, n, lane, _ = call.args
+    assert isinstance(d, BufferLoad) and isinstance(a, BufferLoad) and isinstance(b, BufferLoad)
+    assert isinstance(n, IntImm)
+    i, k = Var("wgmma_i", int32), Var("wgmma_k", int32)
+    row, col = wgmma_layout(lane, i)
+    *d_outer, d_last = d.indices
+    target = (*d_outer, d_last + i)
+
+    def at(load: BufferLoad, r: PrimExpr) -> tuple:
+        *outer, r0, k0 = load.indices
+        return (*outer, r0 + r, k0 + k)
+
+    f32 = DataType("float", 32)
+    product = Cast(f32, BufferLoad(a.buffer, at(a, row))) * Cast(f32, BufferLoad(b.buffer, at(b, col)))
+    body: Stmt = BufferStore(d.buffer, BufferLoad(d.buffer, target) + product, target)
+    body = For(k, IntImm(0, int32), IntImm(16, int32), "serial", body)
+    return For(i, IntImm(0, int32), IntImm(n.value // 2, int32), "serial", body)

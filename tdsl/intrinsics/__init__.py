@@ -7,6 +7,10 @@
 * `tdsl.intrinsics.x86`: fp32 register-tile micro-kernels (AVX-512, AVX2) and the int8
   u8 x s8 -> s32 dot product (AVX512-VNNI, AVX-VNNI); `x86.fp32_microkernel(kc)` and
   `x86.int8_dot()` pick the variant the CPU of a target runs (`target="llvm -mcpu=x86-64-v3"`: AVX2).
+* `tdsl.intrinsics.x86_lowp`: low-precision register-tile micro-kernels: int8 u8 x s8 -> s32 on
+  vpdpbusd (AVX512-VNNI, AVX-VNNI) with an exact AVX2 fallback, bf16 -> fp32 on vdpbf16ps
+  (AVX512-BF16), fp16 -> fp32 on FMA after vcvtph2ps; `x86_lowp.int8_microkernel(features)`
+  picks the int8 one for a CPU's features (`tdsl.target.cpu_features(target)`).
 * `tdsl.intrinsics.cuda`: WMMA m16n16k16 fp16 -> fp32 (fill, load_a, load_b, mma, store).
 * `tdsl.intrinsics.cuda_mma`: TVM's ldmatrix + mma.sync family (`mma_ldmatrix_f16_a`,
   `mma_f16f16f32`, bf16, int8, fill, store) with per-lane fragments, and `swizzle` for shared tiles.

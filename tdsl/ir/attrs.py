@@ -18,6 +18,8 @@ Function attributes (`PrimFunc.attrs`):
 Block annotations:
 
 * `TENSOR_INTRIN` ("tdsl.tensor_intrin"): the intrinsic a tensorized block is computed by.
+* `LOWER_NOTE` ("tdsl.lower_note"), on a tensorized block: a note lowering adds to the
+  function's `LOWER_NOTES` (kernel.notes), e.g. an auto rule saying which unit the CPU lacks.
 * `NONTEMPORAL` ("tdsl.nontemporal"): truthy: write this block's outputs with streaming stores
   (a hint; results are the same).
 * `SWIZZLE` ("tdsl.swizzle"): truthy: lay the shared buffer this block writes out with its
@@ -47,6 +49,7 @@ LOWER_NOTES = "tdsl.lower_notes"
 NONTEMPORAL_BUFFERS = "tdsl.nontemporal_buffers"
 CUDA_PRELUDE = "tdsl.cuda_prelude"
 TENSOR_INTRIN = "tdsl.tensor_intrin"
+LOWER_NOTE = "tdsl.lower_note"
 NONTEMPORAL = "tdsl.nontemporal"
 SWIZZLE = "tdsl.swizzle"
 SWIZZLED_BUFFERS = "tdsl.swizzled_buffers"

@@ -33,6 +33,20 @@ def child_fields(cls) -> tuple[str, ...]:
                  if f.name != "span" and str(f.type) not in _LEAF_ANNOTATIONS)
 
 
+
+def expr_children(e: Node) -> list[PrimExpr]:
+    """The expressions directly inside `e` (its child_fields, tuples such as a call's args
+    included; a BufferLoad's indices too): walkers built on it take a new node kind along
+    without a list of field names to update."""
+    out: list[PrimExpr] = []
+    for name in child_fields(type(e)):
+        child = getattr(e, name)
+        if isinstance(child, PrimExpr):
+            out.append(child)
+        elif isinstance(child, tuple):
+            out.extend(c for c in child if isinstance(c, PrimExpr))
+    return out
+
 @cache
 def _init_fields(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(positional, keyword-only) constructor fields of a node class, in order."""

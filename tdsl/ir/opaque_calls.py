@@ -51,3 +51,39 @@ CP_ASYNC = "ptx_cp_async"
 COMMIT_GROUP = "ptx_commit_group"
 WAIT_GROUP = "ptx_wait_group"
 ASYNC_CALLS = (CP_ASYNC, COMMIT_GROUP, WAIT_GROUP)
+
+# TVM's mbarrier builtins and tdsl's TMA load (Hopper; the CUDA backend emits the device functions of
+# tdsl.backends.cuda.sm90). Barriers are elements of a shared "uint64" buffer (TVM's barrier_array):
+# T.ptx_init_barrier_thread_count(bars[i], count), T.ptx_arrive_barrier(bars[i]),
+# T.ptx_arrive_barrier_expect_tx(bars[i], bytes), T.ptx_wait_barrier(bars[i], parity),
+# T.ptx_fence_proxy_async(), T.ptx_tma_load(dst, src, tensor_map, bars[i], *coords): the box of
+# `src`'s tensor at `coords` (outermost first; as big as dst's last len(coords) axes) into dst,
+# completing on the barrier's transaction count. Run one after another (the interpreter), the
+# barrier calls do nothing and a TMA load is a copy (zero outside the tensor).
+MBARRIER_INIT = "ptx_init_barrier_thread_count"
+MBARRIER_ARRIVE = "ptx_arrive_barrier"
+MBARRIER_ARRIVE_EXPECT_TX = "ptx_arrive_barrier_expect_tx"
+MBARRIER_WAIT = "ptx_wait_barrier"
+FENCE_PROXY_ASYNC = "ptx_fence_proxy_async"
+TMA_LOAD = "ptx_tma_load"
+# T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma.mma_async m64nNk16, f32 += f16/bf16,
+# A (64 x 16) and B (n x 16) both K-major from shared tiles whose rows are the swizzle span (32, 64 or
+# 128 bytes); thread `lane` of the warpgroup holds D's n / 2 elements from D[t, 0] on (the PTX ISA's
+# accumulator layout). Run one after another, each thread adds its own elements of A B^T; the
+# fence, commit_group and wait_group calls do nothing.
+WGMMA = "ptx_wgmma"
+WGMMA_FENCE = "ptx_wgmma_fence"
+WGMMA_COMMIT_GROUP = "ptx_wgmma_commit_group"
+WGMMA_WAIT_GROUP = "ptx_wgmma_wait_group"
+MBARRIER_CALLS = (MBARRIER_INIT, MBARRIER_ARRIVE, MBARRIER_ARRIVE_EXPECT_TX, MBARRIER_WAIT)
+HOPPER_CALLS = (*MBARRIER_CALLS, FENCE_PROXY_ASYNC, TMA_LOAD, WGMMA, WGMMA_FENCE, WGMMA_COMMIT_GROUP, WGMMA_WAIT_GROUP)
+
+
+def wgmma_layout(lane, i):
+    """(row, column) of accumulator element `i` of warpgroup thread `lane` in wgmma's m64nNk16
+    D fragment (PTX ISA "Register Fragments and Shared Memory Matrix Layouts" for wgmma .m64nNk16):
+    rows 16 * warp + lane-in-warp // 4 (+ 8 for the second pair of each four), columns 8 * (i // 4)
+    + 2 * (lane % 4) + i % 2. Works on ints and PrimExprs."""
+    row = 16 * (lane // 32) + (lane % 32) // 4 + 8 * ((i // 2) % 2)
+    col = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+    return row, col

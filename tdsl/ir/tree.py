@@ -125,12 +125,12 @@ def all_realizes(stmt: Stmt) -> list[BlockRealize]:
 
 def replace_child(parent: Stmt, old: Stmt, new: Stmt) -> Stmt:
     """`parent` with its direct child `old` (by identity) replaced by `new`."""
-    for f in dataclasses.fields(parent):
+    for f in dataclasses.fields(parent):  # type: ignore[arg-type]
         value = getattr(parent, f.name)
         if value is old:
-            return dataclasses.replace(parent, **{f.name: new})
+            return dataclasses.replace(parent, **{f.name: new})  # type: ignore[type-var]
         if isinstance(value, tuple) and any(v is old for v in value):
-            return dataclasses.replace(parent, **{f.name: tuple(new if v is old else v for v in value)})
+            return dataclasses.replace(parent, **{f.name: tuple(new if v is old else v for v in value)})  # type: ignore[type-var]
     raise ValueError("replace_child: not a child")  # a broken path is a bug in the caller
 
 

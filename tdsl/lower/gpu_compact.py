@@ -6,7 +6,8 @@ it at the innermost loop whose iterations cannot pass values through it, so a sc
 buffer every blockIdx/threadIdx loop is the thread's own index, so sibling nests bound to the
 same tags (compute, then write back) agree on one per-thread tile; a fragment passed to a WMMA
 device function (`tdsl.intrinsics.cuda.FRAGMENT_ARGS`) touches the 16 x 16 tile at the element
-passed (per thread = per warp, the lanes being implicit). Buffers passed to other extern calls,
+passed (per thread = per warp, the lanes being implicit), a T.ptx_wgmma accumulator its n / 2
+elements. Buffers passed to other extern calls,
 or whose per-thread region is not a constant-size box at a common corner, keep their size (a
 symbolic-size one then fails in the CUDA backend with its size named).
 """
@@ -31,6 +32,7 @@ from ..ir import (
     Var,
     substitute,
 )
+from ..ir.opaque_calls import WGMMA
 from .gpu_bindings import _per_thread_tag
 
 
@@ -85,7 +87,9 @@ class _UseCollector(IRVisitor):
             for i, arg in enumerate(op.args):
                 if not isinstance(arg, BufferLoad):
                     continue
-                if i in fragments and arg.buffer.scope == "local" and len(arg.indices) >= len(FRAGMENT_TILE):
+                if op.op == WGMMA and i == 0 and isinstance(op.args[3], IntImm):   # the thread's n / 2 accumulators
+                    self._use(arg.buffer, arg.indices, (op.args[3].value // 2,))
+                elif i in fragments and arg.buffer.scope == "local" and len(arg.indices) >= len(FRAGMENT_TILE):
                     self._use(arg.buffer, arg.indices, FRAGMENT_TILE)
                 elif i in tiles and len(arg.indices) >= 2:   # an mma tile (a fragment or memory row 0)
                     self._use(arg.buffer, arg.indices, cuda_mma.tile_shape(arg.buffer.dtype.bits))

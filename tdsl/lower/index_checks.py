@@ -33,6 +33,7 @@ from ..ir import (
     Range,
     StringImm,
 )
+from ..ir.functor import expr_children
 from ._util import get_attr
 
 INDEX_CHECK = "tdsl.index_check"
@@ -45,13 +46,7 @@ def _reads_data(e: PrimExpr) -> bool:
         n = stack.pop()
         if isinstance(n, BufferLoad):
             return True
-        for name in ("a", "b", "value", "condition", "true_value", "false_value", "base", "stride"):
-            child = getattr(n, name, None)
-            if isinstance(child, PrimExpr):
-                stack.append(child)
-        args = getattr(n, "args", None)
-        if isinstance(args, tuple):
-            stack.extend(a for a in args if isinstance(a, PrimExpr))
+        stack.extend(expr_children(n))
     return False
 
 

@@ -34,6 +34,7 @@ from ..ir import (
     substitute,
     uses_var,
 )
+from ..ir.functor import expr_children
 from ..ir.functor import replace_fields as replace
 from ._util import StmtMutator, is_nop, nop, same_expr, seq
 
@@ -133,16 +134,10 @@ def _cannot_wrap(analyzer, e: PrimExpr) -> bool:
                 if lo is None or hi is None or lo < dlo or hi > dhi:
                     return False
             stack.append(n.value)
-        elif t is BufferLoad:
-            continue   # an atom; its indices are index arithmetic
+        elif t is BufferLoad or t is Ramp:
+            continue   # an atom; its indices (a ramp's base and stride) are index arithmetic
         else:
-            for name in ("a", "b", "value", "condition", "true_value", "false_value"):
-                child = getattr(n, name, None)
-                if isinstance(child, PrimExpr):
-                    stack.append(child)
-            args = getattr(n, "args", None)
-            if isinstance(args, tuple):
-                stack.extend(a for a in args if isinstance(a, PrimExpr))
+            stack.extend(expr_children(n))
     return True
 
 
@@ -153,13 +148,8 @@ def _has_load(e: PrimExpr) -> bool:
         n = stack.pop()
         if type(n) is BufferLoad:
             return True
-        for name in ("a", "b", "value", "condition", "true_value", "false_value"):
-            child = getattr(n, name, None)
-            if isinstance(child, PrimExpr):
-                stack.append(child)
-        args = getattr(n, "args", None)
-        if isinstance(args, tuple):
-            stack.extend(a for a in args if isinstance(a, PrimExpr))
+        if type(n) is not Ramp:   # a ramp's base and stride are index arithmetic, like load indices
+            stack.extend(expr_children(n))
     return False
 
 

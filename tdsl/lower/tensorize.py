@@ -28,9 +28,10 @@ from ..intrinsics.cuda_mma import FRAGMENT_SCOPES as MMA_FRAGMENT_SCOPES  # per-
 from ..intrinsics.match import Mismatch, instantiate_impl, match
 from ..intrinsics.registry import TensorIntrin
 from ..ir import Block, BlockRealize, Buffer, PrimFunc, Stmt, collect, replace_buffers
-from ..ir.attrs import CUDA_PRELUDE, TENSOR_INTRIN
+from ..ir.attrs import CUDA_PRELUDE, LOWER_NOTE, TENSOR_INTRIN
 from ..ir.tree import find_path, replace_at, walk
 from ..target import cpu_features, cpu_name, parse_target
+from ._util import add_notes
 
 PASS_NAME = "apply_tensor_intrinsics"
 
@@ -55,6 +56,7 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     tgt = parse_target(target)
     kind = tgt.kind
     preludes: list[str] = []
+    notes: list[str] = []
     # found by identity, not by name (a name may repeat); a swap rebuilds only the ancestors
     for target in _tensorized(func.body):
         found = find_path(func.body, lambda s, r=target: s is r)
@@ -85,11 +87,13 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
         except Mismatch as m:
             raise TargetError(f'block "{name}" no longer computes the description of {intrin.name!r} '
                               f"(a later schedule step changed it): {m.message}") from None
+        notes += [str(v) for k, v in block.annotations if k == LOWER_NOTE]
         body, allocs = instantiate_impl(intrin, bindings)
         new_block = dataclasses.replace(block, body=body, alloc_buffers=block.alloc_buffers + allocs)
         func = replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
         if intrin.prelude and intrin.prelude not in preludes:
             preludes.append(intrin.prelude)
+    func = add_notes(func, notes)
     if kind == "cuda" and preludes:
         func = _fragments_to_local(func)
         attrs = tuple((k, v) for k, v in func.attrs if k != CUDA_PRELUDE) + ((CUDA_PRELUDE, "\n".join(preludes)),)

@@ -202,7 +202,7 @@ def remove_realize(stmt: Stmt, target: BlockRealize) -> Stmt | None:
         body = remove_realize(stmt.body, target)
         if body is None:
             return None
-        return stmt if body is stmt.body else dataclasses.replace(stmt, body=body)
+        return stmt if body is stmt.body else dataclasses.replace(stmt, body=body)  # type: ignore[type-var]
     return stmt
 
 

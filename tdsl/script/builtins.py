@@ -63,6 +63,20 @@ BUILTINS: dict[str, tuple[str, str]] = {
                              "from global to shared memory (CUDA cp.async), complete at a later T.ptx_wait_group"),
     "ptx_commit_group": ("expr", "T.ptx_commit_group(): the cp.async copies issued since the last commit form a group"),
     "ptx_wait_group": ("expr", "T.ptx_wait_group(n): wait until at most n of the thread's newest groups are pending"),
+    "ptx_init_barrier_thread_count": ("expr", "T.ptx_init_barrier_thread_count(bars[i], count): mbarrier.init "
+                                              "(bars: a shared uint64 buffer), `count` arrivals complete a phase"),
+    "ptx_arrive_barrier": ("expr", "T.ptx_arrive_barrier(bars[i]): mbarrier.arrive"),
+    "ptx_arrive_barrier_expect_tx": ("expr", "T.ptx_arrive_barrier_expect_tx(bars[i], bytes): arrive and expect "
+                                             "`bytes` of TMA transactions in this phase"),
+    "ptx_wait_barrier": ("expr", "T.ptx_wait_barrier(bars[i], parity): wait for the barrier's phase of that parity"),
+    "ptx_fence_proxy_async": ("expr", "T.ptx_fence_proxy_async(): order generic-proxy shared writes before TMA/wgmma"),
+    "ptx_tma_load": ("expr", "T.ptx_tma_load(A_sh[s, 0, 0], A[y, x], tmap[0], bars[s]): a TMA box copy of A at "
+                             "(y, x) into A_sh's last axes, completing on bars[s] (sm_90)"),
+    "ptx_wgmma": ("expr", "T.ptx_wgmma(acc[tx, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma m64nNk16, the "
+                          "thread's n / 2 accumulators += A B^T (K-major tiles, rows a swizzle span; sm_90a)"),
+    "ptx_wgmma_fence": ("expr", "T.ptx_wgmma_fence(): wgmma.fence before wgmmas touch the accumulators"),
+    "ptx_wgmma_commit_group": ("expr", "T.ptx_wgmma_commit_group(): the wgmmas issued so far form a group"),
+    "ptx_wgmma_wait_group": ("expr", "T.ptx_wgmma_wait_group(n): wait until at most n wgmma groups are pending"),
     "Ramp": ("expr", "a vector of base + k * stride"), "Broadcast": ("expr", "a vector of one value"),
     **{name: ("expr", "a math function") for name in MATH_NAMES},
     **{name: ("dtype", f"the {name} type: an annotation, a constant or a cast") for name in SCALAR_NAMES},

@@ -31,7 +31,7 @@ from ..ir.expr import (
     is_bitwise_not,
 )
 from ..ir.functor import free_vars
-from ..ir.opaque_calls import ASYNC_CALLS, WMMA_BUILTINS
+from ..ir.opaque_calls import ASYNC_CALLS, HOPPER_CALLS, TMA_LOAD, WGMMA, WMMA_BUILTINS
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -162,11 +162,11 @@ class ScriptPrinter:
             value = _explicit(e.value) if _bare(e.value) else self.expr(e.value)
             return f'T.cast({value}, "{e.dtype}")', _ATOM
         if isinstance(e, Call):
-            args = ", ".join(self.expr(a) for a in e.args)
+            args = ", ".join(self.expr(a) for a in _implied_args_dropped(e))
             if e.op == "address_of":
                 return f"T.address_of({args})", _ATOM
             if e.op == "if_then_else" or (e.op in MATH_CALLS and e.dtype == e.args[0].dtype) \
-                    or e.op in WMMA_BUILTINS or e.op in ASYNC_CALLS:
+                    or e.op in WMMA_BUILTINS or e.op in ASYNC_CALLS or e.op in HOPPER_CALLS:
                 return f"T.{e.op}({args})", _ATOM
             sep = ", " if args else ""
             return f'T.call_extern("{e.dtype}", "{e.op}"{sep}{args})', _ATOM
@@ -537,3 +537,21 @@ def summary(func: PrimFunc) -> str:
     if any(k == "tdsl.flat_params" for k, _ in func.attrs):
         what += ", lowered"
     return f"{func.name}({', '.join(params)}), {what}"
+
+
+def _implied_args_dropped(e: Call) -> tuple:
+    """A call's arguments as written: T.ptx_tma_load without its coordinates where they are the
+    source element's indices, T.ptx_wgmma without its row bytes where the A tile's rows say them
+    (the parser fills both in)."""
+    from ..ir.expr import BufferLoad as _Load
+    from ..ir.structural import same_expr
+
+    if e.op == TMA_LOAD and isinstance(e.args[1], _Load):
+        coords, src = e.args[4:], e.args[1]
+        if len(coords) == len(src.indices) and all(same_expr(c, i) for c, i in zip(coords, src.indices)):
+            return e.args[:4]
+    if e.op == WGMMA and isinstance(e.args[1], _Load):
+        row = e.args[1].buffer.shape[-1]
+        if len(e.args[1].buffer.shape) >= 2 and isinstance(row, IntImm) and row.value * 2 == e.args[5].value:
+            return e.args[:5]
+    return e.args

@@ -8,7 +8,9 @@
 * measure_child.py, runner.py: measurement in an isolated process, one at a time per machine;
 * pool.py: the default executor (fresh local processes); worker.py: the tasks it runs;
 * cost_model.py, space.py, search.py: models, decisions and their mutations, the search rounds;
-* progress.py: the live bar and log; apply.py: `build(..., database=)`; api.py: `tune`.
+* progress.py: the live bar and log; apply.py: `build(..., database=)`; api.py: `tune`;
+* gpu.py: `tune(target="cuda")`: candidates checked on the GPU and timed with CUDA events, or
+  verified in the emulator and stored unmeasured where there is no GPU.
 """
 from __future__ import annotations
 

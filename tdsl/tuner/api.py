@@ -98,8 +98,13 @@ class TaskResult:
         return Best(self.func, found, self.flops, self.retimed.get(found.candidate)) if found else None
 
     @property
+    def verified(self) -> list:
+        """CUDA tuned without a GPU: the records built and checked but not measured (`time` None)."""
+        return [r for r in self.records if r.unmeasured]
+
+    @property
     def failures(self) -> list:
-        return [r for r in self.records if not r.ok]
+        return [r for r in self.records if not r.ok and not r.unmeasured]
 
     def best_so_far(self) -> list[float | None]:
         out, best = [], None
@@ -203,6 +208,10 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
          repeats: int = 5, retime: int = 5, sizes: dict | None = None) -> TuneResult:
     """Search the design space of one function (or several sharing the budget) by measuring.
 
+    * `target`: "cpu", or "cuda" (tuner/gpu.py): on a machine with a GPU each candidate is
+      checked on the device and timed with CUDA events; without one ("cuda -arch=sm_80") each
+      is built, verified in the CUDA emulator and stored unmeasured, for a GPU run to measure.
+
     * `sizes`: for a function with symbolic dimensions, the sizes to tune it at, e.g.
       `sizes={"n": [64, 1024, 4096]}` (several dimensions: every combination). Each size is a
       constant-shape copy (`func.specialize(n=64)`, a task named `<name>_n64`) sharing the
@@ -236,15 +245,14 @@ def tune(func_or_funcs, target: str = "cpu", trials: int = 64, time_budget: floa
     buckets, space = _buckets(func_or_funcs, sizes, space)
     funcs = [f for f, _ in buckets]
     tgt = parse_target(target)
-    if tgt.kind != "cpu":
-        raise ValueError(f"tune: target {target!r}: tuning measures every candidate, and measuring a "
-                         f"{tgt.kind} kernel needs a GPU and a {tgt.kind} runner, which tdsl.tune does not have "
-                         "(it measures on this machine's CPU: target='cpu'); for a GPU schedule without "
-                         f"measuring use tdsl.auto_schedule(func, target={target!r})")
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"tune: trials must be a positive int, not {trials!r}")
     for f in funcs:
         check_tunable(f)
+    if tgt.kind == "cuda":       # built, verified and (on a GPU) measured one at a time: gpu.py
+        from .gpu import tune_cuda
+
+        return tune_cuda(funcs, buckets, tgt, trials, database, space, seed, verbose, repeats)
     db = database if isinstance(database, Database) or database is None else Database(database)
     machine = fingerprint()
     if len(funcs) > 1:   # rounds small enough that every function (every size) gets its share

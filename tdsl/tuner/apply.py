@@ -14,6 +14,17 @@ class NoTuningRecord(UserWarning):
     """build(database=) found no usable record for the function and fell back."""
 
 
+def _cuda_records(func, target: str, db):
+    """(a workload, records to try in order) for CUDA: measured on this GPU, then on another GPU
+    of the architecture, then verified but unmeasured (tuner/gpu.py)."""
+    from .gpu import places, ranked
+
+    dbt, here, unmeasured = places(target)
+    workloads = db.workloads_of(func, dbt) if dbt is not None else []
+    order = sorted(workloads, key=lambda w: (w.machine != here, w.machine == unmeasured, w.id))
+    return (order[0] if order else None), [r for w in order for r in ranked(db, w)]
+
+
 def schedule_from_database(func, target: str, database):
     """The function scheduled by its best replayable record, or the fallback (see the module)."""
     from ..errors import ScheduleError
@@ -22,8 +33,11 @@ def schedule_from_database(func, target: str, database):
 
     db = database if isinstance(database, Database) else Database(database)
     try:
-        wl = db.workload(func, target, create=False)
-        candidates = db.best(wl, k=5) if wl is not None else []
+        if target.startswith("cuda"):
+            wl, candidates = _cuda_records(func, target, db)
+        else:
+            wl = db.workload(func, target, create=False)
+            candidates = db.best(wl, k=5) if wl is not None else []
         for record in candidates:
             try:
                 return replay(load(record.trace), func, target=target).func

@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS records (
     features TEXT,
     tdsl_version TEXT NOT NULL,
     created REAL NOT NULL,
+    status TEXT,
+    measured_on TEXT,
     UNIQUE (workload, candidate)
 );
 CREATE INDEX IF NOT EXISTS records_by_time ON records (workload, time_s);
@@ -109,10 +111,17 @@ class Record:
     created: float = 0.0
     id: int | None = None
     workload: int | None = None
+    status: str | None = None         # CUDA: "measured", "verified-unmeasured", "checked-unmeasured"
+    where: str | None = None          # CUDA: the GPU that measured it, or how/where it was verified
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.time is not None
+
+    @property
+    def unmeasured(self) -> bool:
+        """Built and checked (CUDA, on a machine without a GPU) but not timed: `time` is None."""
+        return self.error is None and self.time is None and (self.status or "").endswith("-unmeasured")
 
 
 class Database:
@@ -130,6 +139,10 @@ class Database:
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 self._conn.execute(statement)
             self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            have = {row[1] for row in self._conn.execute("PRAGMA table_info(records)")}
+            for column in ("status", "measured_on"):     # files written before CUDA tuning
+                if column not in have:
+                    self._conn.execute(f"ALTER TABLE records ADD COLUMN {column} TEXT")
         found = self._conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
         if found is None or found[0] != str(SCHEMA_VERSION):
             raise ValueError(f"{self.path}: a tuning database of schema {found and found[0]}, this tdsl "
@@ -254,24 +267,25 @@ class Database:
         with self._write() as c:
             cur = c.execute(
                 "INSERT OR IGNORE INTO records (workload, candidate, trace, decisions, time_s, times, error, "
-                "build_s, features, tdsl_version, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "build_s, features, tdsl_version, created, status, measured_on) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (workload.id, record.candidate, record.trace, json.dumps(record.decisions), record.time,
                  json.dumps(record.times), record.error, record.build_time,
                  None if record.features is None else json.dumps(record.features), record.tdsl_version,
-                 record.created))
+                 record.created, record.status, record.where))
             added = cur.rowcount == 1
             if added:
                 record.id, record.workload = cur.lastrowid, workload.id
         return added
 
     _COLUMNS = ("id, workload, candidate, trace, decisions, time_s, times, error, build_s, features, "
-                "tdsl_version, created")
+                "tdsl_version, created, status, measured_on")
 
     @staticmethod
     def _record(row) -> Record:
-        rid, wid, cand, trace, decisions, t, times, error, build_s, features, version, created = row
+        rid, wid, cand, trace, decisions, t, times, error, build_s, features, version, created, status, where = row
         return Record(cand, trace, json.loads(decisions), t, json.loads(times), error, build_s,
-                      None if features is None else json.loads(features), version, created, rid, wid)
+                      None if features is None else json.loads(features), version, created, rid, wid, status, where)
 
     def records(self, workload: Workload, ok_only: bool = False) -> list[Record]:
         """The records of `workload`, oldest first (only those that passed with `ok_only`)."""
@@ -319,6 +333,16 @@ class Database:
         return self._conn.execute("SELECT session, candidate, time_s, rounds, created FROM retimes WHERE "
                                   "workload = ? ORDER BY session, id", (workload.id,)).fetchall()
 
+    def workloads_of(self, func, target: str) -> list[Workload]:
+        """Every workload of `func` on `target`, whatever the machine (CUDA: each GPU that measured
+        it, and `unmeasured-<arch>` for the records verified without one)."""
+        from ..ir import structural_hash
+
+        rows = self._conn.execute("SELECT id, key, func_hash, target, machine, name, script FROM workloads "
+                                  "WHERE func_hash = ? AND target = ? ORDER BY id",
+                                  (structural_hash(func), str(target))).fetchall()
+        return [Workload(*r) for r in rows]
+
     def count(self, workload: Workload) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM records WHERE workload = ?", (workload.id,)).fetchone()[0]
 
@@ -334,7 +358,8 @@ class Database:
                 for r in self.records(wl):
                     line = {"workload": head, "candidate": r.candidate, "trace": r.trace, "decisions": r.decisions,
                                 "time": r.time, "times": r.times, "error": r.error, "build_time": r.build_time,
-                                "features": r.features, "tdsl_version": r.tdsl_version, "created": r.created}
+                                "features": r.features, "tdsl_version": r.tdsl_version, "created": r.created,
+                                "status": r.status, "where": r.where}
                     fh.write(json.dumps(line) + "\n")
                     n += 1
                 for session, cand, t, rounds, created in self._retime_rows(wl):
@@ -363,7 +388,8 @@ class Database:
                         continue
                     rec = Record(d["candidate"], d["trace"], d.get("decisions") or {}, d.get("time"),
                                  d.get("times") or [], d.get("error"), d.get("build_time"), d.get("features"),
-                                 d.get("tdsl_version", ""), d.get("created") or 0.0)
+                                 d.get("tdsl_version", ""), d.get("created") or 0.0,
+                                 status=d.get("status"), where=d.get("where"))
                 except (KeyError, TypeError, ValueError) as exc:
                     raise ValueError(f"{path}:{number}: not a tdsl tuning record ({exc})") from None
                 added += self.add(wl, rec)

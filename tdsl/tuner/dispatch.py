@@ -133,6 +133,21 @@ def _size_positions(func) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+def _tuned_sizes(func, target: str, db):
+    """(sizes, workload, its best record or None) of each size `func` was tuned at: this
+    machine's; for CUDA this GPU's, else the unmeasured records' (tuner/gpu.py)."""
+    if not target.startswith("cuda"):
+        return [(sizes, wl, db.best(wl)) for sizes, wl in db.buckets(func, target)]
+    from .gpu import places, ranked
+
+    dbt, here, unmeasured = places(target)
+    for machine in (here, unmeasured):
+        found = db.buckets(func, dbt, machine) if machine is not None and dbt is not None else []
+        if found:
+            return [(sizes, wl, next(iter(ranked(db, wl)), None)) for sizes, wl in found]
+    return []
+
+
 def dispatch_from_database(func, target: str, database, options: dict) -> SizeDispatch | None:
     """A SizeDispatch of `func` when the database holds tuned sizes of it, else None."""
     from .database import Database
@@ -140,8 +155,7 @@ def dispatch_from_database(func, target: str, database, options: dict) -> SizeDi
     db = database if isinstance(database, Database) else Database(database)
     try:
         buckets, traces = [], []
-        for sizes, wl in db.buckets(func, target):
-            best = db.best(wl)
+        for sizes, wl, best in _tuned_sizes(func, target, db):
             if best is not None:
                 buckets.append(sizes)
                 traces.append(best.trace)

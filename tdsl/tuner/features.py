@@ -34,6 +34,7 @@ from ..ir import (
     SeqStmt,
     Var,
 )
+from ..ir.functor import expr_children
 
 LEVELS = 6
 FEATURE_NAMES = (
@@ -194,23 +195,14 @@ class _Walk:
 
 
 def _vars(e: PrimExpr) -> set:
+    """The Vars in `e`, through every node kind (ir.functor.expr_children: a load's indices too)."""
     out, stack = set(), [e]
     while stack:
         node = stack.pop()
         if isinstance(node, Var):
             out.add(node)
-        elif isinstance(node, Binary):
-            stack += (node.a, node.b)
-        elif isinstance(node, Ramp):
-            stack += (node.base, node.stride)
-        elif isinstance(node, (Cast, Broadcast)):
-            stack.append(node.value)
-        elif isinstance(node, BufferLoad):
-            stack += node.indices
-        elif isinstance(node, Call):
-            stack += node.args
-        elif isinstance(node, Select):
-            stack += (node.condition, node.true_value, node.false_value)
+        else:
+            stack.extend(expr_children(node))
     return out
 
 

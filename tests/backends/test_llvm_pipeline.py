@@ -68,6 +68,26 @@ def test_pipeline_choice():
     assert choice(tdsl.parse(SCALAR)) == jit.O3
 
 
+def test_pipeline_choice_reads_the_code_once(monkeypatch):
+    """compile.profile visits each statement of the lowered code once and holds everything the
+    choice and its notes read (the one-purpose functions agree with it)."""
+    from tdsl.ir.tree import children, walk
+
+    body = lower(gemm_schedule(64).func, target="cpu").body
+    visits = []
+    monkeypatch.setattr(llvm_compile, "children", lambda s: visits.append(s) or children(s))
+    prof = llvm_compile.profile(body)
+    monkeypatch.undo()
+    assert len(visits) == sum(1 for _ in walk(body))
+    assert prof.tiled == llvm_compile.register_tiled(body) is True
+    assert (prof.scalar_elements, prof.vector_elements) == llvm_compile.element_stores(body)
+    assert prof.vector_elements > 0
+    assert list(prof.scalar_loops) == llvm_compile.scalar_loops(body)
+    assert llvm_compile.pipeline_for(prof) == llvm_compile.pipeline_for(body) == jit.SIMPLIFY
+    assert llvm_compile.pipeline_notes(prof, jit.SIMPLIFY) == llvm_compile.pipeline_notes(body, jit.SIMPLIFY)
+
+
+
 @pytest.mark.parametrize("pipeline", [jit.SIMPLIFY, jit.O1_NO_UNROLL])
 def test_register_tiled_gemm_equals_numpy(pipeline):
     func = gemm_schedule(64).func

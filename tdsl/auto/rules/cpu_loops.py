@@ -272,6 +272,8 @@ class ParallelVectorizeUnroll(Rule):
         info = block_info(s.func, block)
         if not info.is_spatial or not info.writes_output or len(info.writes) != 1:
             return   # (a tensorized step, such as RowPrefetch's, has no single store but one write)
+        if consumers(s.func, block):
+            return   # read again in this function (a decomposed reduction's init): keep it cached
         out = info.writes[0]
         size = out.dtype.itemsize
         for e in out.shape:

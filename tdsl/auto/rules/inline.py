@@ -21,7 +21,7 @@ from .base import Rule
 
 def _feeds_matmul(sch: Schedule, block: str) -> bool:
     for consumer in consumers(sch.func, block):
-        roles = matmul_roles(block_info(sch.func, consumer))
+        roles = matmul_roles(block_info(sch.func, consumer), ("float32", "int32"))  # fp32, bf16, int8
         if roles is not None:
             return True
     return False

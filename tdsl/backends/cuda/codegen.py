@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ...dtypes import DataType, int32, int64
+from ...dtypes import DataType, bfloat16, int32, int64
 from ...errors import TargetError
 from ...ir import (
     Allocate,
@@ -45,11 +45,27 @@ from ...ir import (
 )
 from ...ir.attrs import CUDA_PRELUDE as PRELUDE_ATTR
 from ...ir.expr import BIT_SYMBOLS, BITWISE_OPS, SHIFT_OPS, shift_in_range
-from ...ir.opaque_calls import WMMA_BUILTINS, wmma_refusal
+from ...ir.opaque_calls import (
+    FENCE_PROXY_ASYNC,
+    HOPPER_CALLS,
+    MBARRIER_ARRIVE,
+    MBARRIER_ARRIVE_EXPECT_TX,
+    MBARRIER_INIT,
+    MBARRIER_WAIT,
+    TMA_LOAD,
+    WGMMA,
+    WGMMA_COMMIT_GROUP,
+    WGMMA_FENCE,
+    WGMMA_WAIT_GROUP,
+    WMMA_BUILTINS,
+    wmma_refusal,
+)
 from ...lower.cross_thread import ALLREDUCE
 from ...lower.index_checks import INDEX_CHECK
 from ...lower.software_pipeline import ASYNC_CALLS, COMMIT_GROUP, WAIT_GROUP
-from .lower_gpu import SYNC, HostPlan, KernelSpec, _extern_call_args
+from . import sm90
+from .lower_gpu import SYNC, _extern_call_args
+from .plan import HostPlan, KernelSpec
 
 _SCALAR_TYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
@@ -221,6 +237,7 @@ class CudaCodegen:
     def __init__(self, plan: HostPlan):
         self.plan = plan
         self.helpers: set[str] = set()
+        self.wgmma_shapes: set[tuple[int, str]] = set()   # (N, "f16" | "bf16") of the T.ptx_wgmma calls
         self.fp16 = False
         self.bf16 = False
         self.k: _Kernel | None = None
@@ -273,7 +290,9 @@ class CudaCodegen:
             head.append("#include <cuda_fp16.h>")
         if self.bf16:
             head.append("#include <cuda_bf16.h>")
-        helpers = [_HELPERS[h] for h in sorted(self.helpers)]
+        helpers = [_HELPERS[h] if h != "sm90" else sm90.device_functions(tuple(sorted(self.wgmma_shapes)))
+                   for h in sorted(self.helpers)
+                   if h != "sm90" or sm90.PRELUDE_MARK not in (dict(self.plan.func.attrs).get(PRELUDE_ATTR) or "")]
         # device functions that tensor intrinsics call (e.g. the WMMA wrappers), as they gave them
         prelude = dict(self.plan.func.attrs).get(PRELUDE_ATTR)
         parts = ["\n".join(head)] + ([prelude.strip("\n")] if prelude else []) + helpers + kernels
@@ -296,8 +315,10 @@ class CudaCodegen:
                 params.append(f"{self.type_of(p.dtype)} {self.name(p)}")
         for tag, var in spec.tag_vars.items():
             self.emit(1, f"const {self.type_of(var.dtype)} {self.name(var)} = {tag};")
+        tma_dst = {c.args[0].buffer for c in collect(spec.body, Call) if c.op == TMA_LOAD}
         for buf in spec.shared:
-            self.emit(1, f"__shared__ __align__(16) {self.type_of(buf.dtype)} {self.name(buf)}[{buf.shape[0].value}];")
+            align = 1024 if buf in tma_dst else 16   # (a TMA box: the 128-byte swizzle repeats every 1024 bytes)
+            self.emit(1, f"__shared__ __align__({align}) {self.type_of(buf.dtype)} {self.name(buf)}[{buf.shape[0].value}];")
         self.stmt(spec.body, 1)
         threads = 1
         for e in spec.dims("threadIdx"):
@@ -722,6 +743,8 @@ class CudaCodegen:
             raise TargetError(wmma_refusal(e.op, "the CUDA backend cannot compile it"))
         if e.op in ASYNC_CALLS:
             return self.async_call(e)
+        if e.op in HOPPER_CALLS:
+            return self.hopper_call(e)
         args = [self.expr(a) for a in e.args]
         if e.op not in _MATH and e.op != "sigmoid":
             return f"{e.op}({', '.join(args)})"
@@ -738,6 +761,33 @@ class CudaCodegen:
         dst, src, nbytes = e.args
         fn = "tdsl_cp_async_cg16" if nbytes.value == 16 else f"tdsl_cp_async_ca<{nbytes.value}>"
         return f"{fn}(&{self.expr(dst)}, &{self.expr(src)})"
+
+    def hopper_call(self, e: Call) -> str:
+        """T.ptx_*_barrier / T.ptx_fence_proxy_async / T.ptx_tma_load: the device functions of
+        tdsl.backends.cuda.sm90 (the helper "sm90"), barriers and buffers by address."""
+        self.helpers.add("sm90")
+        if e.op == FENCE_PROXY_ASYNC:
+            return "tdsl_ptx_fence_proxy_async()"
+        if e.op in (WGMMA_FENCE, WGMMA_COMMIT_GROUP):
+            return f"tdsl_{e.op}()"
+        if e.op == WGMMA_WAIT_GROUP:
+            return f"tdsl_ptx_wgmma_wait_group<{self.expr(e.args[0])}>()"
+        if e.op == WGMMA:   # K-major tiles, rows a swizzle span: descriptor swizzle code, 8-row groups apart
+            d, a, b, n, _, span = e.args
+            dt = "bf16" if a.buffer.dtype == bfloat16 else "f16"
+            self.wgmma_shapes.add((n.value, dt))
+            code, sbo = {128: 1, 64: 2, 32: 3}[span.value], 8 * span.value
+            descs = ", ".join(f"tdsl_ptx_wgmma_desc(&{self.expr(x)}, 16, {sbo}, {code})" for x in (a, b))
+            return f"tdsl_ptx_wgmma_m64n{n.value}k16_f32_{dt}(&{self.expr(d)}, {descs}, 1)"
+        if e.op == TMA_LOAD:
+            dst, _, tmap, bar, *coords = e.args
+            xs = ", ".join(_strip(self.expr(c)) for c in reversed(coords))   # innermost first
+            return (f"tdsl_ptx_tma_load_{len(coords)}d(&{self.expr(dst)}, &{self.expr(tmap)}, {xs}, "
+                    f"&{self.expr(bar)})")
+        fn = {MBARRIER_INIT: "init", MBARRIER_ARRIVE: "arrive", MBARRIER_ARRIVE_EXPECT_TX: "arrive_expect_tx",
+              MBARRIER_WAIT: "wait"}[e.op]
+        rest = "".join(f", {_strip(self.expr(a))}" for a in e.args[1:])
+        return f"tdsl_ptx_mbarrier_{fn}(&{self.expr(e.args[0])}{rest})"
 
     def index_check(self, e: Call, index: str) -> str:
         """`tdsl.index_check(index, extent, "A", axis)` (only in the emulator's checked variant,

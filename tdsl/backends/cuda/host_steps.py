@@ -26,6 +26,7 @@ import numpy as np
 
 from ...errors import TargetError
 from ...ir import Buffer, BufferLoad, Call, Evaluate, FloatImm, For, IntImm, PrimExpr, Stmt, Var, collect
+from .plan import evaluate
 
 CALLS = {"tdsl_cublas_sgemm": "sgemm", "tdsl_cublas_dgemm": "dgemm"}
 DTYPES = {"sgemm": "float32", "dgemm": "float64"}
@@ -141,8 +142,6 @@ def read_step(stmt: Stmt, fname: str) -> LibraryStep:
 
 
 def _offset(op: Operand, point: dict) -> int:
-    from .kernel import evaluate
-
     return evaluate(op.offset, point)
 
 

@@ -16,24 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...arith.evaluate import EvalError, eval_int
 from ...dtypes import DataType
 from ...errors import ArgumentError
 from ...ir import Buffer, BufferStore, IntImm, PrimExpr, PrimFunc, Var, collect
 from ...tracebacks import public_entry
-from .lower_gpu import HostPlan
+from .plan import HostPlan, evaluate  # noqa: F401 (evaluate: public here too)
 
 _MISSING = object()
-
-
-def evaluate(e: PrimExpr, values: dict[Var, int]) -> int:
-    """The value of an integer expression over bound symbolic dimensions / scalars."""
-    try:
-        return eval_int(e, values)
-    except KeyError as exc:
-        raise ArgumentError(f"symbolic dimension or scalar {exc.args[0].name!r} is not bound by the arguments") from None
-    except EvalError as exc:
-        raise ArgumentError(f"cannot evaluate the launch expression {exc.node}") from None
 
 
 def output_shape(buf: Buffer, values: dict[Var, int]) -> tuple[int, ...]:

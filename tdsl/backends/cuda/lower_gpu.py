@@ -20,7 +20,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ...dtypes import int32
 from ...errors import TargetError
@@ -48,6 +48,7 @@ from ...ir import (
     free_vars,
     substitute,
 )
+from ...ir.opaque_calls import HOPPER_CALLS, MBARRIER_CALLS, MBARRIER_INIT, MBARRIER_WAIT, TMA_LOAD, WGMMA
 from ...lower.gpu_bindings import (  # noqa: F401 (UnboundBlockError, verify_thread_bindings: public here too)
     WARP_SIZE,
     UnboundBlockError,
@@ -59,6 +60,7 @@ from ...lower.gpu_bindings import (  # noqa: F401 (UnboundBlockError, verify_thr
 from ...lower.gpu_compact import compact_gpu_buffers  # noqa: F401
 from ...lower.software_pipeline import CP_ASYNC, WAIT_GROUP
 from ...script.printer import message_text as _expr_text
+from .plan import HostPlan, KernelSpec  # noqa: F401 (public here too)
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
@@ -69,37 +71,6 @@ SYNC = "__syncthreads"
 
 
 # ----------------------------------------------------------------------------- kernels
-
-@dataclass
-class KernelSpec:
-    """One `__global__` function: its body with thread indices as free Vars, and its launch."""
-
-    name: str
-    body: Stmt
-    tag_vars: dict[str, Var]            # "blockIdx.x" -> the Var standing for it in `body`
-    launch: dict[str, PrimExpr]         # "blockIdx.x" -> extent (over symbolic dims / scalar params)
-    shared: list[Buffer] = field(default_factory=list)
-    params: list[Buffer | Var] = field(default_factory=list)
-
-    def dims(self, kind: str) -> tuple[PrimExpr, PrimExpr, PrimExpr]:
-        """(x, y, z) extents for kind "blockIdx" (grid) or "threadIdx" (block)."""
-        one = IntImm(1, int32)
-        return tuple(self.launch.get(f"{kind}.{a}", one) for a in "xyz")  # type: ignore[return-value]
-
-    @property
-    def shared_bytes(self) -> int:
-        return sum(int(b.shape[0].value) * b.dtype.itemsize * b.dtype.lanes for b in self.shared)
-
-
-@dataclass
-class HostPlan:
-    """What the host does: allocate the workspaces, launch the kernels in order."""
-
-    func: PrimFunc                      # the lowered function (flat parameter buffers)
-    kernels: list[KernelSpec]
-    workspaces: list[Buffer]            # function-level global intermediates (device allocations)
-    steps: list = field(default_factory=list)   # (launch index, host_steps.LibraryStep): runs before that launch
-
 
 def _is_nop(stmt: Stmt) -> bool:
     return isinstance(stmt, Evaluate) and isinstance(stmt.value, IntImm)
@@ -371,7 +342,8 @@ class _Access:
     index: PrimExpr
     write: bool
     opaque: bool = False    # passed to an extern call: touches an unknown part of the buffer
-    async_op: str = ""      # "issue": a cp.async's destination; "complete": what a ptx_wait_group lands
+    async_op: str = ""      # "issue": a cp.async's destination; "complete": what a ptx_wait_group lands;
+    #                         "mbarrier": an mbarrier operation or an access to a buffer only TMA writes
 
 
 def _extern_call_args(node, read_only: bool = False) -> list[BufferLoad]:
@@ -506,6 +478,29 @@ def _replace_node(e: PrimExpr, target: PrimExpr, by: PrimExpr) -> PrimExpr:
     return R().visit(e)
 
 
+def _conjuncts(cond: PrimExpr | None) -> list[PrimExpr]:
+    """The terms of `a and b and ...` (none for None)."""
+    if cond is None:
+        return []
+    if isinstance(cond, Binary) and cond.op == "and":
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+def _mbarrier_guarded(body: Stmt) -> set[Buffer]:
+    """Shared buffers that only T.ptx_tma_load writes, in a kernel that waits on mbarriers: their
+    exchanges are ordered by the mbarriers (a consumer reads a stage after T.ptx_wait_barrier on the
+    barrier its TMA loads complete on; the producer reloads it after the consumers' arrivals), not
+    by __syncthreads(). The barrier protocol itself is the program's: the emulator runs it."""
+    calls = collect(body, Call)
+    if not any(c.op == MBARRIER_WAIT for c in calls):
+        return set()
+    tma = {c.args[0].buffer for c in calls if c.op == TMA_LOAD}
+    stored = {s.buffer for s in collect(body, BufferStore)}
+    others = {a.buffer for c in calls if c.op not in HOPPER_CALLS for a in c.args if isinstance(a, BufferLoad)}
+    return tma - stored - others
+
+
 def _sync() -> Stmt:
     return Evaluate(Call(int32, SYNC, ()))
 
@@ -518,6 +513,7 @@ class _Planner:
         self.kernel = spec.name
         # a cp.async writes its destination when the issuing thread's wait_group completes it
         self.async_dst = [c.args[0].buffer for c in collect(spec.body, Call) if c.op == CP_ASYNC]
+        self.tma_dst = _mbarrier_guarded(spec.body)
         self.threads = {v: spec.launch[t] for t, v in spec.tag_vars.items() if t.startswith("threadIdx")}
         self.uniform: set[Var] = set(func_vars) | {v for t, v in spec.tag_vars.items() if t.startswith("blockIdx")}
         self.count = 0
@@ -537,8 +533,23 @@ class _Planner:
                 lanes = max(1, nbytes // (dst.buffer.dtype.itemsize * dst.buffer.dtype.lanes))
                 index = dst.indices[0] if lanes == 1 else Ramp(dst.indices[0], IntImm(1, dst.indices[0].dtype), lanes)
                 out.append(_Access(dst.buffer, index, True, False, "issue"))
-        opaque = {id(a) for a in _extern_call_args(stmt)}
-        async_args = {id(c.args[0]) for c in collect(stmt, Call) if c.op == CP_ASYNC}
+        for call in collect(stmt, Call):
+            if call.op == TMA_LOAD:   # writes the box at dst, completing on its mbarrier
+                dst = call.args[0].buffer
+                out.append(_Access(dst, call.args[0].indices[0], True, True, "mbarrier" if dst in self.tma_dst else ""))
+            if call.op == WGMMA:   # reads its A and B tiles (the accumulators are the thread's registers)
+                out += [_Access(t.buffer, t.indices[0], False, True, "mbarrier" if t.buffer in self.tma_dst else "")
+                        for t in call.args[1:3] if t.buffer.scope == "shared"]
+            if call.op in MBARRIER_CALLS:   # init writes; the rest are atomic
+                bar = call.args[0]
+                out.append(_Access(bar.buffer, bar.indices[0], call.op == MBARRIER_INIT, False,
+                                   "" if call.op == MBARRIER_INIT else "mbarrier"))
+            if call.op == TMA_LOAD:
+                bar = call.args[3]
+                out.append(_Access(bar.buffer, bar.indices[0], False, False, "mbarrier"))
+        hopper_args = {id(a) for c in collect(stmt, Call) if c.op in HOPPER_CALLS for a in c.args}
+        opaque = {id(a) for a in _extern_call_args(stmt)} - hopper_args
+        async_args = {id(c.args[0]) for c in collect(stmt, Call) if c.op == CP_ASYNC} | hopper_args
         read_only = {id(a) for a in _extern_call_args(stmt, read_only=True)}
         for n in collect(stmt, (BufferLoad, BufferStore)):
             if n.buffer.scope == "shared" and id(n) not in async_args:
@@ -546,7 +557,8 @@ class _Planner:
                 # call may read or write: a write at an unknown place (a read where the call
                 # only reads it: tdsl.intrinsics.cuda_mma.READ_ONLY_ARGS)
                 written = isinstance(n, BufferStore) or (id(n) in opaque and id(n) not in read_only)
-                out.append(_Access(n.buffer, n.indices[0], written, id(n) in opaque))
+                guarded = "mbarrier" if n.buffer in self.tma_dst else ""
+                out.append(_Access(n.buffer, n.indices[0], written, id(n) in opaque, guarded))
         return out
 
     def same_thread(self, a: _Access, b: _Access) -> bool:
@@ -604,6 +616,8 @@ class _Planner:
                 if a.buffer is b.buffer and (a.write or b.write) and not self.same_thread(a, b):
                     if {a.async_op, b.async_op} == {"issue", "complete"}:
                         continue   # the same copy: issued, then landed by its own thread's wait
+                    if a.async_op == b.async_op == "mbarrier":
+                        continue   # ordered by the mbarriers (see _mbarrier_guarded)
                     return True
         return False
 
@@ -645,12 +659,15 @@ class _Planner:
                               "thread loops around it the launch's extents, or move it out of the branch")
         inner = _Planner.__new__(_Planner)
         inner.threads, inner.uniform, inner.count = dict(self.threads), set(self.uniform), 0
-        inner.kernel, inner.async_dst = self.kernel, self.async_dst
+        inner.kernel, inner.async_dst, inner.tma_dst = self.kernel, self.async_dst, self.tma_dst
         cond = stmt.condition if isinstance(stmt, IfThenElse) else None
-        if (isinstance(cond, Binary) and cond.op == "lt" and cond.a in inner.threads and isinstance(cond.b, IntImm)
-                and isinstance(inner.threads[cond.a], IntImm)):
-            # under `if (tx < c)` only c threads of that axis run: fewer threads can collide
-            inner.threads[cond.a] = IntImm(min(cond.b.value, inner.threads[cond.a].value), cond.b.dtype)
+        for c in _conjuncts(cond):
+            if (isinstance(c, Binary) and c.op in ("lt", "eq") and c.a in inner.threads and isinstance(c.b, IntImm)
+                    and isinstance(inner.threads[c.a], IntImm)):
+                # under `if (tx < c)` only c threads of that axis run, under `if (tx == c)` one:
+                # fewer threads can collide
+                runs = c.b.value if c.op == "lt" else 1
+                inner.threads[c.a] = IntImm(min(runs, inner.threads[c.a].value), c.b.dtype)
         inner.uniform |= set(inner.threads)
         for child in _children(stmt):
             inner.plan(child)

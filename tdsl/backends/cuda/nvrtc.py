@@ -99,8 +99,10 @@ def compile_cuda(source: str, arch: str, *, want_ptx: bool = False, name: str = 
                  use_cache: bool = True) -> CompiledModule:
     """Compile `source` for `arch`; TargetError with the NVRTC log and the offending lines on failure."""
     from .. import cache
+    from .sm90 import check_arch_features
 
     check_arch(arch)
+    check_arch_features(source, arch)
     key = cache_key(source, arch, want_ptx)
     if use_cache:
         hit = cache.memory_get(key)

@@ -12,6 +12,10 @@ import ctypes
 
 import numpy as np
 
+# an exported library (export.py writes it, load.py reads it): its metadata's data symbol and format
+FORMAT = 1                      # the metadata's format: export writes it, load reads only it
+META_SYMBOL = "tdsl_export_meta"
+
 # numpy's PyArrayObject layout (stable public ABI; checked at run time by numpy_layout_ok)
 ND_DATA, ND_NDIM, ND_DIMS, ND_DESCR, ND_FLAGS, OB_TYPE = 16, 24, 32, 56, 64, 8
 TUPLE_SIZE, TUPLE_ITEMS = 16, 24     # CPython's PyTupleObject: ob_size, ob_item[]
@@ -34,7 +38,7 @@ def numpy_layout_ok() -> bool:
               and ctypes.c_void_p.from_address(base + ND_DESCR).value == id(x.dtype)
               and ctypes.c_int32.from_address(base + ND_FLAGS).value & NPY_C_CONTIGUOUS == NPY_C_CONTIGUOUS)
         dims = ctypes.c_void_p.from_address(base + ND_DIMS).value
-        ok = ok and tuple((ctypes.c_int64 * 2).from_address(dims)) == (3, 5)
+        ok = ok and tuple((ctypes.c_int64 * 2).from_address(dims)) == (3, 5)  # type: ignore[arg-type]
         t = (x, np.ones(1))
         items = (ctypes.c_void_p * 2).from_address(id(t) + TUPLE_ITEMS)
         return (ok and ctypes.c_ssize_t.from_address(id(t) + TUPLE_SIZE).value == 2

@@ -22,7 +22,7 @@ from ...ir import (
     structural_hash,
 )
 from ...ir.attrs import LOWER_NOTES, TENSOR_INTRIN
-from ...ir.tree import walk
+from ...ir.tree import children, walk
 from .. import cache
 from ..forksafe import fork_safe
 from . import entry, jit, runtime
@@ -85,6 +85,108 @@ def _tensor_intrin_names(body: Stmt) -> list[str]:
 
 # an innermost loop with this many vector statements per iteration was register-tiled by its schedule
 TILED_LOOP_VECTOR_STORES = 4
+# a loop storing at least this many bits of vectors per iteration needs no unrolling by LLVM
+WIDE_LOOP_VECTOR_BITS = 1024
+# jit.SIMPLIFY has no loop vectorizer: register-tiled code gets it only while its scalar stores
+# are a small share of all the elements it stores (the GEMMs 0.2-0.8%, int8 GEMM 3%, softmax
+# 0.7%). A depthwise 3x3 conv with its padding in a scalar loop and r, s unrolled (10%) ran
+# 3.5x slower with it than with O3 (1708 vs 491 us, C=64, 56x56): unroll alone chose it.
+SCALAR_SHARE_FOR_SIMPLIFY = 0.05
+# a loop whose extent is not a constant counts as this many iterations
+_UNKNOWN_EXTENT = 64
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the pipeline choice reads of the lowered code, gathered in one pass (`profile`)."""
+
+    tiled: bool                          # register_tiled
+    vector_loop_bits: tuple[int, ...]    # per loop (not unrolled) storing vectors: bits per iteration
+    scalar_elements: int                 # element_stores, scalar part
+    vector_elements: int                 # element_stores, vector part
+    scalar_loops: tuple[str, ...]        # scalar_loops
+
+    @property
+    def scalar_share(self) -> float:
+        total = self.scalar_elements + self.vector_elements
+        return self.scalar_elements / total if total else 0.0
+
+
+@dataclass
+class _Sum:
+    """One statement's share of a Profile (the statements under it included)."""
+
+    vector_stores: int = 0   # vector stores per run, unrolled loops expanded, other loops not counted
+    vector_bits: int = 0     # the bits they store
+    has_loop: bool = False   # a loop that is not unrolled (the statement itself included)
+    has_store: bool = False
+    all_scalar: bool = True  # every store in it is scalar
+    scalar: int = 0          # scalar elements stored in one run (estimated: see element_stores)
+    vector: int = 0          # vector elements stored in one run
+
+
+def profile(lowered: Stmt) -> Profile:
+    """One pass over the lowered code (post-order, without recursion) for everything
+    pipeline_for and pipeline_notes read: register tiles, the bits each vector loop stores, the
+    scalar and vector elements stored, and the scalar-only innermost loops (in program order)."""
+    tiled = False
+    widths: list[int] = []
+    names: list[str | None] = []             # a slot per candidate loop, in program order
+    result = _Sum()
+    # each frame: a node, its children still to visit, the summaries of those visited, its slot
+    frames: list[tuple[Stmt, list[Stmt], list[_Sum], int]] = [
+        (lowered, list(reversed(children(lowered))), [], _slot(lowered, names))]
+    while frames:
+        node, todo, done, slot = frames[-1]
+        if todo:
+            child = todo.pop()
+            frames.append((child, list(reversed(children(child))), [], _slot(child, names)))
+            continue
+        frames.pop()
+        summary = _summarize(node, done)
+        if isinstance(node, For) and node.kind != "unrolled" and done:
+            body = done[0]
+            tiled = tiled or body.vector_stores >= TILED_LOOP_VECTOR_STORES
+            if body.vector_bits:
+                widths.append(body.vector_bits)
+            if slot >= 0 and not body.has_loop and body.has_store and body.all_scalar:
+                names[slot] = node.loop_var.name
+        if frames:
+            frames[-1][2].append(summary)
+        else:
+            result = summary
+    return Profile(tiled, tuple(widths), result.scalar, result.vector, tuple(n for n in names if n is not None))
+
+
+def _slot(node: Stmt, names: list[str | None]) -> int:
+    """A place in program order for a loop scalar_loops may name (-1 for any other statement)."""
+    if isinstance(node, For) and node.kind not in ("unrolled", "vectorized"):
+        names.append(None)
+        return len(names) - 1
+    return -1
+
+
+def _summarize(node: Stmt, parts: list[_Sum]) -> _Sum:
+    """A statement's summary from its children's (`parts`, in the order tree.children gives)."""
+    if isinstance(node, BufferStore):
+        dtype = node.value.dtype
+        if dtype.lanes == 1:
+            return _Sum(has_store=True, scalar=1)
+        return _Sum(1, dtype.lanes * dtype.bits, has_store=True, all_scalar=False, vector=dtype.lanes)
+    out = _Sum(has_loop=any(p.has_loop for p in parts), has_store=any(p.has_store for p in parts),
+               all_scalar=all(p.all_scalar for p in parts),
+               scalar=sum(p.scalar for p in parts), vector=sum(p.vector for p in parts))
+    if isinstance(node, For):
+        ext = node.extent.value if isinstance(node.extent, IntImm) else _UNKNOWN_EXTENT
+        out.scalar, out.vector = out.scalar * max(ext, 0), out.vector * max(ext, 0)
+        out.has_loop = out.has_loop or node.kind != "unrolled"
+        if node.kind == "unrolled" and isinstance(node.extent, IntImm):
+            out.vector_stores = node.extent.value * parts[0].vector_stores
+            out.vector_bits = node.extent.value * parts[0].vector_bits
+    elif isinstance(node, (SeqStmt, IfThenElse, LetStmt, Allocate)):
+        out.vector_stores = sum(p.vector_stores for p in parts)
+        out.vector_bits = sum(p.vector_bits for p in parts)
+    return out   # a block counts no vector stores of its own (they sit in a loop of their own)
 
 
 def register_tiled(lowered: Stmt) -> bool:
@@ -93,28 +195,26 @@ def register_tiled(lowered: Stmt) -> bool:
     the k loop of a GEMM or conv2d micro-kernel. Such code gets the cheaper pipeline (see
     pipeline_for); loops with one or two vector statements (row reductions, copies) still gain
     from LLVM's unrolling, and scalar code from all of O3."""
-    return any(isinstance(node, For) and node.kind != "unrolled"
-               and _vector_stores(node.body) >= TILED_LOOP_VECTOR_STORES for node in walk(lowered))
+    return profile(lowered).tiled
 
 
-# a loop storing at least this many bits of vectors per iteration needs no unrolling by LLVM
-WIDE_LOOP_VECTOR_BITS = 1024
-
-
-def wide_vector_loops(lowered: Stmt) -> bool:
+def wide_vector_loops(lowered: Stmt | Profile) -> bool:
     """Whether every loop of the lowered code that stores vectors stores at least
     WIDE_LOOP_VECTOR_BITS per iteration (four AVX2 registers: the schedule vectorized it wide,
     like softmax's 32-lane loops) and there is such a loop. LLVM's unroller only adds code to
     these (softmax: 3x the optimisation and emission time, the same speed measured); narrower
     vector loops (layernorm's 16 lanes) keep it."""
-    widths = [_vector_stores(node.body, bits=True) for node in walk(lowered)
-              if isinstance(node, For) and node.kind != "unrolled"]
-    widths = [w for w in widths if w]
+    widths = _profiled(lowered).vector_loop_bits
     return bool(widths) and min(widths) >= WIDE_LOOP_VECTOR_BITS
 
 
-def pipeline_for(lowered: Stmt) -> str:
-    """The LLVM pipeline for the lowered code (jit.optimize), chosen by what its schedule did:
+def _profiled(lowered: Stmt | Profile) -> Profile:
+    return lowered if isinstance(lowered, Profile) else profile(lowered)
+
+
+def pipeline_for(lowered: Stmt | Profile) -> str:
+    """The LLVM pipeline for the lowered code (jit.optimize), chosen by what its schedule did
+    (one pass over it: `profile`):
 
     * register tiles (register_tiled: the GEMM, conv2d and int8 micro-kernels, bench's softmax
       with its 8-lane combine tile) get jit.SIMPLIFY, O1's per-function simplification without
@@ -129,80 +229,44 @@ def pipeline_for(lowered: Stmt) -> str:
       ~1% slower with jit.SIMPLIFY (64 x 1024, one thread);
     * everything else gets jit.O3: scalar code needs the vectorizers, and layernorm's 16-lane
       loops the unroller (5% slower with jit.SIMPLIFY)."""
-    if register_tiled(lowered) and scalar_store_share(lowered) < SCALAR_SHARE_FOR_SIMPLIFY:
+    prof = _profiled(lowered)
+    if prof.tiled and prof.scalar_share < SCALAR_SHARE_FOR_SIMPLIFY:
         return jit.SIMPLIFY
-    return jit.O3_NO_UNROLL if wide_vector_loops(lowered) else jit.O3
-
-
-# jit.SIMPLIFY has no loop vectorizer: register-tiled code gets it only while its scalar stores
-# are a small share of all the elements it stores (the GEMMs 0.2-0.8%, int8 GEMM 3%, softmax
-# 0.7%). A depthwise 3x3 conv with its padding in a scalar loop and r, s unrolled (10%) ran
-# 3.5x slower with it than with O3 (1708 vs 491 us, C=64, 56x56): unroll alone chose it.
-SCALAR_SHARE_FOR_SIMPLIFY = 0.05
-# a loop whose extent is not a constant counts as this many iterations
-_UNKNOWN_EXTENT = 64
+    return jit.O3_NO_UNROLL if wide_vector_loops(prof) else jit.O3
 
 
 def element_stores(stmt: Stmt, times: int = 1, acc: list[int] | None = None) -> tuple[int, int]:
-    """(scalar, vector) elements `stmt` stores in one run, estimated: a non-constant extent
-    counts as _UNKNOWN_EXTENT iterations, both branches of an `if` as taken."""
+    """(scalar, vector) elements `stmt` stores in one run (`times` runs, added to `acc`),
+    estimated: a non-constant extent counts as _UNKNOWN_EXTENT iterations, both branches of an
+    `if` as taken."""
     acc = [0, 0] if acc is None else acc
-    stack = [(stmt, times)]
-    while stack:
-        node, n = stack.pop()
-        if isinstance(node, BufferStore):
-            lanes = node.value.dtype.lanes
-            acc[lanes != 1] += n * lanes
-        elif isinstance(node, For):
-            ext = node.extent.value if isinstance(node.extent, IntImm) else _UNKNOWN_EXTENT
-            stack.append((node.body, n * max(ext, 0)))
-        elif isinstance(node, SeqStmt):
-            stack.extend((s, n) for s in node.seq)
-        elif isinstance(node, IfThenElse):
-            stack.append((node.then_case, n))
-            if node.else_case is not None:
-                stack.append((node.else_case, n))
-        elif isinstance(node, (LetStmt, Allocate)):
-            stack.append((node.body, n))
-        elif isinstance(node, Block):
-            stack.append((node.body, n))
-            if node.init is not None:
-                stack.append((node.init, n))
-        elif hasattr(node, "block"):
-            stack.append((node.block, n))
+    prof = profile(stmt)
+    acc[0] += times * prof.scalar_elements
+    acc[1] += times * prof.vector_elements
     return acc[0], acc[1]
 
 
 def scalar_store_share(lowered: Stmt) -> float:
     """The share of stored elements that scalar stores write (0 when nothing is stored)."""
-    scalar, vector = element_stores(lowered)
-    return scalar / (scalar + vector) if scalar + vector else 0.0
+    return profile(lowered).scalar_share
 
 
 def scalar_loops(lowered: Stmt) -> list[str]:
     """Innermost loops (not unrolled) that store scalars only, by loop variable name."""
-    names = []
-    for node in walk(lowered):
-        if not isinstance(node, For) or node.kind in ("unrolled", "vectorized"):
-            continue
-        inner = [n for n in walk(node.body) if isinstance(n, For) and n.kind != "unrolled"]
-        stores = [n for n in walk(node.body) if isinstance(n, BufferStore)]
-        if not inner and stores and all(st.value.dtype.lanes == 1 for st in stores):
-            names.append(node.loop_var.name)
-    return names
+    return list(profile(lowered).scalar_loops)
 
 
-def pipeline_notes(lowered: Stmt, pipeline: str) -> list[str]:
+def pipeline_notes(lowered: Stmt | Profile, pipeline: str) -> list[str]:
     """What a user should know about the pipeline pipeline_for chose (empty when nothing)."""
     if pipeline != jit.SIMPLIFY:
         return []
-    loops = scalar_loops(lowered)
+    prof = _profiled(lowered)
+    loops = prof.scalar_loops
     if not loops:
         return []
     shown = ", ".join(loops[:4]) + (f" and {len(loops) - 4} more" if len(loops) > 4 else "")
-    share = scalar_store_share(lowered)
     note = (f"register tiles: LLVM pipeline {pipeline!r} (no LLVM vectorizer); the scalar loops {shown} "
-            f"({share:.1%} of the stored elements) run as written: vectorize them in the schedule if they matter")
+            f"({prof.scalar_share:.1%} of the stored elements) run as written: vectorize them in the schedule if they matter")
     return [note]
 
 
@@ -214,24 +278,6 @@ def huge_body_note(size: int, parts: int, chosen: str, pipeline: str) -> str:
     return (f"huge kernel body (~{size} IR nodes): its top-level code was split into {parts} LLVM functions of "
             f"about {PART_SIZE} nodes, called in order, and built with {how}, so that the build time grows "
             f"linearly with the program (LLVM's optimisation of one function does not)")
-
-
-def _vector_stores(stmt: Stmt, bits: bool = False) -> int:
-    """Vector stores per run of `stmt` (a loop body), or with `bits` the bits they store; a
-    nested loop that is not unrolled counts as none (it is a loop of its own)."""
-    if isinstance(stmt, BufferStore):
-        dtype = stmt.value.dtype
-        return 0 if dtype.lanes == 1 else dtype.lanes * dtype.bits if bits else 1
-    if isinstance(stmt, For):
-        unrolled = stmt.kind == "unrolled" and isinstance(stmt.extent, IntImm)
-        return stmt.extent.value * _vector_stores(stmt.body, bits) if unrolled else 0
-    if isinstance(stmt, SeqStmt):
-        return sum(_vector_stores(s, bits) for s in stmt.seq)
-    if isinstance(stmt, IfThenElse):
-        return _vector_stores(stmt.then_case, bits) + (_vector_stores(stmt.else_case, bits) if stmt.else_case else 0)
-    if isinstance(stmt, (LetStmt, Allocate)):
-        return _vector_stores(stmt.body, bits)
-    return 0
 
 
 def _intrin_fingerprint(name: str) -> str:
@@ -314,7 +360,8 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
 
     check_static_bounds(lowered)
     host = jit.host_info()
-    pipeline = pipeline or pipeline_for(lowered.body)
+    prof = profile(lowered.body)
+    pipeline = pipeline or pipeline_for(prof)
     result = entry.codegen(lowered, symbol, api=api, bounds_check=bounds_check, triple=host.triple,
                              datalayout=jit.data_layout(), wrappers_optnone=pipeline == jit.SIMPLIFY)
     split_note = []
@@ -328,7 +375,7 @@ def _compile(lowered: PrimFunc, api: PrimFunc, symbol: str, bounds_check: bool, 
     info = {k: v for k, v in asdict(result).items() if k != "ir"}
     source = _pack_text(result.ir)
     notes = [str(n) for n in dict(lowered.attrs).get(LOWER_NOTES, ())]
-    more = pipeline_notes(lowered.body, pipeline) + split_note
+    more = pipeline_notes(prof, pipeline) + split_note
     if disk_key is not None:
         cache.disk_store(disk_key, obj, {"kind": "cpu-kernel", "info": info, "source": source, "pipeline": pipeline,
                                          "notes": notes, "pipeline_notes": more})

@@ -136,7 +136,7 @@ def codegen(lowered: PrimFunc, symbol: str, api: PrimFunc | None = None, bounds_
     for p_api, p in zip(api.params, lowered.params):
         if isinstance(p, Buffer):
             shape = [int(s.value) if isinstance(s, IntImm) else s.name if isinstance(s, Var) else expr_text(s)
-                     for s in p_api.shape]
+                     for s in p_api.shape]  # type: ignore[union-attr]
             # a buffer the user's code stores to is written even where lowering replaced those
             # stores by a library call that writes through a pointer (tdsl.intrinsics.blas)
             params.append(ParamInfo(p_api.name, "buffer", str(p.dtype), shape,
@@ -248,7 +248,7 @@ def _only_launches(stmt: Stmt) -> bool:
 
 
 def _emit_fast(m: _Module, api: PrimFunc, lowered: PrimFunc, params: list[ParamInfo], dims: list[Var],
-               descr_dtypes: list[str], raw: ir.Function) -> None:
+               descr_dtypes: list[str], raw: ir.Function) -> ir.Function:
     """The entry taking numpy arrays: validate cheaply, else return -1 for the slow path."""
     arg_tys = [PTR if isinstance(p, Buffer) else _scalar_abi(p.dtype) for p in lowered.params]
     fn = ir.Function(m.module, ir.FunctionType(I32, arg_tys), m.symbol)
@@ -283,13 +283,13 @@ def _emit_fast(m: _Module, api: PrimFunc, lowered: PrimFunc, params: list[ParamI
         require(b.icmp_unsigned("==", b.ptrtoint(field(obj, OB_TYPE, PTR), I64), nd_type))
         require(b.icmp_unsigned("==", b.ptrtoint(field(obj, ND_DESCR, PTR), I64),
                                 ctx(2 + descr_dtypes.index(info.dtype))))
-        require(b.icmp_signed("==", field(obj, ND_NDIM, I32), ir.Constant(I32, len(p_api.shape))))
+        require(b.icmp_signed("==", field(obj, ND_NDIM, I32), ir.Constant(I32, len(p_api.shape))))  # type: ignore[union-attr]
         flags = field(obj, ND_FLAGS, I32)
         need = NPY_C_CONTIGUOUS | NPY_ALIGNED | (NPY_WRITEABLE if info.written else 0)
         require(b.icmp_unsigned("==", b.and_(flags, ir.Constant(I32, need)), ir.Constant(I32, need)))
         dims_ptr = field(obj, ND_DIMS, PTR)
         count = ir.Constant(I64, 1)
-        for k, s in enumerate(p_api.shape):
+        for k, s in enumerate(p_api.shape):  # type: ignore[union-attr]
             d = b.load(_gep(b, dims_ptr, [ir.Constant(I64, k)], I64), typ=I64)
             count = b.mul(count, d)
             if isinstance(s, Var) and s.name not in bound:

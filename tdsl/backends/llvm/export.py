@@ -31,8 +31,8 @@ from ...ir import Buffer, Evaluate, IntImm, PrimFunc, Var
 from ...ir.outputs import read_before_written
 from ...script.printer import message_text
 from . import entry, jit, runtime
+from .abi import FORMAT, META_SYMBOL
 from .lltypes import F64, I8, I32, I64, PTR
-from .load import FORMAT, META_SYMBOL
 
 # the C entry's return codes besides 0 (success) and k > 0 (bounds check k failed: bounds_check=True)
 ERR_NOMEM, ERR_TOO_MANY = -2, -3
@@ -75,13 +75,13 @@ def export_kernel(kernel, path: str, name: str | None = None) -> str:
         if isinstance(p, Buffer) and p.strides:
             raise TargetError(f"parameter {p.name!r} of {func.name!r} has explicit strides; export takes "
                               f"row-major buffer parameters")
-    from .. import _lower
     from .compile import pipeline_for
+    from .lower_cpu import lower_for_llvm
 
     bounds_check = bool(kernel.options.get("bounds_check", False))
     target = getattr(kernel, "target", "cpu")
     machine = jit.machine_for(target)
-    lowered = _lower(func, target, bounds_check)
+    lowered = lower_for_llvm(func, target, bounds_check)
     from .bounds import check_static_bounds
 
     check_static_bounds(lowered)

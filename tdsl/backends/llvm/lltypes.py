@@ -14,6 +14,23 @@ I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType
 F32, F64, PTR = ir.FloatType(), ir.DoubleType(), ir.PointerType()
 
 
+class BFloatType(ir.Type):
+    """LLVM's `bfloat` (llvmlite has no class for it): the operand type of intrinsics such as
+    `llvm.x86.avx512bf16.dpbf16ps.512`, which take bfloat16 bits (bitcast from i16)."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, BFloatType)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
+
+
+BF16 = BFloatType()
+
+
 def lltype(dt: DataType) -> ir.Type:
     """The register type of a dtype."""
     if dt.code == "bool":

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from ...dtypes import DataType
 from ...errors import TargetError
 from ...tracebacks import public_entry
-
-FORMAT = 1                      # the metadata's format: export writes it, load reads only it
-META_SYMBOL = "tdsl_export_meta"
+from .abi import FORMAT, META_SYMBOL  # noqa: F401 (public here too)
 
 
 @dataclass

@@ -39,7 +39,7 @@ _ERFC_NR = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.2788
 class MathEmitter:
     """T.exp, T.tanh, T.erf, T.sigmoid, ... of the emitter (see the module docstring)."""
 
-    if TYPE_CHECKING:  # provided by the emitter (codegen._Emitter)
+    if TYPE_CHECKING:  # provided by the emitter's other parts (codegen._Emitter)
         b: ir.IRBuilder
         m: Any
 

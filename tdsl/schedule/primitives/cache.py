@@ -275,7 +275,7 @@ def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str)
                               keep_order=True)
     new_realize = dataclasses.replace(realize, block=new_block)
     func2 = replace_at(func, path, realize, new_realize)
-    top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
+    top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)  # type: ignore[arg-type]
     _, tpath2 = located(func2, top2)
     return insert_beside(func2, tpath2, top2, nest, after=False)
 
@@ -334,7 +334,7 @@ def cache_write(func: PrimFunc, block: str, buffer, scope: str,
     nest = copy_nest(func, name, cache, buf, bounds, ranges)
     new_realize = dataclasses.replace(realize, block=refresh_block(replace_buffers(b, {buf: cache}), keep_order=True))
     func2 = replace_at(func, path, realize, new_realize)
-    top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)
+    top2 = new_realize if top is realize else find_path_to(func2, new_realize, top)  # type: ignore[arg-type]
     _, tpath2 = located(func2, top2)
     func3 = insert_beside(func2, tpath2, top2, nest, after=True)
     for reader in readers:

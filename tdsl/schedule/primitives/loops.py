@@ -138,7 +138,7 @@ def _infer_factors(func: PrimFunc, loop: For, factors: list[PrimExpr | None],
 
 
 def _infer_const(func: PrimFunc, loop: For, factors: list) -> tuple[list[PrimExpr], bool]:
-    var, extent = loop.loop_var, loop.extent.value
+    var, extent = loop.loop_var, loop.extent.value  # type: ignore[attr-defined]
     known = [f.value for f in factors if f is not None]
     rest = math.prod(known)
     if len(known) < len(factors):

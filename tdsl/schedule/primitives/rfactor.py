@@ -165,7 +165,7 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _Rfactor
                              f"{ndim}-d buffer {red.buffer.name}", loops=(loop_var,),
                              rule=f"factor_axis is a position in the rfactor buffer: -{ndim + 1} .. {ndim}")
     axis = factor_axis if factor_axis >= 0 else factor_axis + ndim + 1
-    return _RfactorPlan(loop, realize, bpath, red, own, roles, axis, wb_predicate, wb_guard)
+    return _RfactorPlan(loop, realize, bpath, red, own, roles, axis, wb_predicate, wb_guard)  # type: ignore[arg-type]
 
 
 _ENUMERATE_LIMIT = 1 << 20

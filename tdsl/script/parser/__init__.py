@@ -134,7 +134,7 @@ def parse_function_or_error(fn, scope: dict[str, Any] | None = None) -> PrimFunc
     from .. import T as T_module
 
     closure.setdefault("T", T_module)
-    return _run(fn_node, src, closure)
+    return _run(fn_node, src, closure)  # type: ignore[arg-type]
 
 
 __all__ = ["Parser", "parse", "parse_function", "parse_function_or_error"]

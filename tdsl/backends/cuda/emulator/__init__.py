@@ -22,11 +22,8 @@ def build_emulated(func, plan, source: str, vector_params, options: dict, cubin=
     from .kernel import EmulatedKernel
     from .translate import translate
 
-    find_compiler()
-    unit, kernels = translate(source)
+    kernel = EmulatedKernel.compile(func, plan, source, vector_params, options, cubin=cubin, arch=arch)
     use_cache = options.get("use_cache", True)
-    lib = load(unit, use_cache=use_cache)
-    kernel = EmulatedKernel(func, plan, source, vector_params, unit, kernels, lib, options, cubin=cubin, arch=arch)
     checked_source = checked_variant(checked_plan) if checked_plan is not None else None
     if checked_source is not None:
         checked_unit, checked_kernels = translate(checked_source)

@@ -24,7 +24,7 @@ from ....tracebacks import public_entry
 from .. import host_steps
 from ..kernel import CudaKernel, _Arg, evaluate, output_shape, scalar_ctype, torch_outputs
 from ..lower_gpu import MAX_BLOCK_DIM, MAX_GRID_DIM
-from .translate import EmuKernel
+from .translate import EmuKernel, translate
 
 CHECKED_SUFFIX = "_checked"   # the checked variant's kernel names (see emulator.checked_variant)
 
@@ -274,11 +274,19 @@ class EmulatedKernel(CudaKernel):
     def with_source(self, source: str) -> EmulatedKernel:
         """The same launches running `source` (e.g. hand-edited CUDA text) instead of
         `self.source`; kernel names and parameters must stay as they are."""
-        from . import build_emulated
-
         opts = dict(self.options)
         opts["thread_orders"] = self.thread_orders
-        return build_emulated(self.func, self.plan, source, self._vector_params, opts)
+        return EmulatedKernel.compile(self.func, self.plan, source, self._vector_params, opts)
+
+    @classmethod
+    def compile(cls, func, plan, source: str, vector_params, options: dict, cubin=None, arch=None) -> EmulatedKernel:
+        """`source` translated for the emulator, compiled with the host C++ compiler and loaded."""
+        from .compiler import find_compiler, load
+
+        find_compiler()
+        unit, kernels = translate(source)
+        lib = load(unit, use_cache=options.get("use_cache", True))
+        return cls(func, plan, source, vector_params, unit, kernels, lib, options, cubin=cubin, arch=arch)
 
     def _count_shared(self, kernel: str) -> None:
         """Keep the bank-conflict counters of `kernel`'s run just done (see `stats`)."""

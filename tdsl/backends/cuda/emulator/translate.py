@@ -5,7 +5,7 @@ every access be bounds-checked (the header cuda_emu.h defines what they become):
 
 * in each ``__global__`` signature, ``const T* __restrict__ name`` -> ``tdsl_emu::gptr<const T> name``
   (a pointer that knows its buffer's extent and name);
-* ``__shared__ __align__(16) T name[N];`` -> ``TDSL_EMU_SHARED(T, name, N);`` (one array per block);
+* ``__shared__ __align__(16) T name[N];`` (or 128 .. 1024, for TMA and wgmma tiles) -> ``TDSL_EMU_SHARED(T, name, N);`` (one array per block);
 * ``__align__(16) T name[N];`` -> ``TDSL_EMU_LOCAL(T, name, N);`` (one array per thread).
 
 After the source comes one launcher per kernel, ``tdsl_emu_run_<kernel>``, that the Python
@@ -21,7 +21,7 @@ from ....errors import TargetError
 _SIGNATURE = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\((.*)\) \{$')
 _POINTER = re.compile(r"^(const )?(.+?)\* __restrict__ (\w+)$")
 _SCALAR = re.compile(r"^(.+) (\w+)$")
-_SHARED = re.compile(r"^(\s*)__shared__ __align__\(16\) (.+?) (\w+)\[(\d+)\];$")
+_SHARED = re.compile(r"^(\s*)__shared__ __align__\((?:16|128|256|512|1024)\) (.+?) (\w+)\[(\d+)\];$")
 _LOCAL = re.compile(r"^(\s*)__align__\(16\) (.+?) (\w+)\[(\d+)\];$")
 _SIZES = {"bool": 1, "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "half": 2,
           "nv_bfloat16": 2, "int": 4, "unsigned int": 4, "float": 4, "long long": 8, "unsigned long long": 8,

@@ -56,7 +56,7 @@ namespace tdsl_emu {
 
 struct Abort {};  // thrown inside a thread on an error; caught at the fiber's entry
 
-enum ThreadState { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3 };
+enum ThreadState { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3, AT_MBARRIER = 4 };
 
 struct Thread {
   ucontext_t ctx;
@@ -340,6 +340,11 @@ inline void warp_divergence(State& s, int base) {
        base / 32);
 }
 
+// Hopper's mbarrier waits and asynchronous copies (defined in sm90.h)
+inline bool mbarrier_wake(State& s);
+[[noreturn]] inline void mbarrier_deadlock(State& s);
+inline bool any_mbarrier_waiter(State& s);
+
 inline void run_block_fibers(State& s, const int* order) {
   int n = s.nthreads;
   for (int i = 0; i < n; ++i) {
@@ -367,6 +372,7 @@ inline void run_block_fibers(State& s, const int* order) {
       }
     }
     if (ran) continue;
+    if (mbarrier_wake(s)) continue;
     int done = 0, barrier = 0, warp = 0, line = -1;
     for (int i = 0; i < n; ++i) {
       int st = s.threads[i].state;
@@ -375,6 +381,7 @@ inline void run_block_fibers(State& s, const int* order) {
       warp += st == AT_WARP;
     }
     if (done == n) return;
+    if (any_mbarrier_waiter(s)) mbarrier_deadlock(s);
     if (warp) {
       for (int i = 0; i < n; ++i)
         if (s.threads[i].state == AT_WARP) warp_divergence(s, s.threads[i].linear & ~31);
@@ -688,6 +695,8 @@ inline nv_bfloat16 __hmin_nan(nv_bfloat16 a, nv_bfloat16 b) {
 }
 inline half hexp(half a) { return half(expf((float)a)); }
 inline half hsqrt(half a) { return half(sqrtf((float)a)); }
+
+#include "sm90.h"  // Hopper: mbarrier, TMA, wgmma as the PTX ISA defines them
 
 // ------------------------------------------------------------------------ atomics (threads switch only at
 // barriers and collectives, so a read-modify-write is atomic here)

@@ -1,0 +1,255 @@
+# mypy: disable-error-code="arg-type,operator"
+"""CPU tiling of low-precision GEMMs onto the register micro-kernels of `tdsl.intrinsics.x86_lowp`:
+u8 x s8 -> s32 (`C[i, j] += int32(A[i, k]) * int32(B[k, j])`, A uint8, B int8, C int32),
+bf16 -> fp32 and fp16 -> fp32 (`C[i, j] += float32(A[i, k]) * float32(B[k, j])`, A and B
+bfloat16 or float16).
+
+The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
+
+* B is packed by `cache_read` + `transform_layout` into NR-wide column panels with G consecutive
+  k interleaved (G = 4 bytes for int8, 2 bfloat16: one 32-bit lane of vpdpbusd / vdpbf16ps):
+  `B_global[j // NR, k // G, j % NR, k % G]` (fp16: `B_global[j // NR, k, j % NR]`, converted to
+  fp32 by the micro-kernel as it loads a row), a parallel copy in the packed order;
+* loops, outer to inner: the other spatial loops (batch, output rows of a conv2d), `io` (MC rows
+  of C per parallel task), the other reductions (filter taps), `jc` (NC columns), `k0` (KC
+  steps), `j0` (NR panels), `i0` (MR rows), then the MR x NR x KC micro-kernel, tensorized with
+  `x86.<isa>.u8s8s32_<MR>x<NR>x<KC>` or `x86.avx512bf16.bf16f32_<MR>x<NR>x<KC>`; A is read in
+  place (its rows are contiguous along k; the kernel broadcasts G of its elements at a time), so
+  a conv2d qualifies in NHWC with HWIO filters (`Y[b, y, x, f] += X[b, y + r, x + s, c] *
+  W[r, s, c, f]`: i = x, j = f, k = c);
+* when KC is all of k (the packed KC x NR sliver fits 3/4 of L1) and there is no other
+  reduction, the tile spans the whole reduction and the `_init` micro-kernel computes C = A @ B,
+  writing C once; otherwise the init is split off (`decompose_reduction`, vectorized);
+* the outer spatial loops and `io` fused and parallel; an intermediate accumulator's one
+  elementwise reader (a requantize epilogue) computed per parallel block right after its rows
+  (`reverse_compute_at`), where that is legal.
+
+The ISA follows the target's CPU features (`Hardware.features`, i.e. `tdsl.target.cpu_features`):
+int8 on AVX512-VNNI, else AVX-VNNI, else the exact AVX2 vpmaddwd kernel, which leaves a note in
+`kernel.notes` saying that the CPU lacks the dot-product unit; bf16 on AVX512-BF16's vdpbf16ps,
+with the FMA kernel fed by conversions to fp32 as the next sketch (and the only one on CPUs
+without AVX512-BF16); fp16 on that converting FMA kernel (AVX-512F, else AVX2 + F16C). The sampled choices are the micro tile (one sketch each),
+MC / MR and NC / NR.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...intrinsics import x86_lowp
+from ...ir import Binary, Cast, Var, free_vars
+from ...ir.attrs import LOWER_NOTE
+from ...schedule import Schedule
+from ..analysis import MatmulRoles, block_info, consumers, matmul_roles
+from .base import Rule
+from .cpu_loops import _extent_of, attempt
+from .matmul_cpu import MicroTile, _lambda, nc_candidates
+
+TASKS_PER_CORE = 8
+FALLBACK_NOTE = ("int8 GEMM block {block!r}: the target CPU has no AVX512-VNNI or AVX-VNNI dot-product unit "
+                 "(vpdpbusd); it runs on the exact AVX2 kernel {intrin} (vpmaddwd on int16), about a third of "
+                 "VNNI's speed")
+
+
+@dataclass(frozen=True)
+class LowpGemm:
+    """One kind of low-precision GEMM: operand and accumulator dtypes, and per micro-kernel ISA
+    the k group G that the packing interleaves (4 bytes or 2 bfloat16 per 32-bit lane of
+    vpdpbusd / vdpbf16ps; 1: plain NR-wide panels for the kernels that convert to fp32)."""
+
+    a: str
+    b: str
+    c: str
+
+    def isas(self, features) -> list[str]:
+        """The micro-kernel ISAs for a CPU with `features`, the default first."""
+        if self.c == "int32":
+            return [isa for isa in [x86_lowp.int8_isa(features)] if isa]
+        convert = [isa for isa in [x86_lowp.fp16_isa(features, self.a)] if isa]
+        if self.a == "bfloat16" and all(f in features for f in x86_lowp.BF16_FEATURES):
+            return ["avx512bf16"] + convert    # vdpbf16ps, and converting to fp32 as an alternative
+        return convert
+
+    def group(self, isa: str) -> int:
+        return 4 if self.c == "int32" else 2 if isa == "avx512bf16" else 1
+
+    def lanes(self, isa: str) -> int:
+        if self.c == "int32":
+            return x86_lowp.INT8_ISAS[isa][0]
+        return 16 if isa == "avx512bf16" else x86_lowp.FP16_ISAS[isa][0]
+
+    def k_step(self, isa: str) -> int:
+        """What KC must be a multiple of."""
+        return self.group(isa) if self.group(isa) > 1 else self.lanes(isa)
+
+    def accumulators(self, isa: str) -> int:
+        """Vector registers the MR x NR tile of C may take (AVX2's int8 kernel keeps 2 per vector)."""
+        return 16 if self.lanes(isa) == 16 else 6 if (isa == "avx2" and self.c == "int32") else 12
+
+    def intrinsic(self, isa: str, tile: MicroTile, init: bool = False) -> str:
+        if self.c == "int32":
+            return x86_lowp.register_int8(isa, tile.mr, tile.nr, tile.kc, init)
+        if isa == "avx512bf16":
+            return x86_lowp.register_bf16(tile.mr, tile.nr, tile.kc, init)
+        return x86_lowp.register_fp16(isa, tile.mr, tile.nr, tile.kc, init, self.a)
+
+
+INT8 = LowpGemm("uint8", "int8", "int32")
+BF16 = LowpGemm("bfloat16", "bfloat16", "float32")
+FP16 = LowpGemm("float16", "float16", "float32")
+
+
+def lowp_kind(roles: MatmulRoles, info) -> LowpGemm | None:
+    """The low-precision GEMM the block computes (A and B cast to C's dtype), or None."""
+    value = info.store.value
+    prod = value.b if isinstance(value.b, Binary) and value.b.op == "mul" else value.a
+    if not (isinstance(prod, Binary) and prod.op == "mul"):
+        return None
+    for kind in (INT8, BF16, FP16):
+        if (str(roles.a.dtype), str(roles.b.dtype), str(roles.c.dtype)) == (kind.a, kind.b, kind.c) and all(
+                isinstance(x, Cast) and str(x.dtype) == kind.c for x in (prod.a, prod.b)):
+            return kind
+    return None
+
+
+def lowp_tiles(m: int, n: int, k: int, kind: LowpGemm, isa: str, l1: int) -> list[MicroTile]:
+    """The micro tiles worth a sketch for an m x n x k GEMM of `kind` on `isa`, the default first:
+    NR of 2, 4, 1 or 3 vectors, MR giving 16 zmm (12 ymm, 6 for AVX2's doubled) accumulators,
+    KC the largest divisor of k whose packed KC x NR sliver fits half of L1."""
+    lanes = kind.lanes(isa)
+    g, step = kind.group(isa), kind.k_step(isa)
+    if k % step:
+        return []
+    out = []
+    for vectors in (2, 4, 1, 3):
+        nr = vectors * lanes
+        if n % nr:
+            continue
+        mr = next((r for r in range(max(1, kind.accumulators(isa) // vectors), 0, -1) if m % r == 0), 1)
+        # a KC x NR sliver of packed B takes KC * NR * 4 / G bytes: all of k when that fits 3/4 of
+        # L1 (the tile then spans the reduction and writes C once), else at most half of L1
+        sliver = nr * 4 // g
+        kc = k if k * sliver <= l1 * 3 // 4 else \
+            max(d for d in range(step, k + 1, step) if k % d == 0 and (d * sliver <= l1 // 2 or d == step))
+        out.append(MicroTile(mr, nr, kc))
+    return out
+
+
+def int8_tiles(m: int, n: int, k: int, isa: str, l1: int) -> list[MicroTile]:
+    """`lowp_tiles` of a u8 x s8 -> s32 GEMM."""
+    return lowp_tiles(m, n, k, INT8, isa, l1)
+
+
+def mc_candidates(m: int, mr: int, cores: int, outer: int = 1) -> tuple[list[int], int]:
+    """(MC / MR counts, the default's index): the default, with the `outer` parallel iterations
+    of the other spatial loops, gives >= 8 tasks per core."""
+    counts = [d // mr for d in range(mr, m + 1, mr) if m % d == 0]
+    tasks = [c for c in counts if outer * (m // (c * mr)) >= TASKS_PER_CORE * cores] or counts[:1]
+    return counts, counts.index(max(tasks))
+
+
+class MatmulLowpCPU(Rule):
+    """GotoBLAS tiling of a u8 x s8 -> s32 or bf16 -> fp32 GEMM onto its micro-kernel (module
+    docstring)."""
+
+    name = "multi-level-tiling-cpu-lowp"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        if self.hw.kind != "cpu":
+            return []
+        info = block_info(sch.func, block)
+        roles = matmul_roles(info, ("int32", "float32"))
+        if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
+            return []
+        kind = lowp_kind(roles, info)
+        if kind is None or not _kernel_layout(roles, info.iters):
+            return []
+        return [lambda s, t=t, isa=isa: self._tile(s, block, roles, kind, isa, t)
+                for isa in kind.isas(self.hw.features)
+                for t in lowp_tiles(roles.i.extent, roles.j.extent, roles.k.extent, kind, isa, self.hw.l1)]
+
+    def _tile(self, s: Schedule, block: str, roles: MatmulRoles, kind: LowpGemm, isa: str, tile: MicroTile) -> None:
+        mr, nr, kc, g = tile.mr, tile.nr, tile.kc, kind.group(isa)
+        m, n = roles.i.extent, roles.j.extent
+        c = s.get_block(block)
+        b_name = roles.b.name
+        info0 = block_info(s.func, block)
+        readers = None if roles.c in info0.params else [
+            r for r in consumers(s.func, block) if block_info(s.func, r).is_spatial]
+        pack_b = s.cache_read(c, b_name, "global")
+        params = [f"v{d}" for d in range(len(roles.b_indices))]
+        lead, kk, jj = params[:-2], params[-2], params[-1]
+        grouped = [f"{kk} // {g}", f"{jj} % {nr}", f"{kk} % {g}"] if g > 1 else [kk, f"{jj} % {nr}"]
+        s.transform_layout(pack_b, f"{b_name}_global", _lambda(params, lead + [f"{jj} // {nr}"] + grouped))
+        # the copy in the packed order (contiguous writes), parallel over panels
+        *plead, pk, pj = s.get_loops(pack_b)
+        pjo, pji = s.split(pj, [None, nr])
+        if g > 1:
+            pko, pki = s.split(pk, [None, g])
+            s.reorder(pjo, pko, pji, pki)
+        else:
+            pko = pk
+            s.reorder(pjo, pko, pji)
+            s.vectorize(pji)
+        s.parallel(s.fuse(*plead, pjo, pko))
+        handles = s.get_loops(c)
+        info = block_info(s.func, block)
+        by_var = {id(h.var): h for h in handles}
+        loop_of = {id(it.var): by_var[id(it.loop)] for it in info.iters}
+        by_loop = {id(it.loop): it for it in info.iters}
+        li, lj, lk = loop_of[id(roles.i.var)], loop_of[id(roles.j.var)], loop_of[id(roles.k.var)]
+        kinds = [by_loop[id(h.var)].kind for h in handles]
+        others_s = [h for h, kd in zip(handles, kinds) if kd == "S" and h not in (li, lj)]
+        others_r = [h for h, kd in zip(handles, kinds) if kd == "R" and h is not lk]
+        outer_tasks = 1
+        for h in others_s:
+            outer_tasks *= _extent_of(s.func, h.var) or 1
+        nc_counts, nc_default = nc_candidates(n, nr)
+        nc = nr * int(self.choose(s, nc_counts, nc_default))
+        mc_counts, mc_default = mc_candidates(m, mr, self.hw.cores, outer_tasks)
+        mc_over_mr = self.choose(s, mc_counts, mc_default)
+        io, i0, i1 = s.split(li, [None, mc_over_mr, mr])
+        jc, j0, j1 = s.split(lj, [None, nc // nr, nr])
+        whole = kc == roles.k.extent and not others_r   # the tile spans the reduction: C = A @ B
+        if whole:
+            s.reorder(*others_s, io, jc, j0, i0, i1, j1, lk)
+        else:
+            k0, k1 = s.split(lk, [None, kc])
+            s.reorder(*others_s, io, *others_r, jc, k0, j0, i0, i1, j1, k1)
+        s.parallel(s.fuse(*others_s, io) if others_s else io)
+        if not whole:
+            init = s.decompose_reduction(c, (others_r + [k0])[0])
+            s.vectorize(s.get_loops(init)[-1])
+        name = kind.intrinsic(isa, tile, init=whole)
+        tile_block = s.blockize(i1)
+        s.tensorize(tile_block, name)
+        if isa == "avx2":
+            s.annotate(tile_block, LOWER_NOTE, FALLBACK_NOTE.format(block=block, intrin=name))
+        if readers is not None and len(readers) == 1:
+            attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block))
+
+
+def _epilogue_at(s: Schedule, reader: str, tile_block) -> None:
+    """The one elementwise reader of an intermediate accumulator (a requantize epilogue) computed
+    per parallel block of rows, right after them: the int32 block stays in cache (and the
+    accumulator shrinks to one block per task)."""
+    epilogue = s.get_block(reader)
+    s.reverse_compute_at(epilogue, s.get_loops(tile_block)[0])
+    s.vectorize(s.get_loops(epilogue)[-1])
+
+
+def _kernel_layout(roles: MatmulRoles, iters) -> bool:
+    """The operands index the way the micro-kernel reads them in place (B is packed): A's last
+    index is k and another holds i, B's last two are (k, j), C's last is j and another holds i
+    (a GEMM; conv2d in NHWC with HWIO filters: i = output column, j = filter, k = channel), and
+    the block declares i before j before k (as `T.axis.remap` lists them)."""
+    a, b, c = roles.a_indices, roles.b_indices, roles.c_indices
+    i = roles.i.var
+    order = [it.var for it in iters]
+    if not order.index(i) < order.index(roles.j.var) < order.index(roles.k.var):
+        return False   # the micro-kernel's description declares its iterators i, j, k in this order
+    return (a[-1] is roles.k.var and any(i in free_vars(e) for e in a[:-1])
+            and len(b) >= 2 and all(isinstance(e, Var) for e in b) and b[-2] is roles.k.var and b[-1] is roles.j.var
+            and c[-1] is roles.j.var and any(e is i for e in c[:-1]))
+
+
+__all__ = ["BF16", "FP16", "INT8", "LowpGemm", "MatmulLowpCPU", "int8_tiles", "lowp_tiles"]

@@ -1,0 +1,158 @@
+"""TVM's mbarrier builtins and tdsl's TMA load (Hopper, sm_90a).
+
+``T.ptx_init_barrier_thread_count(bars[i], count)``, ``T.ptx_arrive_barrier(bars[i])``,
+``T.ptx_arrive_barrier_expect_tx(bars[i], bytes)``, ``T.ptx_wait_barrier(bars[i], parity)``
+(TVM names its barriers by an id into one ``barrier_array``; tdsl by an element of a shared
+"uint64" buffer), ``T.ptx_fence_proxy_async()`` and
+``T.ptx_tma_load(A_sh[s, 0, 0], A[y, x], tensor_map[0], bars[s])``: the box of A at (y, x), as big
+as A_sh's last two axes, into A_sh[s] by TMA, completing on bars[s];
+``T.ptx_wgmma(acc[tx, 0], A_sh[s, 0, 16 * j], B_sh[s, 0, 16 * j], 32, tx)`` with
+``T.ptx_wgmma_fence()``, ``T.ptx_wgmma_commit_group()``, ``T.ptx_wgmma_wait_group(0)``."""
+from __future__ import annotations
+
+import ast
+
+from ... import dtypes as _dt
+from ...ir.buffer import Buffer
+from ...ir.expr import BufferLoad, Call, IntImm, PrimExpr
+from ...ir.opaque_calls import (
+    FENCE_PROXY_ASYNC,
+    MBARRIER_ARRIVE,
+    MBARRIER_ARRIVE_EXPECT_TX,
+    MBARRIER_INIT,
+    MBARRIER_WAIT,
+    TMA_LOAD,
+    WGMMA,
+    WGMMA_COMMIT_GROUP,
+    WGMMA_FENCE,
+    WGMMA_WAIT_GROUP,
+)
+from .expressions import ExpressionParser
+from .frames import _describe
+
+
+class MbarrierCallParser(ExpressionParser):
+    def _barrier(self, node: ast.Call, arg: ast.expr, what: str) -> BufferLoad:
+        bar = self.eval_expr(arg)
+        if not (isinstance(bar, BufferLoad) and isinstance(bar.buffer, Buffer) and bar.buffer.scope == "shared"
+                and bar.buffer.dtype == _dt.DataType.parse("uint64")):
+            raise self.error(arg, f"the barrier of T.{what} is an element of a shared uint64 buffer, got "
+                                  f"{_describe(bar)}",
+                             'e.g. bars = T.alloc_buffer((2,), "uint64", scope="shared"); then bars[0]')
+        return bar
+
+    def _args(self, node: ast.Call, what: str, names: tuple[str, ...]) -> list[ast.expr]:
+        if node.keywords or len(node.args) != len(names):
+            raise self.error(node, f"T.{what} takes ({', '.join(names)})")
+        return list(node.args)
+
+    def call_ptx_init_barrier_thread_count(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_init_barrier_thread_count(bars[i], count): mbarrier.init, `count` arrivals a phase."""
+        bar_node, count = self._args(node, MBARRIER_INIT, ("bars[i]", "thread_count"))
+        bar = self._barrier(node, bar_node, MBARRIER_INIT)
+        return Call(_dt.int32, MBARRIER_INIT, (bar, self.to_index(self.eval_expr(count), count)), span=self.span(node))
+
+    def call_ptx_arrive_barrier(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_arrive_barrier(bars[i]): mbarrier.arrive."""
+        (bar_node,) = self._args(node, MBARRIER_ARRIVE, ("bars[i]",))
+        return Call(_dt.int32, MBARRIER_ARRIVE, (self._barrier(node, bar_node, MBARRIER_ARRIVE),), span=self.span(node))
+
+    def call_ptx_arrive_barrier_expect_tx(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_arrive_barrier_expect_tx(bars[i], bytes): mbarrier.arrive.expect_tx."""
+        bar_node, nbytes = self._args(node, MBARRIER_ARRIVE_EXPECT_TX, ("bars[i]", "byte_count"))
+        bar = self._barrier(node, bar_node, MBARRIER_ARRIVE_EXPECT_TX)
+        return Call(_dt.int32, MBARRIER_ARRIVE_EXPECT_TX, (bar, self.to_index(self.eval_expr(nbytes), nbytes)),
+                    span=self.span(node))
+
+    def call_ptx_wait_barrier(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_wait_barrier(bars[i], parity=0): wait until the barrier's phase of that parity completes
+        (mbarrier.try_wait.parity; TVM's form has no parity and waits on phase 0)."""
+        if node.keywords or len(node.args) not in (1, 2):
+            raise self.error(node, "T.ptx_wait_barrier takes (bars[i]) or (bars[i], parity)")
+        bar = self._barrier(node, node.args[0], MBARRIER_WAIT)
+        parity = self.to_index(self.eval_expr(node.args[1]), node.args[1]) if len(node.args) == 2 else IntImm(0, _dt.int32)
+        return Call(_dt.int32, MBARRIER_WAIT, (bar, parity), span=self.span(node))
+
+    def call_ptx_fence_proxy_async(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_fence_proxy_async(): fence.proxy.async (generic-proxy writes visible to TMA / wgmma)."""
+        self._args(node, FENCE_PROXY_ASYNC, ())
+        return Call(_dt.int32, FENCE_PROXY_ASYNC, (), span=self.span(node))
+
+    def call_ptx_tma_load(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_tma_load(dst, src, tensor_map, bars[i][, *coords]): TMA of src's box (coords: src's indices)."""
+        if node.keywords or len(node.args) < 4:
+            raise self.error(node, "T.ptx_tma_load takes (A_shared[s, 0, 0], A[y, x], tensor_map[0], bars[s])")
+        dst, src, tmap = (self.eval_expr(a) for a in node.args[:3])
+        bar = self._barrier(node, node.args[3], TMA_LOAD)
+        for what, value, arg, scope in (("destination", dst, node.args[0], "shared"),
+                                        ("source", src, node.args[1], "global")):
+            if not isinstance(value, BufferLoad) or value.dtype.lanes != 1 or value.buffer.scope != scope:
+                raise self.error(arg, f"the {what} of T.ptx_tma_load is one element of a {scope} buffer, got "
+                                      f"{_describe(value)}", "e.g. T.ptx_tma_load(A_sh[s, 0, 0], A[y, x], tmap[0], bars[s])")
+        if not isinstance(tmap, BufferLoad) or tmap.buffer.dtype != _dt.DataType.parse("uint8"):
+            raise self.error(node.args[2], f"the tensor map of T.ptx_tma_load is element 0 of a uint8 buffer of 128 "
+                                           f"bytes, got {_describe(tmap)}")
+        rank = len(src.buffer.shape)
+        if not 1 <= rank <= 5 or len(dst.buffer.shape) < rank:
+            raise self.error(node, f"T.ptx_tma_load copies a box of 1 to 5 axes into the last axes of the destination; "
+                                   f"{src.buffer.name} has {rank}, {dst.buffer.name} {len(dst.buffer.shape)}")
+        if dst.buffer.dtype != src.buffer.dtype:
+            raise self.error(node, f"T.ptx_tma_load copies between buffers of one dtype; {dst.buffer.name} is "
+                                   f"{dst.buffer.dtype}, {src.buffer.name} is {src.buffer.dtype}")
+        coords = [self.to_index(self.eval_expr(a), a) for a in node.args[4:]] or list(src.indices)
+        if len(coords) != rank:
+            raise self.error(node, f"T.ptx_tma_load takes {rank} coordinates of {src.buffer.name}, got {len(coords)}")
+        return Call(_dt.int32, TMA_LOAD, (dst, src, tmap, bar, *coords), span=self.span(node))
+
+    def call_ptx_wgmma(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma m64nNk16 (tdsl.ir.opaque_calls)."""
+        if node.keywords or len(node.args) not in (5, 6):
+            raise self.error(node, "T.ptx_wgmma takes (acc[tx, 0], A_shared[s, 0, k], B_shared[s, 0, k], n, lane)")
+        d, a, b = (self.eval_expr(x) for x in node.args[:3])
+        n = self.eval_expr(node.args[3])
+        n = n.value if isinstance(n, IntImm) else n
+        if isinstance(n, bool) or not isinstance(n, int) or n % 8 or not 8 <= n <= 256:
+            raise self.error(node.args[3], f"wgmma m64nNk16 takes N a multiple of 8 in [8, 256], got {_describe(n)}")
+        if not (isinstance(d, BufferLoad) and d.buffer.scope == "local" and d.buffer.dtype == _dt.float32):
+            raise self.error(node.args[0], f"the accumulator of T.ptx_wgmma is an element of a local float32 buffer "
+                                           f"(the thread's {n // 2} elements from it on), got {_describe(d)}")
+        for what, op, arg, rows in (("A", a, node.args[1], 64), ("B", b, node.args[2], n)):
+            if not (isinstance(op, BufferLoad) and op.buffer.scope == "shared" and len(op.buffer.shape) >= 2
+                    and op.buffer.dtype in (_dt.float16, _dt.DataType.parse("bfloat16"))):
+                raise self.error(arg, f"{what} of T.ptx_wgmma is an element of a shared float16/bfloat16 tile, got "
+                                      f"{_describe(op)}")
+            span = op.buffer.shape[-1]
+            row_bytes = span.value * 2 if isinstance(span, IntImm) else None
+            if row_bytes not in (32, 64, 128):
+                raise self.error(arg, f"{what} of T.ptx_wgmma: the rows of {op.buffer.name} are {row_bytes} bytes; "
+                                      "wgmma reads K-major tiles whose rows are a swizzle span (32, 64 or 128 bytes: "
+                                      "16, 32 or 64 halves), loaded by TMA with that swizzle")
+            height = op.buffer.shape[-2]
+            if isinstance(height, IntImm) and height.value < rows:
+                raise self.error(arg, f"{what} of T.ptx_wgmma needs {rows} rows, {op.buffer.name} has {height.value}")
+        if a.buffer.dtype != b.buffer.dtype or a.buffer.shape[-1].value != b.buffer.shape[-1].value:
+            raise self.error(node, f"T.ptx_wgmma: A ({a.buffer.name}) and B ({b.buffer.name}) have one dtype and one "
+                                   "row length (swizzle)")
+        lane = self.to_index(self.eval_expr(node.args[4]), node.args[4])
+        span = a.buffer.shape[-1].value * 2   # (the printed form repeats it as a sixth argument)
+        return Call(_dt.int32, WGMMA, (d, a, b, IntImm(n, _dt.int32), lane, IntImm(span, _dt.int32)),
+                    span=self.span(node))
+
+    def call_ptx_wgmma_fence(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_wgmma_fence(): wgmma.fence (before the first wgmma touching the accumulators)."""
+        self._args(node, WGMMA_FENCE, ())
+        return Call(_dt.int32, WGMMA_FENCE, (), span=self.span(node))
+
+    def call_ptx_wgmma_commit_group(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_wgmma_commit_group(): the wgmmas issued so far form a group."""
+        self._args(node, WGMMA_COMMIT_GROUP, ())
+        return Call(_dt.int32, WGMMA_COMMIT_GROUP, (), span=self.span(node))
+
+    def call_ptx_wgmma_wait_group(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_wgmma_wait_group(n): wait until at most n wgmma groups are pending."""
+        (n_node,) = self._args(node, WGMMA_WAIT_GROUP, ("n",))
+        n = self.eval_expr(n_node)
+        n = n.value if isinstance(n, IntImm) else n
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise self.error(n_node, f"T.ptx_wgmma_wait_group takes one constant count >= 0, got {_describe(n)}")
+        return Call(_dt.int32, WGMMA_WAIT_GROUP, (IntImm(n, _dt.int32),), span=self.span(node))
