@@ -16,8 +16,10 @@ name                                description                                 
 ``mma_f16f16f32_trans``             ``C[i, j] += f32(A[i, k]) * f32(B[j, k])``   2 x mma.m16n8k16
 ``mma_bf16bf16f32[_trans]``         the same for bfloat16                        2 x mma.m16n8k16.bf16
 ``mma_i8i8i32_trans``               ``C[i, j] += i32(A[i, k]) * i32(B[j, k])``   2 x mma.m16n8k32.s8
+``mma_ldmatrix_u8_{a,b_trans}``     the same for uint8 (tdsl's names: TVM has no u8 mma)
+``mma_u8u8i32_trans``               the same for uint8                           2 x mma.m16n8k32.u8
 ``mma_fill_16x16_{f32,i32}``        ``C[i, j] = 0``
-``mma_store_16x16_{f32,i32}_{global,shared}_`` ``D[i, j] = C[i, j]``             per-lane st (8 B)
+``mma_store_16x16_{f32,i32}_{global,shared}_`` ``D[i, j] = C[i, j]``             per-lane st.v2 (8 B)
 ==================================  ===========================================  =======================
 
 (``mma_f16f16f32_trans_b`` is also accepted for ``mma_f16f16f32_trans``, as newer TVM spells it.)
@@ -40,6 +42,16 @@ from __future__ import annotations
 from ..ir import PrimFunc
 from .registry import TensorIntrin
 
+# TVM's schedules keep mma fragments in scope "warp", each 16 x 16 tile a (32, 8) buffer laid
+# out by transform_layout with shared_16x16_to_ldmatrix_32x8_layout and lowered by LowerWarpMemory;
+# tdsl keeps fragments in their logical shape and places each lane's elements itself.
+WARP_SCOPE_REFUSAL = (
+    "scope 'warp' (TVM's per-warp mma fragments: a (32, 8) buffer per 16 x 16 tile, laid out by "
+    "transform_layout with shared_16x16_to_ldmatrix_32x8_layout) is not supported; tdsl keeps fragments in "
+    "their logical shape in the scopes 'm16n8k16.matrixA', 'm16n8k16.matrixB', 'm16n8k16.accumulator' "
+    "(int8: 'm16n8k32.*') and gives each lane its own registers itself: write "
+    "sch.cache_read(block, 'A_shared', 'm16n8k16.matrixA') and tensorize its 16 x 16 tiles with "
+    "'mma_ldmatrix_f16_a' (no transform_layout; docs/gpu_pipelines.md shows the whole schedule)")
 F16_SCOPES = ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator")
 I8_SCOPES = ("m16n8k32.matrixA", "m16n8k32.matrixB", "m16n8k32.accumulator")
 FRAGMENT_SCOPES = F16_SCOPES + I8_SCOPES
@@ -77,18 +89,28 @@ __device__ __forceinline__ void tdsl_ptx_mma_m16n8k16_f32(float* d, const unsign
 TDSL_MMA16(half, "f16")
 TDSL_MMA16(nv_bfloat16, "bf16")
 #undef TDSL_MMA16
-__device__ __forceinline__ void tdsl_ptx_mma_m16n8k32_s32_s8(int* d, const unsigned* a, const unsigned* b, const int* c) {
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%10, %11, %12, %13};\n"
-               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-                 "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
-}
+#define TDSL_MMA32(NAME, T)                                                                                      \
+  __device__ __forceinline__ void tdsl_ptx_mma_m16n8k32_s32_##NAME(int* d, const unsigned* a, const unsigned* b,   \
+                                                                  const int* c) {                                  \
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." T "." T ".s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "      \
+                 "{%8, %9}, {%10, %11, %12, %13};\n"                                                               \
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                                 \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),                              \
+                   "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));                                                   \
+  }
+TDSL_MMA32(s8, "s8")
+TDSL_MMA32(u8, "u8")
+#undef TDSL_MMA32
 #define TDSL_MMA_CHECK(p, bytes, what)
 #define TDSL_MMA_UNCOUNT(n)
+#define TDSL_MMA_ALIGNED(p, bytes)
 #else
 #define TDSL_MMA_CHECK(p, bytes, what) (::tdsl_emu::check_addr(p, bytes, what), ::tdsl_emu::count_global_ptr(p, bytes))
 #define TDSL_MMA_UNCOUNT(n) ::tdsl_emu::uncount_global(n)  // the emulator's coalescing counters
+#define TDSL_MMA_ALIGNED(p, bytes)                                                                         \
+  if ((unsigned long long)(p) % (bytes))                                                                   \
+  ::tdsl_emu::fail("misaligned %d-byte store by mma_store (address 0x%llx): the GPU faults on it", (int)(bytes), \
+                   (unsigned long long)(p))
 #endif
 // Tile-level device functions of tdsl.intrinsics.cuda_mma. `row0` and `row1` are elements (0, 0)
 // and (1, 0) of a tile in memory: their distance is its row pitch. A fragment is the lane's
@@ -153,6 +175,13 @@ __device__ __forceinline__ int tdsl_mma_16x16x32_s32(int& c, const signed char& 
   tdsl_ptx_mma_m16n8k32_s32_s8(&c + 4, A, B + 2, &c + 4);
   return 0;
 }
+__device__ __forceinline__ int tdsl_mma_16x16x32_s32(int& c, const unsigned char& a, const unsigned char& b) {
+  const unsigned* A = (const unsigned*)&a;
+  const unsigned* B = (const unsigned*)&b;
+  tdsl_ptx_mma_m16n8k32_s32_u8(&c, A, B, &c);
+  tdsl_ptx_mma_m16n8k32_s32_u8(&c + 4, A, B + 2, &c + 4);
+  return 0;
+}
 template <class T> __device__ __forceinline__ int tdsl_mma_fill(T& c, T value) {
 #pragma unroll
   for (int t = 0; t < 8; ++t) (&c)[t] = value;
@@ -160,23 +189,33 @@ template <class T> __device__ __forceinline__ int tdsl_mma_fill(T& c, T value) {
 }
 // `row0` / `row1` are taken as const because a code generator may declare an output that is only
 // written through this call as a const pointer; the memory itself is writable.
+// Each lane stores 2 consecutive elements per row; where the tile's start and row pitch are
+// multiples of their size, as one 8-byte store (STG.E.64 / STS.64: float2, int2).
+template <class T> struct alignas(2 * sizeof(T)) tdsl_mma_pair { T x, y; };
 template <class T> __device__ __forceinline__ int tdsl_mma_store(const T& row0, const T& row1, const T& c) {
   int lane = threadIdx.x & 31, g = lane >> 2, t = lane % 4;
   TDSL_MMA_UNCOUNT(2);   // row0 and row1 name the tile; the stores below are the accesses
+  bool paired = (((unsigned long long)&row0 | (unsigned long long)((const char*)&row1 - (const char*)&row0)) &
+                 (2 * sizeof(T) - 1)) == 0;
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       T* p = (T*)tdsl_mma_row(&row0, &row1, g + 8 * h, (int)sizeof(T) * (8 * j + 2 * t));
       TDSL_MMA_CHECK(p, 2 * sizeof(T), "mma_store");
-      p[0] = (&c)[4 * j + 2 * h];
-      p[1] = (&c)[4 * j + 2 * h + 1];
+      if (paired) {
+        TDSL_MMA_ALIGNED(p, 2 * sizeof(T));
+        *(tdsl_mma_pair<T>*)p = tdsl_mma_pair<T>{(&c)[4 * j + 2 * h], (&c)[4 * j + 2 * h + 1]};
+      } else {
+        p[0] = (&c)[4 * j + 2 * h];
+        p[1] = (&c)[4 * j + 2 * h + 1];
+      }
     }
   return 0;
 }
 """
 
-_TYPES = {"f16": "float16", "bf16": "bfloat16", "i8": "int8", "f32": "float32", "i32": "int32"}
+_TYPES = {"f16": "float16", "bf16": "bfloat16", "i8": "int8", "u8": "uint8", "f32": "float32", "i32": "int32"}
 
 _COPY = '''
 @T.prim_func
@@ -285,7 +324,7 @@ def ldmatrix_name(dtype: str, operand: str) -> str:
 
 def mma_name(dtype: str, trans_b: bool = False) -> str:
     """``mma_name("f16") == "mma_f16f16f32"``, ``mma_name("i8", True) == "mma_i8i8i32_trans"``."""
-    acc = "i32" if dtype == "i8" else "f32"
+    acc = "i32" if dtype in ("i8", "u8") else "f32"
     return f"mma_{dtype}{dtype}{acc}" + ("_trans" if trans_b else "")
 
 
@@ -321,14 +360,16 @@ def _register_builtins() -> None:
             if trans:
                 _reg(mma_name(dt) + "_trans_b", desc, impl, doc=doc)
     sa, sb, sc = I8_SCOPES
-    for operand, fn, dst in (("a", "tdsl_mma_ldmatrix_a", sa), ("b_trans", "tdsl_mma_ldmatrix_b_trans", sb)):
-        text = _COPY.format(r=16, c=32, dtype="int8", src="shared", dst=dst, fn=fn, call="F[0, 0], A[0, 0], A[1, 0]")
-        _reg(ldmatrix_name("i8", operand), *_pair(text), doc="ldmatrix.x4 of a 16 x 32 int8 tile")
-    text = _MMA.format(k=32, ab="int8", acc="int32", sa=sa, sb=sb, sc=sc, fn="tdsl_mma_16x16x32_s32",
-                       bshape="16, 32", bidx="vj, vk")
-    desc, impl = _pair(text)
-    _reg(mma_name("i8", True), desc, impl, doc="2 x mma.sync.m16n8k32 s8 x s8 + s32")
-    _reg(mma_name("i8") + "_trans_b", desc, impl, doc="2 x mma.sync.m16n8k32 s8 x s8 + s32")
+    for dt, ptx in (("i8", "s8"), ("u8", "u8")):
+        for operand, fn, dst in (("a", "tdsl_mma_ldmatrix_a", sa), ("b_trans", "tdsl_mma_ldmatrix_b_trans", sb)):
+            text = _COPY.format(r=16, c=32, dtype=_TYPES[dt], src="shared", dst=dst, fn=fn,
+                                call="F[0, 0], A[0, 0], A[1, 0]")
+            _reg(ldmatrix_name(dt, operand), *_pair(text), doc=f"ldmatrix.x4 of a 16 x 32 {_TYPES[dt]} tile")
+        text = _MMA.format(k=32, ab=_TYPES[dt], acc="int32", sa=sa, sb=sb, sc=sc, fn="tdsl_mma_16x16x32_s32",
+                           bshape="16, 32", bidx="vj, vk")
+        desc, impl = _pair(text)
+        _reg(mma_name(dt, True), desc, impl, doc=f"2 x mma.sync.m16n8k32 {ptx} x {ptx} + s32")
+        _reg(mma_name(dt) + "_trans_b", desc, impl, doc=f"2 x mma.sync.m16n8k32 {ptx} x {ptx} + s32")
     for acc, scope in (("f32", F16_SCOPES[2]), ("i32", I8_SCOPES[2])):
         _reg(fill_name(acc), *_pair(_FILL.format(acc=_TYPES[acc], sc=scope)),
              doc=f"zero a 16 x 16 {acc} accumulator")

@@ -77,7 +77,7 @@ The CPU pipeline, in order:
     guard of a non-dividing split) runs the vector body when every lane passes and the lanes
     one by one otherwise; ``if c: X[i] = a else: X[i] = b`` becomes ``X[i] = Select(c, a, b)``
     when a and b only load what c or the store already touch. Lanes are powers of two up to
-    64 (4 on CUDA): an extent of 24 becomes a 16-lane and an 8-lane body, 256 a serial loop
+    64 (on CUDA 4, or 16 bytes: 8 halves, 16 int8): an extent of 24 becomes a 16-lane and an 8-lane body, 256 a serial loop
     ``j_c`` over four 64-lane bodies. Accesses to a written buffer must not meet across lanes
     (places a constant distance d apart, with d <= 0 or d >= lanes for a later access).
     A loop that cannot be rewritten stays a ``serial`` loop and adds a note (``loop j in
@@ -111,7 +111,7 @@ barrier planning, which stay in ``tdsl.backends.cuda``)::
                                    commit/wait groups (software_pipeline)
     index_checks                   (only for the emulator's checked variant, attr tdsl.bounds_check)
                                    every axis of every access not proven in bounds
-    flatten_buffers, simplify, unroll, vectorize (4 lanes)
+    flatten_buffers, simplify, unroll, vectorize (4 lanes, or 16 bytes of narrower elements)
     lower_async_copies             the async stages' global -> shared copies of 4/8/16 aligned bytes
                                    -> T.ptx_cp_async (software_pipeline)
     simplify, remove_no_op
@@ -224,7 +224,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("flatten_buffers", flatten_buffers),
         Pass("simplify", simplify),
         Pass("unroll", unroll),
-        Pass("vectorize", make_vectorize(max_lanes=4)),
+        Pass("vectorize", make_vectorize(max_lanes=4, max_bytes=16)),
         Pass("lower_async_copies", lower_async_copies),
         Pass("simplify", simplify),
         Pass("remove_no_op", remove_no_op),

@@ -9,8 +9,10 @@ different 16-byte bank groups::
     A_shared[i, j]  ->  A_shared[i, ((j // 8) ^ ((i // 2) % 4)) * 8 + j % 8]     (64-byte fp16 rows)
 
 Plain loads and stores are rewritten so; the mma ldmatrix calls become their ``_xor`` variants,
-which compute each lane's row address with the same permutation. Rows must be a power of two
-of >= 2 chunks; a padded (storage_align) or otherwise used buffer is refused.
+which compute each lane's row address with the same permutation. The last two axes are the
+rows and columns; leading axes (a batch of 1 in a batched GEMM's tile) are kept as they are.
+Rows must be a power of two of >= 2 chunks; a padded (storage_align) or otherwise used buffer is
+refused.
 """
 from __future__ import annotations
 
@@ -21,14 +23,18 @@ from ..ir.expr import binary
 
 
 def swizzle_params(buf: Buffer) -> tuple[int, int, int]:
-    """(elements per 16-byte chunk, rows per 128-byte line, n) of a 2-d shared buffer."""
-    if len(buf.shape) != 2 or not all(isinstance(s, IntImm) for s in buf.shape):
-        raise TargetError(f"the swizzled shared buffer {buf.name} has shape {list(map(str, buf.shape))}; the XOR "
-                          "swizzle needs a 2-d buffer of constant shape (rows x columns) after compaction")
+    """(elements per 16-byte chunk, rows per 128-byte line, n) of a shared buffer whose last two
+    axes are rows and columns."""
+    if len(buf.shape) < 2 or not all(isinstance(s, IntImm) for s in buf.shape):
+        from ..script.printer import message_text as expr_text
+
+        raise TargetError(f"the swizzled shared buffer {buf.name} has shape "
+                          f"({', '.join(expr_text(s) for s in buf.shape)}); the XOR swizzle needs a buffer of "
+                          "constant shape of at least 2 axes (..., rows, columns) after compaction")
     if buf.strides:
         raise TargetError(f"the shared buffer {buf.name} is both padded (storage_align) and swizzled: choose one")
     itemsize = buf.dtype.bits // 8
-    cols = buf.shape[1].value if isinstance(buf.shape[1], IntImm) else 0
+    cols = buf.shape[-1].value if isinstance(buf.shape[-1], IntImm) else 0
     per_chunk = 16 // max(1, itemsize)
     chunks = cols // per_chunk if cols % per_chunk == 0 else 0
     if chunks < 2 or chunks & (chunks - 1):
@@ -46,7 +52,8 @@ class _Swizzle(IRMutator):
         self.per_chunk, self.rows_per_line, self.n = swizzle_params(buf)
         self.xor_fns = LDMATRIX_XOR
 
-    def _index(self, i: PrimExpr, j: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+    def _index(self, indices) -> tuple[PrimExpr, ...]:
+        *lead, i, j = (self.visit(x) for x in indices)
         dt = j.dtype
         c = IntImm(self.per_chunk, dt)
         key: PrimExpr = binary("floormod", binary("floordiv", i, IntImm(self.rows_per_line, i.dtype)),
@@ -55,19 +62,17 @@ class _Swizzle(IRMutator):
             from ._util import cast_to
             key = cast_to(dt, key)
         chunk = binary("bitwise_xor", binary("floordiv", j, c), key)
-        return i, chunk * c + binary("floormod", j, c)
+        return (*lead, i, chunk * c + binary("floormod", j, c))
 
     def visit_BufferLoad(self, op: BufferLoad) -> PrimExpr:
         if op.buffer is not self.buf:
             return self.generic_visit(op)
-        i, j = (self.visit(x) for x in op.indices)
-        return BufferLoad(op.buffer, self._index(i, j), span=op.span)
+        return BufferLoad(op.buffer, self._index(op.indices), span=op.span)
 
     def visit_BufferStore(self, op: BufferStore) -> Stmt:
         if op.buffer is not self.buf:
             return self.generic_visit(op)
-        i, j = (self.visit(x) for x in op.indices)
-        return BufferStore(op.buffer, self.visit(op.value), self._index(i, j), span=op.span)
+        return BufferStore(op.buffer, self.visit(op.value), self._index(op.indices), span=op.span)
 
     def visit_Call(self, op: Call) -> PrimExpr:
         uses = [k for k, a in enumerate(op.args) if isinstance(a, BufferLoad) and a.buffer is self.buf]
@@ -79,10 +84,11 @@ class _Swizzle(IRMutator):
                               "swizzled buffer")
         frag, row0, row1 = op.args
         assert isinstance(row0, BufferLoad) and isinstance(row1, BufferLoad)
-        r0, c0 = (self.visit(x) for x in row0.indices)
+        *lead, r0, c0 = (self.visit(x) for x in row0.indices)
+        *lead1, r1, _ = (self.visit(x) for x in row1.indices)
         zero = IntImm(0, c0.dtype)
-        args = (self.visit(frag), BufferLoad(self.buf, (r0, zero)),
-                BufferLoad(self.buf, (self.visit(row1.indices[0]), zero)), r0, c0,
+        args = (self.visit(frag), BufferLoad(self.buf, (*lead, r0, zero)),
+                BufferLoad(self.buf, (*lead1, r1, zero)), r0, c0,
                 IntImm(self.rows_per_line, c0.dtype), IntImm(self.n, c0.dtype))
         return Call(op.dtype, self.xor_fns[op.op], args, span=op.span)
 

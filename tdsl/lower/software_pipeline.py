@@ -470,8 +470,8 @@ class _AsyncStores(IRMutator):
         return loop if body is loop.body else replace(loop, body=body)
 
     def merged(self, loop: For, body: Stmt) -> Stmt | None:
-        """A loop of `e` cp.async of n bytes each, moving on by n bytes per iteration (what
-        vectorize leaves of a copy wider than its 4 lanes: fp16 x 8 as two 8-byte pieces): one
+        """A loop of `e` cp.async of n bytes each, moving on by n bytes per iteration (a
+        vectorized copy inside a serial loop: fp16 x 8 as two 8-byte pieces): one
         cp.async of e * n bytes when that is at most 16 and aligned."""
         from ..arith import linear_form, prove, simplify
 

@@ -376,9 +376,16 @@ def vectorize_loop(loop: For, max_lanes: int = MAX_LANES) -> Stmt:
     return seq(*parts)
 
 
+def _widest_access(loop: For) -> int:
+    """The widest element, in bytes, that the body of `loop` loads or stores (0 when none)."""
+    sizes = [n.buffer.dtype.itemsize for n in collect(loop.body, (BufferLoad, BufferStore))]
+    return max(sizes, default=0)
+
+
 class _Vectorizer(StmtMutator):
-    def __init__(self, max_lanes: int):
+    def __init__(self, max_lanes: int, max_bytes: int | None):
         self.max_lanes = max_lanes
+        self.max_bytes = max_bytes
         self.notes: list[str] = []
 
     def visit_For(self, loop: For) -> Stmt:
@@ -390,19 +397,28 @@ class _Vectorizer(StmtMutator):
         blocks = dict(loop.annotations).get(VECTORIZE_BLOCKS)
         loop = replace(loop, annotations=tuple(kv for kv in loop.annotations if kv[0] != VECTORIZE_BLOCKS))
         try:
-            return vectorize_loop(loop, self.max_lanes)
+            return vectorize_loop(loop, self.lane_limit(loop))
         except NotVectorizable as exc:
             where = f" in block {blocks}" if blocks else ""
             self.notes.append(f"loop {loop.loop_var.name}{where} was not vectorized: {exc}")
             return replace(loop, kind="serial")
 
+    def lane_limit(self, loop: For) -> int:
+        widest = _widest_access(loop) if self.max_bytes else 0
+        if not widest:
+            return self.max_lanes
+        assert self.max_bytes is not None
+        return max(self.max_lanes, self.max_bytes // widest)
 
-def make_vectorize(max_lanes: int = MAX_LANES) -> Callable[[PrimFunc], PrimFunc]:
-    """The vectorize pass with vectors of at most `max_lanes` lanes."""
+
+def make_vectorize(max_lanes: int = MAX_LANES, max_bytes: int | None = None) -> Callable[[PrimFunc], PrimFunc]:
+    """The vectorize pass with vectors of at most `max_lanes` lanes, or, with `max_bytes`, as many
+    lanes of the widest element the loop loads or stores as fit in `max_bytes` where that is more
+    (CUDA: 4 lanes, 16 bytes: 4 floats, 8 halves, 16 int8)."""
 
     def vectorize(func: PrimFunc) -> PrimFunc:
         """`vectorized` loops -> Ramp/Broadcast vector code, or serial loops with a note."""
-        vectorizer = _Vectorizer(max_lanes)
+        vectorizer = _Vectorizer(max_lanes, max_bytes)
         body = vectorizer.visit(func.body)
         return add_notes(func.with_body(body), vectorizer.notes)
 

@@ -112,7 +112,9 @@ ABSENT: dict[str, str] = {
     "tvm_thread_allreduce": "sch.rfactor and sch.bind on the reduction loop",
     "tvm_storage_sync": "nothing: the CUDA backend inserts the barriers a shared buffer needs",
     "reinterpret": "T.cast (a value conversion; tdsl has no bit reinterpretation)",
-    "meta_var": "a Python value from the enclosing scope (closure values are captured)",
+    "meta_var": "a Python value from the enclosing scope (closure values are captured), or the indices "
+                "written out (TVM's warp-layout mma intrinsics unpack index maps with it; tdsl's "
+                "mma intrinsics take fragments in their logical shape, scope 'm16n8k16.matrixA')",
     "boolean": 'T.bool',
     "vscale": "a fixed vector length",
     "comm_reducer": "a reduction block: with T.init() and C[i] = C[i] + x (argmax / argmin: two stores in "

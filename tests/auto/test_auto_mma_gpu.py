@@ -86,6 +86,8 @@ def test_pipelined_copies_are_cp_async(dtype):
     kernel = tdsl.build(tdsl.auto_schedule(gemm(256, dtype), target="cuda"), target="cuda", arch="sm_80")
     ops = opcodes(kernel.cubin)
     assert any(o.startswith("LDGSTS") for o in ops) and ops["LDSM.16.M88.4"] > 0   # copies are cp.async
+    # of 16 bytes (8 halves) each, bypassing L1 (.cg): no narrower copies
+    assert ops["LDGSTS.E.BYPASS.128"] > 0 and not [o for o in ops if o.startswith("LDGSTS") and ".128" not in o], ops
     assert not [o for o in ops if o.startswith(("LDL", "STL"))]
 
 

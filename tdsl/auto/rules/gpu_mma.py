@@ -1,44 +1,112 @@
-"""`GPUMmaTiling`: fp16 / bf16 GEMMs on the tensor cores the way fast kernels do it (sm_80).
+"""`GPUMmaTiling`: fp16 / bf16 / int8 / uint8 GEMMs on the tensor cores the way fast kernels do it (sm_80).
 
-``C[i, j] += f32(A[i, k]) * f32(B[k, j])`` (fp16 or bf16 operands, fp32 accumulation) with m and
-n multiples of the block tile and k of 32 becomes::
+``C[i, j] += f32(A[i, k]) * f32(B[k, j])`` (fp16 or bf16 operands, fp32 accumulation; B may
+also be indexed ``B[j, k]``), ``C[i, j] += i32(A[i, k]) * i32(B[j, k])`` (int8 or uint8 operands,
+int32 accumulation, B stored n-major as the int8 mma takes it), each optionally batched
+(``C[b, i, j]`` with ``A[b, i, k]`` and ``B[b, ...]`` or a B shared by the batch), with m and n
+multiples of the block tile and k of the k step (32 elements, 64 for int8) becomes::
 
-    block tile (bm x bn, blockIdx.y / blockIdx.x)
-      warp tile (wm x wn, warps on threadIdx.z / threadIdx.y; lanes the implicit threadIdx.x)
-        per k step of 32:
-          A, B tiles -> shared memory, copied by the whole block 8 elements (16 bytes) per thread,
-                        each row's 16-byte chunks XOR-swizzled (cuda_mma.swizzle) so ldmatrix is free
-                        of bank conflicts
-          A, B fragments <- ldmatrix (mma_ldmatrix_{f16,bf16}_{a,b}), per-lane registers
-          mma.sync m16n8k16 (mma_{f16f16,bf16bf16}f32) on every 16 x 16 x 16 tile
-      accumulators -> C (mma_store_16x16_f32_global_)
+    batch (blockIdx.z)
+      block tile (bm x bn, blockIdx.y / blockIdx.x)
+        warp tile (wm x wn, warps on threadIdx.z / threadIdx.y; lanes the implicit threadIdx.x)
+          per k step:
+            A, B tiles -> shared memory, copied by the whole block 16 bytes per thread (8 halves,
+                          16 int8), each row's 16-byte chunks XOR-swizzled (cuda_mma.swizzle) so
+                          ldmatrix is free of bank conflicts
+            A, B fragments <- ldmatrix (mma_ldmatrix_{f16,bf16,i8}_{a,b,b_trans}), per-lane registers
+            mma.sync m16n8k16 (mma_{f16f16,bf16bf16}f32[_trans]) / m16n8k32 (mma_{i8i8,u8u8}i32_trans)
+        accumulators -> C (mma_store_16x16_{f32,i32}_global_)
 
 The ko loop carries TVM's software-pipeline annotations (copies of step k + 1 as cp.async, in
-flight while step k computes) for the pass that lowers them. The block tile (128 x 128 with 2 x 4 warps of 64 x 32, or 64 x 64 with 2 x 2 warps of 32 x 32)
-is sampled; the first that divides m and n is the default. Blocks it does not fit (other
-dtypes, B indexed [j, k], sizes not multiples of the tile) are left to `GPUWmmaTiling` /
-`GPUMatmulTiling`.
+flight while step k computes) for the pass that lowers them. The block tile (128 x 128 with
+2 x 4 warps of 64 x 32, or 64 x 64 with 2 x 2 warps of 32 x 32) is sampled; the first that
+divides m and n is the default. Blocks it does not fit (other dtypes, int8 with B indexed
+[k, j], sizes not multiples of the tile) are left to `GPUWmmaTiling` / `GPUMatmulTiling`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from ...ir import Binary, BufferLoad, Cast, Var
 from ...schedule import Schedule
-from ..analysis import block_info
+from ..analysis import BlockInfo, Iter, block_info
 from .base import Rule
 
-KSTEP = 32
 # (block rows, block cols, warp rows, warp cols)
 CONFIGS = ((128, 128, 64, 32), (64, 64, 32, 32))
-_DTYPES = {"float16": "f16", "bfloat16": "bf16"}
+# operand dtype -> (intrinsic dtype, accumulator dtype, intrinsic accumulator, k of one mma tile,
+# elements per 16-byte copy)
+_DTYPES = {"float16": ("f16", "float32", "f32", 16, 8), "bfloat16": ("bf16", "float32", "f32", 16, 8),
+           "int8": ("i8", "int32", "i32", 32, 16), "uint8": ("u8", "int32", "i32", 32, 16)}
+K_TILES = 2    # mma tiles of k per k step: 32 halves or 64 int8 (64-byte shared rows)
 
 
-def _tile16(s: Schedule, block, n: int = 2):
-    """Split the last `n` loops of `block` by 16, the 16-loops innermost; the first 16-loop."""
-    loops = s.get_loops(block)[-n:]
+@dataclass(frozen=True)
+class GemmRoles:
+    """A (batched) GEMM block: its iterators and operands."""
+
+    i: Iter
+    j: Iter
+    k: Iter
+    batch: Iter | None
+    a: Any       # Buffers
+    b: Any
+    c: Any
+    trans_b: bool   # B indexed [..., j, k]
+
+
+def _load(e) -> BufferLoad | None:
+    while isinstance(e, Cast):
+        e = e.value
+    return e if isinstance(e, BufferLoad) else None
+
+
+def gemm_roles(info: BlockInfo) -> GemmRoles | None:
+    """The roles when the block is ``C[b?, i, j] += cast(A[b?, i, k]) * cast(B[b?, k, j] or
+    B[b?, j, k])`` with plain iterators as indices, else None."""
+    store = info.store
+    if store is None or not isinstance(store.value, Binary) or store.value.op != "add" or len(info.reduction) != 1:
+        return None
+    acc, prod = store.value.a, store.value.b
+    if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer):
+        acc, prod = prod, acc
+    if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer and isinstance(prod, Binary)
+            and prod.op == "mul" and all(x is y for x, y in zip(acc.indices, store.indices))):
+        return None
+    x, y = _load(prod.a), _load(prod.b)
+    if x is None or y is None or x.buffer is y.buffer:
+        return None
+    by_var = {id(it.var): it for it in info.iters}
+    c_iters = [by_var.get(id(e)) if isinstance(e, Var) else None for e in store.indices]
+    if len(c_iters) not in (2, 3) or any(it is None or it.kind != "S" for it in c_iters) \
+            or len(info.iters) != len(c_iters) + 1:
+        return None
+    batch, i, j = ([None] + c_iters)[-3:]
+    (k,) = info.reduction
+    assert i is not None and j is not None
+
+    def is_(load: BufferLoad, *iters) -> bool:
+        return len(load.indices) == len(iters) and all(e is it.var for e, it in zip(load.indices, iters))
+
+    lead = (batch,) if batch is not None else ()
+    for a, b in ((x, y), (y, x)):
+        if not is_(a, *lead, i, k):
+            continue
+        for trans in (False, True):
+            mn = (j, k) if trans else (k, j)
+            if is_(b, *lead, *mn) or is_(b, *mn):
+                return GemmRoles(i, j, k, batch, a.buffer, b.buffer, store.buffer, trans)
+    return None
+
+
+def _tile(s: Schedule, block, sizes: tuple[int, ...]):
+    """Split the last len(`sizes`) loops of `block` by `sizes`, those inner loops innermost;
+    the first inner loop."""
+    loops = s.get_loops(block)[-len(sizes):]
     outer, inner = [], []
-    for lp in loops:
-        o, i = s.split(lp, [None, 16])
+    for lp, size in zip(loops, sizes):
+        o, i = s.split(lp, [None, size])
         outer.append(o)
         inner.append(i)
     s.reorder(*outer, *inner)
@@ -46,38 +114,36 @@ def _tile16(s: Schedule, block, n: int = 2):
 
 
 class GPUMmaTiling(Rule):
-    """fp16 / bf16 GEMMs -> shared staging, ldmatrix, mma.sync (see the module docstring)."""
+    """fp16 / bf16 / int8 (batched) GEMMs -> shared staging, ldmatrix, mma.sync (see the module docstring)."""
 
     name = "mma-tiling-gpu"
 
     def alternatives(self, sch: Schedule, block: str) -> list:
-        from ..analysis import matmul_roles
-
         if not self.hw.is_gpu:
             return []
         info = block_info(sch.func, block)
-        roles = matmul_roles(info)
-        if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
+        if not info.simple_bindings or not info.constant_extents or not info.top_level:
+            return []
+        roles = gemm_roles(info)
+        if roles is None:
             return []
         dt = str(roles.a.dtype)
-        if dt not in _DTYPES or str(roles.b.dtype) != dt or str(roles.c.dtype) != "float32":
+        if dt not in _DTYPES or str(roles.b.dtype) != dt or str(roles.c.dtype) != _DTYPES[dt][1]:
             return []
-        if len(roles.c_indices) != 2 or len(info.iters) != 3 or len(roles.a_indices) != 2:
-            return []
-        if roles.a_indices[0] is not roles.i.var or roles.a_indices[1] is not roles.k.var \
-                or roles.b_indices[0] is not roles.k.var or roles.b_indices[1] is not roles.j.var:
-            return []
+        if dt in ("int8", "uint8") and not roles.trans_b:
+            return []   # the int8 mma takes B n-major (ldmatrix cannot transpose 8-bit elements)
         m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
         if m is None or n is None or k is None:
             return []
         configs = [c for c in CONFIGS if m % c[0] == 0 and n % c[1] == 0]
-        if not configs or k % KSTEP:
+        if not configs or k % (K_TILES * _DTYPES[dt][3]):
             return []
         return [lambda s: self._tile(s, block, roles, configs, _DTYPES[dt])]
 
-    def _tile(self, s: Schedule, block: str, roles, configs, dt: str) -> None:
+    def _tile(self, s: Schedule, block: str, roles: GemmRoles, configs, types) -> None:
         from ...intrinsics import cuda_mma as mma
 
+        dt, _, acc_dt, k_mma, per_copy = types
         bm, bn, wm, wn = configs[self.choose(s, list(range(len(configs))), 0)]
         warps_m, warps_n = bm // wm, bn // wn
         c = s.get_block(block)
@@ -87,24 +153,30 @@ class GPUMmaTiling(Rule):
         li, lj, lk = (handles[id(by_loop[id(r.var)])] for r in (roles.i, roles.j, roles.k))
         bi, wi, ii = s.split(li, [None, warps_m, wm])
         bj, wj, jj = s.split(lj, [None, warps_n, wn])
-        ko, ki = s.split(lk, [None, KSTEP])
-        s.reorder(bi, bj, wi, wj, ko, ii, jj, ki)
+        ko, ki = s.split(lk, [None, K_TILES * k_mma])
+        order = [bi, bj, wi, wj, ko, ii, jj, ki]
+        if roles.batch is not None:
+            lb = handles[id(by_loop[id(roles.batch.var)])]
+            order.insert(0, lb)
+            s.bind(lb, "blockIdx.z")
+        s.reorder(*order)
         s.bind(bi, "blockIdx.y")
         s.bind(bj, "blockIdx.x")
         s.bind(wi, "threadIdx.z")
         s.bind(wj, "threadIdx.y")
-        acc = s.cache_write(c, 0, "m16n8k16.accumulator")
+        scopes = mma.I8_SCOPES if dt in ("i8", "u8") else mma.F16_SCOPES
+        acc = s.cache_write(c, 0, scopes[2])
         s.reverse_compute_at(acc, wj)
         a_sh = s.cache_read(c, roles.a.name, "shared")
         b_sh = s.cache_read(c, roles.b.name, "shared")
-        fa = s.cache_read(c, roles.a.name + "_shared", "m16n8k16.matrixA")
-        fb = s.cache_read(c, roles.b.name + "_shared", "m16n8k16.matrixB")
+        fa = s.cache_read(c, roles.a.name + "_shared", scopes[0])
+        fb = s.cache_read(c, roles.b.name + "_shared", scopes[1])
         s.compute_at(fa, ko)
         s.compute_at(fb, ko)
         for stage in (a_sh, b_sh):
             s.compute_at(stage, ko)
             rows, cols = s.get_loops(stage)[-2:]
-            cols, vec = s.split(cols, [None, 8])
+            cols, vec = s.split(cols, [None, per_copy])
             _, tz, ty, tx = s.split(s.fuse(rows, cols), [None, warps_m, warps_n, 32])
             s.bind(tz, "threadIdx.z")
             s.bind(ty, "threadIdx.y")
@@ -112,13 +184,7 @@ class GPUMmaTiling(Rule):
             s.vectorize(vec)
         mma.swizzle(s, a_sh)     # ldmatrix without bank conflicts, no padding
         mma.swizzle(s, b_sh)
-        loops = s.get_loops(c)[-3:]
-        outer, inner = [], []
-        for lp in loops:
-            o, i = s.split(lp, [None, 16])
-            outer.append(o)
-            inner.append(i)
-        s.reorder(*outer, *inner)
+        inner = _tile(s, c, (16, 16, k_mma))
         # TVM's software-pipeline annotations (lowered by inject_software_pipeline where the build
         # has it): the copies into shared memory of k step s + 1 (cp.async) overlap the ldmatrix
         # and mma of k step s. The body of ko: A copy, A ldmatrix, B copy, B ldmatrix, mma.
@@ -128,8 +194,10 @@ class GPUMmaTiling(Rule):
         for key, value in pipeline.items():     # (annotate takes TVM's integer lists too)
             s.annotate(ko, key, value)
         init = s.decompose_reduction(c, ko)
-        s.tensorize(_tile16(s, init), mma.fill_name("f32"))
-        s.tensorize(_tile16(s, fa), mma.ldmatrix_name(dt, "a"))
-        s.tensorize(_tile16(s, fb), mma.ldmatrix_name(dt, "b"))
-        s.tensorize(inner[0], mma.mma_name(dt))
-        s.tensorize(_tile16(s, acc), mma.store_name("f32", "global"))
+        b_operand = "b_trans" if roles.trans_b else "b"
+        b_tile = (16, k_mma)
+        s.tensorize(_tile(s, init, (16, 16)), mma.fill_name(acc_dt))
+        s.tensorize(_tile(s, fa, (16, k_mma)), mma.ldmatrix_name(dt, "a"))
+        s.tensorize(_tile(s, fb, b_tile if roles.trans_b else (k_mma, 16)), mma.ldmatrix_name(dt, b_operand))
+        s.tensorize(inner, mma.mma_name(dt, roles.trans_b))
+        s.tensorize(_tile(s, acc, (16, 16)), mma.store_name(acc_dt, "global"))

@@ -4,9 +4,10 @@ One `extern "C" __global__` function per kernel: buffer parameters are `__restri
 pointers (`const` when only read), symbolic dimensions and scalar parameters are passed by
 value. Index arithmetic is 32-bit unless a buffer may hold 2**31 elements or more (symbolic or
 large sizes), where it is done in `long long`. Floor division and modulo use helper functions
-unless both operands are provably non-negative. Vector code (4-lane `Ramp` loads/stores from
-`vectorize`) uses float4/int4/... transactions where the alignment is provable and is written
-lane by lane otherwise.
+unless both operands are provably non-negative. Vector code (`Ramp` loads/stores from
+`vectorize`: 4 lanes, or 16 bytes of narrower elements) uses float4/int4/... transactions, and
+`tdsl_vec<half, 8>`-style structs of 4, 8 or 16 bytes for elements narrower than 32 bits, where
+the alignment is provable, and is written lane by lane otherwise.
 """
 from __future__ import annotations
 
@@ -75,6 +76,11 @@ _SCALAR_TYPES = {
 _VECTOR_TYPES = {("float32", 2): "float2", ("float32", 4): "float4", ("int32", 2): "int2", ("int32", 4): "int4",
                  ("uint32", 2): "uint2", ("uint32", 4): "uint4", ("float64", 2): "double2"}
 _LANE_FIELDS = "xyzw"
+# elements narrower than 32 bits: an aligned run of 4, 8 or 16 bytes moves as one tdsl_vec (a
+# struct as aligned as it is long, so one LDG/STG/LDS/STS .32/.64/.128)
+_PACKED_TYPES = ("float16", "bfloat16", "int8", "uint8", "int16", "uint16")
+_PACKED_BYTES = (4, 8, 16)
+_PACKED_RAW = {4: "unsigned int", 8: "uint2", 16: "uint4"}
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
            "gt": ">", "ge": ">=", "and": "&&", "or": "||"}
@@ -91,6 +97,7 @@ protected virtual friend using half nv_bfloat16 threadIdx blockIdx blockDim grid
 float2 float4 int2 int4 uint2 uint4 double2 main""".split())
 
 _HELPERS = {
+    "vec": """template <typename T, int N> struct alignas(sizeof(T) * N) tdsl_vec { T v[N]; };""",
     "floordiv": """template <typename T> __device__ __forceinline__ T tdsl_floordiv(T a, T b) {
   T q = a / b, r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
@@ -217,6 +224,11 @@ class _Kernel:
     lines: list[str] = field(default_factory=list)
     ranges: dict[Var, Range] = field(default_factory=dict)
     tmp: int = 0
+
+
+def _field(vec: str, k: int) -> str:
+    """Lane `k` of a value of the CUDA vector type `vec`: ``.y`` of a float4, ``.v[1]`` of a tdsl_vec."""
+    return f".v[{k}]" if vec.startswith("tdsl_vec<") else f".{_LANE_FIELDS[k]}"
 
 
 class CudaCodegen:
@@ -393,8 +405,13 @@ class CudaCodegen:
             tmp = self.fresh("vst")
             self.emit(d + 1, f"{vec} {tmp};")
             for k in range(lanes):
-                self.emit(d + 1, f"{tmp}.{_LANE_FIELDS[k]} = {_strip(values[k])};")
-            self.emit(d + 1, f"*({vec}*)({buf} + {_atom(self.index(s.buffer, index.base))}) = {tmp};")
+                self.emit(d + 1, f"{tmp}{_field(vec, k)} = {_strip(values[k])};")
+            dst = f"({buf} + {_atom(self.index(s.buffer, index.base))})"
+            if vec.startswith("tdsl_vec<"):   # stored as one integer vector (NVVM may split a struct's store)
+                raw = _PACKED_RAW[s.buffer.dtype.itemsize * lanes]
+                self.emit(d + 1, f"*({raw}*){dst} = *(const {raw}*)&{tmp};")
+            else:
+                self.emit(d + 1, f"*({vec}*){dst} = {tmp};")
         else:
             for k in range(lanes):
                 self.emit(d + 1, f"{buf}[{_strip(self.index(s.buffer, self.lane_index(index, k)))}] = "
@@ -479,7 +496,11 @@ class CudaCodegen:
         """The CUDA vector type for a contiguous, provably aligned access, else None."""
         if not isinstance(index, Ramp) or not (isinstance(index.stride, IntImm) and index.stride.value == 1):
             return None
-        vec = _VECTOR_TYPES.get((str(buf.dtype.element), index.lanes))
+        element = str(buf.dtype.element)
+        vec = _VECTOR_TYPES.get((element, index.lanes))
+        if vec is None and element in _PACKED_TYPES and buf.dtype.itemsize * index.lanes in _PACKED_BYTES:
+            self.helpers.add("vec")
+            vec = f"tdsl_vec<{self.type_of(buf.dtype.element)}, {index.lanes}>"
         if vec is None:
             return None
         from ...arith import prove
@@ -493,7 +514,7 @@ class CudaCodegen:
     def lanes(self, value: PrimExpr, d: int) -> list[str]:
         """C expressions for each lane of `value`; vector loads outside lazy branches are
         hoisted into native vector temporaries first."""
-        hoisted: dict[BufferLoad, str] = {}
+        hoisted: dict[BufferLoad, tuple[str, str]] = {}
         for load in _eager_vector_loads(value):
             vec = self.native_vector(load.buffer, load.indices[0])
             if vec is None:
@@ -501,7 +522,7 @@ class CudaCodegen:
             tmp = self.fresh("vld")
             ptr = f"({self.name(load.buffer)} + {_atom(self.index(load.buffer, load.indices[0].base))})"
             self.emit(d, f"const {vec} {tmp} = *(const {vec}*){ptr};")
-            hoisted[load] = tmp
+            hoisted[load] = (tmp, vec)
         return [self.lane(value, k, hoisted) for k in range(value.dtype.lanes)]
 
     def lane_index(self, index: PrimExpr, k: int) -> PrimExpr:
@@ -525,7 +546,8 @@ class CudaCodegen:
             return f"{self.name(e)}[{k}]"
         if isinstance(e, BufferLoad):
             if e in hoisted:
-                return f"{hoisted[e]}.{_LANE_FIELDS[k]}"
+                tmp, vec = hoisted[e]
+                return f"{tmp}{_field(vec, k)}"
             return f"{self.name(e.buffer)}[{_strip(self.index(e.buffer, self.lane_index(e.indices[0], k)))}]"
         sub = lambda x: self.lane(x, k, hoisted)
         if isinstance(e, Binary):

@@ -113,6 +113,10 @@ def check_scope(func: PrimFunc, primitive: str, scope) -> str:
     if isinstance(scope, str) and (scope in SCOPES or ("." in scope and scope.replace(".", "").replace("_", "")
                                                        .isalnum())):
         return scope
+    if scope == "warp":
+        from ...intrinsics.cuda_mma import WARP_SCOPE_REFUSAL
+
+        raise schedule_error(func, primitive, WARP_SCOPE_REFUSAL)
     close = difflib.get_close_matches(str(scope), SCOPES, n=1)
     raise schedule_error(func, primitive, f"unknown storage scope {scope!r}",
                          rule="scopes are " + ", ".join(f'"{s}"' for s in SCOPES) +

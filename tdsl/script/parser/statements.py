@@ -146,6 +146,9 @@ class StatementParser(ParserCore):
         if isinstance(target, ast.Tuple) and self._is_axis_call(node.value):
             raise self.error(node, "T.axis declares block iterators, so it must come first in a T.block",
                              "move it to the top of the block body")
+        call = node.value
+        if isinstance(call, ast.Call) and self._t_name(call.func) in ABSENT:   # a, b = T.meta_var(...)
+            raise self.error(call.func, *absent_message(self._t_name(call.func)))
         raise self.error(target, "cannot assign to this target",
                          "assign to a buffer element (A[i, j] = ...) or a single name (x = ...)")
 

@@ -193,7 +193,7 @@ template <class T> struct gptr {
            offset + (bytes + (long long)sizeof(T) - 1) / (long long)sizeof(T) - 1, name, extent);
     const char* p = (const char*)(base + offset);
     async_check(p, sizeof(U));
-    if (count_global_on()) count_global(name, k, (int)sizeof(U));
+    count_global_ptr(p, (int)sizeof(U));   // global buffers only (a shared or local tile's vector access is not)
     if ((uintptr_t)p % alignof(U))
       fail("misaligned %zu-byte vector access to %s[%lld] (address 0x%llx): the GPU faults on it", sizeof(U), name,
            offset, (unsigned long long)(uintptr_t)p);

@@ -4,6 +4,7 @@
 //   ldmatrix.sync.aligned.m8n8.x{1,2,4}{,.trans}.shared.b16   tdsl_ptx_ldmatrix<X, TRANS>(d, row)
 //   mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.*.f32    tdsl_ptx_mma_m16n8k16_f32<half|nv_bfloat16>(d, a, b, c)
 //   mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32           tdsl_ptx_mma_m16n8k32_s32_s8(d, a, b, c)
+//   mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32           tdsl_ptx_mma_m16n8k32_s32_u8(d, a, b, c)
 //
 // Every lane passes its own registers (and, for ldmatrix, its own row address), all lanes meet
 // (warp-collective), and each lane gets back exactly its own part of the result:
@@ -19,7 +20,7 @@
 //   16 x 8, C/D 16 x 8 fp32:  a_i: row groupID + 8 ((i / 2) % 2), column 2 tig + i % 2 + 8 (i / 4);
 //   b_i: row (k) 2 tig + i % 2 + 8 (i / 2), column groupID;  c_i: row groupID + 8 (i / 2),
 //   column 2 tig + i % 2. Products are exact in fp32; the sum is in fp32, k in order.
-// * mma m16n8k32 s8: a_i (16 per lane): row groupID + 8 ((i / 4) % 2), column 4 tig + i % 4 +
+// * mma m16n8k32 s8 and u8 (the same layouts; the bytes read as signed or unsigned): a_i (16 per lane): row groupID + 8 ((i / 4) % 2), column 4 tig + i % 4 +
 //   16 (i / 8); b_i (8): row 4 tig + i % 4 + 16 (i / 4), column groupID; c_i as above (s32,
 //   wrapping).
 #pragma once
@@ -177,15 +178,15 @@ template <class T> inline void mma_m16n8k16_f32(float* d, const unsigned* a, con
   }
 }
 
-inline void mma_m16n8k32_s32_s8(int* d, const unsigned* a, const unsigned* b, const int* c) {
+template <class E> inline void mma_m16n8k32_s32(int* d, const unsigned* a, const unsigned* b, const int* c) {
   MmaLanes g;
   mma_gather(g, a, b, (const unsigned*)c, "mma.sync.m16n8k32");
   int A[16][32], B[32][8], C[16][8];
   for (int l = 0; l < 32; ++l) {
     int gid = l >> 2, tig = l % 4;
     for (int i = 0; i < 16; ++i)
-      A[gid + 8 * ((i / 4) % 2)][4 * tig + i % 4 + 16 * (i / 8)] = (signed char)(g.a[l][i / 4] >> (8 * (i % 4)));
-    for (int i = 0; i < 8; ++i) B[4 * tig + i % 4 + 16 * (i / 4)][gid] = (signed char)(g.b[l][i / 4] >> (8 * (i % 4)));
+      A[gid + 8 * ((i / 4) % 2)][4 * tig + i % 4 + 16 * (i / 8)] = (E)(g.a[l][i / 4] >> (8 * (i % 4)));
+    for (int i = 0; i < 8; ++i) B[4 * tig + i % 4 + 16 * (i / 4)][gid] = (E)(g.b[l][i / 4] >> (8 * (i % 4)));
     for (int i = 0; i < 4; ++i) memcpy(&C[gid + 8 * (i / 2)][2 * tig + i % 2], &g.c[l][i], 4);
   }
   int lane = lane_id(), gid = lane >> 2, tig = lane % 4;
@@ -207,7 +208,10 @@ inline void tdsl_ptx_mma_m16n8k16_f32(float* d, const unsigned* a, const unsigne
   tdsl_emu::mma_m16n8k16_f32<T>(d, a, b, c);
 }
 inline void tdsl_ptx_mma_m16n8k32_s32_s8(int* d, const unsigned* a, const unsigned* b, const int* c) {
-  tdsl_emu::mma_m16n8k32_s32_s8(d, a, b, c);
+  tdsl_emu::mma_m16n8k32_s32<signed char>(d, a, b, c);
+}
+inline void tdsl_ptx_mma_m16n8k32_s32_u8(int* d, const unsigned* a, const unsigned* b, const int* c) {
+  tdsl_emu::mma_m16n8k32_s32<unsigned char>(d, a, b, c);
 }
 
 // The shared arrays' counters as text, one line each: "name instructions phases wavefronts worst".
