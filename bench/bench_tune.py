@@ -348,7 +348,7 @@ def run_full(args) -> list[dict]:
             hand_kernel = None
         out_buf = tuned(*inputs)
         args_ = (*inputs, out_buf)
-        fns = [lambda: tuned(*args_), numpy_fn] + ([lambda: hand_kernel(*args_)] if hand_kernel else [])
+        fns = [lambda k=tuned, a=args_: k(*a), numpy_fn] + ([lambda k=hand_kernel, a=args_: k(*a)] if hand_kernel else [])
         t_tuned, t_np, *rest = interleaved(fns, repeat=5, min_time=SAMPLE_S)
         t_hand = rest[0] if rest else float("nan")
         row = {"kernel": name, "trials": len(result.records), "tune_s": seconds,

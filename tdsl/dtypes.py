@@ -22,8 +22,8 @@ class DataType:
     lanes: int = 1
 
     @staticmethod
-    @functools.lru_cache(maxsize=None)
-    def parse(text: str) -> "DataType":
+    @functools.cache
+    def parse(text: str) -> DataType:
         """Parse "float32", "int8", "bool", "float32x16", "bfloat16" ("void": an extern call's no result)."""
         if text == "void":
             return DataType("handle", 0)
@@ -87,11 +87,11 @@ class DataType:
         return self.lanes > 1
 
     @property
-    def element(self) -> "DataType":
+    def element(self) -> DataType:
         """The scalar type of one lane."""
         return self if self.lanes == 1 else DataType(self.code, self.bits, 1)
 
-    def with_lanes(self, lanes: int) -> "DataType":
+    def with_lanes(self, lanes: int) -> DataType:
         return DataType(self.code, self.bits, lanes)
 
     @property

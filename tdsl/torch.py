@@ -227,7 +227,7 @@ def _py_shape(e, names: dict) -> str | None:
 _PY_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%"}
 
 
-def _fast_call(op: "_Op", kernel):
+def _fast_call(op: _Op, kernel):
     """A function generated for this op's signature that calls the CPU kernel's raw entry in a
     few microseconds when every tensor is a contiguous, aligned CPU tensor of the expected dtype
     and shape and every scalar a Python number of the parameter's kind; it returns None for
@@ -271,7 +271,7 @@ def _fast_call(op: "_Op", kernel):
     return env["fast"]
 
 
-def _fast_checks(op: "_Op", kernel, names: list[str], env: dict, dims: dict) -> list[str] | None:
+def _fast_checks(op: _Op, kernel, names: list[str], env: dict, dims: dict) -> list[str] | None:
     """The generated fast call's argument checks (binding the dimensions into `dims`)."""
     lines = []
     for k, (p, name) in enumerate(zip(op.args, names)):
@@ -307,7 +307,7 @@ def _fast_checks(op: "_Op", kernel, names: list[str], env: dict, dims: dict) -> 
     return lines
 
 
-def _shape_of(op: "_Op", index: int, full: list) -> str:
+def _shape_of(op: _Op, index: int, full: list) -> str:
     """The shape (source) of parameter `index` inside the generated fast call."""
     p = op.params[index]
     if p.role == "output":
@@ -382,7 +382,7 @@ def custom_op(name: str, kernel_or_func, backward=None):
     return op
 
 
-def _register(impl: "_Op"):
+def _register(impl: _Op):
     ns, _, opname = impl.qualname.partition("::")
     lib = torch.library.Library(ns, "FRAGMENT")
     try:

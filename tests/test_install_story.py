@@ -72,7 +72,7 @@ def test_build_docstring_lists_every_option():
 
 
 def test_dir_lists_each_name_once():
-    tdsl.Schedule, tdsl.build   # lazy names, now loaded: they must not appear twice
+    _ = tdsl.Schedule, tdsl.build   # lazy names, now loaded: they must not appear twice
     names = dir(tdsl)
     assert len(names) == len(set(names))
     assert set(tdsl.__all__) <= set(names)

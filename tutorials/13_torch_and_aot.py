@@ -136,8 +136,10 @@ if torch is not None:
 out_dir = tempfile.mkdtemp(prefix="tdsl-tutorial-13-")
 library = kernel.export(os.path.join(out_dir, "gemm_gelu"))
 header = os.path.join(out_dir, "gemm_gelu", "gemm_gelu.h")
-print(open(header).read().split("#ifndef")[0].strip())
-print("\n".join(line for line in open(header) if line.startswith("int ")))
+with open(header) as f:
+    header_text = f.read()
+print(header_text.split("#ifndef")[0].strip())
+print("\n".join(line for line in header_text.splitlines(keepends=True) if line.startswith("int ")))
 
 # %% [markdown]
 # The C program reads the inputs numpy wrote, calls the kernel, writes `Y`, and is run with

@@ -17,6 +17,7 @@ auto-tensorized micro-kernels to it; the library call is already there, tdsl.aut
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from ..errors import ScheduleError, TargetError
@@ -64,10 +65,8 @@ def intrinsics_for(dtype: str | None, target="cpu") -> list[tuple[str, str]]:
             except TargetError:
                 break
     if dtype == "int32":
-        try:
+        with contextlib.suppress(TargetError):
             out.append(("tensorized", x86.int8_dot_any(target)))
-        except TargetError:
-            pass
     return out
 
 

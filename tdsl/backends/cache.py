@@ -12,6 +12,7 @@ or its key check and is rebuilt, never trusted. Only a regular file of bounded s
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -169,10 +170,8 @@ def disk_store(key: str, obj: bytes, meta: dict) -> None:
                 fh.write(data)
             os.replace(tmp, path)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
             raise
     except OSError:
         pass

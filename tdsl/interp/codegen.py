@@ -451,7 +451,7 @@ class PythonCodegen:
             self.emit(f"_vstore({self.vector_args(info, idx)}, {value})")
             return
         codes, checks = [], []
-        for k, (v, dim) in enumerate(zip(idx, info.shape)):
+        for v, dim in zip(idx, info.shape):
             if _in_bounds(v, dim):
                 codes.append(v.code)
                 continue

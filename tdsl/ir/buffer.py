@@ -49,10 +49,10 @@ class Buffer(Node):
             indices = (indices,)
         return BufferLoad(self, tuple(as_expr(i) for i in indices))
 
-    def full_region(self) -> "BufferRegion":
+    def full_region(self) -> BufferRegion:
         return BufferRegion(self, tuple(Range(IntImm(0, s.dtype), s) for s in self.shape))
 
-    def with_(self, **changes) -> "Buffer":
+    def with_(self, **changes) -> Buffer:
         """A new buffer (a distinct identity) with some fields changed."""
         from dataclasses import replace
 

@@ -324,7 +324,7 @@ class Range(Node):
     span: Span | None = _span_field()
 
     @staticmethod
-    def from_extent(extent, dtype: DataType = int32) -> "Range":
+    def from_extent(extent, dtype: DataType = int32) -> Range:
         return Range(const(0, dtype), as_expr(extent, dtype))
 
 

@@ -222,18 +222,18 @@ class PrimFunc(Node):
     def _repr_html_(self) -> str:
         return printing.function_html(self)
 
-    def with_body(self, body: Stmt) -> "PrimFunc":
+    def with_body(self, body: Stmt) -> PrimFunc:
         from dataclasses import replace
 
         return replace(self, body=body)
 
-    def with_attr(self, key: str, value) -> "PrimFunc":
+    def with_attr(self, key: str, value) -> PrimFunc:
         """A copy with the function attribute `key` set to `value` (TVM's `PrimFunc.with_attr`)."""
         from dataclasses import replace
 
         return replace(self, attrs=tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),))
 
-    def specialize(self, **sizes: int) -> "PrimFunc":
+    def specialize(self, **sizes: int) -> PrimFunc:
         """A copy with symbolic dimensions bound to constants (TVM's name), arithmetic folded:
 
         >>> rowsum.specialize(n=1024)     # A: T.Buffer(("n", 64)) -> T.Buffer((1024, 64))

@@ -9,7 +9,7 @@ import hashlib
 import math
 import operator
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 
 from ..dtypes import DataType
 from . import printing
@@ -209,13 +209,13 @@ _CLOSE = object()  # the end of a tuple's items on the hasher's stack
 _SCALAR_TYPES = frozenset({int, str, bool, type(None)})   # floats: NaN needs its own token
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hashed_fields(cls) -> tuple[str, ...]:
     """A node's meaningful fields; a function's name is not part of its meaning."""
     return tuple(f for f in node_fields(cls) if not (f == "name" and issubclass(cls, PrimFunc)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reversed_fields(cls) -> tuple[str, ...]:
     return tuple(reversed(_hashed_fields(cls)))
 

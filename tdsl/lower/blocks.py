@@ -55,10 +55,7 @@ class _BlockConverter(StmtMutator):
         if block.init is not None:
             init = self.visit(block.init)
             cond = _init_condition(block, realize.iter_values)
-            if cond is None:
-                stmt = seq(init, body)
-            else:
-                stmt = seq(IfThenElse(cond, init), body)
+            stmt = seq(init, body) if cond is None else seq(IfThenElse(cond, init), body)
         for buf in reversed(block.alloc_buffers):
             stmt = Allocate(buf, stmt)
         vmap = {iv.var: cast_to(iv.var.dtype, v) for iv, v in zip(block.iter_vars, realize.iter_values)}

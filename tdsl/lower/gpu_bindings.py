@@ -130,7 +130,7 @@ def verify_thread_bindings(func: PrimFunc) -> PrimFunc:
             tag = stmt.thread_tag if stmt.kind == "thread_binding" else None
             if tag is not None and not tag.startswith(("threadIdx", "blockIdx")):
                 tag = None  # vthread loops become serial loops
-            if tag is not None and not any(_per_thread_tag(f) for f in loops):
+            if tag is not None and not any(per_thread_tag(f) for f in loops):
                 warp_nest = _has_warp_block(stmt)   # a kernel root: does the kernel run warps?
             walk(stmt.body, tags + ((tag,) if tag else ()), loops + (stmt,), warp_nest)
             return
@@ -147,7 +147,7 @@ def verify_thread_bindings(func: PrimFunc) -> PrimFunc:
             if block.init is not None:
                 walk(block.init, tags, loops, warp_nest)
             return
-        for child in _children(stmt):
+        for child in stmt_children(stmt):
             walk(child, tags, loops, warp_nest)
 
     walk(func.body, (), (), False)
@@ -199,7 +199,8 @@ def _unbound_message(name: str, tags: tuple[str, ...], loops: tuple[str, ...]) -
             f"GPU threads; bind a loop with {missing}")
 
 
-def _children(stmt: Stmt) -> list[Stmt]:
+def stmt_children(stmt: Stmt) -> list[Stmt]:
+    """The statements directly inside `stmt` (a sequence's items, both cases of an if, a body)."""
     if isinstance(stmt, SeqStmt):
         return list(stmt.seq)
     if isinstance(stmt, IfThenElse):
@@ -211,7 +212,7 @@ def _children(stmt: Stmt) -> list[Stmt]:
     return []
 
 
-def _per_thread_tag(loop: For) -> str | None:
+def per_thread_tag(loop: For) -> str | None:
     """The tag of a loop whose variable is one value per thread (threadIdx/blockIdx), else None."""
     if loop.kind == "thread_binding" and (loop.thread_tag or "").startswith(("threadIdx", "blockIdx")):
         return loop.thread_tag

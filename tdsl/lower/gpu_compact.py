@@ -33,7 +33,7 @@ from ..ir import (
     substitute,
 )
 from ..ir.opaque_calls import WGMMA
-from .gpu_bindings import _per_thread_tag
+from .gpu_bindings import per_thread_tag
 
 
 def _cast(dtype, e: PrimExpr) -> PrimExpr:
@@ -115,11 +115,11 @@ def _thread_vars(buf: Buffer, use: _Use, kept: set[For], lanes: dict[str, Var]) 
     region; None when a tag is bound twice on the way (no single index per thread)."""
     if buf.scope != "local":
         return {}
-    kept_tags = {_per_thread_tag(f) for f in kept} - {None}
+    kept_tags = {per_thread_tag(f) for f in kept} - {None}
     out: dict[Var, PrimExpr] = {}
     seen: set[str] = set()
     for f in use.loops:
-        tag = _per_thread_tag(f)
+        tag = per_thread_tag(f)
         if tag is None or f in kept:
             continue
         if tag in seen or tag in kept_tags:
@@ -197,7 +197,7 @@ class _Compactor(IRMutator):
         out: dict[Var, PrimExpr] = {}
         for f in self.stack:
             for lane, tag in self.lane_tags.items():
-                if _per_thread_tag(f) == tag:
+                if per_thread_tag(f) == tag:
                     value = f.loop_var if isinstance(f.min, IntImm) and f.min.value == 0 else f.loop_var - f.min
                     out[lane] = value if value.dtype == lane.dtype else _cast(lane.dtype, value)
         return out

@@ -60,7 +60,7 @@ def _is_thread(loop: For) -> str | None:
 
 
 def _leaves(stmt: Stmt, loops: tuple[For, ...], out: list) -> None:
-    from .gpu_bindings import _children
+    from .gpu_bindings import stmt_children
 
     if isinstance(stmt, For):
         _leaves(stmt.body, loops + (stmt,), out)
@@ -72,7 +72,7 @@ def _leaves(stmt: Stmt, loops: tuple[For, ...], out: list) -> None:
             return
         _leaves(stmt.block.body, loops, out)
         return
-    for child in _children(stmt):
+    for child in stmt_children(stmt):
         _leaves(child, loops, out)
 
 

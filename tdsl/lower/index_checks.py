@@ -101,9 +101,9 @@ class _Checks(IRMutator):
             return True
         for g in self.guards:
             for c in _conjuncts(g):
-                if isinstance(c, Binary) and c.op in ("lt", "le") and same_expr(c.a, idx):
-                    if self._proven(c.b <= extent if c.op == "lt" else c.b < extent):
-                        return True
+                if (isinstance(c, Binary) and c.op in ("lt", "le") and same_expr(c.a, idx)
+                        and self._proven(c.b <= extent if c.op == "lt" else c.b < extent)):
+                    return True
         return False
 
     def _indices(self, buf: Buffer, indices: tuple) -> tuple:

@@ -155,7 +155,7 @@ def dispatch_from_database(func, target: str, database, options: dict) -> SizeDi
     db = database if isinstance(database, Database) else Database(database)
     try:
         buckets, traces = [], []
-        for sizes, wl, best in _tuned_sizes(func, target, db):
+        for sizes, _wl, best in _tuned_sizes(func, target, db):
             if best is not None:
                 buckets.append(sizes)
                 traces.append(best.trace)

@@ -21,6 +21,7 @@ One round for one function (a `TaskState`), `batch` trials:
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import random
@@ -123,10 +124,9 @@ class TaskState:
         self.records.append(record)
         self.seen.add(record.candidate)
         if record.trace and record.decisions:
-            try:
+            # a record from another tdsl (a trace this one cannot replay): it is only not deduplicated
+            with contextlib.suppress(Exception):
                 self.note_tried(record.trace, record.decisions)
-            except Exception:  # noqa: BLE001, S110 - a record from another tdsl: it is only not deduplicated
-                pass
 
     # proposals ------------------------------------------------------------------------------
     def _fresh(self) -> tuple:

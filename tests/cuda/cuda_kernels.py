@@ -191,7 +191,7 @@ def kitchen_sink(n: int = 256):
                     O4[i] = H[i] * H[i] + T.exp(H[i]) - T.cast(T.float32(0.25), "float16")
                     O5[i] = T.cast(I[i], "int64") * T.int64(3000000000) // T.int64(7)
                     O6[i] = T.cast(C8[i] * T.int8(3) + T.int8(100), "uint8")   # int8 arithmetic wraps
-                    O7[i] = (A[i] > T.float32(0) and not (I[i] % 2 == 0)) or C8[i] < T.int8(0)
+                    O7[i] = (A[i] > T.float32(0) and not (I[i] % 2 == 0)) or C8[i] < T.int8(0)  # noqa: SIM201 (tests `not`)
 
     def inputs(seed: int = 0):
         rng = np.random.default_rng(seed)

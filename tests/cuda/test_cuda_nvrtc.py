@@ -57,10 +57,10 @@ def test_unknown_arch_and_option():
 
 
 def test_disk_cache_is_reused_by_a_new_process(tmp_path):
-    code = ("import sys, time; sys.path.insert(0, %r)\n"
+    code = (f"import sys, time; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
             "import tdsl, cuda_kernels as ck\n"
             "t = time.perf_counter(); k = tdsl.build(ck.softmax()[0], target='cuda', arch='sm_90')\n"
-            "print(len(k.cubin), time.perf_counter() - t)\n") % os.path.dirname(__file__)
+            "print(len(k.cubin), time.perf_counter() - t)\n")
     env = dict(os.environ, TDSL_CACHE_DIR=str(tmp_path))
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                        check=False)
@@ -76,13 +76,13 @@ def test_disk_cache_is_reused_by_a_new_process(tmp_path):
 def test_cpu_path_never_imports_cuda_python():
     pytest.importorskip("llvmlite")
     code = ("import sys, numpy as np, tdsl\n"
-            "sys.path.insert(0, %r)\n"
+            f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
             "import cuda_kernels as ck\n"
             "f, ref = ck.softmax()\n"
             "a = np.random.default_rng(0).standard_normal((64, 256)).astype('float32')\n"
             "assert abs(tdsl.build(f, target='cpu')(a) - ref(a)).max() < 1e-5\n"
             "assert 'cuda.bindings' not in sys.modules and 'cuda' not in sys.modules, sorted(sys.modules)\n"
-            "print('ok')\n") % os.path.dirname(__file__)
+            "print('ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        check=False)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

@@ -49,7 +49,7 @@ def test_device_arrays_need_a_gpu():
 @needs_no_gpu
 def test_process_survives_a_call_without_gpu():
     code = ("import sys, numpy as np, tdsl\n"
-            "sys.path.insert(0, %r)\n"
+            f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
             "import cuda_kernels as ck\n"
             "k = tdsl.build(ck.matmul()[0], target='cuda', arch='sm_80')\n"
             "for _ in range(3):\n"
@@ -57,7 +57,7 @@ def test_process_survives_a_call_without_gpu():
             "        k(np.ones((64, 64), 'float32'), np.ones((64, 64), 'float32'))\n"
             "    except tdsl.TargetError as e:\n"
             "        msg = str(e)\n"
-            "print('survived:', msg.split(' (')[0])\n") % os.path.dirname(__file__)
+            "print('survived:', msg.split(' (')[0])\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        check=False)
     assert r.returncode == 0, r.stderr

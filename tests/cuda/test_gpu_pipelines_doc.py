@@ -12,7 +12,8 @@ DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "gpu_pipelines
 
 
 def _section_blocks() -> list[str]:
-    text = open(DOC).read()
+    with open(DOC) as f:
+        text = f.read()
     section = text.split("## cp.async and software pipelining", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```(?:python|cuda)\n(.*?)\n```", section, re.S)
 

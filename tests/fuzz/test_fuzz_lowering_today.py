@@ -10,6 +10,7 @@ in C (docs/script.md): the simplifier may assume it does not, so the int32 test 
 built kernel with the interpreter on the lowered function."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,10 +145,8 @@ def apply_steps(case: Case) -> tdsl.Schedule:
     """Apply the case's steps, skipping the ones the schedule refuses (ScheduleError)."""
     sch = tdsl.Schedule(tdsl.parse(case.text))
     for step in case.steps:
-        try:
+        with contextlib.suppress(tdsl.ScheduleError):
             _apply(sch, step)
-        except tdsl.ScheduleError:
-            pass
     return sch
 
 

@@ -1,5 +1,7 @@
 """Every kernel of the shared corpus, lowered (as written, and with vectorize/parallel/unroll
 schedules), computes what the reference says when the interpreter runs the lowered IR."""
+import contextlib
+
 import pytest
 from corpus import CORPUS, check_case
 
@@ -39,10 +41,8 @@ def vectorize_and_parallelize(func):
                  (sch.parallel, loops[:1] if len(loops) > 1 else [])]
         for step, targets in steps:
             for loop in targets:
-                try:
+                with contextlib.suppress(tdsl.ScheduleError):
                     step(loop)
-                except tdsl.ScheduleError:
-                    pass
     return sch.func
 
 

@@ -52,8 +52,7 @@ from ...ir.opaque_calls import HOPPER_CALLS, MBARRIER_CALLS, MBARRIER_INIT, MBAR
 from ...lower.gpu_bindings import (  # noqa: F401 (UnboundBlockError, verify_thread_bindings: public here too)
     WARP_SIZE,
     UnboundBlockError,
-    _children,
-    _per_thread_tag,
+    stmt_children,
     verify_thread_bindings,
     warp_calls,
 )
@@ -669,7 +668,7 @@ class _Planner:
                 runs = c.b.value if c.op == "lt" else 1
                 inner.threads[c.a] = IntImm(min(runs, inner.threads[c.a].value), c.b.dtype)
         inner.uniform |= set(inner.threads)
-        for child in _children(stmt):
+        for child in stmt_children(stmt):
             inner.plan(child)
             if isinstance(stmt, For):
                 inner._loop(replace(stmt, kind="serial"))

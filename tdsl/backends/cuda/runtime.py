@@ -404,7 +404,7 @@ class DLView:
 def read_dlpack(obj, stream: int = 0) -> DLView:
     """Read a `__dlpack__` object's tensor through its capsule (not consumed: the producer's
     capsule destructor releases it when `keepalive` goes)."""
-    handle = None if not stream else stream
+    handle = stream if stream else None
     try:
         capsule = obj.__dlpack__(stream=handle)
     except TypeError:

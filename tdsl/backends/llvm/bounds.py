@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...arith.affine import Bound, _affine, _over  # noqa: F401 (the exact affine bounds: arith)
+from ...arith.affine import Bound, affine_bounds, over_sizes
 from ...arith.evaluate import eval_array, eval_int
 from ...errors import BoundsError
 from ...ir import (
@@ -132,7 +132,7 @@ class _Checker(IRVisitor):
         if isinstance(s.min, IntImm) and isinstance(s.extent, IntImm):
             if s.extent.value > 0:
                 self.ranges[s.loop_var] = (s.min.value, s.min.value + s.extent.value - 1)
-        elif self.size_vars and _over_or_const(s.min, self.size_vars) and _over(s.extent, self.size_vars):
+        elif self.size_vars and _over_or_const(s.min, self.size_vars) and over_sizes(s.extent, self.size_vars):
             lo = s.min.value if isinstance(s.min, IntImm) else s.min
             self.ranges[s.loop_var] = (lo, s.min + s.extent - 1)
             self.running.append((s.extent, free_vars(s.extent), 1))
@@ -202,7 +202,7 @@ class _Checker(IRVisitor):
         later = []
         for axis, idx, extent in axes:   # what fails for every size first
             where = f" (axis {axis})" if len(indices) > 1 else ""
-            bound = _affine(idx, self.ranges) if isinstance(extent, IntImm) else None
+            bound = affine_bounds(idx, self.ranges) if isinstance(extent, IntImm) else None
             if bound is None or bound[0][1] or bound[1][1]:
                 later.append((where, idx, extent))
                 continue
@@ -214,9 +214,9 @@ class _Checker(IRVisitor):
         if self.sizes is None:
             return
         for where, idx, extent in later:
-            if not (isinstance(extent, IntImm) or _over(extent, self.size_vars)):
+            if not (isinstance(extent, IntImm) or over_sizes(extent, self.size_vars)):
                 continue
-            bound = _affine(idx, self.ranges, self.size_vars)
+            bound = affine_bounds(idx, self.ranges, self.size_vars)
             if bound is None:
                 continue
             fails = _Failure(bound[0], bound[1], extent)
@@ -238,7 +238,7 @@ class _Checker(IRVisitor):
 
 
 def _over_or_const(e, sizes: frozenset) -> bool:
-    return isinstance(e, IntImm) or _over(e, sizes)
+    return isinstance(e, IntImm) or over_sizes(e, sizes)
 
 
 def check_static_bounds(func: PrimFunc, scalar_only: bool = False) -> None:

@@ -210,10 +210,7 @@ class AddressEmitter(EmitterBase):
                 self.b.store(raw, addr, align=align)
             return
         for j in range(lanes):
-            if kind == "bcast":
-                ij = where
-            else:
-                ij = self.b.extract_element(where, ir.Constant(I32, j))
+            ij = where if kind == "bcast" else self.b.extract_element(where, ir.Constant(I32, j))
             v = self.b.extract_element(raw, ir.Constant(I32, j)) if isinstance(raw.type, ir.VectorType) else raw
             self.b.store(v, _gep(self.b, ptr, [ij], elem), align=align)
 

@@ -229,10 +229,7 @@ class ArithmeticEmitter(EmitterBase):
             r = b.srem(a, den)
             adjust = b.and_(b.icmp_signed("!=", r, _const(ty, 0)),
                             b.xor(b.icmp_signed("<", r, _const(ty, 0)), b.icmp_signed("<", den, _const(ty, 0))))
-            if op == "floordiv":
-                q = b.sub(q, b.zext(adjust, ty))
-            else:
-                q = b.select(adjust, b.add(r, den), r)
+            q = b.sub(q, b.zext(adjust, ty)) if op == "floordiv" else b.select(adjust, b.add(r, den), r)
         if safe:
             return q
         zero_div = b.icmp_signed("==", c, _const(ty, 0))

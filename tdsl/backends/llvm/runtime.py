@@ -400,7 +400,7 @@ def install_sigint_handler() -> bool:
     import ctypes
     import signal
 
-    if threading.current_thread() is not threading.main_thread() or not platform.system() == "Linux":
+    if threading.current_thread() is not threading.main_thread() or platform.system() != "Linux":
         return False
     if not callable(signal.getsignal(signal.SIGINT)):
         return False   # SIG_IGN, SIG_DFL or a handler not installed from Python

@@ -33,6 +33,7 @@ facade class (`ScheduleBase.facade`, registered by `Schedule`, which sits above 
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from dataclasses import dataclass, field
 
@@ -299,13 +300,11 @@ def _apply(func: PrimFunc, block: str, intrin: TensorIntrin, code: _Einsum, desc
         factors = [tiles[inv[iv.var]] if iv.var in padded else 1 for iv in code.iters]
         sch.pad_einsum(blk, factors)
         for copy in reindexed:   # read the operand straight into its padded copy: one copy, not two
-            try:
+            with contextlib.suppress(ScheduleError):
                 sch.compute_inline(copy)
-            except ScheduleError:
-                pass
     # 3. pack the copies that still do not fit
     cur = _current(sch, block)
-    for dbuf, cbuf in plan.roles.items():
+    for dbuf in plan.roles:
         buf, idx = _buffer_in(cur, dbuf, dbuf is desc.output, plan, code)
         if buf is None or _fits(idx, desc.access[dbuf], dbuf, impl_of[dbuf], plan.mapping, padded, buf):
             continue

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable
 
 from ...arith import eval_array, eval_int, prove, relax, simplify
-from ...arith.polynomial import _polynomial, _polynomial_bounds  # noqa: F401 (polynomials: arith)
+from ...arith.polynomial import polynomial_bounds
 from ...ir import (
     Binary,
     Block,
@@ -208,7 +208,7 @@ def new_layout_shape(func: PrimFunc, block: str, buf: Buffer, params, outputs,
              for v in set().union(*(free_vars(o) for o in outputs)) - set(params)}
     shape = []
     for o in outputs:
-        lo, hi = _polynomial_bounds(o, ranges, set(sizes)) or relax(o, ranges)
+        lo, hi = polynomial_bounds(o, ranges, set(sizes)) or relax(o, ranges)
         if not prove(lo >= 0, sizes):
             raise schedule_error(func, primitive, f"the new index {expr_text(o)} can be negative",
                                  blocks=(block,), rule="the index map must send every element to indices >= 0")

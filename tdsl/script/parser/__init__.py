@@ -12,6 +12,7 @@ load on the first parse, not on `import tdsl`.
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import textwrap
 from typing import Any
@@ -127,10 +128,8 @@ def parse_function_or_error(fn, scope: dict[str, Any] | None = None) -> PrimFunc
         closure.update(scope)
     if fn.__closure__:
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
-            try:
+            with contextlib.suppress(ValueError):
                 closure[name] = cell.cell_contents
-            except ValueError:
-                pass
     from .. import T as T_module
 
     closure.setdefault("T", T_module)

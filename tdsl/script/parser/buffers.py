@@ -104,7 +104,7 @@ class BufferParser(ParserCore):
                 sub = ast.parse(text, mode="eval").body
             except SyntaxError:
                 raise self.error(node, f"cannot read the dimension {text!r}",
-                                 'a dimension is an int, a name such as "n", or an expression such as "n * 2"')
+                                 'a dimension is an int, a name such as "n", or an expression such as "n * 2"') from None
             self.push()
             for name, var in (sym or {}).items():
                 self.define(name, var)
