@@ -41,7 +41,7 @@ from ..ir.expr import (
     StringImm,
     Var,
 )
-from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC, HOPPER_CALLS, TMA_LOAD, WGMMA, wgmma_layout
+from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC, HOPPER_CALLS, TMA_LOAD, WGMMA
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -56,7 +56,9 @@ from ..ir.stmt import (
     Stmt,
 )
 from . import runtime
+from .hopper import tma_load_as_copy, wgmma_as_loops
 from .ranges import Rng, _corners, _dtype_range, _fits, _int_binary_range, _union
+from .runtime import InterpretError
 
 # CPython refuses more than 20 statically nested loops in one function; deeper nests are
 # continued in a nested function.
@@ -74,10 +76,6 @@ _UFUNCS = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "tanh": "np.tanh
 _RESERVED = set(dir(builtins)) | {"np", "math"}
 
 _SIMPLE = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$|^-?\d+$|^\(-\d+\)$")
-
-
-class InterpretError(Exception):
-    """The function cannot be interpreted (malformed IR: an undefined variable or buffer...)."""
 
 
 @dataclass(frozen=True)
@@ -754,51 +752,3 @@ BASE_GLOBALS = {
     "_vload": runtime.vload,
     "_vstore": runtime.vstore,
 }
-
-
-def tma_load_as_copy(call: Call) -> Stmt:
-    """T.ptx_tma_load(dst, src, tensor_map, bar, *coords) as loops copying the box (zero where it
-    leaves the source tensor, as TMA fills out-of-bounds elements)."""
-    dst, src, _, _, *coords = call.args
-    assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad)
-    rank = len(coords)
-    box = [e.value for e in dst.buffer.shape[-rank:] if isinstance(e, IntImm)]
-    if len(box) != rank:
-        raise InterpretError(f"T.ptx_tma_load into {dst.buffer.name}: its last {rank} axes are the box, which needs "
-                             f"constant sides, got {dst.buffer.shape}")
-    idx = [Var(f"tma_i{d}", coords[d].dtype) for d in range(rank)]
-    outer, base = dst.indices[:-rank], dst.indices[-rank:]
-    target = tuple(outer) + tuple(b + i for b, i in zip(base, idx))
-    at = [c + i for c, i in zip(coords, idx)]
-    zero = FloatImm(0.0, dst.buffer.dtype) if dst.buffer.dtype.is_float else IntImm(0, dst.buffer.dtype)
-    body: Stmt = BufferStore(dst.buffer, BufferLoad(src.buffer, tuple(at)), target)
-    for a, extent in reversed(list(zip(at, src.buffer.shape))):
-        inside = Binary("lt", a, extent) if isinstance(extent, PrimExpr) else Binary("lt", a, IntImm(extent, a.dtype))
-        body = IfThenElse(Binary("ge", a, IntImm(0, a.dtype)),
-                          IfThenElse(inside, body, BufferStore(dst.buffer, zero, target)),
-                          BufferStore(dst.buffer, zero, target))
-    for i, extent in reversed(list(zip(idx, box))):
-        body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
-    return body
-
-
-def wgmma_as_loops(call: Call) -> Stmt:
-    """T.ptx_wgmma(D, A, B, n, lane) as the thread's own part: for each of its n / 2 accumulators
-    (row, col) = wgmma_layout(lane, i), D[i] += sum over k < 16 of A[row, k] * B[col, k]."""
-    d, a, b, n, lane, _ = call.args
-    assert isinstance(d, BufferLoad) and isinstance(a, BufferLoad) and isinstance(b, BufferLoad)
-    assert isinstance(n, IntImm)
-    i, k = Var("wgmma_i", int32), Var("wgmma_k", int32)
-    row, col = wgmma_layout(lane, i)
-    *d_outer, d_last = d.indices
-    target = (*d_outer, d_last + i)
-
-    def at(load: BufferLoad, r: PrimExpr) -> tuple:
-        *outer, r0, k0 = load.indices
-        return (*outer, r0 + r, k0 + k)
-
-    f32 = DataType("float", 32)
-    product = Cast(f32, BufferLoad(a.buffer, at(a, row))) * Cast(f32, BufferLoad(b.buffer, at(b, col)))
-    body: Stmt = BufferStore(d.buffer, BufferLoad(d.buffer, target) + product, target)
-    body = For(k, IntImm(0, int32), IntImm(16, int32), "serial", body)
-    return For(i, IntImm(0, int32), IntImm(n.value // 2, int32), "serial", body)

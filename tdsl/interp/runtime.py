@@ -18,6 +18,10 @@ from ..errors import BoundsError
 GARBAGE_BYTE = 0xA5
 
 
+class InterpretError(Exception):
+    """The function cannot be interpreted (malformed IR: an undefined variable or buffer...)."""
+
+
 class ExternCallError(NotImplementedError):
     """The interpreter met a call it cannot run (an extern or hardware intrinsic)."""
 

@@ -1,0 +1,61 @@
+"""The sequential meaning of Hopper's asynchronous calls, as IR the interpreter runs in their
+place: a TMA load is a box copy (zero outside the tensor), a wgmma is the thread's own
+accumulators += A x B^T. Barrier waits and fences need nothing sequentially.
+
+    T.ptx_tma_load(A_sh[0, 0], A[y, x], tmap[0], bar[0])
+    ->  for tma_i0, tma_i1 in T.grid(64, 64): A_sh[tma_i0, tma_i1] = A[y + tma_i0, x + tma_i1]  (guarded)
+"""
+from __future__ import annotations
+
+from ..dtypes import DataType, int32
+from ..ir import Binary, BufferLoad, BufferStore, Call, Cast, FloatImm, For, IfThenElse, IntImm, PrimExpr, Stmt, Var
+from ..ir.opaque_calls import wgmma_layout
+from .runtime import InterpretError
+
+
+def tma_load_as_copy(call: Call) -> Stmt:
+    """T.ptx_tma_load(dst, src, tensor_map, bar, *coords) as loops copying the box (zero where it
+    leaves the source tensor, as TMA fills out-of-bounds elements)."""
+    dst, src, _, _, *coords = call.args
+    assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad)
+    rank = len(coords)
+    box = [e.value for e in dst.buffer.shape[-rank:] if isinstance(e, IntImm)]
+    if len(box) != rank:
+        raise InterpretError(f"T.ptx_tma_load into {dst.buffer.name}: its last {rank} axes are the box, which needs "
+                             f"constant sides, got {dst.buffer.shape}")
+    idx = [Var(f"tma_i{d}", coords[d].dtype) for d in range(rank)]
+    outer, base = dst.indices[:-rank], dst.indices[-rank:]
+    target = tuple(outer) + tuple(b + i for b, i in zip(base, idx))
+    at = [c + i for c, i in zip(coords, idx)]
+    zero = FloatImm(0.0, dst.buffer.dtype) if dst.buffer.dtype.is_float else IntImm(0, dst.buffer.dtype)
+    body: Stmt = BufferStore(dst.buffer, BufferLoad(src.buffer, tuple(at)), target)
+    for a, extent in reversed(list(zip(at, src.buffer.shape))):
+        inside = Binary("lt", a, extent) if isinstance(extent, PrimExpr) else Binary("lt", a, IntImm(extent, a.dtype))
+        body = IfThenElse(Binary("ge", a, IntImm(0, a.dtype)),
+                          IfThenElse(inside, body, BufferStore(dst.buffer, zero, target)),
+                          BufferStore(dst.buffer, zero, target))
+    for i, extent in reversed(list(zip(idx, box))):
+        body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
+    return body
+
+
+def wgmma_as_loops(call: Call) -> Stmt:
+    """T.ptx_wgmma(D, A, B, n, lane) as the thread's own part: for each of its n / 2 accumulators
+    (row, col) = wgmma_layout(lane, i), D[i] += sum over k < 16 of A[row, k] * B[col, k]."""
+    d, a, b, n, lane, _ = call.args
+    assert isinstance(d, BufferLoad) and isinstance(a, BufferLoad) and isinstance(b, BufferLoad)
+    assert isinstance(n, IntImm)
+    i, k = Var("wgmma_i", int32), Var("wgmma_k", int32)
+    row, col = wgmma_layout(lane, i)
+    *d_outer, d_last = d.indices
+    target = (*d_outer, d_last + i)
+
+    def at(load: BufferLoad, r: PrimExpr) -> tuple:
+        *outer, r0, k0 = load.indices
+        return (*outer, r0 + r, k0 + k)
+
+    f32 = DataType("float", 32)
+    product = Cast(f32, BufferLoad(a.buffer, at(a, row))) * Cast(f32, BufferLoad(b.buffer, at(b, col)))
+    body: Stmt = BufferStore(d.buffer, BufferLoad(d.buffer, target) + product, target)
+    body = For(k, IntImm(0, int32), IntImm(16, int32), "serial", body)
+    return For(i, IntImm(0, int32), IntImm(n.value // 2, int32), "serial", body)
