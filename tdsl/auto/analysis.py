@@ -1,4 +1,3 @@
-# mypy: disable-error-code="arg-type,union-attr"
 """Facts about one block that the rules decide on: its iterators, loops, accesses, and roles.
 
 Everything is read from the schedule's current function by the block's name, so a rule can ask

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="arg-type,assignment,operator,return-value,union-attr"
 """GPU rules: every loop nest becomes a kernel with bound threads.
 
 * `GPUWmmaTiling`: fp16 GEMMs with fp32 accumulation on tensor cores (see its docstring).

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="arg-type,operator"
 """CPU tiling of low-precision GEMMs onto the register micro-kernels of `tdsl.intrinsics.x86_lowp`:
 u8 x s8 -> s32 (`C[i, j] += int32(A[i, k]) * int32(B[k, j])`, A uint8, B int8, C int32),
 bf16 -> fp32 and fp16 -> fp32 (`C[i, j] += float32(A[i, k]) * float32(B[k, j])`, A and B
@@ -163,13 +162,16 @@ class MatmulLowpCPU(Rule):
         kind = lowp_kind(roles, info)
         if kind is None or not _kernel_layout(roles, info.iters):
             return []
+        m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
+        assert m is not None and n is not None and k is not None   # info.constant_extents
         return [lambda s, t=t, isa=isa: self._tile(s, block, roles, kind, isa, t)
                 for isa in kind.isas(self.hw.features)
-                for t in lowp_tiles(roles.i.extent, roles.j.extent, roles.k.extent, kind, isa, self.hw.l1)]
+                for t in lowp_tiles(m, n, k, kind, isa, self.hw.l1)]
 
     def _tile(self, s: Schedule, block: str, roles: MatmulRoles, kind: LowpGemm, isa: str, tile: MicroTile) -> None:
         mr, nr, kc, g = tile.mr, tile.nr, tile.kc, kind.group(isa)
         m, n = roles.i.extent, roles.j.extent
+        assert m is not None and n is not None   # alternatives() takes constant extents only
         c = s.get_block(block)
         b_name = roles.b.name
         info0 = block_info(s.func, block)

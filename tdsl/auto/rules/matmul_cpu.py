@@ -1,4 +1,3 @@
-# mypy: disable-error-code="arg-type,operator"
 """CPU multi-level tiling of multiply-accumulate blocks onto the x86 fp32 register micro-kernel.
 
 For a block `C[.., i, .., j] += A[.., i, .., k] * B[.., k, .., j]` with constant extents (GEMM,

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="assignment,misc,var-annotated"
 """RowPrefetch: in a row-fused loop nest, one vector step of an elementwise block also prefetches
 the next row of its input, through a tensor intrinsic generated from the block itself.
 

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="type-var"
 """CPU multi-level tiling of reductions that no micro-kernel takes, and tensorize-by-matching.
 
 `MultiLevelTilingCPU`, for a reduction block whose output's last index is a spatial iterator
@@ -170,7 +169,7 @@ class TensorizeMatching(Rule):
         if info.store is None or not info.top_level or _is_tuned(info) or not info.constant_extents:
             return []
         out = []
-        handles_ext = list(info.loop_extents)
+        handles_ext = [int(e) for e in info.loop_extents if e is not None]   # all constant (checked above)
         for name in TensorIntrin.list():
             intrin = TensorIntrin.get(name)
             missing = self.hw.kind == "cpu" and any(f not in have for f in intrin.features)
