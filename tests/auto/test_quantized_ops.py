@@ -9,7 +9,7 @@ import pytest
 
 import tdsl
 from tdsl import T
-from tdsl.target import host_features
+from tdsl.target import cpu_features
 
 ZA, ZB, ZY = 3, -2, 5   # zero points of A, B and the output
 LIMITS = {"int8": (-128, 127), "uint8": (0, 255)}
@@ -77,7 +77,7 @@ def test_quantized_gemm_is_bit_exact(out, per_channel):
     b[0, 1] = ZB + 1
     scale[1] = 0.5
     sch = tdsl.auto_schedule(func, "cpu")
-    if "avx2" in host_features():
+    if "avx2" in cpu_features("cpu"):
         assert "u8s8s32_" in str(sch.trace)
         # the epilogue runs per block of rows, right after them: the int32 block stays in cache
         assert 'get_block("epilogue")' in str(sch.trace) and "reverse_compute_at" in str(sch.trace)
@@ -167,7 +167,7 @@ def test_quantized_conv2d_is_bit_exact(layout):
     wt = rng.integers(-128, 128, (f, c, 3, 3) if layout == "NCHW" else (3, 3, c, f)).astype(np.int8)
     scale = rng.uniform(2e-5, 6e-5, f).astype(np.float32)
     sch = tdsl.auto_schedule(func, "cpu")
-    if layout == "NHWC" and "avx2" in host_features():
+    if layout == "NHWC" and "avx2" in cpu_features("cpu"):
         assert "u8s8s32_" in str(sch.trace)      # the int8 micro-kernel reads NHWC in place
     y = np.zeros((b, f, h, w) if layout == "NCHW" else (b, h, w, f), np.uint8)
     tdsl.build(sch, target="cpu")(x, wt, scale, y)

@@ -8,7 +8,7 @@ import pytest
 import tdsl
 from tdsl import T
 from tdsl.intrinsics import x86_lowp
-from tdsl.target import host_features
+from tdsl.target import cpu_features
 
 
 def _int8_gemm(m: int, n: int, k: int):
@@ -50,8 +50,8 @@ def _operands(m, n, k, seed=0):
 
 def _isa_param(isa):
     need = x86_lowp.INT8_ISAS[isa][1]
-    missing = [f for f in need if f not in host_features()]
-    return pytest.param(isa, marks=pytest.mark.skipif(bool(missing), reason=f"this CPU lacks {missing}"))
+    missing = [f for f in need if f not in cpu_features("cpu")]
+    return pytest.param(isa, marks=pytest.mark.skipif(bool(missing), reason=f"the CPU target 'cpu' builds for lacks {missing}"))
 
 
 @pytest.mark.parametrize("isa", [_isa_param(i) for i in x86_lowp.INT8_ISAS])
@@ -95,8 +95,8 @@ def test_family_name_registers_on_demand():
 def test_periodic_load_is_one_broadcast_and_bounds_checked():
     """A[i, 4q + lane % 4] (4 bytes repeated) compiles to a 32-bit broadcast load, checked as the
     4 bytes it reads."""
-    if "avx512vnni" not in host_features():
-        pytest.skip("this CPU lacks avx512vnni")
+    if "avx512vnni" not in cpu_features("cpu"):
+        pytest.skip("the CPU target 'cpu' builds for lacks avx512vnni")
     func = _int8_gemm(8, 32, 16)
     sch = packed_int8_schedule(func, 8, 32, 16, x86_lowp.register_int8("avx512vnni", 8, 32, 16))
     kernel = tdsl.build(sch, target="cpu", bounds_check=True)
@@ -109,8 +109,8 @@ def test_periodic_load_is_one_broadcast_and_bounds_checked():
 
 # bf16 -------------------------------------------------------------------------------------------
 
-needs_bf16 = pytest.mark.skipif(not all(f in host_features() for f in x86_lowp.BF16_FEATURES),
-                                reason="this CPU lacks AVX512-BF16")
+needs_bf16 = pytest.mark.skipif(not all(f in cpu_features("cpu") for f in x86_lowp.BF16_FEATURES),
+                                reason="the CPU target 'cpu' builds for lacks AVX512-BF16")
 
 
 def _bf16_gemm(m: int, n: int, k: int):
@@ -179,7 +179,7 @@ def test_bf16_without_the_unit_converts_to_fp32_in_the_micro_kernel(mattr, isa):
     target = f"llvm -mattr={mattr}"
     features = tdsl.target.cpu_features(target)
     if x86_lowp.fp16_isa(features, "bfloat16") != isa:
-        pytest.skip(f"this CPU cannot run the {isa} kernel")
+        pytest.skip(f"the CPU target 'cpu' builds for cannot run the {isa} kernel")
     sch = tdsl.auto_schedule(_bf16_gemm(16, 32, 64), target)
     assert f"x86.{isa}.bf16f32_" in str(sch.trace)
     a, b = _bf16_operands(16, 32, 64)
@@ -210,8 +210,8 @@ def _fp16_gemm(m: int, n: int, k: int):
 
 def _fp16_param(isa):
     need = x86_lowp.FP16_ISAS[isa][1]
-    missing = [f for f in need if f not in host_features()]
-    return pytest.param(isa, marks=pytest.mark.skipif(bool(missing), reason=f"this CPU lacks {missing}"))
+    missing = [f for f in need if f not in cpu_features("cpu")]
+    return pytest.param(isa, marks=pytest.mark.skipif(bool(missing), reason=f"the CPU target 'cpu' builds for lacks {missing}"))
 
 
 @pytest.mark.parametrize("isa", [_fp16_param(i) for i in x86_lowp.FP16_ISAS])

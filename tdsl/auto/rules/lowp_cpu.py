@@ -224,7 +224,7 @@ class MatmulLowpCPU(Rule):
         name = kind.intrinsic(isa, tile, init=whole)
         tile_block = s.blockize(i1)
         s.tensorize(tile_block, name)
-        if isa == "avx2":
+        if isa == "avx2" and kind is INT8:   # fp16 has no dot-product unit to lack
             s.annotate(tile_block, LOWER_NOTE, FALLBACK_NOTE.format(block=block, intrin=name))
         if readers is not None and len(readers) == 1:
             attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block))

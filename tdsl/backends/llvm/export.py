@@ -103,7 +103,8 @@ def export_kernel(kernel, path: str, name: str | None = None) -> str:
     mod.link_in(rt)
     meta = {"format": FORMAT, "name": name, "script": func.script(), "signature": _signature_script(func), "info": info,
             "source": _pack(result.ir), "pipeline": pipeline, "options": {"bounds_check": bounds_check},
-            "triple": host.triple, "cpu": machine.cpu, "features": _simd_features(machine.features)}
+            "triple": host.triple, "cpu": machine.cpu, "features": _simd_features(machine.features),
+            "target": str(target)}
     glue = _glue_module(name, func, lowered, result, host.triple, jit.data_layout(), futex,
                         json.dumps(meta).encode())
     glue_mod = jit.parse_and_verify(str(glue), f"the C entry of {name!r}")

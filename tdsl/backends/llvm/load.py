@@ -88,7 +88,7 @@ def _kernel_from(lib, meta: dict):
     addresses[info["ctx_symbol"]] = ctx_addr
     _bind_numpy(ctx_addr, info["descr_dtypes"])
     loaded = Loaded(info, meta["source"], meta["pipeline"], addresses, library=lib)
-    kernel = Kernel(parse(meta["signature"]), loaded, meta["options"])
+    kernel = Kernel(parse(meta["signature"]), loaded, meta["options"], target=meta.get("target"))
     # `func` is the whole function again, parsed on first use (a scheduled GEMM's script takes
     # ~15 ms to parse, ten times the rest of a load)
     del kernel.func
