@@ -144,7 +144,7 @@ def test_emulated_results_banks_and_sectors(name):
 def test_sass_for_sm_80(name):
     pytest.importorskip("cuda.bindings")
     if cuobjdump_path() is None:
-        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
     make, trans_b = CASES[name]
     kernel = tdsl.build(tdsl.auto_schedule(make(), target="cuda"), target="cuda", arch="sm_80")
     ops = opcodes(kernel.cubin)
@@ -199,7 +199,7 @@ def test_epilogue_stores_pairs_where_aligned_and_single_elements_elsewhere(pitch
 def test_sass_epilogue_has_8_byte_stores():
     pytest.importorskip("cuda.bindings")
     if cuobjdump_path() is None:
-        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
     make, _ = CASES["f16-batched"]
     ops = opcodes(tdsl.build(tdsl.auto_schedule(make(), target="cuda"), target="cuda", arch="sm_80").cubin)
     assert ops["STG.E.64"] > 0, ops

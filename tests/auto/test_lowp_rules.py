@@ -39,7 +39,7 @@ def _check(kernel, m, n, k):
 
 def test_auto_schedule_int8_gemm_uses_the_best_unit():
     if "avx2" not in cpu_features("cpu"):
-        pytest.skip("this CPU lacks AVX2")
+        pytest.skip("the CPU target 'cpu' builds for lacks AVX2")
     func = _int8_gemm(64, 64, 64)
     sch = tdsl.auto_schedule(func, "cpu")
     isa = x86_lowp.int8_isa(cpu_features("cpu"))
@@ -53,7 +53,7 @@ def test_auto_schedule_int8_gemm_uses_the_best_unit():
 
 def test_target_without_vnni_takes_the_avx2_kernel_and_says_so():
     if "avx2" not in cpu_features("cpu"):
-        pytest.skip("this CPU lacks AVX2")
+        pytest.skip("the CPU target 'cpu' builds for lacks AVX2")
     func = _int8_gemm(32, 48, 40)
     sch = tdsl.auto_schedule(func, "llvm -mattr=-avx512vnni,-avxvnni")
     assert "x86.avx2.u8s8s32_" in str(sch.trace)
@@ -70,7 +70,7 @@ def test_every_int8_path_is_exact_on_this_host(mattr):
     features = tdsl.target.cpu_features(f"llvm -mattr={mattr}")
     isa = x86_lowp.int8_isa(features)
     if isa is None or any(f not in cpu_features("cpu") for f in x86_lowp.INT8_ISAS[isa][1]):
-        pytest.skip(f"this CPU cannot run the {isa} int8 kernel")
+        pytest.skip(f"the CPU target 'cpu' builds for cannot run the {isa} int8 kernel")
     sch = tdsl.auto_schedule(_int8_gemm(24, 64, 36), f"llvm -mattr={mattr}")
     assert f"x86.{isa}.u8s8s32_" in str(sch.trace)
     _check(tdsl.build(sch, target="cpu"), 24, 64, 36)
@@ -100,7 +100,7 @@ def test_other_int8_gemms_are_left_to_the_general_rules():
 def test_the_design_space_offers_several_int8_tiles():
     """A search samples the micro tile (one sketch each) and the block sizes."""
     if x86_lowp.int8_isa(cpu_features("cpu")) is None:
-        pytest.skip("this CPU lacks AVX2")
+        pytest.skip("the CPU target 'cpu' builds for lacks AVX2")
     sketches = tdsl.space(_int8_gemm(64, 128, 64), "cpu")
     names = {line.split('intrin_name="')[1].split('"')[0] for s in sketches for line in str(s.trace).splitlines()
              if "u8s8s32" in line and 'intrin_name="' in line}

@@ -211,7 +211,7 @@ def _cuobjdump() -> str | None:
 def _sass_ops(cubin: bytes, tmp_path) -> Counter:
     exe = _cuobjdump()
     if exe is None:
-        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
     path = tmp_path / "k.cubin"
     path.write_bytes(cubin)
     out = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True, check=True).stdout

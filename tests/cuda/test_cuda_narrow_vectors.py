@@ -83,7 +83,7 @@ def test_unaligned_narrow_vectors_are_written_lane_by_lane():
 def test_sass_has_128_bit_loads_and_stores(dtype, lanes, vec):
     pytest.importorskip("cuda.bindings")
     if cuobjdump_path() is None:
-        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
     ops = opcodes(tdsl.build(flip_rows(dtype, lanes), target="cuda", arch="sm_80").cubin)
     wide = {o for o in ops if ".128" in o}
     assert {"STS.128", "LDS.128", "STG.E.128"} <= wide and any(o.startswith("LDG.E.128") for o in wide), ops

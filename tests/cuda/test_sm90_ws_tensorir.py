@@ -169,7 +169,7 @@ def test_wgmma_gemm_sass_has_hgmma_utmaldg_syncs_and_no_local_memory(dtype):
     from tdsl.backends.cuda import stats
 
     if stats.cuobjdump_path() is None:
-        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
     kernel = tdsl.build(wgmma_gemm(dtype=dtype), target="cuda", arch="sm_90a")
     ops = stats.opcodes(kernel.cubin)
     for op in ("HGMMA", "UTMALDG", "SYNCS"):
@@ -291,7 +291,7 @@ def test_sass_has_tma_and_mbarrier_and_no_local_memory():
     from tdsl.backends.cuda import stats
 
     if stats.cuobjdump_path() is None:
-        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
     kernel = tdsl.build(ws_gemm(), target="cuda", arch="sm_90a")
     ops = stats.opcodes(kernel.cubin)
     assert any(o.startswith("UTMALDG") for o in ops) and any(o.startswith("SYNCS") for o in ops), sorted(ops)

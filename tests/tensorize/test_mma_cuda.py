@@ -161,7 +161,7 @@ def test_sass_has_hmma_and_ldsm_and_no_local_memory(dtype):
     pytest.importorskip("cuda.bindings")
     tool = _cuobjdump()
     if tool is None:
-        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
     kernel = tdsl.build(schedule(256, dtype), target="cuda", arch="sm_80")
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.cubin")
@@ -203,7 +203,7 @@ def test_emulator_counts_bank_conflicts_and_padding_removes_them():
 def test_stats_read_registers_and_memory_from_the_cubin():
     pytest.importorskip("cuda.bindings")
     if _cuobjdump() is None:
-        pytest.skip("cuobjdump not installed (pip install nvidia-cuda-cuobjdump)")
+        pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
     from tdsl.backends.cuda.stats import opcodes
 
     kernel = tdsl.build(schedule(128, pad=True), target="cuda", arch="sm_80")
