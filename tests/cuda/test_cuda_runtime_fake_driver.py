@@ -3,7 +3,6 @@ DLPack export) against a fake `cuda.bindings.driver` whose "device memory" is ho
 whose launches run a numpy stand-in of the kernel. No GPU is needed; on a GPU machine
 bench/gpu_check.py runs the real thing."""
 import ctypes
-import enum
 import sys
 
 import cuda_kernels as ck
@@ -13,106 +12,9 @@ import pytest
 import tdsl
 
 pytest.importorskip("cuda.bindings")
-from cuda.bindings import driver as real_driver
+from fake_cuda_driver import FakeDriver
 
 from tdsl.backends.cuda import runtime
-
-
-class FakeDriver:
-    """Just enough of cuda.bindings.driver, with result tuples like the real one."""
-
-    CUdeviceptr = real_driver.CUdeviceptr
-    CUstream = real_driver.CUstream
-    CUdevice_attribute = real_driver.CUdevice_attribute
-    CUfunction_attribute = real_driver.CUfunction_attribute
-
-    class CUresult(enum.IntEnum):
-        CUDA_SUCCESS = 0
-        CUDA_ERROR_INVALID_VALUE = 1
-
-    OK = (CUresult.CUDA_SUCCESS,)
-
-    def __init__(self, on_launch):
-        self.on_launch = on_launch
-        self.blocks: dict[int, ctypes.Array] = {}
-        self.launches: list[tuple] = []
-        self.freed = 0
-
-    def cuInit(self, flags):
-        return self.OK
-
-    def cuDeviceGetCount(self):
-        return self.OK + (1,)
-
-    def cuDeviceGet(self, i):
-        return self.OK + (0,)
-
-    def cuDevicePrimaryCtxRetain(self, dev):
-        return self.OK + ("ctx",)
-
-    def cuCtxSetCurrent(self, ctx):
-        return self.OK
-
-    def cuDeviceGetAttribute(self, attr, dev):
-        name = attr.name
-        values = {"COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MAX_THREADS_PER_BLOCK": 1024,
-                  "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
-                  "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
-                  "MAX_SHARED_MEMORY_PER_BLOCK": 49152, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448}
-        return self.OK + (values[name.replace("CU_DEVICE_ATTRIBUTE_", "")],)
-
-    def cuDeviceGetName(self, n, dev):
-        return self.OK + (b"Fake H200\x00",)
-
-    def cuMemAlloc(self, n):
-        buf = (ctypes.c_uint8 * n)()
-        addr = ctypes.addressof(buf)
-        self.blocks[addr] = buf
-        return self.OK + (self.CUdeviceptr(addr),)
-
-    def cuMemFree(self, ptr):
-        self.blocks.pop(int(ptr), None)
-        self.freed += 1
-        return self.OK
-
-    def cuMemsetD8(self, ptr, value, n):
-        ctypes.memset(int(ptr), value, n)
-        return self.OK
-
-    def cuMemcpyHtoD(self, dst, src, n):
-        ctypes.memmove(int(dst), src, n)
-        return self.OK
-
-    def cuMemcpyDtoH(self, dst, src, n):
-        ctypes.memmove(dst, int(src), n)
-        return self.OK
-
-    def cuModuleLoadData(self, image):
-        assert ctypes.string_at(image, 4) == b"\x7fELF"
-        return self.OK + ("module",)
-
-    def cuModuleGetFunction(self, module, name):
-        return self.OK + (name.decode(),)
-
-    def cuFuncGetAttribute(self, attr, fn):
-        return self.OK + (1024,)
-
-    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        self.launches.append((fn, (gx, gy, gz), (bx, by, bz), int(stream)))
-        self.on_launch(fn, (gx, gy, gz), (bx, by, bz), params)
-        return self.OK
-
-    def cuStreamSynchronize(self, stream):
-        return self.OK
-
-    def cuCtxSynchronize(self):
-        return self.OK
-
-    def cuGetErrorName(self, err):
-        return self.OK + (b"CUDA_ERROR_FAKE",)
-
-    def cuGetErrorString(self, err):
-        return self.OK + (b"fake",)
 
 
 def _params(addr: int, n: int) -> list[int]:

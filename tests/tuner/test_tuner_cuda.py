@@ -5,7 +5,6 @@ against a fake `cuda.bindings.driver` whose device memory is host memory and who
 compute the product with numpy (so the tuner's logic is tested; bench/gpu_check.py runs the
 real thing on a GPU)."""
 import ctypes
-import enum
 import sqlite3
 import sys
 import warnings
@@ -20,6 +19,7 @@ from tdsl.tuner.apply import NoTuningRecord
 from tdsl.tuner.space import load, replay
 
 pytest.importorskip("cuda.bindings")
+from fake_cuda_driver import FakeDriver as BaseFakeDriver
 
 
 @T.prim_func
@@ -157,85 +157,22 @@ def test_old_databases_gain_the_status_columns(tmp_path):
 
 
 # ---------------------------------------------------------------------------- a fake GPU
-class FakeDriver:
-    """Just enough of cuda.bindings.driver for tuning: memory is host memory, a launch writes
-    A @ B (or a wrong answer) into C, events time each launch at `ms_per_thread` x threads."""
-
-    from cuda.bindings import driver as _real
-
-    CUdeviceptr = _real.CUdeviceptr
-    CUstream = _real.CUstream
-    CUdevice_attribute = _real.CUdevice_attribute
-    CUfunction_attribute = _real.CUfunction_attribute
-
-    class CUresult(enum.IntEnum):
-        CUDA_SUCCESS = 0
-
-    OK = (CUresult.CUDA_SUCCESS,)
-    L2 = 1 << 16
+class FakeDriver(BaseFakeDriver):
+    """The fake driver for tuning: a launch writes A @ B (or a wrong answer) into C, events time
+    each launch at 1 us x threads, and flushes and events are logged."""
 
     def __init__(self):
-        self.blocks: dict = {}
+        super().__init__()
         self.log: list = []          # ("launch", threads) / ("flush", bytes) / ("event",)
         self.wrong = False
         self.pending = 0.0
 
-    def __getattr__(self, name):      # the calls that need no answer
-        if name in ("cuInit", "cuCtxSetCurrent", "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"):
-            return lambda *a: self.OK
-        raise AttributeError(name)
-
-    def cuDeviceGetCount(self):
-        return self.OK + (1,)
-
-    def cuDeviceGet(self, i):
-        return self.OK + (0,)
-
-    def cuDevicePrimaryCtxRetain(self, dev):
-        return self.OK + ("ctx",)
-
-    def cuDeviceGetAttribute(self, attr, dev):
-        values = {"COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MAX_THREADS_PER_BLOCK": 1024,
-                  "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
-                  "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
-                  "MAX_SHARED_MEMORY_PER_BLOCK": 49152, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
-                  "L2_CACHE_SIZE": self.L2}
-        return self.OK + (values[attr.name.replace("CU_DEVICE_ATTRIBUTE_", "")],)
-
-    def cuDeviceGetName(self, n, dev):
-        return self.OK + (b"Fake H200\x00",)
-
-    def cuMemAlloc(self, n):
-        buf = (ctypes.c_uint8 * n)()
-        self.blocks[ctypes.addressof(buf)] = buf
-        return self.OK + (self.CUdeviceptr(ctypes.addressof(buf)),)
-
-    def cuMemFree(self, ptr):
-        self.blocks.pop(int(ptr), None)
+    def cuEventSynchronize(self, event):
         return self.OK
 
     def cuMemsetD8(self, ptr, value, n):
-        ctypes.memset(int(ptr), value, n)
         self.log.append(("flush", n))
-        return self.OK
-
-    def cuMemcpyHtoD(self, dst, src, n):
-        ctypes.memmove(int(dst), src, n)
-        return self.OK
-
-    def cuMemcpyDtoH(self, dst, src, n):
-        ctypes.memmove(dst, int(src), n)
-        return self.OK
-
-    def cuModuleLoadData(self, image):
-        assert ctypes.string_at(image, 4) == b"\x7fELF"
-        return self.OK + ("module",)
-
-    def cuModuleGetFunction(self, module, name):
-        return self.OK + (name.decode(),)
-
-    def cuFuncGetAttribute(self, attr, fn):
-        return self.OK + (1024,)
+        return super().cuMemsetD8(ptr, value, n)
 
     def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         a, b, c = ((ctypes.c_void_p * 3).from_address(params))
@@ -256,12 +193,6 @@ class FakeDriver:
 
     def cuEventElapsedTime(self, start, end):
         return self.OK + (self.pending,)
-
-    def cuGetErrorName(self, err):
-        return self.OK + (b"CUDA_ERROR_FAKE",)
-
-    def cuGetErrorString(self, err):
-        return self.OK + (b"fake",)
 
 
 @pytest.fixture

@@ -1,0 +1,108 @@
+"""A fake `cuda.bindings.driver` for tests without a GPU: its "device memory" is host memory and a
+launch runs a Python stand-in of the kernel (`on_launch`). Import it after
+`pytest.importorskip("cuda.bindings")`."""
+import ctypes
+import enum
+
+from cuda.bindings import driver as real_driver
+
+
+class FakeDriver:
+    """Just enough of cuda.bindings.driver, with result tuples like the real one."""
+
+    CUdeviceptr = real_driver.CUdeviceptr
+    CUstream = real_driver.CUstream
+    CUdevice_attribute = real_driver.CUdevice_attribute
+    CUfunction_attribute = real_driver.CUfunction_attribute
+
+    class CUresult(enum.IntEnum):
+        CUDA_SUCCESS = 0
+        CUDA_ERROR_INVALID_VALUE = 1
+
+    OK = (CUresult.CUDA_SUCCESS,)
+
+    L2 = 1 << 16   # bytes of L2 cache
+
+    def __init__(self, on_launch=None):
+        self.on_launch = on_launch   # on_launch(name, grid, block, params): the kernel's stand-in
+        self.blocks: dict[int, ctypes.Array] = {}
+        self.launches: list[tuple] = []
+        self.freed = 0
+
+    def cuInit(self, flags):
+        return self.OK
+
+    def cuDeviceGetCount(self):
+        return self.OK + (1,)
+
+    def cuDeviceGet(self, i):
+        return self.OK + (0,)
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return self.OK + ("ctx",)
+
+    def cuCtxSetCurrent(self, ctx):
+        return self.OK
+
+    def cuDeviceGetAttribute(self, attr, dev):
+        name = attr.name
+        values = {"COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MAX_THREADS_PER_BLOCK": 1024,
+                  "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
+                  "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
+                  "MAX_SHARED_MEMORY_PER_BLOCK": 49152, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448,
+                  "L2_CACHE_SIZE": self.L2}
+        return self.OK + (values[name.replace("CU_DEVICE_ATTRIBUTE_", "")],)
+
+    def cuDeviceGetName(self, n, dev):
+        return self.OK + (b"Fake H200\x00",)
+
+    def cuMemAlloc(self, n):
+        buf = (ctypes.c_uint8 * n)()
+        addr = ctypes.addressof(buf)
+        self.blocks[addr] = buf
+        return self.OK + (self.CUdeviceptr(addr),)
+
+    def cuMemFree(self, ptr):
+        self.blocks.pop(int(ptr), None)
+        self.freed += 1
+        return self.OK
+
+    def cuMemsetD8(self, ptr, value, n):
+        ctypes.memset(int(ptr), value, n)
+        return self.OK
+
+    def cuMemcpyHtoD(self, dst, src, n):
+        ctypes.memmove(int(dst), src, n)
+        return self.OK
+
+    def cuMemcpyDtoH(self, dst, src, n):
+        ctypes.memmove(dst, int(src), n)
+        return self.OK
+
+    def cuModuleLoadData(self, image):
+        assert ctypes.string_at(image, 4) == b"\x7fELF"
+        return self.OK + ("module",)
+
+    def cuModuleGetFunction(self, module, name):
+        return self.OK + (name.decode(),)
+
+    def cuFuncGetAttribute(self, attr, fn):
+        return self.OK + (1024,)
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        self.launches.append((fn, (gx, gy, gz), (bx, by, bz), int(stream)))
+        if self.on_launch is not None:
+            self.on_launch(fn, (gx, gy, gz), (bx, by, bz), params)
+        return self.OK
+
+    def cuStreamSynchronize(self, stream):
+        return self.OK
+
+    def cuCtxSynchronize(self):
+        return self.OK
+
+    def cuGetErrorName(self, err):
+        return self.OK + (b"CUDA_ERROR_FAKE",)
+
+    def cuGetErrorString(self, err):
+        return self.OK + (b"fake",)
