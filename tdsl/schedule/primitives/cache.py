@@ -26,7 +26,6 @@ from ...ir import (
     BufferStore,
     For,
     IntImm,
-    IRMutator,
     IterVar,
     PrimExpr,
     PrimFunc,
@@ -58,6 +57,7 @@ from ..analysis import index_as, refuse_conditions, simplify_realizes
 from ..analysis.boxes import int_values
 from ..analysis.instances import written_mask
 from ..errors import block_name, schedule_error
+from .cache_convert import ConvertingRedirect, check_dtype, check_reads_are_casts, converted
 from ..tree import (
     add_alloc,
     alloc_site,
@@ -157,7 +157,8 @@ def clip(bounds: list[tuple[PrimExpr, PrimExpr]], buffer: Buffer,
 
 def copy_nest(func: PrimFunc, name: str, src: Buffer, dst: Buffer, bounds: list[tuple[PrimExpr, PrimExpr]],
               ranges: dict[Var, Range]) -> BlockRealize | For:
-    """Loops `ax0, ax1, ...` over `bounds` around a block `name` doing dst[v] = src[v]; a loop whose
+    """Loops `ax0, ax1, ...` over `bounds` around a block `name` doing dst[v] = src[v] (cast to
+    dst's dtype when cache_read was given one); a loop whose
     extent is not constant runs to its upper bound under a T.where."""
     taken = var_names(func)
     loops: list[tuple[Var, PrimExpr]] = []
@@ -177,7 +178,7 @@ def copy_nest(func: PrimFunc, name: str, src: Buffer, dst: Buffer, bounds: list[
         ivs.append(IterVar(v, Range(const(0, dim.dtype), dim), "S"))
         values.append(simplify(lo + ax, ranges))
     indices = tuple(iv.var for iv in ivs)
-    body = BufferStore(dst, BufferLoad(src, indices), indices)
+    body = BufferStore(dst, converted(BufferLoad(src, indices), dst), indices)
     block = refresh_block(Block(name, tuple(ivs), (), (), body))
     pred: PrimExpr = TRUE
     for p in preds:
@@ -210,15 +211,6 @@ def accessed_region(realize: BlockRealize, path: Path, buffer: Buffer, which: st
 
 # cache_read / cache_write --------------------------------------------------------------------
 
-class _LoadRedirect(IRMutator):
-    def __init__(self, old: Buffer, new: Buffer):
-        self.old, self.new = old, new
-
-    def visit_BufferLoad(self, node: BufferLoad):
-        node = self.generic_visit(node)
-        return BufferLoad(self.new, node.indices) if node.buffer is self.old else node
-
-
 def _insert_at_scope(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: bool) -> PrimFunc:
     """Insert `new` right before (or after) the top statement of `stmt`'s scope that holds it."""
     scope_path, idx = top_index(path, stmt)
@@ -229,31 +221,46 @@ def _insert_at_scope(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: b
 
 
 def cache_read(func: PrimFunc, block: str, buffer, scope: str,
-               consumer_blocks: list[str] | None = None) -> tuple[PrimFunc, str]:
+               consumer_blocks: list[str] | None = None, dtype: str | None = None) -> tuple[PrimFunc, str]:
     """Read `buffer` through a `scope` copy made before `block`'s loop nest, as far out as no other
     block writes the buffer in between (after a compute_at that can be once per iteration of the
     loops the block shares with the writer). With `consumer_blocks` (TVM's argument), `block`
-    names the buffer and the listed blocks read the copy (see _cache_read_many)."""
+    names the buffer and the listed blocks read the copy (see _cache_read_many). With `dtype`,
+    the copy widens the elements exactly and the readers' casts to it go (see cache_convert)."""
     realize, path = find_block(func, block, "cache_read")
     buf = resolve_buffer(func, realize.block, buffer, "cache_read", "read")
     scope = check_scope(func, "cache_read", scope)
+    wide = buf.dtype if dtype is None else check_dtype(func, buf, dtype, block)
     if consumer_blocks is not None:
         consumers = _consumers(func, "cache_read", buf, consumer_blocks, block)
         if len(consumers) > 1:
-            return _cache_read_many(func, buf, scope, consumers)
+            for name in consumers:
+                _check_converting_reader(func, name, buf, wide)
+            return _cache_read_many(func, buf, scope, consumers, wide)
         if consumers[0] != block:
-            return cache_read(func, consumers[0], buf.name, scope)
+            return cache_read(func, consumers[0], buf.name, scope, dtype=dtype)
     if any(r.buffer is buf for r in realize.block.writes):
         raise schedule_error(func, "cache_read", f"{block_name(block)} also writes {buf.name}, so a read cache "
                              "would hide its own updates from it", blocks=(block,),
                              rule="cache_read needs a block that only reads the buffer",
                              fix=f"use sch.cache_write(block, {buf.name!r}, {scope!r}) for a buffer the block "
                                  "updates")
+    _check_converting_reader(func, block, buf, wide)
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names(func)))
-    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    cache = Buffer(name, buf.shape, wide, scope=scope)
     func2 = _copy_for(func, block, buf, cache, name)
     func3 = add_alloc(func2, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
     return refresh_scope_regions(func3, {buf, cache}), name
+
+
+def _check_converting_reader(func: PrimFunc, block: str, buf: Buffer, wide) -> None:
+    """A converting cache (dtype wider than the buffer's) needs `block` to read `buf` only through
+    casts to that dtype, in it and in the blocks nested in it."""
+    if wide == buf.dtype:
+        return
+    realize, _ = find_block(func, block, "cache_read")
+    for r in all_realizes(realize):
+        check_reads_are_casts(func, r.block, buf, wide)
 
 
 def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str) -> PrimFunc:
@@ -268,7 +275,7 @@ def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str)
     ranges = path_ranges(tpath)
     bounds = accessed_region(realize, path, buf, "read", own, ranges)
     nest = copy_nest(func, name, buf, cache, bounds, ranges)
-    redirect = _LoadRedirect(buf, cache)
+    redirect = ConvertingRedirect(buf, cache)
     b = realize.block
     new_block = refresh_block(dataclasses.replace(b, body=redirect.visit(b.body),
                                                   init=None if b.init is None else redirect.visit(b.init)),
@@ -372,7 +379,7 @@ def _consumers(func: PrimFunc, primitive: str, buf: Buffer, names, block: str) -
 def _redirect_loads(func: PrimFunc, name: str, buf: Buffer, cache: Buffer) -> PrimFunc:
     realize, path = find_block(func, name, "cache")
     b = realize.block
-    redirect = _LoadRedirect(buf, cache)
+    redirect = ConvertingRedirect(buf, cache)
     new_block = refresh_block(dataclasses.replace(b, body=redirect.visit(b.body),
                                                   init=None if b.init is None else redirect.visit(b.init)),
                               keep_order=True)
@@ -414,7 +421,7 @@ def _check_write_consumers(func: PrimFunc, realize: BlockRealize, buf: Buffer, r
                              rule="the consumers of a write cache come after the block that writes it")
 
 
-def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str]) -> tuple[PrimFunc, str]:
+def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str], wide) -> tuple[PrimFunc, str]:
     """One `scope` cache of `buf` read by several blocks of one scope (see _copy_many)."""
     found = [find_block(func, n, "cache_read") for n in names]
     if len({id(scope_of(p)[1]) for _, p in found}) != 1:
@@ -422,7 +429,7 @@ def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str]) 
                              "blocks)", blocks=tuple(names), rule="one cache serves blocks of one scope")
     taken = buffer_names(func) | set(block_names(func))
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", taken)
-    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    cache = Buffer(name, buf.shape, wide, scope=scope)
     out = _copy_many(func, buf, cache, names, taken, name)
     scope_realize = scope_of(found[0][1])[0]
     out = add_alloc(out, scope_realize if scope_realize is not func.body else None, cache)
