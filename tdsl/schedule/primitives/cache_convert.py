@@ -33,13 +33,13 @@ def exact_widening(src: DataType, dst: DataType) -> bool:
 
 
 def check_dtype(func: PrimFunc, buf: Buffer, dtype, block: str) -> DataType:
-    """The cache's dtype, checked to widen `buf`'s elements exactly."""
+    """The cache's dtype, checked to widen `buf`'s elements exactly (or to be theirs: a plain copy)."""
     try:
         dt = as_dtype(dtype)
     except (ValueError, TypeError):
         raise schedule_error(func, "cache_read", f"dtype={dtype!r} is not a data type", blocks=(block,),
                              rule="dtype names a scalar type such as 'float32' or 'int32'") from None
-    if not exact_widening(buf.dtype, dt):
+    if dt != buf.dtype and not exact_widening(buf.dtype, dt):
         raise schedule_error(func, "cache_read", f"dtype={str(dt)!r}: the cache of {buf.name} ({buf.dtype}) "
                              f"in {block_name(block)} would not hold every {buf.dtype} value exactly",
                              blocks=(block,),
