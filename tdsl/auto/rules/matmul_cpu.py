@@ -116,10 +116,10 @@ class MatmulTensorizeCPU(Rule):
         return [lambda s, t=t: self._tile(s, block, roles, t, isa) for t in tiles]
 
     def _tile(self, s: Schedule, block: str, roles: MatmulRoles, tile: MicroTile, isa: str = "",
-              operand_dtype: str | None = None, note: str | None = None) -> None:
+              operand_dtype: str | None = None, note: str | None = None) -> bool | None:
         """`operand_dtype`: the packing copies of A and B convert to it (`cache_read(..., dtype=)`,
         a float16 / bfloat16 GEMM whose reads are casts to fp32; both must be plain matrices);
-        `note`: a `kernel.notes` line on the tensorized tile."""
+        `note`: a `kernel.notes` line on the tensorized tile. False: the tile does not apply."""
         hw = self.hw
         mr, nr, kc = tile.mr, tile.nr, tile.kc
         m, n = roles.i.extent, roles.j.extent

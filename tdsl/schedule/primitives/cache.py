@@ -57,7 +57,6 @@ from ..analysis import index_as, refuse_conditions, simplify_realizes
 from ..analysis.boxes import int_values
 from ..analysis.instances import written_mask
 from ..errors import block_name, schedule_error
-from .cache_convert import ConvertingRedirect, check_dtype, check_reads_are_casts, converted
 from ..tree import (
     add_alloc,
     alloc_site,
@@ -71,6 +70,7 @@ from ..tree import (
     seq_insert,
     top_index,
 )
+from .cache_convert import ConvertingRedirect, check_dtype, check_reads_are_casts, converted
 
 # shared helpers ------------------------------------------------------------------------------
 
