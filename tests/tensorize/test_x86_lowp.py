@@ -283,3 +283,30 @@ def test_fp16_conv2d_nhwc_converts_its_input_whole_and_its_filters_in_packing():
     want = np.zeros_like(out)
     tdsl.interpret(_fp16_conv_nhwc(), x, w, want)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.skipif("avx512f" not in cpu_features("cpu"), reason="the CPU target 'cpu' builds for lacks avx512f")
+@pytest.mark.parametrize("batch,n,isa", [(3, 48, "avx512"), (1, 24, "avx2")])
+def test_fp16_batched_and_narrow_gemms_convert_in_packing(batch, n, isa):
+    m, k = 16, 32
+
+    @T.prim_func
+    def bmm(A: T.Buffer((batch, m, k), "float16"), B: T.Buffer((batch, k, n), "float16"),
+            C: T.Buffer((batch, m, n), "float32")):
+        for bb, i, j, kk in T.grid(batch, m, n, k):
+            with T.block("C"):
+                vb, vi, vj, vk = T.axis.remap("SSSR", [bb, i, j, kk])
+                with T.init():
+                    C[vb, vi, vj] = T.float32(0)
+                C[vb, vi, vj] = C[vb, vi, vj] + T.cast(A[vb, vi, vk], "float32") * T.cast(B[vb, vk, vj], "float32")
+
+    sch = tdsl.auto_schedule(bmm, "cpu")
+    trace = str(sch.trace)
+    assert trace.count('dtype="float32"') == 2 and f"x86.{isa}.fp32_" in trace   # n = 24: AVX2's 8 lanes
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((batch, m, k)).astype(np.float16)
+    b = rng.standard_normal((batch, k, n)).astype(np.float16)
+    out = np.zeros((batch, m, n), np.float32)
+    tdsl.build(sch, target="cpu")(a, b, out)
+    for q in range(batch):
+        _within_fp32_rounding(out[q], a[q], b[q])

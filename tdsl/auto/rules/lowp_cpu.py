@@ -198,6 +198,8 @@ class MatmulLowpCPU(Rule):
         m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
         assert m is not None and n is not None and k is not None
         lanes = x86.ISAS[isa][0]
+        if n % lanes and isa == "avx512" and n % x86.ISAS["avx2"][0] == 0:
+            isa, lanes = "avx2", x86.ISAS["avx2"][0]   # as the fp32 rule: n = 24, 40, ... on AVX2's kernel
         if n % lanes:
             return []
         fp32 = MatmulTensorizeCPU(self.hw, self.defaults)

@@ -16,6 +16,10 @@ batched matmul, conv2d in NCHW: i = filters, j = output columns, k = channels; s
   with vector stores (`reverse_compute_at` jc);
 * the outer spatial loops and io fused and parallel, the init split off (`decompose_reduction`).
 
+A float16 / bfloat16 GEMM (`C += float32(A) * float32(B)`) takes the same tiling with its packing
+copies converting to fp32 (`cache_read(..., dtype="float32")`, `_tile(operand_dtype=...)`): the
+low-precision rule (`lowp_cpu` / `lowp_convert`) calls it so.
+
 The micro-kernel tile (MR, NR, KC) is fixed per sketch (it names the intrinsic); the design
 space offers the default tile and its neighbours as separate sketches. The block counts MC / MR
 and NC / NR are sampled (`sample_categorical`), defaulting to the hand schedule's rules: NR =
