@@ -286,11 +286,13 @@ def _epilogue_at(s: Schedule, reader: str, tile_block) -> None:
 
 
 def _parallel_copy(s: Schedule, copy) -> None:
-    """A whole-buffer conversion copy: its outer loop parallel, its inner one vectorized."""
+    """A whole-buffer conversion copy: its outer loops fused and parallel, its inner one vectorized."""
     loops = s.get_loops(copy)
-    s.parallel(loops[0])
     if len(loops) > 1:
         s.vectorize(loops[-1])
+        s.parallel(s.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
+    else:
+        s.parallel(loops[0])
 
 
 def _kernel_layout(roles: MatmulRoles, iters) -> bool:
