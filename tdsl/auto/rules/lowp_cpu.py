@@ -190,7 +190,7 @@ class MatmulLowpCPU(Rule):
             if all(f in self.hw.features for f in x86_lowp.BF16_FEATURES):
                 return bf16_prefers_dot(self.hw.target)[1]
             return "the CPU has no AVX512-BF16 (vdpbf16ps)"
-        return "float16 has no fp32-accumulating dot product on x86"
+        return "the CPU has no float16 dot product that accumulates in fp32"
 
     def _converted_gemm(self, block: str, roles: MatmulRoles, kind: LowpGemm, isa: str) -> list:
         """A plain (or batched) GEMM converted in packing and tiled exactly as the fp32 rule tiles
