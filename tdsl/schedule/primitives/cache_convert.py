@@ -3,9 +3,9 @@ only ever read them through a cast to that dtype.
 
 Legal when the widening is exact (every value of the narrow type is a value of the wide one:
 float16 / bfloat16 -> float32 / float64, float32 -> float64, a signed integer to a wider signed
-one, an unsigned one to a wider integer of either sign, an integer to a float whose mantissa holds
-it: int8 / int16 -> float32, int32 -> float64) and every read of the buffer in each consumer block is the operand of
-`T.cast(..., dtype)`. The copy block stores `T.Cast(dtype, A[v])`; in the consumers
+one, an unsigned one to a wider integer of either sign, an integer to a float whose mantissa
+holds it: int8 / int16 -> float32, int32 -> float64) and every read of the buffer in each
+consumer block is the operand of `T.cast(..., dtype)`. The copy block stores `T.Cast(dtype, A[v])`; in the consumers
 `T.cast(A[...], dtype)` becomes `A_global[...]`, so the program computes the same values.
 """
 from __future__ import annotations
