@@ -2,7 +2,8 @@
 
 `rules(target)` is the default rule list, in passes:
 
-1. `AutoInline`, blocks in program order (elementwise chains and padding collapse first);
+1. `AutoInline`, blocks in program order (elementwise chains and padding collapse first), after
+   `FusedAttentionGPU` on CUDA (an attention chain as one fused kernel, before inlining hides it);
 2. the tiling rules (`LibraryCall`: a matmul as a BLAS call or left to the next rules, `MatmulLowpCPU`, `MatmulTensorizeCPU`,
    `TensorizeMatching`, `MultiLevelTilingCPU` on the
    CPU; `GPUMmaTiling`, `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUCrossThreadReduction`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
@@ -30,6 +31,7 @@ from .hardware import Hardware, hardware
 from .rules import (
     AutoInline,
     ComputeLocation,
+    FusedAttentionGPU,
     GPUBind,
     GPUCrossThreadReduction,
     GPUMatmulTiling,
@@ -96,7 +98,7 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
     (`register_rule`); `defaults`: every sampled choice is the rule's default (auto_schedule) or
     random (a search's sketches)."""
     if hw.is_gpu:
-        passes = [Pass([AutoInline(hw, defaults)]),
+        passes = [Pass([FusedAttentionGPU(hw, defaults), AutoInline(hw, defaults)]),
                   Pass([GPUMmaTiling(hw, defaults), GPUWmmaTiling(hw, defaults), GPUMatmulTiling(hw, defaults), GPUCrossThreadReduction(hw, defaults),
                         GPUBind(hw, defaults)],
                        consumers_first=True)]

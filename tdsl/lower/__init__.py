@@ -150,6 +150,7 @@ from ..tracebacks import public_entry
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
 from .cross_thread import lower_cross_thread_reductions
+from .fused_kernels import lower_fused_kernels
 from .flatten import flatten_buffers
 from .gpu_bindings import verify_thread_bindings
 from .gpu_compact import compact_gpu_buffers
@@ -211,6 +212,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("remove_no_op", remove_no_op),
     ],
     "cuda": [
+        Pass("lower_fused_kernels", lower_fused_kernels),
         Pass("verify_thread_bindings", verify_thread_bindings),
         Pass("check_thread_exchange", check_thread_exchange),
         Pass("apply_tensor_intrinsics", _tensor_intrinsics("cuda")),

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import TargetError
-from ...ir import Buffer
+from ...ir import Buffer, BufferLoad, Call, Evaluate, FloatImm, IntImm, Stmt
 
 BLOCK_M = 64
 THREADS = 128
@@ -291,24 +291,60 @@ class AttentionStep:
         from .emulator.raw import run_source
 
         args = [arrays[b] for b in (self.q, self.k, self.v, self.o)]
-        views = [a.view(np.uint16) if a.dtype.itemsize == 2 and a.dtype.kind != "f" else a for a in args]
-        run_source(self.source, self.shape.name, [*views, ctypes.c_float(scale_log2(self.scale))],
+        run_source(self.source, self.shape.name, [*args, ctypes.c_float(scale_log2(self.scale))],
                    grid=self.shape.grid, block=(THREADS, 1, 1), order=order)
 
-    def run_gpu(self, ptrs: dict, stream: int, arch: str) -> None:
-        """The kernel on the GPU: device pointers `ptrs` (by buffer), on `stream`."""
+    def run_gpu(self, ptrs: dict, stream: int) -> None:
+        """The kernel on the GPU: device pointers `ptrs` (by buffer), on `stream` (compiled by
+        NVRTC for the device's architecture on first use)."""
         from . import runtime
 
-        fn = _gpu_function(self.source, self.shape.name, arch)
-        runtime.launch_raw(fn, self.shape.grid, (THREADS, 1, 1), 0, stream,
-                           [ctypes.c_void_p(ptrs[b]) for b in (self.q, self.k, self.v, self.o)]
-                           + [ctypes.c_float(scale_log2(self.scale))])
+        module = _gpu_module(self.source, self.shape.name, runtime.device_info().arch)
+        runtime.launch(module, self.shape.name, self.shape.grid, (THREADS, 1, 1),
+                       [ctypes.c_void_p(ptrs[b]) for b in (self.q, self.k, self.v, self.o)]
+                       + [ctypes.c_float(scale_log2(self.scale))], stream)
 
 
 @functools.cache
-def _gpu_function(source: str, name: str, arch: str):
+def _gpu_module(source: str, name: str, arch: str):
     from . import runtime
     from .nvrtc import compile_cuda
 
-    compiled = compile_cuda(source, arch, name=f"{name}.cu")
-    return runtime.load_function(compiled.cubin, name)
+    return runtime.Module(compile_cuda(source, arch, name=f"{name}.cu").cubin, [name])
+
+
+# ------------------------------------------------------------------------------- reading the call
+
+def is_call(stmt: Stmt) -> bool:
+    """A host statement that is the fused kernel's call (`tdsl.lower.fused_kernels`)."""
+    from ...intrinsics.cuda_attention import CALL
+
+    return isinstance(stmt, Evaluate) and isinstance(stmt.value, Call) and stmt.value.op == CALL
+
+
+def read_step(stmt: Stmt, fname: str) -> AttentionStep:
+    """The AttentionStep of the call (checked: constant arguments, whole buffers of the right types)."""
+    call = stmt.value   # type: ignore[attr-defined]
+    args = list(call.args)
+    if len(args) != 9 or not all(isinstance(a, (IntImm, FloatImm)) for a in args[4:]):
+        raise TargetError(f"function {fname!r}: the fused attention call takes 4 buffer addresses and 5 constants")
+    bufs = []
+    for a, what in zip(args[:4], ("Q", "K", "V", "O")):
+        if not (isinstance(a, Call) and a.op == "address_of" and isinstance(a.args[0], BufferLoad)
+                and all(isinstance(i, IntImm) and i.value == 0 for i in a.args[0].indices)):
+            raise TargetError(f"function {fname!r}: operand {what} of the fused attention call is not the address "
+                              "of a buffer's first element")
+        bufs.append(a.args[0].buffer)
+    bh, seq, dim, causal = (int(a.value) for a in args[4:8])
+    shape = AttentionShape(bh, seq, dim, str(bufs[0].dtype), str(bufs[3].dtype), bool(causal))
+    shape.check()
+    elems = bh * seq * dim
+    for b, what in zip(bufs, "QKVO"):
+        size = 1
+        for x in b.shape:
+            size *= int(x.value) if isinstance(x, IntImm) else -1
+        want = shape.out if what == "O" else shape.dtype
+        if size != elems or str(b.dtype) != want:
+            raise TargetError(f"function {fname!r}: {what} of the fused attention call is {b.name!r} "
+                              f"({b.dtype}, {size} elements), not {elems} elements of {want}")
+    return AttentionStep(shape, float(args[8].value), *bufs)
