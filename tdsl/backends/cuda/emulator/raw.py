@@ -15,7 +15,7 @@ import numpy as np
 
 from ....errors import TargetError
 from .compiler import find_compiler, load
-from .kernel import _launcher
+from .compiler import launcher as _launcher
 from .translate import translate
 
 
