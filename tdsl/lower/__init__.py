@@ -98,6 +98,8 @@ The CPU pipeline, in order:
 The CUDA pipeline (everything ``build(..., target="cuda")`` runs before kernel splitting and
 barrier planning, which stay in ``tdsl.backends.cuda``)::
 
+    lower_fused_kernels            a block annotated tdsl.fused_kernel (the attention chain) -> one
+                                   call of tdsl's fused CUDA kernel, run as a host step (fused_kernels)
     verify_thread_bindings         every computing block under a threadIdx loop (gpu_bindings)
     check_thread_exchange          no data passed between threads via local/global (gpu_exchange)
     apply_tensor_intrinsics
