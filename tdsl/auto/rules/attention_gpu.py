@@ -21,6 +21,12 @@ from ...schedule import Schedule
 from .base import Rule
 
 
+def _has_mma_sync(arch: str) -> bool:
+    """mma.sync m16n8k16 and cp.async: sm_80 and later (an unnamed architecture is taken as such)."""
+    digits = "".join(c for c in arch.removeprefix("sm_") if c.isdigit())
+    return not digits or int(digits) >= 80
+
+
 class FusedAttentionGPU(Rule):
     """The attention chain as tdsl's fused kernel, beside the generated alternative."""
 
@@ -29,7 +35,7 @@ class FusedAttentionGPU(Rule):
     def alternatives(self, sch: Schedule, block: str) -> list:
         from ...intrinsics.cuda_attention import FUSED_KERNEL, KERNEL_NAME, find_attention
 
-        if not self.hw.is_gpu:
+        if not self.hw.is_gpu or not _has_mma_sync(getattr(self.hw, "arch", "")):
             return []
         found = find_attention(sch.func, block)
         if found is None or found.blocks[0] != block:
