@@ -170,3 +170,23 @@ def test_sass_has_hmma_ldsm_ldgsts_and_no_local_memory(arch, dim):
     assert count("LDL") == 0 and count("STL") == 0
     usage = resource_usage(cubin)[shape.name]
     assert usage["local"] == 0 and usage["stack"] == 0
+
+
+def test_the_docs_example_is_fused(tmp_path):
+    """docs/gpu_pipelines.md, "Attention forward as one fused kernel": its function is fused and
+    lowers to the call the page shows."""
+    import re
+    import runpy
+
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "gpu_pipelines.md"
+    section = doc.read_text().split("## Attention forward as one fused kernel", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)\n```", section, re.S)
+    example = tmp_path / "example.py"
+    example.write_text("from tdsl import T\n" + blocks[0] + "\n")
+    func = runpy.run_path(str(example))["attention"]
+    sch = tdsl.auto_schedule(func, target="cuda")
+    for line in blocks[1].splitlines()[3:]:
+        assert line.lstrip("# ") in str(sch.trace)
+    lowered = tdsl.lower(sch, target="cuda").script()
+    shown = blocks[2].split("T.float32")[0].replace("\n", " ")
+    assert " ".join(shown.split()) in " ".join(lowered.split())
