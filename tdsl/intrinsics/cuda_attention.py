@@ -31,8 +31,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Binary, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Call, Cast, FloatImm, For, IntImm
-from ..ir import PrimExpr, Select, SeqStmt, Stmt, Var, is_true
+from ..ir import (
+    Binary,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    FloatImm,
+    For,
+    IntImm,
+    PrimExpr,
+    Select,
+    SeqStmt,
+    Stmt,
+    Var,
+    is_true,
+)
 
 FUSED_KERNEL = "tdsl.fused_kernel"
 KERNEL_NAME = "cuda.flash_attention_fwd"
@@ -94,7 +111,8 @@ def _nest(stmt: Stmt) -> _Nest:
         raise NoMatch(f"block {name!r}: its loops are not exactly its iterators")
     for iv, value in zip(block.iter_vars, stmt.iter_values):
         loop = next((f for f in loops if f.loop_var is value), None)
-        if loop is None or not isinstance(iv.dom.extent, IntImm) or iv.dom.extent.value != loop.extent.value \
+        if loop is None or not isinstance(iv.dom.extent, IntImm) or not isinstance(loop.extent, IntImm) \
+                or iv.dom.extent.value != loop.extent.value \
                 or not (isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0):
             raise NoMatch(f"block {name!r}: iterator {iv.var.name} is not bound to one whole loop")
     if len({id(v) for v in stmt.iter_values}) != len(loop_vars):
@@ -236,72 +254,32 @@ def _row_reduce(n: _Nest, op: str, src: Buffer, rows: int) -> Buffer:
     return out
 
 
-def match_nests(stmts: list[Stmt], params: list, allocs: list[Buffer], others: list[Stmt] = ()) -> AttentionMatch:
-    """The attention pattern in `stmts` (consecutive loop nests), all of them; NoMatch otherwise.
-    `params` are the function's buffer parameters, `allocs` its allocated buffers, `others` the
-    statements outside the pattern (which must not read the intermediates)."""
-    from ..ir import collect
-
-    nests = [_nest(s) for s in stmts]
-    if len(nests) < 6:
-        raise NoMatch("fewer than six blocks")
-    it = iter(nests)
-
-    def next_nest() -> _Nest:
-        try:
-            return next(it)
-        except StopIteration:
-            raise NoMatch("the blocks end before P V") from None
-
-    first = next_nest()
-    s, q, kb, batch, i, j, _ = _qk(first)
-    dtype = str(q.dtype)
-    shape = _dims(q)
-    if dtype not in DTYPES or None in shape or str(kb.dtype) != dtype or _dims(kb) != shape:
-        raise NoMatch(f"Q and K are not float16/bfloat16 buffers of one constant shape ({q.name}: {dtype})")
-    ext = _extents(first)
-    seq, dim = ext[i], shape[-1]
-    if ext[j] != seq or shape[-2] != seq:
-        raise NoMatch("the key sequence is not as long as the query sequence")
-    scale, causal, cur = 1.0, False, s
-    n = next_nest()
-    seen = set()
-    while n.init is None and n.store.buffer is not None and len(n.block.iter_vars) == len(n.axes):
-        kind, value = _elementwise(n, cur)
-        if kind in seen:
-            raise NoMatch(f"block {n.block.name!r}: a second {kind}")
-        seen.add(kind)
-        if kind == "scale":
-            scale *= float(value)
-        else:
-            causal = True
-        cur = n.store.buffer
-        n = next_nest()
-    m = _row_reduce(n, "max", cur, len(batch) + 1)
-    n = next_nest()
+def _exp(n: _Nest, cur: Buffer, m: Buffer) -> tuple[Buffer, float]:
+    """E = T.exp((X - M) [* c]): (E, c)."""
     name = n.block.name
     if n.init is not None or not _f32(n.store.buffer) or len(n.block.iter_vars) != len(n.axes):
         raise NoMatch(f"block {name!r} is not the exponential")
-    e = n.store.buffer
     ex = n.store.value
     if not (isinstance(ex, Call) and ex.op == "exp" and len(ex.args) == 1):
         raise NoMatch(f"block {name!r} is not T.exp(...)")
-    arg = ex.args[0]
+    arg, scale = ex.args[0], 1.0
     mul = _binary(arg, "mul")
     if mul is not None:
         diff, c = mul if _const(mul[1]) is not None else mul[::-1]
-        if _const(c) is None:
+        factor = _const(c)
+        if factor is None:
             raise NoMatch(f"block {name!r}: the exponent's factor is not a constant")
-        scale *= _const(c)   # type: ignore[operator]
-        arg = diff
+        arg, scale = diff, factor
     sub = _binary(arg, "sub")
     if sub is None:
         raise NoMatch(f"block {name!r}: the exponent is not (x - max) [* scale]")
     _load(sub[0], cur, n.axes, cur.name, name)
     _load(sub[1], m, n.axes[:-1], m.name, name)
-    n = next_nest()
-    l_buf = _row_reduce(n, "add", e, len(batch) + 1)
-    n = next_nest()
+    return n.store.buffer, scale
+
+
+def _norm(n: _Nest, e: Buffer, l_buf: Buffer, dtype: str) -> Buffer:
+    """P = E / L, or T.cast(E / L, dtype): P."""
     name = n.block.name
     if n.init is not None or len(n.block.iter_vars) != len(n.axes):
         raise NoMatch(f"block {name!r} is not the normalisation")
@@ -316,11 +294,15 @@ def match_nests(stmts: list[Stmt], params: list, allocs: list[Buffer], others: l
         raise NoMatch(f"block {name!r} is not E / L")
     _load(div[0], e, n.axes, e.name, name)
     _load(div[1], l_buf, n.axes[:-1], l_buf.name, name)
-    n = next_nest()
+    return p
+
+
+def _pv(n: _Nest, p: Buffer, nbatch: int) -> tuple[Buffer, Buffer, Var, Var]:
+    """O = 0; O += P[b.., i, j] * f32(V[b.., j, d]): (O, V, j, d)."""
     name = n.block.name
     red = _reduction(n)
     o = n.store.buffer
-    if len(n.axes) != len(batch) + 2 or not _f32(o) or n.init is None or _const(n.init.value) != 0.0 \
+    if len(n.axes) != nbatch + 2 or not _f32(o) or n.init is None or _const(n.init.value) != 0.0 \
             or list(n.init.indices) != n.axes:
         raise NoMatch(f"block {name!r} is not a float32 sum starting at 0")
     *ob, oi, od = n.axes
@@ -332,74 +314,139 @@ def match_nests(stmts: list[Stmt], params: list, allocs: list[Buffer], others: l
     factors = _binary(prod, "mul")
     if factors is None:
         raise NoMatch(f"block {name!r} does not add a product")
-    v_buf = None
     for a, b in (factors, factors[::-1]):
         try:
             if _f32(p):
                 _load(a, p, [*ob, oi, red], "P", name)
-            else:
-                if _cast_load(a, [*ob, oi, red], name, "P") is not p:
-                    raise NoMatch("")
-            v_buf = _cast_load(b, [*ob, red, od], name, "V")
-            break
+            elif _cast_load(a, [*ob, oi, red], name, "P") is not p:
+                continue
+            return o, _cast_load(b, [*ob, red, od], name, "V"), red, od
         except NoMatch:
             continue
-    if v_buf is None or _dims(v_buf) != shape or str(v_buf.dtype) != dtype:
-        raise NoMatch(f"block {name!r} is not P[b.., i, j] * f32(V[b.., j, d]) with V shaped as Q")
-    if _extents(n)[red] != seq or _extents(n)[od] != dim:
-        raise NoMatch(f"block {name!r} does not sum over the whole key sequence")
-    out, out_dtype, inter = o, "float32", [s, m, e, l_buf, p]
-    rest = list(it)
-    if rest:
-        n = rest.pop(0)
-        name = n.block.name
-        if rest or n.init is not None or len(n.block.iter_vars) != len(n.axes) or not (
-                isinstance(n.store.value, Cast) and str(n.store.value.dtype) == dtype
-                and str(n.store.buffer.dtype) == dtype):
-            raise NoMatch(f"block {name!r} after P V is not a cast of O to {dtype}")
-        _load(n.store.value.value, o, n.axes, o.name, name)
-        out, out_dtype = n.store.buffer, dtype
-        inter.append(o)
-    inter += [nest.store.buffer for nest in nests if nest.store.buffer not in inter and nest.store.buffer is not out]
-    # every buffer has the whole extent: the loops run over all of it
+    raise NoMatch(f"block {name!r} is not P[b.., i, j] * f32(V[b.., j, d])")
+
+
+def _out_cast(n: _Nest, o: Buffer, dtype: str) -> Buffer:
+    """Y = T.cast(O, dtype): Y."""
+    name = n.block.name
+    if n.init is not None or len(n.block.iter_vars) != len(n.axes) or not (
+            isinstance(n.store.value, Cast) and str(n.store.value.dtype) == dtype
+            and str(n.store.buffer.dtype) == dtype):
+        raise NoMatch(f"block {name!r} after P V is not a cast of O to {dtype}")
+    _load(n.store.value.value, o, n.axes, o.name, name)
+    return n.store.buffer
+
+
+class _Chain:
+    """The nests in order, read one at a time (NoMatch when they end too early)."""
+
+    def __init__(self, nests: list[_Nest]):
+        self.nests = nests
+        self.at = 0
+
+    def next(self) -> _Nest:
+        if self.at >= len(self.nests):
+            raise NoMatch("the blocks end before P V")
+        self.at += 1
+        return self.nests[self.at - 1]
+
+    def peek(self) -> _Nest | None:
+        return self.nests[self.at] if self.at < len(self.nests) else None
+
+
+def _softmax_input(chain: _Chain, s: Buffer) -> tuple[Buffer, float, bool]:
+    """The scale and mask blocks between Q K^T and the max: (their result, scale, causal)."""
+    scale, causal, cur, seen = 1.0, False, s, set()
+    while (n := chain.peek()) is not None and n.init is None and len(n.block.iter_vars) == len(n.axes):
+        kind, value = _elementwise(chain.next(), cur)
+        if kind in seen:
+            raise NoMatch(f"block {n.block.name!r}: a second {kind}")
+        seen.add(kind)
+        scale, causal = (scale * float(value), causal) if kind == "scale" else (scale, True)
+        cur = n.store.buffer
+    return cur, scale, causal
+
+
+def _check_buffers(m: AttentionMatch, nests: list[_Nest], s: Buffer, o: Buffer, params: list, allocs: list,
+                   others: list) -> None:
+    """Whole buffers of the right shapes; operands are parameters, intermediates the function's own
+    and read by no other statement."""
+    from ..ir import collect
+
+    shape = _dims(m.q)
     for nest in nests:
         exts = _extents(nest)
-        buf = nest.store.buffer
-        if [exts[a] for a in nest.axes] != _dims(buf):
-            raise NoMatch(f"block {nest.block.name!r} does not cover the whole of {buf.name!r}")
-    for b in inter:
-        want = _dims(s) if len(b.shape) == len(s.shape) and b is not o else _dims(s)[:-1]
-        if b is o:
-            want = shape
+        if [exts[a] for a in nest.axes] != _dims(nest.store.buffer):
+            raise NoMatch(f"block {nest.block.name!r} does not cover the whole of {nest.store.buffer.name!r}")
+    for b in m.intermediates:
+        want = shape if b is o else _dims(s) if len(b.shape) == len(s.shape) else _dims(s)[:-1]
         if _dims(b) != want:
             raise NoMatch(f"intermediate {b.name!r} is not shaped as the scores (or their rows)")
-    if _dims(out) != shape:
-        raise NoMatch(f"the output {out.name!r} is not shaped as Q")
-    batch_ext = [ext[b] for b in batch]
-    if batch_ext != shape[:-2]:
-        raise NoMatch("the batch axes do not cover Q")
-    for b in (q, kb, v_buf, out):
+    for b, what in ((m.k, "K"), (m.v, "V"), (m.out, "the output")):
+        if _dims(b) != shape:
+            raise NoMatch(f"{what} ({b.name!r}) is not shaped as Q")
+    if str(m.v.dtype) != m.dtype:
+        raise NoMatch(f"V ({m.v.name!r}) is {m.v.dtype}, not {m.dtype} as Q")
+    for b in (m.q, m.k, m.v, m.out):
         if b not in params:
             raise NoMatch(f"{b.name!r} is not a parameter of the function")
-    for b in inter:
+    if len({id(b) for b in (m.q, m.k, m.v, m.out)}) != 4:
+        raise NoMatch("Q, K, V and the output are not four different buffers")
+    for b in m.intermediates:
         if b not in allocs:
             raise NoMatch(f"intermediate {b.name!r} is not allocated by the function (it would stay unwritten)")
     for stmt in others:
         used = {ld.buffer for ld in collect(stmt, BufferLoad)} | {st.buffer for st in collect(stmt, BufferStore)}
-        hit = [b.name for b in inter if b in used]
+        hit = [b.name for b in m.intermediates if b in used]
         if hit:
             raise NoMatch(f"intermediate {hit[0]!r} is used outside the attention blocks")
-    if len(set(map(id, (q, kb, v_buf, out)))) != 4:
-        raise NoMatch("Q, K, V and the output are not four different buffers")
+
+
+def match_nests(stmts: list[Stmt], params: list, allocs: list[Buffer], others: list[Stmt] | None = None) -> AttentionMatch:
+    """The attention pattern in `stmts` (consecutive loop nests), all of them; NoMatch otherwise.
+    `params` are the function's buffer parameters, `allocs` its allocated buffers, `others` the
+    statements outside the pattern (which must not read the intermediates)."""
+    nests = [_nest(x) for x in stmts]
+    if len(nests) < 6:
+        raise NoMatch("fewer than six blocks")
+    chain = _Chain(nests)
+    first = chain.next()
+    s, q, kb, batch, i, j, _ = _qk(first)
+    dtype, shape, ext = str(q.dtype), _dims(q), _extents(first)
+    if dtype not in DTYPES or None in shape or str(kb.dtype) != dtype:
+        raise NoMatch(f"Q and K are not float16/bfloat16 buffers of one constant shape ({q.name}: {dtype})")
+    seq, dim = ext[i], shape[-1]
+    if ext[j] != seq or shape[-2] != seq or [ext[b] for b in batch] != shape[:-2]:
+        raise NoMatch("Q K^T does not cover Q, or the key sequence is not as long as the query sequence")
+    cur, scale, causal = _softmax_input(chain, s)
+    m = _row_reduce(chain.next(), "max", cur, len(batch) + 1)
+    e, exp_scale = _exp(chain.next(), cur, m)
+    l_buf = _row_reduce(chain.next(), "add", e, len(batch) + 1)
+    p = _norm(chain.next(), e, l_buf, dtype)
+    pv = chain.next()
+    o, v_buf, red, od = _pv(pv, p, len(batch))
+    if _extents(pv)[red] != seq or _extents(pv)[od] != dim:
+        raise NoMatch(f"block {pv.block.name!r} does not sum over the whole key sequence")
+    out, out_dtype, inter = o, "float32", [s, m, e, l_buf, p]
+    rest = chain.peek()
+    if rest is not None:
+        out, out_dtype = _out_cast(chain.next(), o, dtype), dtype
+        inter.append(o)
+        if chain.peek() is not None:
+            raise NoMatch(f"block {chain.next().block.name!r} follows the output")
+    inter += [n.store.buffer for n in nests if n.store.buffer not in inter and n.store.buffer is not out]
+    scale *= exp_scale
+    batch_n = 1
+    for x in shape[:-2]:
+        batch_n *= x
+    found = AttentionMatch(tuple(n.block.name for n in nests), q, kb, v_buf, out, tuple(inter), batch_n, seq, dim,
+                           dtype, out_dtype, causal, scale)
+    _check_buffers(found, nests, s, o, params, allocs, list(others or []))
     if not scale > 0:
         raise NoMatch(f"the softmax scale {scale:g} is not positive")
     if dim not in DIMS or seq % SEQ_TILE:
         raise NoMatch(f"head dim {dim} (the kernel takes {DIMS}) or sequence {seq} (a multiple of {SEQ_TILE})")
-    batch_n = 1
-    for x in batch_ext:
-        batch_n *= x
-    return AttentionMatch(tuple(nest.block.name for nest in nests), q, kb, v_buf, out, tuple(inter), batch_n,
-                          seq, dim, dtype, out_dtype, causal, scale)
+    return found
 
 
 def root_parts(func) -> tuple[list[Stmt], list[Buffer]]:

@@ -152,8 +152,8 @@ from ..tracebacks import public_entry
 from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
 from .cross_thread import lower_cross_thread_reductions
-from .fused_kernels import lower_fused_kernels
 from .flatten import flatten_buffers
+from .fused_kernels import lower_fused_kernels
 from .gpu_bindings import verify_thread_bindings
 from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange

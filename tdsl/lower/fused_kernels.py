@@ -19,8 +19,8 @@ import dataclasses
 
 from ..dtypes import float32, handle, int32, void
 from ..errors import TargetError
-from ..ir.attrs import INFO_NOTE
 from ..ir import BlockRealize, Buffer, BufferLoad, Call, Evaluate, FloatImm, IntImm, PrimFunc, SeqStmt
+from ..ir.attrs import INFO_NOTE
 from ._util import add_notes
 
 
@@ -66,5 +66,6 @@ def lower_fused_kernels(func: PrimFunc) -> PrimFunc:
     assert root is not None
     new_root = dataclasses.replace(root, body=body, alloc_buffers=tuple(b for b in root.alloc_buffers
                                                                           if b not in dropped))
+    assert isinstance(func.body, BlockRealize)
     func = dataclasses.replace(func, body=dataclasses.replace(func.body, block=new_root))
     return add_notes(func, notes)
