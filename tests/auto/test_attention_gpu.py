@@ -108,6 +108,9 @@ def test_the_annotated_function_keeps_its_meaning_in_the_interpreter():
     got = np.zeros((1, 64, 64), np.float32)
     tdsl.interpret(sch.func, q, k, v, got)
     np.testing.assert_allclose(got, attention_lowp_ref(q, k, v, True), rtol=1e-4, atol=1e-4)
+    # the trace replays to the same function, and a CPU build computes the blocks as written
+    assert tdsl.structural_diff(sch.trace.apply(func).func, sch.func) is None
+    np.testing.assert_allclose(tdsl.build(sch, target="cpu")(q, k, v), got, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("what,func", [
