@@ -286,13 +286,22 @@ class AttentionStep:
                 f"  # fused attention forward, {self.shape.bh} x {self.shape.seq} x {self.shape.dim}"
                 + (", causal" if self.shape.causal else ""))
 
-    def run_emulated(self, arrays: dict, order: int = 0) -> None:
-        """The kernel in the CPU emulator on host arrays (by buffer), O written in place."""
+    def run_emulated(self, arrays: dict, thread_orders: int = 1) -> None:
+        """The kernel in the CPU emulator on host arrays (by buffer), O written in place; run
+        under `thread_orders` (1-3) thread orders whose outputs must agree bit for bit."""
         from .emulator.raw import run_source
 
         args = [arrays[b] for b in (self.q, self.k, self.v, self.o)]
-        run_source(self.source, self.shape.name, [*args, ctypes.c_float(scale_log2(self.scale))],
-                   grid=self.shape.grid, block=(THREADS, 1, 1), order=order)
+        first = None
+        for order in range(thread_orders):
+            run_source(self.source, self.shape.name, [*args, ctypes.c_float(scale_log2(self.scale))],
+                       grid=self.shape.grid, block=(THREADS, 1, 1), order=order)
+            out = args[3].view(np.uint8)
+            if first is None:
+                first = out.copy()
+            elif not np.array_equal(first, out):
+                raise TargetError(f"{self.shape.name} (emulated): the output {self.o.name!r} differs between "
+                                  f"thread orders 0 and {order} (a race in the fused kernel)")
 
     def run_gpu(self, ptrs: dict, stream: int) -> None:
         """The kernel on the GPU: device pointers `ptrs` (by buffer), on `stream` (compiled by
