@@ -1,5 +1,4 @@
 """The schedule rules of the design space; each is `rule(sch, block) -> list[Schedule]` (see `base`)."""
-from .attention_gpu import FusedAttentionGPU
 from .base import Rule
 from .cpu_loops import ComputeLocation, ParallelVectorizeUnroll, VectorReduction
 from .gpu import GPUBind, GPUCrossThreadReduction, GPUMatmulTiling, GPUWmmaTiling
@@ -11,6 +10,6 @@ from .matmul_cpu import MatmulTensorizeCPU
 from .prefetch import RowPrefetch
 from .tiling_cpu import MultiLevelTilingCPU, TensorizeMatching
 
-__all__ = ["AutoInline", "FusedAttentionGPU", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaTiling", "GPUWmmaTiling", "LibraryCall", "MatmulLowpCPU",
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaTiling", "GPUWmmaTiling", "LibraryCall", "MatmulLowpCPU",
            "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "RowPrefetch", "Rule", "TensorizeMatching", "VectorReduction"]

@@ -286,9 +286,10 @@ class AttentionStep:
                 f"  # fused attention forward, {self.shape.bh} x {self.shape.seq} x {self.shape.dim}"
                 + (", causal" if self.shape.causal else ""))
 
-    def run_emulated(self, arrays: dict, thread_orders: int = 1) -> None:
+    def run_emulated(self, arrays: dict, thread_orders: int = 3) -> None:
         """The kernel in the CPU emulator on host arrays (by buffer), O written in place; run
-        under `thread_orders` (1-3) thread orders whose outputs must agree bit for bit."""
+        under `thread_orders` (1-3: ascending, descending, shuffled) thread orders whose outputs
+        must agree bit for bit."""
         from .emulator.raw import run_source
 
         args = [arrays[b] for b in (self.q, self.k, self.v, self.o)]

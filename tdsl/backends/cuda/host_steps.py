@@ -176,12 +176,11 @@ def _view(arr: np.ndarray, op: Operand, point: dict) -> np.ndarray:
                                            strides=(op.ld * flat.itemsize, flat.itemsize))
 
 
-def run_emulated(step: LibraryStep, arrays: dict, thread_orders: int = 1) -> None:
+def run_emulated(step: LibraryStep, arrays: dict) -> None:
     """The step on host arrays (by buffer) with numpy's BLAS: the emulator's stand-in for cuBLAS
-    (another kind of step, a fused kernel, runs itself in the emulator under `thread_orders`
-    thread orders: `step.run_emulated`)."""
+    (another kind of step, a fused kernel, runs itself in the emulator: `step.run_emulated`)."""
     if not isinstance(step, LibraryStep):
-        step.run_emulated(arrays, thread_orders)
+        step.run_emulated(arrays)
         return
     for point in step.points():
         a = _view(arrays[step.a.buffer], step.a, point)

@@ -113,8 +113,8 @@ class EmulatedKernel(CudaKernel):
             arrays[arg.param] = arr
         for w in self.plan.workspaces:
             arrays[w] = _poisoned((evaluate(w.shape[0], values),), w.dtype.numpy)
-        def library(step) -> None:       # cuBLAS's stand-in: numpy's BLAS; a fused kernel: emulated
-            host_steps.run_emulated(step, arrays, self.thread_orders)
+        def library(step) -> None:       # cuBLAS's stand-in: numpy's BLAS (host_steps.run_emulated)
+            host_steps.run_emulated(step, arrays)
 
         with _CALL_LOCK:
             for i, spec in enumerate(self.kernels):
