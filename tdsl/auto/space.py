@@ -10,6 +10,9 @@
 3. `RowPrefetch` (CPU), blocks in program order;
 4. `ParallelVectorizeUnroll` (CPU), blocks in program order.
 
+On CUDA, `FusedAttentionGPU` runs first in pass 1 (before inlining hides the pattern): an
+attention chain becomes one block computed by tdsl's fused attention kernel.
+
 Each rule maps a schedule and a block to the schedules it makes (see `rules.base.Rule`); the
 space is every combination, `sketches(func, target)` lists them. To extend the space:
 
@@ -45,6 +48,7 @@ from .rules import (
     TensorizeMatching,
     VectorReduction,
 )
+from .rules.attention_gpu import FusedAttentionGPU
 
 
 @dataclass
@@ -107,6 +111,8 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
                         VectorReduction(hw, defaults)], consumers_first=True),
                   Pass([RowPrefetch(hw, defaults)]),
                   Pass([ParallelVectorizeUnroll(hw, defaults)])]
+    if hw.is_gpu:
+        passes[0].insert(0, FusedAttentionGPU(hw, defaults))
     for stage, position, kind, factory in _REGISTERED:
         if kind == hw.kind and STAGES.index(stage) < len(passes):
             passes[STAGES.index(stage)].insert(position, factory(hw, defaults))

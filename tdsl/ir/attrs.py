@@ -46,6 +46,7 @@ from .stmt import PrimFunc
 
 FLAT_PARAMS = "tdsl.flat_params"
 LOWER_NOTES = "tdsl.lower_notes"
+INFO_NOTE = "info: "   # a LOWER_NOTES entry that only says what ran (no PerformanceWarning for it)
 NONTEMPORAL_BUFFERS = "tdsl.nontemporal_buffers"
 CUDA_PRELUDE = "tdsl.cuda_prelude"
 TENSOR_INTRIN = "tdsl.tensor_intrin"

@@ -98,6 +98,8 @@ The CPU pipeline, in order:
 The CUDA pipeline (everything ``build(..., target="cuda")`` runs before kernel splitting and
 barrier planning, which stay in ``tdsl.backends.cuda``)::
 
+    lower_fused_kernels            a block annotated tdsl.fused_kernel (the attention chain) -> one
+                                   call of tdsl's fused CUDA kernel, run as a host step (fused_kernels)
     verify_thread_bindings         every computing block under a threadIdx loop (gpu_bindings)
     check_thread_exchange          no data passed between threads via local/global (gpu_exchange)
     apply_tensor_intrinsics
@@ -151,6 +153,7 @@ from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
 from .cross_thread import lower_cross_thread_reductions
 from .flatten import flatten_buffers
+from .fused_kernels import lower_fused_kernels
 from .gpu_bindings import verify_thread_bindings
 from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange
@@ -211,6 +214,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("remove_no_op", remove_no_op),
     ],
     "cuda": [
+        Pass("lower_fused_kernels", lower_fused_kernels),
         Pass("verify_thread_bindings", verify_thread_bindings),
         Pass("check_thread_exchange", check_thread_exchange),
         Pass("apply_tensor_intrinsics", _tensor_intrinsics("cuda")),

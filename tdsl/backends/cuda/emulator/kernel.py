@@ -24,6 +24,7 @@ from ....tracebacks import public_entry
 from .. import host_steps
 from ..kernel import CudaKernel, _Arg, evaluate, output_shape, scalar_ctype, torch_outputs
 from ..lower_gpu import MAX_BLOCK_DIM, MAX_GRID_DIM
+from .compiler import launcher as _launcher
 from .translate import EmuKernel, translate
 
 CHECKED_SUFFIX = "_checked"   # the checked variant's kernel names (see emulator.checked_variant)
@@ -328,14 +329,6 @@ def _device_array_type():
 
     module = sys.modules.get(__name__.rsplit(".", 2)[0] + ".runtime")
     return getattr(module, "DeviceArray", None)
-
-
-def _launcher(lib, name: str):
-    fn = getattr(lib, f"tdsl_emu_run_{name}")
-    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong),
-                   ctypes.POINTER(ctypes.c_longlong), ctypes.c_int, ctypes.c_ulonglong, ctypes.c_longlong]
-    fn.restype = ctypes.c_int
-    return fn
 
 
 def _poisoned(shape, dtype) -> np.ndarray:
