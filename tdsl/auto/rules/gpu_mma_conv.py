@@ -37,7 +37,7 @@ from ...ir import Binary, BufferLoad, Cast, Var, free_vars
 from ...schedule import Schedule
 from ..analysis import BlockInfo, Iter, block_info, consumers
 from .base import Rule
-from .gpu_mma import _DTYPES, CONFIGS, K_TILES, fitting_configs, gemm_roles, note, tile_mma
+from .gpu_mma import _DTYPES, CONFIGS, K_TILES, fitting_configs, gemm_roles, misfit, note, tile_mma
 
 # the block tiles conv2d may use: the fp32 output tile (bm x bn x 4 bytes) sits in shared
 # memory beside two stages of the operand tiles
@@ -178,12 +178,22 @@ def _configs(m: int, n: int, dt: str) -> list:
     return [c for c in fitting_configs(m, n, dt) if c in CONV_CONFIGS]
 
 
-def feeds_mma_conv(sch: Schedule, block: str) -> bool:
-    """Whether `block` (a padding, say) is read by a convolution `GPUMmaConv` puts on the tensor
-    cores (AutoInline then keeps it as its own kernel)."""
+def feeds_mma(sch: Schedule, block: str) -> bool:
+    """Whether `block` is read by a GEMM that `GPUMmaTiling` or a convolution that `GPUMmaConv`
+    puts on the tensor cores, as an operand (AutoInline then keeps it as its own kernel: a padding
+    stays a padded copy, attention's softmax writes P for the P V GEMM)."""
     for consumer in consumers(sch.func, block):
         info = block_info(sch.func, consumer)
-        roles = conv_roles(info) if info.simple_bindings and info.constant_extents else None
+        if not (info.simple_bindings and info.constant_extents and info.top_level):
+            continue
+        gemm = gemm_roles(info, max_batch=4)
+        if gemm is not None:
+            dt = str(gemm.a.dtype)
+            if dt in _DTYPES and str(gemm.b.dtype) == dt and str(gemm.c.dtype) == _DTYPES[dt][1] \
+                    and misfit(gemm, dt) is None:
+                return True
+            continue
+        roles = conv_roles(info)
         if roles is not None and conv_misfit(roles) is None:
             return True
     return False
