@@ -30,12 +30,12 @@ channels not multiples of the tile, k not of 32) is left to the SIMT rules with 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ...ir import Binary, BufferLoad, Cast, Var, free_vars
+from ...ir import Binary, BufferLoad, Call, Cast, Var, free_vars
 from ...schedule import Schedule
-from ..analysis import BlockInfo, Iter, block_info, consumers
+from ..analysis import BlockInfo, Iter, block_info, consumers, writer_of
 from .base import Rule
 from .gpu_mma import _DTYPES, CONFIGS, K_TILES, fitting_configs, gemm_roles, misfit, note, tile_mma
 
@@ -60,6 +60,7 @@ class ConvRoles:
     a_contiguous: bool  # 16-byte pieces of A's rows are contiguous in the data
     b_contiguous: bool  # ... of B's rows in the filter
     out_n_last: bool    # the output's last index is n (NHWC): copied out along n
+    guarded: bool = False   # the data is read through T.if_then_else (padding inlined)
 
     def extents(self) -> tuple[int, int, int]:
         prod = (lambda its: _product(it.extent for it in its))
@@ -73,10 +74,17 @@ def _product(values) -> int:
     return out
 
 
-def _load(e) -> BufferLoad | None:
+def _load(e) -> tuple[BufferLoad | None, bool]:
+    """The operand's load, and whether it is guarded (``T.if_then_else(cond, X[..], 0)``: padding
+    inlined into the block)."""
     while isinstance(e, Cast):
         e = e.value
-    return e if isinstance(e, BufferLoad) else None
+    guarded = isinstance(e, Call) and e.op == "if_then_else" and len(e.args) == 3
+    if guarded:
+        e = e.args[1]
+        while isinstance(e, Cast):
+            e = e.value
+    return (e if isinstance(e, BufferLoad) else None), guarded
 
 
 def conv_roles(info: BlockInfo) -> ConvRoles | None:
@@ -93,7 +101,7 @@ def conv_roles(info: BlockInfo) -> ConvRoles | None:
     if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer and isinstance(prod, Binary)
             and prod.op == "mul" and all(x is y for x, y in zip(acc.indices, store.indices))):
         return None
-    x, y = _load(prod.a), _load(prod.b)
+    (x, x_guard), (y, y_guard) = _load(prod.a), _load(prod.b)
     if x is None or y is None or x.buffer is y.buffer or str(store.buffer.dtype) != "float32":
         return None
     if str(x.buffer.dtype) not in FLOAT_DTYPES or x.buffer.dtype != y.buffer.dtype:
@@ -108,8 +116,8 @@ def conv_roles(info: BlockInfo) -> ConvRoles | None:
         if not plain(filt):
             continue
         roles = _assign(info, out_iters, data, filt, by_var)   # type: ignore[arg-type]
-        if roles is not None:
-            return roles
+        if roles is not None and not (y_guard if filt is y else x_guard):
+            return replace(roles, guarded=x_guard if data is x else y_guard)
     return None
 
 
@@ -171,6 +179,10 @@ def conv_misfit(roles: ConvRoles) -> str | None:
     if not _configs(m, n, dt):
         tiles = ", ".join(f"{bm} x {bn}" for bm, bn, _, _ in CONV_CONFIGS)
         return f"the implicit GEMM's m x n = {m} x {n} is not a multiple of a block tile ({tiles})"
+    if roles.guarded:
+        return (f"it reads {roles.data.name!r} through T.if_then_else (padding inside the block), which the "
+                "copy into shared memory cannot keep; write the padding as its own block (a padded copy of "
+                f"{roles.data.name!r}) and auto_schedule keeps it apart")
     return None
 
 
@@ -247,6 +259,11 @@ class GPUMmaConv(Rule):
         # the output tile: shared -> the output's own layout, by the whole block, along the
         # output's unit-stride axis (NHWC: n, 16 bytes per thread; NCHW: m)
         s.reverse_compute_at(out, bj)
+        # rows 8 floats apart in the banks: the accumulators' 8-byte stores (4 rows of 32 bytes
+        # per phase) meet no bank twice
+        writer = writer_of(s.func, gemm.c)
+        assert writer is not None
+        s.storage_align(s.get_block(writer), gemm.c.name, 0, 32, 8)
         rows, cols = s.get_loops(out)[-2:]
         if roles.out_n_last:
             cols, vec = s.split(cols, [None, 4])
