@@ -211,6 +211,79 @@ def feeds_mma(sch: Schedule, block: str) -> bool:
     return False
 
 
+def _channel_dim(load: BufferLoad, it: Iter) -> int | None:
+    """The dimension of `load` indexed by the plain iterator `it`."""
+    for d, e in enumerate(load.indices):
+        if e is it.var:
+            return d
+    return None
+
+
+def _channels_last(s: Schedule, block: str, roles: ConvRoles) -> ConvRoles:
+    """NCHW data that a padding block writes: that block writes it channels last instead (its
+    own kernel already, so the layout costs nothing), and an OIHW filter is copied channels last
+    by a small kernel of its own; then every operand tile comes in by 16-byte cp.async. Other
+    layouts stay as they are (their copies element by element)."""
+    if roles.a_contiguous:
+        return roles
+    info = block_info(s.func, block)
+    store = info.store
+    assert store is not None
+    loads = [ld for ld in (_load(e)[0] for e in _products(store.value)) if ld is not None]
+    data = next(ld for ld in loads if ld.buffer is roles.data)
+    filt = next(ld for ld in loads if ld.buffer is roles.filter)
+    writer = writer_of(s.func, roles.data)
+    channel = next((it for it in roles.k if _channel_dim(data, it) is not None and _channel_dim(filt, it) is not None
+                    and (it.extent or 0) % _DTYPES[str(roles.data.dtype)][4] == 0), None)
+    if writer is None or roles.data in info.params or channel is None:
+        return roles
+    writer_info = block_info(s.func, writer)
+    if not writer_info.is_spatial or writer_info.writes_output:
+        return roles
+
+    def last(dim: int, rank: int):
+        return lambda *v: tuple(v[d] for d in range(rank) if d != dim) + (v[dim],)
+
+    d_dim, f_dim = _channel_dim(data, channel), _channel_dim(filt, channel)
+    assert d_dim is not None and f_dim is not None
+    s.transform_layout(s.get_block(writer), roles.data.name, last(d_dim, len(data.indices)))
+    _loops_in_store_order(s, writer)   # its writes coalesced (its reads are the transpose's strided side)
+    if f_dim != len(filt.indices) - 1:
+        copy = s.cache_read(s.get_block(block), roles.filter.name, "global")
+        s.transform_layout(copy, roles.filter.name + "_global", last(f_dim, len(filt.indices)))
+        loops = s.get_loops(copy)
+        bx, tx = s.split(s.fuse(*loops) if len(loops) > 1 else loops[0], [None, 128])
+        s.bind(bx, "blockIdx.x")
+        s.bind(tx, "threadIdx.x")
+    new = conv_roles(block_info(s.func, block))
+    assert new is not None, "a convolution stays one when its operands change layout"
+    return new
+
+
+def _loops_in_store_order(s: Schedule, block: str) -> None:
+    """Reorder `block`'s loops as its store's indices (each a plain iterator) run."""
+    info = block_info(s.func, block)
+    by_var = {id(it.var): it for it in info.iters}
+    handles = {id(h.var): h for h in s.get_loops(s.get_block(block))}
+    assert info.store is not None
+    order = []
+    for e in info.store.indices:
+        it = by_var.get(id(e))
+        if it is None or it.loop is None or id(it.loop) not in handles:
+            return
+        order.append(handles[id(it.loop)])
+    if len(order) == len(handles):
+        s.reorder(*order)
+
+
+def _products(value) -> tuple:
+    """The two factors of ``acc + a * b``."""
+    acc, prod = value.a, value.b
+    if not isinstance(prod, Binary):
+        acc, prod = prod, acc
+    return (prod.a, prod.b)
+
+
 class GPUMmaConv(Rule):
     """fp16 / bf16 convolutions -> implicit GEMM on mma.sync (see the module docstring)."""
 
@@ -232,6 +305,7 @@ class GPUMmaConv(Rule):
         return [lambda s: self._tile(s, block, roles)]
 
     def _tile(self, s: Schedule, block: str, roles: ConvRoles) -> None:
+        roles = _channels_last(s, block, roles)
         info = block_info(s.func, block)
         pos = {id(it.var): p for p, it in enumerate(info.iters)}
         ext = [it.extent or 0 for it in info.iters]
