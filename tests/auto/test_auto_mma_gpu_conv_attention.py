@@ -11,7 +11,6 @@ from tdsl import T
 from tdsl.backends.cuda.stats import cuobjdump_path, opcodes
 
 
-
 def conv_nhwc(N, H, W, C, K, R=3, pad=1, dtype="float16", ohwi=False):
     """NHWC data, HWIO filter (or OHWI: the filter's last index is the reduction's channel)."""
     HP, WP = H + 2 * pad, W + 2 * pad
@@ -260,6 +259,30 @@ def test_conv2d_off_the_tiles_falls_back_with_a_note():
     rng = np.random.default_rng(2)
     a = rng.standard_normal((1, 8, 8, 32)).astype(np.float16)
     w = rng.standard_normal((3, 3, 32, 24)).astype(np.float16)
+    np.testing.assert_allclose(kernel(a, w), conv_ref(a, w, "nhwc"), rtol=1e-4, atol=1e-3)
+
+
+def test_conv2d_with_padding_inside_the_block_falls_back_with_a_note():
+    # the guard T.if_then_else(...) cannot travel with a plain cp.async copy of the data tile
+    @T.prim_func
+    def f(A: T.Buffer((1, 8, 8, 32), "float16"), Wt: T.Buffer((3, 3, 32, 32), "float16"),
+          Out: T.Buffer((1, 8, 8, 32), "float32")):
+        for n, h, w, k, ry, rx, rc in T.grid(1, 8, 8, 32, 3, 3, 32):
+            with T.block("conv"):
+                vn, vh, vw, vk, vry, vrx, vrc = T.axis.remap("SSSSRRR", [n, h, w, k, ry, rx, rc])
+                with T.init():
+                    Out[vn, vh, vw, vk] = T.float32(0)
+                Out[vn, vh, vw, vk] = Out[vn, vh, vw, vk] + T.cast(T.if_then_else(
+                    vh + vry >= 1 and vh + vry < 9 and vw + vrx >= 1 and vw + vrx < 9,
+                    A[vn, vh + vry - 1, vw + vrx - 1, vrc], T.float16(0)), "float32") \
+                    * T.cast(Wt[vry, vrx, vrc, vk], "float32")
+
+    kernel = tdsl.build(tdsl.auto_schedule(f, target="cuda"), target="cuda", emulate=True)
+    (note,) = [n for n in kernel.notes if "tensor cores" in n]
+    assert "reads 'A' through T.if_then_else" in note and "write the padding as its own block" in note
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((1, 8, 8, 32)).astype(np.float16)
+    w = rng.standard_normal((3, 3, 32, 32)).astype(np.float16)
     np.testing.assert_allclose(kernel(a, w), conv_ref(a, w, "nhwc"), rtol=1e-4, atol=1e-3)
 
 

@@ -153,7 +153,8 @@ def _assign(info: BlockInfo, out_iters: list[Iter], data: BufferLoad, filt: Buff
     if trans_b:
         # B[n, k] rows are contiguous where k's trailing iterators are the filter's trailing dims
         # in order, over at least one 16-byte piece
-        tail, size = [], 1
+        tail: list[Iter] = []
+        size = 1
         for e in reversed(filt.indices):
             it = by_var[id(e)]
             if it.kind != "R" or size % per_copy == 0:
@@ -321,8 +322,6 @@ class GPUMmaConv(Rule):
         a_sh = s.reindex_cache_read(c, roles.data.name, "shared", lambda m, n, k: (m, k))
         b_sh = s.reindex_cache_read(c, roles.filter.name, "shared",
                                     (lambda m, n, k: (n, k)) if roles.trans_b else (lambda m, n, k: (k, n)))
-        if not roles.trans_b:     # its copy's loops in the tile's order: the last one along its rows
-            s.reorder(*reversed(s.get_loops(b_sh)))
         out = s.reindex_cache_write(c, 0, "shared", lambda m, n, k: (m, n))
         gemm = gemm_roles(block_info(s.func, block))
         assert gemm is not None, "a convolution made a GEMM by transform_block_layout and reindexing"
