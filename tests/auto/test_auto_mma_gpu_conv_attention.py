@@ -11,10 +11,10 @@ from tdsl import T
 from tdsl.backends.cuda.stats import cuobjdump_path, opcodes
 
 
-def conv_nhwc(N, H, W, C, K, R=3, pad=1, dtype="float16", ohwi=False):
+def conv_nhwc(N, H, W, C, K, R=3, pad=1, dtype="float16", ohwi=False, stride=1):
     """NHWC data, HWIO filter (or OHWI: the filter's last index is the reduction's channel)."""
     HP, WP = H + 2 * pad, W + 2 * pad
-    OH, OW = HP - R + 1, WP - R + 1
+    OH, OW = (HP - R) // stride + 1, (WP - R) // stride + 1
 
     @T.prim_func
     def hwio(A: T.Buffer((N, H, W, C), dtype), Wt: T.Buffer((R, R, C, K), dtype),
@@ -30,7 +30,8 @@ def conv_nhwc(N, H, W, C, K, R=3, pad=1, dtype="float16", ohwi=False):
                 vn, vh, vw, vk, vry, vrx, vrc = T.axis.remap("SSSSRRR", [n, h, w, k, ry, rx, rc])
                 with T.init():
                     Out[vn, vh, vw, vk] = T.float32(0)
-                Out[vn, vh, vw, vk] = Out[vn, vh, vw, vk] + T.cast(Apad[vn, vh + vry, vw + vrx, vrc], "float32") \
+                Out[vn, vh, vw, vk] = Out[vn, vh, vw, vk] \
+                    + T.cast(Apad[vn, vh * stride + vry, vw * stride + vrx, vrc], "float32") \
                     * T.cast(Wt[vry, vrx, vrc, vk], "float32")
 
     @T.prim_func
@@ -134,8 +135,8 @@ def _np(dtype):
     return ml_dtypes.bfloat16
 
 
-def conv_ref(a, w, layout, pad=1):
-    """numpy conv2d, stride 1; a NHWC + w HWIO / OHWI, or a NCHW + w OIHW."""
+def conv_ref(a, w, layout, pad=1, stride=1):
+    """numpy conv2d; a NHWC + w HWIO / OHWI, or a NCHW + w OIHW."""
     a = a.astype(np.float32)
     w = w.astype(np.float32)
     if layout == "nchw":
@@ -144,11 +145,12 @@ def conv_ref(a, w, layout, pad=1):
         w = w.transpose(1, 2, 3, 0)
     R = w.shape[0]
     ap = np.pad(a, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    OH, OW = ap.shape[1] - R + 1, ap.shape[2] - R + 1
+    OH, OW = (ap.shape[1] - R) // stride + 1, (ap.shape[2] - R) // stride + 1
     out = np.zeros((a.shape[0], OH, OW, w.shape[3]), np.float32)
     for ry in range(R):
         for rx in range(R):
-            out += np.einsum("nhwc,ck->nhwk", ap[:, ry:ry + OH, rx:rx + OW], w[ry, rx])
+            window = ap[:, ry:ry + stride * (OH - 1) + 1:stride, rx:rx + stride * (OW - 1) + 1:stride]
+            out += np.einsum("nhwc,ck->nhwk", window, w[ry, rx])
     return out.transpose(0, 3, 1, 2) if layout == "nchw" else out
 
 
@@ -187,10 +189,12 @@ def _sass(kernel):
 # ----------------------------------------------------------------------------- conv2d
 
 CONV_CASES = {
-    # name -> (function, layout of the reference, data shape, filter shape)
-    "nhwc-f16": (lambda: conv_nhwc(1, 8, 8, 32, 32), "nhwc", (1, 8, 8, 32), (3, 3, 32, 32), "float16"),
+    # name -> (function, layout of the reference, data shape, filter shape, dtype, stride)
+    "nhwc-f16": (lambda: conv_nhwc(1, 8, 8, 32, 32), "nhwc", (1, 8, 8, 32), (3, 3, 32, 32), "float16", 1),
     "nhwc-ohwi-bf16": (lambda: conv_nhwc(2, 8, 8, 32, 64, dtype="bfloat16", ohwi=True), "ohwi", (2, 8, 8, 32),
-                       (64, 3, 3, 32), "bfloat16"),
+                       (64, 3, 3, 32), "bfloat16", 1),
+    "nhwc-f16-stride-2": (lambda: conv_nhwc(1, 16, 16, 32, 32, stride=2), "nhwc", (1, 16, 16, 32), (3, 3, 32, 32),
+                          "float16", 2),
 }
 
 
@@ -205,14 +209,14 @@ def test_conv2d_trace_is_an_implicit_gemm_on_mma_sync():
 
 @pytest.mark.parametrize("case", list(CONV_CASES))
 def test_emulated_conv2d_is_right_with_cp_async_and_without_bank_conflicts(case):
-    make, layout, ashape, wshape, dtype = CONV_CASES[case]
+    make, layout, ashape, wshape, dtype, stride = CONV_CASES[case]
     if dtype == "bfloat16":
         pytest.importorskip("ml_dtypes")
     rng = np.random.default_rng(0)
     a = rng.standard_normal(ashape).astype(_np(dtype))
     w = rng.standard_normal(wshape).astype(_np(dtype))
     kernel = tdsl.build(tdsl.auto_schedule(make(), target="cuda"), target="cuda", emulate=True)
-    np.testing.assert_allclose(kernel(a, w), conv_ref(a, w, layout), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(kernel(a, w), conv_ref(a, w, layout, stride=stride), rtol=1e-4, atol=1e-3)
     _conflict_free_ldmatrix(kernel, {"Apad_shared", "Wt_shared"})
     # every copy into shared memory is a 16-byte cp.async, every global access coalesced
     assert not [n for n in kernel.notes if "synchronous" in n or "not vectorized" in n], kernel.notes
