@@ -244,6 +244,30 @@ def test_emulated_conv2d_nchw_is_right_with_channels_last_operand_tiles():
             assert g.coalesced, g
 
 
+def test_emulated_1x1_conv2d_fuses_n_h_w_into_the_gemm_rows():
+    # as a batched GEMM its rows would be w (8: off the tiles); as an implicit GEMM m = n * h * w
+    @T.prim_func
+    def f(A: T.Buffer((2, 8, 8, 32), "float16"), Wt: T.Buffer((32, 64), "float16"),
+          Out: T.Buffer((2, 8, 8, 64), "float32")):
+        for n, h, w, k, rc in T.grid(2, 8, 8, 64, 32):
+            with T.block("conv"):
+                vn, vh, vw, vk, vrc = T.axis.remap("SSSSR", [n, h, w, k, rc])
+                with T.init():
+                    Out[vn, vh, vw, vk] = T.float32(0)
+                Out[vn, vh, vw, vk] = Out[vn, vh, vw, vk] + T.cast(A[vn, vh, vw, vrc], "float32") \
+                    * T.cast(Wt[vrc, vk], "float32")
+
+    sch = tdsl.auto_schedule(f, target="cuda")
+    assert "transform_block_layout" in str(sch.trace) and "mma_f16f16f32" in str(sch.trace)
+    kernel = tdsl.build(sch, target="cuda", emulate=True)
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((2, 8, 8, 32)).astype(np.float16)
+    w = rng.standard_normal((32, 64)).astype(np.float16)
+    np.testing.assert_allclose(kernel(a, w), np.einsum("nhwc,ck->nhwk", a.astype(np.float32), w.astype(np.float32)),
+                               rtol=1e-4, atol=1e-3)
+    assert not kernel.notes
+
+
 def test_sass_of_conv2d_56x56x64_for_sm_80():
     _skip_without_sass_tools()
     kernel = tdsl.build(tdsl.auto_schedule(conv_nhwc(1, 56, 56, 64, 64), target="cuda"), target="cuda", arch="sm_80")

@@ -7,7 +7,9 @@ A block ``Out[..] += f32(X[..]) * f32(W[..])`` whose iterators each play one GEM
 * N: one spatial iterator of the output and the filter, not the data (the output channel),
 * K: reduction iterators of the data and the filter (rc, ry, rx),
 
-with the filter indexed by plain iterators, becomes the GEMM ``C[m, n] += A[m, k] * B[k, n]``
+with the filter indexed by plain iterators and the block not a GEMM that `GPUMmaTiling` takes
+as it is (a 1x1 convolution, a batched GEMM whose rows are too few for a tile, fuses its M
+iterators instead), becomes the GEMM ``C[m, n] += A[m, k] * B[k, n]``
 (or ``B[n, k]``), so the GEMM's tiling (`gpu_mma.tile_mma`) applies unchanged:
 
 1. `transform_block_layout` fuses the M iterators (in the output's order) into m and the K
@@ -89,12 +91,12 @@ def _load(e) -> tuple[BufferLoad | None, bool]:
 
 def conv_roles(info: BlockInfo) -> ConvRoles | None:
     """The roles when the block is a convolution-like multiply-accumulate (module docstring) of
-    fp16 / bf16 operands into fp32 that is not already a plain GEMM, else None."""
+    fp16 / bf16 operands into fp32 that `GPUMmaTiling` does not take as a GEMM, else None."""
     store = info.store
     if store is None or not isinstance(store.value, Binary) or store.value.op != "add" or not info.reduction:
         return None
-    if gemm_roles(info, max_batch=4) is not None:
-        return None
+    if _fitting_gemm(info):
+        return None      # GPUMmaTiling's
     acc, prod = store.value.a, store.value.b
     if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer):
         acc, prod = prod, acc
@@ -136,8 +138,9 @@ def _assign(info: BlockInfo, out_iters: list[Iter], data: BufferLoad, filt: Buff
     if len(n) != 1 or not m or len(m) + 1 != len(out_iters) or len(k_filt) != len(info.reduction) \
             or any(id(it.var) not in in_data for it in k_filt):
         return None
-    # no compound index along the reduction: that is a GEMM (batched ones are gemm_roles's)
-    if all(isinstance(e, Var) for e in data.indices):
+    # plain indices and one M iterator: a GEMM, GPUMmaTiling's (several M iterators, such as a
+    # 1x1 convolution's n, h, w, fuse into one m)
+    if all(isinstance(e, Var) for e in data.indices) and len(m) == 1:
         return None
     last_data = data.indices[-1]
     inner = by_var.get(id(last_data)) if isinstance(last_data, Var) else None
@@ -191,6 +194,16 @@ def _configs(m: int, n: int, dt: str) -> list:
     return [c for c in fitting_configs(m, n, dt) if c in CONV_CONFIGS]
 
 
+def _fitting_gemm(info: BlockInfo) -> bool:
+    """Whether `GPUMmaTiling` puts the block on the tensor cores as a (batched) GEMM."""
+    gemm = gemm_roles(info, max_batch=4)
+    if gemm is None:
+        return False
+    dt = str(gemm.a.dtype)
+    return dt in _DTYPES and str(gemm.b.dtype) == dt and str(gemm.c.dtype) == _DTYPES[dt][1] \
+        and misfit(gemm, dt) is None
+
+
 def feeds_mma(sch: Schedule, block: str) -> bool:
     """Whether `block` is read by a GEMM that `GPUMmaTiling` or a convolution that `GPUMmaConv`
     puts on the tensor cores, as an operand (AutoInline then keeps it as its own kernel: a padding
@@ -199,13 +212,8 @@ def feeds_mma(sch: Schedule, block: str) -> bool:
         info = block_info(sch.func, consumer)
         if not (info.simple_bindings and info.constant_extents and info.top_level):
             continue
-        gemm = gemm_roles(info, max_batch=4)
-        if gemm is not None:
-            dt = str(gemm.a.dtype)
-            if dt in _DTYPES and str(gemm.b.dtype) == dt and str(gemm.c.dtype) == _DTYPES[dt][1] \
-                    and misfit(gemm, dt) is None:
-                return True
-            continue
+        if _fitting_gemm(info):
+            return True
         roles = conv_roles(info)
         if roles is not None and conv_misfit(roles) is None:
             return True
@@ -300,6 +308,8 @@ class GPUMmaConv(Rule):
         if roles is None:
             return []
         why = conv_misfit(roles)
+        if why is not None and gemm_roles(info, max_batch=4) is not None:
+            return []     # a (batched) GEMM off the tiles either way: GPUMmaTiling says why
         if why is not None:
             return [lambda s: note(s, block, f"convolution block {block!r} is not on the tensor cores "
                                              f"(mma.sync): {why}")]
