@@ -3,6 +3,8 @@ padding as its own kernel) and of attention's two GEMMs (Q K^T with K read trans
 heads on blockIdx.z; the softmax between them its own kernels) on mma.sync: numbers against numpy in
 the emulator at small sizes, ldmatrix free of bank conflicts, cp.async copies, HMMA / LDSM / LDGSTS in
 the sm_80 SASS, and shapes off the tiles falling back with a note."""
+import json
+
 import numpy as np
 import pytest
 
@@ -205,6 +207,22 @@ def test_conv2d_trace_is_an_implicit_gemm_on_mma_sync():
                  "tdsl.swizzle", "software_pipeline_stage", "software_pipeline_async_stages"):
         assert step in trace, step
     assert 'compute_inline(sch.get_block("pad"))' not in trace and "compute_inline(b0)" not in trace
+
+
+@pytest.mark.parametrize("make", [lambda: conv_nhwc(1, 8, 8, 32, 32), lambda: conv_nchw(2, 32, 8, 8, 32),
+                                  lambda: attention(1, 2, 64, 32)], ids=["nhwc", "nchw", "attention"])
+def test_the_trace_reads_as_python_and_replays(make):
+    from tdsl.schedule import Trace
+
+    f = make()
+    sch = tdsl.auto_schedule(f, target="cuda")
+    text = str(sch.trace)
+    assert "<function" not in text and "<lambda>" not in text
+    fresh = tdsl.Schedule(f)
+    exec(text, {"sch": fresh})  # noqa: S102 - the printed trace is the code under test
+    assert tdsl.structural_equal(fresh.func, sch.func)
+    back = Trace.from_json(json.dumps(sch.trace.as_json())).apply(f)
+    assert tdsl.structural_equal(back.func, sch.func)
 
 
 @pytest.mark.parametrize("case", list(CONV_CASES))

@@ -220,6 +220,11 @@ def feeds_mma(sch: Schedule, block: str) -> bool:
     return False
 
 
+def _map(params: list[str], outputs: list[str]):
+    """An index map with named parameters, from text (the trace prints it as Python)."""
+    return eval(f"lambda {', '.join(params)}: ({', '.join(outputs)},)")
+
+
 def _channel_dim(load: BufferLoad, it: Iter) -> int | None:
     """The dimension of `load` indexed by the plain iterator `it`."""
     for d, e in enumerate(load.indices):
@@ -251,7 +256,8 @@ def _channels_last(s: Schedule, block: str, roles: ConvRoles) -> ConvRoles:
         return roles
 
     def last(dim: int, rank: int):
-        return lambda *v: tuple(v[d] for d in range(rank) if d != dim) + (v[dim],)
+        names = [f"v{d}" for d in range(rank)]
+        return _map(names, [names[d] for d in range(rank) if d != dim] + [names[dim]])
 
     d_dim, f_dim = _channel_dim(data, channel), _channel_dim(filt, channel)
     assert d_dim is not None and f_dim is not None
@@ -318,17 +324,17 @@ class GPUMmaConv(Rule):
     def _tile(self, s: Schedule, block: str, roles: ConvRoles) -> None:
         roles = _channels_last(s, block, roles)
         info = block_info(s.func, block)
-        pos = {id(it.var): p for p, it in enumerate(info.iters)}
-        ext = [it.extent or 0 for it in info.iters]
+        names = [f"v{p}" for p in range(len(info.iters))]
+        name = {id(it.var): names[p] for p, it in enumerate(info.iters)}
 
-        def fused(its, v):
-            out = 0
-            for it in its:
-                out = out * ext[pos[id(it.var)]] + v[pos[id(it.var)]]
-            return out
+        def fused(its) -> str:     # row-major: ((a * B + b) * C + c)
+            text = name[id(its[0].var)]
+            for it in its[1:]:
+                text = f"{f'({text})' if '+' in text else text} * {it.extent} + {name[id(it.var)]}"
+            return text
 
         c = s.get_block(block)
-        s.transform_block_layout(c, lambda *v: (fused(roles.m, v), fused((roles.n,), v), fused(roles.k, v)))
+        s.transform_block_layout(c, _map(names, [fused(roles.m), fused((roles.n,)), fused(roles.k)]))
         a_sh = s.reindex_cache_read(c, roles.data.name, "shared", lambda m, n, k: (m, k))
         b_sh = s.reindex_cache_read(c, roles.filter.name, "shared",
                                     (lambda m, n, k: (n, k)) if roles.trans_b else (lambda m, n, k: (k, n)))
