@@ -12,10 +12,13 @@ as it is (a 1x1 convolution, a batched GEMM whose rows are too few for a tile, f
 iterators instead), becomes the GEMM ``C[m, n] += A[m, k] * B[k, n]``
 (or ``B[n, k]``), so the GEMM's tiling (`gpu_mma.tile_mma`) applies unchanged:
 
+0. NCHW data that a padding block writes is written channels last instead (`transform_layout`
+   of the padded buffer), and a filter whose channel is not its last index (OIHW) is copied
+   channels last by a small kernel (`cache_read(..., "global")` + `transform_layout`);
 1. `transform_block_layout` fuses the M iterators (in the output's order) into m and the K
    iterators into k; the data's innermost iterator (NHWC: rc) is k's innermost, so that 8
-   consecutive k are 16 contiguous bytes of the data (else the filter's order: NCHW data with
-   an OIHW filter read as B[n, k] is contiguous in the filter instead);
+   consecutive k are 16 contiguous bytes of the data (data with no such index: the filter's
+   order, and A's tile is copied element by element);
 2. `reindex_cache_read` stages the data and the filter in shared memory as the GEMM's A[m, k]
    and B tiles: the copy into A's tile is the im2col gather, done on the fly (implicit GEMM:
    no im2col buffer in global memory); `reindex_cache_write` gives the output a shared tile
