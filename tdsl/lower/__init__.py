@@ -145,7 +145,7 @@ from dataclasses import dataclass
 
 from ..errors import TargetError
 from ..ir import Block, PrimFunc, as_prim_func
-from ..ir.attrs import LOWER_NOTES, TENSOR_INTRIN, get_attr
+from ..ir.attrs import LOWER_NOTE, LOWER_NOTES, TENSOR_INTRIN, get_attr
 from ..ir.tree import walk
 from ..target import parse_target
 from ..tracebacks import public_entry
@@ -183,7 +183,8 @@ def _tensor_intrinsics(target: str) -> Callable[[PrimFunc], PrimFunc]:
     tdsl.lower.tensorize); free for functions that use no tensor intrinsic."""
 
     def run(func: PrimFunc) -> PrimFunc:
-        if TENSOR_INTRIN not in _annotation_keys(func):
+        keys = _annotation_keys(func)
+        if TENSOR_INTRIN not in keys and LOWER_NOTE not in keys:
             return func
         from .tensorize import apply_tensor_intrinsics
 

@@ -57,6 +57,11 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     kind = tgt.kind
     preludes: list[str] = []
     notes: list[str] = []
+    # notes left on blocks that stay generated code (an auto rule saying why a block is not on
+    # the tensor cores)
+    for realize in collect(func.body, BlockRealize):
+        if intrin_of(realize.block) is None:
+            notes += [str(v) for k, v in realize.block.annotations if k == LOWER_NOTE]
     # found by identity, not by name (a name may repeat); a swap rebuilds only the ancestors
     for target in _tensorized(func.body):
         found = find_path(func.body, lambda s, r=target: s is r)

@@ -1,4 +1,5 @@
 """Each lowering pass on its own: the IR it makes, compared with the expected script."""
+import numpy as np
 import pytest
 
 import tdsl
@@ -290,6 +291,52 @@ def test_vectorize_refuses_reduction_into_invariant_location_with_note():
     (note,) = notes(got)
     assert note.startswith("loop k in block B was not vectorized:")
     assert "loop-invariant location" in note
+
+
+def test_vectorize_keeps_a_decoded_index_contiguous_when_the_lanes_stay_inside_one_row():
+    # an im2col-like gather (a copy loop split over threads: f % 4 picks the 8-element piece):
+    # k decoded into (row, column) by // and % of 24; 8 lanes starting at a multiple of 8 never
+    # cross a row, so the load stays one contiguous vector
+    @T.prim_func
+    def gather(A: T.Buffer((4, 40), "float32"), C: T.Buffer((3, 8, 8), "float32")):
+        for ko, f in T.grid(3, 8):
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vko, vf, vv = T.axis.remap("SSS", [ko, f, v])
+                    C[vko, vf, vv] = A[(vko * 32 + vf % 4 * 8 + vv) // 24, (vko * 32 + vf % 4 * 8 + vv) % 24]
+
+    got = lowered_until_vectorize(gather)
+    assert notes(got) == []
+    store = got.body.body.body
+    assert isinstance(store.value.indices[0], tdsl.ir.Ramp) and store.value.dtype.lanes == 8
+    a = np.arange(160, dtype="float32").reshape(4, 40)
+    c = np.zeros((3, 8, 8), "float32")
+    tdsl.build(gather, target="cpu")(a, c)
+    k = np.arange(3)[:, None, None] * 32 + np.arange(8)[None, :, None] % 4 * 8 + np.arange(8)
+    np.testing.assert_array_equal(c, a[k // 24, k % 24])
+
+    # lanes that may cross a row (a start that is a multiple of 4 only, or rows of 12) are refused
+    @T.prim_func
+    def crossing(A: T.Buffer((3, 40), "float32"), C: T.Buffer((23, 8), "float32")):
+        for ko in range(23):
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vko, vv = T.axis.remap("SS", [ko, v])
+                    C[vko, vv] = A[(vko * 4 + vv) // 32, (vko * 4 + vv) % 32]
+
+    (note,) = notes(lowered_until_vectorize(crossing))
+    assert "load from 'A' is not contiguous in v" in note
+
+    @T.prim_func
+    def rows_of_12(A: T.Buffer((8, 40), "float32"), C: T.Buffer((96,), "float32")):
+        for ko in range(12):
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vk = T.axis.spatial(96, ko * 8 + v)
+                    C[vk] = A[vk // 12, vk % 12]
+
+    (note,) = notes(lowered_until_vectorize(rows_of_12))
+    assert "load from 'A' is not contiguous in v" in note
 
 
 def test_vectorize_refuses_non_contiguous_and_lane_dependent_conditions():
