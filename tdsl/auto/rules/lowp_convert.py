@@ -21,6 +21,7 @@ Zen 5 run it at the FMA rate, so the dot product does twice the work per instruc
 from __future__ import annotations
 
 from ...intrinsics import x86
+from ...ir.attrs import INFO_NOTE
 from ...target import cpu_name
 
 CONVERT_FEATURES = {
@@ -58,10 +59,11 @@ def bf16_prefers_dot(target) -> tuple[bool, str]:
 
 
 def convert_note(dtype: str, block: str, why: str, a_whole: bool = False) -> str:
-    """The `kernel.notes` line of a converted GEMM ({intrin}: the micro-kernel's name); `a_whole`:
-    A (a conv2d's input) is converted into a copy of its shape, B while packed."""
+    """The `kernel.notes` line (informational: it does not warn) of a converted GEMM ({intrin}: the
+    micro-kernel's name); `a_whole`: A (a conv2d's input) is converted into a copy of its shape, B
+    while packed."""
     what = "A converted to float32 whole and B while packed" if a_whole else "A and B converted to float32 while packed"
-    return (f"{dtype} GEMM block {block!r}: {what} (cache_read dtype='float32'), then the fp32 FMA "
+    return (f"{INFO_NOTE}{dtype} GEMM block {block!r}: {what} (cache_read dtype='float32'), then the fp32 FMA "
             f"micro-kernel {{intrin}}; {why}")
 
 
