@@ -98,6 +98,9 @@ class CudaKernel:
         stored = {n.buffer for n in collect(func.body, BufferStore)}
         self._written = {b for b, orig in zip(flat, func.buffer_params) if orig in stored}
         self._params = list(plan.func.params)
+        from .tensor_maps import resolve
+
+        self._tensor_maps = resolve(func, plan)   # TMA tensor maps the call path encodes
 
     def __repr__(self) -> str:
         return f"<CudaKernel {self.name} for {self.arch}: {len(self.kernels)} launch(es)>"
@@ -290,6 +293,10 @@ class CudaKernel:
             ws = runtime.device_array((size,), w.dtype, zero=False)
             workspaces.append(ws)
             ptrs[w] = ws.ptr
+        if self._tensor_maps:
+            from .tensor_maps import fill_device
+
+            fill_device(self._tensor_maps, ptrs, handle)
         for at, spec in enumerate(self.kernels):
             host_steps.run_steps(self.plan.steps, at, lambda step: host_steps.run_cublas(step, ptrs, handle))
             self._launch(module, spec, ptrs, scalars, values, handle)

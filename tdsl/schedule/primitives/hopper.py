@@ -1,0 +1,381 @@
+"""Hopper (sm_90a) GEMM pipelines: wgmma_pipeline, warp_specialize.
+
+`wgmma_pipeline(func, block, tile_n, tile_k, stages)` rewrites a function whose one block is a
+(batched) fp16/bf16 -> fp32 GEMM into a TMA + mbarrier + wgmma kernel (one warpgroup of 128
+threads per 64-row tile: thread 0 issues the TMA loads of a K stage into a ring of
+`stages` shared tiles guarded by "full" / "empty" mbarriers, every thread waits for the stage
+and issues the wgmma m64nNk16 of it, then releases it). The tensor maps are buffers of the
+function recorded in its attributes (`tdsl.ir.tensor_maps`), encoded by the call path. A B
+indexed ``B[k, j]`` is first copied K-major (``<B>_t[j, k]``, one small kernel), as wgmma reads
+K-major operands here.
+
+`warp_specialize(func, loop)` splits the thread loop inside a pipelined K loop into a producer
+warpgroup (``threadIdx.y == 0``: the leading statements that issue TMA loads) and consumers
+(``threadIdx.y == 1``: the rest); the kernel's other thread loops run on the consumers.
+
+Both keep the function's meaning: run one statement after another (`tdsl.interpret`), waits
+have nothing to wait for, a TMA load is a box copy and a wgmma adds the thread's accumulators.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...dtypes import int32
+from ...ir import (
+    Binary,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Cast,
+    FloatImm,
+    For,
+    IfThenElse,
+    IntImm,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+    binary,
+    collect,
+)
+from ...ir.opaque_calls import TMA_LOAD
+from ...ir.tensor_maps import TensorMapSpec
+from ...ir.tree import replace_at
+from ..errors import block_name, loop_name, schedule_error
+from ..tree import find_block, find_loop
+
+WARPGROUP = 128
+BLOCK_M = 64                       # wgmma's m
+MAX_SHARED = 48 * 1024             # static shared memory per block
+SWIZZLE_OF_ROW_BYTES = {32: "32B", 64: "64B", 128: "128B"}
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A (batched) GEMM block: C[b?, i, j] (+)= f32(A[b?, i, k]) * f32(B[b?, k, j] or B[b?, j, k])."""
+
+    a: object
+    b: object
+    c: object
+    m: int
+    n: int
+    k: int
+    batch: int | None
+    b_batched: bool
+    trans_b: bool          # B indexed [.., j, k]
+    init: bool             # the block starts C at zero (T.init)
+
+
+def _f32_load(e) -> BufferLoad | None:
+    if isinstance(e, Cast) and str(e.dtype) == "float32" and isinstance(e.value, BufferLoad):
+        return e.value
+    return None
+
+
+def _is_zero(stmt) -> bool:
+    return isinstance(stmt, BufferStore) and isinstance(stmt.value, FloatImm) and stmt.value.value == 0.0
+
+
+def match_gemm(func: PrimFunc, block: str, primitive: str) -> Gemm:
+    """The GEMM roles of `block`, or a ScheduleError saying what does not fit."""
+    realize, path = find_block(func, block, primitive)
+    blk = realize.block
+
+    def refuse(why: str, fix: str | None = None):
+        return schedule_error(func, primitive, f"{block_name(block)}: {why}", blocks=(block,),
+                              rule="the block is a (batched) GEMM C[b?, i, j] += f32(A[b?, i, k]) * f32(B[b?, k, j] "
+                                   "or B[b?, j, k]) with fp16/bf16 A and B, fp32 C, constant sizes, and the "
+                                   "function's only block", fix=fix)
+
+    others = [r.block.name for r in collect(func.body, BlockRealize) if r.block.name not in ("root", block)]
+    if others:
+        raise refuse(f"the function has other blocks ({', '.join(others)})")
+    loops = [p for p in path if isinstance(p, For)]
+    if any(lp.kind != "serial" for lp in loops) or len(loops) != len(blk.iter_vars):
+        raise refuse("its loops are already scheduled (the pipeline starts from the unscheduled nest)")
+    store = blk.body
+    if not isinstance(store, BufferStore) or not isinstance(store.value, Binary) or store.value.op != "add":
+        raise refuse("its body is not one C[...] = C[...] + product")
+    acc, prod = store.value.a, store.value.b
+    if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer):
+        acc, prod = prod, acc
+    if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer and isinstance(prod, Binary)
+            and prod.op == "mul" and all(x is y for x, y in zip(acc.indices, store.indices))):
+        raise refuse("its body is not C[...] = C[...] + x * y")
+    x, y = _f32_load(prod.a), _f32_load(prod.b)
+    if x is None or y is None or x.buffer is y.buffer:
+        raise refuse("the product is not of two float32 casts of loads of two buffers",
+                     'write T.cast(A[i, k], "float32") * T.cast(B[k, j], "float32")')
+    kinds = "".join(iv.kind for iv in blk.iter_vars)
+    if kinds not in ("SSR", "SSSR"):
+        raise refuse(f"its iterators are {kinds!r}, not i, j (spatial) and k (reduction), optionally after a batch")
+    ivs = [iv.var for iv in blk.iter_vars]
+    if [v for v in realize.iter_values] != [lp.loop_var for lp in loops] \
+            or not all(v is lp.loop_var for v, lp in zip(realize.iter_values, loops)):
+        raise refuse("its iterators are not bound one to one to its loops")
+    extents = []
+    for iv in blk.iter_vars:
+        if not isinstance(iv.dom.extent, IntImm):
+            raise refuse("its sizes are not constants", "specialize the function first (f.specialize(n=...))")
+        extents.append(iv.dom.extent.value)
+    *lead, vi, vj, vk = ivs
+    batch = extents[0] if lead else None
+    m, n, k = extents[-3:]
+    if [e for e in store.indices] != [*lead, vi, vj] or not all(e is v for e, v in zip(store.indices, [*lead, vi, vj])):
+        raise refuse("C is not indexed [b?, i, j] by the block's iterators")
+
+    def indexed(load: BufferLoad, *vs) -> bool:
+        return len(load.indices) == len(vs) and all(e is v for e, v in zip(load.indices, vs))
+
+    for a, b in ((x, y), (y, x)):
+        if not indexed(a, *lead, vi, vk):
+            continue
+        for trans in (True, False):
+            mn = (vj, vk) if trans else (vk, vj)
+            for b_batched in ((True, False) if lead else (False,)):
+                if indexed(b, *(lead if b_batched else ()), *mn):
+                    break
+            else:
+                continue
+            gemm = Gemm(a.buffer, b.buffer, store.buffer, m, n, k, batch, b_batched, trans,
+                        blk.init is not None)
+            _check_types(gemm, refuse)
+            if blk.init is not None and not _is_zero(blk.init):
+                raise refuse("its T.init() does not set C to zero")
+            return gemm
+    raise refuse("A is not indexed [b?, i, k] and B [b?, k, j] or [b?, j, k] by the block's iterators")
+
+
+def _check_types(g: Gemm, refuse) -> None:
+    a, b, c = (str(x.dtype) for x in (g.a, g.b, g.c))   # type: ignore[attr-defined]
+    if a not in ("float16", "bfloat16") or b != a or c != "float32":
+        raise refuse(f"A, B, C are {a}, {b}, {c}; wgmma takes float16 or bfloat16 A and B and float32 C")
+
+
+def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_n: int, tile_k: int, stages: int) -> str:
+    """The swizzle of the tiles, or a ScheduleError naming the tile that does not fit."""
+    def refuse(why: str, fix: str):
+        return schedule_error(func, "wgmma_pipeline", f"{block_name(block)} ({g.m} x {g.n} x {g.k}): {why}",
+                              blocks=(block,), fix=fix)
+
+    if g.m % BLOCK_M:
+        raise refuse(f"m = {g.m} is not a multiple of {BLOCK_M} (wgmma's m)", "pad m (sch.pad_einsum)")
+    if not (8 <= tile_n <= 256 and tile_n % 8 == 0) or g.n % tile_n:
+        raise refuse(f"tile_n = {tile_n} must be a multiple of 8 in [8, 256] dividing n", "pick another tile_n")
+    row_bytes = tile_k * 2
+    if row_bytes not in SWIZZLE_OF_ROW_BYTES or g.k % tile_k:
+        raise refuse(f"tile_k = {tile_k} must be 16, 32 or 64 (a swizzle span of 32, 64 or 128 bytes) dividing k",
+                     "tile_k=64 (the 128-byte swizzle)")
+    if stages < 1:
+        raise refuse(f"stages = {stages}: at least one stage", "stages=2")
+    smem = stages * (BLOCK_M + tile_n) * tile_k * 2 + 16 * stages
+    if smem > MAX_SHARED:
+        raise refuse(f"{stages} stages of {BLOCK_M} x {tile_k} and {tile_n} x {tile_k} tiles take {smem} bytes of "
+                     f"shared memory, more than the {MAX_SHARED} of static shared memory a block may have",
+                     "fewer stages or a smaller tile_n / tile_k")
+    return SWIZZLE_OF_ROW_BYTES[row_bytes]
+
+
+def _type(buf) -> str:
+    return f'T.Buffer(({", ".join(str(s.value) for s in buf.shape)},), "{buf.dtype}")'
+
+
+def pipeline_source(func: PrimFunc, g: Gemm, tile_n: int, tile_k: int, stages: int, swizzle: str) -> str:
+    """The TensorIR script of the pipelined function (see the module docstring)."""
+    A, B, C = g.a.name, g.b.name, g.c.name   # type: ignore[attr-defined]
+    dt = str(g.a.dtype)  # type: ignore[attr-defined]
+    BN, BK, S = tile_n, tile_k, stages
+    KT, TX = g.k // BK, (BLOCK_M + BN) * BK * 2
+    batched = g.batch is not None
+    b0 = "bz, " if batched else ""
+    one = "1, " if batched else ""
+    z = "0, " if batched else ""
+    params = ", ".join(f"{p.name}: {_type(p)}" for p in func.params)   # (all buffers, constant shapes)
+    lines = [f"@T.prim_func\ndef {func.name}({params}):"]
+    attrs = [TensorMapSpec(f"{A}_tmap", A, ((1,) if batched else ()) + (BLOCK_M, BK), swizzle)]
+    src_b = B
+    if not g.trans_b:
+        src_b = f"{B}_t"
+    attrs.append(TensorMapSpec(f"{B}_tmap", src_b, ((1,) if g.b_batched else ()) + (BN, BK), swizzle))
+    w = lines.append
+    w("    T.func_attr({" + ", ".join(f'"{k}": "{v}"' for k, v in (s.attr for s in attrs)) + "})")
+    w(f'    {A}_tmap = T.alloc_buffer((128,), "uint8")')
+    w(f'    {B}_tmap = T.alloc_buffer((128,), "uint8")')
+    if not g.trans_b:
+        lead = (g.batch,) if g.b_batched else ()
+        w(f'    {B}_t = T.alloc_buffer(({", ".join(str(s) for s in (*lead, g.n, g.k))}), "{dt}")')
+    w(f'    {A}_shared = T.alloc_buffer(({S}, {one}{BLOCK_M}, {BK}), "{dt}", scope="shared")')
+    w(f'    {B}_shared = T.alloc_buffer(({S}, {one if g.b_batched else ""}{BN}, {BK}), "{dt}", scope="shared")')
+    w(f'    bar_full = T.alloc_buffer(({S},), "uint64", scope="shared")')
+    w(f'    bar_empty = T.alloc_buffer(({S},), "uint64", scope="shared")')
+    w(f'    {C}_acc = T.alloc_buffer(({WARPGROUP}, {BN // 2}), "float32", scope="local")')
+    if not g.trans_b:   # B[k, j] -> B_t[j, k] (K-major, as wgmma reads it here)
+        total = (g.batch if g.b_batched else 1) * g.n * g.k
+        threads = 256 if total % 256 == 0 else 64
+        e = f"(t0 * {threads} + t1)"
+        idx_t = f"{e} // {g.k} % {g.n}, {e} % {g.k}"
+        idx_b = f"{e} % {g.k}, {e} // {g.k} % {g.n}"
+        if g.b_batched:
+            idx_t, idx_b = f"{e} // {g.n * g.k}, {idx_t}", f"{e} // {g.n * g.k}, {idx_b}"
+        w(f'    for t0 in T.thread_binding({total // threads}, thread="blockIdx.x"):')
+        w(f'        for t1 in T.thread_binding({threads}, thread="threadIdx.x"):')
+        w(f"            {B}_t[{idx_t}] = {B}[{idx_b}]")
+    ind = "    "
+    if batched:
+        w(f'    for bz in T.thread_binding({g.batch}, thread="blockIdx.z"):')
+        ind += "    "
+    w(f'{ind}for by in T.thread_binding({g.m // BLOCK_M}, thread="blockIdx.y"):')
+    w(f'{ind}    for bx in T.thread_binding({g.n // BN}, thread="blockIdx.x"):')
+    ind += "        "
+    row = f"by * {BLOCK_M} + 16 * (tx // 32) + tx % 32 // 4 + 8 * (i // 2 % 2)"
+    col = f"bx * {BN} + 8 * (i // 4) + 2 * (tx % 4) + i % 2"
+    w(f'{ind}for tx in T.thread_binding({WARPGROUP}, thread="threadIdx.x"):')
+    w(f"{ind}    if tx == 0:")
+    w(f"{ind}        for s in range({S}):")
+    w(f"{ind}            T.evaluate(T.ptx_init_barrier_thread_count(bar_full[s], 1))")
+    w(f"{ind}            T.evaluate(T.ptx_init_barrier_thread_count(bar_empty[s], {WARPGROUP}))")
+    w(f"{ind}    for i in T.unroll({BN // 2}):")
+    w(f"{ind}        {C}_acc[tx, i] = " + ("T.float32(0)" if g.init else f"{C}[{b0}{row}, {col}]"))
+    w(f"{ind}for ko in range({KT}):")
+    w(f'{ind}    for tx in T.thread_binding({WARPGROUP}, thread="threadIdx.x"):')
+    st = f"ko % {S}"
+    w(f"{ind}        if tx == 0:")
+    if KT > S:
+        w(f"{ind}            if ko >= {S}:")
+        w(f"{ind}                T.evaluate(T.ptx_wait_barrier(bar_empty[{st}], (ko // {S} + 1) % 2))")
+    w(f"{ind}            T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[{st}], {TX}))")
+    w(f"{ind}            T.evaluate(T.ptx_tma_load({A}_shared[{st}, {z}0, 0], {A}[{b0}by * {BLOCK_M}, ko * {BK}], "
+      f"{A}_tmap[0], bar_full[{st}]))")
+    zb, bb = ("0, ", "bz, ") if g.b_batched else ("", "")
+    w(f"{ind}            T.evaluate(T.ptx_tma_load({B}_shared[{st}, {zb}0, 0], {src_b}[{bb}bx * {BN}, ko * {BK}], "
+      f"{B}_tmap[0], bar_full[{st}]))")
+    w(f"{ind}        T.evaluate(T.ptx_wait_barrier(bar_full[{st}], ko // {S} % 2))")
+    w(f"{ind}        T.evaluate(T.ptx_wgmma_fence())")
+    w(f"{ind}        for kk in T.unroll({BK // 16}):")
+    w(f"{ind}            T.evaluate(T.ptx_wgmma({C}_acc[tx, 0], {A}_shared[{st}, {z}0, 16 * kk], "
+      f"{B}_shared[{st}, {zb}0, 16 * kk], {BN}, tx))")
+    w(f"{ind}        T.evaluate(T.ptx_wgmma_commit_group())")
+    w(f"{ind}        T.evaluate(T.ptx_wgmma_wait_group(0))")
+    w(f"{ind}        T.evaluate(T.ptx_arrive_barrier(bar_empty[{st}]))")
+    w(f'{ind}for tx in T.thread_binding({WARPGROUP}, thread="threadIdx.x"):')
+    w(f"{ind}    for i in T.unroll({BN // 2}):")
+    w(f"{ind}        {C}[{b0}{row}, {col}] = {C}_acc[tx, i]")
+    return "\n".join(lines) + "\n"
+
+
+def wgmma_pipeline(func: PrimFunc, block: str, tile_n: int = 64, tile_k: int = 64,
+                   stages: int = 2) -> tuple[PrimFunc, Var]:
+    """The GEMM `block` as a TMA + mbarrier + wgmma pipeline (module docstring); its K loop."""
+    from ...script import parse
+
+    for name, value in (("tile_n", tile_n), ("tile_k", tile_k), ("stages", stages)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise schedule_error(func, "wgmma_pipeline", f"{name} must be an int, got {value!r}", blocks=(block,))
+    g = match_gemm(func, block, "wgmma_pipeline")
+    swizzle = _check_tiles(func, block, g, tile_n, tile_k, stages)
+    new = parse(pipeline_source(func, g, tile_n, tile_k, stages, swizzle))
+    keep = tuple((k, v) for k, v in func.attrs if k not in dict(new.attrs))
+    new = _with_attrs(new, keep)
+    (ko,) = [f.loop_var for f in collect(new.body, For) if f.loop_var.name == "ko"]
+    return new, ko
+
+
+def _with_attrs(func: PrimFunc, keep: tuple) -> PrimFunc:
+    from ...ir.functor import replace_fields
+
+    return replace_fields(func, attrs=keep + tuple(func.attrs))
+
+
+# ---------------------------------------------------------------------------- warp_specialize
+
+def _is_tx0(cond, tx: Var) -> bool:
+    return (isinstance(cond, Binary) and cond.op == "eq" and cond.a is tx and isinstance(cond.b, IntImm)
+            and cond.b.value == 0)
+
+
+def _issues_tma(stmt: Stmt) -> bool:
+    return any(c.op == TMA_LOAD for c in collect(stmt, Call))
+
+
+def warp_specialize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, None]:
+    """Split the thread loop of pipelined K loop `loop` into a producer warpgroup and consumers
+    (see the module docstring)."""
+    ko, path = find_loop(func, loop, "warp_specialize")
+
+    def refuse(why: str, fix: str | None = None):
+        return schedule_error(func, "warp_specialize", f"{loop_name(loop)}: {why}", loops=(loop,),
+                              rule="the loop is a serial K loop whose body is one threadIdx.x loop of 128 threads "
+                                   "(a warpgroup) beginning with the statements one thread (tx == 0) runs to issue "
+                                   "the TMA loads, in a kernel without threadIdx.y / threadIdx.z", fix=fix)
+
+    if ko.kind != "serial":
+        raise refuse(f"it is a {ko.kind} loop, not a serial one")
+    tx_loop = ko.body
+    if not (isinstance(tx_loop, For) and tx_loop.thread_tag == "threadIdx.x"):
+        raise refuse("its body is not one threadIdx.x loop")
+    if not (isinstance(tx_loop.extent, IntImm) and tx_loop.extent.value == WARPGROUP):
+        raise refuse(f"its threadIdx.x loop has {tx_loop.extent} threads, not one warpgroup ({WARPGROUP})")
+    stmts = list(tx_loop.body.seq) if isinstance(tx_loop.body, SeqStmt) else [tx_loop.body]
+    tx = tx_loop.loop_var
+    producer = []
+    for s in stmts:
+        if not _issues_tma(s):
+            break
+        if not (isinstance(s, IfThenElse) and s.else_case is None and _is_tx0(s.condition, tx)):
+            raise refuse("a statement issuing TMA loads is not under `if tx == 0:` (one thread issues them)")
+        producer.append(s)
+    consumer = stmts[len(producer):]
+    if not producer:
+        raise refuse("its thread loop does not begin with statements issuing TMA loads (T.ptx_tma_load)")
+    if not consumer or any(_issues_tma(s) for s in consumer):
+        raise refuse("after the producer's statements there must be consumer statements without TMA loads")
+    kernel = next((p for p in path if isinstance(p, For) and p.thread_tag and p.thread_tag.startswith("blockIdx")),
+                  None)
+    if kernel is None:
+        raise refuse("it is not inside a blockIdx loop (a kernel)")
+    tags = {f.thread_tag for f in collect(kernel, For) if f.thread_tag}
+    if tags & {"threadIdx.y", "threadIdx.z"}:
+        raise refuse("the kernel already binds threadIdx.y / threadIdx.z")
+    ty = Var("ty", int32)
+
+    def role(s: list[Stmt]) -> Stmt:
+        return s[0] if len(s) == 1 else SeqStmt(tuple(s))
+
+    def eq(v: int):
+        return binary("eq", ty, v)
+
+    split = IfThenElse(eq(0), role(producer), role(consumer))
+    specialized = For(ty, IntImm(0, int32), IntImm(2, int32), "thread_binding",
+                      For(tx, tx_loop.min, tx_loop.extent, "thread_binding", split, "threadIdx.x",
+                          tx_loop.annotations), "threadIdx.y")
+
+    from ...ir.functor import IRMutator
+
+    class Roles(IRMutator):
+        def visit_For(self, op: For) -> Stmt:
+            if op is tx_loop:
+                return specialized
+            if op.thread_tag == "threadIdx.x":   # the kernel's other thread loops run on the consumers
+                t = Var("ty", int32)
+                inner = For(op.loop_var, op.min, op.extent, "thread_binding", _on(t, op.body), "threadIdx.x",
+                            op.annotations)
+                return For(t, IntImm(0, int32), IntImm(2, int32), "thread_binding", inner, "threadIdx.y")
+            return self.generic_visit(op)
+
+    new_kernel = Roles().visit(kernel)
+    kpath = path[:path.index(kernel)]
+    return replace_at(func, kpath, kernel, new_kernel), None
+
+
+def _on(ty: Var, body: Stmt) -> Stmt:
+    """`body` run by the consumers (ty == 1), each statement guarded on its own (the barrier
+    planner places a __syncthreads() between statements, never inside a thread-dependent branch);
+    ``if c:`` becomes ``if ty == 1 and c:``."""
+    out: list[Stmt] = []
+    for s in (body.seq if isinstance(body, SeqStmt) else (body,)):
+        if isinstance(s, IfThenElse) and s.else_case is None:
+            out.append(IfThenElse(binary("and", binary("eq", ty, 1), s.condition), s.then_case))
+        else:
+            out.append(IfThenElse(binary("eq", ty, 1), s))
+    return out[0] if len(out) == 1 else SeqStmt(tuple(out))
