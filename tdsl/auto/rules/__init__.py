@@ -3,6 +3,7 @@ from .base import Rule
 from .cpu_loops import ComputeLocation, ParallelVectorizeUnroll, VectorReduction
 from .gpu import GPUBind, GPUCrossThreadReduction, GPUMatmulTiling, GPUWmmaTiling
 from .gpu_mma import GPUMmaTiling
+from .gpu_wgmma import GPUWgmmaPipeline
 from .inline import AutoInline
 from .library import LibraryCall
 from .lowp_cpu import MatmulLowpCPU
@@ -10,6 +11,6 @@ from .matmul_cpu import MatmulTensorizeCPU
 from .prefetch import RowPrefetch
 from .tiling_cpu import MultiLevelTilingCPU, TensorizeMatching
 
-__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaTiling", "GPUWmmaTiling", "LibraryCall", "MatmulLowpCPU",
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaTiling", "GPUWgmmaPipeline", "GPUWmmaTiling", "LibraryCall", "MatmulLowpCPU",
            "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "RowPrefetch", "Rule", "TensorizeMatching", "VectorReduction"]
