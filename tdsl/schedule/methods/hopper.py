@@ -42,8 +42,9 @@ class HopperMethods(ScheduleBase):
             sch = tdsl.Schedule(before)
             ko = sch.wgmma_pipeline(sch.get_block("C"), tile_n=64, tile_k=64, stages=2)
 
-        After (the K loop; the barriers' init and the epilogue are thread loops around it)::
+        After::
 
+            # the K loop (the barriers' init and the epilogue are thread loops before and after it)
             for ko in range(2):
                 for tx in T.thread_binding(128, thread="threadIdx.x"):
                     if tx == 0:

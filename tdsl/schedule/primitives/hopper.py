@@ -103,6 +103,10 @@ def match_gemm(func: PrimFunc, block: str, primitive: str) -> Gemm:
     if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer and isinstance(prod, Binary)
             and prod.op == "mul" and all(x is y for x, y in zip(acc.indices, store.indices))):
         raise refuse("its body is not C[...] = C[...] + x * y")
+    raw = [e.value if isinstance(e, Cast) else e for e in (prod.a, prod.b)]
+    dtypes = [str(e.buffer.dtype) for e in raw if isinstance(e, BufferLoad)]
+    if len(dtypes) == 2 and not set(dtypes) <= {"float16", "bfloat16"}:
+        raise refuse(f"A and B are {' and '.join(dtypes)}; wgmma takes float16 or bfloat16 A and B")
     x, y = _f32_load(prod.a), _f32_load(prod.b)
     if x is None or y is None or x.buffer is y.buffer:
         raise refuse("the product is not of two float32 casts of loads of two buffers",
