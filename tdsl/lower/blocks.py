@@ -18,7 +18,15 @@ from ..ir import (
     is_true,
     substitute,
 )
-from ..ir.attrs import LOWER_NOTE, NONTEMPORAL, NONTEMPORAL_BUFFERS, SWIZZLE, SWIZZLED_BUFFERS, VECTORIZE_BLOCKS, set_attr
+from ..ir.attrs import (
+    LOWER_NOTE,
+    NONTEMPORAL,
+    NONTEMPORAL_BUFFERS,
+    SWIZZLE,
+    SWIZZLED_BUFFERS,
+    VECTORIZE_BLOCKS,
+    set_attr,
+)
 from ..ir.functor import replace_fields as replace
 from ._util import StmtMutator, add_notes, cast_to, collect_stmts, seq
 

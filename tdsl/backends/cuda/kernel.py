@@ -229,7 +229,7 @@ class CudaKernel:
         info = runtime.device_info()
         if self._module is None:
             cubin = self.cubin
-            if info.arch != self.arch:
+            if info.arch != self.arch.removesuffix("a"):   # (sm_90a code runs on an sm_90 device)
                 # a CUBIN runs only on its own architecture family: compile for this device
                 from .nvrtc import compile_cuda
 

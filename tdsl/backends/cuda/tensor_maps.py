@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import TargetError
-from ...ir import Buffer, BlockRealize, IntImm, PrimFunc, collect
+from ...ir import BlockRealize, Buffer, IntImm, PrimFunc, collect
 from ...ir.tensor_maps import TensorMapSpec, tensor_maps
 
 # cuda.bindings.driver.CUtensorMapDataType by tdsl dtype (CUDA driver API: CU_TENSOR_MAP_DATA_TYPE_*)
@@ -62,7 +62,7 @@ def resolve(func: PrimFunc, plan) -> list[Binding]:
             raise TargetError(f"{where}: {spec.map} must be allocated by the function (T.alloc_buffer), not passed")
         if not all(isinstance(s, IntImm) for s in t.shape):
             raise TargetError(f"{where}: {spec.tensor} needs a constant shape")
-        shape = tuple(s.value for s in t.shape)
+        shape = tuple(int(s.value) for s in t.shape if isinstance(s, IntImm))
         if len(spec.box) != len(shape) or not 1 <= len(shape) <= 5:
             raise TargetError(f"{where}: box {spec.box} for {spec.tensor} of shape {shape}")
         if str(t.dtype) not in DATA_TYPES:

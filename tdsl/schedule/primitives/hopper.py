@@ -77,6 +77,44 @@ def _is_zero(stmt) -> bool:
     return isinstance(stmt, BufferStore) and isinstance(stmt.value, FloatImm) and stmt.value.value == 0.0
 
 
+def _terms(store, refuse) -> tuple[BufferStore, BufferLoad, BufferLoad]:
+    """The store C[...] = C[...] + f32(x) * f32(y) of a GEMM block's body and its two loads."""
+    if not isinstance(store, BufferStore) or not isinstance(store.value, Binary) or store.value.op != "add":
+        raise refuse("its body is not one C[...] = C[...] + product")
+    acc, prod = store.value.a, store.value.b
+    if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer):
+        acc, prod = prod, acc
+    if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer and isinstance(prod, Binary)
+            and prod.op == "mul" and all(x is y for x, y in zip(acc.indices, store.indices))):
+        raise refuse("its body is not C[...] = C[...] + x * y")
+    raw = [e.value if isinstance(e, Cast) else e for e in (prod.a, prod.b)]
+    dtypes = [str(e.buffer.dtype) for e in raw if isinstance(e, BufferLoad)]
+    if len(dtypes) == 2 and not set(dtypes) <= {"float16", "bfloat16"}:
+        raise refuse(f"A and B are {' and '.join(dtypes)}; wgmma takes float16 or bfloat16 A and B")
+    x, y = _f32_load(prod.a), _f32_load(prod.b)
+    if x is None or y is None or x.buffer is y.buffer:
+        raise refuse("the product is not of two float32 casts of loads of two buffers",
+                     'write T.cast(A[i, k], "float32") * T.cast(B[k, j], "float32")')
+    return store, x, y
+
+
+def _extents(realize, loops: list, refuse) -> list[int]:
+    """The constant extents of a GEMM block's iterators (i, j, k, after a batch), each bound to
+    its own loop."""
+    blk = realize.block
+    kinds = "".join(iv.kind for iv in blk.iter_vars)
+    if kinds not in ("SSR", "SSSR"):
+        raise refuse(f"its iterators are {kinds!r}, not i, j (spatial) and k (reduction), optionally after a batch")
+    if len(realize.iter_values) != len(loops) or not all(v is lp.loop_var for v, lp in zip(realize.iter_values, loops)):
+        raise refuse("its iterators are not bound one to one to its loops")
+    extents = []
+    for iv in blk.iter_vars:
+        if not isinstance(iv.dom.extent, IntImm):
+            raise refuse("its sizes are not constants", "specialize the function first (f.specialize(n=...))")
+        extents.append(iv.dom.extent.value)
+    return extents
+
+
 def match_gemm(func: PrimFunc, block: str, primitive: str) -> Gemm:
     """The GEMM roles of `block`, or a ScheduleError saying what does not fit."""
     realize, path = find_block(func, block, primitive)
@@ -94,41 +132,29 @@ def match_gemm(func: PrimFunc, block: str, primitive: str) -> Gemm:
     loops = [p for p in path if isinstance(p, For)]
     if any(lp.kind != "serial" for lp in loops) or len(loops) != len(blk.iter_vars):
         raise refuse("its loops are already scheduled (the pipeline starts from the unscheduled nest)")
-    store = blk.body
-    if not isinstance(store, BufferStore) or not isinstance(store.value, Binary) or store.value.op != "add":
-        raise refuse("its body is not one C[...] = C[...] + product")
-    acc, prod = store.value.a, store.value.b
-    if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer):
-        acc, prod = prod, acc
-    if not (isinstance(acc, BufferLoad) and acc.buffer is store.buffer and isinstance(prod, Binary)
-            and prod.op == "mul" and all(x is y for x, y in zip(acc.indices, store.indices))):
-        raise refuse("its body is not C[...] = C[...] + x * y")
-    raw = [e.value if isinstance(e, Cast) else e for e in (prod.a, prod.b)]
-    dtypes = [str(e.buffer.dtype) for e in raw if isinstance(e, BufferLoad)]
-    if len(dtypes) == 2 and not set(dtypes) <= {"float16", "bfloat16"}:
-        raise refuse(f"A and B are {' and '.join(dtypes)}; wgmma takes float16 or bfloat16 A and B")
-    x, y = _f32_load(prod.a), _f32_load(prod.b)
-    if x is None or y is None or x.buffer is y.buffer:
-        raise refuse("the product is not of two float32 casts of loads of two buffers",
-                     'write T.cast(A[i, k], "float32") * T.cast(B[k, j], "float32")')
-    kinds = "".join(iv.kind for iv in blk.iter_vars)
-    if kinds not in ("SSR", "SSSR"):
-        raise refuse(f"its iterators are {kinds!r}, not i, j (spatial) and k (reduction), optionally after a batch")
+    store, x, y = _terms(blk.body, refuse)
+    extents = _extents(realize, loops, refuse)
     ivs = [iv.var for iv in blk.iter_vars]
-    if [v for v in realize.iter_values] != [lp.loop_var for lp in loops] \
-            or not all(v is lp.loop_var for v, lp in zip(realize.iter_values, loops)):
-        raise refuse("its iterators are not bound one to one to its loops")
-    extents = []
-    for iv in blk.iter_vars:
-        if not isinstance(iv.dom.extent, IntImm):
-            raise refuse("its sizes are not constants", "specialize the function first (f.specialize(n=...))")
-        extents.append(iv.dom.extent.value)
     *lead, vi, vj, vk = ivs
     batch = extents[0] if lead else None
     m, n, k = extents[-3:]
-    if [e for e in store.indices] != [*lead, vi, vj] or not all(e is v for e, v in zip(store.indices, [*lead, vi, vj])):
+    if len(store.indices) != len(ivs) - 1 or not all(e is v for e, v in zip(store.indices, [*lead, vi, vj])):
         raise refuse("C is not indexed [b?, i, j] by the block's iterators")
 
+    found = _operands(lead, vi, vj, vk, x, y)
+    if found is None:
+        raise refuse("A is not indexed [b?, i, k] and B [b?, k, j] or [b?, j, k] by the block's iterators")
+    a, b, trans, b_batched = found
+    gemm = Gemm(a, b, store.buffer, m, n, k, batch, b_batched, trans, blk.init is not None)
+    _check_types(gemm, refuse)
+    if blk.init is not None and not _is_zero(blk.init):
+        raise refuse("its T.init() does not set C to zero")
+    return gemm
+
+
+def _operands(lead: list, vi, vj, vk, x: BufferLoad, y: BufferLoad):
+    """(A, B, B indexed [j, k], B batched) when one load is A[b?, i, k] and the other B[b?, k, j]
+    or B[b?, j, k] (B without the batch index: shared by the batch); else None."""
     def indexed(load: BufferLoad, *vs) -> bool:
         return len(load.indices) == len(vs) and all(e is v for e, v in zip(load.indices, vs))
 
@@ -139,16 +165,8 @@ def match_gemm(func: PrimFunc, block: str, primitive: str) -> Gemm:
             mn = (vj, vk) if trans else (vk, vj)
             for b_batched in ((True, False) if lead else (False,)):
                 if indexed(b, *(lead if b_batched else ()), *mn):
-                    break
-            else:
-                continue
-            gemm = Gemm(a.buffer, b.buffer, store.buffer, m, n, k, batch, b_batched, trans,
-                        blk.init is not None)
-            _check_types(gemm, refuse)
-            if blk.init is not None and not _is_zero(blk.init):
-                raise refuse("its T.init() does not set C to zero")
-            return gemm
-    raise refuse("A is not indexed [b?, i, k] and B [b?, k, j] or [b?, j, k] by the block's iterators")
+                    return a.buffer, b.buffer, trans, b_batched
+    return None
 
 
 def _check_types(g: Gemm, refuse) -> None:
@@ -215,8 +233,8 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_n: int, tile_k: int, stages: i
     w(f'    bar_empty = T.alloc_buffer(({S},), "uint64", scope="shared")')
     w(f'    {C}_acc = T.alloc_buffer(({WARPGROUP}, {BN // 2}), "float32", scope="local")')
     if not g.trans_b:   # B[k, j] -> B_t[j, k] (K-major, as wgmma reads it here)
-        total = (g.batch if g.b_batched else 1) * g.n * g.k
-        threads = 256 if total % 256 == 0 else 64
+        total = (g.batch if g.b_batched and g.batch else 1) * g.n * g.k
+        threads = 256 if total % 256 == 0 else 128   # (n: a multiple of 8, k of 16)
         e = f"(t0 * {threads} + t1)"
         idx_t = f"{e} // {g.k} % {g.n}, {e} % {g.k}"
         idx_b = f"{e} % {g.k}, {e} // {g.k} % {g.n}"
@@ -302,6 +320,26 @@ def _issues_tma(stmt: Stmt) -> bool:
     return any(c.op == TMA_LOAD for c in collect(stmt, Call))
 
 
+def _roles(tx_loop: For, refuse) -> tuple[list[Stmt], list[Stmt]]:
+    """The producer's statements (the leading ones issuing TMA loads, each under ``if tx == 0:``)
+    and the consumers' (the rest) of a pipelined K loop's thread loop."""
+    stmts = list(tx_loop.body.seq) if isinstance(tx_loop.body, SeqStmt) else [tx_loop.body]
+    tx = tx_loop.loop_var
+    producer: list[Stmt] = []
+    for s in stmts:
+        if not _issues_tma(s):
+            break
+        if not (isinstance(s, IfThenElse) and s.else_case is None and _is_tx0(s.condition, tx)):
+            raise refuse("a statement issuing TMA loads is not under `if tx == 0:` (one thread issues them)")
+        producer.append(s)
+    consumer = stmts[len(producer):]
+    if not producer:
+        raise refuse("its thread loop does not begin with statements issuing TMA loads (T.ptx_tma_load)")
+    if not consumer or any(_issues_tma(s) for s in consumer):
+        raise refuse("after the producer's statements there must be consumer statements without TMA loads")
+    return producer, consumer
+
+
 def warp_specialize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, None]:
     """Split the thread loop of pipelined K loop `loop` into a producer warpgroup and consumers
     (see the module docstring)."""
@@ -320,20 +358,7 @@ def warp_specialize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, None]:
         raise refuse("its body is not one threadIdx.x loop")
     if not (isinstance(tx_loop.extent, IntImm) and tx_loop.extent.value == WARPGROUP):
         raise refuse(f"its threadIdx.x loop has {tx_loop.extent} threads, not one warpgroup ({WARPGROUP})")
-    stmts = list(tx_loop.body.seq) if isinstance(tx_loop.body, SeqStmt) else [tx_loop.body]
-    tx = tx_loop.loop_var
-    producer = []
-    for s in stmts:
-        if not _issues_tma(s):
-            break
-        if not (isinstance(s, IfThenElse) and s.else_case is None and _is_tx0(s.condition, tx)):
-            raise refuse("a statement issuing TMA loads is not under `if tx == 0:` (one thread issues them)")
-        producer.append(s)
-    consumer = stmts[len(producer):]
-    if not producer:
-        raise refuse("its thread loop does not begin with statements issuing TMA loads (T.ptx_tma_load)")
-    if not consumer or any(_issues_tma(s) for s in consumer):
-        raise refuse("after the producer's statements there must be consumer statements without TMA loads")
+    producer, consumer = _roles(tx_loop, refuse)
     kernel = next((p for p in path if isinstance(p, For) and p.thread_tag and p.thread_tag.startswith("blockIdx")),
                   None)
     if kernel is None:
@@ -351,7 +376,7 @@ def warp_specialize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, None]:
 
     split = IfThenElse(eq(0), role(producer), role(consumer))
     specialized = For(ty, IntImm(0, int32), IntImm(2, int32), "thread_binding",
-                      For(tx, tx_loop.min, tx_loop.extent, "thread_binding", split, "threadIdx.x",
+                      For(tx_loop.loop_var, tx_loop.min, tx_loop.extent, "thread_binding", split, "threadIdx.x",
                           tx_loop.annotations), "threadIdx.y")
 
     from ...ir.functor import IRMutator
