@@ -7,9 +7,9 @@ bf16 A and B, fp32 C, constant sizes, m a multiple of 64) becomes::
     sch.wgmma_pipeline(C, tile_n, tile_k, stages)   # TMA -> swizzled shared ring -> wgmma m64nNk16
     sch.warp_specialize(ko)                         # producer warpgroup (TMA) + consumer warpgroup
 
-(`tdsl.schedule.primitives.hopper`). The tile (tile_n, tile_k, stages) is sampled among those
-that divide the sizes and fit 48 KiB of static shared memory; the default is 64 x 64 with two
-stages (128-byte rows: the 128B swizzle). Other architectures, and blocks it does not fit, are
+(`tdsl.schedule.primitives.hopper`). tile_n, tile_k and stages are sampled (one sampling step
+each) among the tiles that divide the sizes and fit 48 KiB of static shared memory; the default
+is 64 x 64 with two stages (128-byte rows: the 128B swizzle). Other architectures, and blocks it does not fit, are
 left to `GPUMmaTiling` (mma.sync) and the rules after it; on sm_90a a fp16/bf16 GEMM left to them
 carries a `kernel.notes` line saying why.
 """
@@ -62,7 +62,13 @@ class GPUWgmmaPipeline(Rule):
         return [lambda s: self._pipeline(s, block, fits)]
 
     def _pipeline(self, s: Schedule, block: str, fits: list) -> None:
-        tile_n, tile_k, stages = fits[self.choose(s, list(range(len(fits))), 0)]
+        # one sampling step per parameter, passed on as is, so that a replay with other decisions
+        # (a search) builds other tiles; a combination that does not fit is refused by the step
+        values = []
+        for axis in range(3):
+            candidates = list(dict.fromkeys(f[axis] for f in fits))
+            values.append(self.choose(s, candidates, candidates.index(fits[0][axis])))
+        tile_n, tile_k, stages = values
         ko = s.wgmma_pipeline(s.get_block(block), tile_n=tile_n, tile_k=tile_k, stages=stages)
         s.warp_specialize(ko)
 
