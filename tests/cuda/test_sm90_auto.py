@@ -120,7 +120,7 @@ def gemm_relu(A: T.Buffer((128, 64), "float16"), B: T.Buffer((64, 128), "float16
     assert "not on the sm_90a wgmma pipeline (the function has other blocks (D))" in text, text
 
 
-def test_a_tensor_map_naming_no_buffer_is_refused():
+def test_a_tensor_map_naming_no_buffer_and_exporting_are_refused(tmp_path):
     pytest.importorskip("cuda.bindings")
     sch = tdsl.auto_schedule(gemm(64, 64, 128), target="cuda", arch="sm_90a")
     from tdsl.ir.attrs import set_attr
@@ -128,6 +128,9 @@ def test_a_tensor_map_naming_no_buffer_is_refused():
     func = set_attr(sch.func, "tdsl.tensor_map:A_tmap", "X (64, 64) 128B")
     with pytest.raises(tdsl.TargetError, match="tensor map 'A_tmap'.*no parameter or function-level global buffer 'X'"):
         tdsl.build(func, target="cuda", arch="sm_90a")
+    kernel = tdsl.build(sch, target="cuda", arch="sm_90a")
+    with pytest.raises(tdsl.TargetError, match="A_tmap, B_tmap.*cannot be exported"):
+        kernel.export(str(tmp_path / "gemm"))
 
 
 # ---------------------------------------------------------------------------- the driver's tensor maps

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import DataType
-from ...errors import ArgumentError
+from ...errors import ArgumentError, TargetError
 from ...ir import Buffer, BufferStore, IntImm, PrimExpr, PrimFunc, Var, collect
 from ...tracebacks import public_entry
 from .plan import HostPlan, evaluate  # noqa: F401 (evaluate: public here too)
@@ -344,6 +344,10 @@ class CudaKernel:
         (tdsl.backends.cuda.export)."""
         from .export import export_cuda
 
+        if self._tensor_maps:
+            raise TargetError(f"{self.name}: kernels whose TMA tensor maps the call path encodes "
+                              f"({', '.join(b.spec.map for b in self._tensor_maps)}) cannot be exported yet (the "
+                              "exported launcher does not call cuTensorMapEncodeTiled); call the kernel from Python")
         return export_cuda(self, path, name, archs)
 
     @public_entry
