@@ -70,6 +70,21 @@ def test_sm90a_gemm_runs_in_the_emulator(dtype, trans_b):
     assert "if (ty == 0)" in body or "if (ty_1 == 0)" in body
 
 
+@needs_cxx
+def test_two_consumer_warpgroups_run_in_the_emulator():
+    M, N, K = 128, 128, 128           # one 128 x 128 tile, 4 K steps of 32 through 2 stages
+    sch = tdsl.auto_schedule(gemm(M, N, K), target="cuda", arch="sm_90a")
+    want = [128, 32, 2, 128]          # tile_n, tile_k, stages, tile_m: the decisions' values
+    samples = [k for k, ins in enumerate(sch.trace) if ins.kind == "sample_categorical"]
+    decisions = {k: dict(list(sch.trace)[k].attrs)["candidates"].index(v) for k, v in zip(samples, want)}
+    picked = sch.trace.with_decisions(decisions).apply(gemm(M, N, K))
+    assert 'T.thread_binding(3, thread="threadIdx.y")' in picked.func.script()
+    kernel = tdsl.build(picked, target="cuda", emulate=True)
+    a, b, c = operands(M, N, K, "float16")
+    np.testing.assert_array_equal(kernel(a, b), c)
+    assert "tdsl_ptx_wgmma_m64n128k16_f32_f16" in kernel.source
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M, N, K", [(256, 256, 256), (256, 512, 128)])
 def test_sm90a_gemm_sass_has_hgmma_utmaldg_syncs_and_no_local_memory(dtype, M, N, K):

@@ -80,6 +80,15 @@ def test_pipeline_keeps_the_meaning(kw):
     np.testing.assert_array_equal(got, want)
 
 
+def test_two_consumer_warpgroups_keep_the_meaning():
+    f = gemm(128, 64, 128, trans_b=True)
+    sch = pipelined(f, tile_m=128, tile_n=64, tile_k=32)
+    text = sch.func.script()
+    assert 'for ty_1 in T.thread_binding(3, thread="threadIdx.y"):' in text
+    assert "T.ptx_init_barrier_thread_count(bar_empty[s], 256)" in text
+    check(sch, f, args=operands(f))
+
+
 def test_pipeline_records_its_tensor_maps():
     sch = pipelined(gemm(64, 128, 256, batch=2), tile_n=128, tile_k=32, stages=3)
     maps = {m.map: (m.tensor, m.box, m.swizzle) for m in tensor_maps(sch.func)}
@@ -136,11 +145,13 @@ def test_trace_replays():
 
 @pytest.mark.parametrize("kw, tiles, words", [
     (dict(dtype="float32"), {}, ["float16 or bfloat16"]),
-    (dict(M=32), {}, ["multiple of 64"]),
+    (dict(M=32), {}, ["not a multiple of tile_m = 64"]),
     (dict(), dict(tile_n=48), ["tile_n"]),
     (dict(), dict(tile_k=128), ["tile_k"]),
     (dict(), dict(tile_n=128, stages=3), ["shared memory", "stages"]),
     (dict(), dict(stages=0), ["at least one stage"]),
+    (dict(), dict(tile_m=96), ["tile_m", "64 or 128"]),
+    (dict(M=64), dict(tile_m=128, tile_n=64, tile_k=32), ["multiple of tile_m"]),
 ])
 def test_wgmma_pipeline_refuses_what_does_not_fit(kw, tiles, words):
     size = dict(M=64, N=128, K=256)

@@ -7,9 +7,10 @@ bf16 A and B, fp32 C, constant sizes, m a multiple of 64) becomes::
     sch.wgmma_pipeline(C, tile_n, tile_k, stages)   # TMA -> swizzled shared ring -> wgmma m64nNk16
     sch.warp_specialize(ko)                         # producer warpgroup (TMA) + consumer warpgroup
 
-(`tdsl.schedule.primitives.hopper`). tile_n, tile_k and stages are sampled (one sampling step
-each) among the tiles that divide the sizes and fit 48 KiB of static shared memory; the default
-is 64 x 64 with two stages (128-byte rows: the 128B swizzle). Other architectures, and blocks it does not fit, are
+(`tdsl.schedule.primitives.hopper`). tile_n, tile_k, stages and tile_m (64: one consumer
+warpgroup, 128: two) are sampled (one sampling step each) among the tiles that divide the sizes
+and fit 48 KiB of static shared memory; the default is 64 x 64 with 64-wide K steps, two stages
+(128-byte rows: the 128B swizzle). Other architectures, and blocks it does not fit, are
 left to `GPUMmaTiling` (mma.sync) and the rules after it; on sm_90a a fp16/bf16 GEMM left to them
 carries a `kernel.notes` line saying why.
 """
@@ -24,21 +25,24 @@ from .base import Rule
 from .gpu_mma import gemm_roles
 
 ARCH = "sm_90a"
-# (tile_n, tile_k, stages), best guess first: 128-byte rows (128B swizzle) two stages deep, then
-# wider n tiles with 64-byte rows and three stages
-CONFIGS = ((64, 64, 2), (128, 32, 3), (128, 32, 2), (32, 64, 2), (64, 32, 2), (16, 64, 2))
+# (tile_n, tile_k, stages, tile_m), best guess first: 128-byte rows (128B swizzle) two stages deep
+# for one consumer warpgroup; then 128 x 128 tiles for two consumer warpgroups and wider n tiles,
+# with 64-byte rows (what fits 48 KiB of static shared memory)
+CONFIGS = ((64, 64, 2, 64), (128, 32, 2, 128), (128, 32, 3, 64), (64, 32, 3, 128), (128, 32, 2, 64),
+           (32, 64, 2, 64), (64, 32, 2, 64), (16, 64, 2, 64))
 FALLBACK_NOTE = ("block {block!r}: not on the sm_90a wgmma pipeline ({why}); scheduled for mma.sync "
                  "(ldmatrix + mma m16n8k16) instead")
 
 
-def configs(m: int, n: int, k: int) -> list[tuple[int, int, int]]:
-    """The (tile_n, tile_k, stages) that fit a GEMM of these sizes (stages at most its K steps)."""
+def configs(m: int, n: int, k: int) -> list[tuple[int, int, int, int]]:
+    """The (tile_n, tile_k, stages, tile_m) that fit a GEMM of these sizes (stages at most its K
+    steps)."""
     out = []
-    for tn, tk, s in CONFIGS:
+    for tn, tk, s, tm in CONFIGS:
         s = min(s, k // tk) if k % tk == 0 else 0
-        fits = s >= 1 and m % BLOCK_M == 0 and n % tn == 0 and s * (BLOCK_M + tn) * tk * 2 + 16 * s <= MAX_SHARED
-        if fits and (tn, tk, s) not in out:
-            out.append((tn, tk, s))
+        fits = s >= 1 and m % tm == 0 and n % tn == 0 and s * (tm + tn) * tk * 2 + 16 * s <= MAX_SHARED
+        if fits and (tn, tk, s, tm) not in out:
+            out.append((tn, tk, s, tm))
     return out
 
 
@@ -57,7 +61,7 @@ class GPUWgmmaPipeline(Rule):
             return [] if why is None else [lambda s: self._note(s, block, why)]
         fits = configs(g.m, g.n, g.k)
         if not fits:
-            why = f"m = {g.m} must be a multiple of 64 and n, k multiples of a tile"
+            why = f"m = {g.m} must be a multiple of {BLOCK_M} and n, k multiples of a tile"
             return [lambda s: self._note(s, block, why)]
         return [lambda s: self._pipeline(s, block, fits)]
 
@@ -65,11 +69,11 @@ class GPUWgmmaPipeline(Rule):
         # one sampling step per parameter, passed on as is, so that a replay with other decisions
         # (a search) builds other tiles; a combination that does not fit is refused by the step
         values = []
-        for axis in range(3):
+        for axis in range(4):
             candidates = list(dict.fromkeys(f[axis] for f in fits))
             values.append(self.choose(s, candidates, candidates.index(fits[0][axis])))
-        tile_n, tile_k, stages = values
-        ko = s.wgmma_pipeline(s.get_block(block), tile_n=tile_n, tile_k=tile_k, stages=stages)
+        tile_n, tile_k, stages, tile_m = values
+        ko = s.wgmma_pipeline(s.get_block(block), tile_n=tile_n, tile_k=tile_k, stages=stages, tile_m=tile_m)
         s.warp_specialize(ko)
 
     @staticmethod

@@ -13,9 +13,11 @@ from ..primitives import hopper as _hopper
 class HopperMethods(ScheduleBase):
     """wgmma_pipeline, warp_specialize."""
 
-    def wgmma_pipeline(self, block: BlockRV, tile_n: int = 64, tile_k: int = 64, stages: int = 2) -> LoopRV:
+    def wgmma_pipeline(self, block: BlockRV, tile_n: int = 64, tile_k: int = 64, stages: int = 2,
+                       tile_m: int = 64) -> LoopRV:
         """Rewrite a function whose one block is a (batched) fp16/bf16 -> fp32 GEMM into an sm_90a
-        kernel: per 64 x `tile_n` tile of C one warpgroup; thread 0 issues TMA loads of the A and B
+        kernel: per `tile_m` x `tile_n` tile of C one warpgroup per 64 rows (`tile_m` 64 or 128);
+        thread 0 issues TMA loads of the A and B
         tiles of each K step (`tile_k` wide, rows of 2 `tile_k` bytes: the 128B swizzle for 64)
         into a ring of `stages` shared tiles guarded by "full" / "empty" mbarriers; every thread
         waits for its stage, issues the wgmma m64n`tile_n`k16 of it (fence, commit, wait) and
@@ -61,14 +63,15 @@ class HopperMethods(ScheduleBase):
         """
         self._expect("wgmma_pipeline", block, (BlockRV,), "a block handle (from sch.get_block)")
         return self._apply("wgmma_pipeline", _hopper.wgmma_pipeline, [block],
-                           {"tile_n": tile_n, "tile_k": tile_k, "stages": stages})
+                           {"tile_n": tile_n, "tile_k": tile_k, "stages": stages, "tile_m": tile_m})
 
     def warp_specialize(self, loop: LoopRV) -> None:
         """Give a pipelined K loop's producer and consumers their own warpgroups: the loop's
-        thread loop (128 threads) becomes ``threadIdx.y`` x ``threadIdx.x``, its leading
-        statements that issue TMA loads (under ``if tx == 0:``) run on ``ty == 0`` and the rest
-        on ``ty == 1``; the kernel's other thread loops (barrier init, epilogue) run on
-        ``ty == 1``. On the GPU the producer then runs ahead of the consumers by up to the ring's
+        thread loop (128 threads, or c x 128) becomes ``threadIdx.y`` (1 + c) x ``threadIdx.x``
+        (128), its leading statements that issue TMA loads (under ``if tx == 0:``) run on
+        ``ty == 0`` and the rest on the consumers ``ty == 1`` (1 .. c, the old thread index
+        being ``(ty - 1) * 128 + tx``); the kernel's other thread loops (barrier init, epilogue)
+        run on the consumers. On the GPU the producer then runs ahead of the consumers by up to the ring's
         stages (the mbarriers order them); one statement after another nothing changes, since
         only thread 0 produced and it did so before the consumers used the stage.
 

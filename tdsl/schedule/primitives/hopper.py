@@ -10,8 +10,9 @@ indexed ``B[k, j]`` is first copied K-major (``<B>_t[j, k]``, one small kernel),
 K-major operands here.
 
 `warp_specialize(func, loop)` splits the thread loop inside a pipelined K loop into a producer
-warpgroup (``threadIdx.y == 0``: the leading statements that issue TMA loads) and consumers
-(``threadIdx.y == 1``: the rest); the kernel's other thread loops run on the consumers.
+warpgroup (``threadIdx.y == 0``: the leading statements that issue TMA loads) and consumer
+warpgroups (``threadIdx.y >= 1``: the rest); the kernel's other thread loops run on the consumers.
+With `tile_m` = 128 the pipeline has two consumer warpgroups, each computing 64 rows of the tile.
 
 Both keep the function's meaning: run one statement after another (`tdsl.interpret`), waits
 have nothing to wait for, a TMA load is a box copy and a wgmma adds the thread's accumulators.
@@ -175,14 +176,17 @@ def _check_types(g: Gemm, refuse) -> None:
         raise refuse(f"A, B, C are {a}, {b}, {c}; wgmma takes float16 or bfloat16 A and B and float32 C")
 
 
-def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_n: int, tile_k: int, stages: int) -> str:
+def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_m: int, tile_n: int, tile_k: int, stages: int) -> str:
     """The swizzle of the tiles, or a ScheduleError naming the tile that does not fit."""
     def refuse(why: str, fix: str):
         return schedule_error(func, "wgmma_pipeline", f"{block_name(block)} ({g.m} x {g.n} x {g.k}): {why}",
                               blocks=(block,), fix=fix)
 
-    if g.m % BLOCK_M:
-        raise refuse(f"m = {g.m} is not a multiple of {BLOCK_M} (wgmma's m)", "pad m (sch.pad_einsum)")
+    if tile_m not in (BLOCK_M, 2 * BLOCK_M):
+        raise refuse(f"tile_m = {tile_m}: one or two warpgroups' wgmma rows ({BLOCK_M} or {2 * BLOCK_M})", "tile_m=64")
+    if g.m % tile_m:
+        raise refuse(f"m = {g.m} is not a multiple of tile_m = {tile_m} (wgmma's m is {BLOCK_M})",
+                     "pad m (sch.pad_einsum) or tile_m=64")
     if not (8 <= tile_n <= 256 and tile_n % 8 == 0) or g.n % tile_n:
         raise refuse(f"tile_n = {tile_n} must be a multiple of 8 in [8, 256] dividing n", "pick another tile_n")
     row_bytes = tile_k * 2
@@ -191,9 +195,9 @@ def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_n: int, tile_k: int, 
                      "tile_k=64 (the 128-byte swizzle)")
     if stages < 1:
         raise refuse(f"stages = {stages}: at least one stage", "stages=2")
-    smem = stages * (BLOCK_M + tile_n) * tile_k * 2 + 16 * stages
+    smem = stages * (tile_m + tile_n) * tile_k * 2 + 16 * stages
     if smem > MAX_SHARED:
-        raise refuse(f"{stages} stages of {BLOCK_M} x {tile_k} and {tile_n} x {tile_k} tiles take {smem} bytes of "
+        raise refuse(f"{stages} stages of {tile_m} x {tile_k} and {tile_n} x {tile_k} tiles take {smem} bytes of "
                      f"shared memory, more than the {MAX_SHARED} of static shared memory a block may have",
                      "fewer stages or a smaller tile_n / tile_k")
     return SWIZZLE_OF_ROW_BYTES[row_bytes]
@@ -203,19 +207,22 @@ def _type(buf) -> str:
     return f'T.Buffer(({", ".join(str(s.value) for s in buf.shape)},), "{buf.dtype}")'
 
 
-def pipeline_source(func: PrimFunc, g: Gemm, tile_n: int, tile_k: int, stages: int, swizzle: str) -> str:
-    """The TensorIR script of the pipelined function (see the module docstring)."""
+def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: int, stages: int,
+                    swizzle: str) -> str:
+    """The TensorIR script of the pipelined function (see the module docstring): tile_m / 64
+    warpgroups, warpgroup w computing rows 64 w .. 64 w + 63 of the tile."""
     A, B, C = g.a.name, g.b.name, g.c.name   # type: ignore[attr-defined]
     dt = str(g.a.dtype)  # type: ignore[attr-defined]
     BN, BK, S = tile_n, tile_k, stages
-    KT, TX = g.k // BK, (BLOCK_M + BN) * BK * 2
+    BM, THREADS = tile_m, tile_m // BLOCK_M * WARPGROUP
+    KT, TX = g.k // BK, (BM + BN) * BK * 2
     batched = g.batch is not None
     b0 = "bz, " if batched else ""
     one = "1, " if batched else ""
     z = "0, " if batched else ""
     params = ", ".join(f"{p.name}: {_type(p)}" for p in func.params)   # (all buffers, constant shapes)
     lines = [f"@T.prim_func\ndef {func.name}({params}):"]
-    attrs = [TensorMapSpec(f"{A}_tmap", A, ((1,) if batched else ()) + (BLOCK_M, BK), swizzle)]
+    attrs = [TensorMapSpec(f"{A}_tmap", A, ((1,) if batched else ()) + (BM, BK), swizzle)]
     src_b = B
     if not g.trans_b:
         src_b = f"{B}_t"
@@ -227,11 +234,11 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_n: int, tile_k: int, stages: i
     if not g.trans_b:
         lead = (g.batch,) if g.b_batched else ()
         w(f'    {B}_t = T.alloc_buffer(({", ".join(str(s) for s in (*lead, g.n, g.k))}), "{dt}")')
-    w(f'    {A}_shared = T.alloc_buffer(({S}, {one}{BLOCK_M}, {BK}), "{dt}", scope="shared")')
+    w(f'    {A}_shared = T.alloc_buffer(({S}, {one}{BM}, {BK}), "{dt}", scope="shared")')
     w(f'    {B}_shared = T.alloc_buffer(({S}, {one if g.b_batched else ""}{BN}, {BK}), "{dt}", scope="shared")')
     w(f'    bar_full = T.alloc_buffer(({S},), "uint64", scope="shared")')
     w(f'    bar_empty = T.alloc_buffer(({S},), "uint64", scope="shared")')
-    w(f'    {C}_acc = T.alloc_buffer(({WARPGROUP}, {BN // 2}), "float32", scope="local")')
+    w(f'    {C}_acc = T.alloc_buffer(({THREADS}, {BN // 2}), "float32", scope="local")')
     if not g.trans_b:   # B[k, j] -> B_t[j, k] (K-major, as wgmma reads it here)
         total = (g.batch if g.b_batched and g.batch else 1) * g.n * g.k
         threads = 256 if total % 256 == 0 else 128   # (n: a multiple of 8, k of 16)
@@ -247,27 +254,28 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_n: int, tile_k: int, stages: i
     if batched:
         w(f'    for bz in T.thread_binding({g.batch}, thread="blockIdx.z"):')
         ind += "    "
-    w(f'{ind}for by in T.thread_binding({g.m // BLOCK_M}, thread="blockIdx.y"):')
+    w(f'{ind}for by in T.thread_binding({g.m // BM}, thread="blockIdx.y"):')
     w(f'{ind}    for bx in T.thread_binding({g.n // BN}, thread="blockIdx.x"):')
     ind += "        "
-    row = f"by * {BLOCK_M} + 16 * (tx // 32) + tx % 32 // 4 + 8 * (i // 2 % 2)"
+    lane, wg_row = ("tx", "") if THREADS == WARPGROUP else (f"tx % {WARPGROUP}", f" + {BLOCK_M} * (tx // {WARPGROUP})")
+    row = f"by * {BM}{wg_row} + 16 * ({lane} // 32) + {lane} % 32 // 4 + 8 * (i // 2 % 2)"
     col = f"bx * {BN} + 8 * (i // 4) + 2 * (tx % 4) + i % 2"
-    w(f'{ind}for tx in T.thread_binding({WARPGROUP}, thread="threadIdx.x"):')
+    w(f'{ind}for tx in T.thread_binding({THREADS}, thread="threadIdx.x"):')
     w(f"{ind}    if tx == 0:")
     w(f"{ind}        for s in range({S}):")
     w(f"{ind}            T.evaluate(T.ptx_init_barrier_thread_count(bar_full[s], 1))")
-    w(f"{ind}            T.evaluate(T.ptx_init_barrier_thread_count(bar_empty[s], {WARPGROUP}))")
+    w(f"{ind}            T.evaluate(T.ptx_init_barrier_thread_count(bar_empty[s], {THREADS}))")
     w(f"{ind}    for i in T.unroll({BN // 2}):")
     w(f"{ind}        {C}_acc[tx, i] = " + ("T.float32(0)" if g.init else f"{C}[{b0}{row}, {col}]"))
     w(f"{ind}for ko in range({KT}):")
-    w(f'{ind}    for tx in T.thread_binding({WARPGROUP}, thread="threadIdx.x"):')
+    w(f'{ind}    for tx in T.thread_binding({THREADS}, thread="threadIdx.x"):')
     st = f"ko % {S}"
     w(f"{ind}        if tx == 0:")
     if KT > S:
         w(f"{ind}            if ko >= {S}:")
         w(f"{ind}                T.evaluate(T.ptx_wait_barrier(bar_empty[{st}], (ko // {S} + 1) % 2))")
     w(f"{ind}            T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[{st}], {TX}))")
-    w(f"{ind}            T.evaluate(T.ptx_tma_load({A}_shared[{st}, {z}0, 0], {A}[{b0}by * {BLOCK_M}, ko * {BK}], "
+    w(f"{ind}            T.evaluate(T.ptx_tma_load({A}_shared[{st}, {z}0, 0], {A}[{b0}by * {BM}, ko * {BK}], "
       f"{A}_tmap[0], bar_full[{st}]))")
     zb, bb = ("0, ", "bz, ") if g.b_batched else ("", "")
     w(f"{ind}            T.evaluate(T.ptx_tma_load({B}_shared[{st}, {zb}0, 0], {src_b}[{bb}bx * {BN}, ko * {BK}], "
@@ -275,28 +283,29 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_n: int, tile_k: int, stages: i
     w(f"{ind}        T.evaluate(T.ptx_wait_barrier(bar_full[{st}], ko // {S} % 2))")
     w(f"{ind}        T.evaluate(T.ptx_wgmma_fence())")
     w(f"{ind}        for kk in T.unroll({BK // 16}):")
-    w(f"{ind}            T.evaluate(T.ptx_wgmma({C}_acc[tx, 0], {A}_shared[{st}, {z}0, 16 * kk], "
-      f"{B}_shared[{st}, {zb}0, 16 * kk], {BN}, tx))")
+    a_row = "0" if THREADS == WARPGROUP else f"{BLOCK_M} * (tx // {WARPGROUP})"
+    w(f"{ind}            T.evaluate(T.ptx_wgmma({C}_acc[tx, 0], {A}_shared[{st}, {z}{a_row}, 16 * kk], "
+      f"{B}_shared[{st}, {zb}0, 16 * kk], {BN}, {lane}))")
     w(f"{ind}        T.evaluate(T.ptx_wgmma_commit_group())")
     w(f"{ind}        T.evaluate(T.ptx_wgmma_wait_group(0))")
     w(f"{ind}        T.evaluate(T.ptx_arrive_barrier(bar_empty[{st}]))")
-    w(f'{ind}for tx in T.thread_binding({WARPGROUP}, thread="threadIdx.x"):')
+    w(f'{ind}for tx in T.thread_binding({THREADS}, thread="threadIdx.x"):')
     w(f"{ind}    for i in T.unroll({BN // 2}):")
     w(f"{ind}        {C}[{b0}{row}, {col}] = {C}_acc[tx, i]")
     return "\n".join(lines) + "\n"
 
 
-def wgmma_pipeline(func: PrimFunc, block: str, tile_n: int = 64, tile_k: int = 64,
-                   stages: int = 2) -> tuple[PrimFunc, Var]:
+def wgmma_pipeline(func: PrimFunc, block: str, tile_n: int = 64, tile_k: int = 64, stages: int = 2,
+                   tile_m: int = 64) -> tuple[PrimFunc, Var]:
     """The GEMM `block` as a TMA + mbarrier + wgmma pipeline (module docstring); its K loop."""
     from ...script import parse
 
-    for name, value in (("tile_n", tile_n), ("tile_k", tile_k), ("stages", stages)):
+    for name, value in (("tile_m", tile_m), ("tile_n", tile_n), ("tile_k", tile_k), ("stages", stages)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise schedule_error(func, "wgmma_pipeline", f"{name} must be an int, got {value!r}", blocks=(block,))
     g = match_gemm(func, block, "wgmma_pipeline")
-    swizzle = _check_tiles(func, block, g, tile_n, tile_k, stages)
-    new = parse(pipeline_source(func, g, tile_n, tile_k, stages, swizzle))
+    swizzle = _check_tiles(func, block, g, tile_m, tile_n, tile_k, stages)
+    new = parse(pipeline_source(func, g, tile_m, tile_n, tile_k, stages, swizzle))
     keep = tuple((k, v) for k, v in func.attrs if k not in dict(new.attrs))
     new = _with_attrs(new, keep)
     (ko,) = [f.loop_var for f in collect(new.body, For) if f.loop_var.name == "ko"]
@@ -347,8 +356,8 @@ def warp_specialize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, None]:
 
     def refuse(why: str, fix: str | None = None):
         return schedule_error(func, "warp_specialize", f"{loop_name(loop)}: {why}", loops=(loop,),
-                              rule="the loop is a serial K loop whose body is one threadIdx.x loop of 128 threads "
-                                   "(a warpgroup) beginning with the statements one thread (tx == 0) runs to issue "
+                              rule="the loop is a serial K loop whose body is one threadIdx.x loop of whole "
+                                   "warpgroups (128 threads each) beginning with the statements one thread (tx == 0) runs to issue "
                                    "the TMA loads, in a kernel without threadIdx.y / threadIdx.z", fix=fix)
 
     if ko.kind != "serial":
@@ -356,8 +365,8 @@ def warp_specialize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, None]:
     tx_loop = ko.body
     if not (isinstance(tx_loop, For) and tx_loop.thread_tag == "threadIdx.x"):
         raise refuse("its body is not one threadIdx.x loop")
-    if not (isinstance(tx_loop.extent, IntImm) and tx_loop.extent.value == WARPGROUP):
-        raise refuse(f"its threadIdx.x loop has {tx_loop.extent} threads, not one warpgroup ({WARPGROUP})")
+    if not (isinstance(tx_loop.extent, IntImm) and tx_loop.extent.value % WARPGROUP == 0):
+        raise refuse(f"its threadIdx.x loop has {tx_loop.extent} threads, not whole warpgroups ({WARPGROUP} each)")
     producer, consumer = _roles(tx_loop, refuse)
     kernel = next((p for p in path if isinstance(p, For) and p.thread_tag and p.thread_tag.startswith("blockIdx")),
                   None)
@@ -366,45 +375,61 @@ def warp_specialize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, None]:
     tags = {f.thread_tag for f in collect(kernel, For) if f.thread_tag}
     if tags & {"threadIdx.y", "threadIdx.z"}:
         raise refuse("the kernel already binds threadIdx.y / threadIdx.z")
-    ty = Var("ty", int32)
+    groups = tx_loop.extent.value // WARPGROUP
+    if any(f.thread_tag == "threadIdx.x" and not (isinstance(f.extent, IntImm) and f.extent.value == groups * WARPGROUP)
+           for f in collect(kernel, For)):
+        raise refuse(f"the kernel's threadIdx.x loops do not all have {groups * WARPGROUP} threads")
+    return replace_at(func, path[:path.index(kernel)], kernel, _specialized(kernel, tx_loop, producer, consumer,
+                                                                          groups)), None
 
-    def role(s: list[Stmt]) -> Stmt:
-        return s[0] if len(s) == 1 else SeqStmt(tuple(s))
 
-    def eq(v: int):
-        return binary("eq", ty, v)
+def _specialized(kernel: For, tx_loop: For, producer: list[Stmt], consumer: list[Stmt], groups: int) -> For:
+    """The kernel with the roles: threadIdx.y 0 the producer, 1 .. `groups` the consumers; a
+    consumer's thread index in the old loop is (ty - 1) * 128 + tx (tx for one warpgroup)."""
+    from ...ir.functor import IRMutator, substitute
 
-    split = IfThenElse(eq(0), role(producer), role(consumer))
-    specialized = For(ty, IntImm(0, int32), IntImm(2, int32), "thread_binding",
-                      For(tx_loop.loop_var, tx_loop.min, tx_loop.extent, "thread_binding", split, "threadIdx.x",
-                          tx_loop.annotations), "threadIdx.y")
+    def thread_loops(body_of, old: For) -> For:
+        ty = Var("ty", int32)
+        tx = Var(old.loop_var.name, old.loop_var.dtype)
+        index = tx if groups == 1 else binary("add", binary("mul", binary("sub", ty, 1), WARPGROUP), tx)
+        body = body_of(ty, lambda stmt: substitute(stmt, {old.loop_var: index}), tx)
+        inner = For(tx, IntImm(0, int32), IntImm(WARPGROUP, int32), "thread_binding", body, "threadIdx.x",
+                    old.annotations)
+        return For(ty, IntImm(0, int32), IntImm(1 + groups, int32), "thread_binding", inner, "threadIdx.y")
 
-    from ...ir.functor import IRMutator
+    def pipeline(ty, as_consumer, tx):
+        produce = substitute(_seq(producer), {tx_loop.loop_var: tx})
+        return IfThenElse(binary("eq", ty, 0), produce, as_consumer(_seq(consumer)))
 
     class Roles(IRMutator):
         def visit_For(self, op: For) -> Stmt:
             if op is tx_loop:
-                return specialized
+                return thread_loops(pipeline, op)
             if op.thread_tag == "threadIdx.x":   # the kernel's other thread loops run on the consumers
-                t = Var("ty", int32)
-                inner = For(op.loop_var, op.min, op.extent, "thread_binding", _on(t, op.body), "threadIdx.x",
-                            op.annotations)
-                return For(t, IntImm(0, int32), IntImm(2, int32), "thread_binding", inner, "threadIdx.y")
+                return thread_loops(lambda ty, as_consumer, tx: _on(ty, tx, op, as_consumer, groups), op)
             return self.generic_visit(op)
 
-    new_kernel = Roles().visit(kernel)
-    kpath = path[:path.index(kernel)]
-    return replace_at(func, kpath, kernel, new_kernel), None
+    return Roles().visit(kernel)
 
 
-def _on(ty: Var, body: Stmt) -> Stmt:
-    """`body` run by the consumers (ty == 1), each statement guarded on its own (the barrier
-    planner places a __syncthreads() between statements, never inside a thread-dependent branch);
-    ``if c:`` becomes ``if ty == 1 and c:``."""
+def _seq(stmts: list[Stmt]) -> Stmt:
+    return stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
+
+
+def _on(ty: Var, tx: Var, old: For, as_consumer, groups: int) -> Stmt:
+    """The body of thread loop `old` run by the consumers (ty == 1, or ty >= 1 for several), each
+    statement guarded on its own (the barrier planner places a __syncthreads() between
+    statements, never inside a thread-dependent branch): ``if c:`` becomes ``if ty == 1 and c:``,
+    and a one-thread ``if tx == 0:`` stays the first consumer thread's."""
     out: list[Stmt] = []
+    consumers = binary("eq", ty, 1) if groups == 1 else binary("ge", ty, 1)
+    body = old.body
     for s in (body.seq if isinstance(body, SeqStmt) else (body,)):
-        if isinstance(s, IfThenElse) and s.else_case is None:
-            out.append(IfThenElse(binary("and", binary("eq", ty, 1), s.condition), s.then_case))
+        if isinstance(s, IfThenElse) and s.else_case is None and _is_tx0(s.condition, old.loop_var):
+            first = binary("and", binary("eq", ty, 1), binary("eq", tx, 0))
+            out.append(IfThenElse(first, as_consumer(s.then_case)))
+        elif isinstance(s, IfThenElse) and s.else_case is None:
+            out.append(IfThenElse(binary("and", consumers, as_consumer(s.condition)), as_consumer(s.then_case)))
         else:
-            out.append(IfThenElse(binary("eq", ty, 1), s))
+            out.append(IfThenElse(consumers, as_consumer(s)))
     return out[0] if len(out) == 1 else SeqStmt(tuple(out))
