@@ -216,3 +216,16 @@ def test_call_encodes_tensor_maps_with_cuTensorMapEncodeTiled(fake, dtype, enum)
     # the kernel reads the driver's 128 bytes from its tensor-map buffers
     for k, name in enumerate(("A_tmap", "B_tmap"), 1):
         np.testing.assert_array_equal(seen["maps"][name], [(k << 32) + i for i in range(16)])
+
+
+@needs_cxx
+@pytest.mark.parametrize("stages", [1, 2])
+def test_the_one_warpgroup_form_runs_in_the_emulator_too(stages):
+    """wgmma_pipeline without warp_specialize: thread 0 produces, every thread consumes (with one
+    stage each step waits for its own wgmma before releasing the stage)."""
+    f = gemm(64, 64, 256)
+    sch = tdsl.Schedule(f)
+    sch.wgmma_pipeline(sch.get_block("C"), stages=stages)
+    a, b, want = operands(64, 64, 256, "float16")
+    np.testing.assert_array_equal(tdsl.build(sch, target="cuda", emulate=True)(a, b), want)
+    assert ("T.ptx_wgmma_wait_group(1)" in sch.func.script()) == (stages > 1)

@@ -20,8 +20,9 @@ class HopperMethods(ScheduleBase):
         thread 0 issues TMA loads of the A and B
         tiles of each K step (`tile_k` wide, rows of 2 `tile_k` bytes: the 128B swizzle for 64)
         into a ring of `stages` shared tiles guarded by "full" / "empty" mbarriers; every thread
-        waits for its stage, issues the wgmma m64n`tile_n`k16 of it (fence, commit, wait) and
-        releases it; the accumulators go to C. The tensor maps are buffers the call path fills
+        waits for its stage, issues the wgmma m64n`tile_n`k16 of it (fence, commit), waits for
+        the previous step's wgmma (`wgmma_wait_group(1)`: this step's stay in flight) and
+        releases the previous step's stage; the accumulators go to C. The tensor maps are buffers the call path fills
         (`A_tmap`, `B_tmap`, recorded as function attributes): the kernel is called with the
         arrays only. A B indexed [k, j] is first copied to a K-major `B_t[j, k]`. Returns the
         K loop (for `warp_specialize`). Needs m a multiple of 64, n of `tile_n`, k of `tile_k`,
@@ -58,8 +59,9 @@ class HopperMethods(ScheduleBase):
                     for kk in T.unroll(4):
                         T.evaluate(T.ptx_wgmma(C_acc[tx, 0], A_shared[ko % 2, 0, 16 * kk], B_shared[ko % 2, 0, 16 * kk], 64, tx))
                     T.evaluate(T.ptx_wgmma_commit_group())
-                    T.evaluate(T.ptx_wgmma_wait_group(0))
-                    T.evaluate(T.ptx_arrive_barrier(bar_empty[ko % 2]))
+                    T.evaluate(T.ptx_wgmma_wait_group(1))
+                    if ko >= 1:
+                        T.evaluate(T.ptx_arrive_barrier(bar_empty[(ko + 1) % 2]))
         """
         self._expect("wgmma_pipeline", block, (BlockRV,), "a block handle (from sch.get_block)")
         return self._apply("wgmma_pipeline", _hopper.wgmma_pipeline, [block],

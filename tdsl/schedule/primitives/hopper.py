@@ -287,9 +287,16 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     w(f"{ind}            T.evaluate(T.ptx_wgmma({C}_acc[tx, 0], {A}_shared[{st}, {z}{a_row}, 16 * kk], "
       f"{B}_shared[{st}, {zb}0, 16 * kk], {BN}, {lane}))")
     w(f"{ind}        T.evaluate(T.ptx_wgmma_commit_group())")
-    w(f"{ind}        T.evaluate(T.ptx_wgmma_wait_group(0))")
-    w(f"{ind}        T.evaluate(T.ptx_arrive_barrier(bar_empty[{st}]))")
+    if S == 1 or KT == 1:   # wait for this step's wgmma, release its stage
+        w(f"{ind}        T.evaluate(T.ptx_wgmma_wait_group(0))")
+        w(f"{ind}        T.evaluate(T.ptx_arrive_barrier(bar_empty[{st}]))")
+    else:   # this step's wgmma stay in flight; the previous step's are done: release their stage
+        w(f"{ind}        T.evaluate(T.ptx_wgmma_wait_group(1))")
+        w(f"{ind}        if ko >= 1:")
+        w(f"{ind}            T.evaluate(T.ptx_arrive_barrier(bar_empty[(ko + {S - 1}) % {S}]))")
     w(f'{ind}for tx in T.thread_binding({THREADS}, thread="threadIdx.x"):')
+    if not (S == 1 or KT == 1):
+        w(f"{ind}    T.evaluate(T.ptx_wgmma_wait_group(0))")
     w(f"{ind}    for i in T.unroll({BN // 2}):")
     w(f"{ind}        {C}[{b0}{row}, {col}] = {C}_acc[tx, i]")
     return "\n".join(lines) + "\n"
