@@ -207,6 +207,38 @@ def _type(buf) -> str:
     return f'T.Buffer(({", ".join(str(s.value) for s in buf.shape)},), "{buf.dtype}")'
 
 
+def _transpose_source(g: Gemm, B: str, dt: str) -> list[str]:
+    """The kernel copying B[b?, k, j] to B_t[b?, j, k]: 32 x 32 tiles through shared memory (rows
+    padded to 33: reading a column is free of bank conflicts), both global sides coalesced;
+    element by element where 32 does not divide n and k."""
+    zb = "t_b, " if g.b_batched else ""
+    if g.n % 32 or g.k % 32:
+        total = (g.batch if g.b_batched and g.batch else 1) * g.n * g.k
+        threads = 256 if total % 256 == 0 else 128   # (n: a multiple of 8, k of 16)
+        e = f"(t0 * {threads} + t1)"
+        idx_t = f"{e} // {g.k} % {g.n}, {e} % {g.k}"
+        idx_b = f"{e} % {g.k}, {e} // {g.k} % {g.n}"
+        if g.b_batched:
+            idx_t, idx_b = f"{e} // {g.n * g.k}, {idx_t}", f"{e} // {g.n * g.k}, {idx_b}"
+        return [f'    for t0 in T.thread_binding({total // threads}, thread="blockIdx.x"):',
+                f'        for t1 in T.thread_binding({threads}, thread="threadIdx.x"):',
+                f"            {B}_t[{idx_t}] = {B}[{idx_b}]"]
+    out = [f'    {B}_tile = T.alloc_buffer((32, 33), "{dt}", scope="shared")']
+    ind = "    "
+    if g.b_batched:
+        out.append(f'    for t_b in T.thread_binding({g.batch}, thread="blockIdx.z"):')
+        ind += "    "
+    out += [f'{ind}for t_k in T.thread_binding({g.k // 32}, thread="blockIdx.y"):',
+            f'{ind}    for t_n in T.thread_binding({g.n // 32}, thread="blockIdx.x"):']
+    for src, dst in ((f"{B}[{zb}t_k * 32 + t_y * 4 + r, t_n * 32 + t_x]", f"{B}_tile[t_y * 4 + r, t_x]"),
+                     (f"{B}_tile[t_x, t_y * 4 + r]", f"{B}_t[{zb}t_n * 32 + t_y * 4 + r, t_k * 32 + t_x]")):
+        out += [f'{ind}        for t_y in T.thread_binding(8, thread="threadIdx.y"):',
+                f'{ind}            for t_x in T.thread_binding(32, thread="threadIdx.x"):',
+                f"{ind}                for r in T.unroll(4):",
+                f"{ind}                    {dst} = {src}"]
+    return out
+
+
 def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: int, stages: int,
                     swizzle: str) -> str:
     """The TensorIR script of the pipelined function (see the module docstring): tile_m / 64
@@ -240,16 +272,7 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     w(f'    bar_empty = T.alloc_buffer(({S},), "uint64", scope="shared")')
     w(f'    {C}_acc = T.alloc_buffer(({THREADS}, {BN // 2}), "float32", scope="local")')
     if not g.trans_b:   # B[k, j] -> B_t[j, k] (K-major, as wgmma reads it here)
-        total = (g.batch if g.b_batched and g.batch else 1) * g.n * g.k
-        threads = 256 if total % 256 == 0 else 128   # (n: a multiple of 8, k of 16)
-        e = f"(t0 * {threads} + t1)"
-        idx_t = f"{e} // {g.k} % {g.n}, {e} % {g.k}"
-        idx_b = f"{e} % {g.k}, {e} // {g.k} % {g.n}"
-        if g.b_batched:
-            idx_t, idx_b = f"{e} // {g.n * g.k}, {idx_t}", f"{e} // {g.n * g.k}, {idx_b}"
-        w(f'    for t0 in T.thread_binding({total // threads}, thread="blockIdx.x"):')
-        w(f'        for t1 in T.thread_binding({threads}, thread="threadIdx.x"):')
-        w(f"            {B}_t[{idx_t}] = {B}[{idx_b}]")
+        lines.extend(_transpose_source(g, B, dt))
     ind = "    "
     if batched:
         w(f'    for bz in T.thread_binding({g.batch}, thread="blockIdx.z"):')
