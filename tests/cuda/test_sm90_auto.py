@@ -229,3 +229,23 @@ def test_the_one_warpgroup_form_runs_in_the_emulator_too(stages):
     a, b, want = operands(64, 64, 256, "float16")
     np.testing.assert_array_equal(tdsl.build(sch, target="cuda", emulate=True)(a, b), want)
     assert ("T.ptx_wgmma_wait_group(1)" in sch.func.script()) == (stages > 1)
+
+
+def test_every_decision_of_the_rule_is_live():
+    """A search replays the rule's decisions with other values: for each decision, two valid
+    choices that differ in it alone build different kernels."""
+    import itertools
+
+    f = gemm(128, 128, 256)
+    sch = tdsl.auto_schedule(f, target="cuda", arch="sm_90a")
+    steps_ = [k for k, ins in enumerate(sch.trace) if ins.kind == "sample_categorical"]
+    sizes = [len(dict(list(sch.trace)[k].attrs)["candidates"]) for k in steps_]
+    built = {}
+    for choice in itertools.product(*(range(n) for n in sizes)):
+        try:
+            built[choice] = tdsl.structural_hash(sch.trace.with_decisions(dict(zip(steps_, choice))).apply(f).func)
+        except tdsl.ScheduleError:
+            continue     # a combination that does not fit (the step refuses it)
+    for axis in range(len(steps_)):
+        assert any(built[c] != built[d] for c in built for d in built
+                   if c[axis] != d[axis] and c[:axis] + c[axis + 1:] == d[:axis] + d[axis + 1:]), axis
