@@ -1,13 +1,14 @@
 """Hopper (sm_90a) pipelines: wgmma_pipeline, warp_specialize.
 
 The facade methods of one family (a part of `Schedule` on `ScheduleBase`); the semantics and
-the legality rules are in `tdsl.schedule.primitives.hopper`.
+the legality rules are in `tdsl.schedule.primitives.hopper` and `.warp_specialize`.
 """
 from __future__ import annotations
 
 from ..base import ScheduleBase
 from ..handles import BlockRV, LoopRV
 from ..primitives import hopper as _hopper
+from ..primitives import warp_specialize as _warp_specialize
 
 
 class HopperMethods(ScheduleBase):
@@ -109,4 +110,4 @@ class HopperMethods(ScheduleBase):
                             ...  # wgmma, release the stage
         """
         self._expect("warp_specialize", loop, (LoopRV,), "a loop handle (the K loop of wgmma_pipeline)")
-        return self._apply("warp_specialize", _hopper.warp_specialize, [loop])
+        return self._apply("warp_specialize", _warp_specialize.warp_specialize, [loop])
