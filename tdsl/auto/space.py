@@ -5,7 +5,7 @@
 1. `AutoInline`, blocks in program order (elementwise chains and padding collapse first);
 2. the tiling rules (`LibraryCall`: a matmul as a BLAS call or left to the next rules, `MatmulLowpCPU`, `MatmulTensorizeCPU`,
    `TensorizeMatching`, `MultiLevelTilingCPU` on the
-   CPU; `GPUMmaConv`, `GPUMmaTiling`, `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUCrossThreadReduction`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
+   CPU; `GPUWgmmaPipeline` (arch sm_90a), `GPUMmaConv`, `GPUMmaTiling`, `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUCrossThreadReduction`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
    blocks consumers first (post-order: a consumer is tiled before its producers choose where to go);
 3. `RowPrefetch` (CPU), blocks in program order;
 4. `ParallelVectorizeUnroll` (CPU), blocks in program order.
@@ -38,6 +38,7 @@ from .rules import (
     GPUMatmulTiling,
     GPUMmaConv,
     GPUMmaTiling,
+    GPUWgmmaPipeline,
     GPUWmmaTiling,
     LibraryCall,
     MatmulLowpCPU,
@@ -102,7 +103,7 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
     random (a search's sketches)."""
     if hw.is_gpu:
         passes = [Pass([AutoInline(hw, defaults)]),
-                  Pass([GPUMmaConv(hw, defaults), GPUMmaTiling(hw, defaults), GPUWmmaTiling(hw, defaults), GPUMatmulTiling(hw, defaults), GPUCrossThreadReduction(hw, defaults),
+                  Pass([GPUWgmmaPipeline(hw, defaults), GPUMmaConv(hw, defaults), GPUMmaTiling(hw, defaults), GPUWmmaTiling(hw, defaults), GPUMatmulTiling(hw, defaults), GPUCrossThreadReduction(hw, defaults),
                         GPUBind(hw, defaults)],
                        consumers_first=True)]
     else:

@@ -113,6 +113,10 @@ class EmulatedKernel(CudaKernel):
             arrays[arg.param] = arr
         for w in self.plan.workspaces:
             arrays[w] = _poisoned((evaluate(w.shape[0], values),), w.dtype.numpy)
+        if self._tensor_maps:
+            from ..tensor_maps import fill_emulated
+
+            fill_emulated(self._tensor_maps, arrays)
         def library(step) -> None:       # cuBLAS's stand-in: numpy's BLAS (host_steps.run_emulated)
             host_steps.run_emulated(step, arrays)
 
