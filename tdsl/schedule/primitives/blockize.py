@@ -216,6 +216,10 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str, preserve_unit_iters
     inner_init = substitute(block.init, vmap) if keep else None
     inner_block = dataclasses.replace(block, iter_vars=tuple(inner_ivs), body=body, init=inner_init)
     reads, writes = infer_block_regions(inner_block)
+    # in the block's declared order (TVM's te GEMM reads A, B before the C it updates: a
+    # cache_read by index names the same buffer after blockize)
+    order = [r.buffer for r in block.reads]
+    reads = tuple(sorted(reads, key=lambda r: order.index(r.buffer) if r.buffer in order else len(order)))
     inner_block = dataclasses.replace(inner_block, reads=reads, writes=writes)
     inner_realize = BlockRealize(tuple(inner_values), realize.predicate, inner_block)
     nest: Stmt = inner_realize
