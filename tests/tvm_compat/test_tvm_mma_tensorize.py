@@ -1,0 +1,423 @@
+"""TVM's ldmatrix / mma.sync tensorize schedules, run as TVM writes them: fragments in scope
+"warp" as (lane, register) tiles laid out by transform_layout, TVM's intrinsic names
+(apache/tvm tests/python/s_tir/schedule/test_tir_schedule_tensorize_ldmatrix_mma_numeric.py,
+and the schedule itself, python/tvm/testing/tir.py's mma_schedule).
+
+`mma_schedule` is TVM's, line for line, but for its two `tvm.` names (module and Schedule);
+the imports name tdsl's modules. TVM's te.create_prim_func(matmul(...)) is written out as the
+TVMScript it gives (block "C" reads A, then B). Each schedule is checked against numpy through
+the interpreter (the scheduled function computes through the intrinsics' descriptions) and
+built for CUDA in the emulator, at a size a CPU runs quickly (factors with the structure of
+TVM's: 4 warps, 2 x 2 tiles each); with NVRTC, TVM's own factors at TVM's 4096 x 4096 x 4096
+are built for sm_80 and the SASS read back.
+"""
+import numpy as np
+import pytest
+
+import tdsl
+from tdsl import T
+from tdsl.errors import ScheduleError, TargetError
+from tdsl.intrinsics.cuda_mma import (
+    LDMATRIX_f16_A_INTRIN,
+    LDMATRIX_f16_B_INTRIN,
+    LDMATRIX_f16_B_TRANS_INTRIN,
+    LDMATRIX_i8_A_INTRIN,
+    LDMATRIX_i8_B_INTRIN,
+    LDMATRIX_i8_B_TRANS_INTRIN,
+    MMA_f16f16f16_INTRIN,
+    MMA_f16f16f16_TRANS_B_INTRIN,
+    MMA_f16f16f32_INTRIN,
+    MMA_f16f16f32_TRANS_B_INTRIN,
+    MMA_fill_16x16_f16_INTRIN,
+    MMA_fill_16x16_f32_INTRIN,
+    MMA_fill_16x16_i32_INTRIN,
+    MMA_i8i8i32_INTRIN,
+    MMA_i8i8i32_TRANS_B_INTRIN,
+    MMA_store_16x16_f16_global_INTRIN,
+    MMA_store_16x16_f32_global_INTRIN,
+    MMA_store_16x16_i32_global_INTRIN,
+    ldmatrix_32x8_to_shared_16x16_layout,
+    shared_16x16_to_ldmatrix_32x8_layout,
+    shared_16x32_to_ldmatrix_32x16_layout,
+    shared_32x16_to_ldmatrix_32x16_layout,
+)
+
+
+def matmul(m, n, k, in_dtype, out_dtype, b_transposed):
+    """TVM's te GEMM, C[i, j] = sum_k cast(A[i, k]) * cast(B[k, j]) (B[j, k] transposed), as
+    te.create_prim_func writes it."""
+    if b_transposed:
+        @T.prim_func
+        def main_t(A: T.Buffer((m, k), in_dtype), B: T.Buffer((n, k), in_dtype), C: T.Buffer((m, n), out_dtype)):
+            for i, j, kk in T.grid(m, n, k):
+                with T.sblock("C"):
+                    v_i, v_j, v_k = T.axis.remap("SSR", [i, j, kk])
+                    T.reads(A[v_i, v_k], B[v_j, v_k])
+                    T.writes(C[v_i, v_j])
+                    with T.init():
+                        C[v_i, v_j] = T.cast(0, out_dtype)
+                    C[v_i, v_j] = C[v_i, v_j] + T.cast(A[v_i, v_k], out_dtype) * T.cast(B[v_j, v_k], out_dtype)
+        return main_t
+
+    @T.prim_func
+    def main(A: T.Buffer((m, k), in_dtype), B: T.Buffer((k, n), in_dtype), C: T.Buffer((m, n), out_dtype)):
+        for i, j, kk in T.grid(m, n, k):
+            with T.sblock("C"):
+                v_i, v_j, v_k = T.axis.remap("SSR", [i, j, kk])
+                T.reads(A[v_i, v_k], B[v_k, v_j])
+                T.writes(C[v_i, v_j])
+                with T.init():
+                    C[v_i, v_j] = T.cast(0, out_dtype)
+                C[v_i, v_j] = C[v_i, v_j] + T.cast(A[v_i, v_k], out_dtype) * T.cast(B[v_k, v_j], out_dtype)
+    return main
+
+
+# ---- TVM's mma_schedule (python/tvm/testing/tir.py), unchanged but for tvm.IRModule / tvm.s_tir.Schedule
+def mma_schedule(
+    workload,
+    k_inner,
+    in_dtype,
+    b_transposed,
+    i_factors,
+    j_factors,
+    k_factors,
+    index_map_A,
+    index_map_B,
+    index_map_C,
+    ldmatrix_a_intrin,
+    ldmatrix_b_intrin,
+    mma_intrin,
+    mma_fill_intrin,
+    mma_store_intrin,
+    shared_scope="shared",
+):
+    """Create a tensorized schedule for GEMM with MMA intrinsics."""
+    ir_module = tdsl.IRModule({"main": workload})
+    sch = tdsl.Schedule(ir_module)
+
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    i, i_tc = sch.split(i, factors=[None, 16])
+    j, j_tc = sch.split(j, factors=[None, 16])
+    k, k_tc = sch.split(k, factors=[None, k_inner])
+
+    sch.reorder(i, j, k, i_tc, j_tc, k_tc)
+
+    block_inner = sch.blockize(i_tc)
+    block_outer, block_inner = block_inner, block
+
+    num_ty = i_factors[2] * j_factors[2]
+
+    i0, i1, i2, i3, i4 = sch.split(i, factors=i_factors)
+    j0, j1, j2, j3, j4 = sch.split(j, factors=j_factors)
+    k0, k1, k2 = sch.split(k, k_factors)
+
+    sch.reorder(i0, j0, i1, j1, j2, i2, k0, k1, i3, j3, k2, i4, j4)
+
+    block_idx = sch.fuse(i0, j0)
+    block_idy = sch.fuse(i1, j1)
+    thread_idy = sch.fuse(j2, i2)
+    sch.bind(block_idx, "blockIdx.x")
+    sch.bind(block_idy, "blockIdx.y")
+    sch.bind(thread_idy, "threadIdx.y")
+
+    def fetch_to_shared(block, idx, ndim):
+        block_read = sch.cache_read(block, idx, shared_scope)
+        sch.compute_at(block_read, k0)
+        vector_size = 16 if in_dtype == "int8" else 8
+        warp_size = 32
+        fused = sch.fuse(*sch.get_loops(block_read)[-ndim:])
+        _, f_1, f_2, f_3 = sch.split(fused, factors=[None, num_ty, warp_size, vector_size])
+        sch.bind(f_2, "threadIdx.x")
+        sch.bind(f_1, "threadIdx.y")
+        sch.vectorize(f_3)
+        offset = 8 if in_dtype == "float16" else 16
+        sch.storage_align(block_read, 0, axis=-2, factor=32, offset=offset)
+
+        return block_read
+
+    fetch_to_shared(block_outer, 0, 2)
+    fetch_to_shared(block_outer, 1, 2)
+
+    A_warp = sch.cache_read(block_outer, 0, "warp")
+    B_warp = sch.cache_read(block_outer, 1, "warp")
+
+    sch.compute_at(A_warp, k1)
+    sch.compute_at(B_warp, k1)
+
+    C_warp = sch.cache_write(block_outer, 0, "warp")
+    sch.reverse_compute_at(C_warp, thread_idy)
+
+    ii, jj = sch.get_loops(C_warp)[-2:]
+    io, ii = sch.split(ii, factors=[None, 16])
+    jo, ji = sch.split(jj, factors=[None, 16])
+    sch.reorder(io, jo, ii, ji)
+
+    sch.decompose_reduction(block_outer, sch.get_loops(block_outer)[3])
+    block_init_c = sch.get_sblock("C_init")
+
+    def tile_wmma_fragment(block_read, height, width):
+        i, j = sch.get_loops(block_read)[-2:]
+        i0, i1 = sch.split(i, factors=[None, height])
+        j0, j1 = sch.split(j, factors=[None, width])
+        sch.reorder(i0, j0, i1, j1)
+        return i1
+
+    loop_a = tile_wmma_fragment(A_warp, 16, k_inner)
+
+    if b_transposed:
+        loop_b = tile_wmma_fragment(B_warp, 16, k_inner)
+    else:
+        loop_b = tile_wmma_fragment(B_warp, k_inner, 16)
+
+    sch.transform_layout(A_warp, ("write", 0), index_map_A)
+    sch.transform_layout(B_warp, ("write", 0), index_map_B)
+    sch.transform_layout(C_warp, ("read", 0), index_map_C)
+
+    sch.tensorize(loop_a, ldmatrix_a_intrin)
+    sch.tensorize(loop_b, ldmatrix_b_intrin)
+    sch.tensorize(sch.get_loops(block_inner)[-3], mma_intrin)
+    sch.tensorize(sch.get_loops(block_init_c)[-2], mma_fill_intrin)
+    sch.tensorize(sch.get_loops(C_warp)[-2], mma_store_intrin)
+
+    return sch
+# ---- end of TVM's code
+
+
+# TVM's index maps, from its test functions
+def index_map(i, j):
+    return (
+        i // 16,
+        j // 16,
+        *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16),
+    )
+
+
+def index_map_A(i, j):
+    return (
+        i // 16,
+        j // 32,
+        *shared_16x32_to_ldmatrix_32x16_layout(i % 16, j % 32),
+    )
+
+
+def index_map_B(i, j):
+    return (
+        i // 32,
+        j // 16,
+        *shared_32x16_to_ldmatrix_32x16_layout(i % 32, j % 16),
+    )
+
+
+index_map_C = index_map
+
+F16 = {False: (LDMATRIX_f16_A_INTRIN, LDMATRIX_f16_B_INTRIN), True: (LDMATRIX_f16_A_INTRIN, LDMATRIX_f16_B_TRANS_INTRIN)}
+SMALL = 64        # M = N = K for the emulator
+# (i, j, k factors) of TVM's tests at 4096, and with the same structure at 64 (4 warps of 2 x 2 tiles)
+TVM_F16F16F32 = ([4, 8, 2, 4, 1], [1, 64, 2, 1, 2], [128, 2, 1])
+TVM_F16F16F16 = ([16, 2, 1, 4, 2], [16, 2, 2, 1, 4], [128, 2, 1])
+TVM_I8 = ([1, 32, 1, 4, 2], [8, 4, 4, 2, 1], [32, 2, 2])
+SMALL_F16 = ([1, 1, 2, 2, 1], [1, 1, 2, 1, 2], [2, 2, 1])
+SMALL_I8 = ([1, 1, 2, 1, 2], [1, 1, 2, 2, 1], [1, 1, 2])
+
+
+def f16_schedule(n, out_dtype, b_transposed, factors):
+    mma, fill, store = {
+        ("float32", False): (MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN),
+        ("float32", True): (MMA_f16f16f32_TRANS_B_INTRIN, MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN),
+        ("float16", False): (MMA_f16f16f16_INTRIN, MMA_fill_16x16_f16_INTRIN, MMA_store_16x16_f16_global_INTRIN),
+        ("float16", True): (MMA_f16f16f16_TRANS_B_INTRIN, MMA_fill_16x16_f16_INTRIN, MMA_store_16x16_f16_global_INTRIN),
+    }[out_dtype, b_transposed]
+    return mma_schedule(matmul(n, n, n, "float16", out_dtype, b_transposed), 16, "float16", b_transposed,
+                        *factors, index_map, index_map, index_map, *F16[b_transposed], mma, fill, store)
+
+
+def i8_schedule(n, b_transposed, factors):
+    if b_transposed:
+        ld_b, mma, map_b = LDMATRIX_i8_B_TRANS_INTRIN, MMA_i8i8i32_TRANS_B_INTRIN, index_map_A
+    else:
+        ld_b, mma, map_b = LDMATRIX_i8_B_INTRIN, MMA_i8i8i32_INTRIN, index_map_B
+    return mma_schedule(matmul(n, n, n, "int8", "int32", b_transposed), 32, "int8", b_transposed, *factors,
+                        index_map_A, map_b, index_map_C, LDMATRIX_i8_A_INTRIN, ld_b, mma, MMA_fill_16x16_i32_INTRIN,
+                        MMA_store_16x16_i32_global_INTRIN)
+
+
+def inputs(n, in_dtype, b_transposed, seed=0):
+    rng = np.random.default_rng(seed)
+    if in_dtype == "float16":
+        a, b = rng.normal(size=(n, n)).astype("float16"), rng.normal(size=(n, n)).astype("float16")
+    else:
+        a, b = rng.integers(-128, 128, (n, n)).astype("int8"), rng.integers(-128, 128, (n, n)).astype("int8")
+    wide = "float64" if in_dtype == "float16" else "int64"
+    ref = a.astype(wide) @ (b.T if b_transposed else b).astype(wide)
+    return a, b, ref
+
+
+def check(sch, in_dtype, out_dtype, b_transposed, tol):
+    a, b, ref = inputs(SMALL, in_dtype, b_transposed)
+    got = np.zeros((SMALL, SMALL), out_dtype)
+    tdsl.interpret(sch.func, a, b, got)
+    np.testing.assert_allclose(got.astype("float64"), ref, rtol=tol, atol=tol)
+    kernel = tdsl.build(sch, target="cuda -arch=sm_80", emulate=True)
+    out = np.zeros((SMALL, SMALL), out_dtype)
+    kernel(a, b, out)
+    np.testing.assert_allclose(out.astype("float64"), ref, rtol=tol, atol=tol)
+    return kernel
+
+
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_f16f16f32_m16n16k16(b_transposed):
+    sch = f16_schedule(SMALL, "float32", b_transposed, SMALL_F16)
+    kernel = check(sch, "float16", "float32", b_transposed, 1e-4)
+    # the "warp" tiles are each lane's registers: 2 x 2 accumulator tiles of 8 floats, and one
+    # k step's 2 A and 2 B tiles of 8 halves
+    assert "float C_warp[32];" in kernel.source
+    assert "half A_shared_warp[16];" in kernel.source and "half B_shared_warp[16];" in kernel.source
+
+
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_f16f16f16_m16n16k16(b_transposed):
+    sch = f16_schedule(SMALL, "float16", b_transposed, SMALL_F16)
+    check(sch, "float16", "float16", b_transposed, 2e-2)    # fp16 accumulators: rounded to fp16
+
+
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_i8i8i32_m16n16k32(b_transposed):
+    sch = i8_schedule(SMALL, b_transposed, SMALL_I8)
+    kernel = check(sch, "int8", "int32", b_transposed, 0)
+    assert "signed char A_shared_warp[" in kernel.source
+
+
+def test_layouts_are_the_ptx_fragment_layouts():
+    # A (and the accumulator) of mma.m16n8k16: a_i of lane l holds row l/4 + 8 ((i/2) % 2), column
+    # 2 (l % 4) + i % 2 + 8 (i / 4); m16n8k32 A and k-major B likewise (PTX ISA, mma fragments)
+    for r in range(16):
+        for c in range(16):
+            lane, i = shared_16x16_to_ldmatrix_32x8_layout(r, c)
+            assert (lane // 4 + 8 * ((i // 2) % 2), 2 * (lane % 4) + i % 2 + 8 * (i // 4)) == (r, c)
+            assert ldmatrix_32x8_to_shared_16x16_layout(lane, i) == (r, c)
+        for c in range(32):
+            lane, i = shared_16x32_to_ldmatrix_32x16_layout(r, c)
+            assert (lane // 4 + 8 * ((i // 4) % 2), 4 * (lane % 4) + i % 4 + 16 * (i // 8)) == (r, c)
+            lane, i = shared_32x16_to_ldmatrix_32x16_layout(c, r)   # (k, n)
+            assert (4 * (lane % 4) + i % 4 + 16 * ((i // 4) % 2), lane // 4 + 8 * (i // 8)) == (c, r)
+
+
+def test_the_intrinsics_have_a_fragment_scope_form_too():
+    # the same names in tdsl's own style (scopes m16n8k16.*) still tensorize; the warp forms are
+    # registered as name + ".warp" and chosen by the scopes the code uses
+    sch = f16_schedule(SMALL, "float32", False, SMALL_F16)
+    text = sch.func.script()
+    assert "'tdsl.tensor_intrin': 'mma_ldmatrix_f16_a.warp'" in text
+    assert "'tdsl.tensor_intrin': 'mma_i8i8i32'" not in text
+    assert tdsl.TensorIntrin.get("mma_ldmatrix_f16_a").scopes() == {"shared", "m16n8k16.matrixA"}
+    assert tdsl.TensorIntrin.get("mma_ldmatrix_f16_a.warp").scopes() == {"shared", "warp"}
+
+
+# ---- misuse -------------------------------------------------------------------------------
+
+def _copy_through_warp(lane_index):
+    @T.prim_func
+    def f(A: T.Buffer((32, 8), "float32"), B: T.Buffer((32, 8), "float32")):
+        W = T.alloc_buffer((32, 8), "float32", scope="warp")
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            for j in range(8):
+                with T.block("w"):
+                    vi, vj = T.axis.remap("SS", [tx, j])
+                    W[vi, vj] = A[vi, vj]
+            for j in range(8):
+                with T.block("b"):
+                    vi, vj = T.axis.remap("SS", [tx, j])
+                    B[vi, vj] = W[lane_index(vi), vj]
+    return f
+
+
+def test_code_at_the_threads_own_lane_keeps_its_registers():
+    f = _copy_through_warp(lambda v: v)
+    a = np.arange(256, dtype="float32").reshape(32, 8)
+    kernel = tdsl.build(f, target="cuda", emulate=True)
+    out = np.zeros_like(a)
+    kernel(a, out)
+    np.testing.assert_array_equal(out, a)
+    assert "float W[8];" in kernel.source
+
+
+def test_a_lane_index_other_than_the_threads_lane_is_refused():
+    f = _copy_through_warp(lambda v: (v + 1) % 32)
+    with pytest.raises(TargetError, match=r"'warp' buffer W is read at lane index .*thread's own lane.*threadIdx.x "
+                                          r"with extent 32"):
+        tdsl.lower(f, target="cuda")
+
+
+def test_a_warp_buffer_without_its_lane_axis_is_refused():
+    sch = tdsl.Schedule(matmul(SMALL, SMALL, SMALL, "float16", "float32", False))
+    c = sch.get_block("C")
+    sch.cache_read(c, 0, "warp")        # no transform_layout: (64, 64), not (..., 32 lanes, 8)
+    with pytest.raises(TargetError, match=r"'warp' buffer A_warp has shape \['64', '64'\], without the 32 lanes.*"
+                                          r"shared_16x16_to_ldmatrix_32x8_layout"):
+        tdsl.lower(sch, target="cuda")
+
+
+def test_tensorizing_a_warp_tile_in_the_wrong_layout_is_refused():
+    sch = tdsl.Schedule(matmul(SMALL, SMALL, SMALL, "float16", "float32", False))
+    c = sch.get_block("C")
+    a_sh = sch.cache_read(c, 0, "shared")
+    a_w = sch.cache_read(c, 0, "warp")
+    sch.compute_at(a_w, sch.get_loops(c)[0])
+    i, j = sch.get_loops(a_w)[-2:]
+    sch.split(j, factors=[None, 16])
+    i0, i1 = sch.split(i, factors=[None, 16])
+    sch.transform_layout(a_w, ("write", 0), lambda r, k: (r // 16, k // 16, (r % 16) * 2 + k % 16 // 8, k % 8))
+    before = sch.func.script()
+    with pytest.raises(ScheduleError, match="does not match the description of 'mma_ldmatrix_f16_a'"):
+        sch.tensorize(i1, LDMATRIX_f16_A_INTRIN)
+    assert sch.func.script() == before
+    assert a_sh is not None
+
+
+def test_meta_var_binds_what_a_python_function_computes():
+    from tdsl.script import parse  # noqa: F401  (the decorator below parses the source)
+
+    @T.prim_func
+    def ldmatrix_a_desc(A: T.Buffer((16, 16), "float16", scope="shared"),
+                        C: T.Buffer((32, 8), "float16", scope="warp")):
+        for ax0, ax1 in T.grid(16, 16):
+            with T.block("A_shared_warp"):
+                v0, v1 = T.axis.remap("SS", [ax0, ax1])
+                thread_id, local_id = T.meta_var(shared_16x16_to_ldmatrix_32x8_layout(v0, v1))
+                C[thread_id, local_id] = A[v0, v1]
+    a = np.arange(256).astype("float16").reshape(16, 16)
+    w = np.zeros((32, 8), "float16")
+    tdsl.interpret(ldmatrix_a_desc, a, w)
+    for lane in range(32):
+        for i in range(8):
+            assert w[lane, i] == a[ldmatrix_32x8_to_shared_16x16_layout(lane, i)]
+
+
+# ---- NVRTC: TVM's own sizes and factors, built for sm_80 -----------------------------------
+
+def _opcodes(sch):
+    pytest.importorskip("cuda.bindings")
+    from tdsl.backends.cuda.stats import opcodes
+
+    ops = opcodes(tdsl.build(sch, target="cuda", arch="sm_80").cubin)
+    if ops is None:
+        pytest.skip("cuobjdump not installed (the nvidia-cuda-cuobjdump wheel, in the test extra: "
+                    "pip install -e \".[test]\")")
+    return ops
+
+
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_sass_of_tvms_f16f16f32_schedule_at_4096(b_transposed):
+    ops = _opcodes(f16_schedule(4096, "float32", b_transposed, TVM_F16F16F32))
+    assert ops["HMMA.16816.F32"] > 0 and ops["LDSM.16.M88.4"] > 0, dict(ops)
+    if not b_transposed:
+        assert ops["LDSM.16.MT88.4"] > 0, dict(ops)
+    assert not [o for o in ops if o.startswith(("LDL", "STL"))], dict(ops)
+
+
+def test_sass_of_tvms_f16f16f16_and_i8_schedules_at_4096():
+    ops = _opcodes(f16_schedule(4096, "float16", False, TVM_F16F16F16))
+    assert ops["HMMA.16816.F16"] > 0 and ops["LDSM.16.M88.4"] > 0, dict(ops)
+    ops = _opcodes(i8_schedule(4096, True, TVM_I8))
+    assert ops["IMMA.16832.S8.S8"] > 0 and ops["LDSM.16.M88.4"] > 0, dict(ops)
