@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ..errors import TargetError
 from ..ir import Allocate, Buffer, BufferLoad, BufferStore, Call, For, IntImm, IRMutator, IRVisitor, PrimFunc, Stmt, Var
+from ..script.printer import message_text
 
 _HOW = ("lay it out with sch.transform_layout(block, ('write', 0), lambda i, j: (i // 16, j // 16, "
         "*shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))) (tdsl.intrinsics.cuda_mma_warp; "
@@ -64,7 +65,7 @@ class _Uses(IRVisitor):
                                       "(and code at the thread's own lane) may touch it")
                 lane = arg.indices[-2]
                 if not (isinstance(lane, IntImm) and lane.value == 0):
-                    raise TargetError(f"{op.op}(...) is given the 'warp' buffer {arg.buffer.name} at lane {lane}; "
+                    raise TargetError(f"{op.op}(...) is given the 'warp' buffer {arg.buffer.name} at lane {message_text(lane)}; "
                                       "a tile starts at lane 0")
                 if i in B_FRAGMENT_ARGS.get(op.op, ()):
                     self.b_tiles[arg.buffer] = op.op
@@ -78,7 +79,7 @@ class _Uses(IRVisitor):
             return
         lane = indices[-2]
         if not _lane_loop(self.stack, lane):
-            raise TargetError(f"the 'warp' buffer {buf.name} is {what} at lane index {lane}; each lane holds only its "
+            raise TargetError(f"the 'warp' buffer {buf.name} is {what} at lane index {message_text(lane)}; each lane holds only its "
                               "own elements, so code may read and write it only at the thread's own lane: the "
                               "variable of the enclosing loop bound to threadIdx.x with extent 32 (or through the "
                               "mma intrinsics)")
@@ -144,7 +145,7 @@ def lower_warp_memory(func: PrimFunc) -> PrimFunc:
     for buf in finder.found:
         lane = buf.shape[-2] if len(buf.shape) >= 2 else None
         if not (isinstance(lane, IntImm) and lane.value == 32) or buf.strides:
-            raise TargetError(f"the 'warp' buffer {buf.name} has shape {[str(s) for s in buf.shape]}, without the 32 "
+            raise TargetError(f"the 'warp' buffer {buf.name} has shape ({', '.join(message_text(e) for e in buf.shape)}), without the 32 "
                               "lanes as its second-last axis: a 'warp' buffer holds (lane, register) pairs; " + _HOW)
         bmap[buf] = Buffer(buf.name, buf.shape[:-2] + buf.shape[-1:], buf.dtype, scope="local", span=buf.span)
     uses = _Uses(set(bmap))

@@ -316,26 +316,51 @@ def test_the_intrinsics_have_a_fragment_scope_form_too():
 
 # ---- misuse -------------------------------------------------------------------------------
 
-def _copy_through_warp(lane_index):
-    @T.prim_func
-    def f(A: T.Buffer((32, 8), "float32"), B: T.Buffer((32, 8), "float32")):
-        W = T.alloc_buffer((32, 8), "float32", scope="warp")
-        for tx in T.thread_binding(32, thread="threadIdx.x"):
-            for j in range(8):
-                with T.block("w"):
-                    vi, vj = T.axis.remap("SS", [tx, j])
-                    W[vi, vj] = A[vi, vj]
-            for j in range(8):
-                with T.block("b"):
-                    vi, vj = T.axis.remap("SS", [tx, j])
-                    B[vi, vj] = W[lane_index(vi), vj]
-    return f
+@T.prim_func
+def through_warp(A: T.Buffer((32, 8), "float32"), B: T.Buffer((32, 8), "float32")):
+    W = T.alloc_buffer((32, 8), "float32", scope="warp")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        for j in range(8):
+            with T.block("w"):
+                vi, vj = T.axis.remap("SS", [tx, j])
+                W[vi, vj] = A[vi, vj]
+        for j in range(8):
+            with T.block("b"):
+                vi, vj = T.axis.remap("SS", [tx, j])
+                B[vi, vj] = W[vi, vj]
+
+
+@T.prim_func
+def from_the_next_lane(A: T.Buffer((32, 8), "float32"), B: T.Buffer((32, 8), "float32")):
+    W = T.alloc_buffer((32, 8), "float32", scope="warp")
+    for tx in T.thread_binding(32, thread="threadIdx.x"):
+        for j in range(8):
+            with T.block("w"):
+                vi, vj = T.axis.remap("SS", [tx, j])
+                W[vi, vj] = A[vi, vj]
+        for j in range(8):
+            with T.block("b"):
+                vi, vj = T.axis.remap("SS", [tx, j])
+                B[vi, vj] = W[(vi + 1) % 32, vj]
+
+
+@T.prim_func
+def untransformed(A: T.Buffer((64, 8), "float32"), B: T.Buffer((64, 8), "float32")):
+    W = T.alloc_buffer((64, 8), "float32", scope="warp")
+    for tx in T.thread_binding(64, thread="threadIdx.x"):
+        for j in range(8):
+            with T.block("w"):
+                vi, vj = T.axis.remap("SS", [tx, j])
+                W[vi, vj] = A[vi, vj]
+        for j in range(8):
+            with T.block("b"):
+                vi, vj = T.axis.remap("SS", [tx, j])
+                B[vi, vj] = W[vi, vj]
 
 
 def test_code_at_the_threads_own_lane_keeps_its_registers():
-    f = _copy_through_warp(lambda v: v)
     a = np.arange(256, dtype="float32").reshape(32, 8)
-    kernel = tdsl.build(f, target="cuda", emulate=True)
+    kernel = tdsl.build(through_warp, target="cuda", emulate=True)
     out = np.zeros_like(a)
     kernel(a, out)
     np.testing.assert_array_equal(out, a)
@@ -343,36 +368,25 @@ def test_code_at_the_threads_own_lane_keeps_its_registers():
 
 
 def test_a_lane_index_other_than_the_threads_lane_is_refused():
-    f = _copy_through_warp(lambda v: (v + 1) % 32)
     with pytest.raises(TargetError, match=r"'warp' buffer W is read at lane index .*thread's own lane.*threadIdx.x "
                                           r"with extent 32"):
-        tdsl.lower(f, target="cuda")
+        tdsl.lower(from_the_next_lane, target="cuda")
 
 
 def test_a_warp_buffer_without_its_lane_axis_is_refused():
-    sch = tdsl.Schedule(matmul(SMALL, SMALL, SMALL, "float16", "float32", False))
-    c = sch.get_block("C")
-    sch.cache_read(c, 0, "warp")        # no transform_layout: (64, 64), not (..., 32 lanes, 8)
-    with pytest.raises(TargetError, match=r"'warp' buffer A_warp has shape \['64', '64'\], without the 32 lanes.*"
+    with pytest.raises(TargetError, match=r"'warp' buffer W has shape \(64, 8\), without the 32 lanes.*"
                                           r"shared_16x16_to_ldmatrix_32x8_layout"):
-        tdsl.lower(sch, target="cuda")
+        tdsl.lower(untransformed, target="cuda")
 
 
 def test_tensorizing_a_warp_tile_in_the_wrong_layout_is_refused():
-    sch = tdsl.Schedule(matmul(SMALL, SMALL, SMALL, "float16", "float32", False))
-    c = sch.get_block("C")
-    a_sh = sch.cache_read(c, 0, "shared")
-    a_w = sch.cache_read(c, 0, "warp")
-    sch.compute_at(a_w, sch.get_loops(c)[0])
-    i, j = sch.get_loops(a_w)[-2:]
-    sch.split(j, factors=[None, 16])
-    i0, i1 = sch.split(i, factors=[None, 16])
-    sch.transform_layout(a_w, ("write", 0), lambda r, k: (r // 16, k // 16, (r % 16) * 2 + k % 16 // 8, k % 8))
-    before = sch.func.script()
+    def transposed(i, j):   # each tile laid out as its transpose: not what ldmatrix of A gives
+        return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(j % 16, i % 16))
+
     with pytest.raises(ScheduleError, match="does not match the description of 'mma_ldmatrix_f16_a'"):
-        sch.tensorize(i1, LDMATRIX_f16_A_INTRIN)
-    assert sch.func.script() == before
-    assert a_sh is not None
+        mma_schedule(matmul(SMALL, SMALL, SMALL, "float16", "float32", False), 16, "float16", False, *SMALL_F16,
+                     transposed, index_map, index_map, LDMATRIX_f16_A_INTRIN, LDMATRIX_f16_B_INTRIN,
+                     MMA_f16f16f32_INTRIN, MMA_fill_16x16_f32_INTRIN, MMA_store_16x16_f32_global_INTRIN)
 
 
 def test_meta_var_binds_what_a_python_function_computes():
