@@ -1,3 +1,4 @@
+# mypy: disable-error-code="valid-type"  (the T.Buffer(...) annotations of the TVMScript intrinsics)
 """TVM's mma tensor intrinsics in TVM's own form: fragments in scope "warp", (lane, element).
 
 TVM's schedules (``tvm.tir.tensor_intrin.cuda``) keep each mma fragment tile as a ``(32, n)``
@@ -25,6 +26,7 @@ reads or writes such a B tile itself.
 """
 from __future__ import annotations
 
+from ..ir import PrimFunc
 from ..script import T
 from .cuda_mma import PRELUDE
 from .registry import TensorIntrin
@@ -141,7 +143,7 @@ def _reg(name: str, desc, impl, doc: str) -> None:
                           form_of=name if name in _TAKEN else None)
 
 
-def get_ldmatrix_intrin(k_dim: int, dtype: str, matrix_name: str, transposed: bool):
+def get_ldmatrix_intrin(k_dim: int, dtype: str, matrix_name: str, transposed: bool) -> tuple[PrimFunc, PrimFunc]:
     """(desc, impl) of loading a shared tile into a warp tile: A (16 x k_dim), B (k_dim x 16, or
     16 x k_dim with `transposed`)."""
     local_size = 16 * k_dim // 32
@@ -179,7 +181,7 @@ def _swap(i, j, flag: bool):
     return (j, i) if flag else (i, j)
 
 
-def get_mma_intrin(k_dim: int, in_dtype: str, out_dtype: str, b_transposed: bool):
+def get_mma_intrin(k_dim: int, in_dtype: str, out_dtype: str, b_transposed: bool) -> tuple[PrimFunc, PrimFunc]:
     """(desc, impl) of C[16 x 16] += A[16 x k_dim] B[k_dim x 16] (B[16 x k_dim] transposed) on
     warp tiles, as two mma.sync m16n8k{k_dim}."""
     local_size = 16 * k_dim // 32
@@ -220,7 +222,7 @@ def get_mma_intrin(k_dim: int, in_dtype: str, out_dtype: str, b_transposed: bool
     return mma_desc, mma_impl
 
 
-def get_mma_fill_intrin(dtype: str):
+def get_mma_fill_intrin(dtype: str) -> tuple[PrimFunc, PrimFunc]:
     """(desc, impl) of zeroing a 16 x 16 accumulator warp tile."""
     index_map = shared_16x16_to_ldmatrix_32x8_layout
 
@@ -239,7 +241,7 @@ def get_mma_fill_intrin(dtype: str):
     return mma_fill_desc, mma_fill_impl
 
 
-def get_mma_store_intrin(dtype: str, scope: str = "global"):
+def get_mma_store_intrin(dtype: str, scope: str = "global") -> tuple[PrimFunc, PrimFunc]:
     """(desc, impl) of storing a 16 x 16 accumulator warp tile to memory."""
     index_map = shared_16x16_to_ldmatrix_32x8_layout
 

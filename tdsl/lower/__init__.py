@@ -156,8 +156,8 @@ from .gpu_bindings import verify_thread_bindings
 from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange
 from .gpu_lane_fragments import lane_fragments
-from .gpu_warp_memory import lower_warp_memory
 from .gpu_swizzle import swizzle_shared
+from .gpu_warp_memory import lower_warp_memory
 from .index_checks import index_checks, unproven_index_checks
 from .simplify import remove_no_op, simplify
 from .software_pipeline import inject_software_pipeline, lower_async_copies

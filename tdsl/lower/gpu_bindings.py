@@ -18,7 +18,6 @@ from ..ir import (
     Allocate,
     Block,
     BlockRealize,
-    Buffer,
     Call,
     For,
     IfThenElse,

@@ -165,7 +165,7 @@ def mma_schedule(
 
     loop_a = tile_wmma_fragment(A_warp, 16, k_inner)
 
-    if b_transposed:
+    if b_transposed:  # noqa: SIM108 - TVM's code as written
         loop_b = tile_wmma_fragment(B_warp, 16, k_inner)
     else:
         loop_b = tile_wmma_fragment(B_warp, k_inner, 16)

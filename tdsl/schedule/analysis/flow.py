@@ -318,12 +318,12 @@ def _tiles_cover(box, dom_shape: list[int], mins: list[int], anchors: list[For])
 
     from ...arith import eval_array
 
-    extents = []
+    extents: list[int] = []
     for (lo, hi), n in zip(box, dom_shape):
-        e = simplify(hi - lo + 1)
-        if not isinstance(e, IntImm) or e.value <= 0 or n % e.value:
+        ext = simplify(hi - lo + 1)
+        if not isinstance(ext, IntImm) or ext.value <= 0 or n % ext.value:
             return False
-        extents.append(e.value)
+        extents.append(ext.value)
     spans = []
     for f in anchors:
         if not (isinstance(f.min, IntImm) and isinstance(f.extent, IntImm)):

@@ -664,42 +664,11 @@ def _tiles_fill(realize: BlockRealize, own: list[For], buf: Buffer, bounds, rang
     a distinct spatial iterator v (checked by running the nested loops for one instance: the
     store indices are affine in the iterators, so every instance fills its tile alike), and
     the instances are no fewer than the tiles in the box (as for a plain store)."""
-    from ...arith import linear_form
-
     b = realize.block
-    regions = [r for r in b.writes if r.buffer is buf]
-    if len(regions) != 1 or not is_true(realize.predicate):
+    tiling = _write_tiles(realize, buf)
+    if tiling is None or not _one_instance_fills(realize, buf, tiling[1]):
         return False
-    ivars = [iv.var for iv in b.iter_vars]
-    spatial = {iv.var for iv in b.iter_vars if iv.kind == "S"}
-    tiles, named = [], []
-    for rng in regions[0].region:
-        form = linear_form(rng.min, ivars)
-        if form is None or not isinstance(rng.extent, IntImm) or free_vars(form[1]) & set(ivars):
-            return False
-        used = [(v, c) for v, c in form[0].items() if c]
-        if len(used) != 1 or used[0][0] not in spatial or used[0][1] != rng.extent.value:
-            return False
-        named.append(used[0][0])
-        tiles.append(rng.extent.value)
-    if len(set(named)) != len(named):
-        return False
-    for part in ([b.body] if b.init is None else [b.init, b.body]):
-        for st in collect(part, BufferStore):
-            if st.buffer is buf and any(linear_form(i, ivars) is None for i in st.indices):
-                return False
-    shape = int_values(buf.shape)
-    if shape is None:
-        return False
-    at = {iv.var: iv.dom.min for iv in b.iter_vars}
-    corner = int_values(simplify(substitute(r.min, at)) for r in regions[0].region)
-    one = dataclasses.replace(realize, iter_values=tuple(iv.dom.min for iv in b.iter_vars))
-    mask = written_mask(one, [], buf, tuple(shape))
-    if mask is None or corner is None:
-        return False
-    tile = tuple(slice(lo, lo + e) for lo, e in zip(corner, tiles))
-    if not mask[tile].all() or mask.sum() != mask[tile].size:
-        return False
+    named, tiles = tiling
     points = 1
     for (lo, hi), e in zip(bounds, tiles):
         ext = simplify(hi - lo + 1, ranges)
@@ -714,3 +683,52 @@ def _tiles_fill(realize: BlockRealize, own: list[For], buf: Buffer, bounds, rang
                 return False
             iters *= f.extent.value
     return points <= iters
+
+
+def _write_tiles(realize: BlockRealize, buf: Buffer) -> tuple[list[Var], list[int]] | None:
+    """(iterator, extent) per dimension of the block's one write region of `buf` when it is the
+    tile `extent * iterator + [0, extent)` of distinct spatial iterators, and every store index
+    of `buf` inside is affine in the block's iterators; None otherwise."""
+    from ...arith import linear_form
+
+    b = realize.block
+    regions = [r for r in b.writes if r.buffer is buf]
+    if len(regions) != 1 or not is_true(realize.predicate):
+        return None
+    ivars = [iv.var for iv in b.iter_vars]
+    spatial = {iv.var for iv in b.iter_vars if iv.kind == "S"}
+    named: list[Var] = []
+    tiles: list[int] = []
+    for rng in regions[0].region:
+        form = linear_form(rng.min, ivars)
+        if form is None or not isinstance(rng.extent, IntImm) or free_vars(form[1]) & set(ivars):
+            return None
+        used = [(v, c) for v, c in form[0].items() if c]
+        if len(used) != 1 or used[0][0] not in spatial or used[0][1] != rng.extent.value:
+            return None
+        named.append(used[0][0])
+        tiles.append(rng.extent.value)
+    if len(set(named)) != len(named):
+        return None
+    for part in ([b.body] if b.init is None else [b.init, b.body]):
+        for st in collect(part, BufferStore):
+            if st.buffer is buf and any(linear_form(i, ivars) is None for i in st.indices):
+                return None
+    return named, tiles
+
+
+def _one_instance_fills(realize: BlockRealize, buf: Buffer, tiles: list[int]) -> bool:
+    """Run for its iterators' first values, the block writes exactly its tile of `buf`."""
+    b = realize.block
+    shape = int_values(buf.shape)
+    at = {iv.var: iv.dom.min for iv in b.iter_vars}
+    region = next(r for r in b.writes if r.buffer is buf)
+    corner = int_values(simplify(substitute(rng.min, at)) for rng in region.region)
+    if shape is None or corner is None:
+        return False
+    one = dataclasses.replace(realize, iter_values=tuple(iv.dom.min for iv in b.iter_vars))
+    mask = written_mask(one, [], buf, tuple(shape))
+    if mask is None:
+        return False
+    tile = tuple(slice(lo, lo + e) for lo, e in zip(corner, tiles))
+    return bool(mask[tile].all()) and int(mask.sum()) == mask[tile].size

@@ -53,7 +53,7 @@ class CallParser(ParserCore):
     def _meta_call(self, func, args, node: ast.Call):
         """Inside T.meta_var(...): a Python function of the closure computed on tdsl expressions
         (an index map such as shared_16x16_to_ldmatrix_32x8_layout); its result is taken as is."""
-        kwargs = {k.arg: self.eval_expr(k.value) for k in node.keywords}
+        kwargs = {k.arg: self.eval_expr(k.value) for k in node.keywords if k.arg is not None}
         try:
             return func(*args, **kwargs)
         except Exception as exc:
