@@ -25,6 +25,7 @@ from ...ir import (
     BufferRegion,
     BufferStore,
     For,
+    IfThenElse,
     IntImm,
     IRMutator,
     IterVar,
@@ -639,7 +640,7 @@ def _outer_values(realize: BlockRealize, own: list[For], buf: Buffer, ranges) ->
         return {}
     if free_vars(realize.predicate) & set(outer):
         return None
-    if any(r is not realize and not is_true(r.predicate) for r in collect(b.body, BlockRealize)):
+    if not _same_nest_per_instance(b):
         return None
     if any(linear_form(v, list(own_vars)) is None for v in realize.iter_values):
         return None   # each binding: an offset of the outer values + an affine function of the own loops
@@ -710,11 +711,22 @@ def _write_tiles(realize: BlockRealize, buf: Buffer) -> tuple[list[Var], list[in
         tiles.append(rng.extent.value)
     if len(set(named)) != len(named):
         return None
+    if not _same_nest_per_instance(b):
+        return None
     for part in ([b.body] if b.init is None else [b.init, b.body]):
         for st in collect(part, BufferStore):
             if st.buffer is buf and any(linear_form(i, ivars) is None for i in st.indices):
                 return None
     return named, tiles
+
+
+def _same_nest_per_instance(b: Block) -> bool:
+    """Every instance of `b` runs the same nest: no predicate, no if, and no loop bound that
+    names one of its iterators inside (the stores only move with the iterators)."""
+    ivars = {iv.var for iv in b.iter_vars}
+    if any(not is_true(r.predicate) for r in collect(b.body, BlockRealize)) or collect(b.body, IfThenElse):
+        return False
+    return not any(free_vars(f.min) & ivars or free_vars(f.extent) & ivars for f in collect(b.body, For))
 
 
 def _one_instance_fills(realize: BlockRealize, buf: Buffer, tiles: list[int]) -> bool:
