@@ -6,8 +6,8 @@ and the schedule itself, python/tvm/testing/tir.py's mma_schedule).
 `mma_schedule` is TVM's, line for line, but for its two `tvm.` names (module and Schedule);
 the imports name tdsl's modules. TVM's te.create_prim_func(matmul(...)) is written out as the
 TVMScript it gives (block "C" reads A, then B). Each schedule is checked against numpy through
-the interpreter (the scheduled function computes through the intrinsics' descriptions) and
-built for CUDA in the emulator, at a size a CPU runs quickly (factors with the structure of
+the interpreter and a CPU build (the scheduled function computes through the intrinsics'
+descriptions) and built for CUDA in the emulator, at a size a CPU runs quickly (factors with the structure of
 TVM's: 4 warps, 2 x 2 tiles each); with NVRTC, TVM's own factors at TVM's 4096 x 4096 x 4096
 are built for sm_80 and the SASS read back.
 """
@@ -258,6 +258,9 @@ def check(sch, in_dtype, out_dtype, b_transposed, tol):
     got = np.zeros((SMALL, SMALL), out_dtype)
     tdsl.interpret(sch.func, a, b, got)
     np.testing.assert_allclose(got.astype("float64"), ref, rtol=tol, atol=tol)
+    on_cpu = np.zeros((SMALL, SMALL), out_dtype)     # built for the CPU, the descriptions compute
+    tdsl.build(sch)(a, b, on_cpu)
+    np.testing.assert_allclose(on_cpu.astype("float64"), ref, rtol=tol, atol=tol)
     kernel = tdsl.build(sch, target="cuda -arch=sm_80", emulate=True)
     out = np.zeros((SMALL, SMALL), out_dtype)
     kernel(a, b, out)
