@@ -438,3 +438,45 @@ def test_sass_of_tvms_f16f16f16_and_i8_schedules_at_4096():
     assert ops["HMMA.16816.F16"] > 0 and ops["LDSM.16.M88.4"] > 0, dict(ops)
     ops = _opcodes(i8_schedule(4096, True, TVM_I8))
     assert ops["IMMA.16832.S8.S8"] > 0 and ops["LDSM.16.M88.4"] > 0, dict(ops)
+
+
+@T.prim_func
+def b_tile_read_by_code(A: T.Buffer((16, 16), "float16"), B: T.Buffer((32, 8), "float16")):
+    A_sh = T.alloc_buffer((16, 16), "float16", scope="shared")
+    W = T.alloc_buffer((32, 8), "float16", scope="warp")
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            for e in range(8):
+                with T.block("A_sh"):
+                    v0 = T.axis.spatial(16, (tx * 8 + e) // 16)
+                    v1 = T.axis.spatial(16, (tx * 8 + e) % 16)
+                    A_sh[v0, v1] = A[v0, v1]
+        for ax0, ax1 in T.grid(16, 16):
+            with T.block("W"):
+                v0, v1 = T.axis.remap("SS", [ax0, ax1])
+                W[v0 % 8 * 4 + v1 % 8 // 2, v1 // 8 * 4 + v0 // 8 * 2 + v1 % 2] = A_sh[v0, v1]
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            for e in range(8):
+                with T.block("B"):
+                    vt, ve = T.axis.remap("SS", [tx, e])
+                    B[vt, ve] = W[vt, ve]
+
+
+def test_code_that_reads_an_mma_b_tile_is_refused():
+    # an ldmatrix of B fills the registers as mma.sync wants B, not where the description puts
+    # each element: code reading the tile at its own lane would read other elements
+    a = np.arange(256).astype("float16").reshape(16, 16)
+    want = np.array([[a[ldmatrix_32x8_to_shared_16x16_layout(lane, i)] for i in range(8)] for lane in range(32)])
+    sch = tdsl.Schedule(b_tile_read_by_code)
+    sch.tensorize(sch.get_loops(sch.get_block("W"))[-2], LDMATRIX_f16_B_INTRIN)
+    b = np.zeros((32, 8), "float16")
+    tdsl.interpret(sch.func, a, b)      # through the description
+    np.testing.assert_array_equal(b, want)
+    with pytest.raises(TargetError, match=r"'warp' buffer W is an mma B tile \(tdsl_warp_ldmatrix_b\) and is "
+                                          r"also read or written by the kernel's own code"):
+        tdsl.lower(sch, target="cuda")
+    sch = tdsl.Schedule(b_tile_read_by_code)   # the same tile loaded as an A operand: the registers are
+    sch.tensorize(sch.get_loops(sch.get_block("W"))[-2], LDMATRIX_f16_A_INTRIN)   # where it says
+    b = np.zeros((32, 8), "float16")
+    tdsl.build(sch, target="cuda", emulate=True)(a, b)
+    np.testing.assert_array_equal(b, want)
