@@ -1,4 +1,5 @@
-# mypy: disable-error-code="valid-type"  (the T.Buffer(...) annotations of the TVMScript intrinsics)
+# mypy: disable-error-code="valid-type"
+# (mypy reads the T.Buffer(...) parameter annotations of the TVMScript intrinsics below as types)
 """TVM's mma tensor intrinsics in TVM's own form: fragments in scope "warp", (lane, element).
 
 TVM's schedules (``tvm.tir.tensor_intrin.cuda``) keep each mma fragment tile as a ``(32, n)``
