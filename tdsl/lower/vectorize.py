@@ -45,6 +45,26 @@ class NotVectorizable(Exception):
     """Why a loop body cannot be rewritten to vector form."""
 
 
+def _ramp_digit(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
+    """`Ramp(base, 1, n) // m` and `% m` where n divides m and base: the lanes stay in one run of
+    m, so the quotient is one value and the remainder a Ramp (TVM's fused copy loops,
+    `(tx * 8 + v) % 32` with v the vectorized loop). None otherwise."""
+    from ..arith import linear_form
+    from ..ir import free_vars
+
+    if op not in ("floordiv", "floormod") or not isinstance(a, Ramp) or not isinstance(b, IntImm):
+        return None
+    n = a.lanes
+    if not (isinstance(a.stride, IntImm) and a.stride.value == 1 and b.value > 0 and b.value % n == 0):
+        return None
+    form = linear_form(a.base, sorted(free_vars(a.base), key=lambda v: v.name))
+    if form is None or not isinstance(form[1], IntImm) or form[1].value % n or any(c % n for c in form[0].values()):
+        return None
+    if op == "floordiv":
+        return Broadcast(Binary("floordiv", a.base, b), n)
+    return Ramp(Binary("floormod", a.base, b), a.stride, n)
+
+
 def _has_load(e: PrimExpr) -> bool:
     return bool(collect(e, BufferLoad))
 
@@ -89,6 +109,9 @@ class _Lanes:
             return e if a is e.a and b is e.b else Binary(e.op, a, b)
         if e.op in ("add", "sub", "mul") and a.dtype.is_integer:
             return arith(e.op, a, b)
+        digit = _ramp_digit(e.op, a, b)
+        if digit is not None:
+            return digit
         return Binary(e.op, broadcast(a, self.lanes), broadcast(b, self.lanes))
 
     def expr_Not(self, e: Not) -> PrimExpr:
