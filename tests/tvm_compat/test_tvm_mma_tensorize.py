@@ -483,3 +483,112 @@ def test_code_that_reads_an_mma_b_tile_is_refused():
     b = np.zeros((32, 8), "float16")
     tdsl.build(sch, target="cuda", emulate=True)(a, b)
     np.testing.assert_array_equal(b, want)
+
+
+# TVM's own intrinsic descriptions (python/tvm/s_tir/tensor_intrin/cuda.py, get_ldmatrix_intrin
+# and get_mma_intrin for fp16 / fp32), verbatim but for the cast (TVM's Cast via a closure helper)
+# and the index maps' names (index_map_A / _B are the int8 test's maps here)
+WARP_SIZE, M_DIM, N_DIM, k_dim, local_size, local_size_out = 32, 16, 16, 16, 8, 8
+smem_tile_row = smem_tile_col = offset_factor = 16
+dtype, shared_scope, a_transposed, b_transposed = "float16", "shared", False, False
+tvm_map_A = tvm_map_B = tvm_map_C = shared_16x16_to_ldmatrix_32x8_layout
+
+
+def swap_if_flag(i, j, flag):
+    return (j, i) if flag else (i, j)
+
+
+@T.prim_func(s_tir=True)
+def ldmatrix_desc(warp_handle: T.handle, shared_handle: T.handle) -> None:
+    shared = T.match_buffer(
+        shared_handle,
+        (smem_tile_row, smem_tile_col),
+        dtype,
+        align=64,
+        offset_factor=offset_factor,
+        scope=shared_scope,
+    )
+    warp = T.match_buffer(
+        warp_handle,
+        (WARP_SIZE, local_size),
+        dtype,
+        align=64,
+        offset_factor=offset_factor,
+        scope="warp",
+    )
+
+    with T.sblock("root"):
+        T.reads(shared[0:smem_tile_row, 0:smem_tile_col])
+        T.writes(warp[0:WARP_SIZE, 0:local_size])
+
+        for ax0, ax1 in T.grid(smem_tile_row, smem_tile_col):
+            with T.sblock("shared_warp"):
+                v0, v1 = T.axis.remap("SS", [ax0, ax1])
+                T.reads(shared[v0, v1])
+
+                thread_id, local_id = T.meta_var(tvm_map_A(v0, v1))
+                T.writes(warp[thread_id, local_id])
+                warp[thread_id, local_id] = shared[v0, v1]
+
+
+@T.prim_func(s_tir=True)
+def mma_sync_desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (WARP_SIZE, local_size), "float16", align=64, offset_factor=16, scope="warp")
+    B = T.match_buffer(b, (WARP_SIZE, local_size), "float16", align=64, offset_factor=16, scope="warp")
+    C = T.match_buffer(c, (WARP_SIZE, local_size_out), "float32", align=64, offset_factor=16, scope="warp")
+
+    with T.sblock("root"):
+        T.reads(
+            C[0:WARP_SIZE, 0:local_size_out],
+            A[0:WARP_SIZE, 0:local_size],
+            B[0:WARP_SIZE, 0:local_size],
+        )
+        T.writes(C[0:WARP_SIZE, 0:local_size_out])
+
+        for i, j, k in T.grid(M_DIM, N_DIM, k_dim):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                a_row_ind, a_col_ind = T.meta_var(swap_if_flag(vi, vk, a_transposed))
+                b_row_ind, b_col_ind = T.meta_var(swap_if_flag(vk, vj, b_transposed))
+
+                thread_id_C, local_id_C = T.meta_var(tvm_map_C(vi, vj))
+                thread_id_A, local_id_A = T.meta_var(tvm_map_A(a_row_ind, a_col_ind))
+                thread_id_B, local_id_B = T.meta_var(tvm_map_B(b_row_ind, b_col_ind))
+
+                T.reads(
+                    C[thread_id_C, local_id_C],
+                    A[thread_id_A, local_id_A],
+                    B[thread_id_B, local_id_B],
+                )
+                T.writes(C[thread_id_C, local_id_C])
+
+                C[thread_id_C, local_id_C] += T.cast(A[thread_id_A, local_id_A], "float32") * T.cast(
+                    B[thread_id_B, local_id_B], "float32")
+
+
+def test_tvms_intrinsic_descriptions_parse_and_compute_what_tdsls_do():
+    rng = np.random.default_rng(3)
+    s = rng.normal(size=(16, 16)).astype("float16")
+    w_tvm, w_tdsl = np.zeros((32, 8), "float16"), np.zeros((32, 8), "float16")
+    tdsl.interpret(ldmatrix_desc, w_tvm, s)
+    tdsl.interpret(tdsl.TensorIntrin.get(LDMATRIX_f16_A_INTRIN + ".warp").desc, s, w_tdsl)
+    np.testing.assert_array_equal(w_tvm, w_tdsl)
+    a, b = rng.normal(size=(32, 8)).astype("float16"), rng.normal(size=(32, 8)).astype("float16")
+    c_tvm = rng.normal(size=(32, 8)).astype("float32")
+    c_tdsl = c_tvm.copy()
+    tdsl.interpret(mma_sync_desc, a, b, c_tvm)
+    tdsl.interpret(tdsl.TensorIntrin.get(MMA_f16f16f32_INTRIN + ".warp").desc, a, b, c_tdsl)
+    np.testing.assert_allclose(c_tvm, c_tdsl, rtol=1e-6, atol=1e-6)
+
+
+def test_meta_var_unpacking_the_wrong_number_of_values_is_refused():
+    from tdsl.errors import ScriptError
+
+    with pytest.raises(ScriptError, match=r"T.meta_var gives 2 values to unpack into 3 names"):
+        @T.prim_func
+        def bad(A: T.Buffer((16, 16), "float16"), W: T.Buffer((32, 8), "float16")):
+            for ax0, ax1 in T.grid(16, 16):
+                with T.block("w"):
+                    v0, v1 = T.axis.remap("SS", [ax0, ax1])
+                    t, e, x = T.meta_var(shared_16x16_to_ldmatrix_32x8_layout(v0, v1))
+                    W[t, e] = A[v0, v1]
