@@ -105,6 +105,7 @@ barrier planning, which stay in ``tdsl.backends.cuda``)::
     apply_tensor_intrinsics
     lower_cross_thread_reductions  reductions bound to threadIdx.x -> all-reduce (cross_thread)
     convert_blocks
+    lower_warp_memory              TVM's "warp" tiles (lane, register) -> the lane's registers (gpu_warp_memory)
     compact_gpu_buffers            local/shared buffers -> one thread's / block's tile (gpu_compact)
     lane_fragments                 mma fragments -> the lane's registers, size / 32 (gpu_lane_fragments)
     swizzle_shared                 shared buffers annotated tdsl.swizzle: 16-byte chunks XOR rows (gpu_swizzle)
@@ -159,6 +160,7 @@ from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange
 from .gpu_lane_fragments import lane_fragments
 from .gpu_swizzle import swizzle_shared
+from .gpu_warp_memory import lower_warp_memory
 from .index_checks import index_checks, unproven_index_checks
 from .simplify import remove_no_op, simplify
 from .software_pipeline import inject_software_pipeline, lower_async_copies
@@ -221,6 +223,7 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("apply_tensor_intrinsics", _tensor_intrinsics("cuda")),
         Pass("lower_cross_thread_reductions", lower_cross_thread_reductions),
         Pass("convert_blocks", convert_blocks),
+        Pass("lower_warp_memory", lower_warp_memory),
         Pass("compact_gpu_buffers", compact_gpu_buffers),
         Pass("lane_fragments", lane_fragments),
         Pass("swizzle_shared", swizzle_shared),

@@ -239,6 +239,39 @@ def test_vectorize_contiguous_loads_stores_and_broadcast():
     assert notes(got) == []
 
 
+def test_vectorize_a_fused_copy_whose_lanes_stay_in_one_row():
+    # TVM's shared-memory fetch: a fused (row, column) loop split by the vector width; the
+    # vectorized lanes (t * 8 + v) % 32 are one run of a row, (t * 8 + v) // 32 one row
+    @T.prim_func
+    def fused(A: T.Buffer((4, 40), "float32"), C: T.Buffer((4, 40), "float32")):
+        for t in range(16):   # rows of 32 in padded rows of 40 (storage_align)
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vi = T.axis.spatial(4, (t * 8 + v) // 32)
+                    vj = T.axis.spatial(32, (t * 8 + v) % 32)
+                    C[vi, vj] = A[vi, vj]
+
+    got = lowered_until_vectorize(fused)
+    assert notes(got) == []
+    assert "T.Ramp(" in got.script()
+    a = np.arange(160, dtype="float32").reshape(4, 40)
+    c = np.zeros_like(a)
+    tdsl.build(fused)(a, c)
+    np.testing.assert_array_equal(c[:, :32], a[:, :32])
+
+    @T.prim_func
+    def straddling(A: T.Buffer((4, 40), "float32"), C: T.Buffer((4, 40), "float32")):
+        for t in range(18):   # rows of 36 of 40: 36 is not a multiple of 8, one vector's lanes span two rows
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vi = T.axis.spatial(4, (t * 8 + v) // 36)
+                    vj = T.axis.spatial(36, (t * 8 + v) % 36)
+                    C[vi, vj] = A[vi, vj]
+
+    (note,) = notes(lowered_until_vectorize(straddling))
+    assert "not contiguous in v" in note
+
+
 @pytest.mark.parametrize("extent, pieces", [(24, [16, 8]), (100, [64, 32, 4]), (7, [4, 2, 1])])
 def test_vectorize_splits_odd_extents_into_power_of_two_pieces(extent, pieces):
     text = f"""

@@ -358,3 +358,55 @@ def test_exact_widenings():
 @pytest.mark.parametrize("name", ["cache_read", "cache_write", "set_scope"])
 def test_docstring_example(name):
     run_docstring_example(name)
+
+
+# cache_write of a blockized tile under thread loops (TVM's mma schedule) -----------------------
+
+TILED_GEMM = '''
+@T.prim_func
+def gemm(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    for i, j, k in T.grid(64, 64, 64):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+
+def _blockized_under_threads(n_tiles_j=4):
+    f = parse(TILED_GEMM)
+    sch = tdsl.Schedule(f)
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i, ii = sch.split(i, factors=[None, 16])
+    j, ji = sch.split(j, factors=[None, 16])
+    k, ki = sch.split(k, factors=[None, 16])
+    sch.reorder(i, j, k, ii, ji, ki)
+    outer = sch.blockize(ii)
+    i0, i1 = sch.split(i, factors=[2, 2])
+    j0, j1 = sch.split(j, factors=[2, 2])
+    sch.reorder(i0, j0, k, i1, j1)
+    t = sch.fuse(i0, j0)
+    sch.bind(t, "threadIdx.y")
+    return f, sch, outer, t
+
+
+def test_cache_write_of_a_blockized_tile_whose_bindings_use_a_thread_loop():
+    # each instance of the 16 x 16 tile block fills its tile (run once: stores affine in the
+    # iterators), and the thread's instances are as many as the tiles: the copy back is whole
+    f, sch, outer, t = _blockized_under_threads()
+    cw = sch.cache_write(outer, 0, "local")
+    sch.reverse_compute_at(cw, t)
+    check(sch, f)
+
+
+def test_cache_write_of_a_blockized_tile_with_a_predicate_inside_is_refused():
+    f = parse(TILED_GEMM.replace("            with T.init():", "            T.where(i < 60)\n            with T.init():"))
+    sch = tdsl.Schedule(f)
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i, ii = sch.split(i, factors=[None, 16])
+    sch.reorder(i, j, k, ii)
+    outer = sch.blockize(ii)
+    expect_error(sch, lambda: sch.cache_write(outer, 0, "local"), "holds other blocks", "every element")
