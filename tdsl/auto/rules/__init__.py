@@ -5,11 +5,12 @@ from .gpu import GPUBind, GPUCrossThreadReduction, GPUMatmulTiling, GPUWmmaTilin
 from .gpu_mma import GPUMmaTiling
 from .inline import AutoInline
 from .library import LibraryCall
+from .amx_cpu import MatmulAmxCPU
 from .lowp_cpu import MatmulLowpCPU
 from .matmul_cpu import MatmulTensorizeCPU
 from .prefetch import RowPrefetch
 from .tiling_cpu import MultiLevelTilingCPU, TensorizeMatching
 
-__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaTiling", "GPUWmmaTiling", "LibraryCall", "MatmulLowpCPU",
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaTiling", "GPUWmmaTiling", "LibraryCall", "MatmulAmxCPU", "MatmulLowpCPU",
            "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "RowPrefetch", "Rule", "TensorizeMatching", "VectorReduction"]

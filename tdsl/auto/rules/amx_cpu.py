@@ -1,0 +1,195 @@
+"""CPU tiling of u8 x s8 -> s32 and bf16 -> fp32 GEMMs onto Intel AMX (`tdsl.intrinsics.x86_amx`).
+
+`MatmulAmxCPU` runs before `MatmulLowpCPU` and applies where the target's CPU features
+(`Hardware.features`, i.e. `tdsl.target.cpu_features`) include amx-int8 (int8) or amx-bf16
+(bf16): the blocks `MatmulLowpCPU` takes (GEMMs, a requantize epilogue's accumulator, NHWC int8
+conv2d) with m and n multiples of 16 and k of 64 bytes. Elsewhere it leaves the block to
+`MatmulLowpCPU` (VNNI, AVX512-BF16 or the AVX2 kernels).
+
+The schedule is `MatmulLowpCPU`'s (B packed once by `cache_read` + `transform_layout` into
+NR-wide panels, k grouped by 4 bytes / 2 bfloat16, which is the AMX B tile's layout; A read in
+place with its row stride; the MC row blocks parallel over the cores; an epilogue computed per
+row block), with the AMX micro-kernel: MR x NR of C in up to 2 x 2 accumulator tiles of 16 x 16,
+KC steps of k per call. KC: all of k when A's MR rows and B's KC x NR sliver fit half of L1 (the
+kernel then writes C once, `_init`), else the largest divisor of k (a multiple of 64 bytes)
+that does; MC gives each core several row blocks; NC / NR keeps the B block in L2. The sampled
+choices (the tuner's space): the micro tile (32 x 32, 32 x 16, 16 x 32, 16 x 16; one sketch
+each), KC, MC / MR and NC / NR.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...intrinsics import x86_amx
+from ...schedule import Schedule
+from ..analysis import MatmulRoles, block_info, consumers, matmul_roles
+from .base import Rule
+from .cpu_loops import _extent_of, attempt
+from .lowp_cpu import BF16, INT8, TASKS_PER_CORE, LowpGemm, _epilogue_at, _kernel_layout, lowp_kind
+from .matmul_cpu import MicroTile, _lambda
+
+TILES = ((32, 32), (32, 16), (16, 32), (16, 16))
+
+
+@dataclass(frozen=True)
+class AmxGemm(LowpGemm):
+    """A low-precision GEMM on an AMX kernel (`x86_amx.KINDS`: "u8s8s32" or "bf16f32")."""
+
+    kernel: str = "u8s8s32"
+
+    def isas(self, features) -> list[str]:
+        return ["amx"] if x86_amx.available(self.kernel, features) else []
+
+    def group(self, isa: str) -> int:
+        return x86_amx.KINDS[self.kernel][4]
+
+    def k_step(self, isa: str) -> int:
+        return x86_amx.k_step(self.kernel)
+
+    def intrinsic(self, isa: str, tile: MicroTile, init: bool = False) -> str:
+        return x86_amx.register(self.kernel, tile.mr, tile.nr, tile.kc, init)
+
+
+AMX_INT8 = AmxGemm(INT8.a, INT8.b, INT8.c, "u8s8s32")
+AMX_BF16 = AmxGemm(BF16.a, BF16.b, BF16.c, "bf16f32")
+
+
+def amx_kind(kind: LowpGemm | None) -> AmxGemm | None:
+    return AMX_INT8 if kind == INT8 else AMX_BF16 if kind == BF16 else None
+
+
+def amx_tiles(m: int, n: int, k: int, kind: AmxGemm, l2: int) -> list[MicroTile]:
+    """The AMX micro tiles for an m x n x k GEMM, the default (32 x 32) first; [] when k is not a
+    multiple of 64 bytes. KC: all of k when an MR x k block of A and a k x NR sliver of B take at
+    most a quarter of L2 (the tile then spans the reduction and writes C once), else the largest
+    divisor of k that does."""
+    step = kind.k_step("amx")
+    size = x86_amx.KINDS[kind.kernel][3]
+    if k % step:
+        return []
+    out = []
+    for mr, nr in TILES:
+        if m % mr or n % nr:
+            continue
+        per_k = (mr + nr) * size    # bytes of A's MR rows and of B's sliver per step of k
+        kc = k if k * per_k <= l2 // 4 else max(
+            [d for d in range(step, k + 1, step) if k % d == 0 and d * per_k <= l2 // 4] or [step])
+        out.append(MicroTile(mr, nr, kc))
+    return out
+
+
+def kc_candidates(k: int, step: int, default: int) -> tuple[list[int], int]:
+    """KC: the divisors of k that are multiples of `step`, and the default's index."""
+    out = [d for d in range(step, k + 1, step) if k % d == 0]
+    return out, out.index(default)
+
+
+def nc_block(n: int, nr: int, kc: int, size: int, l2: int) -> tuple[list[int], int]:
+    """NC / NR counts and the default's index: the widest NC dividing n whose packed KC x NC block
+    of B takes at most twice L2 (an MR x KC block of A stays in cache while the NC / NR panels
+    pass under it; the C tiles it writes run along whole rows)."""
+    counts = [d // nr for d in range(nr, n + 1, nr) if n % d == 0]
+    fits = [c for c in counts if c * nr * kc * size <= 2 * l2] or counts[:1]
+    return counts, counts.index(max(fits))
+
+
+MC_ROWS = 128
+
+
+def mc_block(m: int, mr: int, cores: int, outer: int) -> tuple[list[int], int]:
+    """MC / MR counts and the default's index: the largest MC of at most MC_ROWS rows giving every
+    core TASKS_PER_CORE row blocks (with the `outer` parallel iterations of other spatial loops)."""
+    counts = [d // mr for d in range(mr, m + 1, mr) if m % d == 0]
+    tasks = [c for c in counts if outer * (m // (c * mr)) >= TASKS_PER_CORE * cores and c * mr <= MC_ROWS] \
+        or counts[:1]
+    return counts, counts.index(max(tasks))
+
+
+class MatmulAmxCPU(Rule):
+    """GotoBLAS tiling of a u8 x s8 -> s32 or bf16 -> fp32 GEMM onto the AMX micro-kernels (module
+    docstring)."""
+
+    name = "multi-level-tiling-cpu-amx"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        if self.hw.kind != "cpu":
+            return []
+        info = block_info(sch.func, block)
+        roles = matmul_roles(info, ("int32", "float32"))
+        if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
+            return []
+        kind = amx_kind(lowp_kind(roles, info))
+        if kind is None or not kind.isas(self.hw.features) or not _kernel_layout(roles, info.iters):
+            return []
+        m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
+        assert m is not None and n is not None and k is not None   # info.constant_extents
+        return [lambda s, t=t: self._tile(s, block, roles, kind, t)
+                for t in amx_tiles(m, n, k, kind, self.hw.l2)]
+
+    def _tile(self, s: Schedule, block: str, roles: MatmulRoles, kind: AmxGemm, tile: MicroTile) -> None:
+        mr, nr, g = tile.mr, tile.nr, kind.group("amx")
+        m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
+        assert m is not None and n is not None and k is not None   # alternatives() takes constant extents only
+        size = x86_amx.KINDS[kind.kernel][3]
+        c = s.get_block(block)
+        info0 = block_info(s.func, block)
+        readers = None if roles.c in info0.params else [
+            r for r in consumers(s.func, block) if block_info(s.func, r).is_spatial]
+        _pack_b(s, c, roles, nr, g)
+        handles = s.get_loops(c)
+        info = block_info(s.func, block)
+        by_var = {id(h.var): h for h in handles}
+        loop_of = {id(it.var): by_var[id(it.loop)] for it in info.iters}
+        by_loop = {id(it.loop): it for it in info.iters}
+        li, lj, lk = loop_of[id(roles.i.var)], loop_of[id(roles.j.var)], loop_of[id(roles.k.var)]
+        kinds = [by_loop[id(h.var)].kind for h in handles]
+        others_s = [h for h, kd in zip(handles, kinds) if kd == "S" and h not in (li, lj)]
+        others_r = [h for h, kd in zip(handles, kinds) if kd == "R" and h is not lk]
+        outer = 1
+        for h in others_s:
+            outer *= _extent_of(s.func, h.var) or 1
+        kc_counts, kc_default = kc_candidates(k, kind.k_step("amx"), tile.kc)
+        kc = int(self.choose(s, kc_counts, kc_default))
+        nc_counts, nc_default = nc_block(n, nr, kc, size, self.hw.l2)
+        nc = nr * int(self.choose(s, nc_counts, nc_default))
+        mc_counts, mc_default = mc_block(m, mr, self.hw.cores, outer)
+        mc_over_mr = self.choose(s, mc_counts, mc_default)
+        # the default keeps an MR x KC block of A in the tile loads' cache while the NC / NR panels
+        # of B pass under it; the alternative holds a B sliver over the MC / MR row blocks
+        rows_outside = self.choose(s, ["rows", "panels"], 0) == "rows"
+        io, i0, i1 = s.split(li, [None, mc_over_mr, mr])
+        jc, j0, j1 = s.split(lj, [None, nc // nr, nr])
+        inner = [i0, j0] if rows_outside else [j0, i0]
+        whole = kc == k and not others_r   # the tile spans the reduction: C = A @ B, written once
+        if whole:
+            s.reorder(*others_s, io, jc, *inner, i1, j1, lk)
+        else:
+            k0, k1 = s.split(lk, [None, kc])
+            s.reorder(*others_s, io, *others_r, jc, k0, *inner, i1, j1, k1)
+        s.parallel(s.fuse(*others_s, io) if others_s else io)
+        if not whole:
+            init = s.decompose_reduction(c, (others_r + [k0])[0])
+            s.vectorize(s.get_loops(init)[-1])
+        tile_block = s.blockize(i1)
+        s.tensorize(tile_block, kind.intrinsic("amx", MicroTile(mr, nr, kc), init=whole))
+        if readers is not None and len(readers) == 1:
+            attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block))
+
+
+def _pack_b(s: Schedule, c, roles: MatmulRoles, nr: int, g: int) -> None:
+    """B packed once into NR-wide panels, k grouped by `g` (the AMX B tile's rows), by a parallel
+    copy in the packed order."""
+    b_name = roles.b.name
+    pack_b = s.cache_read(c, b_name, "global")
+    params = [f"v{d}" for d in range(len(roles.b_indices))]
+    lead, kk, jj = params[:-2], params[-2], params[-1]
+    s.transform_layout(pack_b, f"{b_name}_global",
+                       _lambda(params, lead + [f"{jj} // {nr}", f"{kk} // {g}", f"{jj} % {nr}", f"{kk} % {g}"]))
+    *plead, pk, pj = s.get_loops(pack_b)
+    pjo, pji = s.split(pj, [None, nr])
+    pko, pki = s.split(pk, [None, g])
+    s.reorder(pjo, pko, pji, pki)
+    s.parallel(s.fuse(*plead, pjo, pko))
+
+
+__all__ = ["AMX_BF16", "AMX_INT8", "AmxGemm", "MatmulAmxCPU", "amx_tiles"]
