@@ -136,6 +136,8 @@ class MatmulAmxCPU(Rule):
         readers = None if roles.c in info0.params else [
             r for r in consumers(s.func, block) if block_info(s.func, r).is_spatial]
         _pack_b(s, c, roles, nr, g)
+        if _plain_a(roles) and self.choose(s, ["padded", "in place"], 0) == "padded":
+            _pad_a(s, c, roles, size)
         handles = s.get_loops(c)
         info = block_info(s.func, block)
         by_var = {id(h.var): h for h in handles}
@@ -190,6 +192,21 @@ def _pack_b(s: Schedule, c, roles: MatmulRoles, nr: int, g: int) -> None:
     pko, pki = s.split(pk, [None, g])
     s.reorder(pjo, pko, pji, pki)
     s.parallel(s.fuse(*plead, pjo, pko))
+
+
+def _plain_a(roles: MatmulRoles) -> bool:
+    """A is a 2-d parameter indexed [i, k] (a GEMM's, not a conv2d's window)."""
+    a = roles.a_indices
+    return len(a) == 2 and a[0] is roles.i.var and a[1] is roles.k.var
+
+
+def _pad_a(s: Schedule, c, roles: MatmulRoles, size: int) -> None:
+    """A copied (`cache_read`, rows in parallel) into rows padded to an odd number of 64-byte lines
+    (`storage_align`): a tile load's 16 rows then fall in 16 different cache sets, where a row of
+    a power-of-two bytes would put them in a few (1024 bytes: 4 of L1's 64) and evict each other."""
+    pack_a = s.cache_read(c, roles.a.name, "global")
+    s.storage_align(pack_a, 0, 0, 128 // size, 64 // size)
+    s.parallel(s.get_loops(pack_a)[0])
 
 
 __all__ = ["AMX_BF16", "AMX_INT8", "AmxGemm", "MatmulAmxCPU", "amx_tiles"]
