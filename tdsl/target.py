@@ -85,6 +85,12 @@ def check_host_target(target) -> None:
         raise TargetError(f"target {str(tgt)!r}: tdsl compiles for the host ({host_triple()}), not for "
                           f"-mtriple={mtriple}; drop -mtriple to build for this machine")
     missing = sorted(cpu_features(tgt) - host_features())
+    refused = [f for f in missing if f.startswith("amx-") and _host_cpu()[1].get(f)]
+    if refused:
+        raise TargetError(f"target {str(tgt)!r} may use the CPU features {', '.join(refused)}: this CPU has them, but "
+                          "the operating system did not let this process use AMX's tile data (Linux 5.16 or later "
+                          "grants it on arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); build with "
+                          f"-mattr=-amx-tile (the VNNI / AVX512-BF16 kernels)")
     if missing:
         covered = [name for name, feats in KNOWN_CPUS.items() if feats <= host_features()]
         raise TargetError(f"target {str(tgt)!r} may use the CPU features {', '.join(missing)}, which this CPU "
