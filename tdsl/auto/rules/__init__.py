@@ -1,11 +1,11 @@
 """The schedule rules of the design space; each is `rule(sch, block) -> list[Schedule]` (see `base`)."""
+from .amx_cpu import MatmulAmxCPU
 from .base import Rule
 from .cpu_loops import ComputeLocation, ParallelVectorizeUnroll, VectorReduction
 from .gpu import GPUBind, GPUCrossThreadReduction, GPUMatmulTiling, GPUWmmaTiling
 from .gpu_mma import GPUMmaTiling
 from .inline import AutoInline
 from .library import LibraryCall
-from .amx_cpu import MatmulAmxCPU
 from .lowp_cpu import MatmulLowpCPU
 from .matmul_cpu import MatmulTensorizeCPU
 from .prefetch import RowPrefetch
