@@ -15,7 +15,9 @@ tdsl bf16 (bf16 x bf16 -> fp32: AMX's tdpbf16ps, else vdpbf16ps), on an AMX host
 AMX; PyTorch bf16 `a @ b` (oneDNN); tdsl fp16 (fp16 x fp16 -> fp32);
 and a 3x3 conv2d 1x64x56x56, 64 filters: tdsl int8 (NHWC, u8 x s8 -> s32) against tdsl fp32
 (NCHW). Libraries that are not installed (`pip install "tdsl[bench]"` has onnxruntime and onnx)
-are left out. Threads: 2 for every library (tdsl uses the cores it may run on). Each kernel is
+are left out. Threads: 2 for every library (tdsl uses the cores it may run on); idle OpenMP
+threads sleep (OMP_WAIT_POLICY=PASSIVE unless set) and onnxruntime's do not spin, so that a
+library's threads spinning after its call do not slow the next kernel timed. Each kernel is
 checked against numpy before it is timed.
 """
 from __future__ import annotations
@@ -26,6 +28,10 @@ import os
 import sys
 import time
 import warnings
+
+# PyTorch's OpenMP threads otherwise spin after each call and take the cores from the next kernel
+# timed in this process (a tdsl GEMM measured at half its speed right after a PyTorch one)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 
