@@ -140,11 +140,12 @@ def register_int8(mr: int, nr: int, kc: int, init: bool = False) -> str:
 def register_bf16(mr: int, nr: int, kc: int, init: bool = False) -> str:
     """`register` of the bf16 x bf16 -> fp32 kernel (``tdpbf16ps``).
 
-    Order of accumulation: per 16 x 16 tile of C and 32 k, tdpbf16ps adds, for each pair of k
-    (2q, 2q + 1), the sum of the two products (exact in fp32) to the fp32 accumulator, rounded
-    to nearest even; the pairs in increasing k; denormal inputs and results are flushed to zero.
-    The description adds k one at a time in increasing order, so results agree within fp32
-    rounding of the sum."""
+    Order of accumulation: tdpbf16ps adds, for each pair of k (2q, 2q + 1) in increasing q, the
+    product of the even element, then that of the odd one (each exact in fp32) to the fp32
+    accumulator, each addition rounded to nearest even (Intel's pseudo-code; measured:
+    1 + 2^-24 + 2^-24 gives 1, not 1 + 2^-23); denormal inputs and results are flushed to zero.
+    The description adds k one at a time in increasing order too, so results agree with it up
+    to the flushed denormals, and with an exact sum within fp32 rounding of the sum."""
     return register("bf16f32", mr, nr, kc, init)
 
 

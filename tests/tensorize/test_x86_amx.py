@@ -122,6 +122,22 @@ def test_bf16_amx_kernel_is_within_fp32_rounding(mr, nr, kc):
     _within_fp32_rounding(interp, a, b)
 
 
+@needs_bf16
+def test_bf16_amx_adds_each_product_rounded_even_element_first():
+    """The documented order: 1 + 2^-24 + 2^-24 (one k pair) stays 1 (a pair summed first would
+    give 1 + 2^-23); 1 + 2^-24 + 1.5 * 2^-24 gives 1 + 2^-23 (odd element first: 1 + 2^-22)."""
+    sch = _schedule(_gemm(16, 16, 32, "bfloat16", "float32"), "bf16f32", 16, 16, 32, 32)
+    kernel = tdsl.build(sch, target="cpu")
+    for odd, want in ((2.0 ** -12, 1.0), (3 * 2.0 ** -13, 1 + 2.0 ** -23)):
+        a, b = np.zeros((16, 32), np.float32), np.zeros((32, 16), np.float32)
+        a[0, 0] = b[0, 0] = 1.0                     # pair 0: the accumulator becomes 1
+        a[0, 2], b[2, 0] = 2.0 ** -12, 2.0 ** -12   # pair 1, even element: 2^-24
+        a[0, 3], b[3, 0] = odd, 2.0 ** -12          # pair 1, odd element
+        out = np.zeros((16, 16), np.float32)
+        kernel(a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16), out)
+        assert out[0, 0] == np.float32(want)
+
+
 def test_amx_kernel_refuses_bad_tiles():
     with pytest.raises(ValueError, match="16 or 32"):
         x86_amx.register("u8s8s32", 48, 32, 64)
