@@ -4,6 +4,9 @@ amx-bf16, the VNNI / AVX512-BF16 / AVX2 kernels otherwise; bit-exact int8 agains
 this host runs AMX; the host offers AMX only when the OS grants the tile data."""
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -175,3 +178,66 @@ def test_without_the_os_grant_the_host_offers_no_amx(amx_refused):
         # an explicit AMX target on a host that may not run AMX: refused, saying why
         with pytest.raises(tdsl.TargetError, match="amx-int8.*arch_prctl"):
             tt.check_host_target("llvm -mattr=+amx-int8")
+
+
+@needs_int8
+def test_an_exported_amx_kernel_loads_and_runs(tmp_path):
+    """tdsl.load asks the OS for AMX's tile data (as a build does) before the kernel runs."""
+    m, n, k = 64, 64, 128
+    kernel = tdsl.build(tdsl.auto_schedule(_gemm(m, n, k), "cpu"), target="cpu")
+    loaded = tdsl.load(kernel.export(str(tmp_path)))
+    a, b = _int8_operands(m, n, k)
+    c = np.zeros((m, n), np.int32)
+    loaded(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+
+
+def test_load_refuses_an_amx_kernel_where_the_os_refused(tmp_path, monkeypatch):
+    import base64
+    import json
+    import zlib
+
+    from tdsl.backends.llvm import load as load_mod
+
+    meta = {"features": ["amx_tile", "amx_int8"],
+            "source": base64.b64encode(zlib.compress(b"call void @llvm.x86.ldtilecfg(ptr %cfg)")).decode()}
+    monkeypatch.setattr(tt, "amx_permitted", lambda: False)
+    with pytest.raises(tdsl.TargetError, match="uses AMX tiles.*arch_prctl"):
+        load_mod._amx_granted("gemm.so", json.loads(json.dumps(meta)))
+    meta["source"] = base64.b64encode(zlib.compress(b"define void @gemm()")).decode()
+    load_mod._amx_granted("gemm.so", meta)    # built on an AMX host, no AMX in its code: loads
+
+
+GEMM_MAIN = r"""
+#include <stdio.h>
+#include <stdint.h>
+#include "gemm.h"
+int main(int argc, char **argv) {
+    static uint8_t a[64 * 128];
+    static int8_t b[128 * 64];
+    static int32_t c[64 * 64];
+    for (int i = 0; i < 64 * 128; i++) { a[i] = (uint8_t)(i * 7 % 256); b[i] = (int8_t)(i * 5 % 256 - 128); }
+    int rc = gemm(a, b, c);
+    FILE *f = fopen(argv[1], "wb");
+    fwrite(c, sizeof(int32_t), 64 * 64, f);
+    fclose(f);
+    return rc;
+}
+"""
+
+
+@needs_int8
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build the test program")
+def test_a_c_program_runs_an_exported_amx_kernel(tmp_path):
+    """No Python in the process: the library's constructor asks Linux for the AMX tile data."""
+    lib_dir = str(tmp_path / "gemm")
+    tdsl.build(tdsl.auto_schedule(_gemm(64, 64, 128), "cpu"), target="cpu").export(lib_dir)
+    src, exe, out = tmp_path / "main.c", tmp_path / "main", tmp_path / "c.bin"
+    src.write_text(GEMM_MAIN)
+    subprocess.run(["cc", "-O2", "-o", str(exe), str(src), f"-I{lib_dir}", f"-L{lib_dir}", "-l:gemm.so",
+                    f"-Wl,-rpath,{lib_dir}"], check=True, capture_output=True, text=True)
+    subprocess.run(["env", "-i", str(exe), str(out)], check=True)
+    i = np.arange(64 * 128)
+    a = (i * 7 % 256).astype(np.uint8).reshape(64, 128)
+    b = (i * 5 % 256 - 128).astype(np.int8).reshape(128, 64)
+    np.testing.assert_array_equal(np.fromfile(out, np.int32).reshape(64, 64), a.astype(np.int32) @ b.astype(np.int32))
