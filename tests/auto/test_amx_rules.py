@@ -174,10 +174,21 @@ def test_without_the_os_grant_the_host_offers_no_amx(amx_refused):
     assert not any(f.startswith("amx-") for f in tt.host_features())
     assert "+amx-" not in tt.host_feature_string()
     assert "x86.amx" not in str(tdsl.auto_schedule(_gemm(64, 64, 128), "llvm -mcpu=native").trace)
-    if "amx-tile" in tt._host_cpu()[1] and tt._host_cpu()[1]["amx-tile"]:
-        # an explicit AMX target on a host that may not run AMX: refused, saying why
-        with pytest.raises(tdsl.TargetError, match="amx-int8.*arch_prctl"):
-            tt.check_host_target("llvm -mattr=+amx-int8")
+    if not tt._host_cpu()[1].get("amx-int8"):
+        pytest.skip("this CPU lacks amx-int8: nothing for the OS to refuse")
+    # an explicit AMX target on a host that may not run AMX: refused, saying why
+    with pytest.raises(tdsl.TargetError, match="amx-int8.*arch_prctl"):
+        tt.check_host_target("llvm -mattr=+amx-int8")
+    # the VNNI kernel runs instead, and kernel.notes says why
+    sch = tdsl.auto_schedule(_gemm(64, 64, 128), "llvm -mcpu=native")
+    assert "x86.amx" not in str(sch.trace) and "u8s8s32" in str(sch.trace)
+    with pytest.warns(tdsl.PerformanceWarning):
+        kernel = tdsl.build(sch, target="llvm -mcpu=native")
+    assert any("operating system did not let" in n and "u8s8s32" in n for n in kernel.notes), kernel.notes
+    a, b = _int8_operands(64, 64, 128)
+    c = np.zeros((64, 64), np.int32)
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
 
 
 @needs_int8

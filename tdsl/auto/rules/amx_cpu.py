@@ -21,11 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...intrinsics import x86_amx
+from ...ir.attrs import LOWER_NOTE, TENSOR_INTRIN
+from ...ir.tree import block_names
 from ...schedule import Schedule
 from ..analysis import MatmulRoles, block_info, consumers, matmul_roles
 from .base import Rule
 from .cpu_loops import _extent_of, attempt
-from .lowp_cpu import BF16, INT8, TASKS_PER_CORE, LowpGemm, _epilogue_at, _kernel_layout, lowp_kind
+from .lowp_cpu import BF16, INT8, TASKS_PER_CORE, LowpGemm, MatmulLowpCPU, _epilogue_at, _kernel_layout, lowp_kind
 from .matmul_cpu import MicroTile, _lambda
 
 TILES = ((32, 32), (32, 16), (16, 32), (16, 16))
@@ -119,8 +121,10 @@ class MatmulAmxCPU(Rule):
         if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
             return []
         kind = amx_kind(lowp_kind(roles, info))
-        if kind is None or not kind.isas(self.hw.features) or not _kernel_layout(roles, info.iters):
+        if kind is None or not _kernel_layout(roles, info.iters):
             return []
+        if not kind.isas(self.hw.features):
+            return self._refused(sch, block, kind) if _os_refused(self.hw, kind.kernel) else []
         m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
         assert m is not None and n is not None and k is not None   # info.constant_extents
         return [lambda s, t=t: self._tile(s, block, roles, kind, t)
@@ -176,6 +180,43 @@ class MatmulAmxCPU(Rule):
         s.tensorize(tile_block, kind.intrinsic("amx", MicroTile(mr, nr, kc), init=whole))
         if readers is not None and len(readers) == 1:
             attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block))
+
+
+    def _refused(self, sch: Schedule, block: str, kind: AmxGemm) -> list:
+        """`MatmulLowpCPU`'s schedules, their micro-kernel noting that AMX was refused."""
+        def noted(s: Schedule, make) -> bool | None:
+            if make(s) is False:
+                return False
+            for name in block_names(s.func):
+                intrin = tensor_intrin_of(s, name)
+                if intrin is not None and intrin.startswith("x86."):
+                    s.annotate(s.get_block(name), LOWER_NOTE, REFUSED_NOTE.format(
+                        block=block, features=", ".join(x86_amx.kind_features(kind.kernel)), intrin=intrin))
+            return None
+        return [lambda s, make=make: noted(s, make)
+                for make in MatmulLowpCPU(self.hw, self.defaults).alternatives(sch, block)]
+
+
+REFUSED_NOTE = ("GEMM block {block!r}: this CPU has AMX ({features}), but the operating system did not let this "
+                "process use the tile data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) refused); it runs "
+                "on {intrin} instead")
+
+
+def _os_refused(hw, kernel: str) -> bool:
+    """The target is this host, whose CPU has the AMX features of `kernel` that the OS refused."""
+    from ...target import _host_cpu, amx_permitted, cpu_name, host_cpu_name
+
+    raw = _host_cpu()[1]
+    return (cpu_name(hw.target) == host_cpu_name() and all(raw.get(f) for f in x86_amx.kind_features(kernel))
+            and not amx_permitted())
+
+
+def tensor_intrin_of(s: Schedule, name: str) -> str | None:
+    """The intrinsic block `name` is tensorized with, or None."""
+    from ...schedule.tree import find_block
+
+    block = find_block(s.func, name, "auto")[0].block
+    return next((str(v) for k, v in block.annotations if k == TENSOR_INTRIN), None)
 
 
 def _pack_b(s: Schedule, c, roles: MatmulRoles, nr: int, g: int) -> None:
