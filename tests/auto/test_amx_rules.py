@@ -252,3 +252,24 @@ def test_a_c_program_runs_an_exported_amx_kernel(tmp_path):
     a = (i * 7 % 256).astype(np.uint8).reshape(64, 128)
     b = (i * 5 % 256 - 128).astype(np.int8).reshape(128, 64)
     np.testing.assert_array_equal(np.fromfile(out, np.int32).reshape(64, 64), a.astype(np.int32) @ b.astype(np.int32))
+
+
+@needs_int8
+def test_batched_int8_gemm_on_amx_is_bit_exact():
+    @T.prim_func
+    def bmm(A: T.Buffer((3, 64, 128), "uint8"), B: T.Buffer((3, 128, 96), "int8"), C: T.Buffer((3, 64, 96), "int32")):
+        for nb, i, j, k in T.grid(3, 64, 96, 128):
+            with T.block("C"):
+                vb, vi, vj, vk = T.axis.remap("SSSR", [nb, i, j, k])
+                with T.init():
+                    C[vb, vi, vj] = 0
+                C[vb, vi, vj] = C[vb, vi, vj] + T.cast(A[vb, vi, vk], "int32") * T.cast(B[vb, vk, vj], "int32")
+
+    sch = tdsl.auto_schedule(bmm, "cpu")
+    assert any(i.startswith("x86.amx.u8s8s32_") for i in _intrinsics(sch))
+    rng = np.random.default_rng(6)
+    a = rng.integers(0, 256, (3, 64, 128)).astype(np.uint8)
+    b = rng.integers(-128, 128, (3, 128, 96)).astype(np.int8)
+    c = np.zeros((3, 64, 96), np.int32)
+    tdsl.build(sch, target="cpu")(a, b, c)
+    np.testing.assert_array_equal(c, np.einsum("bik,bkj->bij", a.astype(np.int64), b.astype(np.int64)).astype(np.int32))
