@@ -95,7 +95,7 @@ def nc_block(n: int, nr: int, kc: int, size: int, l2: int) -> tuple[list[int], i
     return counts, counts.index(max(fits))
 
 
-MC_ROWS = 128
+MC_ROWS = 512
 
 
 def mc_block(m: int, mr: int, cores: int, outer: int) -> tuple[list[int], int]:
