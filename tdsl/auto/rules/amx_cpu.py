@@ -6,15 +6,29 @@
 conv2d) with m and n multiples of 16 and k of 64 bytes. Elsewhere it leaves the block to
 `MatmulLowpCPU` (VNNI, AVX512-BF16 or the AVX2 kernels).
 
-The schedule is `MatmulLowpCPU`'s (B packed once by `cache_read` + `transform_layout` into
-NR-wide panels, k grouped by 4 bytes / 2 bfloat16, which is the AMX B tile's layout; A read in
-place with its row stride; the MC row blocks parallel over the cores; an epilogue computed per
-row block), with the AMX micro-kernel: MR x NR of C in up to 2 x 2 accumulator tiles of 16 x 16,
-KC steps of k per call. KC: all of k when A's MR rows and B's KC x NR sliver fit half of L1 (the
-kernel then writes C once, `_init`), else the largest divisor of k (a multiple of 64 bytes)
-that does; MC gives each core several row blocks; NC / NR keeps the B block in L2. The sampled
-choices (the tuner's space): the micro tile (32 x 32, 32 x 16, 16 x 32, 16 x 16; one sketch
-each), KC, MC / MR and NC / NR.
+The schedule, outer to inner:
+
+* B packed once by `cache_read` + `transform_layout` into NR-wide panels, k grouped by 4 bytes /
+  2 bfloat16 (as for VNNI: a packed panel's rows are an AMX B tile's rows), a parallel copy;
+* A (a 2-d GEMM operand) copied into rows padded to an odd number of 64-byte lines
+  (`storage_align`): a tile load's 16 rows then spread over the cache sets (rows of a power of
+  two bytes fall in a few and evict each other: 1.3x on the whole GEMM at 1024^3); a conv2d's
+  windows are read in place;
+* the other spatial loops and MC rows of C, fused and parallel (MC: at most MC_ROWS rows, 8
+  tasks per core where m allows), the other reductions, NC columns (the packed KC x NC block of
+  B within half of L2), KC steps of k, then per MR rows of A all NC / NR panels (the A rows stay
+  in cache while B's panels pass; the alternative order puts the panels outside);
+* the MR x NR x KC tile tensorized with ``x86.amx.<kind>_<MR>x<NR>x<KC>``, `_init` (C written
+  once, from `tilezero`) when KC is all of k: the default wherever an MR x k block of A and a
+  k x NR sliver of B take a quarter of L2 (splitting k, which reloads C's tiles, measured about
+  2x slower); an elementwise epilogue of an intermediate accumulator per row block.
+
+The sampled choices (the tuner's space): the micro tile (32 x 32, 32 x 16, 16 x 32, 16 x 16; one
+sketch each), KC, NC / NR, MC / MR, the loop order and whether A is padded.
+
+Where the target is this host and its CPU has AMX but the OS refused the tile data
+(`tdsl.target.amx_permitted`), the rule makes `MatmulLowpCPU`'s schedules and notes (in
+`kernel.notes`) that AMX was refused.
 """
 from __future__ import annotations
 
