@@ -155,7 +155,7 @@ class MatmulAmxCPU(Rule):
             r for r in consumers(s.func, block) if block_info(s.func, r).is_spatial]
         _pack_b(s, c, roles, nr, g)
         if _plain_a(roles) and self.choose(s, ["padded", "in place"], 0) == "padded":
-            _pad_a(s, c, roles, size)
+            attempt(s, lambda t: _pad_a(t, t.get_block(block), roles, size))   # else A is read in place
         handles = s.get_loops(c)
         info = block_info(s.func, block)
         by_var = {id(h.var): h for h in handles}
