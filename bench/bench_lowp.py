@@ -11,8 +11,10 @@ tdpbusd where the CPU has it, else the VNNI micro-kernel); on an AMX host the sa
 (auto_schedule for "llvm -mattr=-amx-tile": VNNI); the exact AVX2 kernel of CPUs without VNNI
 (auto_schedule for "llvm -mattr=-avx512vnni,-avxvnni,-amx-tile"); tdsl int8 requantized (the same GEMM with zero points, per-channel scales and a requantize epilogue to
 int8); onnxruntime MatMulInteger (u8 x s8 -> s32, B an input: packed per call like tdsl's);
-tdsl bf16 (bf16 x bf16 -> fp32: AMX's tdpbf16ps, else vdpbf16ps), on an AMX host also without
-AMX; PyTorch bf16 `a @ b` (oneDNN); tdsl fp16 (fp16 x fp16 -> fp32);
+tdsl bf16 (bf16 x bf16 -> fp32: AMX's tdpbf16ps, else vdpbf16ps or converting to fp32 in
+packing, as the CPU's table says), on an AMX host also without AMX, and on a CPU with
+AVX512-BF16 the path auto_schedule did not pick without AMX (vdpbf16ps or converting);
+PyTorch bf16 `a @ b` (oneDNN); tdsl fp16 (fp16 x fp16 -> fp32);
 and a 3x3 conv2d 1x64x56x56, 64 filters: tdsl int8 (NHWC, u8 x s8 -> s32) against tdsl fp32
 (NCHW). Libraries that are not installed (`pip install "tdsl[bench]"` has onnxruntime and onnx)
 are left out. Threads: 2 for every library (tdsl uses the cores it may run on); idle OpenMP
@@ -44,7 +46,7 @@ from timing import interleaved
 
 import tdsl
 from tdsl.intrinsics import x86_lowp
-from tdsl.target import host_features
+from tdsl.target import host_cpu_name, host_features
 
 THREADS = 2
 
@@ -195,29 +197,65 @@ def gemm_rows(m: int, n: int, k: int, repeat: int) -> list[dict]:
     kbf(abf, bbf, cbf)
     ref = abf.astype(np.float64) @ bbf.astype(np.float64)
     assert np.allclose(cbf, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
-    rows.append((f"tdsl bf16 -> fp32 (auto: {intrinsic(schbf)})", lambda: kbf(abf, bbf, cbf), "bf16"))
+    rows.append((f"tdsl bf16 -> fp32 (auto: {_lowp_path(schbf)})", lambda: kbf(abf, bbf, cbf), "bf16"))
     if amx:
         kbv, schbv = build(GEMM, NO_AMX, m=m, n=n, k=k, a="bfloat16", b="bfloat16", c="float32")
         cbv = np.zeros((m, n), "float32")
         kbv(abf, bbf, cbv)
         assert np.allclose(cbv, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
-        rows.append((f"tdsl bf16 -> fp32 without AMX (auto, -mattr=-amx-tile: {intrinsic(schbv)})",
+        rows.append((f"tdsl bf16 -> fp32 without AMX (auto, -mattr=-amx-tile: {_lowp_path(schbv)})",
                      lambda: kbv(abf, bbf, cbv), "bf16"))
+    if "avx512bf16" in host_features():
+        # the path auto_schedule did not take without AMX on this CPU (the design space, and tune, have both)
+        kalt, schalt = _other_bf16_path(m, n, k, NO_AMX if amx else "cpu")
+        calt = np.zeros((m, n), "float32")
+        kalt(abf, bbf, calt)
+        assert np.allclose(calt, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
+        rows.append((f"tdsl bf16 -> fp32 (other path: {_lowp_path(schalt)})", lambda: kalt(abf, bbf, calt), "bf16"))
     torch_mm = _torch_bf16(af, bf)
     if torch_mm is not None:
         rows.append(("PyTorch bf16 a @ b", torch_mm, "bf16"))
 
-    kh, _ = build(GEMM, m=m, n=n, k=k, a="float16", b="float16", c="float32")
+    kh, schh = build(GEMM, m=m, n=n, k=k, a="float16", b="float16", c="float32")
     ch = np.zeros((m, n), "float32")
     kh(ah, bh, ch)
     refh = ah.astype(np.float64) @ bh.astype(np.float64)
     assert np.allclose(ch, refh, rtol=1e-3, atol=1e-3 * np.abs(refh).max())
-    rows.append(("tdsl fp16 -> fp32 (auto)", lambda: kh(ah, bh, ch), "fp16"))
+    rows.append((f"tdsl fp16 -> fp32 (auto: {_lowp_path(schh)})", lambda: kh(ah, bh, ch), "fp16"))
 
     seconds = interleaved([call for _, call, _ in rows], repeat)
     ops = 2.0 * m * n * k
     return [{"size": f"{m}x{n}x{k}", "kernel": name, "seconds": s, "gops": ops / s / 1e9} for (name, _, _), s
             in zip(rows, seconds)]
+
+
+def _lowp_path(sch) -> str:
+    """How a float16 / bfloat16 GEMM's schedule computes: vdpbf16ps, or converting in packing."""
+    trace = str(sch.trace)
+    if "x86.amx." in trace:
+        return f"AMX {intrinsic(sch)}"
+    if "x86.avx512bf16.bf16f32_" in trace:
+        return "vdpbf16ps"
+    return "convert in packing, fp32 kernel" if 'dtype="float32"' in trace else "general rules"
+
+
+def _other_bf16_path(m: int, n: int, k: int, target: str = "cpu"):
+    """The bf16 GEMM built on the path the per-CPU table does not pick for this host."""
+    from tdsl.auto.rules import lowp_convert
+
+    name = host_cpu_name()
+    table = lowp_convert.BF16_DOT_PATH
+    saved = table.get(name)
+    table[name] = not lowp_convert.bf16_prefers_dot("cpu")[0]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tdsl.PerformanceWarning)
+            return build(GEMM, target, m=m, n=n, k=k, a="bfloat16", b="bfloat16", c="float32")
+    finally:
+        if saved is None:
+            del table[name]
+        else:
+            table[name] = saved
 
 
 def conv_rows(repeat: int) -> list[dict]:

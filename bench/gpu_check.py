@@ -9,8 +9,16 @@ sm_90). With a GPU, also: the tests/cuda test suite, correctness of every kernel
 device against numpy (numpy, DeviceArray and, when torch is installed, torch arguments through
 DLPack), and GEMM benchmarks against torch.matmul (cuBLAS) with the ratios printed: fp32, WMMA
 fp16, and the fp16 / bf16 GEMMs auto_schedule puts on ldmatrix + mma.sync at 4096^3 and 8192^3
-(with their SASS counts, registers and the emulator's bank-conflict figures beside). Without a
-GPU it says so and exits 0 once the compile-only checks pass. Exit status 1 means a check failed.
+(with their SASS counts, registers and the emulator's bank-conflict figures beside), on both GPU
+pipelines: "mma.sync" (auto_schedule for target cuda: ldmatrix + mma.sync) and "wgmma"
+(auto_schedule for arch sm_90a: TMA + wgmma; a row says why it is skipped when the sm_90a schedule
+has no wgmma step); and the attention forward (32 x 4096 x 128 fp16, causal) that auto_schedule
+makes one fused kernel, against torch's scaled_dot_product_attention. A row without torch (or
+without a GPU for torch) says so instead of its ratio. Without a GPU it says so, builds the
+pipeline kernels (NVRTC, with their SASS figures) and exits 0 once those checks pass. Exit status
+1 means a check failed.
+
+    python bench/gpu_check.py --pipelines    # only the GPU pipeline rows (GEMMs, attention)
 """
 from __future__ import annotations
 
@@ -396,69 +404,208 @@ def mma_figures(dtype: str) -> str:
     return "; ".join(parts)
 
 
-def mma_gemm_benchmark(quick: bool) -> None:
-    """fp16 / bf16 GEMMs (fp32 accumulation) that auto_schedule puts on ldmatrix + mma.sync,
-    against torch.matmul (cuBLAS) in the same process."""
-    from tdsl.backends.cuda import runtime
+PIPELINES = ("mma.sync", "wgmma")
+SASS_NAMES = ("HMMA", "HGMMA", "LDSM", "LDGSTS", "UTMALDG", "SYNCS", "LDL", "STL")
 
+
+def _torch_cuda():
+    """(torch, None) when torch sees a GPU, else (None, the reason)."""
     try:
         import torch
-        torch_ok = torch.cuda.is_available()
     except ImportError:
-        torch, torch_ok = None, False
-    print("GEMM benchmark (fp16 / bf16 on mma.sync, auto_schedule):", flush=True)
-    for dtype in ("float16", "bfloat16"):
-        attempt(f"{dtype} GEMM figures", lambda dtype=dtype: print(f"  {dtype}: {mma_figures(dtype)}", flush=True))
-        for n in ([4096] if quick else [4096, 8192]):
-            def bench(n=n, dtype=dtype):
-                kernel = tdsl.build(tdsl.auto_schedule(_mma_gemm(n, dtype), target="cuda"), target="cuda")
-                rng = np.random.default_rng(4)
-                host = [rng.standard_normal((n, n)).astype(np.float32) for _ in range(2)]
-                if dtype == "bfloat16":
-                    import ml_dtypes
-                    typed = [x.astype(ml_dtypes.bfloat16) for x in host]
-                else:
-                    typed = [x.astype(np.float16) for x in host]
-                a, b = (runtime.to_device(x) for x in typed)
-                c = tdsl.device_array((n, n), "float32")
-                secs = kernel.time(a, b, c, repeat=3)
-                flops = 2.0 * n ** 3
-                line = f"tdsl {flops / secs / 1e12:6.1f} TFLOP/s"
-                if torch_ok:
-                    tdt = torch.float16 if dtype == "float16" else torch.bfloat16
-                    ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda().to(tdt) for x in typed)
-                    ref = torch.matmul(ta.float()[:256], tb.float()).cpu().numpy()
-                    got = c.numpy()[:256]
-                    err = float(np.abs(got - ref).max() / (np.abs(ref).max() + 1e-30))
-                    for _ in range(3):
-                        torch.matmul(ta, tb)
-                    torch.cuda.synchronize()
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    for _ in range(10):
-                        torch.matmul(ta, tb)
-                    end.record()
-                    torch.cuda.synchronize()
-                    tsecs = start.elapsed_time(end) / 1e3 / 10
-                    line += (f" | cuBLAS ({dtype} out) {flops / tsecs / 1e12:6.1f} TFLOP/s | ratio tdsl/cuBLAS "
-                             f"{tsecs / secs:.2f} | rows 0-255 rel. error {err:.1e}")
-                    ok = err < 1e-2
-                else:
-                    line += " | torch not installed: no cuBLAS reference"
-                    ok = True
-                report(f"{dtype} GEMM {n}^3 (mma.sync)", ok, line)
+        return None, "torch is not installed"
+    if not torch.cuda.is_available():
+        return None, "torch has no CUDA device"
+    return torch, None
 
-            attempt(f"{dtype} GEMM {n}^3", bench)
+
+def pipeline_schedule(func, pipeline: str):
+    """(schedule, build arch, why-not) for one GPU pipeline: "mma.sync" is auto_schedule for
+    target cuda (ldmatrix + mma.sync, sm_80 and later); "wgmma" asks for sm_90a (TMA + wgmma,
+    warp-specialized). why-not says why the sm_90a schedule is not a wgmma one."""
+    if pipeline == "mma.sync":
+        return tdsl.auto_schedule(func, target="cuda"), "sm_80", None
+    try:
+        sch = tdsl.auto_schedule(func, target="cuda", arch="sm_90a")
+    except TypeError:   # an auto_schedule without arch=: the target string names it
+        sch = tdsl.auto_schedule(func, target="cuda -arch=sm_90a")
+    trace = str(sch.trace)
+    if "wgmma" not in trace:
+        return sch, "sm_90a", "the sm_90a schedule has no wgmma step (no wgmma rule in this tdsl, or it did not apply)"
+    return sch, "sm_90a", None
+
+
+def sass_figures(cubin: bytes) -> str:
+    """SASS counts and resources of a CUBIN ('' without cuobjdump)."""
+    from tdsl.backends.cuda.stats import cuobjdump_path, opcodes, resource_usage
+
+    if not cubin or not cuobjdump_path():
+        return ""
+    ops = opcodes(cubin) or {}
+    counts = {k: sum(v for o, v in ops.items() if o.startswith(k)) for k in SASS_NAMES}
+    usage = resource_usage(cubin) or {}
+    regs = ", ".join(f"{u['registers']} regs, {u['shared']} B shared, {u['local']} B local" for u in usage.values())
+    return "SASS " + " ".join(f"{k}={v}" for k, v in counts.items() if v or k in ("LDL", "STL")) + f" ({regs})"
+
+
+def _timed(fn, reps: int) -> float:
+    """Seconds per call of `fn` on torch's stream (CUDA events), after warm-up."""
+    import torch
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3 / reps
+
+
+def _typed(host: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return host.astype(ml_dtypes.bfloat16)
+    return host.astype(np.float16)
+
+
+def pipeline_gemm_rows(quick: bool, on_gpu: bool) -> None:
+    """fp16 / bf16 GEMMs (fp32 accumulation) auto-scheduled for each GPU pipeline, against
+    torch.matmul (cuBLAS) in the same process; without a GPU only built (NVRTC) for the
+    pipeline's architecture with their SASS figures."""
+    from tdsl.backends.cuda import runtime
+
+    torch, why_torch = _torch_cuda() if on_gpu else (None, "no GPU")
+    print("GEMM benchmark, GPU pipelines (auto_schedule; fp16 / bf16 in, fp32 out):", flush=True)
+    for pipeline in PIPELINES:
+        for dtype in ("float16", "bfloat16"):
+            if pipeline == "mma.sync":
+                attempt(f"{dtype} GEMM figures", lambda dtype=dtype: print(f"  {dtype}: {mma_figures(dtype)}", flush=True))
+            for n in ([4096] if quick else [4096, 8192]):
+                label = f"{dtype} GEMM {n}^3 ({pipeline})"
+
+                def row(n=n, dtype=dtype, pipeline=pipeline, label=label):
+                    sch, arch, why_not = pipeline_schedule(_mma_gemm(n, dtype), pipeline)
+                    if why_not:
+                        report(label, True, f"skipped: {why_not}")
+                        return
+                    kernel = tdsl.build(sch, target="cuda", arch=arch)
+                    figures = sass_figures(kernel.cubin)
+                    if not on_gpu:
+                        report(label, kernel.cubin[:4] == b"\x7fELF", f"built for {arch} (no GPU: not run); {figures}")
+                        return
+                    rng = np.random.default_rng(4)
+                    typed = [_typed(rng.standard_normal((n, n)).astype(np.float32), dtype) for _ in range(2)]
+                    a, b = (runtime.to_device(x) for x in typed)
+                    c = tdsl.device_array((n, n), "float32")
+                    secs = kernel.time(a, b, c, repeat=3)
+                    flops = 2.0 * n ** 3
+                    line = f"tdsl {flops / secs / 1e12:6.1f} TFLOP/s"
+                    ok = True
+                    if torch is not None:
+                        tdt = torch.float16 if dtype == "float16" else torch.bfloat16
+                        ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda().to(tdt) for x in typed)
+                        ref = torch.matmul(ta.float()[:256], tb.float()).cpu().numpy()
+                        err = float(np.abs(c.numpy()[:256] - ref).max() / (np.abs(ref).max() + 1e-30))
+                        tsecs = _timed(lambda: torch.matmul(ta, tb), 10)
+                        line += (f" | cuBLAS ({dtype} out) {flops / tsecs / 1e12:6.1f} TFLOP/s | ratio tdsl/cuBLAS "
+                                 f"{tsecs / secs:.2f} | rows 0-255 rel. error {err:.1e}")
+                        ok = err < 1e-2
+                    else:
+                        line += f" | no cuBLAS reference ({why_torch})"
+                    report(label, ok, f"{line}; {figures}")
+
+                attempt(label, row)
+
+
+ATTENTION_SIZE = (32, 4096, 128)   # batch x heads, sequence, head dim
+
+
+def attention_func(bh: int, seq: int, dim: int, causal: bool = True):
+    """fp16 attention forward as a user writes it (bench/attention_gpu.py), fp16 output."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from attention_gpu import attention_lowp_func
+
+    return attention_lowp_func(bh, seq, dim, "float16", causal=causal, out="float16", p_cast=True)
+
+
+def attention_figures() -> str:
+    """The fused kernel in the emulator at 2 x 128 x 64 (causal) against numpy: its max error."""
+    from attention_gpu import attention_lowp_ref
+
+    kernel = tdsl.build(tdsl.auto_schedule(attention_func(2, 128, 64), target="cuda"), target="cuda", emulate=True)
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((2, 128, 64)).astype(np.float16) for _ in range(3))
+    err = float(np.abs(kernel(q, k, v).astype(np.float64) - attention_lowp_ref(q, k, v, True)).max())
+    return f"emulator 2x128x64 causal max error {err:.1e}"
+
+
+def attention_row(on_gpu: bool) -> None:
+    """Attention forward (fp16, causal) as tdsl's fused kernel against torch's
+    scaled_dot_product_attention; without a GPU only the kernel's build and figures."""
+    from tdsl.backends.cuda import runtime
+    from tdsl.backends.cuda.flash_attention import AttentionShape, kernel_source
+    from tdsl.backends.cuda.nvrtc import compile_cuda
+
+    bh, seq, dim = ATTENTION_SIZE
+    label = f"attention fwd {bh}x{seq}x{dim} fp16 causal (fused kernel)"
+    print("attention forward (auto_schedule: one fused kernel):", flush=True)
+    attempt("attention figures", lambda: print(f"  {attention_figures()}", flush=True))
+
+    def row():
+        func = attention_func(bh, seq, dim)
+        sch = tdsl.auto_schedule(func, target="cuda")
+        if '"tdsl.fused_kernel"' not in str(sch.trace):
+            report(label, False, "auto_schedule did not fuse the attention")
+            return
+        arch = runtime.device_info().arch if on_gpu else "sm_80"
+        shape = AttentionShape(bh, seq, dim, "float16", "float16", True)
+        figures = "; ".join(f"{a}: {sass_figures(compile_cuda(kernel_source(shape), a, name='attention.cu').cubin)}"
+                            for a in sorted({arch, "sm_90a"}))
+        kernel = tdsl.build(sch, target="cuda", arch=arch)
+        if not on_gpu:
+            report(label, True, f"built (no GPU: not run); {figures}")
+            return
+        torch, why_torch = _torch_cuda()
+        rng = np.random.default_rng(6)
+        host = [rng.standard_normal((bh, seq, dim)).astype(np.float16) for _ in range(3)]
+        q, k, v = (runtime.to_device(x) for x in host)
+        o = tdsl.device_array((bh, seq, dim), "float16")
+        secs = kernel.time(q, k, v, o, repeat=3)
+        flops = 4.0 * bh * seq * seq * dim / 2    # causal: half of Q K^T and P V
+        line = f"tdsl {flops / secs / 1e12:6.1f} TFLOP/s ({secs * 1e3:.2f} ms)"
+        ok = True
+        if torch is not None:
+            import torch.nn.functional as F
+
+            tq, tk, tv = (torch.from_numpy(x).cuda().view(1, bh, seq, dim) for x in host)
+            ref = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+            err = float((torch.from_numpy(o.numpy().astype(np.float32)).cuda().view(1, bh, seq, dim)
+                         - ref.float()).abs().max())
+            tsecs = _timed(lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=True), 10)
+            line += (f" | torch SDPA {flops / tsecs / 1e12:6.1f} TFLOP/s ({tsecs * 1e3:.2f} ms) | ratio tdsl/SDPA "
+                     f"{tsecs / secs:.2f} | max abs error {err:.1e}")
+            ok = err < 2e-2
+        else:
+            line += f" | no SDPA reference ({why_torch})"
+        report(label, ok, f"{line}; {figures}")
+
+    attempt(label, row)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
     parser.add_argument("--no-tests", action="store_true", help="skip the pytest run")
+    parser.add_argument("--pipelines", action="store_true",
+                        help="only the GPU pipelines: the mma.sync and wgmma GEMM rows and the fused attention row")
     args = parser.parse_args()
     t0 = time.perf_counter()
     print(f"tdsl {tdsl.__version__}, Python {sys.version.split()[0]}, numpy {np.__version__}")
-    emulated_checks()
+    if not args.pipelines:
+        emulated_checks()
     try:
         import cuda.bindings
 
@@ -471,21 +618,26 @@ def main() -> int:
     except tdsl.TargetError as exc:
         print(f"NVRTC is not usable: {exc}")
         return 1
-    compile_only()
+    if not args.pipelines:
+        compile_only()
     from tdsl.backends.cuda import runtime
 
     try:
         info = runtime.device_info()
     except tdsl.TargetError as exc:
-        print(f"no GPU here ({str(exc).split(';')[0]}): device checks skipped")
+        print(f"no GPU here ({str(exc).split(';')[0]}): device checks skipped; the GPU pipelines built only")
+        pipeline_gemm_rows(True, on_gpu=False)
+        attention_row(on_gpu=False)
         print(f"done in {time.perf_counter() - t0:.1f}s; {len(FAILURES)} failure(s)")
         return 1 if FAILURES else 0
     print(f"device: {info.name} ({info.arch}), {info.max_shared_per_block} B shared/block")
-    if not args.no_tests:
-        attempt("pytest tests/cuda", lambda: run_tests(150))
-    device_correctness(args.quick)
-    gemm_benchmark(args.quick)
-    mma_gemm_benchmark(args.quick)
+    if not args.pipelines:
+        if not args.no_tests:
+            attempt("pytest tests/cuda", lambda: run_tests(150))
+        device_correctness(args.quick)
+        gemm_benchmark(args.quick)
+    pipeline_gemm_rows(args.quick, on_gpu=True)
+    attention_row(on_gpu=True)
     print(f"done in {time.perf_counter() - t0:.1f}s; {len(FAILURES)} failure(s)"
           + (": " + ", ".join(FAILURES) if FAILURES else ""))
     return 1 if FAILURES else 0

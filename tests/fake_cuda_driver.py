@@ -14,6 +14,11 @@ class FakeDriver:
     CUstream = real_driver.CUstream
     CUdevice_attribute = real_driver.CUdevice_attribute
     CUfunction_attribute = real_driver.CUfunction_attribute
+    CUtensorMapDataType = real_driver.CUtensorMapDataType
+    CUtensorMapInterleave = real_driver.CUtensorMapInterleave
+    CUtensorMapSwizzle = real_driver.CUtensorMapSwizzle
+    CUtensorMapL2promotion = real_driver.CUtensorMapL2promotion
+    CUtensorMapFloatOOBfill = real_driver.CUtensorMapFloatOOBfill
 
     class CUresult(enum.IntEnum):
         CUDA_SUCCESS = 0
@@ -94,6 +99,24 @@ class FakeDriver:
         if self.on_launch is not None:
             self.on_launch(fn, (gx, gy, gz), (bx, by, bz), params)
         return self.OK
+
+    class CUtensorMap:
+        """The driver's opaque 128 bytes (16 words); the fake's words number its encodings."""
+
+        def __init__(self, words):
+            self.opaque = list(words)
+
+    def cuTensorMapEncodeTiled(self, dtype, rank, address, dims, strides, box, element_strides, interleave, swizzle,
+                               l2_promotion, oob_fill):
+        """Records the arguments (`self.tensor_maps`); the map's words are (call number << 32) + i."""
+        if not hasattr(self, "tensor_maps"):
+            self.tensor_maps = []
+        self.tensor_maps.append(dict(dtype=dtype, rank=rank, address=int(address), dims=list(dims),
+                                     strides=list(strides), box=list(box), element_strides=list(element_strides),
+                                     interleave=interleave, swizzle=swizzle, l2_promotion=l2_promotion,
+                                     oob_fill=oob_fill))
+        n = len(self.tensor_maps)
+        return self.OK + (self.CUtensorMap([(n << 32) + i for i in range(16)]),)
 
     def cuStreamSynchronize(self, stream):
         return self.OK

@@ -122,4 +122,36 @@ if importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cu
         SKIPPED.append('the SASS check (cuobjdump comes with the test extra: pip install "tdsl[test]")')
 else:
     SKIPPED.append('NVRTC (pip install "tdsl[cuda]")')
+
+# %% [markdown]
+# ## The same pipeline from `tdsl.auto_schedule`
+#
+# Written by hand above; for `arch="sm_90a"` the auto-scheduler writes it from the plain GEMM:
+# `sch.wgmma_pipeline` (TMA into a ring of 128B-swizzled stages, mbarriers, wgmma m64nNk16) and
+# `sch.warp_specialize` (a producer and a consumer warpgroup). The tensor maps are buffers of the
+# scheduled function that the call encodes (the driver's `cuTensorMapEncodeTiled` on a GPU), so
+# the kernel takes the arrays alone. Here B is indexed `B[k, j]`: the pipeline first copies it
+# K-major, as wgmma reads it.
+# %%
+
+
+@T.prim_func
+def gemm(A: T.Buffer((64, 256), "float16"), B: T.Buffer((256, 64), "float16"), C: T.Buffer((64, 64), "float32")):
+    for i, j, k in T.grid(64, 64, 256):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+
+
+sch = tdsl.auto_schedule(gemm, target="cuda", arch="sm_90a")
+print(sch.trace)
+a2 = rng.integers(-2, 3, (64, 256)).astype(np.float16)
+b2 = rng.integers(-2, 3, (256, 64)).astype(np.float16)
+want2 = a2.astype(np.float32) @ b2.astype(np.float32)
+np.testing.assert_array_equal(tdsl.interpret(sch.func, a2, b2), want2)   # the meaning is kept
+if "the emulator (no host C++ compiler)" not in SKIPPED:
+    np.testing.assert_array_equal(tdsl.build(sch, target="cuda", emulate=True)(a2, b2), want2)
+    print("auto-scheduled pipeline, emulator: equal to numpy")
 print("15_hopper_tensorir:", "all checks passed" if not SKIPPED else f"skipped here: {'; '.join(SKIPPED)}")

@@ -14,6 +14,7 @@ from .rules import (
     GPUCrossThreadReduction,
     GPUMatmulTiling,
     GPUMmaTiling,
+    GPUWgmmaPipeline,
     GPUWmmaTiling,
     LibraryCall,
     MatmulTensorizeCPU,
@@ -26,7 +27,7 @@ from .rules import (
 )
 from .space import Pass, Space, default_passes, register_rule, sketches, space, unregister_rule
 
-__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaTiling", "GPUWmmaTiling", "Hardware", "LibraryCall", "MatmulTensorizeCPU",
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaTiling", "GPUWgmmaPipeline", "GPUWmmaTiling", "Hardware", "LibraryCall", "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "Pass", "RowPrefetch", "Rule", "Space",
            "TensorizeMatching", "VectorReduction", "auto_schedule", "default_passes", "hardware", "register_rule", "sketches", "space",
            "unregister_rule"]

@@ -14,7 +14,7 @@ from ..schedule import Schedule
 from .space import Pass, sketches
 
 
-def auto_schedule(func: PrimFunc, target="cpu", *, passes: list[Pass] | None = None,
+def auto_schedule(func: PrimFunc, target="cpu", *, arch: str | None = None, passes: list[Pass] | None = None,
                   space: Callable[[Schedule], None] | None = None, seed: int = 0) -> Schedule:
     """A Schedule of `func` for `target` ("cpu" or "cuda") chosen by the rules, no measurement.
 
@@ -22,6 +22,8 @@ def auto_schedule(func: PrimFunc, target="cpu", *, passes: list[Pass] | None = N
     >>> print(sch.trace)                      # the steps, as Python
     >>> kernel = tdsl.build(sch)
 
+    `arch` ("sm_80", "sm_90a", ...) picks the rules of that CUDA architecture, as
+    ``target="cuda -arch=sm_90a"`` does: on sm_90a fp16/bf16 GEMMs get the TMA + wgmma pipeline.
     `passes` replaces the default rules (see `tdsl.auto.space`); `space(sch)` replaces the whole
     design space with your function (its sampling steps then take the seeded random decisions).
     """
@@ -29,4 +31,11 @@ def auto_schedule(func: PrimFunc, target="cpu", *, passes: list[Pass] | None = N
         func = func.func
     if not isinstance(func, PrimFunc):
         raise TypeError(f"tdsl.auto_schedule takes a PrimFunc (a @T.prim_func), not {type(func).__name__}")
+    if arch is not None:
+        from ..target import parse_target
+
+        tgt = parse_target(target)
+        if tgt.kind != "cuda" or tgt.get("arch", arch) != arch:
+            raise TypeError(f"tdsl.auto_schedule: arch={arch!r} is for a CUDA target, not {str(tgt)!r}")
+        target = f"{tgt} -arch={arch}" if tgt.get("arch") is None else str(tgt)
     return sketches(func, target, passes=passes, space=space, defaults=True, seed=seed, limit=1)[0]

@@ -20,7 +20,8 @@ class Hardware:
     of a vector register; cores: cores this process may use; l1 / l2: data cache bytes per core;
     max_threads: threads per CUDA block; max_shared: shared memory bytes per CUDA block;
     warp: threads per warp; features: the CPU features code may use (LLVM's names); target: the
-    CPU target string ("cpu", "cpu -mcpu=x86-64-v3")."""
+    CPU target string ("cpu", "cpu -mcpu=x86-64-v3"); arch: the CUDA architecture a "cuda" target
+    names ("cuda -arch=sm_90a" -> "sm_90a"; "" when it names none)."""
 
     kind: str
     isa: str = ""
@@ -33,6 +34,7 @@ class Hardware:
     warp: int = 32
     features: frozenset[str] = frozenset()
     target: str = "cpu"
+    arch: str = ""
 
     @property
     def is_gpu(self) -> bool:
@@ -94,4 +96,6 @@ def hardware(target) -> Hardware:
     from ..target import cpu_target
 
     tgt = cpu_target(target)
-    return _cpu(str(tgt)) if tgt.kind == "cpu" else Hardware("cuda", lanes=1, cores=1)
+    if tgt.kind == "cpu":
+        return _cpu(str(tgt))
+    return Hardware("cuda", lanes=1, cores=1, arch=tgt.get("arch") or "", target=str(tgt))

@@ -5,10 +5,13 @@
 1. `AutoInline`, blocks in program order (elementwise chains and padding collapse first);
 2. the tiling rules (`LibraryCall`: a matmul as a BLAS call or left to the next rules, `MatmulAmxCPU`, `MatmulLowpCPU`, `MatmulTensorizeCPU`,
    `TensorizeMatching`, `MultiLevelTilingCPU` on the
-   CPU; `GPUMmaTiling`, `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUCrossThreadReduction`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
+   CPU; `GPUWgmmaPipeline` (arch sm_90a), `GPUMmaConv`, `GPUMmaTiling`, `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUCrossThreadReduction`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
    blocks consumers first (post-order: a consumer is tiled before its producers choose where to go);
 3. `RowPrefetch` (CPU), blocks in program order;
 4. `ParallelVectorizeUnroll` (CPU), blocks in program order.
+
+On CUDA, `FusedAttentionGPU` runs first in pass 1 (before inlining hides the pattern): an
+attention chain becomes one block computed by tdsl's fused attention kernel.
 
 Each rule maps a schedule and a block to the schedules it makes (see `rules.base.Rule`); the
 space is every combination, `sketches(func, target)` lists them. To extend the space:
@@ -33,7 +36,9 @@ from .rules import (
     GPUBind,
     GPUCrossThreadReduction,
     GPUMatmulTiling,
+    GPUMmaConv,
     GPUMmaTiling,
+    GPUWgmmaPipeline,
     GPUWmmaTiling,
     LibraryCall,
     MatmulAmxCPU,
@@ -46,6 +51,7 @@ from .rules import (
     TensorizeMatching,
     VectorReduction,
 )
+from .rules.attention_gpu import FusedAttentionGPU
 
 
 @dataclass
@@ -98,7 +104,7 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
     random (a search's sketches)."""
     if hw.is_gpu:
         passes = [Pass([AutoInline(hw, defaults)]),
-                  Pass([GPUMmaTiling(hw, defaults), GPUWmmaTiling(hw, defaults), GPUMatmulTiling(hw, defaults), GPUCrossThreadReduction(hw, defaults),
+                  Pass([GPUWgmmaPipeline(hw, defaults), GPUMmaConv(hw, defaults), GPUMmaTiling(hw, defaults), GPUWmmaTiling(hw, defaults), GPUMatmulTiling(hw, defaults), GPUCrossThreadReduction(hw, defaults),
                         GPUBind(hw, defaults)],
                        consumers_first=True)]
     else:
@@ -108,6 +114,8 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
                         VectorReduction(hw, defaults)], consumers_first=True),
                   Pass([RowPrefetch(hw, defaults)]),
                   Pass([ParallelVectorizeUnroll(hw, defaults)])]
+    if hw.is_gpu:
+        passes[0].insert(0, FusedAttentionGPU(hw, defaults))
     for stage, position, kind, factory in _REGISTERED:
         if kind == hw.kind and STAGES.index(stage) < len(passes):
             passes[STAGES.index(stage)].insert(position, factory(hw, defaults))

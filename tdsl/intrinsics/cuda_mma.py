@@ -32,6 +32,11 @@ elements: each 16 x 16 tile (16 x 32 int8) is tile_size / 32 elements per lane, 
 PTX ISA's mma fragment layouts give (``tdsl.lower.gpu_lane_fragments``). A warp tile of 64 x 64
 fp32 accumulators is 128 floats per lane, not 4096.
 
+TVM's own form of these intrinsics, with fragments in scope ``"warp"`` as (lane, register)
+tiles, is `tdsl.intrinsics.cuda_mma_warp` (same names; its layouts and ``LDMATRIX_*`` /
+``MMA_*`` constants can be imported from here too); ``sch.tensorize`` picks the form whose
+scopes the code uses.
+
 Memory operands are passed as two elements, ``A[0, 0]`` and ``A[1, 0]``: the device function
 takes the row pitch from their distance, so the tile's buffer may be compacted (a shared tile
 sized to the block) and each lane computes its own ldmatrix row address (lane 8m + r gives row
@@ -42,16 +47,6 @@ from __future__ import annotations
 from ..ir import PrimFunc
 from .registry import TensorIntrin
 
-# TVM's schedules keep mma fragments in scope "warp", each 16 x 16 tile a (32, 8) buffer laid
-# out by transform_layout with shared_16x16_to_ldmatrix_32x8_layout and lowered by LowerWarpMemory;
-# tdsl keeps fragments in their logical shape and places each lane's elements itself.
-WARP_SCOPE_REFUSAL = (
-    "scope 'warp' (TVM's per-warp mma fragments: a (32, 8) buffer per 16 x 16 tile, laid out by "
-    "transform_layout with shared_16x16_to_ldmatrix_32x8_layout) is not supported; tdsl keeps fragments in "
-    "their logical shape in the scopes 'm16n8k16.matrixA', 'm16n8k16.matrixB', 'm16n8k16.accumulator' "
-    "(int8: 'm16n8k32.*') and gives each lane its own registers itself: write "
-    "sch.cache_read(block, 'A_shared', 'm16n8k16.matrixA') and tensorize its 16 x 16 tiles with "
-    "'mma_ldmatrix_f16_a' (no transform_layout; docs/gpu_pipelines.md shows the whole schedule)")
 F16_SCOPES = ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator")
 I8_SCOPES = ("m16n8k32.matrixA", "m16n8k32.matrixB", "m16n8k32.accumulator")
 FRAGMENT_SCOPES = F16_SCOPES + I8_SCOPES
@@ -277,6 +272,35 @@ FRAGMENT_ARGS: dict[str, tuple[int, ...]] = {
     "tdsl_mma_16x16x16_f32": (0, 1, 2), "tdsl_mma_16x16x32_s32": (0, 1, 2), "tdsl_mma_fill": (0,),
     "tdsl_mma_store": (2,)}
 
+# TVM's warp-tile intrinsics (tdsl.intrinsics.cuda_mma_warp): device function -> its arguments
+# that are a lane's registers of a warp tile (a (32, n)
+# "warp" region; `lower_warp_memory` passes the lane's n registers), and -> its arguments that
+# stand for a memory tile (elements (0, 0) / (1, 0), as in cuda_mma.TILE_ARGS)
+WARP_FRAGMENT_ARGS: dict[str, tuple[int, ...]] = {
+    "tdsl_warp_ldmatrix_a": (0,), "tdsl_warp_ldmatrix_b": (0,), "tdsl_warp_ldmatrix_b_trans": (0,),
+    "tdsl_warp_load_b_i8": (0,), "tdsl_warp_mma": (0, 1, 2), "tdsl_warp_mma_i8": (0, 1, 2),
+    "tdsl_warp_mma_f16acc": (0, 1, 2), "tdsl_warp_fill": (0,), "tdsl_warp_store": (2,)}
+WARP_MEMORY_ARGS: dict[str, tuple[int, ...]] = {
+    "tdsl_warp_ldmatrix_a": (1,), "tdsl_warp_ldmatrix_b": (1,), "tdsl_warp_ldmatrix_b_trans": (1,),
+    "tdsl_warp_load_b_i8": (1,), "tdsl_warp_store": (0,)}
+WARP_READ_ONLY_ARGS: dict[str, tuple[int, ...]] = {
+    "tdsl_warp_ldmatrix_a": (1, 2), "tdsl_warp_ldmatrix_b": (1, 2), "tdsl_warp_ldmatrix_b_trans": (1, 2),
+    "tdsl_warp_load_b_i8": (1, 2), "tdsl_warp_mma": (1, 2), "tdsl_warp_mma_i8": (1, 2),
+    "tdsl_warp_mma_f16acc": (1, 2), "tdsl_warp_store": (2,)}
+# device functions whose fragment (the argument given) is a B tile placed as the registers say,
+# not as the description does: code of the kernel itself must not read or write that tile
+B_FRAGMENT_ARGS: dict[str, tuple[int, ...]] = {
+    "tdsl_warp_ldmatrix_b": (0,), "tdsl_warp_ldmatrix_b_trans": (0,), "tdsl_warp_mma": (2,),
+    "tdsl_warp_mma_f16acc": (2,), "tdsl_warp_mma_i8": (2,)}
+
+
+
+def memory_tile(fn: str, bits: int) -> tuple[int, int]:
+    """The memory tile a tile argument of device function `fn` stands for (`tile_shape`; the
+    k-major int8 B tile that `tdsl_warp_load_b_i8` reads is 32 x 16)."""
+    return (32, 16) if fn == "tdsl_warp_load_b_i8" else tile_shape(bits)
+
+
 # ldmatrix device functions -> their variants for an XOR-swizzled shared tile (tdsl.lower.gpu_swizzle)
 LDMATRIX_XOR = {"tdsl_mma_ldmatrix_a": "tdsl_mma_ldmatrix_a_xor", "tdsl_mma_ldmatrix_b": "tdsl_mma_ldmatrix_b_xor",
                 "tdsl_mma_ldmatrix_b_trans": "tdsl_mma_ldmatrix_b_trans_xor"}
@@ -285,7 +309,7 @@ LDMATRIX_XOR = {"tdsl_mma_ldmatrix_a": "tdsl_mma_ldmatrix_a_xor", "tdsl_mma_ldma
 READ_ONLY_ARGS: dict[str, tuple[int, ...]] = {
     "tdsl_mma_ldmatrix_a": (1, 2), "tdsl_mma_ldmatrix_b": (1, 2), "tdsl_mma_ldmatrix_b_trans": (1, 2),
     "tdsl_mma_16x16x16_f32": (1, 2), "tdsl_mma_16x16x32_s32": (1, 2), "tdsl_mma_store": (2,),
-    **{fn: (1, 2) for fn in LDMATRIX_XOR.values()}}
+    **{fn: (1, 2) for fn in LDMATRIX_XOR.values()}, **WARP_READ_ONLY_ARGS}
 
 
 def swizzle(sch, block) -> None:
@@ -377,3 +401,13 @@ def _register_builtins() -> None:
             text = _COPY.format(r=16, c=16, dtype=_TYPES[acc], src=scope, dst=mem, fn="tdsl_mma_store",
                                 call="F[0, 0], F[1, 0], A[0, 0]")
             _reg(store_name(acc, mem), *_pair(text), doc=f"accumulator tile -> {mem}")
+
+
+def __getattr__(name: str):
+    """TVM's names of `tdsl.intrinsics.cuda_mma_warp` (``LDMATRIX_f16_A_INTRIN``,
+    ``shared_16x16_to_ldmatrix_32x8_layout``, ...), as TVM's ``tensor_intrin.cuda`` has them."""
+    from . import cuda_mma_warp
+
+    if name.startswith("_") or not hasattr(cuda_mma_warp, name):
+        raise AttributeError(f"module 'tdsl.intrinsics.cuda_mma' has no attribute {name!r}")
+    return getattr(cuda_mma_warp, name)

@@ -27,6 +27,9 @@ _REGISTRY: dict[str, TensorIntrin] = {}
 # families of intrinsics made on first use from their name (e.g. "x86.avx2.fp32_4x16x64")
 _FACTORIES: list[tuple[re.Pattern, Callable[[re.Match], None]]] = []
 _BUILTINS_LOADED = False
+# name -> the names of the other forms of that intrinsic (the same computation on buffers in
+# other scopes: TVM's "warp" tiles of an mma intrinsic tdsl also has with fragment scopes)
+_FORMS: dict[str, list[str]] = {}
 
 TARGET_KINDS = ("cpu", "cuda")
 
@@ -48,10 +51,12 @@ class TensorIntrin:
     @staticmethod
     def register(name: str, desc: PrimFunc, impl: PrimFunc, *, target: str = "cpu",
                  features: tuple[str, ...] | list[str] = (), doc: str = "", prelude: str = "",
-                 override: bool = False) -> TensorIntrin:
+                 override: bool = False, form_of: str | None = None) -> TensorIntrin:
         """Register `name` -> (desc, impl). `target` is the backend that can run `impl`
         ("cpu" or "cuda"); `features` the host CPU features it needs; `prelude` CUDA source (device
-        functions) the implementation calls. Elsewhere the block keeps computing through `desc`."""
+        functions) the implementation calls. Elsewhere the block keeps computing through `desc`.
+        `form_of`: another intrinsic's name, which `sch.tensorize` then also accepts for this one
+        where the code's buffers are in this one's scopes (see `forms`)."""
         if not isinstance(name, str) or not name:
             raise TypeError("TensorIntrin.register: the name must be a non-empty string")
         for role, f in (("desc", desc), ("impl", impl)):
@@ -66,7 +71,20 @@ class TensorIntrin:
         _check_pair(name, desc, impl)
         intrin = TensorIntrin(name, desc, impl, target, tuple(features), doc, prelude)
         _REGISTRY[name] = intrin
+        if form_of is not None and name not in _FORMS.setdefault(form_of, []):
+            _FORMS[form_of].append(name)
         return intrin
+
+    @staticmethod
+    def forms(name: str) -> list[TensorIntrin]:
+        """`name`'s intrinsic and those registered with ``form_of=name``: ``forms("mma_f16f16f32")``
+        is tdsl's fragment-scope intrinsic and TVM's "warp" one (``"mma_f16f16f32.warp"``)."""
+        first = TensorIntrin.get(name)
+        return [first] + [_REGISTRY[n] for n in _FORMS.get(name, ()) if n in _REGISTRY]
+
+    def scopes(self) -> set[str]:
+        """The storage scopes of the description's buffers."""
+        return {p.scope for p in self.desc.params if isinstance(p, Buffer)}
 
     @overload
     @staticmethod

@@ -1,4 +1,4 @@
-"""x86 low-precision register-tile micro-kernels: int8 (VNNI, AVX2), bf16 and fp16.
+"""x86 low-precision register-tile micro-kernels: int8 (VNNI, AVX2) and bf16 (AVX512-BF16).
 
 int8 ``x86.<isa>.u8s8s32_<MR>x<NR>x<KC>``: ``C[MR, NR] += A[MR, KC] @ B[KC, NR]``, u8 x s8 -> s32,
 exact (int32 accumulation, wrapping as numpy's int32 does; any order of the sums gives the same
@@ -21,16 +21,16 @@ from bfloat16 operands on vdpbf16ps, B packed in k pairs (``transform_layout(B_p
 (j // NR, k // 2, j % NR, k % 2))``), A's 2 bfloat16 of a pair broadcast as one 32-bit lane; see
 `register_bf16` for the order of accumulation.
 
-fp16 ``x86.<isa>.f16f32_<MR>x<NR>x<KC>`` (isa ``avx512``, or ``avx2`` with F16C) and bf16
-``x86.<isa>.bf16f32_<MR>x<NR>x<KC>`` (isa ``avx512`` or ``avx2``): the fp32 FMA micro-kernel fed by
-conversions to fp32 (B packed in NR-wide panels as for fp32); see `register_fp16`.
+float16 (and bfloat16 where vdpbf16ps is missing or slow) have no kernel here: their GEMMs convert
+the operands to fp32 while packing them (``cache_read(..., dtype="float32")``) and run the fp32
+micro-kernel of `tdsl.intrinsics.x86` (see `tdsl.auto.rules.lowp_convert`).
 
 Every kernel has an ``_init`` variant (name suffix): ``C = A @ B`` for a tile that spans the
 whole reduction, accumulators starting at zero (`with_init`).
 
 `int8_microkernel(features, kc)` returns the best int8 variant's name for a CPU with `features`
-(``tdsl.target.cpu_features(target)``), registered with `kc` steps of k; `int8_isa` and
-`fp16_isa` name the ISA a CPU's features allow.
+(``tdsl.target.cpu_features(target)``), registered with `kc` steps of k; `int8_isa` names the ISA
+a CPU's features allow.
 """
 from __future__ import annotations
 
@@ -255,103 +255,7 @@ def _bf16_from_name(m) -> None:
     register_bf16(int(m[1]), int(m[2]), int(m[3]), bool(m[4]))
 
 
-FP16_ISAS = {
-    # isa: (fp32 lanes, CPU features, default (MR, NR))
-    "avx512": (16, ("avx512f",), (8, 32)),
-    "avx2": (8, ("avx2", "fma", "f16c"), (4, 16)),
-}
-
-
-def _fp16_desc(mr: int, nr: int, kc: int, dtype: str = "float16") -> str:
-    return f'''
-@T.prim_func
-def fp16_desc(A: T.Buffer(({mr}, {kc}), "{dtype}", strides=("a_s", 1)),
-              B: T.Buffer(({kc}, {nr}), "{dtype}", strides=("b_s", 1)),
-              C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
-    for i, j, k in T.grid({mr}, {nr}, {kc}):
-        with T.block("update"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
-'''
-
-
-def _fp16_impl(isa: str, mr: int, nr: int, kc: int, dtype: str = "float16") -> str:
-    lanes = FP16_ISAS[isa][0]
-    nv = nr // lanes
-    vec = f"T.Ramp(v * {lanes}, 1, {lanes})"
-    return f'''
-@T.prim_func
-def fp16_impl(A: T.Buffer(({mr}, {kc}), "{dtype}", strides=("a_s", 1)),
-              B: T.Buffer(({kc}, {nr}), "{dtype}", strides=("b_s", 1)),
-              C: T.Buffer(({mr}, {nr}), "float32", strides=("c_s", 1))):
-    acc = T.alloc_buffer(({mr}, {nr}), "float32", scope="local")
-    a32 = T.alloc_buffer(({mr}, {kc}), "float32", scope="local")
-    for i in T.unroll({mr}):
-        for u in range({kc // lanes}):
-            a32[i, T.Ramp(u * {lanes}, 1, {lanes})] = T.cast(A[i, T.Ramp(u * {lanes}, 1, {lanes})], "float32x{lanes}")
-    for i in T.unroll({mr}):
-        for v in T.unroll({nv}):
-            acc[i, {vec}] = C[i, {vec}]
-    for k in range({kc}):
-        for i in T.unroll({mr}):
-            for v in T.unroll({nv}):
-                acc[i, {vec}] = T.call_extern("float32x{lanes}", "llvm.fma.v{lanes}f32", T.Broadcast(a32[i, k], {lanes}),
-                                              T.cast(B[k, {vec}], "float32x{lanes}"), acc[i, {vec}])
-    for i in T.unroll({mr}):
-        for v in T.unroll({nv}):
-            C[i, {vec}] = acc[i, {vec}]
-'''
-
-
-def fp16_name(isa: str, mr: int, nr: int, kc: int, init: bool = False, dtype: str = "float16") -> str:
-    short = "f16" if dtype == "float16" else "bf16"
-    return f"x86.{isa}.{short}f32_{mr}x{nr}x{kc}" + ("_init" if init else "")
-
-
-def register_fp16(isa: str, mr: int, nr: int, kc: int, init: bool = False, dtype: str = "float16") -> str:
-    """Register (once) the fp16 x fp16 -> fp32 micro-kernel of `isa` ("avx512" or "avx2" with
-    F16C): the fp32 FMA kernel fed by conversions (vcvtph2ps). The A tile (MR x KC, rows
-    contiguous along k) is converted once per call into an fp32 scratch tile it then broadcasts
-    from; each row of B (packed in NR-wide panels, as for fp32) is converted as it is loaded, once
-    for all MR rows. KC must be a multiple of the lanes. Each product is exact in fp32, each sum an
-    FMA rounded to fp32, k in increasing order.
-
-    `dtype="bfloat16"` (name ``x86.<isa>.bf16f32_...``): the same for bfloat16, whose conversion
-    to fp32 is a 16-bit shift (no F16C needed): the bf16 GEMM of CPUs without AVX512-BF16, and an
-    alternative to vdpbf16ps where that unit is slow."""
-    from ..script import parse
-
-    name = fp16_name(isa, mr, nr, kc, init, dtype)
-    if TensorIntrin.exists(name):
-        return name
-    if isa not in FP16_ISAS:
-        raise ValueError(f"{name}: unknown fp16 ISA {isa!r}; one of {', '.join(FP16_ISAS)}")
-    lanes, features, _ = FP16_ISAS[isa]
-    if dtype == "bfloat16":
-        features = tuple(f for f in features if f != "f16c")
-    if nr % lanes or kc % lanes or mr <= 0 or nr <= 0 or kc <= 0:
-        raise ValueError(f"{name}: NR and KC must be positive multiples of {lanes} (the {isa} fp32 lanes), MR positive")
-    desc, impl = _fp16_desc(mr, nr, kc, dtype), _fp16_impl(isa, mr, nr, kc, dtype)
-    if init:
-        desc, impl = with_init(desc, impl, "T.float32(0)")
-    TensorIntrin.register(name, parse(desc), parse(impl), target="cpu",
-                          features=features, doc=f"C[{mr},{nr}] += A[{mr},{kc}] @ B[{kc},{nr}], {dtype} x {dtype} -> "
-                                                 f"fp32 ({isa} FMA after conversion to fp32)")
-    return name
-
-
-def fp16_isa(features, dtype: str = "float16") -> str | None:
-    """The fp16 (or converting bf16) micro-kernel ISA for a CPU with `features`, or None."""
-    return next((isa for isa, (_, need, _) in FP16_ISAS.items()
-                 if all(f in features for f in need if dtype == "float16" or f != "f16c")), None)
-
-
-def _fp16_from_name(m) -> None:
-    register_fp16(m[1], int(m[3]), int(m[4]), int(m[5]), bool(m[6]), "float16" if m[2] == "f16" else "bfloat16")
-
-
 def register_families() -> None:
     """Make ``x86.<isa>.u8s8s32_<MR>x<NR>x<KC>`` on first use of the name."""
     TensorIntrin.register_family(r"x86\.(avx512vnni|avxvnni|avx2)\.u8s8s32_(\d+)x(\d+)x(\d+)(_init)?", _int8_from_name)
     TensorIntrin.register_family(r"x86\.avx512bf16\.bf16f32_(\d+)x(\d+)x(\d+)(_init)?", _bf16_from_name)
-    TensorIntrin.register_family(r"x86\.(avx512|avx2)\.(f16|bf16)f32_(\d+)x(\d+)x(\d+)(_init)?", _fp16_from_name)

@@ -18,8 +18,9 @@ Function attributes (`PrimFunc.attrs`):
 Block annotations:
 
 * `TENSOR_INTRIN` ("tdsl.tensor_intrin"): the intrinsic a tensorized block is computed by.
-* `LOWER_NOTE` ("tdsl.lower_note"), on a tensorized block: a note lowering adds to the
-  function's `LOWER_NOTES` (kernel.notes), e.g. an auto rule saying which unit the CPU lacks.
+* `LOWER_NOTE` ("tdsl.lower_note"), on a block (a tensorized one or any other): a note lowering
+  adds to the function's `LOWER_NOTES` (kernel.notes), e.g. an auto rule saying which unit the
+  CPU lacks, or why a GEMM is not on the sm_90a wgmma pipeline.
 * `NONTEMPORAL` ("tdsl.nontemporal"): truthy: write this block's outputs with streaming stores
   (a hint; results are the same).
 * `SWIZZLE` ("tdsl.swizzle"): truthy: lay the shared buffer this block writes out with its
@@ -46,6 +47,7 @@ from .stmt import PrimFunc
 
 FLAT_PARAMS = "tdsl.flat_params"
 LOWER_NOTES = "tdsl.lower_notes"
+INFO_NOTE = "info: "   # a LOWER_NOTES entry that only says what ran (no PerformanceWarning for it)
 NONTEMPORAL_BUFFERS = "tdsl.nontemporal_buffers"
 CUDA_PRELUDE = "tdsl.cuda_prelude"
 TENSOR_INTRIN = "tdsl.tensor_intrin"

@@ -98,11 +98,14 @@ The CPU pipeline, in order:
 The CUDA pipeline (everything ``build(..., target="cuda")`` runs before kernel splitting and
 barrier planning, which stay in ``tdsl.backends.cuda``)::
 
+    lower_fused_kernels            a block annotated tdsl.fused_kernel (the attention chain) -> one
+                                   call of tdsl's fused CUDA kernel, run as a host step (fused_kernels)
     verify_thread_bindings         every computing block under a threadIdx loop (gpu_bindings)
     check_thread_exchange          no data passed between threads via local/global (gpu_exchange)
     apply_tensor_intrinsics
     lower_cross_thread_reductions  reductions bound to threadIdx.x -> all-reduce (cross_thread)
     convert_blocks
+    lower_warp_memory              TVM's "warp" tiles (lane, register) -> the lane's registers (gpu_warp_memory)
     compact_gpu_buffers            local/shared buffers -> one thread's / block's tile (gpu_compact)
     lane_fragments                 mma fragments -> the lane's registers, size / 32 (gpu_lane_fragments)
     swizzle_shared                 shared buffers annotated tdsl.swizzle: 16-byte chunks XOR rows (gpu_swizzle)
@@ -143,7 +146,7 @@ from dataclasses import dataclass
 
 from ..errors import TargetError
 from ..ir import Block, PrimFunc, as_prim_func
-from ..ir.attrs import LOWER_NOTES, TENSOR_INTRIN, get_attr
+from ..ir.attrs import LOWER_NOTE, LOWER_NOTES, TENSOR_INTRIN, get_attr
 from ..ir.tree import walk
 from ..target import parse_target
 from ..tracebacks import public_entry
@@ -151,11 +154,13 @@ from .blocks import convert_blocks, thread_bindings_to_serial
 from .compact import compact_buffers
 from .cross_thread import lower_cross_thread_reductions
 from .flatten import flatten_buffers
+from .fused_kernels import lower_fused_kernels
 from .gpu_bindings import verify_thread_bindings
 from .gpu_compact import compact_gpu_buffers
 from .gpu_exchange import check_thread_exchange
 from .gpu_lane_fragments import lane_fragments
 from .gpu_swizzle import swizzle_shared
+from .gpu_warp_memory import lower_warp_memory
 from .index_checks import index_checks, unproven_index_checks
 from .simplify import remove_no_op, simplify
 from .software_pipeline import inject_software_pipeline, lower_async_copies
@@ -180,7 +185,8 @@ def _tensor_intrinsics(target: str) -> Callable[[PrimFunc], PrimFunc]:
     tdsl.lower.tensorize); free for functions that use no tensor intrinsic."""
 
     def run(func: PrimFunc) -> PrimFunc:
-        if TENSOR_INTRIN not in _annotation_keys(func):
+        keys = _annotation_keys(func)
+        if TENSOR_INTRIN not in keys and LOWER_NOTE not in keys:
             return func
         from .tensorize import apply_tensor_intrinsics
 
@@ -211,11 +217,13 @@ _PIPELINES: dict[str, list[Pass]] = {
         Pass("remove_no_op", remove_no_op),
     ],
     "cuda": [
+        Pass("lower_fused_kernels", lower_fused_kernels),
         Pass("verify_thread_bindings", verify_thread_bindings),
         Pass("check_thread_exchange", check_thread_exchange),
         Pass("apply_tensor_intrinsics", _tensor_intrinsics("cuda")),
         Pass("lower_cross_thread_reductions", lower_cross_thread_reductions),
         Pass("convert_blocks", convert_blocks),
+        Pass("lower_warp_memory", lower_warp_memory),
         Pass("compact_gpu_buffers", compact_gpu_buffers),
         Pass("lane_fragments", lane_fragments),
         Pass("swizzle_shared", swizzle_shared),

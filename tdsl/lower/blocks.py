@@ -18,9 +18,17 @@ from ..ir import (
     is_true,
     substitute,
 )
-from ..ir.attrs import NONTEMPORAL, NONTEMPORAL_BUFFERS, SWIZZLE, SWIZZLED_BUFFERS, VECTORIZE_BLOCKS, set_attr
+from ..ir.attrs import (
+    LOWER_NOTE,
+    NONTEMPORAL,
+    NONTEMPORAL_BUFFERS,
+    SWIZZLE,
+    SWIZZLED_BUFFERS,
+    VECTORIZE_BLOCKS,
+    set_attr,
+)
 from ..ir.functor import replace_fields as replace
-from ._util import StmtMutator, cast_to, collect_stmts, seq
+from ._util import StmtMutator, add_notes, cast_to, collect_stmts, seq
 
 # The annotation keys read and set here (NONTEMPORAL, NONTEMPORAL_BUFFERS, VECTORIZE_BLOCKS) are
 # described in tdsl.ir.attrs.
@@ -93,8 +101,9 @@ def convert_blocks(func: PrimFunc) -> PrimFunc:
     alloc_buffers -> Allocate around the block's code."""
     streamed = _nontemporal_buffers(func.body)
     swizzled = _nontemporal_buffers(func.body, SWIZZLE)
+    notes = [str(v) for b in collect_stmts(func.body, Block) for k, v in b.annotations if k == LOWER_NOTE]
     body = _BlockConverter().visit(func.body)
-    func = func.with_body(body)
+    func = add_notes(func.with_body(body), notes)   # a rule's note on a block (kernel.notes)
     func = set_attr(func, SWIZZLED_BUFFERS, swizzled) if swizzled else func
     return set_attr(func, NONTEMPORAL_BUFFERS, streamed) if streamed else func
 

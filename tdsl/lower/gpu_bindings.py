@@ -18,7 +18,6 @@ from ..ir import (
     Allocate,
     Block,
     BlockRealize,
-    Buffer,
     Call,
     For,
     IfThenElse,
@@ -108,22 +107,10 @@ def warp_calls(func: PrimFunc) -> frozenset[str]:
     return frozenset(out)
 
 
-def _refuse_warp_scope(func: PrimFunc) -> None:
-    from ..intrinsics.cuda_mma import WARP_SCOPE_REFUSAL
-
-    buffers = [p for p in func.params if isinstance(p, Buffer)]
-    buffers += [b for blk in collect(func.body, Block) for b in blk.alloc_buffers]
-    for buf in buffers:
-        if buf.scope == "warp":
-            raise TargetError(f"buffer {buf.name!r}: {WARP_SCOPE_REFUSAL}")
-
-
 def verify_thread_bindings(func: PrimFunc) -> PrimFunc:
     """Raise `UnboundBlockError` for the first computing block without the bindings it needs
-    (the rules are in the module docs); returns `func` unchanged. A buffer in TVM's scope
-    "warp" is refused (tdsl's mma fragments have their own scopes)."""
+    (the rules are in the module docs); returns `func` unchanged."""
     root = func.root_block
-    _refuse_warp_scope(func)
 
     def walk(stmt: Stmt, tags: tuple[str, ...], loops: tuple[For, ...], warp_nest: bool) -> None:
         if isinstance(stmt, For):

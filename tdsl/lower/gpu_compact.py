@@ -84,10 +84,17 @@ class _UseCollector(IRVisitor):
         if op.op not in MATH_CALLS and op.op not in ("if_then_else", SYNC):
             fragments = FRAGMENT_ARGS.get(op.op, ())
             tiles = cuda_mma.TILE_ARGS.get(op.op, ())
+            warp_regs, warp_mem = cuda_mma.WARP_FRAGMENT_ARGS.get(op.op, ()), cuda_mma.WARP_MEMORY_ARGS.get(op.op, ())
             for i, arg in enumerate(op.args):
                 if not isinstance(arg, BufferLoad):
                     continue
-                if op.op == WGMMA and i == 0 and isinstance(op.args[3], IntImm):   # the thread's n / 2 accumulators
+                if i in warp_regs and isinstance(arg.buffer.shape[-1], IntImm):   # a lane's registers of a tile
+                    self._use(arg.buffer, arg.indices, (arg.buffer.shape[-1].value,))
+                elif i in warp_mem and len(arg.indices) >= 2:
+                    self._use(arg.buffer, arg.indices, cuda_mma.memory_tile(op.op, arg.buffer.dtype.bits))
+                elif op.op in cuda_mma.WARP_FRAGMENT_ARGS:
+                    pass   # row 1 of a memory tile
+                elif op.op == WGMMA and i == 0 and isinstance(op.args[3], IntImm):   # the thread's n / 2 accumulators
                     self._use(arg.buffer, arg.indices, (op.args[3].value // 2,))
                 elif i in fragments and arg.buffer.scope == "local" and len(arg.indices) >= len(FRAGMENT_TILE):
                     self._use(arg.buffer, arg.indices, FRAGMENT_TILE)

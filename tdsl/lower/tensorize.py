@@ -57,6 +57,11 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     kind = tgt.kind
     preludes: list[str] = []
     notes: list[str] = []
+    # notes left on blocks that stay generated code (an auto rule saying why a block is not on
+    # the tensor cores)
+    for realize in collect(func.body, BlockRealize):
+        if intrin_of(realize.block) is None:
+            notes += [str(v) for k, v in realize.block.annotations if k == LOWER_NOTE]
     # found by identity, not by name (a name may repeat); a swap rebuilds only the ancestors
     for target in _tensorized(func.body):
         found = find_path(func.body, lambda s, r=target: s is r)
@@ -87,7 +92,8 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
         except Mismatch as m:
             raise TargetError(f'block "{name}" no longer computes the description of {intrin.name!r} '
                               f"(a later schedule step changed it): {m.message}") from None
-        notes += [str(v) for k, v in block.annotations if k == LOWER_NOTE]
+        # its own note and those of the blocks it replaces (a rule's note on the computation)
+        notes += [str(v) for b in (block, *walk_blocks(block.body)) for k, v in b.annotations if k == LOWER_NOTE]
         body, allocs = instantiate_impl(intrin, bindings)
         new_block = dataclasses.replace(block, body=body, alloc_buffers=block.alloc_buffers + allocs)
         func = replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))
@@ -118,3 +124,11 @@ def _tensorized(stmt: Stmt) -> list[BlockRealize]:
         return not (isinstance(s, BlockRealize) and intrin_of(s.block) is not None)
 
     return [s for s in walk(stmt, untensorized) if isinstance(s, BlockRealize) and not untensorized(s)]
+
+
+def walk_blocks(stmt) -> list:
+    """The blocks under `stmt` (its own nested blocks, in pre-order)."""
+    from ..ir import Block
+    from ..ir.tree import walk
+
+    return [s for s in walk(stmt) if isinstance(s, Block)]

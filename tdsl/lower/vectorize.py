@@ -45,6 +45,26 @@ class NotVectorizable(Exception):
     """Why a loop body cannot be rewritten to vector form."""
 
 
+def _ramp_div_mod(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
+    """``ramp(x, 1, L) // c`` and ``% c`` for a constant c that L divides, where x is a multiple of
+    L for every value of its variables: the lanes never cross a multiple of c, so the quotient is
+    one value and the remainder a ramp (an index decoded from a fused loop, such as an im2col
+    gather's ``k % channels``, stays contiguous)."""
+    from ..arith.analyzer import Analyzer
+
+    if op not in ("floordiv", "floormod") or not isinstance(a, Ramp) or not isinstance(b, IntImm):
+        return None
+    lanes = a.lanes
+    if not (isinstance(a.stride, IntImm) and a.stride.value == 1 and b.value > 0 and b.value % lanes == 0):
+        return None
+    form = Analyzer().lin(a.base)
+    if form.const % lanes or any(c % lanes for _, c in form.terms.values()):
+        return None
+    if op == "floordiv":
+        return Broadcast(Binary(op, a.base, b), lanes)
+    return Ramp(Binary(op, a.base, b), a.stride, lanes)
+
+
 def _has_load(e: PrimExpr) -> bool:
     return bool(collect(e, BufferLoad))
 
@@ -89,6 +109,9 @@ class _Lanes:
             return e if a is e.a and b is e.b else Binary(e.op, a, b)
         if e.op in ("add", "sub", "mul") and a.dtype.is_integer:
             return arith(e.op, a, b)
+        split = _ramp_div_mod(e.op, a, b)
+        if split is not None:
+            return split
         return Binary(e.op, broadcast(a, self.lanes), broadcast(b, self.lanes))
 
     def expr_Not(self, e: Not) -> PrimExpr:

@@ -21,6 +21,7 @@ from .methods.cache import CacheMethods
 from .methods.compute_at import ComputeAtMethods
 from .methods.compute_inline import ComputeInlineMethods
 from .methods.einsum import EinsumMethods
+from .methods.hopper import HopperMethods
 from .methods.layout import LayoutMethods
 from .methods.lookup import LookupMethods
 from .methods.loops import LoopMethods
@@ -33,7 +34,7 @@ from .tvm_spelling import accept_tvm_spelling
 
 class Schedule(LookupMethods, LoopMethods, AnnotateMethods, CacheMethods, ComputeAtMethods, ComputeInlineMethods,
                ReductionMethods, LayoutMethods, BlockLayoutMethods, ReindexCacheMethods, EinsumMethods,
-               BlockizeMethods, AutoTensorizeMethods, SamplingMethods, facade=True):
+               BlockizeMethods, AutoTensorizeMethods, HopperMethods, SamplingMethods, facade=True):
     """Transforms a PrimFunc step by step. `sch.func` is the current function.
 
     Loops written with the same name in two nests are told apart as the printer shows them

@@ -41,6 +41,8 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "allocate": ("stmt", "storage in lowered IR"),
     "evaluate": ("stmt", "an expression statement (an extern call)"),
     "LetStmt": ("with", "with T.LetStmt(value) as x: a let binding"),
+    "meta_var": ("stmt", "a, b = T.meta_var(index_map(i, j)): names bound to the values a Python function of the "
+                         "closure computes from tdsl expressions (no let binding: the names stand for the values)"),
     "min": ("expr", "minimum"), "max": ("expr", "maximum"),
     "if_then_else": ("expr", "lazy select"), "Select": ("expr", "eager select"),
     "cast": ("expr", "T.cast(x, dtype)"), "Cast": ("expr", "T.Cast(dtype, x)"),
@@ -112,9 +114,6 @@ ABSENT: dict[str, str] = {
     "tvm_thread_allreduce": "sch.rfactor and sch.bind on the reduction loop",
     "tvm_storage_sync": "nothing: the CUDA backend inserts the barriers a shared buffer needs",
     "reinterpret": "T.cast (a value conversion; tdsl has no bit reinterpretation)",
-    "meta_var": "a Python value from the enclosing scope (closure values are captured), or the indices "
-                "written out (TVM's warp-layout mma intrinsics unpack index maps with it; tdsl's "
-                "mma intrinsics take fragments in their logical shape, scope 'm16n8k16.matrixA')",
     "boolean": 'T.bool',
     "vscale": "a fixed vector length",
     "comm_reducer": "a reduction block: with T.init() and C[i] = C[i] + x (argmax / argmin: two stores in "

@@ -1,4 +1,5 @@
 """Each lowering pass on its own: the IR it makes, compared with the expected script."""
+import numpy as np
 import pytest
 
 import tdsl
@@ -238,6 +239,39 @@ def test_vectorize_contiguous_loads_stores_and_broadcast():
     assert notes(got) == []
 
 
+def test_vectorize_a_fused_copy_whose_lanes_stay_in_one_row():
+    # TVM's shared-memory fetch: a fused (row, column) loop split by the vector width; the
+    # vectorized lanes (t * 8 + v) % 32 are one run of a row, (t * 8 + v) // 32 one row
+    @T.prim_func
+    def fused(A: T.Buffer((4, 40), "float32"), C: T.Buffer((4, 40), "float32")):
+        for t in range(16):   # rows of 32 in padded rows of 40 (storage_align)
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vi = T.axis.spatial(4, (t * 8 + v) // 32)
+                    vj = T.axis.spatial(32, (t * 8 + v) % 32)
+                    C[vi, vj] = A[vi, vj]
+
+    got = lowered_until_vectorize(fused)
+    assert notes(got) == []
+    assert "T.Ramp(" in got.script()
+    a = np.arange(160, dtype="float32").reshape(4, 40)
+    c = np.zeros_like(a)
+    tdsl.build(fused)(a, c)
+    np.testing.assert_array_equal(c[:, :32], a[:, :32])
+
+    @T.prim_func
+    def straddling(A: T.Buffer((4, 40), "float32"), C: T.Buffer((4, 40), "float32")):
+        for t in range(18):   # rows of 36 of 40: 36 is not a multiple of 8, one vector's lanes span two rows
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vi = T.axis.spatial(4, (t * 8 + v) // 36)
+                    vj = T.axis.spatial(36, (t * 8 + v) % 36)
+                    C[vi, vj] = A[vi, vj]
+
+    (note,) = notes(lowered_until_vectorize(straddling))
+    assert "not contiguous in v" in note
+
+
 @pytest.mark.parametrize("extent, pieces", [(24, [16, 8]), (100, [64, 32, 4]), (7, [4, 2, 1])])
 def test_vectorize_splits_odd_extents_into_power_of_two_pieces(extent, pieces):
     text = f"""
@@ -290,6 +324,52 @@ def test_vectorize_refuses_reduction_into_invariant_location_with_note():
     (note,) = notes(got)
     assert note.startswith("loop k in block B was not vectorized:")
     assert "loop-invariant location" in note
+
+
+def test_vectorize_keeps_a_decoded_index_contiguous_when_the_lanes_stay_inside_one_row():
+    # an im2col-like gather (a copy loop split over threads: f % 4 picks the 8-element piece):
+    # k decoded into (row, column) by // and % of 24; 8 lanes starting at a multiple of 8 never
+    # cross a row, so the load stays one contiguous vector
+    @T.prim_func
+    def gather(A: T.Buffer((4, 40), "float32"), C: T.Buffer((3, 8, 8), "float32")):
+        for ko, f in T.grid(3, 8):
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vko, vf, vv = T.axis.remap("SSS", [ko, f, v])
+                    C[vko, vf, vv] = A[(vko * 32 + vf % 4 * 8 + vv) // 24, (vko * 32 + vf % 4 * 8 + vv) % 24]
+
+    got = lowered_until_vectorize(gather)
+    assert notes(got) == []
+    store = got.body.body.body
+    assert isinstance(store.value.indices[0], tdsl.ir.Ramp) and store.value.dtype.lanes == 8
+    a = np.arange(160, dtype="float32").reshape(4, 40)
+    c = np.zeros((3, 8, 8), "float32")
+    tdsl.build(gather, target="cpu")(a, c)
+    k = np.arange(3)[:, None, None] * 32 + np.arange(8)[None, :, None] % 4 * 8 + np.arange(8)
+    np.testing.assert_array_equal(c, a[k // 24, k % 24])
+
+    # lanes that may cross a row (a start that is a multiple of 4 only, or rows of 12) are refused
+    @T.prim_func
+    def crossing(A: T.Buffer((3, 40), "float32"), C: T.Buffer((23, 8), "float32")):
+        for ko in range(23):
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vko, vv = T.axis.remap("SS", [ko, v])
+                    C[vko, vv] = A[(vko * 4 + vv) // 32, (vko * 4 + vv) % 32]
+
+    (note,) = notes(lowered_until_vectorize(crossing))
+    assert "load from 'A' is not contiguous in v" in note
+
+    @T.prim_func
+    def rows_of_12(A: T.Buffer((8, 40), "float32"), C: T.Buffer((96,), "float32")):
+        for ko in range(12):
+            for v in T.vectorized(8):
+                with T.block("C"):
+                    vk = T.axis.spatial(96, ko * 8 + v)
+                    C[vk] = A[vk // 12, vk % 12]
+
+    (note,) = notes(lowered_until_vectorize(rows_of_12))
+    assert "load from 'A' is not contiguous in v" in note
 
 
 def test_vectorize_refuses_non_contiguous_and_lane_dependent_conditions():

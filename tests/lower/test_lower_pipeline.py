@@ -291,8 +291,8 @@ def test_passes_for_targets():
                    "simplify", "unroll", "vectorize", "storage", "simplify", "remove_no_op"]
     cuda = [p.name for p in passes_for("cuda")]
     # every pass build(..., target="cuda") runs before kernel splitting and barrier planning
-    assert cuda == ["verify_thread_bindings", "check_thread_exchange", "apply_tensor_intrinsics",
-                    "lower_cross_thread_reductions", "convert_blocks", "compact_gpu_buffers",
+    assert cuda == ["lower_fused_kernels", "verify_thread_bindings", "check_thread_exchange", "apply_tensor_intrinsics",
+                    "lower_cross_thread_reductions", "convert_blocks", "lower_warp_memory", "compact_gpu_buffers",
                     "lane_fragments", "swizzle_shared", "inject_software_pipeline", "index_checks",
                     "flatten_buffers", "simplify", "unroll", "vectorize", "lower_async_copies", "simplify",
                     "remove_no_op"]

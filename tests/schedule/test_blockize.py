@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sched_check import check
 
 import tdsl
 from tdsl.target import cpu_features
@@ -170,3 +171,28 @@ def test_tile_iterator_in_no_dimension_is_refused():
     msg = refused("Y[vb, vk, vy, vx] + W[vk, 0] * X[vb, vc, vy, vx]")
     assert "the code reads W[vk_o * 2 + vk_i, 0] where the description reads A[vk_i, vc]" in msg
     assert "dimension 1 differs by" in msg and "varies inside the tile" in msg
+
+
+def test_blockize_keeps_the_declared_read_order():
+    # TVM's te GEMM declares T.reads(A, B) (the C it updates last): after blockize, read 0 is
+    # still A, so TVM's cache_read(block, 0, ...) caches A
+    f = tdsl.parse('''
+@T.prim_func
+def gemm(A: T.Buffer((32, 32), "float32"), B: T.Buffer((32, 32), "float32"), C: T.Buffer((32, 32), "float32")):
+    for i, j, k in T.grid(32, 32, 32):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            T.reads(A[vi, vk], B[vk, vj])
+            T.writes(C[vi, vj])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+''')
+    sch = tdsl.Schedule(f)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    i, ii = sch.split(i, factors=[None, 16])
+    sch.reorder(i, j, k, ii)
+    outer = sch.blockize(ii)
+    assert [r.buffer.name for r in sch.get(outer).reads] == ["A", "B", "C"]
+    assert sch.get(sch.cache_read(outer, 0, "shared")).name == "A_shared"
+    check(sch, f)

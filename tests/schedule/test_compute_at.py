@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from dataflow_helpers import CHAIN, ROWSUM_THEN_SCALE, STENCIL, SYMBOLIC_CHAIN, loops, parse, run_docstring_example
-from sched_check import check, expect_error
+from sched_check import check, expect_error, same_on_cpu
 
 import tdsl
 
@@ -209,3 +209,58 @@ def test_reverse_compute_at_refuses_partial_reductions():
     sch.reorder(k, i)  # the sums are complete only after the last k
     c = sch.get_block("C")
     expect_error(sch, lambda: sch.reverse_compute_at(c, i), 'block "S"', 'block "C"', "partial")
+
+
+# loops bound to threads (TVM's mma schedule) ----------------------------------------------------
+
+THREAD_TILES = '''
+@T.prim_func
+def tiles(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    B = T.alloc_buffer((64, 64), "float32")
+    for t in T.thread_binding(4, thread="threadIdx.y"):
+        for x, y in T.grid(32, 32):
+            with T.block("B"):
+                vi = T.axis.spatial(64, t % 2 * 32 + x)
+                vj = T.axis.spatial(64, t // 2 * 32 + y)
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(64, 64):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+
+
+def test_reverse_compute_at_a_thread_loop_computes_what_that_thread_produced():
+    # the thread's tile is t % 2 * 32 + [0, 32) x t // 2 * 32 + [0, 32): not a window that slides
+    # with t (threads run side by side), so the consumer takes the whole tile of each thread
+    f = parse(THREAD_TILES)
+    sch = tdsl.Schedule(f)
+    t = sch.get_loops(sch.get_block("B"))[0]
+    sch.reverse_compute_at(sch.get_block("C"), t)
+    assert "for ax0, ax1 in T.grid(32, 32):" in sch.func.script()
+    check(sch, f)
+
+
+def test_compute_at_of_a_copy_that_its_loops_run_several_times_over():
+    # a copy under a loop of which only a digit moves it (r // 2: each pair of blocks re-reads the
+    # same rows, as TVM's cache_read under fused blockIdx loops): running it again writes the same
+    # values. Large enough that tdsl counts instances instead of running the loops.
+    f = parse('''
+@T.prim_func
+def twice(A: T.Buffer((512, 256), "float32"), C: T.Buffer((512, 256), "float32")):
+    B = T.alloc_buffer((512, 256), "float32")
+    for r in range(4):
+        for i, j in T.grid(256, 256):
+            with T.block("B"):
+                vi = T.axis.spatial(512, r // 2 * 256 + i)
+                vj = T.axis.spatial(256, j)
+                B[vi, vj] = A[vi, vj]
+    for i, j in T.grid(512, 256):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] * T.float32(3)
+''')
+    sch = tdsl.Schedule(f)
+    sch.compute_at(sch.get_block("B"), sch.get_loops(sch.get_block("C"))[0])
+    assert tdsl.structural_diff(tdsl.parse(sch.func.script()), sch.func) is None
+    same_on_cpu(sch, f)

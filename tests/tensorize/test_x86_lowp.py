@@ -2,6 +2,8 @@
 bit-exact against numpy's int32 GEMM and the interpreter, on every ISA this host runs."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -164,7 +166,10 @@ def test_bf16_microkernel_is_within_fp32_rounding():
 
 
 @needs_bf16
-def test_auto_schedule_bf16_gemm_uses_vdpbf16ps():
+def test_auto_schedule_bf16_gemm_uses_vdpbf16ps_where_the_cpu_table_says_so(monkeypatch):
+    from tdsl.auto.rules import lowp_convert
+
+    monkeypatch.setitem(lowp_convert.BF16_DOT_PATH, tdsl.target.cpu_name("cpu"), True)
     m, n, k = 32, 64, 96
     sch = tdsl.auto_schedule(_bf16_gemm(m, n, k), "llvm -mattr=-amx-tile")   # AMX comes first where present
     assert "x86.avx512bf16.bf16f32_" in str(sch.trace) and "v0 // 2" in str(sch.trace)
@@ -174,24 +179,37 @@ def test_auto_schedule_bf16_gemm_uses_vdpbf16ps():
     _within_fp32_rounding(out, a, b)
 
 
+@pytest.mark.parametrize("cpu,dot", [("znver4", True), ("sapphirerapids", False)])
+def test_bf16_default_path_follows_the_cpu(cpu, dot):
+    sch = tdsl.auto_schedule(_bf16_gemm(32, 64, 96), f"llvm -mcpu={cpu} -mattr=-amx-tile")   # AMX comes first where present
+    trace = str(sch.trace)
+    assert ("x86.avx512bf16.bf16f32_" in trace) == dot
+    assert ('dtype="float32"' in trace and "x86.avx512.fp32_" in trace) == (not dot)
+
+
 @pytest.mark.parametrize("mattr,isa", [("-avx512bf16,-amx-tile", "avx512"), ("-avx512bf16,-avx512f,-amx-tile", "avx2")])
-def test_bf16_without_the_unit_converts_to_fp32_in_the_micro_kernel(mattr, isa):
+def test_bf16_without_the_unit_converts_to_fp32_in_packing(mattr, isa):
+    from tdsl.auto.rules.lowp_convert import convert_isa
+
     target = f"llvm -mattr={mattr}"
     features = tdsl.target.cpu_features(target)
-    if x86_lowp.fp16_isa(features, "bfloat16") != isa:
+    if convert_isa(features, "bfloat16") != isa:
         pytest.skip(f"the CPU target 'cpu' builds for cannot run the {isa} kernel")
     sch = tdsl.auto_schedule(_bf16_gemm(16, 32, 64), target)
-    assert f"x86.{isa}.bf16f32_" in str(sch.trace)
+    trace = str(sch.trace)
+    assert f"x86.{isa}.fp32_" in trace and 'cache_read(b0, buffer="B", scope="global", dtype="float32")' in trace
+    kernel = tdsl.build(sch, target=target)
+    assert any("no AVX512-BF16" in note for note in kernel.notes)
     a, b = _bf16_operands(16, 32, 64)
     out = np.zeros((16, 32), np.float32)
-    tdsl.build(sch, target="cpu")(a, b, out)
+    kernel(a, b, out)
     _within_fp32_rounding(out, a, b)
 
 
 @needs_bf16
-def test_bf16_design_space_offers_both_kernels():
+def test_bf16_design_space_offers_both_paths():
     names = " ".join(str(s.trace) for s in tdsl.space(_bf16_gemm(32, 64, 64), "llvm -mattr=-amx-tile"))
-    assert "x86.avx512bf16.bf16f32_" in names and "x86.avx512.bf16f32_" in names
+    assert "x86.avx512bf16.bf16f32_" in names and "x86.avx512.fp32_" in names and 'dtype="float32"' in names
 
 
 # fp16 -------------------------------------------------------------------------------------------
@@ -209,29 +227,90 @@ def _fp16_gemm(m: int, n: int, k: int):
 
 
 def _fp16_param(isa):
-    need = x86_lowp.FP16_ISAS[isa][1]
-    missing = [f for f in need if f not in cpu_features("cpu")]
+    from tdsl.auto.rules.lowp_convert import CONVERT_FEATURES
+
+    missing = [f for f in CONVERT_FEATURES[isa] if f not in cpu_features("cpu")]
     return pytest.param(isa, marks=pytest.mark.skipif(bool(missing), reason=f"the CPU target 'cpu' builds for lacks {missing}"))
 
 
-@pytest.mark.parametrize("isa", [_fp16_param(i) for i in x86_lowp.FP16_ISAS])
-def test_auto_schedule_fp16_gemm_converts_in_the_micro_kernel(isa):
+@pytest.mark.parametrize("isa", [_fp16_param(i) for i in ("avx512", "avx2")])
+def test_auto_schedule_fp16_gemm_converts_in_packing_and_runs_the_fp32_kernel(isa):
+    from tdsl.auto.rules.lowp_convert import convert_isa
+
     m, n, k = 24, 64, 96
     target = "cpu" if isa == "avx512" else "llvm -mattr=-avx512f"
-    if x86_lowp.fp16_isa(tdsl.target.cpu_features(target)) != isa:
+    if convert_isa(tdsl.target.cpu_features(target), "float16") != isa:
         pytest.skip(f"target {target!r} does not choose {isa} here")
     sch = tdsl.auto_schedule(_fp16_gemm(m, n, k), target)
-    assert f"x86.{isa}.f16f32_" in str(sch.trace)
-    kernel = tdsl.build(sch, target="cpu")
+    trace = str(sch.trace)
+    assert f"x86.{isa}.fp32_" in trace and trace.count('dtype="float32"') == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tdsl.PerformanceWarning)   # the path taken is a note, not a warning
+        kernel = tdsl.build(sch, target=target)
     assert "vcvtph2ps" in kernel.asm
+    assert any("float16 GEMM block 'C'" in note and "converted to float32" in note for note in kernel.notes)
     rng = np.random.default_rng(2)
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
     out = np.zeros((m, n), np.float32)
     kernel(a, b, out)
     _within_fp32_rounding(out, a, b)
+    want = np.zeros((m, n), np.float32)
+    tdsl.interpret(_fp16_gemm(m, n, k), a, b, want)
+    _within_fp32_rounding(want, a, b)
 
 
-def test_fp16_microkernel_refuses_bad_tiles():
-    with pytest.raises(ValueError, match="multiples of 16"):
-        x86_lowp.register_fp16("avx512", 4, 32, 24)
+def _fp16_conv_nhwc():
+    @T.prim_func
+    def conv(X: T.Buffer((1, 6, 10, 32), "float16"), W: T.Buffer((3, 3, 32, 32), "float16"),
+             Y: T.Buffer((1, 4, 8, 32), "float32")):
+        for b, y, x, f, r, s, c in T.grid(1, 4, 8, 32, 3, 3, 32):
+            with T.block("Y"):
+                vb, vy, vx, vf, vr, vs, vc = T.axis.remap("SSSSRRR", [b, y, x, f, r, s, c])
+                with T.init():
+                    Y[vb, vy, vx, vf] = T.float32(0)
+                Y[vb, vy, vx, vf] = Y[vb, vy, vx, vf] + T.cast(X[vb, vy + vr, vx + vs, vc], "float32") * \
+                    T.cast(W[vr, vs, vc, vf], "float32")
+    return conv
+
+
+@pytest.mark.skipif("avx512f" not in cpu_features("cpu"), reason="the CPU target 'cpu' builds for lacks avx512f")
+def test_fp16_conv2d_nhwc_converts_its_input_whole_and_its_filters_in_packing():
+    sch = tdsl.auto_schedule(_fp16_conv_nhwc(), "cpu")
+    trace = str(sch.trace)
+    assert 'cache_read(b0, buffer="X", scope="global", dtype="float32")' in trace and "x86.avx512.fp32_" in trace
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 6, 10, 32)).astype(np.float16)
+    w = rng.standard_normal((3, 3, 32, 32)).astype(np.float16)
+    out = np.zeros((1, 4, 8, 32), np.float32)
+    tdsl.build(sch, target="cpu")(x, w, out)
+    want = np.zeros_like(out)
+    tdsl.interpret(_fp16_conv_nhwc(), x, w, want)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.skipif("avx512f" not in cpu_features("cpu"), reason="the CPU target 'cpu' builds for lacks avx512f")
+@pytest.mark.parametrize("batch,n,isa", [(3, 48, "avx512"), (1, 24, "avx2")])
+def test_fp16_batched_and_narrow_gemms_convert_in_packing(batch, n, isa):
+    m, k = 16, 32
+
+    @T.prim_func
+    def bmm(A: T.Buffer((batch, m, k), "float16"), B: T.Buffer((batch, k, n), "float16"),
+            C: T.Buffer((batch, m, n), "float32")):
+        for bb, i, j, kk in T.grid(batch, m, n, k):
+            with T.block("C"):
+                vb, vi, vj, vk = T.axis.remap("SSSR", [bb, i, j, kk])
+                with T.init():
+                    C[vb, vi, vj] = T.float32(0)
+                C[vb, vi, vj] = C[vb, vi, vj] + T.cast(A[vb, vi, vk], "float32") * T.cast(B[vb, vk, vj], "float32")
+
+    sch = tdsl.auto_schedule(bmm, "cpu")
+    trace = str(sch.trace)
+    assert trace.count('dtype="float32"') == 2 and f"x86.{isa}.fp32_" in trace   # n = 24: AVX2's 8 lanes
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((batch, m, k)).astype(np.float16)
+    b = rng.standard_normal((batch, k, n)).astype(np.float16)
+    out = np.zeros((batch, m, n), np.float32)
+    tdsl.build(sch, target="cpu")(a, b, out)
+    for q in range(batch):
+        _within_fp32_rounding(out[q], a[q], b[q])

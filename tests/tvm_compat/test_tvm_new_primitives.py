@@ -325,6 +325,18 @@ def test_reindex_cache_refusals():
     expect_error(sch, lambda: sch.reindex_cache_read("C", 0, "shared", lambda i: (i,)), "single element")
     sch = tdsl.Schedule(accumulate)
     expect_error(sch, lambda: sch.reindex_cache_write("acc", 0, "local", lambda i: (i,)), "T.init", "garbage")
+    # a guarded read (padding inside the block): the copy would read A[-1]
+    sch = tdsl.Schedule(guarded_read)
+    expect_error(sch, lambda: sch.reindex_cache_read("B", "A", "global", lambda i: (i,)), "T.if_then_else",
+                 "padded copy")
+
+
+@T.prim_func
+def guarded_read(A: T.Buffer((8,), "float32"), B: T.Buffer((10,), "float32")):
+    for i in range(10):
+        with T.block("B"):
+            vi = T.axis.spatial(10, i)
+            B[vi] = T.if_then_else(vi >= 1 and vi < 9, A[vi - 1], T.float32(0))
 
 
 @T.prim_func

@@ -68,7 +68,8 @@ class Rule:
 
 def _exists(sch: Schedule, block: str) -> bool:
     """The block is there and is not part of a tensorized block (the inside of a library call or
-    a micro-kernel is the intrinsic's description: no rule schedules it)."""
+    a micro-kernel is the intrinsic's description: no rule schedules it) nor of a fused kernel's."""
+    from ...intrinsics.cuda_attention import FUSED_KERNEL
     from ...ir import BlockRealize
     from ...ir.attrs import TENSOR_INTRIN
     from ...ir.tree import block_names
@@ -76,8 +77,10 @@ def _exists(sch: Schedule, block: str) -> bool:
 
     if block not in block_names(sch.func):
         return False
-    _, path = find_block(sch.func, block, "auto")
-    return not any(isinstance(p, BlockRealize) and any(k == TENSOR_INTRIN for k, _ in p.block.annotations)
+    realize, path = find_block(sch.func, block, "auto")
+    if any(k == FUSED_KERNEL for k, _ in realize.block.annotations):   # a fused kernel's block (and inside)
+        return False
+    return not any(isinstance(p, BlockRealize) and any(k in (TENSOR_INTRIN, FUSED_KERNEL) for k, _ in p.block.annotations)
                    for p in path)
 
 

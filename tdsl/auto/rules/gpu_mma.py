@@ -3,7 +3,8 @@
 ``C[i, j] += f32(A[i, k]) * f32(B[k, j])`` (fp16 or bf16 operands, fp32 accumulation; B may
 also be indexed ``B[j, k]``), ``C[i, j] += i32(A[i, k]) * i32(B[j, k])`` (int8 or uint8 operands,
 int32 accumulation, B stored n-major as the int8 mma takes it), each optionally batched
-(``C[b, i, j]`` with ``A[b, i, k]`` and ``B[b, ...]`` or a B shared by the batch), with m and n
+(``C[b, i, j]`` with ``A[b, i, k]`` and ``B[b, ...]`` or a B shared by the batch; several batch
+axes, such as attention's batch and heads, are fused onto blockIdx.z), with m and n
 multiples of the block tile and k of the k step (32 elements, 64 for int8) becomes::
 
     batch (blockIdx.z)
@@ -19,22 +20,25 @@ multiples of the block tile and k of the k step (32 elements, 64 for int8) becom
 
 The ko loop carries TVM's software-pipeline annotations (copies of step k + 1 as cp.async, in
 flight while step k computes) for the pass that lowers them. The block tile (128 x 128 with
-2 x 4 warps of 64 x 32, or 64 x 64 with 2 x 2 warps of 32 x 32) is sampled; the first that
-divides m and n is the default. Blocks it does not fit (other dtypes, int8 with B indexed
-[k, j], sizes not multiples of the tile) are left to `GPUWmmaTiling` / `GPUMatmulTiling`.
+2 x 4 warps of 64 x 32, 64 x 64 with 2 x 2 warps of 32 x 32, or 64 x 32 with 2 x 2 warps of
+32 x 16) is sampled; the first that divides m and n is the default. Blocks it does not fit
+(other dtypes, int8 with B indexed [k, j], sizes not multiples of the tile) are left to
+`GPUWmmaTiling` / `GPUMatmulTiling`; a fp16 / bf16 / int8 GEMM among them gets a note in
+`kernel.notes` saying why. `tile_mma` is the tiling itself, shared with `GPUMmaConv` (conv2d as
+an implicit GEMM, `gpu_mma_conv`), whose operands arrive already staged in shared memory.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ...ir import Binary, BufferLoad, Cast, Var
+from ...ir import Binary, BufferLoad, Cast, Var, free_vars
 from ...schedule import Schedule
 from ..analysis import BlockInfo, Iter, block_info
 from .base import Rule
 
 # (block rows, block cols, warp rows, warp cols)
-CONFIGS = ((128, 128, 64, 32), (64, 64, 32, 32))
+CONFIGS = ((128, 128, 64, 32), (64, 64, 32, 32), (64, 32, 32, 16))
 # operand dtype -> (intrinsic dtype, accumulator dtype, intrinsic accumulator, k of one mma tile,
 # elements per 16-byte copy)
 _DTYPES = {"float16": ("f16", "float32", "f32", 16, 8), "bfloat16": ("bf16", "float32", "f32", 16, 8),
@@ -54,6 +58,7 @@ class GemmRoles:
     b: Any
     c: Any
     trans_b: bool   # B indexed [..., j, k]
+    batches: tuple[Iter, ...] = ()   # every batch iterator, outer to inner (`batch` is the first)
 
 
 def _load(e) -> BufferLoad | None:
@@ -62,9 +67,10 @@ def _load(e) -> BufferLoad | None:
     return e if isinstance(e, BufferLoad) else None
 
 
-def gemm_roles(info: BlockInfo) -> GemmRoles | None:
+def gemm_roles(info: BlockInfo, max_batch: int = 1) -> GemmRoles | None:
     """The roles when the block is ``C[b?, i, j] += cast(A[b?, i, k]) * cast(B[b?, k, j] or
-    B[b?, j, k])`` with plain iterators as indices, else None."""
+    B[b?, j, k])`` with plain iterators as indices, else None; `b` is up to `max_batch`
+    iterators (attention's ``[batch, head, ...]``: 2)."""
     store = info.store
     if store is None or not isinstance(store.value, Binary) or store.value.op != "add" or len(info.reduction) != 1:
         return None
@@ -79,25 +85,39 @@ def gemm_roles(info: BlockInfo) -> GemmRoles | None:
         return None
     by_var = {id(it.var): it for it in info.iters}
     c_iters = [by_var.get(id(e)) if isinstance(e, Var) else None for e in store.indices]
-    if len(c_iters) not in (2, 3) or any(it is None or it.kind != "S" for it in c_iters) \
+    if not 2 <= len(c_iters) <= 2 + max_batch or any(it is None or it.kind != "S" for it in c_iters) \
             or len(info.iters) != len(c_iters) + 1:
         return None
-    batch, i, j = ([None] + c_iters)[-3:]
+    *batches, i, j = c_iters
     (k,) = info.reduction
     assert i is not None and j is not None
 
     def is_(load: BufferLoad, *iters) -> bool:
         return len(load.indices) == len(iters) and all(e is it.var for e, it in zip(load.indices, iters))
 
-    lead = (batch,) if batch is not None else ()
+    lead = tuple(batches)
     for a, b in ((x, y), (y, x)):
         if not is_(a, *lead, i, k):
             continue
         for trans in (False, True):
             mn = (j, k) if trans else (k, j)
             if is_(b, *lead, *mn) or is_(b, *mn):
-                return GemmRoles(i, j, k, batch, a.buffer, b.buffer, store.buffer, trans)
+                return GemmRoles(i, j, k, lead[0] if lead else None, a.buffer, b.buffer, store.buffer, trans,
+                                 lead)  # type: ignore[arg-type]
     return None
+
+
+def fitting_configs(m: int, n: int, dtype: str) -> list[tuple[int, int, int, int]]:
+    """The block tiles (`CONFIGS`) that divide m and n and whose shared tiles the block's threads
+    copy in whole 16-byte pieces."""
+    per_copy = _DTYPES[dtype][4]
+    k_step = K_TILES * _DTYPES[dtype][3]
+    out = []
+    for bm, bn, wm, wn in CONFIGS:
+        threads = 32 * (bm // wm) * (bn // wn)
+        if m % bm == 0 and n % bn == 0 and all((rows * k_step // per_copy) % threads == 0 for rows in (bm, bn)):
+            out.append((bm, bn, wm, wn))
+    return out
 
 
 def _tile(s: Schedule, block, sizes: tuple[int, ...]):
@@ -113,6 +133,21 @@ def _tile(s: Schedule, block, sizes: tuple[int, ...]):
     return inner[0]
 
 
+def _tile_order(s: Schedule, stage) -> tuple[Any, Any]:
+    """The copy block `stage`'s last two loops, reordered where needed so that the last one runs
+    along the rows of the tile it writes (a reindex_cache_read copy repeats the iterators in the
+    block's order, which may be the tile's columns first)."""
+    rows, cols = s.get_loops(stage)[-2:]
+    info = block_info(s.func, stage.name)
+    assert info.store is not None
+    values = dict(zip((iv.var for iv in info.block.iter_vars), info.realize.iter_values))
+    last = values.get(info.store.indices[-1])   # type: ignore[call-overload]
+    if last is not None and s.get(cols).loop_var not in free_vars(last) and s.get(rows).loop_var in free_vars(last):
+        s.reorder(cols, rows)
+        return cols, rows
+    return rows, cols
+
+
 class GPUMmaTiling(Rule):
     """fp16 / bf16 / int8 (batched) GEMMs -> shared staging, ldmatrix, mma.sync (see the module docstring)."""
 
@@ -124,80 +159,113 @@ class GPUMmaTiling(Rule):
         info = block_info(sch.func, block)
         if not info.simple_bindings or not info.constant_extents or not info.top_level:
             return []
-        roles = gemm_roles(info)
+        roles = gemm_roles(info, max_batch=4)
         if roles is None:
             return []
         dt = str(roles.a.dtype)
         if dt not in _DTYPES or str(roles.b.dtype) != dt or str(roles.c.dtype) != _DTYPES[dt][1]:
             return []
-        if dt in ("int8", "uint8") and not roles.trans_b:
-            return []   # the int8 mma takes B n-major (ldmatrix cannot transpose 8-bit elements)
-        m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
-        if m is None or n is None or k is None:
-            return []
-        configs = [c for c in CONFIGS if m % c[0] == 0 and n % c[1] == 0]
-        if not configs or k % (K_TILES * _DTYPES[dt][3]):
-            return []
-        return [lambda s: self._tile(s, block, roles, configs, _DTYPES[dt])]
+        why = misfit(roles, dt)
+        if why is not None:
+            return [lambda s: note(s, block, f"GEMM block {block!r} is not on the tensor cores (mma.sync): {why}")]
+        configs = fitting_configs(roles.i.extent, roles.j.extent, dt)   # type: ignore[arg-type]
+        return [lambda s: tile_mma(self, s, block, roles, configs, dt)]
 
-    def _tile(self, s: Schedule, block: str, roles: GemmRoles, configs, types) -> None:
-        from ...intrinsics import cuda_mma as mma
 
-        dt, _, acc_dt, k_mma, per_copy = types
-        bm, bn, wm, wn = configs[self.choose(s, list(range(len(configs))), 0)]
-        warps_m, warps_n = bm // wm, bn // wn
-        c = s.get_block(block)
-        info = block_info(s.func, block)
-        by_loop = {id(it.var): it.loop for it in info.iters}
-        handles = {id(h.var): h for h in s.get_loops(c)}
-        li, lj, lk = (handles[id(by_loop[id(r.var)])] for r in (roles.i, roles.j, roles.k))
-        bi, wi, ii = s.split(li, [None, warps_m, wm])
-        bj, wj, jj = s.split(lj, [None, warps_n, wn])
-        ko, ki = s.split(lk, [None, K_TILES * k_mma])
-        order = [bi, bj, wi, wj, ko, ii, jj, ki]
-        if roles.batch is not None:
-            lb = handles[id(by_loop[id(roles.batch.var)])]
-            order.insert(0, lb)
-            s.bind(lb, "blockIdx.z")
-        s.reorder(*order)
-        s.bind(bi, "blockIdx.y")
-        s.bind(bj, "blockIdx.x")
-        s.bind(wi, "threadIdx.z")
-        s.bind(wj, "threadIdx.y")
-        scopes = mma.I8_SCOPES if dt in ("i8", "u8") else mma.F16_SCOPES
-        acc = s.cache_write(c, 0, scopes[2])
-        s.reverse_compute_at(acc, wj)
+def misfit(roles: GemmRoles, dt: str) -> str | None:
+    """Why a fp16 / bf16 / int8 GEMM does not fit the mma tiles, or None."""
+    if dt in ("int8", "uint8") and not roles.trans_b:
+        return "the int8 mma takes B stored n-major (B[j, k]); ldmatrix cannot transpose 8-bit elements"
+    m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
+    if m is None or n is None or k is None:
+        return "its extents are not constants"
+    k_step = K_TILES * _DTYPES[dt][3]
+    if k % k_step:
+        return f"the reduction extent {k} is not a multiple of the k step ({k_step})"
+    if not fitting_configs(m, n, dt):
+        tiles = ", ".join(f"{bm} x {bn}" for bm, bn, _, _ in CONFIGS)
+        return f"{m} x {n} is not a multiple of a block tile ({tiles})"
+    return None
+
+
+def note(s: Schedule, block: str, text: str) -> None:
+    """Leave `text` in `kernel.notes` (a block annotation lowering collects); the block is unchanged."""
+    from ...ir.attrs import LOWER_NOTE
+
+    s.annotate(s.get_block(block), LOWER_NOTE, text)
+
+
+def tile_mma(rule: Rule, s: Schedule, block: str, roles: GemmRoles, configs, dtype: str,
+             staged: tuple[Any, Any] | None = None, vectorized: tuple[bool, bool] = (True, True)):
+    """Tile the GEMM `block` onto mma.sync (the module docstring); returns the block-tile loops
+    (rows, cols) and the warps along each. `staged`: the copy blocks that already fill `roles.a` / `roles.b` in shared
+    memory (made by reindex_cache_read), else they are made here; `roles.c` in shared memory is
+    stored there by the accumulator tiles (mma_store_16x16_*_shared_), else to global memory.
+    `vectorized`: whether each operand's copy moves 16 bytes per thread (contiguous in the source)."""
+    from ...intrinsics import cuda_mma as mma
+
+    dt, _, acc_dt, k_mma, per_copy = _DTYPES[dtype]
+    bm, bn, wm, wn = configs[rule.choose(s, list(range(len(configs))), 0)]
+    warps_m, warps_n = bm // wm, bn // wn
+    c = s.get_block(block)
+    info = block_info(s.func, block)
+    by_loop = {id(it.var): it.loop for it in info.iters}
+    handles = {id(h.var): h for h in s.get_loops(c)}
+    li, lj, lk = (handles[id(by_loop[id(r.var)])] for r in (roles.i, roles.j, roles.k))
+    bi, wi, ii = s.split(li, [None, warps_m, wm])
+    bj, wj, jj = s.split(lj, [None, warps_n, wn])
+    ko, ki = s.split(lk, [None, K_TILES * k_mma])
+    batch = [handles[id(by_loop[id(b.var)])] for b in roles.batches]
+    s.reorder(*batch, bi, bj, wi, wj, ko, ii, jj, ki)
+    if batch:
+        s.bind(s.fuse(*batch) if len(batch) > 1 else batch[0], "blockIdx.z")
+    s.bind(bi, "blockIdx.y")
+    s.bind(bj, "blockIdx.x")
+    s.bind(wi, "threadIdx.z")
+    s.bind(wj, "threadIdx.y")
+    scopes = mma.I8_SCOPES if dt in ("i8", "u8") else mma.F16_SCOPES
+    acc = s.cache_write(c, 0, scopes[2])
+    s.reverse_compute_at(acc, wj)
+    if staged is None:
         a_sh = s.cache_read(c, roles.a.name, "shared")
         b_sh = s.cache_read(c, roles.b.name, "shared")
-        fa = s.cache_read(c, roles.a.name + "_shared", scopes[0])
-        fb = s.cache_read(c, roles.b.name + "_shared", scopes[1])
-        s.compute_at(fa, ko)
-        s.compute_at(fb, ko)
-        for stage in (a_sh, b_sh):
-            s.compute_at(stage, ko)
-            rows, cols = s.get_loops(stage)[-2:]
+        a_name, b_name = roles.a.name + "_shared", roles.b.name + "_shared"
+    else:
+        a_sh, b_sh = staged
+        a_name, b_name = roles.a.name, roles.b.name
+    fa = s.cache_read(c, a_name, scopes[0])
+    fb = s.cache_read(c, b_name, scopes[1])
+    s.compute_at(fa, ko)
+    s.compute_at(fb, ko)
+    for stage, vector in zip((a_sh, b_sh), vectorized):
+        s.compute_at(stage, ko)
+        rows, cols = _tile_order(s, stage)
+        if vector:
             cols, vec = s.split(cols, [None, per_copy])
-            _, tz, ty, tx = s.split(s.fuse(rows, cols), [None, warps_m, warps_n, 32])
-            s.bind(tz, "threadIdx.z")
-            s.bind(ty, "threadIdx.y")
-            s.bind(tx, "threadIdx.x")
+        _, tz, ty, tx = s.split(s.fuse(rows, cols), [None, warps_m, warps_n, 32])
+        s.bind(tz, "threadIdx.z")
+        s.bind(ty, "threadIdx.y")
+        s.bind(tx, "threadIdx.x")
+        if vector:
             s.vectorize(vec)
-        mma.swizzle(s, a_sh)     # ldmatrix without bank conflicts, no padding
-        mma.swizzle(s, b_sh)
-        inner = _tile(s, c, (16, 16, k_mma))
-        # TVM's software-pipeline annotations (lowered by inject_software_pipeline where the build
-        # has it): the copies into shared memory of k step s + 1 (cp.async) overlap the ldmatrix
-        # and mma of k step s. The body of ko: A copy, A ldmatrix, B copy, B ldmatrix, mma.
-        pipeline: dict[str, Any] = {"software_pipeline_stage": [0, 1, 0, 1, 1],
-                                    "software_pipeline_order": [0, 2, 1, 3, 4],
-                                    "software_pipeline_async_stages": [0]}
-        for key, value in pipeline.items():     # (annotate takes TVM's integer lists too)
-            s.annotate(ko, key, value)
-        init = s.decompose_reduction(c, ko)
-        b_operand = "b_trans" if roles.trans_b else "b"
-        b_tile = (16, k_mma)
-        s.tensorize(_tile(s, init, (16, 16)), mma.fill_name(acc_dt))
-        s.tensorize(_tile(s, fa, (16, k_mma)), mma.ldmatrix_name(dt, "a"))
-        s.tensorize(_tile(s, fb, b_tile if roles.trans_b else (k_mma, 16)), mma.ldmatrix_name(dt, b_operand))
-        s.tensorize(inner, mma.mma_name(dt, roles.trans_b))
-        s.tensorize(_tile(s, acc, (16, 16)), mma.store_name(acc_dt, "global"))
+    mma.swizzle(s, a_sh)     # ldmatrix without bank conflicts, no padding
+    mma.swizzle(s, b_sh)
+    inner = _tile(s, c, (16, 16, k_mma))
+    # TVM's software-pipeline annotations (lowered by inject_software_pipeline where the build
+    # has it): the copies into shared memory of k step s + 1 (cp.async) overlap the ldmatrix
+    # and mma of k step s. The body of ko: A copy, A ldmatrix, B copy, B ldmatrix, mma.
+    pipeline: dict[str, Any] = {"software_pipeline_stage": [0, 1, 0, 1, 1],
+                                "software_pipeline_order": [0, 2, 1, 3, 4],
+                                "software_pipeline_async_stages": [0]}
+    for key, value in pipeline.items():     # (annotate takes TVM's integer lists too)
+        s.annotate(ko, key, value)
+    init = s.decompose_reduction(c, ko)
+    b_operand = "b_trans" if roles.trans_b else "b"
+    b_tile = (16, k_mma)
+    s.tensorize(_tile(s, init, (16, 16)), mma.fill_name(acc_dt))
+    s.tensorize(_tile(s, fa, (16, k_mma)), mma.ldmatrix_name(dt, "a"))
+    s.tensorize(_tile(s, fb, b_tile if roles.trans_b else (k_mma, 16)), mma.ldmatrix_name(dt, b_operand))
+    s.tensorize(inner, mma.mma_name(dt, roles.trans_b))
+    out_scope = "shared" if roles.c.scope == "shared" else "global"
+    s.tensorize(_tile(s, acc, (16, 16)), mma.store_name(acc_dt, out_scope))
+    return bi, bj, warps_m, warps_n

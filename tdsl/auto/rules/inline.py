@@ -7,7 +7,10 @@ their producers.
   transcendental function (exp, ...) and has several readers (it would be computed once per
   reader), and padding whose reader is a multiply-accumulate that a micro-kernel can take (the
   micro-kernel wants a plain operand; the padded copy is its packed operand) -- in the design
-  space that one is the second alternative.
+  space that one is the second alternative. On CUDA, a producer read by a GEMM or a
+  convolution that `GPUMmaTiling` / `GPUMmaConv` put on the tensor cores is not inlined either
+  (the operand tiles then come in by plain 16-byte cp.async copies: a padding stays a padded
+  copy, attention's softmax its own kernel writing P).
 * A spatial block that writes a parameter and reads one intermediate buffer of a spatial
   producer is inlined into that producer (`reverse_compute_inline`) when `compute_inline` of the
   producer did not already do it.
@@ -17,6 +20,7 @@ from __future__ import annotations
 from ...schedule import Schedule
 from ..analysis import block_info, consumers, matmul_roles, producers
 from .base import Rule
+from .gpu_mma_conv import feeds_mma
 
 
 def _feeds_matmul(sch: Schedule, block: str) -> bool:
@@ -45,6 +49,8 @@ class AutoInline(Rule):
                 s.compute_inline(s.get_block(block))
 
             if _feeds_matmul(sch, block) and self.hw.kind == "cpu" and self.hw.isa:
+                return [lambda s: None, inline]
+            if self.hw.is_gpu and feeds_mma(sch, block):
                 return [lambda s: None, inline]
             return [inline]
         writers = producers(sch.func, block)

@@ -7,8 +7,7 @@ The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
 
 * B is packed by `cache_read` + `transform_layout` into NR-wide column panels with G consecutive
   k interleaved (G = 4 bytes for int8, 2 bfloat16: one 32-bit lane of vpdpbusd / vdpbf16ps):
-  `B_global[j // NR, k // G, j % NR, k % G]` (fp16: `B_global[j // NR, k, j % NR]`, converted to
-  fp32 by the micro-kernel as it loads a row), a parallel copy in the packed order;
+  `B_global[j // NR, k // G, j % NR, k % G]`, a parallel copy in the packed order;
 * loops, outer to inner: the other spatial loops (batch, output rows of a conv2d), `io` (MC rows
   of C per parallel task), the other reductions (filter taps), `jc` (NC columns), `k0` (KC
   steps), `j0` (NR panels), `i0` (MR rows), then the MR x NR x KC micro-kernel, tensorized with
@@ -25,23 +24,26 @@ The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
 
 The ISA follows the target's CPU features (`Hardware.features`, i.e. `tdsl.target.cpu_features`):
 int8 on AVX512-VNNI, else AVX-VNNI, else the exact AVX2 vpmaddwd kernel, which leaves a note in
-`kernel.notes` saying that the CPU lacks the dot-product unit; bf16 on AVX512-BF16's vdpbf16ps,
-with the FMA kernel fed by conversions to fp32 as the next sketch (and the only one on CPUs
-without AVX512-BF16); fp16 on that converting FMA kernel (AVX-512F, else AVX2 + F16C). The sampled choices are the micro tile (one sketch each),
-MC / MR and NC / NR.
+`kernel.notes` saying that the CPU lacks the dot-product unit. float16, and bfloat16 without
+AVX512-BF16 or where vdpbf16ps is slow, convert to fp32 in packing and run the fp32 FMA kernel
+(`lowp_convert`: a plain GEMM is then tiled exactly as `matmul_cpu` tiles fp32; a conv2d's input is
+converted whole and its filters while packed); bfloat16 on AVX512-BF16 offers both paths, the
+default per CPU (`lowp_convert.BF16_DOT_PATH`), and `kernel.notes` says which ran and why. The
+sampled choices are the micro tile (one sketch each), MC / MR and NC / NR.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...intrinsics import x86_lowp
+from ...intrinsics import x86, x86_lowp
 from ...ir import Binary, Cast, Var, free_vars
 from ...ir.attrs import LOWER_NOTE
 from ...schedule import Schedule
 from ..analysis import MatmulRoles, block_info, consumers, matmul_roles
 from .base import Rule
 from .cpu_loops import _extent_of, attempt
-from .matmul_cpu import MicroTile, _lambda, nc_candidates
+from .lowp_convert import bf16_prefers_dot, convert_isa, convert_note, fp32_kernel
+from .matmul_cpu import MatmulTensorizeCPU, MicroTile, _lambda, _plain_operand, default_tiles, nc_candidates
 
 TASKS_PER_CORE = 8
 FALLBACK_NOTE = ("int8 GEMM block {block!r}: the target CPU has no AVX512-VNNI or AVX-VNNI dot-product unit "
@@ -59,14 +61,21 @@ class LowpGemm:
     b: str
     c: str
 
-    def isas(self, features) -> list[str]:
-        """The micro-kernel ISAs for a CPU with `features`, the default first."""
+    def isas(self, features, target="cpu") -> list[str]:
+        """The micro-kernel ISAs for a CPU with `features`, the default first: for float16 and
+        bfloat16, "avx512" / "avx2" name the fp32 FMA kernel that runs after conversion in
+        packing (`lowp_convert`), "avx512bf16" vdpbf16ps."""
         if self.c == "int32":
             return [isa for isa in [x86_lowp.int8_isa(features)] if isa]
-        convert = [isa for isa in [x86_lowp.fp16_isa(features, self.a)] if isa]
+        convert = [isa for isa in [convert_isa(features, self.a)] if isa]
         if self.a == "bfloat16" and all(f in features for f in x86_lowp.BF16_FEATURES):
-            return ["avx512bf16"] + convert    # vdpbf16ps, and converting to fp32 as an alternative
+            dot_first = bf16_prefers_dot(target)[0]
+            return ["avx512bf16"] + convert if dot_first else convert + ["avx512bf16"]
         return convert
+
+    def converts(self, isa: str) -> bool:
+        """The operands are converted to fp32 in packing for the fp32 kernel of `isa`."""
+        return self.c == "float32" and isa != "avx512bf16"
 
     def group(self, isa: str) -> int:
         return 4 if self.c == "int32" else 2 if isa == "avx512bf16" else 1
@@ -74,11 +83,11 @@ class LowpGemm:
     def lanes(self, isa: str) -> int:
         if self.c == "int32":
             return x86_lowp.INT8_ISAS[isa][0]
-        return 16 if isa == "avx512bf16" else x86_lowp.FP16_ISAS[isa][0]
+        return 16 if isa == "avx512bf16" else x86.ISAS[isa][0]
 
     def k_step(self, isa: str) -> int:
-        """What KC must be a multiple of."""
-        return self.group(isa) if self.group(isa) > 1 else self.lanes(isa)
+        """What KC must be a multiple of (the fp32 kernel takes any KC)."""
+        return self.group(isa)
 
     def accumulators(self, isa: str) -> int:
         """Vector registers the MR x NR tile of C may take (AVX2's int8 kernel keeps 2 per vector)."""
@@ -89,7 +98,8 @@ class LowpGemm:
             return x86_lowp.register_int8(isa, tile.mr, tile.nr, tile.kc, init)
         if isa == "avx512bf16":
             return x86_lowp.register_bf16(tile.mr, tile.nr, tile.kc, init)
-        return x86_lowp.register_fp16(isa, tile.mr, tile.nr, tile.kc, init, self.a)
+        assert not init, "the fp32 kernel has no _init variant"
+        return fp32_kernel(isa, tile.mr, tile.nr, tile.kc)
 
 
 INT8 = LowpGemm("uint8", "int8", "int32")
@@ -164,9 +174,38 @@ class MatmulLowpCPU(Rule):
             return []
         m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
         assert m is not None and n is not None and k is not None   # info.constant_extents
-        return [lambda s, t=t, isa=isa: self._tile(s, block, roles, kind, isa, t)
-                for isa in kind.isas(self.hw.features)
-                for t in lowp_tiles(m, n, k, kind, isa, self.hw.l1)]
+        out: list = []
+        for isa in kind.isas(self.hw.features, self.hw.target):
+            if kind.converts(isa) and _plain_operand(roles.a_indices, roles.i, roles.k) is not None \
+                    and _plain_operand(roles.b_indices, roles.k, roles.j) is not None:
+                out += self._converted_gemm(block, roles, kind, isa)
+                continue
+            out += [lambda s, t=t, isa=isa: self._tile(s, block, roles, kind, isa, t)
+                    for t in lowp_tiles(m, n, k, kind, isa, self.hw.l1)]
+        return out
+
+    def _why(self, kind: LowpGemm) -> str:
+        """Why a float16 / bfloat16 GEMM converts (for kernel.notes)."""
+        if kind.a == "bfloat16":
+            if all(f in self.hw.features for f in x86_lowp.BF16_FEATURES):
+                return bf16_prefers_dot(self.hw.target)[1]
+            return "the CPU has no AVX512-BF16 (vdpbf16ps)"
+        return "the CPU has no float16 dot product that accumulates in fp32"
+
+    def _converted_gemm(self, block: str, roles: MatmulRoles, kind: LowpGemm, isa: str) -> list:
+        """A plain (or batched) GEMM converted in packing and tiled exactly as the fp32 rule tiles
+        an fp32 GEMM (`lowp_convert`)."""
+        m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
+        assert m is not None and n is not None and k is not None
+        lanes = x86.ISAS[isa][0]
+        if n % lanes and isa == "avx512" and n % x86.ISAS["avx2"][0] == 0:
+            isa, lanes = "avx2", x86.ISAS["avx2"][0]   # as the fp32 rule: n = 24, 40, ... on AVX2's kernel
+        if n % lanes:
+            return []
+        fp32 = MatmulTensorizeCPU(self.hw, self.defaults)
+        note = convert_note(kind.a, block, self._why(kind))
+        return [lambda s, t=t: fp32._tile(s, block, roles, t, isa, operand_dtype=kind.c, note=note)
+                for t in default_tiles(m, n, k, lanes, self.hw.l1)]
 
     def _tile(self, s: Schedule, block: str, roles: MatmulRoles, kind: LowpGemm, isa: str, tile: MicroTile) -> None:
         mr, nr, kc, g = tile.mr, tile.nr, tile.kc, kind.group(isa)
@@ -177,7 +216,11 @@ class MatmulLowpCPU(Rule):
         info0 = block_info(s.func, block)
         readers = None if roles.c in info0.params else [
             r for r in consumers(s.func, block) if block_info(s.func, r).is_spatial]
-        pack_b = s.cache_read(c, b_name, "global")
+        convert = {"dtype": kind.c} if kind.converts(isa) else {}
+        if convert:   # A is read in place (conv2d's input): one converted copy of the same shape
+            pack_a = s.cache_read(c, roles.a.name, "global", **convert)
+            attempt(s, lambda t: _parallel_copy(t, pack_a))
+        pack_b = s.cache_read(c, b_name, "global", **convert)
         params = [f"v{d}" for d in range(len(roles.b_indices))]
         lead, kk, jj = params[:-2], params[-2], params[-1]
         grouped = [f"{kk} // {g}", f"{jj} % {nr}", f"{kk} % {g}"] if g > 1 else [kk, f"{jj} % {nr}"]
@@ -211,7 +254,8 @@ class MatmulLowpCPU(Rule):
         mc_over_mr = self.choose(s, mc_counts, mc_default)
         io, i0, i1 = s.split(li, [None, mc_over_mr, mr])
         jc, j0, j1 = s.split(lj, [None, nc // nr, nr])
-        whole = kc == roles.k.extent and not others_r   # the tile spans the reduction: C = A @ B
+        # the tile spans the reduction: C = A @ B (the fp32 kernel has no such variant)
+        whole = kc == roles.k.extent and not others_r and not convert
         if whole:
             s.reorder(*others_s, io, jc, j0, i0, i1, j1, lk)
         else:
@@ -224,8 +268,10 @@ class MatmulLowpCPU(Rule):
         name = kind.intrinsic(isa, tile, init=whole)
         tile_block = s.blockize(i1)
         s.tensorize(tile_block, name)
-        if isa == "avx2" and kind is INT8:   # fp16 has no dot-product unit to lack
+        if isa == "avx2" and kind is INT8:
             s.annotate(tile_block, LOWER_NOTE, FALLBACK_NOTE.format(block=block, intrin=name))
+        elif convert:
+            s.annotate(tile_block, LOWER_NOTE, convert_note(kind.a, block, self._why(kind), a_whole=True).format(intrin=name))
         if readers is not None and len(readers) == 1:
             attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block))
 
@@ -237,6 +283,16 @@ def _epilogue_at(s: Schedule, reader: str, tile_block) -> None:
     epilogue = s.get_block(reader)
     s.reverse_compute_at(epilogue, s.get_loops(tile_block)[0])
     s.vectorize(s.get_loops(epilogue)[-1])
+
+
+def _parallel_copy(s: Schedule, copy) -> None:
+    """A whole-buffer conversion copy: its outer loops fused and parallel, its inner one vectorized."""
+    loops = s.get_loops(copy)
+    if len(loops) > 1:
+        s.vectorize(loops[-1])
+        s.parallel(s.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
+    else:
+        s.parallel(loops[0])
 
 
 def _kernel_layout(roles: MatmulRoles, iters) -> bool:

@@ -16,6 +16,10 @@ batched matmul, conv2d in NCHW: i = filters, j = output columns, k = channels; s
   with vector stores (`reverse_compute_at` jc);
 * the outer spatial loops and io fused and parallel, the init split off (`decompose_reduction`).
 
+A float16 / bfloat16 GEMM (`C += float32(A) * float32(B)`) takes the same tiling with its packing
+copies converting to fp32 (`cache_read(..., dtype="float32")`, `_tile(operand_dtype=...)`): the
+low-precision rule (`lowp_cpu` / `lowp_convert`) calls it so.
+
 The micro-kernel tile (MR, NR, KC) is fixed per sketch (it names the intrinsic); the design
 space offers the default tile and its neighbours as separate sketches. The block counts MC / MR
 and NC / NR are sampled (`sample_categorical`), defaulting to the hand schedule's rules: NR =
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 
 from ...intrinsics import x86
 from ...ir import free_vars
+from ...ir.attrs import LOWER_NOTE
 from ...schedule import Schedule
 from ..analysis import MatmulRoles, block_info, matmul_roles, writer_of
 from .base import Rule, index_of
@@ -114,7 +119,11 @@ class MatmulTensorizeCPU(Rule):
         tiles = default_tiles(m, n, k, lanes, self.hw.l1)
         return [lambda s, t=t: self._tile(s, block, roles, t, isa) for t in tiles]
 
-    def _tile(self, s: Schedule, block: str, roles: MatmulRoles, tile: MicroTile, isa: str = "") -> None:
+    def _tile(self, s: Schedule, block: str, roles: MatmulRoles, tile: MicroTile, isa: str = "",
+              operand_dtype: str | None = None, note: str | None = None) -> bool | None:
+        """`operand_dtype`: the packing copies of A and B convert to it (`cache_read(..., dtype=)`,
+        a float16 / bfloat16 GEMM whose reads are casts to fp32; both must be plain matrices);
+        `note`: a `kernel.notes` line on the tensorized tile. False: the tile does not apply."""
         hw = self.hw
         mr, nr, kc = tile.mr, tile.nr, tile.kc
         m, n = roles.i.extent, roles.j.extent
@@ -125,8 +134,11 @@ class MatmulTensorizeCPU(Rule):
         plain_c = _plain_operand(roles.c_indices, roles.i, roles.j)
         batch = len(roles.c_indices) - 2
         b_name = roles.b.name
+        if operand_dtype is not None and (plain_a is None or plain_b is None):
+            return False
+        convert = {} if operand_dtype is None else {"dtype": operand_dtype}
         if plain_b is not None:
-            pack_b = s.cache_read(c, b_name, "global")
+            pack_b = s.cache_read(c, b_name, "global", **convert)
             params = [f"v{d}" for d in range(len(roles.b_indices))]
             lead, kk, jj = params[:-2], params[-2], params[-1]
             s.transform_layout(pack_b, f"{b_name}_global",
@@ -137,7 +149,7 @@ class MatmulTensorizeCPU(Rule):
             s.vectorize(vec)
         elif roles.b not in info.params:
             self._reorder_operand(s, roles)
-        pack_a = s.cache_read(c, roles.a.name, "global") if plain_a is not None else None
+        pack_a = s.cache_read(c, roles.a.name, "global", **convert) if plain_a is not None else None
         copy_c = s.cache_write(c, roles.c.name, "global") if plain_c is not None and plain_a is not None else None
         # the loops, by the iterators they bind
         handles = s.get_loops(c)
@@ -183,8 +195,14 @@ class MatmulTensorizeCPU(Rule):
         s.decompose_reduction(c, first_r)
         packed = plain_b is not None and pack_a is not None
         name = x86.register_fp32(isa or hw.isa, mr, nr, kc, prefetch=packed and nr * 4 <= 64)
-        s.tensorize(i1, name)
+        if note is None:
+            s.tensorize(i1, name)
+        else:
+            tile_block = s.blockize(i1)
+            s.tensorize(tile_block, name)
+            s.annotate(tile_block, LOWER_NOTE, note.format(intrin=name))
         del batch
+        return None
 
 
     def _reorder_operand(self, s: Schedule, roles: MatmulRoles) -> None:

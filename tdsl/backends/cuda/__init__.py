@@ -69,6 +69,10 @@ def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, 
         from .runtime import device_info
 
         arch = device_info().arch
+        from .sm90 import needs_sm90a
+
+        if arch == "sm_90" and needs_sm90a(source):   # a Hopper GPU: wgmma needs the sm_90a target
+            arch = "sm_90a"
     check_arch(arch)
     compiled = compile_cuda(source, arch, want_ptx=ptx, name=f"{func.name}.cu", use_cache=use_cache)
     return CudaKernel(func, plan, source, compiled.cubin, compiled.ptx, arch, vector_params,

@@ -177,7 +177,11 @@ def _view(arr: np.ndarray, op: Operand, point: dict) -> np.ndarray:
 
 
 def run_emulated(step: LibraryStep, arrays: dict) -> None:
-    """The step on host arrays (by buffer) with numpy's BLAS: the emulator's stand-in for cuBLAS."""
+    """The step on host arrays (by buffer) with numpy's BLAS: the emulator's stand-in for cuBLAS
+    (another kind of step, a fused kernel, runs itself in the emulator: `step.run_emulated`)."""
+    if not isinstance(step, LibraryStep):
+        step.run_emulated(arrays)
+        return
     for point in step.points():
         a = _view(arrays[step.a.buffer], step.a, point)
         b = _view(arrays[step.b.buffer], step.b, point)
@@ -202,7 +206,11 @@ def _handle(lib) -> ctypes.c_void_p:
 
 
 def run_cublas(step: LibraryStep, ptrs: dict, stream: int) -> None:
-    """The step through cuBLAS on `stream` with device pointers `ptrs` (by buffer)."""
+    """The step through cuBLAS on `stream` with device pointers `ptrs` (by buffer) (a fused
+    kernel's step launches itself: `step.run_gpu`)."""
+    if not isinstance(step, LibraryStep):
+        step.run_gpu(ptrs, stream)
+        return
     from ...intrinsics.cublas import find_library
 
     _, lib = find_library()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import DataType
-from ...errors import ArgumentError
+from ...errors import ArgumentError, TargetError
 from ...ir import Buffer, BufferStore, IntImm, PrimExpr, PrimFunc, Var, collect
 from ...tracebacks import public_entry
 from .plan import HostPlan, evaluate  # noqa: F401 (evaluate: public here too)
@@ -98,6 +98,9 @@ class CudaKernel:
         stored = {n.buffer for n in collect(func.body, BufferStore)}
         self._written = {b for b, orig in zip(flat, func.buffer_params) if orig in stored}
         self._params = list(plan.func.params)
+        from .tensor_maps import resolve
+
+        self._tensor_maps = resolve(func, plan)   # TMA tensor maps the call path encodes
 
     def __repr__(self) -> str:
         return f"<CudaKernel {self.name} for {self.arch}: {len(self.kernels)} launch(es)>"
@@ -226,7 +229,7 @@ class CudaKernel:
         info = runtime.device_info()
         if self._module is None:
             cubin = self.cubin
-            if info.arch != self.arch:
+            if info.arch != self.arch.removesuffix("a"):   # (sm_90a code runs on an sm_90 device)
                 # a CUBIN runs only on its own architecture family: compile for this device
                 from .nvrtc import compile_cuda
 
@@ -290,6 +293,10 @@ class CudaKernel:
             ws = runtime.device_array((size,), w.dtype, zero=False)
             workspaces.append(ws)
             ptrs[w] = ws.ptr
+        if self._tensor_maps:
+            from .tensor_maps import fill_device
+
+            fill_device(self._tensor_maps, ptrs, handle)
         for at, spec in enumerate(self.kernels):
             host_steps.run_steps(self.plan.steps, at, lambda step: host_steps.run_cublas(step, ptrs, handle))
             self._launch(module, spec, ptrs, scalars, values, handle)
@@ -337,6 +344,10 @@ class CudaKernel:
         (tdsl.backends.cuda.export)."""
         from .export import export_cuda
 
+        if self._tensor_maps:
+            raise TargetError(f"{self.name}: kernels whose TMA tensor maps the call path encodes "
+                              f"({', '.join(b.spec.map for b in self._tensor_maps)}) cannot be exported yet (the "
+                              "exported launcher does not call cuTensorMapEncodeTiled); call the kernel from Python")
         return export_cuda(self, path, name, archs)
 
     @public_entry

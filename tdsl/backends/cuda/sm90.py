@@ -188,6 +188,15 @@ def device_functions(wgmma: tuple[tuple[int, str], ...] = ()) -> str:
             f"#endif\n{_END}\n")
 
 
+def needs_sm90a(source: str) -> bool:
+    """Whether `source` uses sm_90a-only PTX (wgmma, setmaxnreg) outside the device functions."""
+    try:
+        check_arch_features(source, "sm_90")
+    except TargetError:
+        return True
+    return False
+
+
 def check_arch_features(source: str, arch: str) -> None:
     """Refuse a source using sm_90a-only PTX (wgmma, setmaxnreg) for any other architecture:
     TargetError naming the instruction and the source line."""

@@ -17,6 +17,7 @@ from ...ir import (
     BlockRealize,
     Buffer,
     For,
+    IntImm,
     PrimExpr,
     PrimFunc,
     Range,
@@ -297,6 +298,8 @@ def check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
             pass
     if fused_digits_cover(vmap_box, b, anchors, ranges):
         return
+    if dom_shape is not None and mins is not None and _tiles_cover(vmap_box, dom_shape, mins, anchors):
+        return
     relax_ranges = {f.loop_var: Range(f.min, f.extent) for f in anchors}
     for (lo, hi), iv in zip(vmap_box, b.iter_vars):
         tlo, thi = relax(lo, relax_ranges)[0], relax(hi, relax_ranges)[1]
@@ -305,3 +308,40 @@ def check_complete(func: PrimFunc, primitive: str, loop_var: Var, moved: str,
         step = substitute(lo, {loop_var: loop_var + 1})
         if free_vars(lo) & {loop_var} and not prove(step <= hi + 1, ranges):
             raise fail
+
+
+def _tiles_cover(box, dom_shape: list[int], mins: list[int], anchors: list[For]) -> bool:
+    """The boxes of the anchor loops' iterations are tiles of constant extents, each at a multiple
+    of its extent, and as many distinct ones as the domain holds: they cover it (a domain too
+    large for the element-wise check; the anchors' iterations are run, not the elements)."""
+    import numpy as np
+
+    from ...arith import eval_array
+
+    extents: list[int] = []
+    for (lo, hi), n in zip(box, dom_shape):
+        ext = simplify(hi - lo + 1)
+        if not isinstance(ext, IntImm) or ext.value <= 0 or n % ext.value:
+            return False
+        extents.append(ext.value)
+    spans = []
+    for f in anchors:
+        if not (isinstance(f.min, IntImm) and isinstance(f.extent, IntImm)):
+            return False
+        spans.append(np.arange(f.min.value, f.min.value + f.extent.value))
+    if math.prod(len(a) for a in spans) > ENUM_LIMIT * 50:
+        return False
+    grids = np.meshgrid(*spans, indexing="ij") if spans else []
+    env = {f.loop_var: g.ravel() for f, g in zip(anchors, grids)}
+    size = grids[0].size if grids else 1
+    digits = []
+    try:
+        for (lo, _), e, m, n in zip(box, extents, mins, dom_shape):
+            at = np.broadcast_to(np.asarray(eval_array(lo, env), dtype=np.int64), (size,)) - m
+            if ((at % e) != 0).any() or (at < 0).any() or (at >= n).any():
+                return False
+            digits.append(at // e)
+    except (ValueError, KeyError):
+        return False
+    tiles = math.prod(n // e for n, e in zip(dom_shape, extents))
+    return len(set(zip(*digits))) == tiles if digits else tiles == 1

@@ -31,13 +31,18 @@ class CacheMethods(ScheduleBase):
 
     def cache_read(self, block: BlockRV, buffer: int | str | None = None, scope: str | None = None,
                    consumer_blocks=None, *, read_buffer_index: int | str | None = None,
-                   storage_scope: str | None = None) -> BlockRV:
+                   storage_scope: str | None = None, dtype: str | None = None) -> BlockRV:
         """Make `block` read `buffer` (its name, or its index among the block's reads) from a
         copy in `scope`; the copy block, named after the new buffer, runs right before the
         block's loop nest and copies the part the block reads. Returns the copy block.
         ``consumer_blocks=[b1, b2, ...]`` (TVM's): `block` names the buffer, and the listed blocks
         (of one scope) read one cache, copied once before the first of them (twice when the buffer's
         writer shares a loop with some of them: in the loop, and after it for the others).
+        ``dtype="float32"`` (tdsl's; TVM's cache_read has none): the copy converts, for a block that
+        reads the buffer only as ``T.cast(A[...], "float32")``: the cache holds the cast values
+        and the block's casts go (a float16 GEMM becomes a float32 GEMM on converted copies).
+        Only an exact widening is legal (float16/bfloat16 -> float32, int8 -> int32, ...; see
+        `tdsl.schedule.primitives.cache_convert`).
 
         Before::
 
@@ -73,6 +78,8 @@ class CacheMethods(ScheduleBase):
         """
         self._expect("cache_read", block, (BlockRV,), "a block handle (from sch.get_block)")
         attrs = _tvm_cache_args("cache_read", block, buffer, scope, consumer_blocks, read_buffer_index, storage_scope)
+        if dtype is not None:   # recorded only when given, so that older traces replay
+            attrs["dtype"] = str(dtype)
         return self._apply("cache_read", _cache.cache_read, [block], attrs)
 
     def cache_write(self, block: BlockRV, buffer: int | str | None = None, scope: str | None = None,

@@ -22,8 +22,9 @@ class ReindexCacheMethods(ScheduleBase):
         `storage_scope` cache laid out by the block's iterators: the block reads
         ``cache[index_map(iterators)]``, filled by a copy block placed where `cache_read` places
         its copy, which repeats the iterators the access uses. The access must be one element per
-        iteration, and the map must use exactly the iterators the access uses, one to one.
-        Returns the copy block.
+        iteration, and the map must use exactly the iterators the access uses, one to one; a read
+        under a `T.if_then_else` guard is refused (the copy would read it unguarded). Returns the
+        copy block.
 
         Before::
 

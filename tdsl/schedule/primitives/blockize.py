@@ -216,6 +216,10 @@ def _blockize(func: PrimFunc, loop_var: Var, primitive: str, preserve_unit_iters
     inner_init = substitute(block.init, vmap) if keep else None
     inner_block = dataclasses.replace(block, iter_vars=tuple(inner_ivs), body=body, init=inner_init)
     reads, writes = infer_block_regions(inner_block)
+    # in the block's declared order (TVM's te GEMM reads A, B before the C it updates: a
+    # cache_read by index names the same buffer after blockize)
+    order = [r.buffer for r in block.reads]
+    reads = tuple(sorted(reads, key=lambda r: order.index(r.buffer) if r.buffer in order else len(order)))
     inner_block = dataclasses.replace(inner_block, reads=reads, writes=writes)
     inner_realize = BlockRealize(tuple(inner_values), realize.predicate, inner_block)
     nest: Stmt = inner_realize
@@ -386,6 +390,7 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str,
         culprit = {"blocks": (target,)}
     realize, path = find_block(func, name, "tensorize")
     block = realize.block
+    intrin = _form_for(intrin, block)
     try:
         match(intrin, block, path + (realize,))
     except Mismatch as m:
@@ -402,9 +407,19 @@ def tensorize(func: PrimFunc, target: str | Var, intrin_name: str,
     impl_root = intrin.impl.root_block
     extra = tuple(impl_root.annotations) if impl_root is not None else ()
     keys = {k for k, _ in extra} | {TENSOR_INTRIN}
-    pairs = tuple((k, v) for k, v in block.annotations if k not in keys) + extra + ((TENSOR_INTRIN, intrin_name),)
+    pairs = tuple((k, v) for k, v in block.annotations if k not in keys) + extra + ((TENSOR_INTRIN, intrin.name),)
     new_block = dataclasses.replace(block, annotations=pairs)
     return replace_at(func, path, realize, dataclasses.replace(realize, block=new_block)), None
+
+
+def _form_for(intrin: TensorIntrin, block: Block) -> TensorIntrin:
+    """Of the intrinsic's forms (`TensorIntrin.forms`), the first whose buffer scopes the block
+    uses (TVM's "warp" tiles or tdsl's fragment scopes); the intrinsic itself if none fits."""
+    forms = TensorIntrin.forms(intrin.name)
+    if len(forms) == 1:
+        return intrin
+    used = {r.buffer.scope for r in block.reads + block.writes}
+    return next((f for f in forms if f.scopes() <= used), intrin)
 
 
 def _where(target) -> str:

@@ -25,8 +25,8 @@ from ...ir import (
     BufferRegion,
     BufferStore,
     For,
+    IfThenElse,
     IntImm,
-    IRMutator,
     IterVar,
     PrimExpr,
     PrimFunc,
@@ -71,6 +71,7 @@ from ..tree import (
     seq_insert,
     top_index,
 )
+from .cache_convert import ConvertingRedirect, check_dtype, check_reads_are_casts, converted
 
 # shared helpers ------------------------------------------------------------------------------
 
@@ -109,14 +110,11 @@ def resolve_buffer(func: PrimFunc, block: Block, buffer, primitive: str, which: 
 
 
 def check_scope(func: PrimFunc, primitive: str, scope) -> str:
-    """A storage scope: global, shared, local, or an intrinsic's dotted scope (wmma.accumulator)."""
-    if isinstance(scope, str) and (scope in SCOPES or ("." in scope and scope.replace(".", "").replace("_", "")
-                                                       .isalnum())):
+    """A storage scope: global, shared, local, TVM's "warp" (mma fragments laid out (lane,
+    element) by transform_layout), or an intrinsic's dotted scope (wmma.accumulator)."""
+    if isinstance(scope, str) and (scope in SCOPES or scope == "warp" or (
+            "." in scope and scope.replace(".", "").replace("_", "").isalnum())):
         return scope
-    if scope == "warp":
-        from ...intrinsics.cuda_mma import WARP_SCOPE_REFUSAL
-
-        raise schedule_error(func, primitive, WARP_SCOPE_REFUSAL)
     close = difflib.get_close_matches(str(scope), SCOPES, n=1)
     raise schedule_error(func, primitive, f"unknown storage scope {scope!r}",
                          rule="scopes are " + ", ".join(f'"{s}"' for s in SCOPES) +
@@ -157,7 +155,8 @@ def clip(bounds: list[tuple[PrimExpr, PrimExpr]], buffer: Buffer,
 
 def copy_nest(func: PrimFunc, name: str, src: Buffer, dst: Buffer, bounds: list[tuple[PrimExpr, PrimExpr]],
               ranges: dict[Var, Range]) -> BlockRealize | For:
-    """Loops `ax0, ax1, ...` over `bounds` around a block `name` doing dst[v] = src[v]; a loop whose
+    """Loops `ax0, ax1, ...` over `bounds` around a block `name` doing dst[v] = src[v] (cast to
+    dst's dtype when cache_read was given one); a loop whose
     extent is not constant runs to its upper bound under a T.where."""
     taken = var_names(func)
     loops: list[tuple[Var, PrimExpr]] = []
@@ -177,7 +176,7 @@ def copy_nest(func: PrimFunc, name: str, src: Buffer, dst: Buffer, bounds: list[
         ivs.append(IterVar(v, Range(const(0, dim.dtype), dim), "S"))
         values.append(simplify(lo + ax, ranges))
     indices = tuple(iv.var for iv in ivs)
-    body = BufferStore(dst, BufferLoad(src, indices), indices)
+    body = BufferStore(dst, converted(BufferLoad(src, indices), dst), indices)
     block = refresh_block(Block(name, tuple(ivs), (), (), body))
     pred: PrimExpr = TRUE
     for p in preds:
@@ -210,15 +209,6 @@ def accessed_region(realize: BlockRealize, path: Path, buffer: Buffer, which: st
 
 # cache_read / cache_write --------------------------------------------------------------------
 
-class _LoadRedirect(IRMutator):
-    def __init__(self, old: Buffer, new: Buffer):
-        self.old, self.new = old, new
-
-    def visit_BufferLoad(self, node: BufferLoad):
-        node = self.generic_visit(node)
-        return BufferLoad(self.new, node.indices) if node.buffer is self.old else node
-
-
 def _insert_at_scope(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: bool) -> PrimFunc:
     """Insert `new` right before (or after) the top statement of `stmt`'s scope that holds it."""
     scope_path, idx = top_index(path, stmt)
@@ -229,31 +219,46 @@ def _insert_at_scope(func: PrimFunc, path: Path, stmt: Stmt, new: Stmt, after: b
 
 
 def cache_read(func: PrimFunc, block: str, buffer, scope: str,
-               consumer_blocks: list[str] | None = None) -> tuple[PrimFunc, str]:
+               consumer_blocks: list[str] | None = None, dtype: str | None = None) -> tuple[PrimFunc, str]:
     """Read `buffer` through a `scope` copy made before `block`'s loop nest, as far out as no other
     block writes the buffer in between (after a compute_at that can be once per iteration of the
     loops the block shares with the writer). With `consumer_blocks` (TVM's argument), `block`
-    names the buffer and the listed blocks read the copy (see _cache_read_many)."""
+    names the buffer and the listed blocks read the copy (see _cache_read_many). With `dtype`,
+    the copy widens the elements exactly and the readers' casts to it go (see cache_convert)."""
     realize, path = find_block(func, block, "cache_read")
     buf = resolve_buffer(func, realize.block, buffer, "cache_read", "read")
     scope = check_scope(func, "cache_read", scope)
+    wide = buf.dtype if dtype is None else check_dtype(func, buf, dtype, block)
     if consumer_blocks is not None:
         consumers = _consumers(func, "cache_read", buf, consumer_blocks, block)
         if len(consumers) > 1:
-            return _cache_read_many(func, buf, scope, consumers)
+            for name in consumers:
+                _check_converting_reader(func, name, buf, wide)
+            return _cache_read_many(func, buf, scope, consumers, wide)
         if consumers[0] != block:
-            return cache_read(func, consumers[0], buf.name, scope)
+            return cache_read(func, consumers[0], buf.name, scope, dtype=dtype)
     if any(r.buffer is buf for r in realize.block.writes):
         raise schedule_error(func, "cache_read", f"{block_name(block)} also writes {buf.name}, so a read cache "
                              "would hide its own updates from it", blocks=(block,),
                              rule="cache_read needs a block that only reads the buffer",
                              fix=f"use sch.cache_write(block, {buf.name!r}, {scope!r}) for a buffer the block "
                                  "updates")
+    _check_converting_reader(func, block, buf, wide)
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", buffer_names(func) | set(block_names(func)))
-    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    cache = Buffer(name, buf.shape, wide, scope=scope)
     func2 = _copy_for(func, block, buf, cache, name)
     func3 = add_alloc(func2, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
     return refresh_scope_regions(func3, {buf, cache}), name
+
+
+def _check_converting_reader(func: PrimFunc, block: str, buf: Buffer, wide) -> None:
+    """A converting cache (dtype wider than the buffer's) needs `block` to read `buf` only through
+    casts to that dtype, in it and in the blocks nested in it."""
+    if wide == buf.dtype:
+        return
+    realize, _ = find_block(func, block, "cache_read")
+    for r in all_realizes(realize):
+        check_reads_are_casts(func, r.block, buf, wide)
 
 
 def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str) -> PrimFunc:
@@ -268,7 +273,7 @@ def _copy_for(func: PrimFunc, block: str, buf: Buffer, cache: Buffer, name: str)
     ranges = path_ranges(tpath)
     bounds = accessed_region(realize, path, buf, "read", own, ranges)
     nest = copy_nest(func, name, buf, cache, bounds, ranges)
-    redirect = _LoadRedirect(buf, cache)
+    redirect = ConvertingRedirect(buf, cache)
     b = realize.block
     new_block = refresh_block(dataclasses.replace(b, body=redirect.visit(b.body),
                                                   init=None if b.init is None else redirect.visit(b.init)),
@@ -372,7 +377,7 @@ def _consumers(func: PrimFunc, primitive: str, buf: Buffer, names, block: str) -
 def _redirect_loads(func: PrimFunc, name: str, buf: Buffer, cache: Buffer) -> PrimFunc:
     realize, path = find_block(func, name, "cache")
     b = realize.block
-    redirect = _LoadRedirect(buf, cache)
+    redirect = ConvertingRedirect(buf, cache)
     new_block = refresh_block(dataclasses.replace(b, body=redirect.visit(b.body),
                                                   init=None if b.init is None else redirect.visit(b.init)),
                               keep_order=True)
@@ -414,7 +419,7 @@ def _check_write_consumers(func: PrimFunc, realize: BlockRealize, buf: Buffer, r
                              rule="the consumers of a write cache come after the block that writes it")
 
 
-def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str]) -> tuple[PrimFunc, str]:
+def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str], wide) -> tuple[PrimFunc, str]:
     """One `scope` cache of `buf` read by several blocks of one scope (see _copy_many)."""
     found = [find_block(func, n, "cache_read") for n in names]
     if len({id(scope_of(p)[1]) for _, p in found}) != 1:
@@ -422,7 +427,7 @@ def _cache_read_many(func: PrimFunc, buf: Buffer, scope: str, names: list[str]) 
                              "blocks)", blocks=tuple(names), rule="one cache serves blocks of one scope")
     taken = buffer_names(func) | set(block_names(func))
     name = fresh_name(f"{buf.name}_{scope.replace('.', '_')}", taken)
-    cache = Buffer(name, buf.shape, buf.dtype, scope=scope)
+    cache = Buffer(name, buf.shape, wide, scope=scope)
     out = _copy_many(func, buf, cache, names, taken, name)
     scope_realize = scope_of(found[0][1])[0]
     out = add_alloc(out, scope_realize if scope_realize is not func.body else None, cache)
@@ -530,7 +535,8 @@ def _check_dense_write(func: PrimFunc, realize: BlockRealize, path: Path, buf: B
     b = realize.block
     if child_realizes(realize):  # the stores are the nested blocks': run the loops to see them
         bounds = accessed_region(realize, path, buf, "write", own, ranges)
-        if not _box_all_written(realize, own, buf, bounds, ranges):
+        if not _box_all_written(realize, own, buf, bounds, ranges) and \
+                not _tiles_fill(realize, own, buf, bounds, ranges):
             raise schedule_error(func, "cache_write", f"{block_name(b.name)} holds other blocks, and tdsl cannot "
                                  f"show that they write every element of the part of {buf.name} it touches "
                                  "(a T.where skips some, or the loops are not constant and small)",
@@ -593,6 +599,12 @@ def _guards_only_the_domain(realize: BlockRealize, stores: list[BufferStore]) ->
 def _box_all_written(realize: BlockRealize, own: list[For], buf: Buffer, bounds, ranges) -> bool:
     """A block with a predicate writes every element of the constant box `bounds`, found by
     running its loops (False when that cannot be done)."""
+    outer = _outer_values(realize, own, buf, ranges)
+    if outer is None:
+        return False
+    if outer:
+        realize = dataclasses.replace(realize, iter_values=tuple(substitute(v, outer) for v in realize.iter_values))
+        bounds = [(substitute(lo, outer), substitute(hi, outer)) for lo, hi in bounds]
     box = [(simplify(lo, ranges), simplify(hi, ranges)) for lo, hi in bounds]
     los, his, shape = int_values(lo for lo, _ in box), int_values(hi for _, hi in box), int_values(buf.shape)
     if los is None or his is None or shape is None:
@@ -617,3 +629,125 @@ def set_scope(func: PrimFunc, block: str, buffer, scope: str) -> tuple[PrimFunc,
         return func, None
     new = buf.with_(scope=scope)
     return func.with_body(replace_buffers(func.body, {buf: new})), None
+
+
+def _outer_values(realize: BlockRealize, own: list[For], buf: Buffer, ranges) -> dict[Var, PrimExpr] | None:
+    """Values for the variables from outside `own` that the block's bindings use (an enclosing
+    thread or k loop: TVM's cache_write of a blockized mma tile), at which the loops can be run
+    for an answer that holds for all of them: each binding is an offset of them plus an affine
+    function of the own loops, every store index of `buf` is affine in the block's iterators and
+    no predicate names them, so other values only move the written elements and the box together. {} when there are none; None when no such values exist."""
+    from ...arith import linear_form
+
+    own_vars = {f.loop_var for f in own}
+    b = realize.block
+    used = set().union(*(free_vars(v) for v in realize.iter_values)) | free_vars(realize.predicate)
+    outer = [v for v in used if v not in own_vars]
+    if not outer:
+        return {}
+    if free_vars(realize.predicate) & set(outer):
+        return None
+    if not _same_nest_per_instance(b):
+        return None
+    if any(linear_form(v, list(own_vars)) is None for v in realize.iter_values):
+        return None   # each binding: an offset of the outer values + an affine function of the own loops
+    ivars = [iv.var for iv in b.iter_vars]
+    parts = [b.body] if b.init is None else [b.init, b.body]
+    for part in parts:
+        for st in collect(part, BufferStore):
+            if st.buffer is buf and any(linear_form(i, ivars) is None for i in st.indices):
+                return None
+    values: dict[Var, PrimExpr] = {}
+    for v in outer:
+        rng = ranges.get(v)
+        if rng is None or not isinstance(rng.min, IntImm):
+            return None
+        values[v] = rng.min
+    return values
+
+
+def _tiles_fill(realize: BlockRealize, own: list[For], buf: Buffer, bounds, ranges) -> bool:
+    """A block holding other blocks (a blockized tile, TVM's mma block) fills the box when each
+    instance fills its declared write region of `buf`, a tile `e * v + [0, e)` per dimension of
+    a distinct spatial iterator v (checked by running the nested loops for one instance: the
+    store indices are affine in the iterators, so every instance fills its tile alike), and
+    the instances are no fewer than the tiles in the box (as for a plain store)."""
+    b = realize.block
+    tiling = _write_tiles(realize, buf)
+    if tiling is None or not _one_instance_fills(realize, buf, tiling[1]):
+        return False
+    named, tiles = tiling
+    points = 1
+    for (lo, hi), e in zip(bounds, tiles):
+        ext = simplify(hi - lo + 1, ranges)
+        if not isinstance(ext, IntImm) or ext.value % e:
+            return False
+        points *= ext.value // e
+    feeding = set().union(*(free_vars(v) for iv, v in zip(b.iter_vars, realize.iter_values) if iv.var in named))
+    iters = 1
+    for f in own:
+        if f.loop_var in feeding:
+            if not isinstance(f.extent, IntImm):
+                return False
+            iters *= f.extent.value
+    return points <= iters
+
+
+def _write_tiles(realize: BlockRealize, buf: Buffer) -> tuple[list[Var], list[int]] | None:
+    """(iterator, extent) per dimension of the block's one write region of `buf` when it is the
+    tile `extent * iterator + [0, extent)` of distinct spatial iterators, and every store index
+    of `buf` inside is affine in the block's iterators; None otherwise."""
+    from ...arith import linear_form
+
+    b = realize.block
+    regions = [r for r in b.writes if r.buffer is buf]
+    if len(regions) != 1 or not is_true(realize.predicate):
+        return None
+    ivars = [iv.var for iv in b.iter_vars]
+    spatial = {iv.var for iv in b.iter_vars if iv.kind == "S"}
+    named: list[Var] = []
+    tiles: list[int] = []
+    for rng in regions[0].region:
+        form = linear_form(rng.min, ivars)
+        if form is None or not isinstance(rng.extent, IntImm) or free_vars(form[1]) & set(ivars):
+            return None
+        used = [(v, c) for v, c in form[0].items() if c]
+        if len(used) != 1 or used[0][0] not in spatial or used[0][1] != rng.extent.value:
+            return None
+        named.append(used[0][0])
+        tiles.append(rng.extent.value)
+    if len(set(named)) != len(named):
+        return None
+    if not _same_nest_per_instance(b):
+        return None
+    for part in ([b.body] if b.init is None else [b.init, b.body]):
+        for st in collect(part, BufferStore):
+            if st.buffer is buf and any(linear_form(i, ivars) is None for i in st.indices):
+                return None
+    return named, tiles
+
+
+def _same_nest_per_instance(b: Block) -> bool:
+    """Every instance of `b` runs the same nest: no predicate, no if, and no loop bound that
+    names one of its iterators inside (the stores only move with the iterators)."""
+    ivars = {iv.var for iv in b.iter_vars}
+    if any(not is_true(r.predicate) for r in collect(b.body, BlockRealize)) or collect(b.body, IfThenElse):
+        return False
+    return not any(free_vars(f.min) & ivars or free_vars(f.extent) & ivars for f in collect(b.body, For))
+
+
+def _one_instance_fills(realize: BlockRealize, buf: Buffer, tiles: list[int]) -> bool:
+    """Run for its iterators' first values, the block writes exactly its tile of `buf`."""
+    b = realize.block
+    shape = int_values(buf.shape)
+    at = {iv.var: iv.dom.min for iv in b.iter_vars}
+    region = next(r for r in b.writes if r.buffer is buf)
+    corner = int_values(simplify(substitute(rng.min, at)) for rng in region.region)
+    if shape is None or corner is None:
+        return False
+    one = dataclasses.replace(realize, iter_values=tuple(iv.dom.min for iv in b.iter_vars))
+    mask = written_mask(one, [], buf, tuple(shape))
+    if mask is None:
+        return False
+    tile = tuple(slice(lo, lo + e) for lo, e in zip(corner, tiles))
+    return bool(mask[tile].all()) and int(mask.sum()) == mask[tile].size

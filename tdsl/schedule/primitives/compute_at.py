@@ -239,7 +239,9 @@ def reverse_compute_at(func: PrimFunc, block: str, loop_var: Var, preserve_unit_
                     c = index_as(c, hi.dtype)
                     last = simplify(hi - c - (ext - 1), ranges)
                     point = ext == 1 and prove(lo.eq(hi), ranges)  # one element per iteration
-                    if loop_var in free_vars(hi) and not point:
+                    # (iterations of a thread or parallel loop run side by side, never one after
+                    # another: each computes what its own producers wrote)
+                    if loop_var in free_vars(hi) and not point and loop.kind not in ("thread_binding", "parallel"):
                         # the instances whose window became complete at this iteration
                         first = simplify(substitute(hi, {loop_var: loop_var - 1}) - c - (ext - 1) + 1, ranges)
                     else:

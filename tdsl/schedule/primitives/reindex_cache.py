@@ -24,6 +24,7 @@ from ...ir import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Call,
     For,
     IntImm,
     IRMutator,
@@ -102,6 +103,12 @@ def _reindex_cache(func: PrimFunc, block: str, buffer, scope: str, index_map: Ca
                              "T.init, so a fresh cache would start from garbage", blocks=(block,),
                              rule="reindex_cache_write needs a block whose result does not depend on the old "
                                   "contents of the buffer (a plain store, or a reduction with T.init)")
+    if which == "read" and _guarded_read(b, buf):
+        raise schedule_error(func, primitive, f"{block_name(block)} reads {buf.name} under a "
+                             "T.if_then_else guard; the copy would read it unguarded (outside its shape, say, "
+                             "where the guard is false)", blocks=(block,),
+                             rule="reindex_cache_read copies every element the block's access names",
+                             fix="write the guarded value as a block of its own (a padded copy) and cache that")
     region = next(r for r in (b.reads if which == "read" else b.writes) if r.buffer is buf)
     old = _single_point(func, primitive, block, b, buf, region, which)
     params, outputs = call_index_map(func, primitive, block, index_map, [iv.var.dtype for iv in b.iter_vars],
@@ -151,6 +158,17 @@ def _reindex_cache(func: PrimFunc, block: str, buffer, scope: str, index_map: Ca
     func3 = insert_beside(func2, tpath2, top2, copy, after=which == "write")
     func4 = add_alloc(func3, scope_of(path)[0] if scope_of(path)[0] is not func.body else None, cache)
     return refresh_scope_regions(func4, {buf, cache}), name
+
+
+def _guarded_read(b, buf: Buffer) -> bool:
+    """Whether a load of `buf` in block `b` sits in a branch of T.if_then_else."""
+    stmts = [b.body] + ([b.init] if b.init is not None else [])
+    for s in stmts:
+        for call in collect(s, Call):
+            if call.op == "if_then_else" and any(x.buffer is buf for a in call.args[1:]
+                                                 for x in collect(a, BufferLoad)):
+                return True
+    return False
 
 
 def _text(indices) -> str:

@@ -49,6 +49,9 @@ class BlockParser(ParserCore):
         for st in stmts:
             if declaring and self.parse_block_decl(st, frame):
                 continue
+            if declaring and isinstance(st, ast.Assign) and self._is_call_to_expr(st.value, "meta_var"):
+                self.bind_meta_var(st)   # TVM's intrinsics name index-map values between T.reads and T.writes
+                continue
             if self._is_with_init(st):
                 if frame.init is not None:
                     raise self.error(st, f'block "{name}" has two T.init() sections')

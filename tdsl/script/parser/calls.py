@@ -28,6 +28,8 @@ class CallParser(ParserCore):
                 return self.math_call("abs", [self.eval_expr(a) for a in node.args], node)
             if func in (float, int, len) or callable(func):
                 args = [self.eval_expr(a) for a in node.args]
+                if getattr(self, "meta_depth", 0) and callable(func) and func not in (float, int, len):
+                    return self._meta_call(func, args, node)
                 if any(isinstance(a, (PrimExpr, Buffer)) for a in args):
                     raise self.error(node, f"{_python_name(func)} cannot take tdsl values", _t_instead(func))
                 try:
@@ -47,6 +49,16 @@ class CallParser(ParserCore):
         raise self.error(node.func, f"T.{name} is not a tdsl expression",
                          "the expression functions are T.exp, T.log, T.sqrt, T.tanh, T.max, T.min, T.cast, "
                          "T.if_then_else, ... (docs/script.md lists them)")
+
+    def _meta_call(self, func, args, node: ast.Call):
+        """Inside T.meta_var(...): a Python function of the closure computed on tdsl expressions
+        (an index map such as shared_16x16_to_ldmatrix_32x8_layout); its result is taken as is."""
+        kwargs = {k.arg: self.eval_expr(k.value) for k in node.keywords if k.arg is not None}
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:
+            raise self.error(node, f"calling {getattr(func, '__name__', func)!s} in T.meta_var failed: {exc}",
+                             "the function must compute with +, -, *, //, % on its arguments") from None
 
     def dtype_call(self, name: str, node: ast.Call):
         dt = _dt.DataType.parse(name)

@@ -22,6 +22,13 @@ class StatementParser(ParserCore):
         k = start
         while k < len(nodes):
             node = nodes[k]
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and self._is_call_to_expr(node.value, "meta_var"):
+                self.push()
+                self.bind_meta_var(node)
+                body = self.parse_stmts(nodes, k + 1)
+                self.pop()
+                out.append(body)
+                break
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 name = node.targets[0].id
                 if self._is_call_to_expr(node.value, "alloc_buffer"):
@@ -69,6 +76,32 @@ class StatementParser(ParserCore):
         if len(out) == 1:
             return out[0]
         return SeqStmt(tuple(flat_seq(out)))
+
+    def bind_meta_var(self, node: ast.Assign) -> None:
+        """`a, b = T.meta_var(index_map(vi, vj))` (TVMScript): the names stand for the values the
+        Python call computes from tdsl expressions; nothing is emitted."""
+        call = node.value
+        assert isinstance(call, ast.Call)
+        if len(call.args) != 1 or call.keywords:
+            raise self.error(call, "T.meta_var takes one value", "e.g. a, b = T.meta_var(index_map(vi, vj))")
+        self.meta_depth = getattr(self, "meta_depth", 0) + 1
+        try:
+            value = self.eval_expr(call.args[0])
+        finally:
+            self.meta_depth -= 1
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            self.define(target.id, value)
+            return
+        names = target.elts if isinstance(target, (ast.Tuple, ast.List)) else None
+        if names is None or not all(isinstance(n, ast.Name) for n in names):
+            raise self.error(target, "T.meta_var binds a name or a tuple of names", "e.g. a, b = T.meta_var(...)")
+        if not isinstance(value, (tuple, list)) or len(value) != len(names):
+            got = f"{len(value)} values" if isinstance(value, (tuple, list)) else "one value"
+            raise self.error(call, f"T.meta_var gives {got} to unpack into {len(names)} names",
+                             "the Python function must return one value per name")
+        for n, v in zip(names, value):
+            self.define(n.id, v)
 
     def parse_stmt(self, node: ast.stmt) -> Stmt | None:
         method = getattr(self, "stmt_" + type(node).__name__, None)
@@ -147,7 +180,7 @@ class StatementParser(ParserCore):
             raise self.error(node, "T.axis declares block iterators, so it must come first in a T.block",
                              "move it to the top of the block body")
         call = node.value
-        if isinstance(call, ast.Call) and self._t_name(call.func) in ABSENT:   # a, b = T.meta_var(...)
+        if isinstance(call, ast.Call) and self._t_name(call.func) in ABSENT:
             raise self.error(call.func, *absent_message(self._t_name(call.func)))
         raise self.error(target, "cannot assign to this target",
                          "assign to a buffer element (A[i, j] = ...) or a single name (x = ...)")

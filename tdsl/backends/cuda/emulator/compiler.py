@@ -184,3 +184,12 @@ def _error_text(stderr: str, unit: str) -> str:
     first = [ln for ln in stderr.splitlines() if "error" in ln][:8]
     return ("the host C++ compiler rejected the generated CUDA code in emulation (a construct the emulator "
             "header does not model, or a codegen bug):\n" + "\n".join(first or stderr.splitlines()[:20]))
+
+
+def launcher(lib, name: str):
+    """The ctypes function `tdsl_emu_run_<name>` of a loaded translation unit (translate.py's launcher)."""
+    fn = getattr(lib, f"tdsl_emu_run_{name}")
+    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong),
+                   ctypes.POINTER(ctypes.c_longlong), ctypes.c_int, ctypes.c_ulonglong, ctypes.c_longlong]
+    fn.restype = ctypes.c_int
+    return fn

@@ -24,6 +24,7 @@ from ....tracebacks import public_entry
 from .. import host_steps
 from ..kernel import CudaKernel, _Arg, evaluate, output_shape, scalar_ctype, torch_outputs
 from ..lower_gpu import MAX_BLOCK_DIM, MAX_GRID_DIM
+from .compiler import launcher as _launcher
 from .translate import EmuKernel, translate
 
 CHECKED_SUFFIX = "_checked"   # the checked variant's kernel names (see emulator.checked_variant)
@@ -112,6 +113,10 @@ class EmulatedKernel(CudaKernel):
             arrays[arg.param] = arr
         for w in self.plan.workspaces:
             arrays[w] = _poisoned((evaluate(w.shape[0], values),), w.dtype.numpy)
+        if self._tensor_maps:
+            from ..tensor_maps import fill_emulated
+
+            fill_emulated(self._tensor_maps, arrays)
         def library(step) -> None:       # cuBLAS's stand-in: numpy's BLAS (host_steps.run_emulated)
             host_steps.run_emulated(step, arrays)
 
@@ -328,14 +333,6 @@ def _device_array_type():
 
     module = sys.modules.get(__name__.rsplit(".", 2)[0] + ".runtime")
     return getattr(module, "DeviceArray", None)
-
-
-def _launcher(lib, name: str):
-    fn = getattr(lib, f"tdsl_emu_run_{name}")
-    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong),
-                   ctypes.POINTER(ctypes.c_longlong), ctypes.c_int, ctypes.c_ulonglong, ctypes.c_longlong]
-    fn.restype = ctypes.c_int
-    return fn
 
 
 def _poisoned(shape, dtype) -> np.ndarray:

@@ -15,14 +15,15 @@ import numpy as np
 
 from ....errors import TargetError
 from .compiler import find_compiler, load
-from .kernel import _launcher
+from .compiler import launcher as _launcher
 from .translate import translate
 
 
 def run_source(source: str, kernel: str, args: list, grid=(1, 1, 1), block=(128, 1, 1), order: int = 0,
-               seed: int = 1) -> None:
+               seed: int = 1) -> str:
     """Run `kernel` of `source` once (thread order 0 ascending, 1 descending, 2 shuffled by `seed`);
-    TargetError with the emulator's report (race, deadlock, out-of-bounds access) on failure."""
+    TargetError with the emulator's report (race, deadlock, out-of-bounds access) on failure.
+    Returns the run's ldmatrix bank report (`stats.parse_bank_report` reads it)."""
     find_compiler()
     unit, kernels = translate(source)
     found = {k.name: k for k in kernels}
@@ -48,10 +49,13 @@ def run_source(source: str, kernel: str, args: list, grid=(1, 1, 1), block=(128,
             sizes.append(1)
     lib = load(unit)
     fn = _launcher(lib, kernel)
+    lib.tdsl_emu_bank_clear()
     if fn((ctypes.c_void_p * len(ptrs))(*ptrs), (ctypes.c_longlong * len(sizes))(*sizes),
           (ctypes.c_longlong * 6)(*grid, *block), order, seed, -1):
         lib.tdsl_emu_error.restype = ctypes.c_char_p
         raise TargetError(f"kernel {kernel!r} (emulated): {lib.tdsl_emu_error().decode(errors='replace')}")
+    lib.tdsl_emu_bank_report.restype = ctypes.c_char_p
+    return lib.tdsl_emu_bank_report().decode()
 
 
 _SIZES = {"half": 2, "nv_bfloat16": 2, "float": 4, "double": 8, "int": 4, "unsigned int": 4, "char": 1,

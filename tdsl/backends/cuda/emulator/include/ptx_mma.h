@@ -3,6 +3,7 @@
 //
 //   ldmatrix.sync.aligned.m8n8.x{1,2,4}{,.trans}.shared.b16   tdsl_ptx_ldmatrix<X, TRANS>(d, row)
 //   mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.*.f32    tdsl_ptx_mma_m16n8k16_f32<half|nv_bfloat16>(d, a, b, c)
+//   mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16         tdsl_ptx_mma_m16n8k16_f16(a, b, cd)
 //   mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32           tdsl_ptx_mma_m16n8k32_s32_s8(d, a, b, c)
 //   mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32           tdsl_ptx_mma_m16n8k32_s32_u8(d, a, b, c)
 //
@@ -178,6 +179,33 @@ template <class T> inline void mma_m16n8k16_f32(float* d, const unsigned* a, con
   }
 }
 
+// m16n8k16 with f16 C/D (2 registers of 2 halves: c_i as for f32); the sum is in fp32, k in
+// order, rounded to f16 once.
+inline void mma_m16n8k16_f16(const unsigned* a, const unsigned* b, unsigned* d) {
+  MmaLanes g;
+  unsigned c4[4] = {d[0], d[1], 0u, 0u};
+  mma_gather(g, a, b, c4, "mma.sync.m16n8k16.f16");
+  float A[16][16], B[16][8], C[16][8];
+  for (int l = 0; l < 32; ++l) {
+    int gid = l >> 2, tig = l % 4;
+    for (int i = 0; i < 8; ++i)
+      A[gid + 8 * ((i / 2) % 2)][2 * tig + i % 2 + 8 * (i / 4)] = b16_value<half>(half_of(g.a[l][i / 2], i % 2));
+    for (int i = 0; i < 4; ++i) B[2 * tig + i % 2 + 8 * (i / 2)][gid] = b16_value<half>(half_of(g.b[l][i / 2], i % 2));
+    for (int i = 0; i < 4; ++i) C[gid + 8 * (i / 2)][2 * tig + i % 2] = b16_value<half>(half_of(g.c[l][i / 2], i % 2));
+  }
+  int lane = lane_id(), gid = lane >> 2, tig = lane % 4;
+  unsigned short out[4];
+  for (int i = 0; i < 4; ++i) {
+    int r = gid + 8 * (i / 2), col = 2 * tig + i % 2;
+    float acc = C[r][col];
+    for (int k = 0; k < 16; ++k) acc += A[r][k] * B[k][col];
+    half h = (half)acc;
+    memcpy(&out[i], &h, 2);
+  }
+  d[0] = (unsigned)out[0] | ((unsigned)out[1] << 16);
+  d[1] = (unsigned)out[2] | ((unsigned)out[3] << 16);
+}
+
 template <class E> inline void mma_m16n8k32_s32(int* d, const unsigned* a, const unsigned* b, const int* c) {
   MmaLanes g;
   mma_gather(g, a, b, (const unsigned*)c, "mma.sync.m16n8k32");
@@ -206,6 +234,9 @@ template <int X, bool TRANS> inline void tdsl_ptx_ldmatrix(unsigned* d, const vo
 template <class T>
 inline void tdsl_ptx_mma_m16n8k16_f32(float* d, const unsigned* a, const unsigned* b, const float* c) {
   tdsl_emu::mma_m16n8k16_f32<T>(d, a, b, c);
+}
+inline void tdsl_ptx_mma_m16n8k16_f16(const unsigned* a, const unsigned* b, unsigned* d) {
+  tdsl_emu::mma_m16n8k16_f16(a, b, d);
 }
 inline void tdsl_ptx_mma_m16n8k32_s32_s8(int* d, const unsigned* a, const unsigned* b, const int* c) {
   tdsl_emu::mma_m16n8k32_s32<signed char>(d, a, b, c);

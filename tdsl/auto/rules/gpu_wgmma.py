@@ -1,0 +1,91 @@
+"""`GPUWgmmaPipeline`: fp16 / bf16 (batched) GEMMs on Hopper's pipeline (target arch sm_90a).
+
+For ``target="cuda -arch=sm_90a"`` (``tdsl.auto_schedule(f, "cuda", arch="sm_90a")``) a function
+whose one block is ``C[b?, i, j] += f32(A[b?, i, k]) * f32(B[b?, k, j] or B[b?, j, k])`` (fp16 or
+bf16 A and B, fp32 C, constant sizes, m a multiple of 64) becomes::
+
+    sch.wgmma_pipeline(C, tile_n, tile_k, stages)   # TMA -> swizzled shared ring -> wgmma m64nNk16
+    sch.warp_specialize(ko)                         # producer warpgroup (TMA) + consumer warpgroup
+
+(`tdsl.schedule.primitives.hopper`). tile_n, tile_k, stages and tile_m (64: one consumer
+warpgroup, 128: two) are sampled (one sampling step each) among the tiles that divide the sizes
+and fit 48 KiB of static shared memory; the default is 64 x 64 with 64-wide K steps, two stages
+(128-byte rows: the 128B swizzle). Other architectures, and blocks it does not fit, are
+left to `GPUMmaTiling` (mma.sync) and the rules after it; on sm_90a a fp16/bf16 GEMM left to them
+carries a `kernel.notes` line saying why.
+"""
+from __future__ import annotations
+
+from ...errors import ScheduleError
+from ...ir.attrs import LOWER_NOTE
+from ...schedule import Schedule
+from ...schedule.primitives.hopper import BLOCK_M, MAX_SHARED, match_gemm
+from ..analysis import block_info
+from .base import Rule
+from .gpu_mma import gemm_roles
+
+ARCH = "sm_90a"
+# (tile_n, tile_k, stages, tile_m), best guess first: 128-byte rows (128B swizzle) two stages deep
+# for one consumer warpgroup; then 128 x 128 tiles for two consumer warpgroups and wider n tiles,
+# with 64-byte rows (what fits 48 KiB of static shared memory)
+CONFIGS = ((64, 64, 2, 64), (128, 32, 2, 128), (128, 32, 3, 64), (64, 32, 3, 128), (128, 32, 2, 64),
+           (32, 64, 2, 64), (64, 32, 2, 64), (16, 64, 2, 64))
+FALLBACK_NOTE = ("block {block!r}: not on the sm_90a wgmma pipeline ({why}); scheduled for mma.sync "
+                 "(ldmatrix + mma m16n8k16) instead")
+
+
+def configs(m: int, n: int, k: int) -> list[tuple[int, int, int, int]]:
+    """The (tile_n, tile_k, stages, tile_m) that fit a GEMM of these sizes (stages at most its K
+    steps)."""
+    out = []
+    for tn, tk, s, tm in CONFIGS:
+        s = min(s, k // tk) if k % tk == 0 else 0
+        fits = s >= 1 and m % tm == 0 and n % tn == 0 and s * (tm + tn) * tk * 2 + 16 * s <= MAX_SHARED
+        if fits and (tn, tk, s, tm) not in out:
+            out.append((tn, tk, s, tm))
+    return out
+
+
+class GPUWgmmaPipeline(Rule):
+    """fp16 / bf16 (batched) GEMMs -> TMA + mbarrier + wgmma, warp-specialized (sm_90a only)."""
+
+    name = "wgmma-pipeline-gpu"
+
+    def alternatives(self, sch: Schedule, block: str) -> list:
+        if not self.hw.is_gpu or self.hw.arch != ARCH:
+            return []
+        try:
+            g = match_gemm(sch.func, block, "wgmma_pipeline")
+        except ScheduleError as exc:
+            why = self._why_not(sch, block, str(exc))
+            return [] if why is None else [lambda s: self._note(s, block, why)]
+        fits = configs(g.m, g.n, g.k)
+        if not fits:
+            why = f"m = {g.m} must be a multiple of {BLOCK_M} and n, k multiples of a tile"
+            return [lambda s: self._note(s, block, why)]
+        return [lambda s: self._pipeline(s, block, fits)]
+
+    def _pipeline(self, s: Schedule, block: str, fits: list) -> None:
+        # one sampling step per parameter, passed on as is, so that a replay with other decisions
+        # (a search) builds other tiles; a combination that does not fit is refused by the step
+        values = []
+        for axis in range(4):
+            candidates = list(dict.fromkeys(f[axis] for f in fits))
+            values.append(self.choose(s, candidates, candidates.index(fits[0][axis])))
+        tile_n, tile_k, stages, tile_m = values
+        ko = s.wgmma_pipeline(s.get_block(block), tile_n=tile_n, tile_k=tile_k, stages=stages, tile_m=tile_m)
+        s.warp_specialize(ko)
+
+    @staticmethod
+    def _why_not(sch: Schedule, block: str, message: str) -> str | None:
+        """Why a block the mma.sync rule would take is not a pipeline block; None for other blocks."""
+        info = block_info(sch.func, block)
+        roles = gemm_roles(info) if info.top_level else None
+        if roles is None or str(roles.a.dtype) not in ("float16", "bfloat16"):
+            return None
+        first = message.splitlines()[0]
+        return first.split(": ", 2)[-1] if ": " in first else first
+
+    @staticmethod
+    def _note(s: Schedule, block: str, why: str) -> None:
+        s.annotate(s.get_block(block), LOWER_NOTE, FALLBACK_NOTE.format(block=block, why=why))

@@ -1,0 +1,113 @@
+"""Hopper (sm_90a) pipelines: wgmma_pipeline, warp_specialize.
+
+The facade methods of one family (a part of `Schedule` on `ScheduleBase`); the semantics and
+the legality rules are in `tdsl.schedule.primitives.hopper` and `.warp_specialize`.
+"""
+from __future__ import annotations
+
+from ..base import ScheduleBase
+from ..handles import BlockRV, LoopRV
+from ..primitives import hopper as _hopper
+from ..primitives import warp_specialize as _warp_specialize
+
+
+class HopperMethods(ScheduleBase):
+    """wgmma_pipeline, warp_specialize."""
+
+    def wgmma_pipeline(self, block: BlockRV, tile_n: int = 64, tile_k: int = 64, stages: int = 2,
+                       tile_m: int = 64) -> LoopRV:
+        """Rewrite a function whose one block is a (batched) fp16/bf16 -> fp32 GEMM into an sm_90a
+        kernel: per `tile_m` x `tile_n` tile of C one warpgroup per 64 rows (`tile_m` 64 or 128);
+        thread 0 issues TMA loads of the A and B
+        tiles of each K step (`tile_k` wide, rows of 2 `tile_k` bytes: the 128B swizzle for 64)
+        into a ring of `stages` shared tiles guarded by "full" / "empty" mbarriers; every thread
+        waits for its stage, issues the wgmma m64n`tile_n`k16 of it (fence, commit), waits for
+        the previous step's wgmma (`wgmma_wait_group(1)`: this step's stay in flight) and
+        releases the previous step's stage; the accumulators go to C. The tensor maps are buffers the call path fills
+        (`A_tmap`, `B_tmap`, recorded as function attributes): the kernel is called with the
+        arrays only. A B indexed [k, j] is first copied to a K-major `B_t[j, k]`. Returns the
+        K loop (for `warp_specialize`). Needs m a multiple of 64, n of `tile_n`, k of `tile_k`,
+        at most 48 KiB of shared tiles.
+
+        Before::
+
+            @T.prim_func
+            def before(A: T.Buffer((64, 128), "float16"), B: T.Buffer((64, 128), "float16"),
+                       C: T.Buffer((64, 64), "float32")):
+                for i, j, k in T.grid(64, 64, 128):
+                    with T.block("C"):
+                        vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                        with T.init():
+                            C[vi, vj] = T.float32(0)
+                        C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vj, vk], "float32")
+
+        Call::
+
+            sch = tdsl.Schedule(before)
+            ko = sch.wgmma_pipeline(sch.get_block("C"), tile_n=64, tile_k=64, stages=2)
+
+        After::
+
+            # the K loop (the barriers' init and the epilogue are thread loops before and after it)
+            for ko in range(2):
+                for tx in T.thread_binding(128, thread="threadIdx.x"):
+                    if tx == 0:
+                        T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[ko % 2], 16384))
+                        T.evaluate(T.ptx_tma_load(A_shared[ko % 2, 0, 0], A[by * 64, ko * 64], A_tmap[0], bar_full[ko % 2]))
+                        T.evaluate(T.ptx_tma_load(B_shared[ko % 2, 0, 0], B[bx * 64, ko * 64], B_tmap[0], bar_full[ko % 2]))
+                    T.evaluate(T.ptx_wait_barrier(bar_full[ko % 2], ko // 2 % 2))
+                    T.evaluate(T.ptx_wgmma_fence())
+                    for kk in T.unroll(4):
+                        T.evaluate(T.ptx_wgmma(C_acc[tx, 0], A_shared[ko % 2, 0, 16 * kk], B_shared[ko % 2, 0, 16 * kk], 64, tx))
+                    T.evaluate(T.ptx_wgmma_commit_group())
+                    T.evaluate(T.ptx_wgmma_wait_group(1))
+                    if ko >= 1:
+                        T.evaluate(T.ptx_arrive_barrier(bar_empty[(ko + 1) % 2]))
+        """
+        self._expect("wgmma_pipeline", block, (BlockRV,), "a block handle (from sch.get_block)")
+        return self._apply("wgmma_pipeline", _hopper.wgmma_pipeline, [block],
+                           {"tile_n": tile_n, "tile_k": tile_k, "stages": stages, "tile_m": tile_m})
+
+    def warp_specialize(self, loop: LoopRV) -> None:
+        """Give a pipelined K loop's producer and consumers their own warpgroups: the loop's
+        thread loop (128 threads, or c x 128) becomes ``threadIdx.y`` (1 + c) x ``threadIdx.x``
+        (128), its leading statements that issue TMA loads (under ``if tx == 0:``) run on
+        ``ty == 0`` and the rest on the consumers ``ty == 1`` (1 .. c, the old thread index
+        being ``(ty - 1) * 128 + tx``); the kernel's other thread loops (barrier init, epilogue)
+        run on the consumers. On the GPU the producer then runs ahead of the consumers by up to the ring's
+        stages (the mbarriers order them); one statement after another nothing changes, since
+        only thread 0 produced and it did so before the consumers used the stage.
+
+        Before::
+
+            for ko in range(4):
+                for tx in T.thread_binding(128, thread="threadIdx.x"):
+                    if tx == 0:
+                        if ko >= 2:
+                            T.evaluate(T.ptx_wait_barrier(bar_empty[ko % 2], (ko // 2 + 1) % 2))
+                        T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[ko % 2], 16384))
+                        T.evaluate(T.ptx_tma_load(A_shared[ko % 2, 0, 0], A[by * 64, ko * 64], A_tmap[0], bar_full[ko % 2]))
+                        ...
+                    T.evaluate(T.ptx_wait_barrier(bar_full[ko % 2], ko // 2 % 2))
+                    ...  # wgmma, release the stage
+
+        Call::
+
+            sch.warp_specialize(ko)      # ko = sch.wgmma_pipeline(...)
+
+        After::
+
+            for ko in range(4):
+                for ty in T.thread_binding(2, thread="threadIdx.y"):
+                    for tx in T.thread_binding(128, thread="threadIdx.x"):
+                        if ty == 0:
+                            if tx == 0:
+                                if ko >= 2:
+                                    T.evaluate(T.ptx_wait_barrier(bar_empty[ko % 2], (ko // 2 + 1) % 2))
+                                ...  # the TMA loads
+                        else:
+                            T.evaluate(T.ptx_wait_barrier(bar_full[ko % 2], ko // 2 % 2))
+                            ...  # wgmma, release the stage
+        """
+        self._expect("warp_specialize", loop, (LoopRV,), "a loop handle (the K loop of wgmma_pipeline)")
+        return self._apply("warp_specialize", _warp_specialize.warp_specialize, [loop])

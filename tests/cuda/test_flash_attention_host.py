@@ -1,0 +1,98 @@
+"""The fused attention kernel's host side: launched by the runtime between tdsl's kernels (a fake
+`cuda.bindings.driver`: its launch runs a numpy stand-in), and bench/gpu_check.py's GPU pipeline
+rows built without a GPU."""
+import ctypes
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tdsl
+
+pytest.importorskip("cuda.bindings")
+from fake_cuda_driver import FakeDriver  # noqa: E402
+
+from tdsl.backends.cuda import runtime  # noqa: E402
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+from attention_gpu import attention_lowp_func, attention_lowp_ref  # noqa: E402
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    import cuda.bindings
+
+    from tdsl.backends.cuda import flash_attention
+    from tdsl.backends.cuda.nvrtc import nvrtc_version
+
+    nvrtc_version()
+    drv = FakeDriver()
+    monkeypatch.setattr(cuda.bindings, "driver", drv, raising=False)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", drv)
+    for attr in ("info", "context", "device", "error"):
+        monkeypatch.setattr(runtime._State, attr, None)
+    monkeypatch.setattr(runtime._State, "local", __import__("threading").local())
+    flash_attention._gpu_module.cache_clear()   # modules loaded through another driver
+    yield drv
+    flash_attention._gpu_module.cache_clear()
+
+
+def _value(params: int, i: int, ctype):
+    addr = (ctypes.c_void_p * 5).from_address(params)[i]
+    return ctype.from_address(addr).value
+
+
+def _array(ptr: int, shape, dtype) -> np.ndarray:
+    count = int(np.prod(shape))
+    raw = (ctypes.c_uint8 * (count * np.dtype(dtype).itemsize)).from_address(ptr)
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_runtime_launches_the_fused_kernel_with_its_operands(fake, causal):
+    shape = (2, 128, 64)
+    kernel = tdsl.build(tdsl.auto_schedule(attention_lowp_func(*shape, causal=causal), target="cuda"),
+                        target="cuda", arch="sm_90")
+    assert kernel.kernels == [] and len(kernel.plan.steps) == 1
+    seen = []
+
+    def on_launch(name, grid, block, params):
+        seen.append((name, grid, block))
+        q, k, v = (_array(_value(params, i, ctypes.c_void_p), shape, np.float16) for i in range(3))
+        o = _array(_value(params, 3, ctypes.c_void_p), shape, np.float32)
+        scale_log2 = _value(params, 4, ctypes.c_float)
+        assert abs(scale_log2 - 0.125 * np.log2(np.e)) < 1e-6
+        o[...] = attention_lowp_ref(q, k, v, causal)   # the kernel's stand-in
+
+    fake.on_launch = on_launch
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
+    out = kernel(q, k, v)
+    name = "tdsl_flash_attention_fwd_f16_d64" + ("_causal" if causal else "")
+    assert seen == [(name, (2, 2, 1), (128, 1, 1))]
+    np.testing.assert_allclose(out, attention_lowp_ref(q, k, v, causal), rtol=1e-6, atol=1e-6)
+
+
+def test_gpu_check_help_and_pipeline_rows_without_a_gpu(monkeypatch, capsys):
+    env = dict(os.environ, PYTHONPATH=str(BENCH.parent))
+    r = subprocess.run([sys.executable, str(BENCH / "gpu_check.py"), "--help"], capture_output=True, text=True,
+                       env=env, timeout=120, check=False)
+    assert r.returncode == 0 and "--pipelines" in r.stdout and "scaled_dot_product_attention" in r.stdout
+    import gpu_check
+
+    monkeypatch.setattr(gpu_check, "FAILURES", [])
+    monkeypatch.setattr(gpu_check, "ATTENTION_SIZE", (2, 128, 64))
+    monkeypatch.setattr(gpu_check, "attention_figures", lambda: "no emulator run here")
+    gpu_check.attention_row(on_gpu=False)
+    sch, arch, why_not = gpu_check.pipeline_schedule(gpu_check._mma_gemm(256, "float16"), "mma.sync")
+    assert arch == "sm_80" and why_not is None and "mma_f16f16f32" in str(sch.trace)
+    _, arch, why_not = gpu_check.pipeline_schedule(gpu_check._mma_gemm(256, "float16"), "wgmma")
+    assert arch == "sm_90a" and (why_not is None or "no wgmma step" in why_not)
+    out = capsys.readouterr().out
+    assert "[ok] attention fwd 2x128x64 fp16 causal (fused kernel): built (no GPU: not run)" in out
+    assert gpu_check.FAILURES == []

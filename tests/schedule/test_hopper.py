@@ -1,0 +1,187 @@
+"""wgmma_pipeline and warp_specialize (tdsl.schedule.primitives.hopper): the sm_90a GEMM pipeline
+as TensorIR. Checked here with the interpreter (the meaning: equal to the unscheduled GEMM and to
+numpy), the print -> parse round trip, the docstrings and the refusals; the emulator and NVRTC
+checks are in tests/cuda/test_sm90_auto.py."""
+import inspect
+import re
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+from sched_check import THREE_BLOCKS, check, expect_error
+
+import tdsl
+from tdsl.ir.tensor_maps import tensor_maps
+
+
+def gemm(M, N, K, dtype="float16", trans_b=False, batch=None, b_batched=True, init=True, cast=True):
+    """C[b?, i, j] (+)= f32(A[b?, i, k]) * f32(B[b?, k, j] or B[b?, j, k]) as script text, parsed."""
+    lead = f"{batch}, " if batch else ""
+    blead = lead if b_batched else ""
+    bshape = f"({blead}{N}, {K})" if trans_b else f"({blead}{K}, {N})"
+    vb = "vb, " if batch else ""
+    bidx = ("vb, " if batch and b_batched else "") + ("vj, vk" if trans_b else "vk, vj")
+    loops, kinds = ("b, i, j, k", "SSSR") if batch else ("i, j, k", "SSR")
+    grid = f"{lead}{M}, {N}, {K}"
+    a_load, b_load = f"A[{vb}vi, vk]", f"B[{bidx}]"
+    product = f'T.cast({a_load}, "float32") * T.cast({b_load}, "float32")' if cast else f"{a_load} * {b_load}"
+    init_text = f"""
+            with T.init():
+                C[{vb}vi, vj] = T.float32(0)""" if init else ""
+    return tdsl.parse(f'''
+@T.prim_func
+def gemm(A: T.Buffer(({lead}{M}, {K}), "{dtype}"), B: T.Buffer({bshape}, "{dtype}"),
+         C: T.Buffer(({lead}{M}, {N}), "float32")):
+    for {loops} in T.grid({grid}):
+        with T.block("C"):
+            {vb}vi, vj, vk = T.axis.remap("{kinds}", [{loops}]){init_text}
+            C[{vb}vi, vj] = C[{vb}vi, vj] + {product}
+''')
+
+
+def operands(f, seed=0):
+    """Small integers (every order of sums is exact) for f's parameters, and C's expected value."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in f.params:
+        shape = tuple(int(s.value) for s in p.shape)
+        t = ml_dtypes.bfloat16 if str(p.dtype) == "bfloat16" else np.dtype(str(p.dtype))
+        out.append(rng.integers(-2, 3, shape).astype(t))
+    return out
+
+
+def pipelined(f, warp_specialize=True, **tiles):
+    sch = tdsl.Schedule(f)
+    ko = sch.wgmma_pipeline(sch.get_block("C"), **tiles)
+    if warp_specialize:
+        sch.warp_specialize(ko)
+    return sch
+
+
+@pytest.mark.parametrize("kw", [
+    dict(),
+    dict(trans_b=True),
+    dict(init=False),
+    dict(dtype="bfloat16"),
+    dict(batch=2),
+    dict(batch=2, trans_b=True, b_batched=False),
+], ids=["fp16", "B[j,k]", "accumulate", "bf16", "batched", "shared-B"])
+def test_pipeline_keeps_the_meaning(kw):
+    f = gemm(64, 32, 128, **kw)      # (the interpreter is slow: small, but 4 K steps for 2 stages)
+    sch = pipelined(f, warp_specialize=kw.get("trans_b", False) or not kw, tile_n=32, tile_k=32)
+    args = operands(f)
+    check(sch, f, args=args)
+    a, b, c = args
+    bt = np.swapaxes(b, -1, -2) if kw.get("trans_b") else b
+    want = a.astype(np.float32) @ bt.astype(np.float32) + (0 if kw.get("init", True) else c)
+    got = c.copy()
+    tdsl.interpret(sch.func, a, b, got)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_two_consumer_warpgroups_keep_the_meaning():
+    f = gemm(128, 64, 128, trans_b=True)
+    sch = pipelined(f, tile_m=128, tile_n=64, tile_k=32)
+    text = sch.func.script()
+    assert 'for ty_1 in T.thread_binding(3, thread="threadIdx.y"):' in text
+    assert "T.ptx_init_barrier_thread_count(bar_empty[s], 256)" in text
+    check(sch, f, args=operands(f))
+
+
+def test_pipeline_records_its_tensor_maps():
+    sch = pipelined(gemm(64, 128, 256, batch=2), tile_n=128, tile_k=32, stages=3)
+    maps = {m.map: (m.tensor, m.box, m.swizzle) for m in tensor_maps(sch.func)}
+    assert maps == {"A_tmap": ("A", (1, 64, 32), "64B"), "B_tmap": ("B_t", (1, 128, 32), "64B")}
+    text = sch.func.script()
+    assert "'tdsl.tensor_map:A_tmap': 'A (1, 64, 32) 64B'" in text
+    assert 'for bz in T.thread_binding(2, thread="blockIdx.z"):' in text
+
+
+def _section(doc: str, title: str) -> str:
+    m = re.search(rf"^\s*{title}::\n\n(.*?)(?=^\s*\w+::\n|\Z)", doc, re.DOTALL | re.MULTILINE)
+    assert m, f"no {title}:: section"
+    return textwrap.dedent(m.group(1)).strip() + "\n"
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("...")
+            and "# " not in ln]
+
+
+def test_wgmma_pipeline_docstring_example():
+    doc = inspect.getdoc(tdsl.Schedule.wgmma_pipeline)
+    before = tdsl.parse(_section(doc, "Before"))
+    scope = {"tdsl": tdsl, "before": before}
+    exec(_section(doc, "Call"), scope)  # noqa: S102 - the docstring example is the test
+    sch = scope["sch"]
+    text = [ln.strip() for ln in sch.func.script().splitlines()]
+    for line in _lines(_section(doc, "After")):   # (the printer names the K loop's thread loop tx_1)
+        assert re.sub(r"\btx\b", "tx_1", line) in text, line
+    check(sch, before, args=operands(before))
+
+
+def test_warp_specialize_docstring_example():
+    doc = inspect.getdoc(tdsl.Schedule.warp_specialize)
+    f = gemm(64, 64, 256)
+    sch = tdsl.Schedule(f)
+    ko = sch.wgmma_pipeline(sch.get_block("C"))
+    before = [ln.strip() for ln in sch.func.script().splitlines()]
+    for line in _lines(_section(doc, "Before")):
+        assert re.sub(r"\btx\b", "tx_1", line) in before, line
+    exec(_section(doc, "Call"), {"sch": sch, "ko": ko})  # noqa: S102 - the docstring example is the test
+    after = [ln.strip() for ln in sch.func.script().splitlines()]
+    for line in _lines(_section(doc, "After")):
+        assert re.sub(r"\b(t[xy])\b", r"\1_1", line) in after, line
+    check(sch, f, args=operands(f))
+
+
+def test_trace_replays():
+    f = gemm(64, 128, 256)
+    sch = pipelined(f)
+    again = sch.trace.apply(f)
+    assert tdsl.structural_diff(again.func, sch.func) is None
+
+
+@pytest.mark.parametrize("kw, tiles, words", [
+    (dict(dtype="float32"), {}, ["float16 or bfloat16"]),
+    (dict(M=32), {}, ["not a multiple of tile_m = 64"]),
+    (dict(), dict(tile_n=48), ["tile_n"]),
+    (dict(), dict(tile_k=128), ["tile_k"]),
+    (dict(), dict(tile_n=128, stages=3), ["shared memory", "stages"]),
+    (dict(), dict(stages=0), ["at least one stage"]),
+    (dict(), dict(tile_m=96), ["tile_m", "64 or 128"]),
+    (dict(M=64), dict(tile_m=128, tile_n=64, tile_k=32), ["multiple of tile_m"]),
+])
+def test_wgmma_pipeline_refuses_what_does_not_fit(kw, tiles, words):
+    size = dict(M=64, N=128, K=256)
+    size.update({k: v for k, v in kw.items() if k in size})
+    f = gemm(size["M"], size["N"], size["K"], **{k: v for k, v in kw.items() if k not in size})
+    sch = tdsl.Schedule(f)
+    c = sch.get_block("C")
+    message = expect_error(sch, lambda: sch.wgmma_pipeline(c, **tiles), "C", *words)
+    assert "wgmma_pipeline" in message
+
+
+def test_wgmma_pipeline_refuses_a_scheduled_nest_and_other_blocks():
+    sch = tdsl.Schedule(gemm(64, 128, 256))
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 32])
+    c = sch.get_block("C")
+    expect_error(sch, lambda: sch.wgmma_pipeline(c), "already scheduled")
+    sch = tdsl.Schedule(tdsl.parse(THREE_BLOCKS))
+    c = sch.get_block("C")
+    expect_error(sch, lambda: sch.wgmma_pipeline(c), "other blocks (E, D)")
+
+
+def test_warp_specialize_refuses_a_loop_that_is_not_a_pipeline():
+    sch = tdsl.Schedule(gemm(64, 64, 256))
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    expect_error(sch, lambda: sch.warp_specialize(i), "threadIdx.x")
+
+
+def test_warp_specialize_twice_is_refused():
+    sch = tdsl.Schedule(gemm(64, 64, 256))
+    ko = sch.wgmma_pipeline(sch.get_block("C"))
+    sch.warp_specialize(ko)
+    expect_error(sch, lambda: sch.warp_specialize(ko), "threadIdx.x")
