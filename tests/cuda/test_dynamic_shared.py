@@ -5,6 +5,7 @@ launch's bytes); NVRTC builds it for sm_80 and sm_90a; the limits per architectu
 build; the sm_90a rule's default is a 128 x 128 tile with the 128B swizzle, four stages deep."""
 import ctypes
 import shutil
+import subprocess
 
 import cuda_kernels as ck
 import numpy as np
@@ -127,9 +128,18 @@ def test_export_allows_and_passes_the_dynamic_bytes(tmp_path):
     pytest.importorskip("cuda.bindings")
     func, _ = big_matmul()
     kernel = tdsl.build(func, target="cuda", arch="sm_80")
-    text = open(kernel.export(str(tmp_path), archs=["sm_80", "sm_90"])).read()
+    with open(kernel.export(str(tmp_path), archs=["sm_80", "sm_90"])) as fh:
+        text = fh.read()
     assert "cuFuncSetAttribute(mm_functions[0], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536)" in text
     assert "(unsigned)b[2], 65536, stream, params, NULL)" in text
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is not None:   # the launcher is valid C against the driver API's cuda.h
+        from test_export_cuda import _cuda_include
+
+        (tmp_path / "use.c").write_text('#include "mm.h"\nint main(void) { return 0; }\n')
+        subprocess.run([cc, "-std=c99", "-Wall", "-Werror", "-Wno-unused-function", "-fsyntax-only",
+                        f"-I{_cuda_include()}", f"-I{tmp_path}", str(tmp_path / "use.c")], check=True,
+                       capture_output=True, text=True)
     with pytest.raises(tdsl.TargetError, match="sm_75 allows at most 65536"):
         tdsl.build(_gemm_96k(), target="cuda", arch="sm_80").export(str(tmp_path / "x"), archs=["sm_75"])
 

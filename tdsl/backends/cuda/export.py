@@ -110,6 +110,19 @@ def c_expr(e: PrimExpr, names: dict[str, str]) -> str:
     raise TargetError(f"a launch extent must be integer arithmetic on the dimensions; got {e}")
 
 
+def _launch_lines(name: str, k: int, dyn: int) -> list[str]:
+    """cuLaunchKernel of kernel `k` with `dyn` bytes of dynamic shared memory (over 48 KiB: the
+    function's MAX_DYNAMIC_SHARED_SIZE_BYTES raised to it first)."""
+    out = []
+    if dyn > STATIC_LIMIT:
+        out.append(f"        rc = {name}_check(cuFuncSetAttribute({name}_functions[{k}], "
+                   f"CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {dyn}));")
+    out.append("        if (!rc && g[0] > 0 && g[1] > 0 && g[2] > 0 && b[0] > 0 && b[1] > 0 && b[2] > 0)")
+    out.append(f"            rc = {name}_check(cuLaunchKernel({name}_functions[{k}], (unsigned)g[0], (unsigned)g[1], "
+               f"(unsigned)g[2], (unsigned)b[0], (unsigned)b[1], (unsigned)b[2], {dyn}, stream, params, NULL));")
+    return out
+
+
 def launcher_header(name: str, kernel, images: list[tuple[str, bytes]]) -> str:
     func: PrimFunc = kernel.func
     plan = kernel.plan
@@ -159,13 +172,7 @@ def launcher_header(name: str, kernel, images: list[tuple[str, bytes]]) -> str:
                             f"({_C_SCALAR.get(str(p.dtype), 'int64_t')}){values[p.name]};")
             params.append(f"&p{j}")
         body.append(f"        void *params[] = {{{', '.join(params) or 'NULL'}}};")
-        dyn = spec.dynamic_shared_bytes
-        if dyn > STATIC_LIMIT:   # dynamic shared memory over 48 KiB: allowed per function first
-            body.append(f"        rc = {name}_check(cuFuncSetAttribute({name}_functions[{k}], "
-                        f"CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {dyn}));")
-        body.append("        if (!rc && g[0] > 0 && g[1] > 0 && g[2] > 0 && b[0] > 0 && b[1] > 0 && b[2] > 0)")
-        body.append(f"            rc = {name}_check(cuLaunchKernel({name}_functions[{k}], (unsigned)g[0], (unsigned)g[1], "
-                    f"(unsigned)g[2], (unsigned)b[0], (unsigned)b[1], (unsigned)b[2], {dyn}, stream, params, NULL));")
+        body += _launch_lines(name, k, spec.dynamic_shared_bytes)
         body.append("    }")
     for k in range(len(plan.workspaces)):
         body.append(f"    if (ws[{k}]) {{ if (!rc) rc = {name}_check(cuStreamSynchronize(stream)); cuMemFree(ws[{k}]); }}")
