@@ -166,3 +166,41 @@ def test_sm90a_rule_default_is_128x128_with_the_128b_swizzle_four_stages_in_dyna
 
     assert configs(M, N, K)[0] == (128, 64, 4, 128)
     assert configs(M, N, K, Hardware("cuda").max_shared)[0] == (64, 64, 2, 64)
+
+
+def _k64_in_dynamic_shared(a_at: int) -> str:
+    """test_sm90_wgmma's K64 (k16 slices of 128B-swizzled tiles) with its tiles in `tdsl_smem`."""
+    from test_sm90_wgmma import K64
+
+    views = ("  extern __shared__ __align__(1024) unsigned char tdsl_smem[];\n"
+             f"  half (&a_s)[4096] = *reinterpret_cast<half (*)[4096]>(tdsl_smem + {a_at});\n"
+             "  half (&b_s)[2048] = *reinterpret_cast<half (*)[2048]>(tdsl_smem + 16384);\n")
+    src = K64.replace("  __shared__ __align__(1024) half a_s[4096];\n  __shared__ __align__(1024) half b_s[2048];\n",
+                      views)
+    assert "tdsl_smem + 16384" in src
+    return src
+
+
+@needs_cxx
+def test_swizzled_wgmma_tiles_at_offsets_in_the_dynamic_array():
+    import sm90_harness as h
+    from test_sm90_wgmma import _place_sw128, clayout
+
+    from tdsl.backends.cuda.emulator.raw import run_source
+
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    b = rng.integers(-3, 4, (32, 64)).astype(np.float16)
+    d = np.zeros(128 * 16, np.float32)
+    run_source(h.source(_k64_in_dynamic_shared(8192)), "k64", [_place_sw128(a), _place_sw128(b), d],
+               block=(128, 1, 1), dynamic_shared=16384 + 4096)
+    got = np.zeros((64, 32), np.float32)
+    for t in range(128):
+        for i in range(16):
+            got[clayout(t, i)] = d[t * 16 + i]
+    np.testing.assert_array_equal(got, a.astype(np.float32) @ b.astype(np.float32).T)
+    # a tile off the 1024-byte swizzle atom would read other elements on a GPU: refused
+    with pytest.raises(tdsl.TargetError, match="wgmma: its operand a_s starts at byte 512 of the shared memory; "
+                                               "a 128B swizzle repeats every 1024 bytes"):
+        run_source(h.source(_k64_in_dynamic_shared(512)), "k64", [_place_sw128(a), _place_sw128(b), d],
+                   block=(128, 1, 1), dynamic_shared=16384 + 4096)
