@@ -204,3 +204,48 @@ def test_swizzled_wgmma_tiles_at_offsets_in_the_dynamic_array():
                                                "a 128B swizzle repeats every 1024 bytes"):
         run_source(h.source(_k64_in_dynamic_shared(512)), "k64", [_place_sw128(a), _place_sw128(b), d],
                    block=(128, 1, 1), dynamic_shared=16384 + 4096)
+
+
+@needs_cxx
+def test_sm80_mma_rule_offers_deeper_pipelines_when_the_arch_gives_more_shared_memory():
+    from test_sm90_auto import gemm
+    from test_sm90_auto import operands as gemm_operands
+
+    from tdsl.auto.rules.gpu_mma import stage_choices
+
+    assert stage_choices(256, "float16", 48 * 1024) == [2]          # "cuda" alone: as before
+    assert stage_choices(256, "float16", 166912) == [2, 3, 4]
+    assert stage_choices(64, "float16", 166912) == [2]              # two K steps of 32
+    M, N, K = 128, 128, 256
+    plain = tdsl.auto_schedule(gemm(M, N, K), target="cuda")
+    assert "'software_pipeline_stage': [0, 1, 0, 1, 1]" in plain.func.script()
+    sch = tdsl.auto_schedule(gemm(M, N, K), target="cuda -arch=sm_80")
+    samples = [k for k, ins in enumerate(sch.trace) if ins.kind == "sample_categorical"]
+    first = dict(list(sch.trace)[samples[0]].attrs)
+    assert first["candidates"] == [1, 2, 3]                                            # the compute's stage
+    assert "'software_pipeline_stage': [0, 2, 0, 2, 2]" in sch.func.script()         # default: 3 stages
+    a, b, want = gemm_operands(M, N, K, "float16")
+    for depth, dynamic in ((3, 0), (4, 65536)):
+        picked = sch.trace.with_decisions({samples[0]: depth - 2}).apply(gemm(M, N, K))
+        kernel = tdsl.build(picked, target="cuda", emulate=True, thread_orders=1)
+        assert [k.dynamic_shared_bytes for k in kernel.plan.kernels] == [dynamic]
+        np.testing.assert_array_equal(kernel(a, b), want)
+
+
+def test_sm80_four_stage_mma_gemm_builds_with_nvrtc():
+    pytest.importorskip("cuda.bindings")
+    from test_sm90_auto import gemm
+
+    from tdsl.backends.cuda import stats
+
+    sch = tdsl.auto_schedule(gemm(256, 256, 256), target="cuda -arch=sm_80")
+    step = next(k for k, ins in enumerate(sch.trace) if ins.kind == "sample_categorical")
+    picked = sch.trace.with_decisions({step: 2}).apply(gemm(256, 256, 256))     # four stages: 64 KiB
+    kernel = tdsl.build(picked, target="cuda", arch="sm_80")
+    assert "extern __shared__ __align__(1024) unsigned char tdsl_smem[];" in kernel.source
+    if stats.cuobjdump_path() is None:
+        pytest.skip("cuobjdump not installed (it comes with the test extra)")
+    ops = stats.opcodes(kernel.cubin)
+    assert any(o.startswith("LDGSTS") for o in ops) and any(o.startswith("HMMA") for o in ops), sorted(ops)
+    for name, usage in kernel.stats.resources.items():
+        assert usage["dynamic_shared"] == 65536 and usage["local"] == 0, (name, usage)
