@@ -20,9 +20,10 @@
 // differently), memory-model subtleties (fences, volatile), and the exact rounding of tensor
 // cores (fp32 accumulation in k order here).
 //
-// The tdsl emulator driver (tdsl/backends/cuda/emulator/) compiles kernel.source with three
+// The tdsl emulator driver (tdsl/backends/cuda/emulator/) compiles kernel.source with four
 // mechanical rewrites (pointer parameters -> tdsl_emu::gptr, __shared__ / local array
-// declarations -> checked arrays) and a generated launcher per kernel.
+// declarations and views into the dynamic shared array -> checked arrays) and a generated
+// launcher per kernel.
 #pragma once
 #ifndef TDSL_CUDA_EMU_H
 #define TDSL_CUDA_EMU_H
