@@ -249,3 +249,29 @@ def test_sm80_four_stage_mma_gemm_builds_with_nvrtc():
     assert any(o.startswith("LDGSTS") for o in ops) and any(o.startswith("HMMA") for o in ops), sorted(ops)
     for name, usage in kernel.stats.resources.items():
         assert usage["dynamic_shared"] == 65536 and usage["local"] == 0, (name, usage)
+
+
+@needs_cxx
+@pytest.mark.parametrize("tile_at, ok", [(2048, True), (512, False)])
+def test_tma_loads_into_views_place_the_swizzle_from_the_dynamic_arrays_start(tile_at, ok):
+    import sm90_harness as h
+    from test_sm90_tma import LOAD, _expected
+
+    from tdsl.backends.cuda import sm90
+    from tdsl.backends.cuda.emulator.raw import run_source
+
+    views = ("  extern __shared__ __align__(1024) unsigned char tdsl_smem[];\n"
+             f"  half (&tile)[1024] = *reinterpret_cast<half (*)[1024]>(tdsl_smem + {tile_at});\n"
+             "  unsigned long long (&bars)[1] = *reinterpret_cast<unsigned long long (*)[1]>(tdsl_smem + 0);\n")
+    src = LOAD.replace("  __shared__ __align__(16) half tile[BOX];\n  __shared__ __align__(16) unsigned long long "
+                       "bars[1];\n", views).replace("BOX", "1024")
+    assert "tdsl_smem + 0" in src
+    a = (np.arange(24 * 48).reshape(24, 48) % 2003).astype(np.float16)
+    out = np.zeros(1024, np.float16)
+    args = [out, sm90.emulator_tensor_map(a, (16, 64), "128B"), ctypes.c_int(8), ctypes.c_int(4), ctypes.c_int(2048)]
+    if ok:
+        run_source(h.source(src), "tma_tile", args, block=(64, 1, 1), dynamic_shared=4096)
+        np.testing.assert_array_equal(out, _expected(a, (16, 64), "128B", 8, 4))
+    else:
+        with pytest.raises(tdsl.TargetError, match="tile byte 512: a 128B swizzle repeats every 1024 bytes"):
+            run_source(h.source(src), "tma_tile", args, block=(64, 1, 1), dynamic_shared=4096)
