@@ -53,7 +53,7 @@ class AmxGemm(LowpGemm):
 
     kernel: str = "u8s8s32"
 
-    def isas(self, features) -> list[str]:
+    def isas(self, features, target="cpu") -> list[str]:
         return ["amx"] if x86_amx.available(self.kernel, features) else []
 
     def group(self, isa: str) -> int:
