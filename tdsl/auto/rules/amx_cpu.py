@@ -56,6 +56,9 @@ class AmxGemm(LowpGemm):
     def isas(self, features, target="cpu") -> list[str]:
         return ["amx"] if x86_amx.available(self.kernel, features) else []
 
+    def converts(self, isa: str) -> bool:
+        return False   # AMX multiplies the low-precision operands themselves
+
     def group(self, isa: str) -> int:
         return x86_amx.KINDS[self.kernel][4]
 
