@@ -346,3 +346,28 @@ def _feature_string(mcpu: str | None, mattr: str) -> str:
     names = sorted(_llvm_feature_names() | feats)
     # the "+" first: a later "-f" also turns off what needs f, so LLVM never enables more than `feats`
     return ",".join([f"+{n}" for n in names if n in feats] + [f"-{n}" for n in names if n not in feats])
+
+
+STATIC_LIMIT = 48 * 1024      # CUDA: shared memory per block without opt-in (every architecture since sm_20)
+
+# the most shared memory one block may have with opt-in, per architecture (CUDA C++ Programming
+# Guide, "Technical Specifications per Compute Capability"): 96 / 64 / 163 / 99 / 227 KiB
+OPTIN_LIMITS = {
+    "sm_70": 96 * 1024, "sm_72": 96 * 1024, "sm_75": 64 * 1024,
+    "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_87": 163 * 1024, "sm_89": 99 * 1024,
+    "sm_90": 227 * 1024, "sm_100": 227 * 1024, "sm_101": 227 * 1024, "sm_120": 99 * 1024,
+}
+LARGEST_LIMIT = max(OPTIN_LIMITS.values())
+
+
+def optin_limit(arch: str | None) -> int:
+    """Shared memory bytes a block of `arch` ("sm_80", "sm_90a", ...) may have; 48 KiB for an
+    architecture tdsl does not know (and for none: the emulator alone, any GPU's largest)."""
+    if not arch:
+        return LARGEST_LIMIT
+    return OPTIN_LIMITS.get(arch_family(arch), STATIC_LIMIT)
+
+
+def arch_family(arch: str) -> str:
+    """"sm_90a" / "sm_100f" -> "sm_90" / "sm_100" (the family the limit belongs to)."""
+    return arch[:-1] if arch[-1:] in ("a", "f") else arch

@@ -101,7 +101,7 @@ def hardware(target) -> Hardware:
     tgt = cpu_target(target)
     if tgt.kind == "cpu":
         return _cpu(str(tgt))
-    from ..backends.cuda.shared_memory import STATIC_LIMIT, optin_limit
+    from ..target import STATIC_LIMIT, optin_limit
 
     arch = tgt.get("arch") or ""
     return Hardware("cuda", lanes=1, cores=1, arch=arch, target=str(tgt),

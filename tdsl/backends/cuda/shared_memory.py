@@ -22,31 +22,9 @@ from typing import cast
 from ...errors import TargetError
 from ...ir import Buffer, BufferLoad, Call, IntImm, collect
 from ...ir.opaque_calls import TMA_LOAD, WGMMA
+from ...target import OPTIN_LIMITS, STATIC_LIMIT, arch_family, optin_limit
 
-STATIC_LIMIT = 48 * 1024      # shared memory per block without opt-in (every architecture since sm_20)
 DYNAMIC_ARRAY = "tdsl_smem"   # the name of the dynamic shared array
-
-# the most shared memory one block may have with opt-in, per architecture (CUDA C++ Programming
-# Guide, "Technical Specifications per Compute Capability"): 96 / 64 / 163 / 99 / 227 KiB
-OPTIN_LIMITS = {
-    "sm_70": 96 * 1024, "sm_72": 96 * 1024, "sm_75": 64 * 1024,
-    "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_87": 163 * 1024, "sm_89": 99 * 1024,
-    "sm_90": 227 * 1024, "sm_100": 227 * 1024, "sm_101": 227 * 1024, "sm_120": 99 * 1024,
-}
-LARGEST_LIMIT = max(OPTIN_LIMITS.values())
-
-
-def optin_limit(arch: str | None) -> int:
-    """Shared memory bytes a block of `arch` ("sm_80", "sm_90a", ...) may have; 48 KiB for an
-    architecture tdsl does not know (and for none: the emulator alone, any GPU's largest)."""
-    if not arch:
-        return LARGEST_LIMIT
-    return OPTIN_LIMITS.get(_base(arch), STATIC_LIMIT)
-
-
-def _base(arch: str) -> str:
-    """"sm_90a" / "sm_100f" -> "sm_90" / "sm_100" (the family the limit belongs to)."""
-    return arch[:-1] if arch[-1:] in ("a", "f") else arch
 
 
 def alignments(body, shared: list[Buffer]) -> dict[Buffer, int]:
@@ -92,7 +70,7 @@ def check_limit(name: str, shared_bytes: int, arch: str | None, buffers: list[Bu
     limit = optin_limit(arch)
     if shared_bytes > limit:
         where = f"{arch} allows at most {limit}" if arch else f"no GPU allows more than {limit}"
-        if arch and _base(arch) not in OPTIN_LIMITS:
+        if arch and arch_family(arch) not in OPTIN_LIMITS:
             where += " (tdsl does not know this architecture's opt-in limit: 48 KiB assumed)"
         raise TargetError(f"kernel {name!r} uses {shared_bytes} bytes of shared memory "
                           f"({', '.join(b.name for b in buffers)}); {where} per block: use smaller tiles "
