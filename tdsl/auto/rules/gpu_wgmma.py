@@ -20,7 +20,7 @@ from ...errors import ScheduleError
 from ...ir.attrs import LOWER_NOTE
 from ...schedule import Schedule
 from ...schedule.primitives.hopper import BLOCK_M, MAX_SHARED, match_gemm
-from ..analysis import block_info
+from ..analysis import block_info, top_level_blocks
 from .base import Rule
 from .gpu_mma import gemm_roles
 
@@ -53,6 +53,14 @@ class GPUWgmmaPipeline(Rule):
 
     def alternatives(self, sch: Schedule, block: str) -> list:
         if not self.hw.is_gpu or self.hw.arch != ARCH:
+            return []
+        # blocks come consumers first: a GEMM followed by one block (its epilogue, or what
+        # match_gemm refuses as one) is taken, or noted, at that block, before the rules after
+        # this one schedule it; the GEMM's own turn then finds it done
+        names = top_level_blocks(sch.func)
+        if len(names) == 2 and block == names[1]:
+            block = names[0]
+        elif _noted(sch, block):
             return []
         try:
             g = match_gemm(sch.func, block, "wgmma_pipeline")
@@ -89,3 +97,11 @@ class GPUWgmmaPipeline(Rule):
     @staticmethod
     def _note(s: Schedule, block: str, why: str) -> None:
         s.annotate(s.get_block(block), LOWER_NOTE, FALLBACK_NOTE.format(block=block, why=why))
+
+
+def _noted(sch: Schedule, block: str) -> bool:
+    """This rule already said why `block` is not on the pipeline (at its epilogue's turn)."""
+    from ...schedule.tree import find_block
+
+    realize, _ = find_block(sch.func, block, "auto")
+    return any(k == LOWER_NOTE and "not on the sm_90a wgmma pipeline" in str(v) for k, v in realize.block.annotations)
