@@ -2,7 +2,9 @@
 
 For ``target="cuda -arch=sm_90a"`` (``tdsl.auto_schedule(f, "cuda", arch="sm_90a")``) a function
 whose one block is ``C[b?, i, j] += f32(A[b?, i, k]) * f32(B[b?, k, j] or B[b?, j, k])`` (fp16 or
-bf16 A and B, fp32 C, constant sizes, m a multiple of 64) becomes::
+bf16 A and B, fp32 C, constant sizes, m a multiple of 64), or whose GEMM block is followed by one
+elementwise epilogue ``D[b?, i, j] = f(C[b?, i, j], ...)`` (C an intermediate; fused into the
+kernel's store), becomes::
 
     sch.wgmma_pipeline(C, tile_n, tile_k, stages)   # TMA -> swizzled shared ring -> wgmma m64nNk16
     sch.warp_specialize(ko)                         # producer warpgroup (TMA) + consumer warpgroup

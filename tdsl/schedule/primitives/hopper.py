@@ -1,7 +1,10 @@
 """Hopper (sm_90a) GEMM pipelines: wgmma_pipeline, warp_specialize.
 
 `wgmma_pipeline(func, block, tile_n, tile_k, stages, tile_m)` rewrites a function whose one
-block is a (batched) fp16/bf16 -> fp32 GEMM into a TMA + mbarrier + wgmma kernel: per `tile_m` x
+block is a (batched) fp16/bf16 -> fp32 GEMM -- or a GEMM into an intermediate C followed by one
+elementwise epilogue block ``D[b?, i, j] = f(C[b?, i, j], bias[j], ...)``, whose expression is
+then applied to the accumulators at the store (C never materialised) -- into a TMA + mbarrier +
+wgmma kernel: per `tile_m` x
 `tile_n` tile of C one warpgroup (128 threads) per 64 rows; thread 0 issues the TMA loads of a K
 step into a ring of `stages` shared tiles guarded by "full" / "empty" mbarriers; every thread
 waits for the stage, issues its wgmma m64nNk16 (fence, commit), waits for the previous step's
@@ -194,7 +197,7 @@ def _epilogue(func: PrimFunc, gemm_realize, g: Gemm, name: str, params: list, re
     d = store.buffer
     if d is c or not any(d is p for p in params):
         raise no(f"writes {d.name}: it must write a parameter other than C")
-    shape = [int(x.value) for x in c.shape]
+    shape = [int(x.value) for x in c.shape]   # type: ignore[attr-defined]
     if [int(x.value) if isinstance(x, IntImm) else None for x in d.shape] != shape:
         raise no(f"writes {d.name} of another shape than C {tuple(shape)}")
     if len(iters) != len(shape) or [iv.dom.extent.value if isinstance(iv.dom.extent, IntImm) else None
@@ -202,7 +205,18 @@ def _epilogue(func: PrimFunc, gemm_realize, g: Gemm, name: str, params: list, re
         raise no(f"does not iterate over C's shape {tuple(shape)}")
     if len(store.indices) != len(iters) or not all(e is v for e, v in zip(store.indices, iters)):
         raise no(f"does not write {d.name} at its own iterators [{', '.join(v.name for v in iters)}]")
-    loads = collect(store.value, BufferLoad)
+    _check_epilogue_reads(store.value, c, cn, d, iters, params, no)
+    loops = [p for p in path if isinstance(p, For)]
+    if any(lp.kind != "serial" for lp in loops) or len(loops) != len(iters) or \
+            not all(v is lp.loop_var for v, lp in zip(realize.iter_values, loops)):
+        raise no("has scheduled loops (the pipeline starts from the unscheduled nest)")
+    return Epilogue(name, d, iters, store.value)
+
+
+def _check_epilogue_reads(value, c, cn: str, d, iters: tuple, params: list, no) -> None:
+    """The epilogue's expression reads C at its own iterators only (at least once), other
+    parameters (not its output D) and no variable but its iterators."""
+    loads = collect(value, BufferLoad)
     reads_c = False
     for ld in loads:
         if ld.buffer is c:
@@ -216,14 +230,9 @@ def _epilogue(func: PrimFunc, gemm_realize, g: Gemm, name: str, params: list, re
             raise no(f"reads {ld.buffer.name}, which is not a parameter of the function")
     if not reads_c:
         raise no(f"does not read {cn}")
-    stray = [v.name for v in free_vars(store.value) if not any(v is x for x in iters)]
+    stray = [v.name for v in free_vars(value) if not any(v is x for x in iters)]
     if stray:
         raise no(f"uses {', '.join(sorted(stray))}: only its iterators, C and parameters' elements may appear")
-    loops = [p for p in path if isinstance(p, For)]
-    if any(lp.kind != "serial" for lp in loops) or len(loops) != len(iters) or \
-            not all(v is lp.loop_var for v, lp in zip(realize.iter_values, loops)):
-        raise no("has scheduled loops (the pipeline starts from the unscheduled nest)")
-    return Epilogue(name, d, iters, store.value)
 
 
 def _operands(lead: list, vi, vj, vk, x: BufferLoad, y: BufferLoad):
@@ -397,8 +406,8 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     if g.epilogue is None:
         w(f"{ind}        {C}[{b0}{row}, {col}] = {C}_acc[tx, i]")
     else:   # (wgmma_pipeline puts the epilogue's expression in place of the accumulator)
-        D = g.epilogue.out   # type: ignore[attr-defined]
-        w(f'{ind}        {D.name}[{b0}{row}, {col}] = T.cast({C}_acc[tx, i], "{D.dtype}")')
+        D, d_dtype = g.epilogue.out.name, g.epilogue.out.dtype   # type: ignore[attr-defined]
+        w(f'{ind}        {D}[{b0}{row}, {col}] = T.cast({C}_acc[tx, i], "{d_dtype}")')
     return "\n".join(lines) + "\n"
 
 
