@@ -240,6 +240,7 @@ def test_epilogue_keeps_the_meaning(value, out, batch, extra, want):
     got = d.copy()
     tdsl.interpret(sch.func, a, b, *rest, got)
     np.testing.assert_array_equal(got, want(c, *rest))
+    assert tdsl.structural_diff(sch.trace.apply(f).func, sch.func) is None
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -288,3 +289,24 @@ def test_wgmma_pipeline_refuses_a_scheduled_epilogue():
     sch.split(i, [None, 32])
     c = sch.get_block("C")
     expect_error(sch, lambda: sch.wgmma_pipeline(c), "epilogue", "scheduled loops")
+
+
+def test_wgmma_pipeline_refuses_a_predicated_epilogue():
+    sch = tdsl.Schedule(tdsl.parse('''
+@T.prim_func
+def gemm_half(A: T.Buffer((64, 128), "float16"), B: T.Buffer((128, 32), "float16"), D: T.Buffer((64, 32), "float32")):
+    C = T.alloc_buffer((64, 32), "float32")
+    for i, j, k in T.grid(64, 32, 128):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+    for i, j in T.grid(64, 32):
+        with T.block("D"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.where(i < 32)
+            D[vi, vj] = C[vi, vj]
+'''))
+    c = sch.get_block("C")
+    expect_error(sch, lambda: sch.wgmma_pipeline(c), "epilogue", "predicate (T.where)")

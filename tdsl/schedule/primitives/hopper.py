@@ -200,8 +200,9 @@ def _epilogue(func: PrimFunc, gemm_realize, g: Gemm, name: str, params: list, re
     shape = [int(x.value) for x in c.shape]   # type: ignore[attr-defined]
     if [int(x.value) if isinstance(x, IntImm) else None for x in d.shape] != shape:
         raise no(f"writes {d.name} of another shape than C {tuple(shape)}")
-    if len(iters) != len(shape) or [iv.dom.extent.value if isinstance(iv.dom.extent, IntImm) else None
-                                    for iv in blk.iter_vars] != shape:
+    doms = [(iv.dom.min.value, iv.dom.extent.value) if isinstance(iv.dom.min, IntImm) and
+            isinstance(iv.dom.extent, IntImm) else None for iv in blk.iter_vars]
+    if doms != [(0, x) for x in shape]:
         raise no(f"does not iterate over C's shape {tuple(shape)}")
     if len(store.indices) != len(iters) or not all(e is v for e, v in zip(store.indices, iters)):
         raise no(f"does not write {d.name} at its own iterators [{', '.join(v.name for v in iters)}]")
@@ -210,6 +211,8 @@ def _epilogue(func: PrimFunc, gemm_realize, g: Gemm, name: str, params: list, re
     if any(lp.kind != "serial" for lp in loops) or len(loops) != len(iters) or \
             not all(v is lp.loop_var for v, lp in zip(realize.iter_values, loops)):
         raise no("has scheduled loops (the pipeline starts from the unscheduled nest)")
+    if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1) or blk.alloc_buffers:
+        raise no("has a predicate (T.where) or buffers of its own: it must be one unconditional store")
     return Epilogue(name, d, iters, store.value)
 
 
