@@ -5,16 +5,21 @@ and PyTorch, one run, taking turns (`timing.interleaved`), as ratios.
     python bench/bench_lowp.py --quick          # 512^3 only, fewer turns
     python bench/bench_lowp.py --json out.json  # where the results go (default bench/results_lowp.json)
 
-Rows (ops/s count one multiply-add as 2): numpy fp32 `a @ b`; tdsl fp32 (auto_schedule);
-tdsl int8 (u8 x s8 -> s32, auto_schedule: the VNNI micro-kernel where the CPU has it); the same with the
-exact AVX2 kernel of CPUs without VNNI (auto_schedule for "llvm -mattr=-avx512vnni,-avxvnni"); tdsl
-int8 requantized (the same GEMM with zero points, per-channel scales and a requantize epilogue to
+Rows (ops/s count one multiply-add as 2; a tdsl row names the micro-kernel auto_schedule chose):
+numpy fp32 `a @ b`; tdsl fp32 (auto_schedule); tdsl int8 (u8 x s8 -> s32, auto_schedule: AMX's
+tdpbusd where the CPU has it, else the VNNI micro-kernel); on an AMX host the same without AMX
+(auto_schedule for "llvm -mattr=-amx-tile": VNNI); the exact AVX2 kernel of CPUs without VNNI
+(auto_schedule for "llvm -mattr=-avx512vnni,-avxvnni,-amx-tile"); tdsl int8 requantized (the same GEMM with zero points, per-channel scales and a requantize epilogue to
 int8); onnxruntime MatMulInteger (u8 x s8 -> s32, B an input: packed per call like tdsl's);
-tdsl bf16 (bf16 x bf16 -> fp32), and on a CPU with AVX512-BF16 the path auto_schedule did not pick
-(vdpbf16ps or converting to fp32 in packing); PyTorch bf16 `a @ b` (oneDNN); tdsl fp16 (fp16 x fp16 -> fp32);
+tdsl bf16 (bf16 x bf16 -> fp32: AMX's tdpbf16ps, else vdpbf16ps or converting to fp32 in
+packing, as the CPU's table says), on an AMX host also without AMX, and on a CPU with
+AVX512-BF16 the path auto_schedule did not pick without AMX (vdpbf16ps or converting);
+PyTorch bf16 `a @ b` (oneDNN); tdsl fp16 (fp16 x fp16 -> fp32);
 and a 3x3 conv2d 1x64x56x56, 64 filters: tdsl int8 (NHWC, u8 x s8 -> s32) against tdsl fp32
 (NCHW). Libraries that are not installed (`pip install "tdsl[bench]"` has onnxruntime and onnx)
-are left out. Threads: 2 for every library (tdsl uses the cores it may run on). Each kernel is
+are left out. Threads: 2 for every library (tdsl uses the cores it may run on); idle OpenMP
+threads sleep (OMP_WAIT_POLICY=PASSIVE unless set) and onnxruntime's do not spin, so that a
+library's threads spinning after its call do not slow the next kernel timed. Each kernel is
 checked against numpy before it is timed.
 """
 from __future__ import annotations
@@ -25,6 +30,10 @@ import os
 import sys
 import time
 import warnings
+
+# PyTorch's OpenMP threads otherwise spin after each call and take the cores from the next kernel
+# timed in this process (a tdsl GEMM measured at half its speed right after a PyTorch one)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 
@@ -106,10 +115,18 @@ def host_line() -> str:
     return f"{model} ({host_cpu_name()}), {os.cpu_count()} cores; {', '.join(units)}"
 
 
-def build(text: str, **sizes):
+def build(text: str, target: str = "cpu", **sizes):
     func = tdsl.parse(text.format(**sizes))
-    sch = tdsl.auto_schedule(func, "cpu")
+    sch = tdsl.auto_schedule(func, target)
     return tdsl.build(sch, target="cpu"), sch
+
+
+def intrinsic(sch, default: str = "general rules") -> str:
+    """The micro-kernel auto_schedule chose (e.g. x86.amx.u8s8s32_32x32x1024_init)."""
+    return next((w for w in str(sch.trace).split('"') if w.startswith("x86.")), default)
+
+
+NO_AMX = "llvm -mattr=-amx-tile"   # the same CPU without AMX: the VNNI / AVX512-BF16 kernels
 
 
 def _ints(rng, shape, dtype):
@@ -138,28 +155,37 @@ def gemm_rows(m: int, n: int, k: int, repeat: int) -> list[dict]:
     c8 = np.zeros((m, n), "int32")
     k8(a8, b8, c8)
     assert np.array_equal(c8, exact8), "tdsl int8 GEMM differs from numpy"
-    intrin8 = next((w.strip('")') for w in str(sch8.trace).split('"') if "u8s8s32" in w), "no micro-kernel")
-    rows.append((f"tdsl int8 (auto: {intrin8})", lambda: k8(a8, b8, c8), "int8"))
+    rows.append((f"tdsl int8 (auto: {intrinsic(sch8)})", lambda: k8(a8, b8, c8), "int8"))
+    amx = "amx-tile" in host_features()
+    if amx:
+        # the kernels of the same CPU without AMX (VNNI), chosen through the target's features
+        k8v, sch8v = build(GEMM, NO_AMX, m=m, n=n, k=k, a="uint8", b="int8", c="int32")
+        c8v = np.zeros((m, n), "int32")
+        k8v(a8, b8, c8v)
+        assert np.array_equal(c8v, exact8), "tdsl int8 GEMM (without AMX) differs from numpy"
+        rows.append((f"tdsl int8 without AMX (auto, -mattr=-amx-tile: {intrinsic(sch8v)})",
+                     lambda: k8v(a8, b8, c8v), "int8"))
 
     if x86_lowp.int8_isa(host_features()) != "avx2" and "avx2" in host_features():
         # the exact AVX2 kernel that CPUs without VNNI run, chosen here through the target's features
         func = tdsl.parse(GEMM.format(m=m, n=n, k=k, a="uint8", b="int8", c="int32"))
-        sch2 = tdsl.auto_schedule(func, "llvm -mattr=-avx512vnni,-avxvnni")
+        sch2 = tdsl.auto_schedule(func, "llvm -mattr=-avx512vnni,-avxvnni,-amx-tile")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", tdsl.PerformanceWarning)   # the note says: no VNNI
             k2 = tdsl.build(sch2, target="cpu")
         c2 = np.zeros((m, n), "int32")
         k2(a8, b8, c2)
         assert np.array_equal(c2, exact8), "tdsl int8 GEMM (AVX2 kernel) differs from numpy"
-        rows.append(("tdsl int8, AVX2 kernel (auto, -mattr=-avx512vnni,-avxvnni)", lambda: k2(a8, b8, c2), "int8"))
+        rows.append(("tdsl int8, AVX2 kernel (auto, -mattr=-avx512vnni,-avxvnni,-amx-tile)", lambda: k2(a8, b8, c2),
+                     "int8"))
 
-    kq, _ = build(QGEMM, m=m, n=n, k=k, za=ZA, zy=ZY)
+    kq, schq = build(QGEMM, m=m, n=n, k=k, za=ZA, zy=ZY)
     yq = np.zeros((m, n), "int8")
     kq(a8, b8, scale, yq)
     acc = exact8 - ZA * b8.astype(np.int32).sum(0)
     want = np.clip(np.rint(acc.astype(np.float32) * scale).astype(np.int32) + ZY, -128, 127).astype("int8")
     assert np.array_equal(yq, want), "tdsl requantized int8 GEMM differs from numpy"
-    rows.append(("tdsl int8 requantized to int8 (auto)", lambda: kq(a8, b8, scale, yq), "int8"))
+    rows.append((f"tdsl int8 requantized to int8 (auto: {intrinsic(schq)})", lambda: kq(a8, b8, scale, yq), "int8"))
 
     ort = _onnxruntime_matmul_integer(m, n, k)
     if ort is not None:
@@ -172,9 +198,16 @@ def gemm_rows(m: int, n: int, k: int, repeat: int) -> list[dict]:
     ref = abf.astype(np.float64) @ bbf.astype(np.float64)
     assert np.allclose(cbf, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
     rows.append((f"tdsl bf16 -> fp32 (auto: {_lowp_path(schbf)})", lambda: kbf(abf, bbf, cbf), "bf16"))
+    if amx:
+        kbv, schbv = build(GEMM, NO_AMX, m=m, n=n, k=k, a="bfloat16", b="bfloat16", c="float32")
+        cbv = np.zeros((m, n), "float32")
+        kbv(abf, bbf, cbv)
+        assert np.allclose(cbv, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
+        rows.append((f"tdsl bf16 -> fp32 without AMX (auto, -mattr=-amx-tile: {_lowp_path(schbv)})",
+                     lambda: kbv(abf, bbf, cbv), "bf16"))
     if "avx512bf16" in host_features():
-        # the path auto_schedule did not take on this CPU (the design space, and tune, have both)
-        kalt, schalt = _other_bf16_path(m, n, k)
+        # the path auto_schedule did not take without AMX on this CPU (the design space, and tune, have both)
+        kalt, schalt = _other_bf16_path(m, n, k, NO_AMX if amx else "cpu")
         calt = np.zeros((m, n), "float32")
         kalt(abf, bbf, calt)
         assert np.allclose(calt, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
@@ -199,12 +232,14 @@ def gemm_rows(m: int, n: int, k: int, repeat: int) -> list[dict]:
 def _lowp_path(sch) -> str:
     """How a float16 / bfloat16 GEMM's schedule computes: vdpbf16ps, or converting in packing."""
     trace = str(sch.trace)
+    if "x86.amx." in trace:
+        return f"AMX {intrinsic(sch)}"
     if "x86.avx512bf16.bf16f32_" in trace:
         return "vdpbf16ps"
     return "convert in packing, fp32 kernel" if 'dtype="float32"' in trace else "general rules"
 
 
-def _other_bf16_path(m: int, n: int, k: int):
+def _other_bf16_path(m: int, n: int, k: int, target: str = "cpu"):
     """The bf16 GEMM built on the path the per-CPU table does not pick for this host."""
     from tdsl.auto.rules import lowp_convert
 
@@ -215,7 +250,7 @@ def _other_bf16_path(m: int, n: int, k: int):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", tdsl.PerformanceWarning)
-            return build(GEMM, m=m, n=n, k=k, a="bfloat16", b="bfloat16", c="float32")
+            return build(GEMM, target, m=m, n=n, k=k, a="bfloat16", b="bfloat16", c="float32")
     finally:
         if saved is None:
             del table[name]
@@ -237,7 +272,7 @@ def conv_rows(repeat: int) -> list[dict]:
     k32 = tdsl.build(tdsl.auto_schedule(func32, "cpu"), target="cpu")
     xf, wf = rng.standard_normal((b, c, h, w)).astype("float32"), rng.standard_normal((f, c, 3, 3)).astype("float32")
     yf = np.zeros((b, f, h, w), "float32")
-    intrin = "u8s8s32" if "u8s8s32" in str(sch8.trace) else "general rules"
+    intrin = intrinsic(sch8)
     seconds = interleaved([lambda: k8(x8, w8, y8), lambda: k32(xf, wf, yf)], repeat)
     ops = 2.0 * b * f * h * w * c * 9
     names = [f"tdsl int8 conv2d NHWC (auto: {intrin})", "tdsl fp32 conv2d NCHW (auto)"]

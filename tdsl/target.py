@@ -85,6 +85,12 @@ def check_host_target(target) -> None:
         raise TargetError(f"target {str(tgt)!r}: tdsl compiles for the host ({host_triple()}), not for "
                           f"-mtriple={mtriple}; drop -mtriple to build for this machine")
     missing = sorted(cpu_features(tgt) - host_features())
+    refused = [f for f in missing if f.startswith("amx-") and _host_cpu()[1].get(f)]
+    if refused:
+        raise TargetError(f"target {str(tgt)!r} may use the CPU features {', '.join(refused)}: this CPU has them, but "
+                          "the operating system did not let this process use AMX's tile data (Linux 5.16 or later "
+                          "grants it on arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); build with "
+                          f"-mattr=-amx-tile (the VNNI / AVX512-BF16 kernels)")
     if missing:
         covered = [name for name, feats in KNOWN_CPUS.items() if feats <= host_features()]
         raise TargetError(f"target {str(tgt)!r} may use the CPU features {', '.join(missing)}, which this CPU "
@@ -130,13 +136,42 @@ def host_cpu_name() -> str:
 @functools.cache
 def host_features() -> frozenset[str]:
     """The host CPU's features as LLVM names them (e.g. "avx512f", "avxvnni"); asked of LLVM once
-    per process (every build of a tensorized function checks them)."""
-    return frozenset(k for k, on in _host_cpu()[1].items() if on)
+    per process (every build of a tensorized function checks them). AMX's (amx-tile, amx-int8,
+    ...) only when the operating system lets this process use the tile data (`amx_permitted`)."""
+    have = frozenset(k for k, on in _host_cpu()[1].items() if on)
+    if "amx-tile" in have and not amx_permitted():
+        have = frozenset(f for f in have if not f.startswith("amx-"))
+    return have
+
+
+ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA, SYS_ARCH_PRCTL = 0x1023, 18, 158
+
+
+@functools.cache
+def amx_permitted() -> bool:
+    """Whether this process may run AMX instructions: Linux (5.16 and later) gives a process the
+    tile data state only when asked (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); asked
+    once per process. The permission covers every thread and is inherited by forked children; an
+    older kernel, another OS or a refusal gives False (and the host then offers no amx-* feature)."""
+    import ctypes
+    import platform
+    import sys
+
+    if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def host_feature_string() -> str:
-    """The host CPU's features as one LLVM attribute string ("+avx2,-avx512f,...")."""
-    return _host_cpu()[2]
+    """The host CPU's features as one LLVM attribute string ("+avx2,-avx512f,..."; AMX's off
+    where this process may not use it)."""
+    have = host_features()
+    return ",".join(f if not f.startswith("+amx-") or f[1:] in have else "-" + f[1:]
+                    for f in _host_cpu()[2].split(","))
 
 
 # the CPU a target builds for -------------------------------------------------------------------

@@ -91,11 +91,35 @@ class FakeDriver:
     def cuModuleGetFunction(self, module, name):
         return self.OK + (name.decode(),)
 
+    STATIC_SHARED = 1024   # what CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES reports (sm_90 CUBINs: the reserved KiB)
+    # the CUDA driver API's CUfunction_attribute values the fake answers / accepts (cuda.h)
+    FUNC_ATTRIBUTES = {0: "MAX_THREADS_PER_BLOCK", 1: "SHARED_SIZE_BYTES", 8: "MAX_DYNAMIC_SHARED_SIZE_BYTES"}
+
     def cuFuncGetAttribute(self, attr, fn):
+        name = self.FUNC_ATTRIBUTES[int(attr)]
+        assert attr.name == f"CU_FUNC_ATTRIBUTE_{name}"
+        if name == "SHARED_SIZE_BYTES":
+            return self.OK + (self.STATIC_SHARED,)
         return self.OK + (1024,)
 
+    def cuFuncSetAttribute(self, fn, attr, value):
+        """Records (function, attribute name, value) in `self.func_attributes`; like the driver,
+        refuses more dynamic shared memory than the opt-in limit less the static part."""
+        name = self.FUNC_ATTRIBUTES[int(attr)]
+        assert attr.name == f"CU_FUNC_ATTRIBUTE_{name}" and name == "MAX_DYNAMIC_SHARED_SIZE_BYTES"
+        if not hasattr(self, "func_attributes"):
+            self.func_attributes = []
+        self.func_attributes.append((fn, name, value))
+        if value + self.STATIC_SHARED > 232448:
+            return (self.CUresult.CUDA_ERROR_INVALID_VALUE,)
+        self.allowed_dynamic = getattr(self, "allowed_dynamic", {})
+        self.allowed_dynamic[fn] = value
+        return self.OK
+
     def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        self.launches.append((fn, (gx, gy, gz), (bx, by, bz), int(stream)))
+        if shared > 49152 and getattr(self, "allowed_dynamic", {}).get(fn, 0) < shared:
+            return (self.CUresult.CUDA_ERROR_INVALID_VALUE,)   # (the driver's answer without the attribute)
+        self.launches.append((fn, (gx, gy, gz), (bx, by, bz), int(stream), shared))
         if self.on_launch is not None:
             self.on_launch(fn, (gx, gy, gz), (bx, by, bz), params)
         return self.OK

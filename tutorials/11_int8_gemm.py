@@ -159,10 +159,13 @@ print("\n".join(line for line in tdsl.lower(sch, target="cpu").script().splitlin
 # %% [markdown]
 # `tdsl.auto_schedule(qgemm)` makes the same choices on its own (its trace shows the same
 # packing and micro-kernel), and `bench/bench_lowp.py` times it against numpy's fp32 GEMM and
-# onnxruntime's MatMulInteger.
+# onnxruntime's MatMulInteger. On a CPU with Intel AMX (amx-int8) it picks the AMX kernel
+# `x86.amx.u8s8s32_32x32x<KC>` instead: the same packed B (the k-by-4 layout is what an AMX B tile
+# holds), C in 16 x 16 int32 tiles, `tdpbusd` on 16 x 64-byte tiles of A and B.
 
 # %%
 auto = tdsl.auto_schedule(qgemm, "cpu")
+print("auto_schedule's micro-kernel:", next((w for w in str(auto.trace).split('"') if w.startswith("x86.")), "none"))
 check(auto, "auto_schedule")
 if name:
     assert "u8s8s32" in str(auto.trace)

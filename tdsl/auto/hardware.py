@@ -3,7 +3,9 @@
 The figures come from the CPU a "cpu" target builds for (its features: tdsl.target.cpu_features,
 the host's or those of "llvm -mcpu=x86-64-v3" ...) and the host (cache sizes from
 /sys/devices/system/cpu, the cores this process may run on), and from the
-limits every CUDA GPU since sm_70 shares for target "cuda" (no GPU is needed to schedule for one).
+limits every CUDA GPU since sm_70 shares for target "cuda" (no GPU is needed to schedule for one),
+with the shared memory a block of the named architecture may have (opt-in: 163 KiB on sm_80,
+227 KiB on sm_90; 48 KiB when the target names no architecture or one tdsl does not know).
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ class Hardware:
 
     kind: "cpu" or "cuda"; isa: "avx512" / "avx2" / "" (no fp32 micro-kernel); lanes: fp32 lanes
     of a vector register; cores: cores this process may use; l1 / l2: data cache bytes per core;
-    max_threads: threads per CUDA block; max_shared: shared memory bytes per CUDA block;
+    max_threads: threads per CUDA block; max_shared: shared memory bytes per CUDA block (the
+    arch's opt-in limit: more than 48 KiB is dynamic shared memory);
     warp: threads per warp; features: the CPU features code may use (LLVM's names); target: the
     CPU target string ("cpu", "cpu -mcpu=x86-64-v3"); arch: the CUDA architecture a "cuda" target
     names ("cuda -arch=sm_90a" -> "sm_90a"; "" when it names none)."""
@@ -98,4 +101,8 @@ def hardware(target) -> Hardware:
     tgt = cpu_target(target)
     if tgt.kind == "cpu":
         return _cpu(str(tgt))
-    return Hardware("cuda", lanes=1, cores=1, arch=tgt.get("arch") or "", target=str(tgt))
+    from ..backends.cuda.shared_memory import STATIC_LIMIT, optin_limit
+
+    arch = tgt.get("arch") or ""
+    return Hardware("cuda", lanes=1, cores=1, arch=arch, target=str(tgt),
+                    max_shared=optin_limit(arch) if arch else STATIC_LIMIT)

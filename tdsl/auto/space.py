@@ -3,7 +3,7 @@
 `rules(target)` is the default rule list, in passes:
 
 1. `AutoInline`, blocks in program order (elementwise chains and padding collapse first);
-2. the tiling rules (`LibraryCall`: a matmul as a BLAS call or left to the next rules, `MatmulLowpCPU`, `MatmulTensorizeCPU`,
+2. the tiling rules (`LibraryCall`: a matmul as a BLAS call or left to the next rules, `MatmulAmxCPU`, `MatmulLowpCPU`, `MatmulTensorizeCPU`,
    `TensorizeMatching`, `MultiLevelTilingCPU` on the
    CPU; `GPUWgmmaPipeline` (arch sm_90a), `GPUMmaConv`, `GPUMmaTiling`, `GPUWmmaTiling`, `GPUMatmulTiling`, `GPUCrossThreadReduction`, `GPUBind` on CUDA), `ComputeLocation` and `VectorReduction`,
    blocks consumers first (post-order: a consumer is tiled before its producers choose where to go);
@@ -41,6 +41,7 @@ from .rules import (
     GPUWgmmaPipeline,
     GPUWmmaTiling,
     LibraryCall,
+    MatmulAmxCPU,
     MatmulLowpCPU,
     MatmulTensorizeCPU,
     MultiLevelTilingCPU,
@@ -108,7 +109,7 @@ def default_passes(hw: Hardware, defaults: bool = True) -> list[Pass]:
                        consumers_first=True)]
     else:
         passes = [Pass([AutoInline(hw, defaults)]),
-                  Pass([LibraryCall(hw, defaults), MatmulLowpCPU(hw, defaults), MatmulTensorizeCPU(hw, defaults), TensorizeMatching(hw, defaults),
+                  Pass([LibraryCall(hw, defaults), MatmulAmxCPU(hw, defaults), MatmulLowpCPU(hw, defaults), MatmulTensorizeCPU(hw, defaults), TensorizeMatching(hw, defaults),
                         MultiLevelTilingCPU(hw, defaults), ComputeLocation(hw, defaults),
                         VectorReduction(hw, defaults)], consumers_first=True),
                   Pass([RowPrefetch(hw, defaults)]),

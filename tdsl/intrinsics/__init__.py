@@ -11,6 +11,8 @@
   vpdpbusd (AVX512-VNNI, AVX-VNNI) with an exact AVX2 fallback, bf16 -> fp32 on vdpbf16ps
   (AVX512-BF16), fp16 -> fp32 on FMA after vcvtph2ps; `x86_lowp.int8_microkernel(features)`
   picks the int8 one for a CPU's features (`tdsl.target.cpu_features(target)`).
+* `tdsl.intrinsics.x86_amx`: Intel AMX tile micro-kernels: int8 u8 x s8 -> s32 (`tdpbusd`) and
+  bf16 -> fp32 (`tdpbf16ps`) on the same packed B as the VNNI kernels.
 * `tdsl.intrinsics.cuda`: WMMA m16n16k16 fp16 -> fp32 (fill, load_a, load_b, mma, store).
 * `tdsl.intrinsics.cuda_mma`: TVM's ldmatrix + mma.sync family (`mma_ldmatrix_f16_a`,
   `mma_f16f16f32`, bf16, int8, fill, store) with per-lane fragments, and `swizzle` for shared tiles.

@@ -11,7 +11,7 @@ import pytest
 import tdsl
 from tdsl import T
 from tdsl.auto.rules.lowp_cpu import int8_tiles
-from tdsl.intrinsics import x86_lowp
+from tdsl.intrinsics import x86_amx, x86_lowp
 from tdsl.target import cpu_features
 
 
@@ -43,7 +43,8 @@ def test_auto_schedule_int8_gemm_uses_the_best_unit():
     func = _int8_gemm(64, 64, 64)
     sch = tdsl.auto_schedule(func, "cpu")
     isa = x86_lowp.int8_isa(cpu_features("cpu"))
-    assert f"x86.{isa}.u8s8s32_" in str(sch.trace)
+    best = "amx" if x86_amx.available("u8s8s32", cpu_features("cpu")) else isa   # AMX first where the CPU has it
+    assert f"x86.{best}.u8s8s32_" in str(sch.trace)
     assert "v0 // 4" in str(sch.trace)          # the k-by-4 packing is a visible step
     assert "_init" in str(sch.trace)            # k fits the tile: C = A @ B, written once (C starts at 7)
     kernel = tdsl.build(sch, target="cpu")

@@ -198,3 +198,52 @@ def test_emulated_kernel_takes_device_arrays(fake):
     assert kernel(tdsl.to_device(a), db) is None
     np.testing.assert_allclose(db.numpy(), ref(a), rtol=1e-6)
     assert fake.launches == []        # nothing ran on the "GPU"
+
+
+def test_dynamic_shared_memory_is_allowed_then_passed_to_the_launch(fake):
+    # 128 x 128 tiles: 64 KiB of shared memory, more than the 48 KiB a launch gets without asking
+    func, ref = ck.matmul(128, 128, 128, 128, 128, 64, 8, 8)
+    kernel = tdsl.build(func, target="cuda", arch="sm_90")
+    assert "extern __shared__ __align__(1024) unsigned char tdsl_smem[];" in kernel.source
+
+    def hook(name, grid, block, params):
+        pa, pb, pc = (ctypes.c_void_p.from_address(p).value for p in _params(params, 3))
+        _array(pc, (128, 128), np.float32)[...] = ref(_array(pa, (128, 128), np.float32),
+                                                      _array(pb, (128, 128), np.float32))
+
+    fake.state["hook"] = hook
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((128, 128)).astype("float32"), rng.standard_normal((128, 128)).astype("float32")
+    c = np.zeros((128, 128), "float32")
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, ref(a, b), rtol=1e-6)
+    assert fake.func_attributes == [("mm_kernel", "MAX_DYNAMIC_SHARED_SIZE_BYTES", 65536)]
+    assert fake.launches[-1][0] == "mm_kernel" and fake.launches[-1][4] == 65536   # sharedMemBytes
+    kernel(a, b, c)                                   # allowed once per loaded function
+    assert len(fake.func_attributes) == 1 and len(fake.launches) == 2
+
+
+def test_static_kernels_launch_with_no_dynamic_shared_memory(fake):
+    func, ref = ck.matmul()
+    kernel = tdsl.build(func, target="cuda", arch="sm_90")
+    fake.state["hook"] = lambda *args: None
+    kernel(*[np.zeros((64, 64), "float32")] * 3)
+    assert fake.launches[-1][4] == 0 and not hasattr(fake, "func_attributes")
+
+
+def test_a_device_with_less_opt_in_shared_memory_refuses_the_launch(fake, monkeypatch):
+    func, _ = ck.matmul(128, 128, 96, 128, 128, 96, 8, 8)     # 96 KiB: fits sm_90 at build
+    kernel = tdsl.build(func, target="cuda", arch="sm_90")
+    real = fake.cuDeviceGetAttribute
+
+    def smaller(attr, dev):
+        if attr.name == "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN":
+            return fake.OK + (65536,)
+        return real(attr, dev)
+
+    monkeypatch.setattr(fake, "cuDeviceGetAttribute", smaller)
+    fake.state["hook"] = lambda *args: None
+    with pytest.raises(tdsl.TargetError, match=r"kernel 'mm_kernel' needs 99328 bytes of shared memory per block "
+                                               r"\(98304 dynamic\); Fake H200 \(sm_90\) allows at most 65536"):
+        kernel(np.zeros((128, 96), "float32"), np.zeros((96, 128), "float32"), np.zeros((128, 128), "float32"))
+    assert fake.launches == [] and not hasattr(fake, "func_attributes")

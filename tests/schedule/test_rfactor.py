@@ -178,3 +178,13 @@ def test_float_min_max_identity_round_trips(op):
     sch.decompose_reduction(b, i)
     sch.rfactor(k, 0)
     check(sch, f)
+
+
+def test_a_guard_on_a_loop_that_drives_no_iterator_is_refused():
+    # splitting a unit loop by 2 leaves i_0_0_1 (extent 2) in the guard only; the write-back, built
+    # over the spatial loops, could not name it (it once printed an undefined name)
+    sch = tdsl.Schedule(parse(ROWMAX))
+    for factor in (2, 3, 2):
+        sch.split(sch.get_loops("B")[0], factors=[None, factor])
+    unit = sch.get_loops("B")[0]
+    expect_error(sch, lambda: sch.rfactor(unit, 0), "drives no iterator", 'block "B"')

@@ -171,7 +171,7 @@ def test_auto_schedule_bf16_gemm_uses_vdpbf16ps_where_the_cpu_table_says_so(monk
 
     monkeypatch.setitem(lowp_convert.BF16_DOT_PATH, tdsl.target.cpu_name("cpu"), True)
     m, n, k = 32, 64, 96
-    sch = tdsl.auto_schedule(_bf16_gemm(m, n, k), "cpu")
+    sch = tdsl.auto_schedule(_bf16_gemm(m, n, k), "llvm -mattr=-amx-tile")   # AMX comes first where present
     assert "x86.avx512bf16.bf16f32_" in str(sch.trace) and "v0 // 2" in str(sch.trace)
     a, b = _bf16_operands(m, n, k)
     out = np.zeros((m, n), np.float32)
@@ -181,13 +181,13 @@ def test_auto_schedule_bf16_gemm_uses_vdpbf16ps_where_the_cpu_table_says_so(monk
 
 @pytest.mark.parametrize("cpu,dot", [("znver4", True), ("sapphirerapids", False)])
 def test_bf16_default_path_follows_the_cpu(cpu, dot):
-    sch = tdsl.auto_schedule(_bf16_gemm(32, 64, 96), f"llvm -mcpu={cpu}")
+    sch = tdsl.auto_schedule(_bf16_gemm(32, 64, 96), f"llvm -mcpu={cpu} -mattr=-amx-tile")   # AMX comes first where present
     trace = str(sch.trace)
     assert ("x86.avx512bf16.bf16f32_" in trace) == dot
     assert ('dtype="float32"' in trace and "x86.avx512.fp32_" in trace) == (not dot)
 
 
-@pytest.mark.parametrize("mattr,isa", [("-avx512bf16", "avx512"), ("-avx512bf16,-avx512f", "avx2")])
+@pytest.mark.parametrize("mattr,isa", [("-avx512bf16,-amx-tile", "avx512"), ("-avx512bf16,-avx512f,-amx-tile", "avx2")])
 def test_bf16_without_the_unit_converts_to_fp32_in_packing(mattr, isa):
     from tdsl.auto.rules.lowp_convert import convert_isa
 
@@ -208,7 +208,7 @@ def test_bf16_without_the_unit_converts_to_fp32_in_packing(mattr, isa):
 
 @needs_bf16
 def test_bf16_design_space_offers_both_paths():
-    names = " ".join(str(s.trace) for s in tdsl.space(_bf16_gemm(32, 64, 64), "cpu"))
+    names = " ".join(str(s.trace) for s in tdsl.space(_bf16_gemm(32, 64, 64), "llvm -mattr=-amx-tile"))
     assert "x86.avx512bf16.bf16f32_" in names and "x86.avx512.fp32_" in names and 'dtype="float32"' in names
 
 

@@ -1,4 +1,5 @@
 """The schedule rules of the design space; each is `rule(sch, block) -> list[Schedule]` (see `base`)."""
+from .amx_cpu import MatmulAmxCPU
 from .base import Rule
 from .cpu_loops import ComputeLocation, ParallelVectorizeUnroll, VectorReduction
 from .gpu import GPUBind, GPUCrossThreadReduction, GPUMatmulTiling, GPUWmmaTiling
@@ -12,6 +13,6 @@ from .matmul_cpu import MatmulTensorizeCPU
 from .prefetch import RowPrefetch
 from .tiling_cpu import MultiLevelTilingCPU, TensorizeMatching
 
-__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaConv", "GPUMmaTiling", "GPUWgmmaPipeline", "GPUWmmaTiling", "LibraryCall", "MatmulLowpCPU",
+__all__ = ["AutoInline", "ComputeLocation", "GPUBind", "GPUCrossThreadReduction", "GPUMatmulTiling", "GPUMmaConv", "GPUMmaTiling", "GPUWgmmaPipeline", "GPUWmmaTiling", "LibraryCall", "MatmulAmxCPU", "MatmulLowpCPU",
            "MatmulTensorizeCPU",
            "MultiLevelTilingCPU", "ParallelVectorizeUnroll", "RowPrefetch", "Rule", "TensorizeMatching", "VectorReduction"]

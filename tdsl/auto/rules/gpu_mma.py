@@ -19,7 +19,9 @@ multiples of the block tile and k of the k step (32 elements, 64 for int8) becom
         accumulators -> C (mma_store_16x16_{f32,i32}_global_)
 
 The ko loop carries TVM's software-pipeline annotations (copies of step k + 1 as cp.async, in
-flight while step k computes) for the pass that lowers them. The block tile (128 x 128 with
+flight while step k computes; for a target naming its arch, whose block may have more than 48 KiB
+of shared memory, the depth is sampled among 2, 3 and 4 stages, default 3: steps k + 1 and k + 2
+in flight) for the pass that lowers them. The block tile (128 x 128 with
 2 x 4 warps of 64 x 32, 64 x 64 with 2 x 2 warps of 32 x 32, or 64 x 32 with 2 x 2 warps of
 32 x 16) is sampled; the first that divides m and n is the default. Blocks it does not fit
 (other dtypes, int8 with B indexed [k, j], sizes not multiples of the tile) are left to
@@ -44,6 +46,8 @@ CONFIGS = ((128, 128, 64, 32), (64, 64, 32, 32), (64, 32, 32, 16))
 _DTYPES = {"float16": ("f16", "float32", "f32", 16, 8), "bfloat16": ("bf16", "float32", "f32", 16, 8),
            "int8": ("i8", "int32", "i32", 32, 16), "uint8": ("u8", "int32", "i32", 32, 16)}
 K_TILES = 2    # mma tiles of k per k step: 32 halves or 64 int8 (64-byte shared rows)
+STAGES = (2, 3, 4)   # pipeline depths (copies of step k + depth - 1 in flight while step k computes)
+DEFAULT_STAGES = 3   # with the arch's shared memory known: 48 KiB for 128 x 128 tiles, 64 KiB four deep
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,19 @@ def fitting_configs(m: int, n: int, dtype: str) -> list[tuple[int, int, int, int
     return out
 
 
+def stage_choices(k: int, dtype: str, max_shared: int) -> list[int]:
+    """The pipeline depths offered for a GEMM with reduction extent `k`: 2 (what fits the 48 KiB of
+    static shared memory with every block tile), and where the architecture's shared memory allows
+    the largest tile that deep (a target naming its arch, e.g. "cuda -arch=sm_80": dynamic shared
+    memory) 3 and 4, at most k's steps. The same list for every block tile, so that a search can
+    replay a depth with another tile."""
+    k_step = K_TILES * _DTYPES[dtype][3]
+    tile_bytes = max(bm + bn for bm, bn, _, _ in CONFIGS) * k_step * (1 if dtype in ("int8", "uint8") else 2)
+    if max_shared <= 48 * 1024:
+        return [2]
+    return [d for d in STAGES if d == 2 or (d <= k // k_step and d * tile_bytes <= max_shared)]
+
+
 def _tile(s: Schedule, block, sizes: tuple[int, ...]):
     """Split the last len(`sizes`) loops of `block` by `sizes`, those inner loops innermost;
     the first inner loop."""
@@ -169,7 +186,14 @@ class GPUMmaTiling(Rule):
         if why is not None:
             return [lambda s: note(s, block, f"GEMM block {block!r} is not on the tensor cores (mma.sync): {why}")]
         configs = fitting_configs(roles.i.extent, roles.j.extent, dt)   # type: ignore[arg-type]
-        return [lambda s: tile_mma(self, s, block, roles, configs, dt)]
+        depths = stage_choices(roles.k.extent, dt, self.hw.max_shared)   # type: ignore[arg-type]
+
+        def tile(s: Schedule) -> None:
+            # the compute's stage (depth - 1), passed on as is: a replay follows a changed decision
+            last = self.choose(s, [d - 1 for d in depths], depths.index(DEFAULT_STAGES)) if len(depths) > 1 else 1
+            tile_mma(self, s, block, roles, configs, dt, last_stage=last)
+
+        return [tile]
 
 
 def misfit(roles: GemmRoles, dt: str) -> str | None:
@@ -196,12 +220,15 @@ def note(s: Schedule, block: str, text: str) -> None:
 
 
 def tile_mma(rule: Rule, s: Schedule, block: str, roles: GemmRoles, configs, dtype: str,
-             staged: tuple[Any, Any] | None = None, vectorized: tuple[bool, bool] = (True, True)):
+             staged: tuple[Any, Any] | None = None, vectorized: tuple[bool, bool] = (True, True),
+             last_stage: Any = 1):
     """Tile the GEMM `block` onto mma.sync (the module docstring); returns the block-tile loops
     (rows, cols) and the warps along each. `staged`: the copy blocks that already fill `roles.a` / `roles.b` in shared
     memory (made by reindex_cache_read), else they are made here; `roles.c` in shared memory is
     stored there by the accumulator tiles (mma_store_16x16_*_shared_), else to global memory.
-    `vectorized`: whether each operand's copy moves 16 bytes per thread (contiguous in the source)."""
+    `vectorized`: whether each operand's copy moves 16 bytes per thread (contiguous in the source).
+    `last_stage`: the pipeline stage of the ldmatrix and mma (1: two stages; a sampled value keeps
+    its tie to the trace)."""
     from ...intrinsics import cuda_mma as mma
 
     dt, _, acc_dt, k_mma, per_copy = _DTYPES[dtype]
@@ -252,9 +279,10 @@ def tile_mma(rule: Rule, s: Schedule, block: str, roles: GemmRoles, configs, dty
     mma.swizzle(s, b_sh)
     inner = _tile(s, c, (16, 16, k_mma))
     # TVM's software-pipeline annotations (lowered by inject_software_pipeline where the build
-    # has it): the copies into shared memory of k step s + 1 (cp.async) overlap the ldmatrix
-    # and mma of k step s. The body of ko: A copy, A ldmatrix, B copy, B ldmatrix, mma.
-    pipeline: dict[str, Any] = {"software_pipeline_stage": [0, 1, 0, 1, 1],
+    # has it): the copies into shared memory of k steps s + 1 .. s + last_stage (cp.async) overlap
+    # the ldmatrix and mma of k step s. The body of ko: A copy, A ldmatrix, B copy, B ldmatrix, mma.
+    last = last_stage
+    pipeline: dict[str, Any] = {"software_pipeline_stage": [0, last, 0, last, last],
                                 "software_pipeline_order": [0, 2, 1, 3, 4],
                                 "software_pipeline_async_stages": [0]}
     for key, value in pipeline.items():     # (annotate takes TVM's integer lists too)

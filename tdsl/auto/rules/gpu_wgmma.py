@@ -11,8 +11,9 @@ kernel's store), becomes::
 
 (`tdsl.schedule.primitives.hopper`). tile_n, tile_k, stages and tile_m (64: one consumer
 warpgroup, 128: two) are sampled (one sampling step each) among the tiles that divide the sizes
-and fit 48 KiB of static shared memory; the default is 64 x 64 with 64-wide K steps, two stages
-(128-byte rows: the 128B swizzle). Other architectures, and blocks it does not fit, are
+and fit the shared memory a block may have (227 KiB on sm_90: dynamic shared memory); the default
+is 128 x 128 (two consumer warpgroups) with 64-wide K steps (128-byte rows: the 128B swizzle), four
+stages deep (three, or 64 x 64 tiles, where the sizes allow no more). Other architectures, and blocks it does not fit, are
 left to `GPUMmaTiling` (mma.sync) and the rules after it; on sm_90a a fp16/bf16 GEMM left to them
 carries a `kernel.notes` line saying why.
 """
@@ -27,22 +28,25 @@ from .base import Rule
 from .gpu_mma import gemm_roles
 
 ARCH = "sm_90a"
-# (tile_n, tile_k, stages, tile_m), best guess first: 128-byte rows (128B swizzle) two stages deep
-# for one consumer warpgroup; then 128 x 128 tiles for two consumer warpgroups and wider n tiles,
-# with 64-byte rows (what fits 48 KiB of static shared memory)
-CONFIGS = ((64, 64, 2, 64), (128, 32, 2, 128), (128, 32, 3, 64), (64, 32, 3, 128), (128, 32, 2, 64),
-           (32, 64, 2, 64), (64, 32, 2, 64), (16, 64, 2, 64))
+# (tile_n, tile_k, stages, tile_m), best guess first. With dynamic shared memory (an sm_90 block may
+# have 227 KiB): 128 x 128 tiles for two consumer warpgroups, 128-byte rows (the 128B swizzle), four
+# then three stages deep (128 and 96 KiB), and 64 x 64 tiles four deep; then what fits the 48 KiB of
+# static shared memory: 64 x 64 two deep, 128 x 128 with 64-byte rows, wider n tiles
+DYNAMIC_CONFIGS = ((128, 64, 4, 128), (128, 64, 3, 128), (64, 64, 4, 64))
+STATIC_CONFIGS = ((64, 64, 2, 64), (128, 32, 2, 128), (128, 32, 3, 64), (64, 32, 3, 128), (128, 32, 2, 64),
+                  (32, 64, 2, 64), (64, 32, 2, 64), (16, 64, 2, 64))
+CONFIGS = DYNAMIC_CONFIGS + STATIC_CONFIGS
 FALLBACK_NOTE = ("block {block!r}: not on the sm_90a wgmma pipeline ({why}); scheduled for mma.sync "
                  "(ldmatrix + mma m16n8k16) instead")
 
 
-def configs(m: int, n: int, k: int) -> list[tuple[int, int, int, int]]:
+def configs(m: int, n: int, k: int, max_shared: int = MAX_SHARED) -> list[tuple[int, int, int, int]]:
     """The (tile_n, tile_k, stages, tile_m) that fit a GEMM of these sizes (stages at most its K
-    steps)."""
+    steps) in `max_shared` bytes of shared memory per block."""
     out = []
     for tn, tk, s, tm in CONFIGS:
         s = min(s, k // tk) if k % tk == 0 else 0
-        fits = s >= 1 and m % tm == 0 and n % tn == 0 and s * (tm + tn) * tk * 2 + 16 * s <= MAX_SHARED
+        fits = s >= 1 and m % tm == 0 and n % tn == 0 and s * (tm + tn) * tk * 2 + 16 * s <= max_shared
         if fits and (tn, tk, s, tm) not in out:
             out.append((tn, tk, s, tm))
     return out
@@ -69,7 +73,7 @@ class GPUWgmmaPipeline(Rule):
         except ScheduleError as exc:
             why = self._why_not(sch, block, str(exc))
             return [] if why is None else [lambda s: self._note(s, block, why)]
-        fits = configs(g.m, g.n, g.k)
+        fits = configs(g.m, g.n, g.k, min(self.hw.max_shared, MAX_SHARED))
         if not fits:
             why = f"m = {g.m} must be a multiple of {BLOCK_M} and n, k multiples of a tile"
             return [lambda s: self._note(s, block, why)]

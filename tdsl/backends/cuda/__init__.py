@@ -57,6 +57,7 @@ def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, 
         from .emulator import build_emulated
 
         cubin = None
+        _check_shared(plan, arch)
         if arch is not None:
             check_arch(arch)
             cubin = compile_cuda(source, arch, want_ptx=ptx, name=f"{func.name}.cu", use_cache=use_cache).cubin
@@ -74,9 +75,18 @@ def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, 
         if arch == "sm_90" and needs_sm90a(source):   # a Hopper GPU: wgmma needs the sm_90a target
             arch = "sm_90a"
     check_arch(arch)
+    _check_shared(plan, arch)
     compiled = compile_cuda(source, arch, want_ptx=ptx, name=f"{func.name}.cu", use_cache=use_cache)
     return CudaKernel(func, plan, source, compiled.cubin, compiled.ptx, arch, vector_params,
                       {"arch": arch, "ptx": ptx})
+
+
+def _check_shared(plan, arch: str | None) -> None:
+    """Each kernel's shared memory within what `arch` allows a block (any GPU's most without one)."""
+    from .shared_memory import check_limit
+
+    for spec in plan.kernels:
+        check_limit(spec.name, max(spec.shared_bytes, spec.dynamic_shared_bytes), arch, spec.shared)
 
 
 build = build_cuda

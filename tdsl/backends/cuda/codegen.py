@@ -63,7 +63,7 @@ from ...ir.opaque_calls import (
 from ...lower.cross_thread import ALLREDUCE
 from ...lower.index_checks import INDEX_CHECK
 from ...lower.software_pipeline import ASYNC_CALLS, COMMIT_GROUP, WAIT_GROUP
-from . import sm90
+from . import shared_memory, sm90
 from .c_text import HELPERS as _HELPERS
 from .c_text import KEYWORDS as _KEYWORDS
 from .c_text import atom as _atom
@@ -261,10 +261,7 @@ class CudaCodegen:
                 params.append(f"{self.type_of(p.dtype)} {self.name(p)}")
         for tag, var in spec.tag_vars.items():
             self.emit(1, f"const {self.type_of(var.dtype)} {self.name(var)} = {tag};")
-        tma_dst = {c.args[0].buffer for c in collect(spec.body, Call) if c.op == TMA_LOAD}
-        for buf in spec.shared:
-            align = 1024 if buf in tma_dst else 16   # (a TMA box: the 128-byte swizzle repeats every 1024 bytes)
-            self.emit(1, f"__shared__ __align__({align}) {self.type_of(buf.dtype)} {self.name(buf)}[{buf.shape[0].value}];")
+        self.shared_decls(spec)
         self.stmt(spec.body, 1)
         threads = 1
         for e in spec.dims("threadIdx"):
@@ -272,6 +269,23 @@ class CudaCodegen:
         bounds = f"__launch_bounds__({threads}) " if threads else ""
         sig = f'extern "C" __global__ void {bounds}{spec.name}({", ".join(params)}) {{'
         return "\n".join([sig] + self.k.lines + ["}"])
+
+    def shared_decls(self, spec: KernelSpec) -> None:
+        """Static `__shared__` arrays, or views into the dynamic `tdsl_smem` above 48 KiB
+        (tdsl.backends.cuda.shared_memory); the dynamic bytes go to `spec.dynamic_shared_bytes`."""
+        placed = shared_memory.layout(spec.body, spec.shared)
+        spec.dynamic_shared_bytes = placed.dynamic_bytes
+        align = shared_memory.alignments(spec.body, spec.shared)
+        if placed.dynamic_bytes:
+            self.emit(1, f"extern __shared__ __align__(1024) unsigned char {shared_memory.DYNAMIC_ARRAY}[];")
+        for buf in spec.shared:
+            ty, n = self.type_of(buf.dtype), buf.shape[0].value
+            if placed.dynamic_bytes:
+                at = placed.offsets[buf]
+                self.emit(1, f"{ty} (&{self.name(buf)})[{n}] = *reinterpret_cast<{ty} (*)[{n}]>"
+                             f"({shared_memory.DYNAMIC_ARRAY} + {at});")
+            else:
+                self.emit(1, f"__shared__ __align__({align[buf]}) {ty} {self.name(buf)}[{n}];")
 
     # statements ------------------------------------------------------------------------
     def stmt(self, s: Stmt, d: int) -> None:

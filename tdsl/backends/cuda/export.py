@@ -22,6 +22,7 @@ import re
 
 from ...errors import TargetError
 from ...ir import Binary, Buffer, Cast, IntImm, PrimExpr, PrimFunc, Var, collect
+from .shared_memory import STATIC_LIMIT
 
 ERR_DIM, ERR_ALIGN, ERR_NO_CONTEXT, ERR_NO_CUBIN = -10, -13, -20, -21
 ERR_CUDA_BASE = -1000   # -1000 - r: a driver call returned CUresult r
@@ -60,8 +61,12 @@ def export_cuda(kernel, path: str, name: str | None = None, archs: list[str] | N
         raise TargetError("export needs the GPU architectures to compile for: archs=['sm_80', 'sm_90']")
     os.makedirs(path, exist_ok=True)
     images = []
+    from .shared_memory import check_limit
+
     for arch in archs:
         check_arch(arch)
+        for spec in kernel.kernels:
+            check_limit(spec.name, max(spec.shared_bytes, spec.dynamic_shared_bytes), arch, spec.shared)
         cubin = kernel.cubin if arch == kernel.arch and kernel.cubin else compile_cuda(kernel.source, arch).cubin
         with open(os.path.join(path, f"{name}_{arch}.cubin"), "wb") as fh:
             fh.write(cubin)
@@ -103,6 +108,19 @@ def c_expr(e: PrimExpr, names: dict[str, str]) -> str:
         if e.op in ("floordiv", "floormod", "min", "max"):
             return f"tdsl_{e.op}({a}, {b})"
     raise TargetError(f"a launch extent must be integer arithmetic on the dimensions; got {e}")
+
+
+def _launch_lines(name: str, k: int, dyn: int) -> list[str]:
+    """cuLaunchKernel of kernel `k` with `dyn` bytes of dynamic shared memory (over 48 KiB: the
+    function's MAX_DYNAMIC_SHARED_SIZE_BYTES raised to it first)."""
+    out = []
+    if dyn > STATIC_LIMIT:
+        out.append(f"        rc = {name}_check(cuFuncSetAttribute({name}_functions[{k}], "
+                   f"CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {dyn}));")
+    out.append("        if (!rc && g[0] > 0 && g[1] > 0 && g[2] > 0 && b[0] > 0 && b[1] > 0 && b[2] > 0)")
+    out.append(f"            rc = {name}_check(cuLaunchKernel({name}_functions[{k}], (unsigned)g[0], (unsigned)g[1], "
+               f"(unsigned)g[2], (unsigned)b[0], (unsigned)b[1], (unsigned)b[2], {dyn}, stream, params, NULL));")
+    return out
 
 
 def launcher_header(name: str, kernel, images: list[tuple[str, bytes]]) -> str:
@@ -154,9 +172,7 @@ def launcher_header(name: str, kernel, images: list[tuple[str, bytes]]) -> str:
                             f"({_C_SCALAR.get(str(p.dtype), 'int64_t')}){values[p.name]};")
             params.append(f"&p{j}")
         body.append(f"        void *params[] = {{{', '.join(params) or 'NULL'}}};")
-        body.append("        if (g[0] > 0 && g[1] > 0 && g[2] > 0 && b[0] > 0 && b[1] > 0 && b[2] > 0)")
-        body.append(f"            rc = {name}_check(cuLaunchKernel({name}_functions[{k}], (unsigned)g[0], (unsigned)g[1], "
-                    "(unsigned)g[2], (unsigned)b[0], (unsigned)b[1], (unsigned)b[2], 0, stream, params, NULL));")
+        body += _launch_lines(name, k, spec.dynamic_shared_bytes)
         body.append("    }")
     for k in range(len(plan.workspaces)):
         body.append(f"    if (ws[{k}]) {{ if (!rc) rc = {name}_check(cuStreamSynchronize(stream)); cuMemFree(ws[{k}]); }}")

@@ -265,6 +265,9 @@ class CudaKernel:
             self._resources = resource_usage(self.cubin) if self.cubin else None
         out = self._shared_stats()
         out.resources = self._resources
+        for spec in self.kernels if self._resources else []:   # (cuobjdump counts static shared memory only)
+            if spec.name in self._resources:
+                self._resources[spec.name]["dynamic_shared"] = spec.dynamic_shared_bytes
         return out
 
     @public_entry
@@ -321,7 +324,7 @@ class CudaKernel:
         block = tuple(evaluate(e, values) for e in spec.dims("threadIdx"))
         if min(grid) <= 0 or min(block) <= 0:
             return  # an empty launch: nothing to do
-        runtime.check_launch(module, spec.name, grid, block, spec.shared_bytes)
+        runtime.check_launch(module, spec.name, grid, block, spec.shared_bytes, spec.dynamic_shared_bytes)
         cargs = []
         for p in spec.params:
             if isinstance(p, Buffer):
@@ -335,7 +338,7 @@ class CudaKernel:
                 cargs.append(scalar_ctype(p.dtype, scalars[p]))
             else:
                 cargs.append(scalar_ctype(p.dtype, values[p]))
-        runtime.launch(module, spec.name, grid, block, cargs, stream)
+        runtime.launch(module, spec.name, grid, block, cargs, stream, spec.dynamic_shared_bytes)
 
     @public_entry
     def export(self, path: str, name: str | None = None, archs: list[str] | None = None) -> str:

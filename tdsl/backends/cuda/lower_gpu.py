@@ -60,11 +60,11 @@ from ...lower.gpu_compact import compact_gpu_buffers  # noqa: F401
 from ...lower.software_pipeline import CP_ASYNC, WAIT_GROUP
 from ...script.printer import message_text as _expr_text
 from .plan import HostPlan, KernelSpec  # noqa: F401 (public here too)
+from .shared_memory import check_limit
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = {"x": 1024, "y": 1024, "z": 64}
 MAX_GRID_DIM = {"x": 2**31 - 1, "y": 65535, "z": 65535}
-MAX_STATIC_SHARED_BYTES = 48 * 1024
 MAX_LOCAL_BYTES = 512 * 1024     # local memory per thread (every CUDA architecture since sm_20)
 SYNC = "__syncthreads"
 
@@ -172,10 +172,7 @@ def _make_kernel(name: str, root: For, scoped: list[Buffer], func: PrimFunc, par
     body = hoister.visit(body)
     spec = KernelSpec(name, body, tag_vars, launch, hoister.shared)
     spec.params = _kernel_params(spec, func, workspaces)
-    if spec.shared_bytes > MAX_STATIC_SHARED_BYTES:
-        raise TargetError(f"kernel {name!r} uses {spec.shared_bytes} bytes of shared memory "
-                          f"({', '.join(b.name for b in spec.shared)}); at most {MAX_STATIC_SHARED_BYTES} bytes "
-                          "of static shared memory per block are allowed: use smaller tiles")
+    check_limit(name, spec.shared_bytes, None, spec.shared)   # (the target's own limit: at build, per arch)
     return spec
 
 

@@ -25,6 +25,7 @@ class KernelSpec:
     launch: dict[str, PrimExpr]         # "blockIdx.x" -> extent (over symbolic dims / scalar params)
     shared: list[Buffer] = field(default_factory=list)
     params: list[Buffer | Var] = field(default_factory=list)
+    dynamic_shared_bytes: int = 0       # set by codegen: the launch's dynamic shared memory (0: static arrays)
 
     def dims(self, kind: str) -> tuple[PrimExpr, PrimExpr, PrimExpr]:
         """(x, y, z) extents for kind "blockIdx" (grid) or "threadIdx" (block)."""
@@ -33,6 +34,7 @@ class KernelSpec:
 
     @property
     def shared_bytes(self) -> int:
+        """The shared buffers' bytes (without the padding a dynamic layout adds between them)."""
         return sum(int(cast(IntImm, b.shape[0]).value) * b.dtype.itemsize * b.dtype.lanes for b in self.shared)
 
 

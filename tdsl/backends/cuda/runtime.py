@@ -17,6 +17,7 @@ import numpy as np
 
 from ...dtypes import DataType, as_dtype, from_dlpack, to_dlpack
 from ...errors import ArgumentError, TargetError
+from .shared_memory import STATIC_LIMIT as STATIC_SHARED_LIMIT
 
 KDL_CPU = 1
 KDL_CUDA = 2
@@ -434,19 +435,29 @@ class Module:
         A = driver.CUfunction_attribute
         self.max_threads = {n: int(check(driver.cuFuncGetAttribute(A.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f),
                                          "cuFuncGetAttribute")) for n, f in self.functions.items()}
+        self.static_shared = {n: int(check(driver.cuFuncGetAttribute(A.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f),
+                                           "cuFuncGetAttribute")) for n, f in self.functions.items()}
+        self.dynamic_allowed: dict[str, int] = {}   # kernel -> MAX_DYNAMIC_SHARED_SIZE_BYTES set so far
 
 
 def launch(module: Module, name: str, grid: tuple[int, int, int], block: tuple[int, int, int],
-           args: list, stream: int = 0) -> None:
-    """cuLaunchKernel with `args` as ctypes values (their addresses form kernelParams)."""
+           args: list, stream: int = 0, dynamic_shared: int = 0) -> None:
+    """cuLaunchKernel with `args` as ctypes values (their addresses form kernelParams) and
+    `dynamic_shared` bytes of dynamic shared memory (allowed first when over 48 KiB)."""
     driver = _driver()
+    if dynamic_shared > STATIC_SHARED_LIMIT and module.dynamic_allowed.get(name, 0) < dynamic_shared:
+        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        check(driver.cuFuncSetAttribute(module.functions[name], attr, dynamic_shared),
+              f"cuFuncSetAttribute({name}, MAX_DYNAMIC_SHARED_SIZE_BYTES, {dynamic_shared})")
+        module.dynamic_allowed[name] = dynamic_shared
     ptrs = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(a) for a in args])
-    check(driver.cuLaunchKernel(module.functions[name], *grid, *block, 0, driver.CUstream(stream),
+    check(driver.cuLaunchKernel(module.functions[name], *grid, *block, dynamic_shared, driver.CUstream(stream),
                                 ctypes.addressof(ptrs), 0), f"cuLaunchKernel({name})")
 
 
-def check_launch(module: Module, name: str, grid, block, shared_bytes: int) -> None:
-    """Clear errors for launches the device cannot run."""
+def check_launch(module: Module, name: str, grid, block, shared_bytes: int, dynamic_shared: int = 0) -> None:
+    """Clear errors for launches the device cannot run (`shared_bytes`: the kernel's shared buffers;
+    `dynamic_shared`: the launch's dynamic bytes, on top of the static shared memory the CUBIN has)."""
     info = device_info()
     threads = block[0] * block[1] * block[2]
     limit = min(info.max_threads_per_block, module.max_threads[name])
@@ -460,9 +471,13 @@ def check_launch(module: Module, name: str, grid, block, shared_bytes: int) -> N
     for axis, got, lim in zip("xyz", grid, info.max_grid_dim):
         if got > lim:
             raise TargetError(f"kernel {name!r}: blockIdx.{axis} extent {got} exceeds the device limit {lim}")
-    if shared_bytes > info.max_shared_per_block:
-        raise TargetError(f"kernel {name!r} needs {shared_bytes} bytes of shared memory per block; "
-                          f"{info.name} has {info.max_shared_per_block}")
+    need = max(shared_bytes, module.static_shared.get(name, 0) + dynamic_shared if dynamic_shared else 0)
+    limit = max(info.max_shared_per_block, info.max_shared_per_block_optin)
+    if need > limit:
+        raise TargetError(f"kernel {name!r} needs {need} bytes of shared memory per block"
+                          f"{f' ({dynamic_shared} dynamic)' if dynamic_shared else ''}; {info.name} ({info.arch}) "
+                          f"allows at most {info.max_shared_per_block_optin} (opt-in; {info.max_shared_per_block} "
+                          "without): use smaller tiles or fewer pipeline stages")
 
 
 class Timer:

@@ -157,9 +157,10 @@ class KernelStats:
     def __str__(self) -> str:
         lines = []
         if self.resources:
-            lines.append(f"{'kernel':24} {'registers':>9} {'shared':>7} {'local':>6} {'stack':>6}")
+            lines.append(f"{'kernel':24} {'registers':>9} {'shared':>7} {'dynamic':>7} {'local':>6} {'stack':>6}")
             for name, r in self.resources.items():
-                lines.append(f"{name:24} {r['registers']:>9} {r['shared']:>7} {r['local']:>6} {r['stack']:>6}")
+                lines.append(f"{name:24} {r['registers']:>9} {r['shared']:>7} {r.get('dynamic_shared', 0):>7} "
+                             f"{r['local']:>6} {r['stack']:>6}")
         if self.shared:
             lines.append(f"{'shared array':24} {'ldmatrix':>9} {'phases':>7} {'wavefronts':>10} {'worst':>6}  line")
             for c in self.shared:

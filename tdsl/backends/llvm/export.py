@@ -21,6 +21,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from llvmlite import ir
@@ -289,6 +290,13 @@ def _emit_init(m: ir.Module, result, futex: bool) -> None:
     init = ir.Function(m, ir.FunctionType(ir.VoidType(), []), f"{result.symbol}_init")
     init.linkage = "internal"
     b = ir.IRBuilder(init.append_basic_block("entry"))
+    if "llvm.x86.ldtilecfg" in result.ir and sys.platform.startswith("linux"):
+        # AMX tiles: Linux lets a process use their state only after it asks (as tdsl does,
+        # tdsl.target.amx_permitted); a C program loading the library gets the request here
+        from ...target import ARCH_REQ_XCOMP_PERM, SYS_ARCH_PRCTL, XFEATURE_XTILEDATA
+
+        syscall = ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
+        b.call(syscall, [ir.Constant(I64, v) for v in (SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)])
     if result.parallel:
         launch = ir.Function(m, ir.FunctionType(I32, [PTR, PTR, I64]), "tdsl_rt_launch")
         ctx_ty = ir.ArrayType(I64, 2 + len(result.descr_dtypes))

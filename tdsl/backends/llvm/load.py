@@ -72,7 +72,24 @@ def load(path):
     if missing:
         raise TargetError(f"tdsl.load: {full!r} was built for a CPU with {', '.join(missing)}, which this CPU "
                           f"lacks; export it on (or for) this machine")
+    _amx_granted(full, meta)
     return _kernel_from(lib, meta)
+
+
+def _amx_granted(full: str, meta: dict) -> None:
+    """A kernel whose code uses AMX tiles runs only after the OS grants this process their state
+    (`tdsl.target.amx_permitted`, asked here as a build asks it); refused: a TargetError."""
+    import base64
+    import zlib
+
+    from ...target import amx_permitted
+
+    if "amx_tile" not in meta["features"] or amx_permitted():
+        return
+    if "llvm.x86.ldtilecfg" in zlib.decompress(base64.b64decode(meta["source"])).decode():   # compile._pack_text
+        raise TargetError(f"tdsl.load: {full!r} uses AMX tiles, and the operating system did not let this process "
+                          "use them (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) refused); export it for "
+                          "a target without AMX (-mattr=-amx-tile)")
 
 
 def _kernel_from(lib, meta: dict):

@@ -33,7 +33,7 @@ class HopperMethods(ScheduleBase):
         (`A_tmap`, `B_tmap`, recorded as function attributes): the kernel is called with the
         arrays only. A B indexed [k, j] is first copied to a K-major `B_t[j, k]`. Returns the
         K loop (for `warp_specialize`). Needs m a multiple of 64, n of `tile_n`, k of `tile_k`,
-        at most 48 KiB of shared tiles.
+        at most 227 KiB of shared tiles (sm_90's limit; above 48 KiB they are dynamic shared memory).
 
         Before::
 

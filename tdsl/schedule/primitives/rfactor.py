@@ -154,6 +154,14 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var, factor_axis: int) -> _Rfactor
                                   "block's own and purely reducing")
     reduce_loops = [f for f in own if roles[f.loop_var] == "R"]
     wb_predicate, wb_guard = _split_guard(func, realize, own, {f.loop_var for f in reduce_loops}, loop_var, name)
+    dropped = [f.loop_var for f in own if roles[f.loop_var] == "" and f.loop_var in free_vars(wb_predicate)]
+    if dropped:   # the write-back keeps the spatial loops only: its predicate could not name this one
+        raise schedule_error(func, "rfactor", f"the predicate T.where({expr_text(realize.predicate)}) of "
+                             f"{block_name(name)} uses {loop_name(dropped[0])}, which drives no iterator of the block",
+                             loops=(dropped[0],), blocks=(name,),
+                             rule="the write-back block is built over the spatial loops, so its guard may only use "
+                                  "those and the reduction loops",
+                             fix="split by factors that divide the loop (no guard), or fuse the unit loops first")
     if free_vars(loop.extent) - function_vars(func) or free_vars(loop.min) - function_vars(func):
         raise schedule_error(func, "rfactor", f"the extent of {loop_name(loop_var)} depends on other loops",
                              loops=(loop_var,), rule="the rfactor buffer has one slot per iteration of the loop")

@@ -52,6 +52,7 @@ class EmulatedKernel(CudaKernel):
             self._fns[k.name] = _launcher(lib, k.name)
         lib.tdsl_emu_error.restype = ctypes.c_char_p
         lib.tdsl_emu_switches.restype = ctypes.c_ulonglong
+        lib.tdsl_emu_set_dynamic_shared.argtypes = [ctypes.c_longlong]
         self.checked_source: str | None = None
         self._checked: list[tuple] = []     # per launch: (spec, EmuKernel, launcher, its lib)
         self._checked_map: dict = {}        # the checked plan's parameters -> this plan's
@@ -64,6 +65,7 @@ class EmulatedKernel(CudaKernel):
             raise TargetError(f"internal: the checked variant of {self.name!r} has {len(plan.kernels)} launches, "
                               f"the kernel {len(self.kernels)}")
         lib.tdsl_emu_error.restype = ctypes.c_char_p
+        lib.tdsl_emu_set_dynamic_shared.argtypes = [ctypes.c_longlong]
         emu = {k.name: k for k in emu_kernels}
         self.checked_source = source
         self._checked = [(spec, emu[spec.name], _launcher(lib, spec.name), lib) for spec in plan.kernels]
@@ -191,6 +193,7 @@ class EmulatedKernel(CudaKernel):
             return
         ptrs, sizes, _keep, written = self._arguments(spec, emu, arrays, scalars, values, self._checked_map)
         snapshot = [a.copy() for _, a in written]
+        lib.tdsl_emu_set_dynamic_shared(spec.dynamic_shared_bytes)
         try:
             if fn(ptrs, sizes, launch[2], 0, self.seed, -1):
                 msg = lib.tdsl_emu_error().decode(errors="replace")
@@ -207,6 +210,7 @@ class EmulatedKernel(CudaKernel):
         grid, _, dims = launch
         ptrs, sizes, _keep, written = self._arguments(spec, self._emu[spec.name], arrays, scalars, values, {})
         fn = self._fns[spec.name]
+        self._lib.tdsl_emu_set_dynamic_shared(spec.dynamic_shared_bytes)   # the launch's sharedMemBytes
 
         def run(order: int, only_block: int = -1) -> None:
             if fn(ptrs, sizes, dims, order, self.seed, only_block):

@@ -2,8 +2,10 @@
 
 The source follows the generated code's conventions the emulator reads: one line per kernel
 signature (`extern "C" __global__ void name(float* __restrict__ A, int n) {`), shared arrays
-declared `__shared__ __align__(16) T name[N];` (16 to 1024), local arrays `__align__(16) T
-name[N];`. Arrays are numpy arrays, updated in place; scalars are ctypes values:
+declared `__shared__ __align__(16) T name[N];` (16 to 1024) or as views into the dynamic array
+(`extern __shared__ __align__(1024) unsigned char tdsl_smem[];` then `T (&name)[N] =
+*reinterpret_cast<T (*)[N]>(tdsl_smem + OFFSET);`, sized by `dynamic_shared`), local arrays
+`__align__(16) T name[N];`. Arrays are numpy arrays, updated in place; scalars are ctypes values:
 
     run_source(src, "scale", [a, ctypes.c_float(2.0)], grid=(4, 1, 1), block=(128, 1, 1))
 """
@@ -20,8 +22,9 @@ from .translate import translate
 
 
 def run_source(source: str, kernel: str, args: list, grid=(1, 1, 1), block=(128, 1, 1), order: int = 0,
-               seed: int = 1) -> str:
-    """Run `kernel` of `source` once (thread order 0 ascending, 1 descending, 2 shuffled by `seed`);
+               seed: int = 1, dynamic_shared: int = 0) -> str:
+    """Run `kernel` of `source` once (thread order 0 ascending, 1 descending, 2 shuffled by `seed`;
+    `dynamic_shared`: the launch's bytes of dynamic shared memory, for views into `tdsl_smem`);
     TargetError with the emulator's report (race, deadlock, out-of-bounds access) on failure.
     Returns the run's ldmatrix bank report (`stats.parse_bank_report` reads it)."""
     find_compiler()
@@ -50,6 +53,7 @@ def run_source(source: str, kernel: str, args: list, grid=(1, 1, 1), block=(128,
     lib = load(unit)
     fn = _launcher(lib, kernel)
     lib.tdsl_emu_bank_clear()
+    lib.tdsl_emu_set_dynamic_shared(ctypes.c_longlong(dynamic_shared))
     if fn((ctypes.c_void_p * len(ptrs))(*ptrs), (ctypes.c_longlong * len(sizes))(*sizes),
           (ctypes.c_longlong * 6)(*grid, *block), order, seed, -1):
         lib.tdsl_emu_error.restype = ctypes.c_char_p

@@ -1,12 +1,15 @@
 """kernel.source (CUDA C++) -> one host C++ translation unit for the emulator.
 
-The CUDA text is kept as it is except for three mechanical, line-anchored rewrites that let
+The CUDA text is kept as it is except for four mechanical, line-anchored rewrites that let
 every access be bounds-checked (the header cuda_emu.h defines what they become):
 
 * in each ``__global__`` signature, ``const T* __restrict__ name`` -> ``tdsl_emu::gptr<const T> name``
   (a pointer that knows its buffer's extent and name);
 * ``__shared__ __align__(16) T name[N];`` (or 128 .. 1024, for TMA and wgmma tiles) -> ``TDSL_EMU_SHARED(T, name, N);`` (one array per block);
-* ``__align__(16) T name[N];`` -> ``TDSL_EMU_LOCAL(T, name, N);`` (one array per thread).
+* ``__align__(16) T name[N];`` -> ``TDSL_EMU_LOCAL(T, name, N);`` (one array per thread);
+* ``extern __shared__ __align__(A) unsigned char tdsl_smem[];`` and each view into it,
+  ``T (&name)[N] = *reinterpret_cast<T (*)[N]>(tdsl_smem + OFFSET);`` -> ``TDSL_EMU_SHARED_AT(T, name,
+  N, OFFSET);`` (one array per block, within the bytes the launch gives: `tdsl_emu_set_dynamic_shared`).
 
 After the source comes one launcher per kernel, ``tdsl_emu_run_<kernel>``, that the Python
 side calls with ctypes (see `EmuParam` for the argument layout).
@@ -22,6 +25,8 @@ _SIGNATURE = re.compile(r'^extern "C" __global__ void (?:__launch_bounds__\(\d+\
 _POINTER = re.compile(r"^(const )?(.+?)\* __restrict__ (\w+)$")
 _SCALAR = re.compile(r"^(.+) (\w+)$")
 _SHARED = re.compile(r"^(\s*)__shared__ __align__\((?:16|128|256|512|1024)\) (.+?) (\w+)\[(\d+)\];$")
+_DYNAMIC = re.compile(r"^(\s*)extern __shared__ __align__\(\d+\) unsigned char (\w+)\[\];$")
+_VIEW = re.compile(r"^(\s*)(.+?) \(&(\w+)\)\[(\d+)\] = \*reinterpret_cast<.+? \(\*\)\[\d+\]>\((\w+) \+ (\d+)\);$")
 _LOCAL = re.compile(r"^(\s*)__align__\(16\) (.+?) (\w+)\[(\d+)\];$")
 _SIZES = {"bool": 1, "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "half": 2,
           "nv_bfloat16": 2, "int": 4, "unsigned int": 4, "float": 4, "long long": 8, "unsigned long long": 8,
@@ -100,6 +105,14 @@ def translate(source: str) -> tuple[str, list[EmuKernel]]:
         if m:
             out.append(f"{m.group(1)}TDSL_EMU_SHARED({m.group(2)}, {m.group(3)}, {m.group(4)});")
             continue
+        m = _DYNAMIC.match(line)
+        if m:
+            out.append(f"{m.group(1)}TDSL_EMU_DYNAMIC_SHARED({m.group(2)});")
+            continue
+        m = _VIEW.match(line)
+        if m:
+            out.append(f"{m.group(1)}TDSL_EMU_SHARED_AT({m.group(2)}, {m.group(3)}, {m.group(4)}, {m.group(6)});")
+            continue
         m = _LOCAL.match(line)
         if m:
             out.append(f"{m.group(1)}TDSL_EMU_LOCAL({m.group(2)}, {m.group(3)}, {m.group(4)});")
@@ -118,7 +131,9 @@ def translate(source: str) -> tuple[str, list[EmuKernel]]:
             ('extern "C" const char* tdsl_emu_bank_report(void) { return tdsl_emu_bank_text(); }'),
             ('extern "C" void tdsl_emu_bank_clear(void) { tdsl_emu_bank_reset(); }'),
             ('extern "C" const char* tdsl_emu_global_report(void) { return tdsl_emu_global_text(); }'),
-            ('extern "C" void tdsl_emu_global_count(int on) { tdsl_emu_global_reset(on); }')]
+            ('extern "C" void tdsl_emu_global_count(int on) { tdsl_emu_global_reset(on); }'),
+            ('extern "C" void tdsl_emu_set_dynamic_shared(long long bytes) '
+             '{ ::tdsl_emu::state().dynamic_shared = bytes; }')]
     return "\n".join(out) + "\n", kernels
 
 

@@ -20,9 +20,10 @@
 // differently), memory-model subtleties (fences, volatile), and the exact rounding of tensor
 // cores (fp32 accumulation in k order here).
 //
-// The tdsl emulator driver (tdsl/backends/cuda/emulator/) compiles kernel.source with three
+// The tdsl emulator driver (tdsl/backends/cuda/emulator/) compiles kernel.source with four
 // mechanical rewrites (pointer parameters -> tdsl_emu::gptr, __shared__ / local array
-// declarations -> checked arrays) and a generated launcher per kernel.
+// declarations and views into the dynamic shared array -> checked arrays) and a generated
+// launcher per kernel.
 #pragma once
 #ifndef TDSL_CUDA_EMU_H
 #define TDSL_CUDA_EMU_H
@@ -67,7 +68,10 @@ struct Thread {
   int linear;
 };
 
-struct Region { const char* begin; const char* end; const char* name; bool shared; };
+// window: the byte offset of a shared array in the block's shared memory as the kernel places it
+// (its offset in the dynamic array for a view into it; 0 for a static array, which the GPU aligns
+// as declared): address-bit rules (the TMA / wgmma swizzles) act on window + offset in the array
+struct Region { const char* begin; const char* end; const char* name; bool shared; long long window; };
 
 enum { SLOT_BYTES = 160, MAX_THREADS = 1024, MAX_REGIONS = 64 };
 
@@ -91,6 +95,7 @@ struct State {
   Region regions[MAX_REGIONS];
   int nregions = 0;
   unsigned long long switches = 0;
+  long long dynamic_shared = 0;    // bytes of dynamic shared memory the launch gives (tdsl_emu_set_dynamic_shared)
 };
 
 inline State& state() {
@@ -131,11 +136,12 @@ template <class I, class E> inline I tdsl_emu_check(I i, E extent, const char* b
 
 namespace tdsl_emu {
 
-inline void add_region(const void* p, size_t bytes, const char* name, bool shared = false) {
+inline void add_region(const void* p, size_t bytes, const char* name, bool shared = false, long long window = 0) {
   State& s = state();
   for (int i = 0; i < s.nregions; ++i)
     if (s.regions[i].begin == (const char*)p) return;
-  if (s.nregions < MAX_REGIONS) s.regions[s.nregions++] = {(const char*)p, (const char*)p + bytes, name, shared};
+  if (s.nregions < MAX_REGIONS)
+    s.regions[s.nregions++] = {(const char*)p, (const char*)p + bytes, name, shared, window};
 }
 
 // An access of `bytes` at `p` by a device function taking references (WMMA): inside one known buffer?
@@ -220,14 +226,19 @@ template <class T, long long N> struct shared_array {
   int pend[N];   // per element: 1 + the thread whose cp.async to it is in flight, 0 when none
   const char* name = nullptr;
   unsigned long long epoch = ~0ULL;
-  shared_array& enter(const char* nm) {
+  // `window` >= 0: a view at that byte offset of the dynamic shared array, which must lie within the
+  // bytes the launch gives; -1: a static __shared__ array
+  shared_array& enter(const char* nm, long long window = -1) {
     State& s = state();
     if (epoch != s.block_epoch) {  // the first thread of this block to get here: fresh memory
+      if (window >= 0 && window + (long long)sizeof data > s.dynamic_shared)
+        fail("%s lies at bytes [%lld, %lld) of the dynamic shared memory, but the launch gives %lld bytes", nm,
+             window, window + (long long)sizeof data, s.dynamic_shared);
       epoch = s.block_epoch;
       name = nm;
       memset((void*)data, (int)s.poison, sizeof data);
       memset((void*)pend, 0, sizeof pend);
-      add_region(data, sizeof data, nm, true);
+      add_region(data, sizeof data, nm, true, window < 0 ? 0 : window);
       async_register(data, pend, sizeof(T), N, nm);
     }
     return *this;
@@ -527,6 +538,13 @@ int launch(const long long* dims, int order, unsigned long long seed, long long 
 #define TDSL_EMU_SHARED(T, name, N)                                  \
   static ::tdsl_emu::shared_array<T, N> tdsl_emu_shared_##name;      \
   ::tdsl_emu::shared_array<T, N>& name = tdsl_emu_shared_##name.enter(#name)
+// `extern __shared__ __align__(A) unsigned char tdsl_smem[];` and each view into it,
+// `T (&name)[N] = *reinterpret_cast<T (*)[N]>(tdsl_smem + OFFSET);`: an array of its own (checked
+// and counted per buffer, as a static one) that must lie within the launch's dynamic bytes
+#define TDSL_EMU_DYNAMIC_SHARED(name) ((void)0)
+#define TDSL_EMU_SHARED_AT(T, name, N, OFFSET)                       \
+  static ::tdsl_emu::shared_array<T, N> tdsl_emu_shared_##name;      \
+  ::tdsl_emu::shared_array<T, N>& name = tdsl_emu_shared_##name.enter(#name, OFFSET)
 #define TDSL_EMU_LOCAL(T, name, N) ::tdsl_emu::local_array<T, N> name(#name)
 
 // ------------------------------------------------------------------------ vector types

@@ -328,7 +328,7 @@ inline void tma_load(void* dst, const long long* f, const int* coord, int rank, 
   for (int i = 0; i < s.nregions; ++i)
     if ((const char*)dst >= s.regions[i].begin && (const char*)dst < s.regions[i].end) region = &s.regions[i];
   if (!region) fail("%s_%dd: the shared memory is not a shared array", what, rank);
-  long long offset = (const char*)dst - region->begin;
+  long long offset = (const char*)dst - region->begin + region->window;   // in the block's shared memory
   if (offset % 128) fail("%s_%dd at %s byte %lld: the PTX ISA wants 128-byte aligned shared memory", what, rank,
                          region->name, offset);
   if (swizzle && offset % (8 * swizzle))
@@ -513,7 +513,13 @@ inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16) {
     const char* base = start;
     State& s = state();
     for (int i = 0; i < s.nregions; ++i)
-      if (start >= s.regions[i].begin && start < s.regions[i].end) base = s.regions[i].begin;
+      if (start >= s.regions[i].begin && start < s.regions[i].end) {
+        base = s.regions[i].begin;
+        if (s.regions[i].window % (8 * width))   // (a view into the dynamic shared array)
+          fail("wgmma: its operand %s starts at byte %lld of the shared memory; a %dB swizzle repeats every %d "
+               "bytes, so the array must start at a multiple of it", s.regions[i].name, s.regions[i].window,
+               width, 8 * width);
+      }
     at = base + tma_swizzle((start - base) + (row / 8) * sbo + (row % 8) * width + 2 * k, width);
   }
   unsigned short bits;
