@@ -148,7 +148,7 @@ def test_trace_replays():
     (dict(M=32), {}, ["not a multiple of tile_m = 64"]),
     (dict(), dict(tile_n=48), ["tile_n"]),
     (dict(), dict(tile_k=128), ["tile_k"]),
-    (dict(), dict(tile_n=128, stages=3), ["shared memory", "stages"]),
+    (dict(), dict(tile_n=128, stages=10), ["shared memory", "stages"]),   # 240 KiB of tiles
     (dict(), dict(stages=0), ["at least one stage"]),
     (dict(), dict(tile_m=96), ["tile_m", "64 or 128"]),
     (dict(M=64), dict(tile_m=128, tile_n=64, tile_k=32), ["multiple of tile_m"]),
