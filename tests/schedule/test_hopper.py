@@ -148,7 +148,7 @@ def test_trace_replays():
     (dict(M=32), {}, ["not a multiple of tile_m = 64"]),
     (dict(), dict(tile_n=48), ["tile_n"]),
     (dict(), dict(tile_k=128), ["tile_k"]),
-    (dict(), dict(tile_n=128, stages=3), ["shared memory", "stages"]),
+    (dict(), dict(tile_n=128, stages=10), ["shared memory", "stages"]),   # 240 KiB of tiles
     (dict(), dict(stages=0), ["at least one stage"]),
     (dict(), dict(tile_m=96), ["tile_m", "64 or 128"]),
     (dict(M=64), dict(tile_m=128, tile_n=64, tile_k=32), ["multiple of tile_m"]),
@@ -185,3 +185,128 @@ def test_warp_specialize_twice_is_refused():
     ko = sch.wgmma_pipeline(sch.get_block("C"))
     sch.warp_specialize(ko)
     expect_error(sch, lambda: sch.warp_specialize(ko), "threadIdx.x")
+
+
+# ------------------------------------------------------------------ a GEMM with an elementwise epilogue
+
+def gemm_epilogue(M, N, K, value, out="float32", batch=None, extra="bias: T.Buffer(({N},), \"float32\"), ",
+                  c_param=False, init=True, more=""):
+    """C[b?, i, j] = f32(A) * f32(B) into an intermediate (a parameter with c_param), then the block
+    D[b?, i, j] = value (script text over vb?, vi, vj), parsed; `more`: a block after it."""
+    lead = f"{batch}, " if batch else ""
+    vb = "vb, " if batch else ""
+    loops, kinds = ("b, i, j, k", "SSSR") if batch else ("i, j, k", "SSR")
+    c_decl = ("", f', C: T.Buffer(({lead}{M}, {N}), "float32")') if c_param else \
+        (f'    C = T.alloc_buffer(({lead}{M}, {N}), "float32")\n', "")
+    init_text = f"""
+            with T.init():
+                C[{vb}vi, vj] = T.float32(0)""" if init else ""
+    return tdsl.parse(f'''
+@T.prim_func
+def gemm_epilogue(A: T.Buffer(({lead}{M}, {K}), "float16"), B: T.Buffer(({lead}{K}, {N}), "float16"),
+                  {extra.format(N=N, M=M)}D: T.Buffer(({lead}{M}, {N}), "{out}"){c_decl[1]}):
+{c_decl[0]}    for {loops} in T.grid({lead}{M}, {N}, {K}):
+        with T.block("C"):
+            {vb}vi, vj, vk = T.axis.remap("{kinds}", [{loops}]){init_text}
+            C[{vb}vi, vj] = C[{vb}vi, vj] + T.cast(A[{vb}vi, vk], "float32") * T.cast(B[{vb}vk, vj], "float32")
+    for {loops.rsplit(", ", 1)[0]} in T.grid({lead}{M}, {N}):
+        with T.block("D"):
+            {vb}vi, vj = T.axis.remap("{kinds[:-1]}", [{loops.rsplit(", ", 1)[0]}])
+            D[{vb}vi, vj] = {value}
+{more}''')
+
+
+@pytest.mark.parametrize("value, out, batch, extra, want", [
+    ("T.max(C[vi, vj] + bias[vj], T.float32(0))", "float32", None, None,
+     lambda c, bias: np.maximum(c + bias, 0)),
+    ('T.cast(C[vi, vj] * T.float32(0.5) + bias[vj], "float16")', "float16", None, None,
+     lambda c, bias: (c * np.float32(0.5) + bias).astype(np.float16)),
+    ('T.cast(T.max(C[vb, vi, vj] * s[vi] + bias[vb, vj], T.float32(-1)), "bfloat16")', "bfloat16", 2,
+     'bias: T.Buffer((2, {N}), "float32"), s: T.Buffer(({M},), "float32"), ',
+     lambda c, bias, s: np.maximum(c * s[:, None] + bias[:, None, :], -1).astype(ml_dtypes.bfloat16)),
+], ids=["bias-relu", "scale-bias-fp16", "batched-bf16"])
+def test_epilogue_keeps_the_meaning(value, out, batch, extra, want):
+    kw = {} if extra is None else {"extra": extra}
+    f = gemm_epilogue(64, 32, 128, value, out=out, batch=batch, **kw)
+    sch = tdsl.Schedule(f)
+    ko = sch.wgmma_pipeline(sch.get_block("C"), tile_n=32, tile_k=32)
+    sch.warp_specialize(ko)
+    text = sch.func.script()
+    assert "C_acc" in text and "C = T.alloc_buffer" not in text and not re.search(r"\bC\[", text)
+    args = operands(f)
+    check(sch, f, args=args)
+    a, b, *rest, d = args
+    c = a.astype(np.float32) @ b.astype(np.float32)
+    got = d.copy()
+    tdsl.interpret(sch.func, a, b, *rest, got)
+    np.testing.assert_array_equal(got, want(c, *rest))
+    assert tdsl.structural_diff(sch.trace.apply(f).func, sch.func) is None
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(value="T.max(C[vj, vi], T.float32(0))"), ["epilogue", '"D"', "reads C at another index"]),
+    (dict(value="C[vi, vj] + bias[vj]", c_param=True), ["epilogue", "a parameter", "intermediate"]),
+    (dict(value="C[vi, vj] + bias[vj]", init=False), ["epilogue", "without T.init()"]),
+    (dict(value="bias[vj]"), ["epilogue", "does not read C"]),
+    (dict(value="C[vi, vj] + D[vi, vj]"), ["epilogue", "reads its own output D"]),
+    (dict(value="C[vi, vj]", more='''    for i, j in T.grid(64, 32):
+        with T.block("E"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            E[vi, vj] = D[vi, vj]
+''', extra='E: T.Buffer(({M}, {N}), "float32"), '), ["other blocks (D, E)", "at most one elementwise epilogue"]),
+], ids=["other-index", "C-a-parameter", "no-init", "no-C", "reads-D", "two-epilogues"])
+def test_wgmma_pipeline_refuses_what_is_not_an_epilogue(kw, words):
+    sch = tdsl.Schedule(gemm_epilogue(64, 32, 128, **kw))
+    c = sch.get_block("C")
+    expect_error(sch, lambda: sch.wgmma_pipeline(c), "C", *words)
+
+
+def test_wgmma_pipeline_refuses_a_reduction_epilogue():
+    sch = tdsl.Schedule(tdsl.parse('''
+@T.prim_func
+def gemm_rowsum(A: T.Buffer((64, 128), "float16"), B: T.Buffer((128, 32), "float16"), D: T.Buffer((64,), "float32")):
+    C = T.alloc_buffer((64, 32), "float32")
+    for i, j, k in T.grid(64, 32, 128):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+    for i, j in T.grid(64, 32):
+        with T.block("D"):
+            vi, vj = T.axis.remap("SR", [i, j])
+            with T.init():
+                D[vi] = T.float32(0)
+            D[vi] = D[vi] + C[vi, vj]
+'''))
+    c = sch.get_block("C")
+    expect_error(sch, lambda: sch.wgmma_pipeline(c), "epilogue", "reduction")
+
+
+def test_wgmma_pipeline_refuses_a_scheduled_epilogue():
+    sch = tdsl.Schedule(gemm_epilogue(64, 32, 128, "C[vi, vj] + bias[vj]"))
+    i, _ = sch.get_loops(sch.get_block("D"))
+    sch.split(i, [None, 32])
+    c = sch.get_block("C")
+    expect_error(sch, lambda: sch.wgmma_pipeline(c), "epilogue", "scheduled loops")
+
+
+def test_wgmma_pipeline_refuses_a_predicated_epilogue():
+    sch = tdsl.Schedule(tdsl.parse('''
+@T.prim_func
+def gemm_half(A: T.Buffer((64, 128), "float16"), B: T.Buffer((128, 32), "float16"), D: T.Buffer((64, 32), "float32")):
+    C = T.alloc_buffer((64, 32), "float32")
+    for i, j, k in T.grid(64, 32, 128):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(B[vk, vj], "float32")
+    for i, j in T.grid(64, 32):
+        with T.block("D"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.where(i < 32)
+            D[vi, vj] = C[vi, vj]
+'''))
+    c = sch.get_block("C")
+    expect_error(sch, lambda: sch.wgmma_pipeline(c), "epilogue", "predicate (T.where)")

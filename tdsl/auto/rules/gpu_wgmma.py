@@ -2,7 +2,9 @@
 
 For ``target="cuda -arch=sm_90a"`` (``tdsl.auto_schedule(f, "cuda", arch="sm_90a")``) a function
 whose one block is ``C[b?, i, j] += f32(A[b?, i, k]) * f32(B[b?, k, j] or B[b?, j, k])`` (fp16 or
-bf16 A and B, fp32 C, constant sizes, m a multiple of 64) becomes::
+bf16 A and B, fp32 C, constant sizes, m a multiple of 64), or whose GEMM block is followed by one
+elementwise epilogue ``D[b?, i, j] = f(C[b?, i, j], ...)`` (C an intermediate; fused into the
+kernel's store), becomes::
 
     sch.wgmma_pipeline(C, tile_n, tile_k, stages)   # TMA -> swizzled shared ring -> wgmma m64nNk16
     sch.warp_specialize(ko)                         # producer warpgroup (TMA) + consumer warpgroup
@@ -21,7 +23,7 @@ from ...errors import ScheduleError
 from ...ir.attrs import LOWER_NOTE
 from ...schedule import Schedule
 from ...schedule.primitives.hopper import BLOCK_M, MAX_SHARED, match_gemm
-from ..analysis import block_info
+from ..analysis import block_info, top_level_blocks
 from .base import Rule
 from .gpu_mma import gemm_roles
 
@@ -58,6 +60,14 @@ class GPUWgmmaPipeline(Rule):
     def alternatives(self, sch: Schedule, block: str) -> list:
         if not self.hw.is_gpu or self.hw.arch != ARCH:
             return []
+        # blocks come consumers first: a GEMM followed by one block (its epilogue, or what
+        # match_gemm refuses as one) is taken, or noted, at that block, before the rules after
+        # this one schedule it; the GEMM's own turn then finds it done
+        names = top_level_blocks(sch.func)
+        if len(names) == 2 and block == names[1]:
+            block = names[0]
+        elif _noted(sch, block):
+            return []
         try:
             g = match_gemm(sch.func, block, "wgmma_pipeline")
         except ScheduleError as exc:
@@ -93,3 +103,11 @@ class GPUWgmmaPipeline(Rule):
     @staticmethod
     def _note(s: Schedule, block: str, why: str) -> None:
         s.annotate(s.get_block(block), LOWER_NOTE, FALLBACK_NOTE.format(block=block, why=why))
+
+
+def _noted(sch: Schedule, block: str) -> bool:
+    """This rule already said why `block` is not on the pipeline (at its epilogue's turn)."""
+    from ...schedule.tree import find_block
+
+    realize, _ = find_block(sch.func, block, "auto")
+    return any(k == LOWER_NOTE and "not on the sm_90a wgmma pipeline" in str(v) for k, v in realize.block.annotations)

@@ -23,7 +23,13 @@ class HopperMethods(ScheduleBase):
         into a ring of `stages` shared tiles guarded by "full" / "empty" mbarriers; every thread
         waits for its stage, issues the wgmma m64n`tile_n`k16 of it (fence, commit), waits for
         the previous step's wgmma (`wgmma_wait_group(1)`: this step's stay in flight) and
-        releases the previous step's stage; the accumulators go to C. The tensor maps are buffers the call path fills
+        releases the previous step's stage; the accumulators go to C. A GEMM into an
+        intermediate C (``T.alloc_buffer``, with ``T.init()``) may be followed by one elementwise
+        epilogue block ``D[b?, i, j] = f(C[b?, i, j], bias[j], ...)`` (C read at exactly the index
+        written, other parameters' elements indexed by the iterators, any D dtype): the kernel
+        stores f of the accumulators to D (``D[row, col] = T.max(C_acc[tx, i] + bias[col], 0)``)
+        and C is never written; an epilogue reading C elsewhere, a reduction, C a parameter or
+        a second block after the GEMM are refused. The tensor maps are buffers the call path fills
         (`A_tmap`, `B_tmap`, recorded as function attributes): the kernel is called with the
         arrays only. A B indexed [k, j] is first copied to a K-major `B_t[j, k]`. Returns the
         K loop (for `warp_specialize`). Needs m a multiple of 64, n of `tile_n`, k of `tile_k`,

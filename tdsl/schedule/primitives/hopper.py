@@ -1,7 +1,10 @@
 """Hopper (sm_90a) GEMM pipelines: wgmma_pipeline, warp_specialize.
 
 `wgmma_pipeline(func, block, tile_n, tile_k, stages, tile_m)` rewrites a function whose one
-block is a (batched) fp16/bf16 -> fp32 GEMM into a TMA + mbarrier + wgmma kernel: per `tile_m` x
+block is a (batched) fp16/bf16 -> fp32 GEMM -- or a GEMM into an intermediate C followed by one
+elementwise epilogue block ``D[b?, i, j] = f(C[b?, i, j], bias[j], ...)``, whose expression is
+then applied to the accumulators at the store (C never materialised) -- into a TMA + mbarrier +
+wgmma kernel: per `tile_m` x
 `tile_n` tile of C one warpgroup (128 threads) per 64 rows; thread 0 issues the TMA loads of a K
 step into a ring of `stages` shared tiles guarded by "full" / "empty" mbarriers; every thread
 waits for the stage, issues its wgmma m64nNk16 (fence, commit), waits for the previous step's
@@ -17,7 +20,7 @@ accumulators.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...ir import (
     Binary,
@@ -32,6 +35,7 @@ from ...ir import (
     Var,
     collect,
 )
+from ...ir.functor import IRMutator, free_vars, replace_fields
 from ...ir.tensor_maps import TensorMapSpec
 from ..errors import block_name, schedule_error
 from ..tree import find_block
@@ -56,6 +60,17 @@ class Gemm:
     b_batched: bool
     trans_b: bool          # B indexed [.., j, k]
     init: bool             # the block starts C at zero (T.init)
+    epilogue: Epilogue | None = None   # D[b?, i, j] = f(C[b?, i, j], ...) after the GEMM (C never stored)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """The elementwise block after a GEMM: ``out[v] = value`` (value reads C at ``v`` only)."""
+
+    block: str
+    out: object            # D, a parameter of C's shape (any dtype)
+    iters: tuple           # its iterators (b?, i, j)
+    value: object          # the expression stored, over `iters`, C and parameters
 
 
 def _f32_load(e) -> BufferLoad | None:
@@ -115,11 +130,14 @@ def match_gemm(func: PrimFunc, block: str, primitive: str) -> Gemm:
         return schedule_error(func, primitive, f"{block_name(block)}: {why}", blocks=(block,),
                               rule="the block is a (batched) GEMM C[b?, i, j] += f32(A[b?, i, k]) * f32(B[b?, k, j] "
                                    "or B[b?, j, k]) with fp16/bf16 A and B, fp32 C, constant sizes, and the "
-                                   "function's only block", fix=fix)
+                                   "function's only block but for at most one elementwise epilogue "
+                                   "D[b?, i, j] = f(C[b?, i, j], ...) (C an intermediate it alone reads)",
+                              fix=fix)
 
     others = [r.block.name for r in collect(func.body, BlockRealize) if r.block.name not in ("root", block)]
-    if others:
-        raise refuse(f"the function has other blocks ({', '.join(others)})")
+    if len(others) > 1:
+        raise refuse(f"the function has other blocks ({', '.join(others)}); at most one elementwise epilogue "
+                     "may follow the GEMM")
     loops = [p for p in path if isinstance(p, For)]
     if any(lp.kind != "serial" for lp in loops) or len(loops) != len(blk.iter_vars):
         raise refuse("its loops are already scheduled (the pipeline starts from the unscheduled nest)")
@@ -140,7 +158,84 @@ def match_gemm(func: PrimFunc, block: str, primitive: str) -> Gemm:
     _check_types(gemm, refuse)
     if blk.init is not None and not _is_zero(blk.init):
         raise refuse("its T.init() does not set C to zero")
+    params = [p for p in func.params if not isinstance(p, Var)]
+    if any(not any(x is p for p in params) for x in (a, b)):
+        raise refuse("A and B are not parameters of the function")
+    if others:
+        return replace(gemm, epilogue=_epilogue(func, realize, gemm, others[0], params, refuse))
+    if not any(store.buffer is p for p in params):
+        raise refuse(f"C ({store.buffer.name}) is not a parameter and no epilogue reads it")
     return gemm
+
+
+def _epilogue(func: PrimFunc, gemm_realize, g: Gemm, name: str, params: list, refuse) -> Epilogue:
+    """The elementwise block `name` after the GEMM: D[v] = f(C[v], other parameters), C an
+    intermediate read by it alone; else a refusal saying what does not fit."""
+    c = g.c
+    cn = "C" if c.name == "C" else f"C ({c.name})"   # type: ignore[attr-defined]
+
+    def no(why: str, fix: str | None = None):
+        return refuse(f"its epilogue {block_name(name)} {why}", fix)
+
+    realize, path = find_block(func, name, "wgmma_pipeline")
+    blk = realize.block
+    order = [r.block.name for r in collect(func.body, BlockRealize)]   # (post order: the root last)
+    if order.index(name) < order.index(gemm_realize.block.name):
+        raise no("comes before the GEMM")
+    if any(c is p for p in params):
+        raise no(f"reads {cn}, a parameter: C must be an intermediate (T.alloc_buffer) the "
+                 "epilogue alone reads", "write the GEMM into a T.alloc_buffer")
+    if not g.init:
+        raise no(f"reads {cn}, an intermediate the GEMM adds to without T.init() (it would start "
+                 "from an undefined value)", "start C at zero with T.init()")
+    iters = tuple(iv.var for iv in blk.iter_vars)
+    store = blk.body
+    if blk.init is not None or any(iv.kind != "S" for iv in blk.iter_vars):
+        raise no("is a reduction: the epilogue must be elementwise (spatial iterators only)")
+    if not isinstance(store, BufferStore):
+        raise no("is not one store D[b?, i, j] = f(C[b?, i, j], ...)")
+    d = store.buffer
+    if d is c or not any(d is p for p in params):
+        raise no(f"writes {d.name}: it must write a parameter other than C")
+    shape = [int(x.value) for x in c.shape]   # type: ignore[attr-defined]
+    if [int(x.value) if isinstance(x, IntImm) else None for x in d.shape] != shape:
+        raise no(f"writes {d.name} of another shape than C {tuple(shape)}")
+    doms = [(iv.dom.min.value, iv.dom.extent.value) if isinstance(iv.dom.min, IntImm) and
+            isinstance(iv.dom.extent, IntImm) else None for iv in blk.iter_vars]
+    if doms != [(0, x) for x in shape]:
+        raise no(f"does not iterate over C's shape {tuple(shape)}")
+    if len(store.indices) != len(iters) or not all(e is v for e, v in zip(store.indices, iters)):
+        raise no(f"does not write {d.name} at its own iterators [{', '.join(v.name for v in iters)}]")
+    _check_epilogue_reads(store.value, c, cn, d, iters, params, no)
+    loops = [p for p in path if isinstance(p, For)]
+    if any(lp.kind != "serial" for lp in loops) or len(loops) != len(iters) or \
+            not all(v is lp.loop_var for v, lp in zip(realize.iter_values, loops)):
+        raise no("has scheduled loops (the pipeline starts from the unscheduled nest)")
+    if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1) or blk.alloc_buffers:
+        raise no("has a predicate (T.where) or buffers of its own: it must be one unconditional store")
+    return Epilogue(name, d, iters, store.value)
+
+
+def _check_epilogue_reads(value, c, cn: str, d, iters: tuple, params: list, no) -> None:
+    """The epilogue's expression reads C at its own iterators only (at least once), other
+    parameters (not its output D) and no variable but its iterators."""
+    loads = collect(value, BufferLoad)
+    reads_c = False
+    for ld in loads:
+        if ld.buffer is c:
+            if len(ld.indices) != len(iters) or not all(e is v for e, v in zip(ld.indices, iters)):
+                raise no(f"reads {cn} at another index than the one it writes",
+                         f"read {c.name}[{', '.join(v.name for v in iters)}] only")
+            reads_c = True
+        elif ld.buffer is d:
+            raise no(f"reads its own output {d.name}")
+        elif not any(ld.buffer is p for p in params):
+            raise no(f"reads {ld.buffer.name}, which is not a parameter of the function")
+    if not reads_c:
+        raise no(f"does not read {cn}")
+    stray = [v.name for v in free_vars(value) if not any(v is x for x in iters)]
+    if stray:
+        raise no(f"uses {', '.join(sorted(stray))}: only its iterators, C and parameters' elements may appear")
 
 
 def _operands(lead: list, vi, vj, vk, x: BufferLoad, y: BufferLoad):
@@ -311,7 +406,11 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     if not (S == 1 or KT == 1):
         w(f"{ind}    T.evaluate(T.ptx_wgmma_wait_group(0))")
     w(f"{ind}    for i in T.unroll({BN // 2}):")
-    w(f"{ind}        {C}[{b0}{row}, {col}] = {C}_acc[tx, i]")
+    if g.epilogue is None:
+        w(f"{ind}        {C}[{b0}{row}, {col}] = {C}_acc[tx, i]")
+    else:   # (wgmma_pipeline puts the epilogue's expression in place of the accumulator)
+        D, d_dtype = g.epilogue.out.name, g.epilogue.out.dtype   # type: ignore[attr-defined]
+        w(f'{ind}        {D}[{b0}{row}, {col}] = T.cast({C}_acc[tx, i], "{d_dtype}")')
     return "\n".join(lines) + "\n"
 
 
@@ -326,6 +425,8 @@ def wgmma_pipeline(func: PrimFunc, block: str, tile_n: int = 64, tile_k: int = 6
     g = match_gemm(func, block, "wgmma_pipeline")
     swizzle = _check_tiles(func, block, g, tile_m, tile_n, tile_k, stages)
     new = parse(pipeline_source(func, g, tile_m, tile_n, tile_k, stages, swizzle))
+    if g.epilogue is not None:
+        new = _apply_epilogue(func, new, g)
     keep = tuple((k, v) for k, v in func.attrs if k not in dict(new.attrs))
     new = _with_attrs(new, keep)
     (ko,) = [f.loop_var for f in collect(new.body, For) if f.loop_var.name == "ko"]
@@ -333,6 +434,42 @@ def wgmma_pipeline(func: PrimFunc, block: str, tile_n: int = 64, tile_k: int = 6
 
 
 def _with_attrs(func: PrimFunc, keep: tuple) -> PrimFunc:
-    from ...ir.functor import replace_fields
-
     return replace_fields(func, attrs=keep + tuple(func.attrs))
+
+
+class _EpilogueAt(IRMutator):
+    """The epilogue's expression at one accumulator: its iterators -> the store's indices, its
+    C loads -> the accumulator, the old function's parameters -> the new one's."""
+
+    def __init__(self, vmap: dict, bmap: dict, c, acc):
+        self.vmap, self.bmap, self.c, self.acc = vmap, bmap, c, acc
+
+    def visit_Var(self, var):
+        return self.vmap.get(var, var)
+
+    def visit_buffer(self, buffer):
+        return self.bmap.get(buffer, buffer)
+
+    def visit_BufferLoad(self, e):
+        return self.acc if e.buffer is self.c else self.generic_visit(e)
+
+
+class _ReplaceStore(IRMutator):
+    def __init__(self, old, new):
+        self.old, self.new = old, new
+
+    def visit_BufferStore(self, s):
+        return self.new if s is self.old else s
+
+
+def _apply_epilogue(func: PrimFunc, new: PrimFunc, g: Gemm) -> PrimFunc:
+    """`new` with its store of the accumulators to D computing the epilogue's expression."""
+    ep = g.epilogue
+    assert ep is not None
+    d = ep.out
+    (store,) = [s for s in collect(new.body, BufferStore) if s.buffer.name == d.name]  # type: ignore[attr-defined]
+    acc = store.value.value if isinstance(store.value, Cast) else store.value   # C_acc[tx, i]
+    bmap = {old: nw for old, nw in zip(func.params, new.params) if not isinstance(old, Var)}
+    vmap = dict(zip(ep.iters, store.indices))
+    value = _EpilogueAt(vmap, bmap, g.c, acc).visit(ep.value)
+    return replace_fields(new, body=_ReplaceStore(store, replace_fields(store, value=value)).visit(new.body))
