@@ -51,6 +51,7 @@ from ..ir import (
     substitute,
 )
 from ..ir.functor import replace_fields as replace
+from ..ir.opaque_calls import touches_memory
 from ._util import arith, cast_to, common_prefix, promote_ints
 
 # Symbolic dimensions are positive int32 values; proofs about region sizes may assume so.
@@ -83,6 +84,7 @@ class _Collector(IRVisitor):
         self.ranges: dict[For, Range] = {}   # each loop's range, let-bound variables replaced
         self.allocs: dict[Buffer, _Alloc] = {}
         self.twice: set[Buffer] = set()
+        self.addressed: set[Buffer] = set()   # passed by address to a call that may touch any element
 
     def _inline(self, e: PrimExpr) -> PrimExpr:
         return substitute(e, self.lets) if self.lets else e
@@ -129,6 +131,13 @@ class _Collector(IRVisitor):
         self._use(op.buffer, op.indices, store=True)
         self.generic_visit(op)
 
+    def visit_Call(self, op: Call) -> None:
+        if touches_memory(op.op):
+            for arg in op.args:
+                if isinstance(arg, Call) and arg.op == "address_of" and isinstance(arg.args[0], BufferLoad):
+                    self.addressed.add(arg.args[0].buffer)
+        self.generic_visit(op)
+
 
 @dataclass
 class _Plan:
@@ -161,7 +170,7 @@ class _Planner:
             return prove(cond)
         return Analyzer(ranges, keys=self.keys).prove(as_expr(cond))
 
-    def plan(self, alloc: _Alloc) -> _Plan | None:
+    def plan(self, alloc: _Alloc, addressed: bool = False) -> _Plan | None:
         buf = alloc.node.buffer
         if not alloc.uses or not buf.shape or buf.strides or buf.elem_offset is not None:
             return None
@@ -174,12 +183,12 @@ class _Planner:
         while deepest < len(common) and common[deepest].kind != "vectorized":
             deepest += 1
         for depth in range(deepest, top, -1):
-            region = self.region(buf, alloc.uses, depth, common)
+            region = self.region(buf, alloc.uses, depth, common, addressed)
             if region is not None and (self.disjoint(region, common[top:depth], common[:depth])
                                        or self.written_first(alloc.uses, common[:depth])):
                 private = any(f.kind == "parallel" for f in common[top:depth])
                 return self._make(buf, region, common[depth - 1], private)
-        region = self.region(buf, alloc.uses, top, common)
+        region = self.region(buf, alloc.uses, top, common, addressed)
         return None if region is None else self._make(buf, region, None)
 
     def _make(self, buf: Buffer, region: list[tuple[PrimExpr, PrimExpr]], anchor: For | None,
@@ -193,11 +202,13 @@ class _Planner:
         shape = tuple(cast_to(dim.dtype, ext) for (_, ext), dim in zip(region, buf.shape))
         return _Plan(buf.with_(shape=shape), tuple(lo for lo, _ in region), anchor)
 
-    def region(self, buf: Buffer, uses: list[_Use], depth: int,
-               common: tuple[For, ...]) -> list[tuple[PrimExpr, PrimExpr]] | None:
+    def region(self, buf: Buffer, uses: list[_Use], depth: int, common: tuple[For, ...],
+               addressed: bool = False) -> list[tuple[PrimExpr, PrimExpr]] | None:
         """(min, extent) per dimension of what `uses` touch while the loops common[:depth] stay
-        fixed; a dimension whose bounds are unknown (or not smaller) is the whole dimension.
-        None when the box cannot be a fixed-size allocation at that depth."""
+        fixed; a dimension whose bounds are unknown (or not smaller) is the whole dimension, and
+        so is every dimension but the first of an `addressed` buffer (a call given its address
+        computed its strides from the whole shape). None when the box cannot be a fixed-size
+        allocation at that depth."""
         kept = common[:depth]
         lows: list[list[PrimExpr | None]] = [[] for _ in buf.shape]
         highs: list[list[PrimExpr | None]] = [[] for _ in buf.shape]
@@ -215,6 +226,9 @@ class _Planner:
                 highs[d].append(hi)
         out = []
         for d, dim in enumerate(buf.shape):
+            if addressed and d > 0:
+                out.append((IntImm(0, dim.dtype), dim))
+                continue
             box = self._dim_box(lows[d], highs[d], dim, kept)
             if box is None:
                 return None
@@ -563,7 +577,8 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
     not shrink, to be private to each iteration); with no such loop, to the box all
     accesses touch, where it was. Indices are shifted by the box's corner. Dimensions whose
     accessed range is unknown stay whole; sizes are constant or use only the function's own
-    dimensions."""
+    dimensions. A buffer whose address a call takes (`T.address_of`, e.g. an AMX tile store with
+    the row stride baked in) may shrink along its first dimension only: its strides stay."""
     collector = _Collector()
     collector.visit(func.body)
     planner = _Planner(func, collector.ranges)
@@ -571,7 +586,7 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
     for buf, alloc in collector.allocs.items():
         if buf in collector.twice:
             continue
-        plan = planner.plan(alloc)
+        plan = planner.plan(alloc, addressed=buf in collector.addressed)
         if plan is not None:
             plans[alloc.node] = plan
     if not plans:

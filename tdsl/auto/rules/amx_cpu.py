@@ -196,7 +196,10 @@ class MatmulAmxCPU(Rule):
         tile_block = s.blockize(i1)
         s.tensorize(tile_block, kind.intrinsic("amx", MicroTile(mr, nr, kc), init=whole))
         if readers is not None and len(readers) == 1:
-            attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block))
+            # under the column blocks where they are the next loop: the int32 block read back (rows x NC)
+            # then fits in L2, where a whole block of rows (4096 wide: 4 MB) did not
+            at = 1 if whole and rows_outside and not others_s else 0
+            attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block, at=at))
 
 
     def _refused(self, sch: Schedule, block: str, kind: AmxGemm) -> list:

@@ -276,13 +276,19 @@ class MatmulLowpCPU(Rule):
             attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block))
 
 
-def _epilogue_at(s: Schedule, reader: str, tile_block) -> None:
+def _epilogue_at(s: Schedule, reader: str, tile_block, lanes: int = 16, at: int = 0) -> None:
     """The one elementwise reader of an intermediate accumulator (a requantize epilogue) computed
     per parallel block of rows, right after them: the int32 block stays in cache (and the
-    accumulator shrinks to one block per task)."""
+    accumulator shrinks to one block per task); `at`: the tile's loop to compute it under (1: a
+    block of columns of those rows, where that loop is the column blocks). Its row loop is vectorized `lanes` at a time (a
+    whole 4096-wide row as one vector made LLVM spill it lane by lane: 3x slower)."""
     epilogue = s.get_block(reader)
-    s.reverse_compute_at(epilogue, s.get_loops(tile_block)[0])
-    s.vectorize(s.get_loops(epilogue)[-1])
+    s.reverse_compute_at(epilogue, s.get_loops(tile_block)[at])
+    last = s.get_loops(epilogue)[-1]
+    extent = _extent_of(s.func, last.var)
+    if extent is not None and extent > lanes and extent % lanes == 0:
+        last = s.split(last, [None, lanes])[1]
+    s.vectorize(last)
 
 
 def _parallel_copy(s: Schedule, copy) -> None:
