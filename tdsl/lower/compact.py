@@ -224,7 +224,7 @@ class _Planner:
                 lo, hi = _index_bounds(idx, relaxer)
                 lows[d].append(lo)
                 highs[d].append(hi)
-        out = []
+        out: list[tuple[PrimExpr, PrimExpr]] = []
         for d, dim in enumerate(buf.shape):
             if addressed and d > 0:
                 out.append((IntImm(0, dim.dtype), dim))
@@ -519,7 +519,7 @@ class _Rewriter(IRMutator):
                 self.at_loop.setdefault(p.anchor, []).append(p.new)
 
     def _shift(self, plan: _Plan, indices) -> tuple[PrimExpr, ...]:
-        out = []
+        out: list[tuple[PrimExpr, PrimExpr]] = []
         for idx, lo in zip(indices, plan.mins):
             idx = self.visit(idx)
             if not (isinstance(lo, IntImm) and lo.value == 0):
