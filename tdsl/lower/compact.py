@@ -519,7 +519,7 @@ class _Rewriter(IRMutator):
                 self.at_loop.setdefault(p.anchor, []).append(p.new)
 
     def _shift(self, plan: _Plan, indices) -> tuple[PrimExpr, ...]:
-        out: list[tuple[PrimExpr, PrimExpr]] = []
+        out: list[PrimExpr] = []
         for idx, lo in zip(indices, plan.mins):
             idx = self.visit(idx)
             if not (isinstance(lo, IntImm) and lo.value == 0):
