@@ -174,6 +174,19 @@ def _cast_load(e: PrimExpr, idx: list, name: str, what: str) -> Buffer:
     return _load(e.value, None, idx, what, name)
 
 
+def _added_product(n: _Nest, out: Buffer, name: str):
+    """The two factors of `out[axes] = out[axes] + x * y` (either order of each operation)."""
+    parts = _binary(n.store.value, "add")
+    if parts is None:
+        raise NoMatch(f"block {name!r} is not an accumulation")
+    acc, prod = parts if isinstance(parts[0], BufferLoad) and parts[0].buffer is out else parts[::-1]
+    _load(acc, out, n.axes, out.name, name)
+    factors = _binary(prod, "mul")
+    if factors is None:
+        raise NoMatch(f"block {name!r} does not add a product")
+    return factors
+
+
 def _qk(n: _Nest):
     name = n.block.name
     k = _reduction(n)
@@ -184,14 +197,7 @@ def _qk(n: _Nest):
     if not _f32(s) or n.init is None or _const(n.init.value) != 0.0 or n.init.buffer is not s \
             or list(n.init.indices) != n.axes:
         raise NoMatch(f"block {name!r} is not a float32 sum starting at 0")
-    parts = _binary(n.store.value, "add")
-    if parts is None:
-        raise NoMatch(f"block {name!r} is not an accumulation")
-    acc, prod = parts if isinstance(parts[0], BufferLoad) and parts[0].buffer is s else parts[::-1]
-    _load(acc, s, n.axes, s.name, name)
-    factors = _binary(prod, "mul")
-    if factors is None:
-        raise NoMatch(f"block {name!r} does not add a product")
+    factors = _added_product(n, s, name)
     for a, b in (factors, factors[::-1]):
         try:
             q = _cast_load(a, [*batch, i, k], name, "Q")
@@ -306,14 +312,7 @@ def _pv(n: _Nest, p: Buffer, nbatch: int) -> tuple[Buffer, Buffer, Var, Var]:
             or list(n.init.indices) != n.axes:
         raise NoMatch(f"block {name!r} is not a float32 sum starting at 0")
     *ob, oi, od = n.axes
-    parts = _binary(n.store.value, "add")
-    if parts is None:
-        raise NoMatch(f"block {name!r} is not an accumulation")
-    acc, prod = parts if isinstance(parts[0], BufferLoad) and parts[0].buffer is o else parts[::-1]
-    _load(acc, o, n.axes, o.name, name)
-    factors = _binary(prod, "mul")
-    if factors is None:
-        raise NoMatch(f"block {name!r} does not add a product")
+    factors = _added_product(n, o, name)
     for a, b in (factors, factors[::-1]):
         try:
             if _f32(p):
