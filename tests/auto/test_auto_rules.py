@@ -92,9 +92,9 @@ def test_matmul_tensorize_offers_a_sketch_per_micro_tile():
 
 def test_avx512_default_tile_holds_16_accumulators_and_keeps_the_12_register_tiles():
     # 32 zmm: the default C tile is 8 x 32 (16 accumulators); the tiles the 12-accumulator rule
-    # picks (4 x 32, 2 x 64) stay in the space as later sketches, each once
+    # picks (4 x 32 x 128, 2 x 64 x 64: KC from half of L1) stay in the space as later sketches, each once
     tiles = default_tiles(1024, 1024, 1024, 16, 48 * 1024, accumulators=16)
-    assert (tiles[0].mr, tiles[0].nr) == (8, 32)
+    assert (tiles[0].mr, tiles[0].nr, tiles[0].kc) == (8, 32, 256)   # its B sliver: 32 KiB of 48
     assert all(t.mr * t.nr // 16 <= 16 for t in tiles)
     old = default_tiles(1024, 1024, 1024, 16, 48 * 1024)
     assert (old[0].mr, old[0].nr) == (4, 32) and all(t in tiles for t in old)
