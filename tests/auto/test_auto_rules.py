@@ -21,6 +21,7 @@ from tdsl.auto import (
 )
 from tdsl.auto.analysis import blocks_in_nest
 from tdsl.auto.rules.matmul_cpu import default_tiles, mc_candidates
+from tdsl.intrinsics import x86
 
 AVX2 = Hardware("cpu", isa="avx2", lanes=8, cores=2)
 CUDA = Hardware("cuda", lanes=1)
@@ -87,6 +88,20 @@ def test_matmul_tensorize_offers_a_sketch_per_micro_tile():
     assert len(out) == len(tiles)
     counts, default = mc_candidates(1024, 4, 256, 256, 512 * 1024, 2)
     assert counts[default] * 4 * 16 <= 1024 and (1024 // (counts[default] * 4)) >= 16
+
+
+def test_avx512_default_tile_holds_16_accumulators_and_keeps_the_12_register_tiles():
+    # 32 zmm: the default C tile is 8 x 32 (16 accumulators); the tiles the 12-accumulator rule
+    # picks (4 x 32 x 128, 2 x 64 x 64: KC from half of L1) stay in the space as later sketches, each once
+    tiles = default_tiles(1024, 1024, 1024, 16, 48 * 1024, accumulators=16)
+    assert (tiles[0].mr, tiles[0].nr, tiles[0].kc) == (8, 32, 256)   # its B sliver: 32 KiB of 48
+    assert all(t.mr * t.nr // 16 <= 16 for t in tiles)
+    old = default_tiles(1024, 1024, 1024, 16, 48 * 1024)
+    assert (old[0].mr, old[0].nr) == (4, 32) and all(t in tiles for t in old)
+    assert len(set(tiles)) == len(tiles)
+    # AVX2 (16 ymm) keeps the 12-accumulator rule
+    assert default_tiles(1024, 1024, 1024, 8, 48 * 1024, accumulators=x86.ACCUMULATORS["avx2"]) == \
+        default_tiles(1024, 1024, 1024, 8, 48 * 1024)
 
 
 def test_matmul_tensorize_batched_and_conv2d():

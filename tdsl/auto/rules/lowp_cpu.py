@@ -205,7 +205,7 @@ class MatmulLowpCPU(Rule):
         fp32 = MatmulTensorizeCPU(self.hw, self.defaults)
         note = convert_note(kind.a, block, self._why(kind))
         return [lambda s, t=t: fp32._tile(s, block, roles, t, isa, operand_dtype=kind.c, note=note)
-                for t in default_tiles(m, n, k, lanes, self.hw.l1)]
+                for t in default_tiles(m, n, k, lanes, self.hw.l1, x86.ACCUMULATORS[isa])]
 
     def _tile(self, s: Schedule, block: str, roles: MatmulRoles, kind: LowpGemm, isa: str, tile: MicroTile) -> None:
         mr, nr, kc, g = tile.mr, tile.nr, tile.kc, kind.group(isa)
