@@ -38,10 +38,10 @@ from ...intrinsics import x86_amx
 from ...ir.attrs import LOWER_NOTE, TENSOR_INTRIN
 from ...ir.tree import block_names
 from ...schedule import Schedule
-from ..analysis import MatmulRoles, block_info, consumers, matmul_roles
+from ..analysis import MatmulRoles, block_info, consumers
 from .base import Rule
 from .cpu_loops import _extent_of, attempt
-from .lowp_cpu import BF16, INT8, TASKS_PER_CORE, LowpGemm, MatmulLowpCPU, _epilogue_at, _kernel_layout, lowp_kind
+from .lowp_cpu import BF16, INT8, TASKS_PER_CORE, LowpGemm, MatmulLowpCPU, _epilogue_at, lowp_gemm
 from .matmul_cpu import MicroTile, _lambda
 
 TILES = ((32, 32), (32, 16), (16, 32), (16, 16))
@@ -133,13 +133,11 @@ class MatmulAmxCPU(Rule):
     def alternatives(self, sch: Schedule, block: str) -> list:
         if self.hw.kind != "cpu":
             return []
-        info = block_info(sch.func, block)
-        roles = matmul_roles(info, ("int32", "float32"))
-        if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
+        found = lowp_gemm(sch, block)
+        kind = amx_kind(found[1]) if found is not None else None
+        if found is None or kind is None:
             return []
-        kind = amx_kind(lowp_kind(roles, info))
-        if kind is None or not _kernel_layout(roles, info.iters):
-            return []
+        roles = found[0]
         if not kind.isas(self.hw.features):
             return self._refused(sch, block, kind) if _os_refused(self.hw, kind.kernel) else []
         m, n, k = roles.i.extent, roles.j.extent, roles.k.extent

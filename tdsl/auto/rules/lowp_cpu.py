@@ -120,6 +120,19 @@ def lowp_kind(roles: MatmulRoles, info) -> LowpGemm | None:
     return None
 
 
+def lowp_gemm(sch: Schedule, block: str) -> tuple[MatmulRoles, LowpGemm] | None:
+    """(roles, kind) of a top-level low-precision GEMM block with constant extents and simple
+    bindings whose operands a micro-kernel can read (`_kernel_layout`), or None."""
+    info = block_info(sch.func, block)
+    roles = matmul_roles(info, ("int32", "float32"))
+    if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
+        return None
+    kind = lowp_kind(roles, info)
+    if kind is None or not _kernel_layout(roles, info.iters):
+        return None
+    return roles, kind
+
+
 def lowp_tiles(m: int, n: int, k: int, kind: LowpGemm, isa: str, l1: int) -> list[MicroTile]:
     """The micro tiles worth a sketch for an m x n x k GEMM of `kind` on `isa`, the default first:
     NR of 2, 4, 1 or 3 vectors, MR giving 16 zmm (12 ymm, 6 for AVX2's doubled) accumulators,
@@ -165,13 +178,10 @@ class MatmulLowpCPU(Rule):
     def alternatives(self, sch: Schedule, block: str) -> list:
         if self.hw.kind != "cpu":
             return []
-        info = block_info(sch.func, block)
-        roles = matmul_roles(info, ("int32", "float32"))
-        if roles is None or not info.simple_bindings or not info.constant_extents or not info.top_level:
+        found = lowp_gemm(sch, block)
+        if found is None:
             return []
-        kind = lowp_kind(roles, info)
-        if kind is None or not _kernel_layout(roles, info.iters):
-            return []
+        roles, kind = found
         m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
         assert m is not None and n is not None and k is not None   # info.constant_extents
         out: list = []
