@@ -78,7 +78,8 @@ class AttentionShape:
                               f"multiple of {BLOCK_M}, not dim {self.dim}, sequence {self.seq}")
 
 
-_DEVICE = r"""
+# minus infinity; two floats rounded to a packed pair (both kernels)
+DEVICE_HELPERS = r"""
 __device__ __forceinline__ float tdsl_fa_neg_inf() { return __int_as_float((int)0xff800000u); }
 #ifdef TDSL_CUDA_EMU_H
 template <class T> inline unsigned tdsl_fa_pack(float lo, float hi) {
@@ -256,7 +257,7 @@ def kernel_source(shape: AttentionShape) -> str:
         T=CTYPES[shape.dtype], OUT=CTYPES[shape.out], threads=THREADS, grid_x=shape.seq // BLOCK_M,
         causal="true" if shape.causal else "false", causal_text="causal" if shape.causal else "not causal",
         q_elems=BLOCK_M * d, kv_elems=2 * bn * d, CH=d // 8, KD=d // 16, ND=d // 8, NN=bn // 8)
-    return "\n".join([PRELUDE, HELPERS["cp_async"], _DEVICE, body])
+    return "\n".join([PRELUDE, HELPERS["cp_async"], DEVICE_HELPERS, body])
 
 
 def scale_log2(scale: float) -> float:

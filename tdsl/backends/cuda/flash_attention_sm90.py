@@ -55,7 +55,7 @@ def _layout(shape: AttentionShape) -> dict[str, int]:
     d = shape.dim
     q = BLOCK_M * d * 2
     kv = STAGES * BLOCK_N * d * 2
-    p = 2 * 64 * BLOCK_N * 2
+    p = 2 * 2 * 64 * BLOCK_N * 2   # two buffers x two consumer warpgroups
     out = {"Qs": 0, "Ks": q, "Vs": q + kv, "Ps": q + 2 * kv}
     out["bars"] = q + 2 * kv + p
     out["total"] = out["bars"] + 8 * (2 * STAGES + 3)
@@ -72,7 +72,6 @@ def tensor_box() -> tuple[int, int, int]:
 
 
 _DEVICE = r"""
-__device__ __forceinline__ float tdsl_fa3_neg_inf() { return __int_as_float((int)0xff800000u); }
 // the 128B swizzle (TMA's, wgmma's): byte offset x within a 1024-byte atom of 8 rows of 128 bytes
 __device__ __forceinline__ int tdsl_fa3_swizzle(int x) { return x ^ ((x & 0x380) >> 3); }
 // the 128 threads of one consumer warpgroup meet: an mbarrier of 128 arrivals, phase by phase
@@ -81,6 +80,63 @@ __device__ __forceinline__ void tdsl_fa3_warpgroup_sync(unsigned long long* bar,
   tdsl_ptx_mbarrier_wait(bar, phase);
   phase ^= 1;
 }
+// two probabilities, rounded, into adjacent elements of the P tile (one 32-bit store on the GPU)
+#ifdef TDSL_CUDA_EMU_H
+#define TDSL_FA3_STORE_PAIR(T, arr, at, lo, hi) do { arr[at] = (T)(lo); arr[(at) + 1] = (T)(hi); } while (0)
+#else
+#define TDSL_FA3_STORE_PAIR(T, arr, at, lo, hi) (*reinterpret_cast<unsigned*>(&arr[at]) = tdsl_fa_pack<T>(lo, hi))
+#endif
+"""
+
+# the online softmax of tile j on the S accumulators, and P into the warpgroup's tile (text put in
+# the first tile's code and in the loop's)
+_SOFTMAX = r"""      // online softmax (base 2: scale_log2 = scale * log2(e)); masked: the tile crosses the
+      // diagonal (causal) or the end of the sequence
+      const bool masked = ({causal} && (j + 1) * {BN} - 1 > qb * {BM} + w * 64) || (j + 1) * {BN} > {S};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {{
+        const int row = row0 + 8 * h;
+        float mx = row_max[h];
+#pragma unroll
+        for (int q = 0; q < {BN8}; ++q) {{
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {{
+            const int col = j * {BN} + 8 * q + c0 + e;
+            float x = sc[4 * q + 2 * h + e] * scale_log2;
+            if (masked && (({causal} && col > row) || col >= {S})) x = tdsl_fa_neg_inf();
+            sc[4 * q + 2 * h + e] = x;
+            mx = fmaxf(mx, x);
+          }}
+        }}
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        alpha[h] = exp2f(row_max[h] - mx);
+        row_max[h] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < {BN8}; ++q) {{
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {{
+            const float p = exp2f(sc[4 * q + 2 * h + e] - mx);
+            sc[4 * q + 2 * h + e] = p;
+            sum += p;
+          }}
+        }}
+        row_sum[h] = row_sum[h] * alpha[h] + sum;
+      }}
+      // P (rounded to {dtype}) into this warpgroup's tile of buffer j % 2 (the other one is the
+      // previous P, which the P V in flight reads): a K-major A operand with the 128B swizzle,
+      // one 64 x 64 atom per 64 keys
+#pragma unroll
+      for (int q = 0; q < {BN8}; ++q) {{
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {{
+          const int col = 8 * q + c0;
+          const int at = ((j & 1) * 2 + w) * 64 * {BN} + (col >> 6) * 64 * 64
+                         + (tdsl_fa3_swizzle((r0 + 8 * h) * 128 + (col & 63) * 2) >> 1);
+          TDSL_FA3_STORE_PAIR({T}, Ps, at, sc[4 * q + 2 * h], sc[4 * q + 2 * h + 1]);
+        }}
+      }}
 """
 
 _KERNEL = r"""
@@ -134,8 +190,9 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
     const int w = wg - 1, t = tid & 127;
     float o[{D2}];
     float sc[{BN2}];
-    float row_max[2] = {{tdsl_fa3_neg_inf(), tdsl_fa3_neg_inf()}};
+    float row_max[2] = {{tdsl_fa_neg_inf(), tdsl_fa_neg_inf()}};
     float row_sum[2] = {{0.0f, 0.0f}};
+    float alpha[2];
     int phase = 0;
 #pragma unroll
     for (int i = 0; i < {D2}; ++i) o[i] = 0.0f;
@@ -143,10 +200,26 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
     const int r0 = 16 * (t >> 5) + ((t & 31) >> 2), c0 = 2 * (t & 3);
     const int row0 = qb * {BM} + w * 64 + r0;
     tdsl_ptx_mbarrier_wait(&qbar[0], 0);
-    for (int j = 0; j < ntiles; ++j) {{
-      const int s = j % {ST};
+    // the first tile: S = Q K^T ({KD} k16 steps over the head dim), its softmax, P
+    tdsl_ptx_mbarrier_wait(&full[0], 0);
+    tdsl_ptx_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < {KD}; ++kk)
+      tdsl_ptx_wgmma_m64n{BN}k16_f32_{wt}(&sc[0],
+          tdsl_ptx_wgmma_desc(&Qs[(kk >> 2) * {BM} * 64 + w * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
+          tdsl_ptx_wgmma_desc(&Ks[(kk >> 2) * {BN} * 64 + (kk & 3) * 16], 16, 1024, 1), kk > 0);
+    tdsl_ptx_wgmma_commit_group();
+    tdsl_ptx_wgmma_wait_group<0>();
+    {{
+      const int j = 0;
+{softmax0}    }}
+    tdsl_ptx_fence_proxy_async();   // the threads' stores visible to the tensor cores (async proxy)
+    tdsl_fa3_warpgroup_sync(&wgbar[w], phase);
+    for (int j = 1; j < ntiles; ++j) {{
+      const int s = j % {ST}, sp = (j + {ST} - 1) % {ST};
       tdsl_ptx_mbarrier_wait(&full[s], (j / {ST}) & 1);
-      // S = Q K^T: {KD} k16 steps over the head dim
+      // S = Q K^T, then O += P V of the previous tile: this tile's softmax runs while the tensor
+      // cores do the previous tile's P V
       tdsl_ptx_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < {KD}; ++kk)
@@ -154,74 +227,37 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
             tdsl_ptx_wgmma_desc(&Qs[(kk >> 2) * {BM} * 64 + w * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
             tdsl_ptx_wgmma_desc(&Ks[s * {BN} * {D} + (kk >> 2) * {BN} * 64 + (kk & 3) * 16], 16, 1024, 1), kk > 0);
       tdsl_ptx_wgmma_commit_group();
-      tdsl_ptx_wgmma_wait_group<0>();
-      // online softmax (base 2: scale_log2 = scale * log2(e)); masked: the tile crosses the
-      // diagonal (causal) or the end of the sequence
-      const bool masked = ({causal} && (j + 1) * {BN} - 1 > qb * {BM} + w * 64) || (j + 1) * {BN} > {S};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {{
-        const int row = row0 + 8 * h;
-        float mx = row_max[h];
-#pragma unroll
-        for (int q = 0; q < {BN8}; ++q) {{
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {{
-            const int col = j * {BN} + 8 * q + c0 + e;
-            float x = sc[4 * q + 2 * h + e] * scale_log2;
-            if (masked && (({causal} && col > row) || col >= {S})) x = tdsl_fa3_neg_inf();
-            sc[4 * q + 2 * h + e] = x;
-            mx = fmaxf(mx, x);
-          }}
-        }}
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float alpha = exp2f(row_max[h] - mx);
-        row_max[h] = mx;
-        float sum = 0.0f;
-#pragma unroll
-        for (int q = 0; q < {BN8}; ++q) {{
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {{
-            const float p = exp2f(sc[4 * q + 2 * h + e] - mx);
-            sc[4 * q + 2 * h + e] = p;
-            sum += p;
-          }}
-        }}
-        row_sum[h] = row_sum[h] * alpha + sum;
-#pragma unroll
-        for (int q = 0; q < {D8}; ++q) {{
-          o[4 * q + 2 * h] *= alpha;
-          o[4 * q + 2 * h + 1] *= alpha;
-        }}
-      }}
-      // P (rounded to {dtype}) into this warpgroup's tile: K-major A operand, 128B swizzle, one
-      // 64 x 64 atom per 64 keys; first every thread's previous P V has read the old tile
-      tdsl_fa3_warpgroup_sync(&wgbar[w], phase);
-#pragma unroll
-      for (int q = 0; q < {BN8}; ++q) {{
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {{
-          const int col = 8 * q + c0;
-          const int at = w * 64 * {BN} + (col >> 6) * 64 * 64
-                         + (tdsl_fa3_swizzle((r0 + 8 * h) * 128 + (col & 63) * 2) >> 1);
-          Ps[at] = ({T})(sc[4 * q + 2 * h]);
-          Ps[at + 1] = ({T})(sc[4 * q + 2 * h + 1]);
-        }}
-      }}
-      tdsl_ptx_fence_proxy_async();   // the threads' stores, visible to the tensor cores (async proxy)
-      tdsl_fa3_warpgroup_sync(&wgbar[w], phase);
-      // O += P V: V's tile is [keys, {D}] with the head dim contiguous (MN-major B): swizzle atoms
-      // of 64 columns {v_lbo} bytes apart, groups of 8 keys 1024 bytes apart
-      tdsl_ptx_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < {NK}; ++kk)
         tdsl_ptx_wgmma_m64n{D}k16_f32_{wt}_bmn(&o[0],
-            tdsl_ptx_wgmma_desc(&Ps[w * 64 * {BN} + (kk >> 2) * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
-            tdsl_ptx_wgmma_desc(&Vs[s * {BN} * {D} + kk * 16 * 64], {v_lbo}, 1024, 1), 1);
+            tdsl_ptx_wgmma_desc(&Ps[(((j - 1) & 1) * 2 + w) * 64 * {BN} + (kk >> 2) * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
+            tdsl_ptx_wgmma_desc(&Vs[sp * {BN} * {D} + kk * 16 * 64], {v_lbo}, 1024, 1), 1);
       tdsl_ptx_wgmma_commit_group();
-      tdsl_ptx_wgmma_wait_group<0>();
-      tdsl_ptx_mbarrier_arrive(&empty[s]);   // this thread is done with the stage's K and V
+      tdsl_ptx_wgmma_wait_group<1>();   // S is ready; P V may still run
+{softmax}      tdsl_ptx_wgmma_wait_group<0>();
+      tdsl_ptx_mbarrier_arrive(&empty[sp]);   // this thread is done with the previous stage's K and V
+#pragma unroll
+      for (int q = 0; q < {D8}; ++q) {{   // the output so far, to the new row maximum
+        o[4 * q] *= alpha[0];
+        o[4 * q + 1] *= alpha[0];
+        o[4 * q + 2] *= alpha[1];
+        o[4 * q + 3] *= alpha[1];
+      }}
+      // the threads' stores visible to the tensor cores (async proxy), the whole tile written, and
+      // (for the next tile's P, into the other buffer) every thread's previous P V complete
+      tdsl_ptx_fence_proxy_async();
+      tdsl_fa3_warpgroup_sync(&wgbar[w], phase);
     }}
+    // the last tile's O += P V
+    tdsl_ptx_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < {NK}; ++kk)
+      tdsl_ptx_wgmma_m64n{D}k16_f32_{wt}_bmn(&o[0],
+          tdsl_ptx_wgmma_desc(&Ps[(((ntiles - 1) & 1) * 2 + w) * 64 * {BN} + (kk >> 2) * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
+          tdsl_ptx_wgmma_desc(&Vs[((ntiles - 1) % {ST}) * {BN} * {D} + kk * 16 * 64], {v_lbo}, 1024, 1), 1);
+    tdsl_ptx_wgmma_commit_group();
+    tdsl_ptx_wgmma_wait_group<0>();
+    tdsl_ptx_mbarrier_arrive(&empty[(ntiles - 1) % {ST}]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {{
       float sum = row_sum[h];
@@ -245,21 +281,24 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
 
 def kernel_source(shape: AttentionShape) -> str:
     """The whole CUDA C++ translation unit of the sm_90a fused kernel for `shape` (NVRTC or the emulator)."""
+    from .flash_attention import DEVICE_HELPERS
     from .sm90 import device_functions
 
     shape.check()
     d, bn = shape.dim, BLOCK_N
     wt = {"float16": "f16", "bfloat16": "bf16"}[shape.dtype]
     lay = _layout(shape)
-    body = _KERNEL.format(
+    params = dict(
         name=kernel_name(shape), dtype=shape.dtype, out=shape.out, D=d, BM=BLOCK_M, BN=bn, ST=STAGES, S=shape.seq,
         bh=shape.bh, T=CTYPES[shape.dtype], OUT=CTYPES[shape.out], threads=THREADS, grid_x=grid(shape)[0],
         causal="true" if shape.causal else "false", causal_text="causal" if shape.causal else "not causal",
-        q_elems=BLOCK_M * d, kv_elems=STAGES * bn * d, p_elems=2 * 64 * bn, off_q=lay["Qs"], off_k=lay["Ks"],
+        q_elems=BLOCK_M * d, kv_elems=STAGES * bn * d, p_elems=4 * 64 * bn, off_q=lay["Qs"], off_k=lay["Ks"],
         off_v=lay["Vs"], off_p=lay["Ps"], off_full=lay["bars"], off_empty=lay["bars"] + 8 * STAGES,
         off_qbar=lay["bars"] + 16 * STAGES, off_wgbar=lay["bars"] + 16 * STAGES + 8,
         producer_regs=PRODUCER_REGS, consumer_regs=CONSUMER_REGS, q_bytes=BLOCK_M * d * 2,
         kv_bytes=2 * bn * d * 2, CB=d // BOX_COLS, D2=d // 2, BN2=bn // 2, BN8=bn // 8, D8=d // 8, KD=d // 16,
         NK=bn // 16, wt=wt, v_lbo=bn * BOX_COLS * 2)
+    softmax = _SOFTMAX.format(**params)
+    body = _KERNEL.format(**params, softmax=softmax, softmax0=softmax.replace("\n      ", "\n        "))
     prelude = device_functions(wgmma=((bn, wt), (d, wt, "mn")))
-    return "\n".join([prelude, _DEVICE, body])
+    return "\n".join([prelude, DEVICE_HELPERS, _DEVICE, body])
