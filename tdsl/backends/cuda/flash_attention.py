@@ -358,11 +358,11 @@ class AttentionStep:
                 raise TargetError(f"{self.name}: the Hopper attention kernel (wgmma, TMA) runs on sm_90 GPUs "
                                   f"(H100/H200), not on this {arch} device; schedule without arch=\"sm_90a\" "
                                   "for the mma.sync kernel")
+            from . import flash_attention_sm90 as hopper
+            from .tensor_maps import encode_tiled
+
             arch = "sm_90a"
             maps = _map_buffer(self)
-            from .tensor_maps import encode_tiled
-            from . import flash_attention_sm90 as hopper
-
             raw = b"".join(encode_tiled(runtime._driver(), ptrs[b], (self.shape.bh, self.shape.seq, self.shape.dim),
                                         self.shape.dtype, hopper.tensor_box(), "128B")
                            for b in (self.q, self.k, self.v))
@@ -434,4 +434,5 @@ def read_step(stmt: Stmt, fname: str) -> AttentionStep:
                               f"({b.dtype}, {size} elements), not {elems} elements of {want}")
     from ...intrinsics.cuda_attention import CALL_SM90A
 
-    return AttentionStep(shape, float(args[8].value), *bufs, sm90a=call.op == CALL_SM90A)
+    q, k, v, o = bufs
+    return AttentionStep(shape, float(args[8].value), q, k, v, o, sm90a=call.op == CALL_SM90A)

@@ -4,29 +4,31 @@ The kernel computes what `flash_attention` computes (``O = softmax(scale * Q K^T
 per (batch, head), the score matrix never stored), with Hopper's instructions. A block of 384
 threads owns 128 query rows of one (batch, head):
 
-* warpgroup 0, the producer, gives most of its registers to the others (``setmaxnreg.dec``); its
-  thread 0 loads the Q tile once (TMA, completing on ``qbar``) and then the K and V tiles of 128
-  keys into a ring of `STAGES` stages, each guarded by a "full" mbarrier (one arrival announcing
-  the bytes, completed by the copies) and an "empty" one (256 arrivals: every consumer thread
-  after its last wgmma reading the stage);
-* warpgroups 1 and 2, the consumers (``setmaxnreg.inc``), own 64 query rows each: S = Q K^T by
-  wgmma m64n128k16 (both operands K-major from the 128B-swizzled TMA tiles), the online softmax on
-  the accumulator fragment (base 2, the scale folded into the exponent; the row maximum across the
-  4 threads of a quad by ``__shfl_xor_sync``; the causal mask on the tiles crossing the diagonal,
-  the tiles after it skipped), P rounded to the input type into the warpgroup's own swizzled
-  tile, ``fence.proxy.async``, then O += P V by wgmma m64n{D}k16 with V's tile as an MN-major B
-  operand (d contiguous, as TMA wrote it). The output is divided by the row sum and stored.
+* warpgroup 0, the producer, gives registers back (``setmaxnreg.dec``); its thread 0 loads the Q
+  tile once (TMA, completing on ``qbar``), then the K and V tiles of 128 keys into a ring of
+  `STAGES` stages, each guarded by a "full" mbarrier (one arrival announcing the bytes, completed
+  by the copies) and an "empty" one (256 arrivals: each consumer thread once its last wgmma
+  reading the stage is complete);
+* warpgroups 1 and 2, the consumers (``setmaxnreg.inc``), own 64 query rows each. Per key tile j:
+  S = Q K^T by wgmma m64n128k16 (both operands K-major, from the 128B-swizzled TMA tiles) is
+  issued, then O += P V of tile j - 1 (wgmma m64n{D}k16, V's tile [keys, D] as an MN-major B
+  operand, d contiguous as TMA wrote it); the thread waits for S only, so the online softmax of
+  tile j (base 2, the scale folded into the exponent, the row maximum across the 4 threads of a
+  quad by ``__shfl_xor_sync``, the causal mask on tiles crossing the diagonal, tiles after it
+  skipped) runs while the tensor cores do P V. P, rounded to the input type, goes into the
+  warpgroup's own tile (a K-major A operand, 128B swizzle) of one of two buffers (the other is
+  the one the P V in flight reads); then the thread waits for P V, releases the previous stage,
+  rescales O to the new row maximum, ``fence.proxy.async`` and the warpgroup's 128 threads meet
+  at an mbarrier (`wgbar`: the tile written before a wgmma reads it). The first tile is peeled
+  off the loop (no wgmma in a branch: ptxas would serialize them). At the end O is divided by
+  the row sum and stored from the accumulators.
 
     src = kernel_source(AttentionShape(bh=2, seq=256, dim=128, dtype="float16", out="float32", causal=True))
 
-The tensors are read through 3-D tensor maps over (bh, seq, dim) with boxes of 128 rows x 64
-columns, so a last tile past the sequence (seq a multiple of 64 but not of 128) is zero-filled
-and its keys masked. Shared memory (dynamic): Q 128 x D, two stages of K and V, the two P tiles:
-192 KiB at head dim 128, 112 KiB at 64 (within sm_90's 227 KiB).
-
-The consumers of one warpgroup meet at an mbarrier of 128 arrivals (`wgbar`): before writing P
-(every thread's previous P V wgmma is complete) and after (the whole tile is written before the
-wgmma reads it).
+Q, K and V are read through 3-D tensor maps over (bh, seq, dim) with boxes of 128 rows x 64
+columns, so a tile past the sequence (seq a multiple of 64 but not of 128) is zero-filled and
+its keys masked, its rows not stored. Shared memory (dynamic): Q, two stages of K and V, two P
+buffers per consumer: 224 KiB at head dim 128, 144 KiB at 64 (sm_90 allows 227 KiB).
 """
 from __future__ import annotations
 
