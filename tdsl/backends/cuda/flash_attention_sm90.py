@@ -92,26 +92,26 @@ __device__ __forceinline__ void tdsl_fa3_warpgroup_sync(unsigned long long* bar,
 
 # the online softmax of tile j on the S accumulators, and P into the warpgroup's tile (text put in
 # the first tile's code and in the loop's)
-_SOFTMAX = r"""      // online softmax (base 2: scale_log2 = scale * log2(e)); masked: the tile crosses the
-      // diagonal (causal) or the end of the sequence
+_SOFTMAX = r"""      // online softmax in base 2 (scale_log2 = scale * log2(e), folded into one fma per score;
+      // the row maximum kept scaled); masked: the tile crosses the diagonal (causal) or the end
+      // of the sequence
       const bool masked = ({causal} && (j + 1) * {BN} - 1 > qb * {BM} + w * 64) || (j + 1) * {BN} > {S};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {{
         const int row = row0 + 8 * h;
-        float mx = row_max[h];
+        float mx = tdsl_fa_neg_inf();
 #pragma unroll
         for (int q = 0; q < {BN8}; ++q) {{
 #pragma unroll
           for (int e = 0; e < 2; ++e) {{
             const int col = j * {BN} + 8 * q + c0 + e;
-            float x = sc[4 * q + 2 * h + e] * scale_log2;
-            if (masked && (({causal} && col > row) || col >= {S})) x = tdsl_fa_neg_inf();
-            sc[4 * q + 2 * h + e] = x;
-            mx = fmaxf(mx, x);
+            if (masked && (({causal} && col > row) || col >= {S})) sc[4 * q + 2 * h + e] = tdsl_fa_neg_inf();
+            mx = fmaxf(mx, sc[4 * q + 2 * h + e]);
           }}
         }}
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(row_max[h], mx * scale_log2);   // (the scale is positive)
         alpha[h] = exp2f(row_max[h] - mx);
         row_max[h] = mx;
         float sum = 0.0f;
@@ -119,7 +119,7 @@ _SOFTMAX = r"""      // online softmax (base 2: scale_log2 = scale * log2(e)); m
         for (int q = 0; q < {BN8}; ++q) {{
 #pragma unroll
           for (int e = 0; e < 2; ++e) {{
-            const float p = exp2f(sc[4 * q + 2 * h + e] - mx);
+            const float p = exp2f(fmaf(sc[4 * q + 2 * h + e], scale_log2, -mx));
             sc[4 * q + 2 * h + e] = p;
             sum += p;
           }}
@@ -157,7 +157,8 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
   unsigned long long (&wgbar)[2] = *reinterpret_cast<unsigned long long (*)[2]>(tdsl_smem + {off_wgbar});
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
-  const int qb = blockIdx.x, bh = blockIdx.y;
+  // (causal: the blocks with the most key tiles first, so that the short ones fill the tail)
+  const int qb = {causal} ? {grid_x} - 1 - (int)blockIdx.x : (int)blockIdx.x, bh = blockIdx.y;
   // the key tiles this block needs (causal: none after its last row)
   const int last = {causal} ? min((qb + 1) * {BM}, {S}) : {S};
   const int ntiles = (last + {BN} - 1) / {BN};
@@ -271,8 +272,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
         const long long at = ((long long)bh * {S} + row) * {D} + c0;
 #pragma unroll
         for (int q = 0; q < {D8}; ++q) {{
-          O[at + 8 * q] = ({OUT})(o[4 * q + 2 * h] * inv);
-          O[at + 8 * q + 1] = ({OUT})(o[4 * q + 2 * h + 1] * inv);
+{store}
         }}
       }}
     }}
@@ -301,6 +301,12 @@ def kernel_source(shape: AttentionShape) -> str:
         kv_bytes=2 * bn * d * 2, CB=d // BOX_COLS, D2=d // 2, BN2=bn // 2, BN8=bn // 8, D8=d // 8, KD=d // 16,
         NK=bn // 16, wt=wt, v_lbo=bn * BOX_COLS * 2)
     softmax = _SOFTMAX.format(**params)
-    body = _KERNEL.format(**params, softmax=softmax, softmax0=softmax.replace("\n      ", "\n        "))
+    pair = ("o[4 * q + 2 * h] * inv", "o[4 * q + 2 * h + 1] * inv")
+    if shape.out == "float32":
+        store = (f"          O[at + 8 * q] = {pair[0]};\n"
+                 f"          O[at + 8 * q + 1] = {pair[1]};")
+    else:   # two 16-bit outputs: one 32-bit store on the GPU
+        store = f"          TDSL_FA3_STORE_PAIR({CTYPES[shape.out]}, O, at + 8 * q, {pair[0]}, {pair[1]});"
+    body = _KERNEL.format(**params, store=store, softmax=softmax, softmax0=softmax.replace("\n      ", "\n        "))
     prelude = device_functions(wgmma=((bn, wt), (d, wt, "mn")))
     return "\n".join([prelude, DEVICE_HELPERS, _DEVICE, body])
