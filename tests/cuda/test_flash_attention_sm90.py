@@ -62,6 +62,16 @@ def test_emulated_kernel_matches_numpy(bh, seq, dim, dtype, causal):
     np.testing.assert_allclose(_run(shape, q, k, v), attention_lowp_ref(q, k, v, causal), rtol=tol, atol=tol)
 
 
+def test_without_pingpong_the_same_numbers():
+    """The consumers issuing their wgmma without taking turns (`pingpong=False`) compute the same."""
+    _emulator()
+    shape = AttentionShape(1, 256, 64, "float16", "float32", True)
+    source = hopper.kernel_source(shape, pingpong=False)
+    assert "turn[" not in source.split("extern \"C\"")[-1].split("__syncthreads")[1]
+    q, k, v = _inputs((1, 256, 64), "float16", seed=6)
+    np.testing.assert_allclose(_run(shape, q, k, v, source), attention_lowp_ref(q, k, v, True), rtol=2e-3, atol=2e-3)
+
+
 @pytest.mark.parametrize("order", [1, 2])
 def test_other_thread_orders_give_the_same_bits(order):
     _emulator()
@@ -79,6 +89,8 @@ def test_other_thread_orders_give_the_same_bits(order):
      "deadlock"),
     ("no warpgroup sync between writing P and the wgmma reading it",
      "      tdsl_fa3_warpgroup_sync(&wgbar[w], phase);\n    }\n", "    }\n", None),   # reads a stale P
+    ("warpgroup 1 never gives warpgroup 0 its first turn", "    if (w == 1) tdsl_ptx_mbarrier_arrive(&turn[0]);",
+     "", r"deadlock: .* 128 more wait on turn\[0\]"),
     ("one P buffer: P written while the previous P V reads it", "TDSL_FA3_STORE_PAIR(half, Ps, at,",
      "TDSL_FA3_STORE_PAIR(half, Ps, at % (128 * 128),", "operand A was written after the wgmma was issued"),
 ])

@@ -22,6 +22,10 @@ threads owns 128 query rows of one (batch, head):
   at an mbarrier (`wgbar`: the tile written before a wgmma reads it). The first tile is peeled
   off the loop (no wgmma in a branch: ptxas would serialize them). At the end O is divided by
   the row sum and stored from the accumulators.
+* ping-pong (`PINGPONG`, FA3's inter-warpgroup overlap): the two consumers take turns issuing
+  their wgmma (mbarriers `turn[w]` of 128 arrivals: wait for one's turn, issue, arrive on the
+  other's), so that the tensor cores alternate between them and one's softmax runs under the
+  other's GEMMs.
 
     src = kernel_source(AttentionShape(bh=2, seq=256, dim=128, dtype="float16", out="float32", causal=True))
 
@@ -40,6 +44,7 @@ STAGES = 2
 THREADS = 384        # producer + 2 consumers
 BOX_COLS = 64        # a TMA box row: 64 halves = 128 bytes, the 128B swizzle's span
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
+PINGPONG = True      # the consumers take turns issuing wgmma (one's softmax under the other's GEMMs)
 ARCH = "sm_90a"
 
 
@@ -60,7 +65,7 @@ def _layout(shape: AttentionShape) -> dict[str, int]:
     p = 2 * 2 * 64 * BLOCK_N * 2   # two buffers x two consumer warpgroups
     out = {"Qs": 0, "Ks": q, "Vs": q + kv, "Ps": q + 2 * kv}
     out["bars"] = q + 2 * kv + p
-    out["total"] = out["bars"] + 8 * (2 * STAGES + 3)
+    out["total"] = out["bars"] + 8 * (2 * STAGES + 5)
     return out
 
 
@@ -79,6 +84,11 @@ __device__ __forceinline__ int tdsl_fa3_swizzle(int x) { return x ^ ((x & 0x380)
 // the 128 threads of one consumer warpgroup meet: an mbarrier of 128 arrivals, phase by phase
 __device__ __forceinline__ void tdsl_fa3_warpgroup_sync(unsigned long long* bar, int& phase) {
   tdsl_ptx_mbarrier_arrive(bar);
+  tdsl_ptx_mbarrier_wait(bar, phase);
+  phase ^= 1;
+}
+// wait for this warpgroup's turn (the other warpgroup's 128 arrivals), phase by phase
+__device__ __forceinline__ void tdsl_fa3_turn(unsigned long long* bar, int& phase) {
   tdsl_ptx_mbarrier_wait(bar, phase);
   phase ^= 1;
 }
@@ -155,6 +165,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
   unsigned long long (&empty)[{ST}] = *reinterpret_cast<unsigned long long (*)[{ST}]>(tdsl_smem + {off_empty});
   unsigned long long (&qbar)[1] = *reinterpret_cast<unsigned long long (*)[1]>(tdsl_smem + {off_qbar});
   unsigned long long (&wgbar)[2] = *reinterpret_cast<unsigned long long (*)[2]>(tdsl_smem + {off_wgbar});
+  unsigned long long (&turn)[2] = *reinterpret_cast<unsigned long long (*)[2]>(tdsl_smem + {off_turn});
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
   // (causal: the blocks with the most key tiles first, so that the short ones fill the tail)
@@ -170,6 +181,8 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
     tdsl_ptx_mbarrier_init(&qbar[0], 1);
     tdsl_ptx_mbarrier_init(&wgbar[0], 128);
     tdsl_ptx_mbarrier_init(&wgbar[1], 128);
+    tdsl_ptx_mbarrier_init(&turn[0], 128);
+    tdsl_ptx_mbarrier_init(&turn[1], 128);
     tdsl_ptx_fence_mbarrier_init();
   }}
   __syncthreads();
@@ -196,23 +209,23 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
     float row_max[2] = {{tdsl_fa_neg_inf(), tdsl_fa_neg_inf()}};
     float row_sum[2] = {{0.0f, 0.0f}};
     float alpha[2];
-    int phase = 0;
+    int phase = 0, turn_phase = 0;
 #pragma unroll
     for (int i = 0; i < {D2}; ++i) o[i] = 0.0f;
     // this thread's rows (wgmma's accumulator layout): r0 and r0 + 8; its columns 8 q + c0 + e
     const int r0 = 16 * (t >> 5) + ((t & 31) >> 2), c0 = 2 * (t & 3);
     const int row0 = qb * {BM} + w * 64 + r0;
     tdsl_ptx_mbarrier_wait(&qbar[0], 0);
-    // the first tile: S = Q K^T ({KD} k16 steps over the head dim), its softmax, P
+{turn_first}    // the first tile: S = Q K^T ({KD} k16 steps over the head dim), its softmax, P
     tdsl_ptx_mbarrier_wait(&full[0], 0);
-    tdsl_ptx_wgmma_fence();
+{turn_wait}    tdsl_ptx_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < {KD}; ++kk)
       tdsl_ptx_wgmma_m64n{BN}k16_f32_{wt}(&sc[0],
           tdsl_ptx_wgmma_desc(&Qs[(kk >> 2) * {BM} * 64 + w * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
           tdsl_ptx_wgmma_desc(&Ks[(kk >> 2) * {BN} * 64 + (kk & 3) * 16], 16, 1024, 1), kk > 0);
     tdsl_ptx_wgmma_commit_group();
-    tdsl_ptx_wgmma_wait_group<0>();
+{turn_pass}    tdsl_ptx_wgmma_wait_group<0>();
     {{
       const int j = 0;
 {softmax0}    }}
@@ -221,7 +234,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
     for (int j = 1; j < ntiles; ++j) {{
       const int s = j % {ST}, sp = (j + {ST} - 1) % {ST};
       tdsl_ptx_mbarrier_wait(&full[s], (j / {ST}) & 1);
-      // S = Q K^T, then O += P V of the previous tile: this tile's softmax runs while the tensor
+{turn_wait_loop}      // S = Q K^T, then O += P V of the previous tile: this tile's softmax runs while the tensor
       // cores do the previous tile's P V
       tdsl_ptx_wgmma_fence();
 #pragma unroll
@@ -236,7 +249,7 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
             tdsl_ptx_wgmma_desc(&Ps[(((j - 1) & 1) * 2 + w) * 64 * {BN} + (kk >> 2) * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
             tdsl_ptx_wgmma_desc(&Vs[sp * {BN} * {D} + kk * 16 * 64], {v_lbo}, 1024, 1), 1);
       tdsl_ptx_wgmma_commit_group();
-      tdsl_ptx_wgmma_wait_group<1>();   // S is ready; P V may still run
+{turn_pass_loop}      tdsl_ptx_wgmma_wait_group<1>();   // S is ready; P V may still run
 {softmax}      tdsl_ptx_wgmma_wait_group<0>();
       tdsl_ptx_mbarrier_arrive(&empty[sp]);   // this thread is done with the previous stage's K and V
 #pragma unroll
@@ -252,14 +265,14 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
       tdsl_fa3_warpgroup_sync(&wgbar[w], phase);
     }}
     // the last tile's O += P V
-    tdsl_ptx_wgmma_fence();
+{turn_wait}    tdsl_ptx_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < {NK}; ++kk)
       tdsl_ptx_wgmma_m64n{D}k16_f32_{wt}_bmn(&o[0],
           tdsl_ptx_wgmma_desc(&Ps[(((ntiles - 1) & 1) * 2 + w) * 64 * {BN} + (kk >> 2) * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
           tdsl_ptx_wgmma_desc(&Vs[((ntiles - 1) % {ST}) * {BN} * {D} + kk * 16 * 64], {v_lbo}, 1024, 1), 1);
     tdsl_ptx_wgmma_commit_group();
-    tdsl_ptx_wgmma_wait_group<0>();
+{turn_pass}    tdsl_ptx_wgmma_wait_group<0>();
     tdsl_ptx_mbarrier_arrive(&empty[(ntiles - 1) % {ST}]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {{
@@ -281,8 +294,9 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
 """
 
 
-def kernel_source(shape: AttentionShape) -> str:
-    """The whole CUDA C++ translation unit of the sm_90a fused kernel for `shape` (NVRTC or the emulator)."""
+def kernel_source(shape: AttentionShape, pingpong: bool = PINGPONG) -> str:
+    """The whole CUDA C++ translation unit of the sm_90a fused kernel for `shape` (NVRTC or the
+    emulator); `pingpong`: the two consumer warpgroups take turns issuing their wgmma."""
     from .flash_attention import DEVICE_HELPERS
     from .sm90 import device_functions
 
@@ -296,7 +310,7 @@ def kernel_source(shape: AttentionShape) -> str:
         causal="true" if shape.causal else "false", causal_text="causal" if shape.causal else "not causal",
         q_elems=BLOCK_M * d, kv_elems=STAGES * bn * d, p_elems=4 * 64 * bn, off_q=lay["Qs"], off_k=lay["Ks"],
         off_v=lay["Vs"], off_p=lay["Ps"], off_full=lay["bars"], off_empty=lay["bars"] + 8 * STAGES,
-        off_qbar=lay["bars"] + 16 * STAGES, off_wgbar=lay["bars"] + 16 * STAGES + 8,
+        off_qbar=lay["bars"] + 16 * STAGES, off_wgbar=lay["bars"] + 16 * STAGES + 8, off_turn=lay["bars"] + 16 * STAGES + 24,
         producer_regs=PRODUCER_REGS, consumer_regs=CONSUMER_REGS, q_bytes=BLOCK_M * d * 2,
         kv_bytes=2 * bn * d * 2, CB=d // BOX_COLS, D2=d // 2, BN2=bn // 2, BN8=bn // 8, D8=d // 8, KD=d // 16,
         NK=bn // 16, wt=wt, v_lbo=bn * BOX_COLS * 2)
@@ -307,6 +321,14 @@ def kernel_source(shape: AttentionShape) -> str:
                  f"          O[at + 8 * q + 1] = {pair[1]};")
     else:   # two 16-bit outputs: one 32-bit store on the GPU
         store = f"          TDSL_FA3_STORE_PAIR({CTYPES[shape.out]}, O, at + 8 * q, {pair[0]}, {pair[1]});"
-    body = _KERNEL.format(**params, store=store, softmax=softmax, softmax0=softmax.replace("\n      ", "\n        "))
+    turns = dict(turn_first="", turn_wait="", turn_pass="", turn_wait_loop="", turn_pass_loop="")
+    if pingpong:
+        turns = dict(
+            turn_first="    if (w == 1) tdsl_ptx_mbarrier_arrive(&turn[0]);   // warpgroup 1 gives the first turn\n",
+            turn_wait="    tdsl_fa3_turn(&turn[w], turn_phase);\n",
+            turn_pass="    tdsl_ptx_mbarrier_arrive(&turn[1 - w]);\n",
+            turn_wait_loop="      tdsl_fa3_turn(&turn[w], turn_phase);   // this warpgroup's turn to issue wgmma\n",
+            turn_pass_loop="      tdsl_ptx_mbarrier_arrive(&turn[1 - w]);   // the other's turn\n")
+    body = _KERNEL.format(**params, **turns, store=store, softmax=softmax, softmax0=softmax.replace("\n      ", "\n        "))
     prelude = device_functions(wgmma=((bn, wt), (d, wt, "mn")))
     return "\n".join([prelude, DEVICE_HELPERS, _DEVICE, body])
