@@ -257,6 +257,19 @@ def test_shared_memory_reused_before_the_store_read_it_is_a_race():
                                                  ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(1)], block=(32, 1, 1))
 
 
+def test_a_store_of_what_threads_wrote_without_a_proxy_fence_is_refused():
+    """The TMA store reads shared memory through the async proxy: without fence.proxy.async after
+    the threads' stores it may read stale bytes on a GPU, so the emulator stops."""
+    import ctypes
+
+    g = np.zeros((16, 8), np.float32)
+    src = h.source(STORE.replace("  tdsl_ptx_fence_proxy_async();\n", ""))
+    with pytest.raises(tdsl.TargetError, match=r"TMA store reads tile byte 0, which threads stored to after the last "
+                                               r"fence.proxy.async"):
+        h.emulate(src, "tma_store", [np.ones(128, np.float32), sm90.emulator_tensor_map(g, (16, 8)),
+                                     ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)], block=(32, 1, 1))
+
+
 def test_store_compiles_for_sm90a():
     pytest.importorskip("cuda.bindings")
     from tdsl.backends.cuda.nvrtc import compile_cuda
