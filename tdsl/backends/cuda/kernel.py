@@ -358,14 +358,14 @@ class CudaKernel:
         self(*args, stream=stream, **kwargs)
         runtime.synchronize()
         handle = runtime.stream_handle(stream)
-        timer = runtime.Timer(handle)
         if number is None:
             t0 = _time.perf_counter()
             self(*args, stream=stream, **kwargs)
             runtime.synchronize()
             once = max(_time.perf_counter() - t0, 1e-6)
             number = max(1, min(1000, int(0.05 / once)))
-        samples = [timer.measure(lambda: self(*args, stream=stream, **kwargs), number) for _ in range(repeat)]
+        with runtime.Timer(handle) as timer:
+            samples = [timer.measure(lambda: self(*args, stream=stream, **kwargs), number) for _ in range(repeat)]
         return statistics.median(samples)
 
 
