@@ -257,6 +257,11 @@ def test_the_header_says_what_a_hopper_export_needs(tmp_path):
     assert "#if CUDA_VERSION < 12000" in text and "cuTensorMapEncodeTiled" in text
     assert "-2000 - r: cuTensorMapEncodeTiled refused a TMA tensor map" in text
     assert "if (A % 16) return GEMM_ERR_ALIGN;" in text
+    cxx = shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
+    if cxx is not None:   # C++ callers too (where CUtensorMap is alignas(128))
+        (tmp_path / "use.cpp").write_text('#include "gemm.h"\nint main() { return 0; }\n')
+        subprocess.run([cxx, "-std=c++17", "-Wall", "-Werror", "-fsyntax-only", f"-I{_cuda_include()}",
+                        f"-I{tmp_path}", str(tmp_path / "use.cpp")], check=True, capture_output=True, text=True)
 
 
 # ---------------------------------------------------------------------------- what export still refuses
