@@ -512,6 +512,14 @@ template <class M> inline void tdsl_ptx_tma_store_3d(M map, int x, int y, int z,
   int c[3] = {x, y, z};
   tdsl_emu::tma_store((const long long*)&map[0], c, 3, src);
 }
+template <class M> inline void tdsl_ptx_tma_store_4d(M map, int x, int y, int z, int w, const void* src) {
+  int c[4] = {x, y, z, w};
+  tdsl_emu::tma_store((const long long*)&map[0], c, 4, src);
+}
+template <class M> inline void tdsl_ptx_tma_store_5d(M map, int x, int y, int z, int w, int v, const void* src) {
+  int c[5] = {x, y, z, w, v};
+  tdsl_emu::tma_store((const long long*)&map[0], c, 5, src);
+}
 inline void tdsl_ptx_bulk_commit_group() { tdsl_emu::sm90().bulk_committed[tdsl_emu::state().cur->linear]++; }
 template <int N> inline void tdsl_ptx_bulk_wait_group() {
   tdsl_emu::complete_tma_stores(tdsl_emu::state().cur->linear, N);
