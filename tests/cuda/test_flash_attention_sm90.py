@@ -91,6 +91,8 @@ def test_other_thread_orders_give_the_same_bits(order):
      "      tdsl_fa3_warpgroup_sync(&wgbar[w], phase);\n    }\n", "    }\n", None),   # reads a stale P
     ("warpgroup 1 never gives warpgroup 0 its first turn", "    if (w == 1) tdsl_ptx_mbarrier_arrive(&turn[0]);",
      "", r"deadlock: .* 128 more wait on turn\[0\]"),
+    ("P stored without fence.proxy.async before the wgmma reads it", "tdsl_ptx_fence_proxy_async();", "",
+     "fence.proxy.async"),
     ("one P buffer: P written while the previous P V reads it", "TDSL_FA3_STORE_PAIR(half, Ps, at,",
      "TDSL_FA3_STORE_PAIR(half, Ps, at % (128 * 128),", "operand A was written after the wgmma was issued"),
 ])
