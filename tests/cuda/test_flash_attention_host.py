@@ -131,5 +131,13 @@ def test_the_runtime_launches_the_hopper_kernel_with_tensor_maps(fake):
     for i, words in enumerate(seen[0][3]):   # the kernel reads the driver's encodings
         assert list(words) == [((n - 2 + i) << 32) + w for w in range(16)]
     np.testing.assert_allclose(out, attention_lowp_ref(q, k, v, True), rtol=1e-6, atol=1e-6)
+    # device arrays called again: the maps are encoded once for them, not per call
+    dq, dk, dv = (runtime.to_device(x) for x in (q, k, v))
+    do = runtime.device_array(shape, "float32")
+    before = len(fake.tensor_maps)
+    kernel(dq, dk, dv, do)
+    kernel(dq, dk, dv, do)
+    assert len(fake.tensor_maps) == before + 3 and len(seen) == 3
+    assert [m["address"] for m in fake.tensor_maps[-3:]] == [dq.ptr, dk.ptr, dv.ptr]
     with pytest.raises(tdsl.TargetError, match="scheduled for sm_90a"):
         tdsl.build(sch, target="cuda", arch="sm_80")

@@ -362,11 +362,13 @@ class AttentionStep:
             from .tensor_maps import encode_tiled
 
             arch = "sm_90a"
-            maps = _map_buffer(self)
-            raw = b"".join(encode_tiled(runtime._driver(), ptrs[b], (self.shape.bh, self.shape.seq, self.shape.dim),
-                                        self.shape.dtype, hopper.tensor_box(), "128B")
-                           for b in (self.q, self.k, self.v))
-            runtime.copy_to_device(maps.ptr, np.frombuffer(raw, np.uint8), stream=stream)
+            maps, encoded = _map_buffer(self)
+            key = tuple(ptrs[b] for b in (self.q, self.k, self.v))
+            if encoded.get("ptrs") != key:   # (encoded again only when the tensors moved)
+                raw = b"".join(encode_tiled(runtime._driver(), ptr, (self.shape.bh, self.shape.seq, self.shape.dim),
+                                            self.shape.dtype, hopper.tensor_box(), "128B") for ptr in key)
+                runtime.copy_to_device(maps.ptr, np.frombuffer(raw, np.uint8), stream=stream)
+                encoded["ptrs"] = key
             inputs = [ctypes.c_void_p(maps.ptr + 128 * i) for i in range(3)]
         else:
             inputs = [ctypes.c_void_p(ptrs[b]) for b in (self.q, self.k, self.v)]
@@ -380,14 +382,15 @@ _MAPS: dict = {}
 
 
 def _map_buffer(step: AttentionStep):
-    """The device buffer of the step's three tensor maps (one per step, kept: a later call on the
-    stream rewrites it after the launches before it)."""
+    """(the device buffer of the step's three tensor maps, what they were encoded for): one per
+    step, kept; maps encoded for other tensors are rewritten on the call's stream, after the
+    launches before it."""
     from . import runtime
 
     key = id(step)
     if key not in _MAPS or _MAPS[key][0] is not step:
-        _MAPS[key] = (step, runtime.device_array((3 * 128,), "uint8", zero=False))
-    return _MAPS[key][1]
+        _MAPS[key] = (step, runtime.device_array((3 * 128,), "uint8", zero=False), {})
+    return _MAPS[key][1], _MAPS[key][2]
 
 
 @functools.cache
