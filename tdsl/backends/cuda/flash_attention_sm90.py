@@ -87,6 +87,17 @@ __device__ __forceinline__ void tdsl_fa3_warpgroup_sync(unsigned long long* bar,
   tdsl_ptx_mbarrier_wait(bar, phase);
   phase ^= 1;
 }
+// 2^x: ex2.approx.ftz on the GPU (MUFU.EX2 alone; exp2f adds a range check and two multiplies),
+// the library's exp2f in the emulator (the PTX ISA: within 2 ulp; results below 2^-126 flushed to 0)
+#ifdef TDSL_CUDA_EMU_H
+__device__ __forceinline__ float tdsl_fa3_exp2(float x) { return exp2f(x); }
+#else
+__device__ __forceinline__ float tdsl_fa3_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#endif
 // wait for this warpgroup's turn (the other warpgroup's 128 arrivals), phase by phase
 __device__ __forceinline__ void tdsl_fa3_turn(unsigned long long* bar, int& phase) {
   tdsl_ptx_mbarrier_wait(bar, phase);
@@ -122,14 +133,14 @@ _SOFTMAX = r"""      // online softmax in base 2 (scale_log2 = scale * log2(e), 
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         mx = fmaxf(row_max[h], mx * scale_log2);   // (the scale is positive)
-        alpha[h] = exp2f(row_max[h] - mx);
+        alpha[h] = tdsl_fa3_exp2(row_max[h] - mx);
         row_max[h] = mx;
         float sum = 0.0f;
 #pragma unroll
         for (int q = 0; q < {BN8}; ++q) {{
 #pragma unroll
           for (int e = 0; e < 2; ++e) {{
-            const float p = exp2f(fmaf(sc[4 * q + 2 * h + e], scale_log2, -mx));
+            const float p = tdsl_fa3_exp2(fmaf(sc[4 * q + 2 * h + e], scale_log2, -mx));
             sc[4 * q + 2 * h + e] = p;
             sum += p;
           }}
