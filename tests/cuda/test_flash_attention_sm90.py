@@ -175,3 +175,13 @@ def test_other_architectures_keep_the_mma_sync_kernel_and_refuse_the_hopper_one(
     sch = tdsl.auto_schedule(func, target="cuda", arch="sm_90a")
     with pytest.raises(tdsl.TargetError, match="scheduled for sm_90a .* built for sm_80"):
         tdsl.build(sch, target="cuda", arch="sm_80", emulate=True)
+
+
+def test_an_unknown_fused_kernel_is_refused_naming_the_known_ones():
+    func = attention_lowp_func(1, 128, 64)
+    sch = tdsl.Schedule(func)
+    outer = sch.blockize([sch.get_block(n) for n in ("qk", "max", "exp", "sum", "norm", "pv")])
+    sch.annotate(outer, "tdsl.fused_kernel", "cuda.flash_attention_fwd_sm100")
+    with pytest.raises(tdsl.TargetError, match="unknown fused kernel 'cuda.flash_attention_fwd_sm100' .*"
+                                               "'cuda.flash_attention_fwd_sm90a'"):
+        tdsl.lower(sch, target="cuda")
