@@ -45,7 +45,6 @@ THREADS = 384        # producer + 2 consumers
 BOX_COLS = 64        # a TMA box row: 64 halves = 128 bytes, the 128B swizzle's span
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 PINGPONG = True      # the consumers take turns issuing wgmma (one's softmax under the other's GEMMs)
-ARCH = "sm_90a"
 
 
 def kernel_name(shape: AttentionShape) -> str:
