@@ -612,6 +612,10 @@ def attention_row(on_gpu: bool) -> None:
             ok = err < 2e-2
         else:
             line += f" | no SDPA reference ({why_torch})"
+        if hopper:   # the mma.sync kernel on the same GPU, for comparison (after the error check: it writes o)
+            mma = tdsl.build(tdsl.auto_schedule(func, target="cuda", arch="sm_80"), target="cuda", arch=device_arch)
+            msecs = mma.time(q, k, v, o, repeat=3)
+            line += f" | mma.sync kernel {flops / msecs / 1e12:6.1f} TFLOP/s ({msecs * 1e3:.2f} ms)"
         report(label, ok, f"{line}; {figures}")
 
     attempt(label, row)
