@@ -243,10 +243,13 @@ def misfit(roles: GemmRoles, dt: str) -> str | None:
 
 
 def note(s: Schedule, block: str, text: str) -> None:
-    """Leave `text` in `kernel.notes` (a block annotation lowering collects); the block is unchanged."""
-    from ...ir.attrs import LOWER_NOTE
+    """Leave `text` in `kernel.notes` (a block annotation lowering collects); the block is
+    unchanged. A note an earlier rule left there stays (the sm_90a rule's reason, then this
+    one): the user sees every rule's reason."""
+    from ...ir.attrs import LOWER_NOTE, with_note
 
-    s.annotate(s.get_block(block), LOWER_NOTE, text)
+    b = s.get_block(block)
+    s.annotate(b, LOWER_NOTE, with_note(s.get(b).annotations, text))
 
 
 def tile_mma(rule: Rule, s: Schedule, block: str, roles: GemmRoles, configs, dtype: str,
