@@ -23,7 +23,18 @@ flight while step k computes; for a target naming its arch, whose block may have
 of shared memory, the depth is sampled among 2, 3 and 4 stages, default 3: steps k + 1 and k + 2
 in flight) for the pass that lowers them. The block tile (128 x 128 with
 2 x 4 warps of 64 x 32, 64 x 64 with 2 x 2 warps of 32 x 32, or 64 x 32 with 2 x 2 warps of
-32 x 16) is sampled; the first that divides m and n is the default. Blocks it does not fit
+32 x 16; the first that divides m and n is the default) is sampled one parameter per step
+(`tile_choices`: warps along m, warp tile rows, warps along n, warp tile cols, each value passed
+as is to the splits and thread bindings), so a replay with other decisions builds that tile::
+
+    v1 = sch.sample_categorical(candidates=[64, 32], probs=[1.0, 1.0], decision=0)   # warp rows
+    v2 = sch.sample_categorical(candidates=[4, 2], probs=[1.0, 1.0], decision=0)     # warps along n
+    v3 = sch.sample_categorical(candidates=[32, 16], probs=[1.0, 1.0], decision=0)   # warp cols
+    l8, l9, l10 = sch.split(l5, factors=[None, 2, v1])
+    l11, l12, l13 = sch.split(l6, factors=[None, v2, v3])
+
+A search combines the values (128 x 64, 64 x 128, 128 x 32 ...); only values whose every
+combination fits the sizes are offered. Blocks it does not fit
 (other dtypes, int8 with B indexed [k, j], sizes not multiples of the tile) are left to
 `GPUWmmaTiling` / `GPUMatmulTiling`; a fp16 / bf16 / int8 GEMM among them gets a note in
 `kernel.notes` saying why. `tile_mma` is the tiling itself, shared with `GPUMmaConv` (conv2d as
