@@ -100,3 +100,18 @@ def test_the_tuners_candidates_sample_the_tiles():
     tiles = {tile(func, M, N) for _, _, _, func in found}
     assert len(tiles) >= 4, tiles
     assert tiles <= {(2 * wm, pn * wn, 2, pn) for wm, pn, wn in itertools.product((64, 32), (4, 2), (32, 16))}
+
+
+@needs_cxx
+def test_tuning_without_a_gpu_verifies_several_tiles(monkeypatch):
+    pytest.importorskip("cuda.bindings")
+    from tdsl.backends.cuda import runtime
+    from tdsl.tuner.space import load, replay
+
+    monkeypatch.setattr(runtime, "has_gpu", lambda: False)
+    M, N, K = 128, 128, 64
+    f = gemm(M, N, K)
+    records = tdsl.tune(f, target="cuda -arch=sm_80", trials=4, verbose=0).tasks[0].records
+    assert [r.status for r in records] == ["verified-unmeasured"] * 4, [r.error for r in records]
+    tiles = {tile(replay(load(r.trace), f).func, M, N) for r in records}
+    assert len(tiles) >= 2, tiles
