@@ -173,14 +173,15 @@ def measure_on_gpu(kernel, inputs, warmup: int = 3, repeats: int = 10) -> list[f
         args = [runtime.to_device(a) for a in inputs]
         flush_n = 2 * l2_bytes()
         flush = runtime.device_array((flush_n,), "uint8", zero=False)
-        timer = runtime.Timer()
         for _ in range(max(1, warmup)):
             kernel(*args)
         runtime.synchronize()
         times = []
-        for r in range(max(1, repeats)):
-            runtime.check(driver.cuMemsetD8(driver.CUdeviceptr(flush.ptr), r & 0xFF, flush_n), "cuMemsetD8 (L2 flush)")
-            times.append(timer.measure(lambda: kernel(*args), 1))
+        with runtime.Timer() as timer:
+            for r in range(max(1, repeats)):
+                runtime.check(driver.cuMemsetD8(driver.CUdeviceptr(flush.ptr), r & 0xFF, flush_n),
+                              "cuMemsetD8 (L2 flush)")
+                times.append(timer.measure(lambda: kernel(*args), 1))
         del flush
     return times
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import DataType
-from ...errors import ArgumentError, TargetError
+from ...errors import ArgumentError
 from ...ir import Buffer, BufferStore, IntImm, PrimExpr, PrimFunc, Var, collect
 from ...tracebacks import public_entry
 from .plan import HostPlan, evaluate  # noqa: F401 (evaluate: public here too)
@@ -363,14 +363,10 @@ class CudaKernel:
     @public_entry
     def export(self, path: str, name: str | None = None, archs: list[str] | None = None) -> str:
         """Write CUBINs for `archs` (default: this kernel's arch) and `path/NAME.h`, a host
-        launcher through the CUDA driver API (no Python, no NVRTC); returns the header's path
-        (tdsl.backends.cuda.export)."""
+        launcher through the CUDA driver API (no Python, no NVRTC) that also encodes the TMA
+        tensor maps the call path would; returns the header's path (tdsl.backends.cuda.export)."""
         from .export import export_cuda
 
-        if self._tensor_maps:
-            raise TargetError(f"{self.name}: kernels whose TMA tensor maps the call path encodes "
-                              f"({', '.join(b.spec.map for b in self._tensor_maps)}) cannot be exported yet (the "
-                              "exported launcher does not call cuTensorMapEncodeTiled); call the kernel from Python")
         return export_cuda(self, path, name, archs)
 
     @public_entry
@@ -382,14 +378,14 @@ class CudaKernel:
         self(*args, stream=stream, **kwargs)
         runtime.synchronize()
         handle = runtime.stream_handle(stream)
-        timer = runtime.Timer(handle)
         if number is None:
             t0 = _time.perf_counter()
             self(*args, stream=stream, **kwargs)
             runtime.synchronize()
             once = max(_time.perf_counter() - t0, 1e-6)
             number = max(1, min(1000, int(0.05 / once)))
-        samples = [timer.measure(lambda: self(*args, stream=stream, **kwargs), number) for _ in range(repeat)]
+        with runtime.Timer(handle) as timer:
+            samples = [timer.measure(lambda: self(*args, stream=stream, **kwargs), number) for _ in range(repeat)]
         return statistics.median(samples)
 
 
