@@ -58,14 +58,19 @@ def db_target(arch: str) -> str:
 
 def places(target: str) -> tuple[str | None, str | None, str | None]:
     """For `build(database=)`: (the database target, this GPU's machine or None, the machine of
-    the unmeasured records); (None, None, None) when no architecture is known (no -arch, no GPU)."""
+    the unmeasured records) of the target's architecture: its -arch (`apply.lookup_target` puts
+    build's `arch=` there), else this GPU's; (None, None, None) when none is known (no -arch, no
+    GPU). This GPU's machine only where the GPU is of that architecture (sm_90 for sm_90a):
+    records it measured for another architecture are never the target's."""
     from ..backends.cuda import runtime
     from ..target import parse_target
 
     arch, here = parse_target(target).get("arch"), None
     if runtime.has_gpu():
         info = runtime.device_info()
-        arch, here = arch or info.arch, gpu_machine(info.name, info.arch)
+        arch = arch or info.arch
+        if arch.rstrip("af") == info.arch:
+            here = gpu_machine(info.name, info.arch)
     if arch is None:
         return None, None, None
     return db_target(arch), here, unmeasured_machine(arch)

@@ -133,11 +133,36 @@ def _launch_lines(name: str, k: int, dyn: int) -> list[str]:
     function's MAX_DYNAMIC_SHARED_SIZE_BYTES raised to it first)."""
     out = []
     if dyn > STATIC_LIMIT:
-        out.append(f"        rc = {name}_check(cuFuncSetAttribute({name}_functions[{k}], "
+        out.append(f"        tdsl_rc = {name}_check(cuFuncSetAttribute({name}_functions[{k}], "
                    f"CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {dyn}));")
-    out.append("        if (!rc && g[0] > 0 && g[1] > 0 && g[2] > 0 && b[0] > 0 && b[1] > 0 && b[2] > 0)")
-    out.append(f"            rc = {name}_check(cuLaunchKernel({name}_functions[{k}], (unsigned)g[0], (unsigned)g[1], "
-               f"(unsigned)g[2], (unsigned)b[0], (unsigned)b[1], (unsigned)b[2], {dyn}, stream, params, NULL));")
+    g, b = [f"(unsigned)tdsl_grid[{i}]" for i in range(3)], [f"(unsigned)tdsl_block[{i}]" for i in range(3)]
+    out.append(f"        if (!tdsl_rc && {' && '.join(f'{x} > 0' for x in g + b)})")
+    out.append(f"            tdsl_rc = {name}_check(cuLaunchKernel({name}_functions[{k}], {', '.join(g + b)}, {dyn}, "
+               "stream, tdsl_params, NULL));")
+    return out
+
+
+# C names the launcher keeps for itself (its own locals are tdsl_*): a parameter so named is
+# renamed in C (a trailing underscore); the launcher is called by position
+_C_RESERVED = frozenset({
+    "stream", "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short",
+    "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile",
+    "while", "bool", "true", "false", "NULL"})
+
+
+def c_names(names: list[str]) -> dict[str, str]:
+    """The launcher's C name of each parameter / dimension name.
+
+    >>> c_names(["A", "stream", "tdsl_rc"])
+    {'A': 'A', 'stream': 'stream_', 'tdsl_rc': 'tdsl_rc_'}
+    """
+    out: dict[str, str] = {}
+    for n in names:
+        c = f"{n}_" if n in _C_RESERVED or n.startswith("tdsl_") else n
+        while c != n and (c in names or c in out.values() or c in _C_RESERVED):
+            c += "_"
+        out[n] = c
     return out
 
 
@@ -148,52 +173,53 @@ def launcher_header(name: str, kernel, images: list[tuple[str, bytes]]) -> str:
     buffers = [p for p in func.params if isinstance(p, Buffer)]
     scalars = [p for p in func.params if isinstance(p, Var)]
     dims = dims_of(func)
+    cn = c_names([p.name for p in func.params] + [d.name for d in dims])
     # C names of the values a launch may need: API buffers by position, dimensions, scalars
     ptr_of = {}
     for flat_p, api_p in zip(flat, func.params):
         if isinstance(flat_p, Buffer):
-            ptr_of[flat_p] = api_p.name
+            ptr_of[flat_p] = cn[api_p.name]
     for k, w in enumerate(plan.workspaces):
-        ptr_of[w] = f"ws[{k}]"
-    values = {d.name: d.name for d in dims} | {p.name: p.name for p in scalars}
-    args = ["CUstream stream"] + [f"CUdeviceptr {p.name}" for p in buffers] + [f"int64_t {d.name}" for d in dims]
-    args += [f"{_C_SCALAR[str(p.dtype)]} {p.name}" for p in scalars]
+        ptr_of[w] = f"tdsl_ws[{k}]"
+    values = {d.name: cn[d.name] for d in dims} | {p.name: cn[p.name] for p in scalars}
+    args = ["CUstream stream"] + [f"CUdeviceptr {cn[p.name]}" for p in buffers] + [f"int64_t {cn[d.name]}" for d in dims]
+    args += [f"{_C_SCALAR[str(p.dtype)]} {cn[p.name]}" for p in scalars]
     upper = name.upper()
     body = []
     for d in dims:
         limit = (1 << (d.dtype.bits - 1)) - 1
-        body.append(f"    if ({d.name} < 0 || {d.name} > INT64_C({limit})) return {upper}_ERR_DIM;")
+        body.append(f"    if ({cn[d.name]} < 0 || {cn[d.name]} > INT64_C({limit})) return {upper}_ERR_DIM;")
     maps = kernel._tensor_maps
-    body += _align_checks(kernel, buffers, {ptr_of[b.tensor] for b in maps}, upper)
-    body.append(f"    int rc = {name}_load();")
-    body.append("    if (rc) return rc;")
+    body += _align_checks(kernel, buffers, {ptr_of[b.tensor] for b in maps}, upper, cn)
+    body.append(f"    int tdsl_rc = {name}_load();")
+    body.append("    if (tdsl_rc) return tdsl_rc;")
     if plan.workspaces:
-        body.append(f"    CUdeviceptr ws[{len(plan.workspaces)}] = {{0}};")
+        body.append(f"    CUdeviceptr tdsl_ws[{len(plan.workspaces)}] = {{0}};")
         for k, w in enumerate(plan.workspaces):
             size = f"{c_expr(w.shape[0], values)} * {w.dtype.itemsize * w.dtype.lanes}"
-            body.append(f"    if (!rc && {size} > 0) rc = {name}_check(cuMemAlloc(&ws[{k}], (size_t)({size})));")
+            body.append(f"    if (!tdsl_rc && {size} > 0) tdsl_rc = {name}_check(cuMemAlloc(&tdsl_ws[{k}], (size_t)({size})));")
     body += _tensor_map_lines(name, maps, ptr_of)
     for k, spec in enumerate(kernel.kernels):
         grid = [c_expr(e, values) for e in spec.dims("blockIdx")]
         block = [c_expr(e, values) for e in spec.dims("threadIdx")]
-        body.append(f"    if (!rc) {{  /* {spec.name} */")
-        body.append(f"        int64_t g[3] = {{{', '.join(grid)}}}, b[3] = {{{', '.join(block)}}};")
+        body.append(f"    if (!tdsl_rc) {{  /* {spec.name} */")
+        body.append(f"        int64_t tdsl_grid[3] = {{{', '.join(grid)}}}, tdsl_block[3] = {{{', '.join(block)}}};")
         params = []
         for j, p in enumerate(spec.params):
             if isinstance(p, Buffer):
-                body.append(f"        CUdeviceptr p{j} = {ptr_of[p]};")
+                body.append(f"        CUdeviceptr tdsl_p{j} = {ptr_of[p]};")
             else:
                 if p.name not in values:
                     raise TargetError(f"kernel {spec.name!r} takes {p.name!r}, which the signature does not give")
-                body.append(f"        {_C_SCALAR.get(str(p.dtype), 'int64_t')} p{j} = "
+                body.append(f"        {_C_SCALAR.get(str(p.dtype), 'int64_t')} tdsl_p{j} = "
                             f"({_C_SCALAR.get(str(p.dtype), 'int64_t')}){values[p.name]};")
-            params.append(f"&p{j}")
-        body.append(f"        void *params[] = {{{', '.join(params) or 'NULL'}}};")
+            params.append(f"&tdsl_p{j}")
+        body.append(f"        void *tdsl_params[] = {{{', '.join(params) or 'NULL'}}};")
         body += _launch_lines(name, k, spec.dynamic_shared_bytes)
         body.append("    }")
     for k in range(len(plan.workspaces)):
-        body.append(f"    if (ws[{k}]) {{ if (!rc) rc = {name}_check(cuStreamSynchronize(stream)); cuMemFree(ws[{k}]); }}")
-    body.append("    return rc;")
+        body.append(f"    if (tdsl_ws[{k}]) {{ if (!tdsl_rc) tdsl_rc = {name}_check(cuStreamSynchronize(stream)); cuMemFree(tdsl_ws[{k}]); }}")
+    body.append("    return tdsl_rc;")
     arrays, table = [], []
     for arch, cubin in images:
         sm = int(re.sub(r"\D", "", arch))
@@ -206,9 +232,9 @@ def launcher_header(name: str, kernel, images: list[tuple[str, bytes]]) -> str:
         codes.append(f"/* {ERR_TENSOR_MAP_BASE} - r: cuTensorMapEncodeTiled refused a TMA tensor map with CUresult r "
                      f"(e.g. {ERR_TENSOR_MAP_BASE - 1}: CUDA_ERROR_INVALID_VALUE); nothing was launched */")
     kernel_names = ", ".join(f'"{s.name}"' for s in kernel.kernels)
-    params_doc = "\n".join(f" *   {p.name}: {p.dtype} {_shape(p)} in device memory, row-major" for p in buffers)
-    params_doc += "".join(f"\n *   {d.name}: symbolic dimension ({d.dtype})" for d in dims)
-    params_doc += "".join(f"\n *   {p.name}: scalar {p.dtype}" for p in scalars)
+    params_doc = "\n".join(f" *   {cn[p.name]}: {p.dtype} {_shape(p)} in device memory, row-major" for p in buffers)
+    params_doc += "".join(f"\n *   {cn[d.name]}: symbolic dimension ({d.dtype})" for d in dims)
+    params_doc += "".join(f"\n *   {cn[p.name]}: scalar {p.dtype}" for p in scalars)
     return f"""/* {name}.h: the host launcher of the tdsl CUDA function {func.name!r}, exported ahead of time.
  *
  * CUBINs embedded for: {', '.join(a for a, _ in images)}. Needs cuda.h and the driver library
@@ -278,11 +304,12 @@ static inline int {name}({', '.join(args)}) {{
 """
 
 
-def _align_checks(kernel, buffers: list[Buffer], tma: set[str], upper: str) -> list[str]:
+def _align_checks(kernel, buffers: list[Buffer], tma: set[str], upper: str, cn: dict[str, str]) -> list[str]:
     """16-byte alignment checks of the buffer parameters read with 16-byte vectors or through a
-    TMA tensor map (`tma`: their C names)."""
+    TMA tensor map (`tma`: their C names; `cn`: the C name of each parameter)."""
     vector = set().union(*kernel._vector_params.values()) if kernel._vector_params else set()
-    return [f"    if ({p.name} % 16) return {upper}_ERR_ALIGN;" for p in buffers if p.name in vector | tma]
+    return [f"    if ({cn[p.name]} % 16) return {upper}_ERR_ALIGN;" for p in buffers
+            if p.name in vector or cn[p.name] in tma]
 
 
 def _version_guard(name: str) -> str:
@@ -326,16 +353,16 @@ def _tensor_map_lines(name: str, maps, ptr_of: dict) -> list[str]:
     for k, b in enumerate(maps):
         a = tiled_arguments(b.shape, b.dtype, b.spec.box, b.spec.swizzle)
         strides = ", ".join(str(x) for x in a.strides) or "0"
-        out.append(f"    if (!rc) {{  /* {b.spec.map}: {b.spec.tensor} {b.shape}, box {b.spec.box}, swizzle "
+        out.append(f"    if (!tdsl_rc) {{  /* {b.spec.map}: {b.spec.tensor} {b.shape}, box {b.spec.box}, swizzle "
                    f"{b.spec.swizzle} */")
         out.append(f"        static const cuuint64_t tdsl_dims[{a.rank}] = {{{', '.join(map(str, a.dims))}}}, "
                    f"tdsl_strides[{max(a.rank - 1, 1)}] = {{{strides}}};")
         out.append(f"        static const cuuint32_t tdsl_box[{a.rank}] = {{{', '.join(map(str, a.box))}}};")
-        out.append(f"        rc = {name}_encode_map(tdsl_maps[{k}], CU_TENSOR_MAP_DATA_TYPE_{a.data_type}, {a.rank}, "
+        out.append(f"        tdsl_rc = {name}_encode_map(tdsl_maps[{k}], CU_TENSOR_MAP_DATA_TYPE_{a.data_type}, {a.rank}, "
                    f"{ptr_of[b.tensor]}, tdsl_dims, tdsl_strides, tdsl_box, CU_TENSOR_MAP_SWIZZLE_{a.swizzle});")
         out.append("    }")
     for k, b in enumerate(maps):
-        out.append(f"    if (!rc) rc = {name}_check(cuMemcpyHtoDAsync({ptr_of[b.map]}, {name}_map_in(tdsl_maps[{k}]), "
+        out.append(f"    if (!tdsl_rc) tdsl_rc = {name}_check(cuMemcpyHtoDAsync({ptr_of[b.map]}, {name}_map_in(tdsl_maps[{k}]), "
                    "sizeof(CUtensorMap), stream));")
     return out
 

@@ -146,7 +146,7 @@ class CudaKernel:
         raise ArgumentError(f"parameter {p.name!r}: expected an array (numpy, DeviceArray or a DLPack tensor), "
                             f"got {type(value).__name__}")
 
-    def _check_buffer(self, arg: _Arg, dims: dict, stream: int) -> None:
+    def _check_buffer(self, arg: _Arg, dims: dict, stream: int, later: list) -> None:
         from . import runtime
 
         p, nd = arg.param, self._nd[arg.param]
@@ -170,7 +170,10 @@ class CudaKernel:
             raise ArgumentError(f"parameter {p.name!r}: expected {len(nd.shape)} dimensions "
                                 f"{_shape_text(nd.shape)}, got shape {tuple(shape)}")
         for axis, (s, n) in enumerate(zip(nd.shape, shape)):
-            self._match_dim(p, axis, s, int(n), dims, tuple(shape))
+            if isinstance(s, (IntImm, Var)):
+                self._match_dim(p, axis, s, int(n), dims, tuple(shape))
+            else:   # an expression ("m + 1"): checked once every name is bound (_check_expressions)
+                later.append((p, axis, s, int(n), tuple(shape)))
         if strides is not None and not _compact(shape, strides):
             raise ArgumentError(f"parameter {p.name!r}: the tensor is not contiguous (strides {tuple(strides)} "
                                 f"for shape {tuple(shape)}); pass .contiguous() / a compact copy")
@@ -187,12 +190,28 @@ class CudaKernel:
                 raise ArgumentError(f"parameter {p.name!r}: dimension {axis} is {n} but symbolic dimension "
                                     f"{s.name!r} is already {first} from {where}")
             dims.setdefault(s, (n, f"parameter {p.name!r}"))
-            return
-        raise ArgumentError(f"parameter {p.name!r}: shape entry {s} is not supported by the CUDA backend")
+
+    def _check_expressions(self, later: list, values: dict) -> None:
+        """The array dimensions declared as expressions of the sizes ("m + 1"), now that the sizes
+        are bound by the other dimensions and the scalars."""
+        from ...script.printer import message_text
+
+        for p, axis, s, n, shape in later:
+            free = sorted({v.name for v in collect(s, Var) if v not in values})
+            if free:
+                raise ArgumentError(f"parameter {p.name!r}: dimension {axis} is declared {message_text(s)}, but "
+                                    f"no argument gives {', '.join(repr(f) for f in free)} by itself; pass an "
+                                    "array whose dimension is exactly it (or the scalar)")
+            want = evaluate(s, values)
+            if want != n:
+                used = ", ".join(f"{v.name} = {values[v]}" for v in sorted(set(collect(s, Var)), key=lambda v: v.name))
+                raise ArgumentError(f"parameter {p.name!r}: expected shape {_shape_text(self._nd[p].shape)}, got "
+                                    f"{shape} (dimension {axis} is {n}, not {message_text(s)} = {want} with {used})")
 
     def _bind_all(self, args, kwargs, stream: int):
         given, _ = self._bind(args, kwargs)
         dims: dict = {}
+        later: list = []     # dimensions declared as expressions, checked once the names are bound
         bufs: list[_Arg] = []
         scalars: dict[Var, object] = {}
         for p in self._params:   # scalars first: one that names a dimension must match the arrays
@@ -207,12 +226,13 @@ class CudaKernel:
                 bufs.append(_Arg(p, "new"))
                 continue
             arg = self._classify(p, given[p])
-            self._check_buffer(arg, dims, stream)
+            self._check_buffer(arg, dims, stream, later)
             if arg.mode == "host" and p in self._written and not arg.host.flags.writeable:
                 raise ArgumentError(f"parameter {p.name!r}: the kernel writes it but the array given is read-only")
             bufs.append(arg)
         values = {v: n for v, (n, _) in dims.items()}
         values.update({v: s for v, s in scalars.items() if v.dtype.is_integer})
+        self._check_expressions(later, values)
         for arg in bufs:
             if arg.mode == "new":
                 nd = self._nd[arg.param]
@@ -422,6 +442,9 @@ def _compact(shape, strides) -> bool:
 
 
 def _shape_text(shape) -> str:
-    parts = [str(s.value) if isinstance(s, IntImm) else getattr(s, "name", str(s)) for s in shape]
+    from ...script.printer import message_text
+
+    parts = [str(s.value) if isinstance(s, IntImm) else s.name if isinstance(s, Var) else message_text(s)
+             for s in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
