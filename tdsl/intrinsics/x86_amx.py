@@ -52,10 +52,53 @@ def _tile(n: int) -> str:
     return f"T.int8({n})"
 
 
+def _parts(extent: int) -> list[int]:
+    """The 16-row (16-column) tiles covering `extent`: full ones, then the edge (17 -> [16, 1])."""
+    return [min(TILE_ROWS, extent - t) for t in range(0, extent, TILE_ROWS)]
+
+
+def _layout(kind: str, mr: int, nr: int, kc: int) -> tuple[list[int], list[int], list[int], int]:
+    """(rows per A / C row tile, columns of C per column tile, k per step, the tiles needed): each
+    step's A tiles take its k in bytes per row, its B tiles a row per 4 bytes of k. A last step
+    shorter than 64 bytes after full ones needs its own A and B tiles (a tile's shape is fixed
+    by the configuration)."""
+    step = k_step(kind)
+    steps = [step] * (kc // step) + ([kc % step] if kc % step else [])
+    rows, cols = _parts(mr), _parts(nr)
+    return rows, cols, steps, len(rows) * len(cols) + len(set(steps)) * (len(rows) + len(cols))
+
+
+def _numbers(rows: list[int], cols: list[int], steps: list[int]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Tile numbers: C (row tile ti, column tile tj) is ti * nt + tj, A tile ti is 4 + ti, B tile
+    tj is 6 + tj (the full-tile kernels' numbering); a short last step's A and B tiles take the
+    numbers left over, in order."""
+    mt, nt = len(rows), len(cols)
+    a, b = [4 + ti for ti in range(mt)], [6 + tj for tj in range(nt)]
+    free = [t for t in range(8) if t >= mt * nt and t not in a + b]
+    if len(set(steps)) > 1:
+        a2, b2 = free[:mt], free[mt:mt + nt]
+    else:
+        a2, b2 = a, b
+    return a, b, a2, b2
+
+
 def _impl(kind: str, mr: int, nr: int, kc: int, init: bool) -> str:
     a_t, b_t, c_t, size, group, mul = KINDS[kind]
-    mt, nt = mr // TILE_ROWS, nr // TILE_ROWS
-    step = k_step(kind)
+    rows, cols, steps, _ = _layout(kind, mr, nr, kc)
+    mt, nt = len(rows), len(cols)
+    a_n, b_n, a2_n, b2_n = _numbers(rows, cols, steps)
+    full = kc // k_step(kind)
+    # (rows, bytes per row) of each tile number; those the kernel does not use stay 16 x 64
+    shape = {t: (TILE_ROWS, TILE_BYTES) for t in range(8)}
+    for ti in range(mt):
+        for tj in range(nt):
+            shape[ti * nt + tj] = (rows[ti], 4 * cols[tj])
+    for nums, width in ((a_n, steps[0]), (a2_n, steps[-1])):
+        for ti, t in enumerate(nums):
+            shape[t] = (rows[ti], width * size)
+    for nums, width in ((b_n, steps[0]), (b2_n, steps[-1])):
+        for tj, t in enumerate(nums):
+            shape[t] = (width * size // 4, 4 * cols[tj])
     text = f'''
 @T.prim_func
 def amx_impl(A: T.Buffer(({mr}, {kc}), "{a_t}", strides=("a_s", 1)),
@@ -65,8 +108,8 @@ def amx_impl(A: T.Buffer(({mr}, {kc}), "{a_t}", strides=("a_s", 1)),
     cfg[T.Ramp(0, 1, 64)] = T.Broadcast(T.uint8(0), 64)
     cfg[0] = T.uint8(1)
 '''
-    for t in range(8):   # palette 1: tile t has 16 rows (byte 48 + t) of 64 bytes (u16 at 16 + 2t)
-        text += f"    cfg[{16 + 2 * t}] = T.uint8({TILE_BYTES})\n    cfg[{48 + t}] = T.uint8({TILE_ROWS})\n"
+    for t in range(8):   # palette 1: tile t has shape[t] rows (byte 48 + t) of bytes (u16 at 16 + 2t)
+        text += f"    cfg[{16 + 2 * t}] = T.uint8({shape[t][1]})\n    cfg[{48 + t}] = T.uint8({shape[t][0]})\n"
     text += _call("ldtilecfg", "T.address_of(cfg[0])")
     c_stride = 'T.cast(c_s * 4, "int64")'
     for ti in range(mt):
@@ -75,22 +118,39 @@ def amx_impl(A: T.Buffer(({mr}, {kc}), "{a_t}", strides=("a_s", 1)),
                 text += _call("tilezero", _tile(ti * nt + tj))
             else:
                 text += _call("tileloadd64", _tile(ti * nt + tj), f"T.address_of(C[{16 * ti}, {16 * tj}])", c_stride)
-    text += f"    for q in range({kc // step}):\n"
+
+    def step(a_nums: list[int], b_nums: list[int], k0: str, q0: str, indent: str) -> str:
+        out = ""
+        for ti in range(mt):
+            out += indent + _call("tileloadd64", _tile(a_nums[ti]), f"T.address_of(A[{16 * ti}, {k0}])",
+                                  f'T.cast(a_s * {size}, "int64")')
+        for tj in range(nt):
+            out += indent + _call("tileloadd64", _tile(b_nums[tj]), f"T.address_of(B[{q0}, {16 * tj}, 0])",
+                                  f'T.cast(b_s * {size}, "int64")')
+        for ti in range(mt):
+            for tj in range(nt):
+                out += indent + _call(mul.removeprefix("llvm.x86."), _tile(ti * nt + tj), _tile(a_nums[ti]),
+                                      _tile(b_nums[tj]))
+        return out
+
     # per step all loads, then the products (measured faster than each load next to its first
     # product); C's tiles are stored straight to C (through a contiguous scratch tile: slower)
-    for ti in range(mt):
-        text += "    " + _call("tileloadd64", _tile(4 + ti), f"T.address_of(A[{16 * ti}, q * {step}])",
-                                f'T.cast(a_s * {size}, "int64")')
-    for tj in range(nt):
-        text += "    " + _call("tileloadd64", _tile(6 + tj), f"T.address_of(B[q * {TILE_ROWS}, {16 * tj}, 0])",
-                                f'T.cast(b_s * {size}, "int64")')
-    for ti in range(mt):
-        for tj in range(nt):
-            text += "    " + _call(mul.removeprefix("llvm.x86."), _tile(ti * nt + tj), _tile(4 + ti), _tile(6 + tj))
+    if full:
+        text += f"    for q in range({full}):\n"
+        text += step(a_n, b_n, f"q * {k_step(kind)}", f"q * {TILE_ROWS}", "    ")
+    if kc % k_step(kind):   # the short last step (k not a multiple of 64 bytes)
+        text += step(a2_n, b2_n, str(full * k_step(kind)), str(full * TILE_ROWS), "")
     for ti in range(mt):
         for tj in range(nt):
             text += _call("tilestored64", _tile(ti * nt + tj), f"T.address_of(C[{16 * ti}, {16 * tj}])", c_stride)
     return text
+
+
+def fits(kind: str, mr: int, nr: int, kc: int) -> bool:
+    """An MR x NR x KC kernel of `kind` can be made: MR, NR in 1..32, KC a multiple of the k group,
+    and its tiles (a short last step after full ones takes its own A and B tiles) within AMX's 8."""
+    return (1 <= mr <= 2 * TILE_ROWS and 1 <= nr <= 2 * TILE_ROWS and kc > 0 and kc % KINDS[kind][4] == 0
+            and _layout(kind, mr, nr, kc)[3] <= 8)
 
 
 def name(kind: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
@@ -99,7 +159,9 @@ def name(kind: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
 
 def register(kind: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
     """Register (once) the AMX micro-kernel of `kind` ("u8s8s32" or "bf16f32") with an MR x NR tile
-    of C (MR, NR each 16 or 32) and KC steps of k (a multiple of 64 for int8, 32 for bf16)."""
+    of C (MR, NR each 1..32: 16-row / 16-column tiles, the last one partial) and KC of k (a multiple
+    of 4 for int8, 2 for bf16; steps of 64 bytes, the last one shorter where KC is not a multiple;
+    see `fits`)."""
     from ..script import parse
 
     full = name(kind, mr, nr, kc, init)
@@ -107,10 +169,16 @@ def register(kind: str, mr: int, nr: int, kc: int, init: bool = False) -> str:
         return full
     if kind not in KINDS:
         raise ValueError(f"{full}: unknown AMX kernel kind {kind!r}; one of {', '.join(KINDS)}")
-    step = k_step(kind)
-    if mr not in (16, 32) or nr not in (16, 32) or kc <= 0 or kc % step:
-        raise ValueError(f"{full}: MR and NR must be 16 or 32 (16-row tiles, at most 2 x 2 accumulators), KC a "
-                         f"positive multiple of {step} (64 bytes of k per tile)")
+    group = KINDS[kind][4]
+    if not (1 <= mr <= 2 * TILE_ROWS and 1 <= nr <= 2 * TILE_ROWS) or kc <= 0 or kc % group:
+        raise ValueError(f"{full}: MR and NR must be 1..32 (at most 2 x 2 accumulator tiles of up to 16 rows / "
+                         f"columns), KC a positive multiple of {group} (a 32-bit lane of the tile's rows)")
+    tiles = _layout(kind, mr, nr, kc)[3]
+    if tiles > 8:
+        raise ValueError(f"{full}: needs {tiles} of AMX's 8 tiles (KC = {kc} ends with a step shorter than "
+                         f"{k_step(kind)} after full ones, which takes its own A and B tiles); with such a KC use "
+                         f"at most 2 accumulator tiles (MR or NR at most 16), or a KC that is a multiple of "
+                         f"{k_step(kind)} or below it")
     if kind == "u8s8s32":
         desc, zero, features, unit = _int8_desc(mr, nr, kc), "0", INT8_FEATURES, "tdpbusd"
     else:

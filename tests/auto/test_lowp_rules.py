@@ -49,14 +49,16 @@ def test_auto_schedule_int8_gemm_uses_the_best_unit():
     assert "_init" in str(sch.trace)            # k fits the tile: C = A @ B, written once (C starts at 7)
     kernel = tdsl.build(sch, target="cpu")
     _check(kernel, 64, 64, 64)
-    assert not any("VNNI" in n for n in kernel.notes) or isa == "avx2"
+    assert not any("no AVX512-VNNI" in n for n in kernel.notes) or isa == "avx2"
+    assert any(n.startswith("info: int8 GEMM block 'C'") and f"x86.{best}.u8s8s32_" in n for n in kernel.notes) \
+        or isa == "avx2"
 
 
 def test_target_without_vnni_takes_the_avx2_kernel_and_says_so():
     if "avx2" not in cpu_features("cpu"):
         pytest.skip("the CPU target 'cpu' builds for lacks AVX2")
     func = _int8_gemm(32, 48, 40)
-    sch = tdsl.auto_schedule(func, "llvm -mattr=-avx512vnni,-avxvnni")
+    sch = tdsl.auto_schedule(func, "llvm -mattr=-avx512vnni,-avxvnni,-amx-tile")   # k = 40: AMX would take it
     assert "x86.avx2.u8s8s32_" in str(sch.trace)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -66,7 +68,7 @@ def test_target_without_vnni_takes_the_avx2_kernel_and_says_so():
     _check(kernel, 32, 48, 40)
 
 
-@pytest.mark.parametrize("mattr", ["-avx512vnni", "-avx512vnni,-avxvnni"])
+@pytest.mark.parametrize("mattr", ["-avx512vnni,-amx-tile", "-avx512vnni,-avxvnni,-amx-tile"])   # 24 x 64 x 36: AMX would take it
 def test_every_int8_path_is_exact_on_this_host(mattr):
     features = tdsl.target.cpu_features(f"llvm -mattr={mattr}")
     isa = x86_lowp.int8_isa(features)

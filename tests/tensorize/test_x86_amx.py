@@ -139,14 +139,65 @@ def test_bf16_amx_adds_each_product_rounded_even_element_first():
 
 
 def test_amx_kernel_refuses_bad_tiles():
-    with pytest.raises(ValueError, match="16 or 32"):
+    with pytest.raises(ValueError, match=r"1\.\.32"):
         x86_amx.register("u8s8s32", 48, 32, 64)
-    with pytest.raises(ValueError, match="multiple of 64"):
+    with pytest.raises(ValueError, match="multiple of 4"):
+        x86_amx.register("u8s8s32", 32, 32, 98)
+    with pytest.raises(ValueError, match="multiple of 2"):
+        x86_amx.register("bf16f32", 32, 32, 47)
+    # 64 + 32 bytes of k: the short step's own A and B tiles make 12 with a 2 x 2 accumulator tile
+    with pytest.raises(ValueError, match="needs 12 of AMX's 8 tiles"):
         x86_amx.register("u8s8s32", 32, 32, 96)
-    with pytest.raises(ValueError, match="multiple of 32"):
-        x86_amx.register("bf16f32", 32, 32, 48)
+    assert not x86_amx.fits("u8s8s32", 17, 17, 96) and x86_amx.fits("u8s8s32", 32, 16, 96)
+    assert x86_amx.fits("u8s8s32", 32, 32, 36)     # one short step: the same 8 tiles
     with pytest.raises(ValueError, match="unknown AMX kernel kind"):
         x86_amx.register("s8s8s32", 32, 32, 64)
+
+
+# edge tiles: (MR, NR, KC, k): partial row / column tiles, a short last k step after full ones
+# (its own A and B tiles), a KC below 64 bytes, accumulating (KC < k) and _init (KC = k)
+EDGES = [(28, 32, 64, 64), (1, 1, 64, 64), (15, 17, 100, 100), (17, 15, 200, 200), (32, 12, 100, 200),
+         (12, 32, 36, 108), (32, 32, 36, 72), (25, 25, 128, 256), (8, 1, 4, 8)]
+
+
+@pytest.mark.parametrize("mr,nr,kc,k", EDGES[:4])
+def test_edge_tiles_interpreter_agrees_with_numpy(mr, nr, kc, k):
+    m, n = 2 * mr, 3 * nr
+    sch = _schedule(_gemm(m, n, k, "uint8", "int32"), "u8s8s32", mr, nr, kc, k)
+    a, b = _int8_operands(m, n, k)
+    c = np.full((m, n), 7, np.int32)
+    tdsl.interpret(sch.func, a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+
+
+@needs_int8
+@pytest.mark.parametrize("mr,nr,kc,k", EDGES)
+def test_int8_edge_tiles_are_bit_exact(mr, nr, kc, k):
+    """Partial tiles read and write only their rows and bytes: C's other elements keep 7 where
+    a tile of the row block is not computed (the last column block is left out)."""
+    m, n = 2 * mr, 3 * nr
+    sch = _schedule(_gemm(m, n, k, "uint8", "int32"), "u8s8s32", mr, nr, kc, k)
+    kernel = tdsl.build(sch, target="cpu")
+    assert "tdpbusd" in kernel.asm
+    a, b = _int8_operands(m, n, k)
+    c = np.full((m, n), 7, np.int32)
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+
+
+@needs_bf16
+@pytest.mark.parametrize("mr,nr,kc,k", [(28, 32, 32, 32), (15, 17, 50, 50), (32, 12, 50, 100), (7, 9, 6, 12)])
+def test_bf16_edge_tiles_are_within_fp32_rounding(mr, nr, kc, k):
+    m, n = 2 * mr, 3 * nr
+    sch = _schedule(_gemm(m, n, k, "bfloat16", "float32"), "bf16f32", mr, nr, kc, k)
+    kernel = tdsl.build(sch, target="cpu")
+    a, b = _bf16_operands(m, n, k)
+    out = np.zeros((m, n), np.float32)
+    kernel(a, b, out)
+    _within_fp32_rounding(out, a, b)
+    interp = np.zeros_like(out)
+    tdsl.interpret(sch.func, a, b, interp)
+    _within_fp32_rounding(interp, a, b)
 
 
 def test_family_names_register_on_demand_and_need_amx():

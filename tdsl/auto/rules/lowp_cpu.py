@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 from ...intrinsics import x86, x86_lowp
 from ...ir import Binary, Cast, Var, free_vars
-from ...ir.attrs import LOWER_NOTE
+from ...intrinsics import x86_amx
+from ...ir.attrs import INFO_NOTE, LOWER_NOTE
 from ...schedule import Schedule
 from ..analysis import MatmulRoles, block_info, consumers, matmul_roles
 from .base import Rule
@@ -49,6 +50,15 @@ TASKS_PER_CORE = 8
 FALLBACK_NOTE = ("int8 GEMM block {block!r}: the target CPU has no AVX512-VNNI or AVX-VNNI dot-product unit "
                  "(vpdpbusd); it runs on the exact AVX2 kernel {intrin} (vpmaddwd on int16), about a third of "
                  "VNNI's speed")
+
+
+UNITS = {"avx512vnni": "AVX512-VNNI vpdpbusd", "avxvnni": "AVX-VNNI vpdpbusd", "avx512bf16": "AVX512-BF16 vdpbf16ps"}
+
+
+def path_note(kind: "LowpGemm", block: str, what: str) -> str:
+    """The informational `kernel.notes` line naming the low-precision path a GEMM block took."""
+    dtype = "int8" if kind.c == "int32" else kind.a
+    return f"{INFO_NOTE}{dtype} GEMM block {block!r}: {what}"
 
 
 @dataclass(frozen=True)
@@ -202,6 +212,18 @@ class MatmulLowpCPU(Rule):
             return "the CPU has no AVX512-BF16 (vdpbf16ps)"
         return "the CPU has no float16 dot product that accumulates in fp32"
 
+    def _dot_note(self, kind: LowpGemm, isa: str, name: str, roles: MatmulRoles) -> str:
+        """What a VNNI / AVX512-BF16 tile runs on, and why not AMX where the CPU has it."""
+        m, n, k = roles.i.extent, roles.j.extent, roles.k.extent
+        text = f"the {UNITS[isa]} micro-kernel {name}"
+        amx = "u8s8s32" if kind.c == "int32" else "bf16f32"
+        if x86_amx.available(amx, self.hw.features):
+            text += (f"; the CPU has AMX, but no AMX tile takes this {m} x {n} x {k} GEMM (k must be a multiple "
+                     f"of {x86_amx.KINDS[amx][4]}, and an edge tile must fill a quarter of its 16 x 16 accumulators)")
+        elif isa == "avx512bf16":
+            text += f"; {self._why(kind)}"
+        return text
+
     def _converted_gemm(self, block: str, roles: MatmulRoles, kind: LowpGemm, isa: str) -> list:
         """A plain (or batched) GEMM converted in packing and tiled exactly as the fp32 rule tiles
         an fp32 GEMM (`lowp_convert`)."""
@@ -282,6 +304,8 @@ class MatmulLowpCPU(Rule):
             s.annotate(tile_block, LOWER_NOTE, FALLBACK_NOTE.format(block=block, intrin=name))
         elif convert:
             s.annotate(tile_block, LOWER_NOTE, convert_note(kind.a, block, self._why(kind), a_whole=True).format(intrin=name))
+        else:
+            s.annotate(tile_block, LOWER_NOTE, path_note(kind, block, self._dot_note(kind, isa, name, roles)))
         if readers is not None and len(readers) == 1:
             attempt(s, lambda t: _epilogue_at(t, readers[0], tile_block))
 
