@@ -15,7 +15,9 @@ from test_quantized_ops import conv_reference, quantized_conv2d, quantized_gemm,
 import tdsl
 import tdsl.target as tt
 from tdsl import T
+from tdsl.auto.hardware import hardware
 from tdsl.auto.rules.amx_cpu import AMX_INT8, amx_tiles
+from tdsl.auto.rules.matmul_cpu import MicroTile
 from tdsl.intrinsics import x86_amx
 from tdsl.target import cpu_features
 
@@ -67,10 +69,24 @@ def test_the_schedule_packs_b_once_and_pads_a():
 
 
 def test_shapes_amx_cannot_take_go_to_the_other_kernels():
-    """k not a multiple of 64 bytes, or m, n not of 16: the VNNI kernel, still correct."""
-    assert amx_tiles(64, 64, 96, AMX_INT8, 2 << 20) == []
-    assert amx_tiles(24, 64, 128, AMX_INT8, 2 << 20) == []
-    assert "x86.amx" not in str(tdsl.auto_schedule(_gemm(64, 64, 96), SPR).trace)
+    """k not a multiple of 4 bytes, or an edge tile filling under a quarter of its 16 x 16
+    accumulators (m = 2): the other kernels, still correct."""
+    assert amx_tiles(64, 64, 98, AMX_INT8, 2 << 20) == []
+    assert amx_tiles(2, 64, 128, AMX_INT8, 2 << 20) == []
+    assert "x86.amx" not in str(tdsl.auto_schedule(_gemm(64, 64, 98), SPR).trace)
+    assert "x86.amx" not in str(tdsl.auto_schedule(_gemm(2, 64, 128), SPR).trace)
+
+
+def test_edges_take_partial_amx_tiles():
+    """m, n not multiples of 16: MR / NR the divisor of at most 32 filling its 16-row tiles best
+    (56: 28 = 16 + 12); k not of 64 bytes: KC = k with a short last step (then at most 2
+    accumulator tiles: 28 x 16 before 28 x 28 with 20-element steps)."""
+    assert amx_tiles(56, 64, 64, AMX_INT8, 2 << 20)[0] == MicroTile(28, 32, 64)
+    assert amx_tiles(100, 100, 200, AMX_INT8, 2 << 20)[0] == MicroTile(25, 10, 200)   # not 25 x 25 x 40
+    assert amx_tiles(56, 56, 100, AMX_INT8, 2 << 20)[0] in (MicroTile(28, 14, 100), MicroTile(14, 28, 100))
+    assert amx_tiles(48, 64, 128, AMX_INT8, 2 << 20)[0] == MicroTile(16, 32, 128)    # full tiles as before
+    got = _intrinsics(tdsl.auto_schedule(_gemm(56, 100, 200), SPR))
+    assert got == ["x86.amx.u8s8s32_14x25x200_init"], got     # 2 tiles: the 200 = 3 x 64 + 8 steps
 
 
 def test_the_design_space_offers_amx_tiles_and_blocks():
@@ -95,7 +111,9 @@ def test_auto_int8_gemm_on_amx_is_bit_exact(m, n, k):
     sch = tdsl.auto_schedule(_gemm(m, n, k), "cpu")
     assert any(i.startswith("x86.amx.u8s8s32_") for i in _intrinsics(sch))
     kernel = tdsl.build(sch, target="cpu")
-    assert "tdpbusd" in kernel.asm and not kernel.notes
+    assert "tdpbusd" in kernel.asm
+    assert kernel.notes == [f"info: int8 GEMM block 'C': the Intel AMX micro-kernel {_intrinsics(sch)[0]} (tdpbusd on "
+                            "16-row x 64-byte tiles)"]
     a, b = _int8_operands(m, n, k)
     c = np.full((m, n), 7, np.int32)
     kernel(a, b, c)
@@ -277,3 +295,107 @@ def test_batched_int8_gemm_on_amx_is_bit_exact():
     c = np.zeros((3, 64, 96), np.int32)
     tdsl.build(sch, target="cpu")(a, b, c)
     np.testing.assert_array_equal(c, np.einsum("bik,bkj->bij", a.astype(np.int64), b.astype(np.int64)).astype(np.int32))
+
+
+EDGE = (1, 15, 17, 40, 56, 100)
+
+
+@needs_int8
+def test_auto_int8_gemm_edges_are_bit_exact():
+    """m, n in EDGE, k in (64, 100, 200) in turn: AMX's partial tiles where they fill a quarter
+    of the accumulators (else the other kernels), bit-exact; kernel.notes names the path."""
+    on_amx = 0
+    for idx, (m, n) in enumerate((m, n) for m in EDGE for n in EDGE):
+        k = (64, 100, 200)[idx % 3]
+        sch = tdsl.auto_schedule(_gemm(m, n, k), "cpu")
+        kernel = tdsl.build(sch, target="cpu")
+        amx = [i for i in _intrinsics(sch) if i.startswith("x86.amx.")]
+        on_amx += bool(amx)
+        assert bool(amx) == bool(amx_tiles(m, n, k, AMX_INT8, hardware("cpu").l2)), (m, n, k)
+        if amx:
+            assert any(n_.startswith("info: int8 GEMM block 'C': the Intel AMX micro-kernel " + amx[0]) for n_ in kernel.notes)
+        rng = np.random.default_rng(idx)
+        a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+        b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+        a[0, :], b[:, 0] = 255, -128
+        c = np.full((m, n), 7, np.int32)
+        kernel(a, b, c)
+        np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32), err_msg=f"{m} x {n} x {k}")
+    assert on_amx >= 20
+
+
+@needs_int8
+@pytest.mark.parametrize("out,m,n,k", [("int8", 56, 40, 100), ("float32", 100, 17, 200)])
+def test_quantized_gemm_edges_on_amx_are_bit_exact(out, m, n, k):
+    sch = tdsl.auto_schedule(quantized_gemm(m, n, k, out), "cpu")
+    assert any(i.startswith("x86.amx.u8s8s32_") for i in _intrinsics(sch))
+    rng = np.random.default_rng(8)
+    a, b = _int8_operands(m, n, k)
+    scale = rng.uniform(1e-4, 3e-4, n).astype(np.float32)
+    y = np.zeros((m, n), out)
+    tdsl.build(sch, target="cpu")(a, b, scale, y)
+    np.testing.assert_array_equal(y, reference(a, b, scale, out))
+
+
+@needs_int8
+def test_batched_int8_gemm_edges_on_amx_are_bit_exact():
+    @T.prim_func
+    def bmm(A: T.Buffer((3, 40, 100), "uint8"), B: T.Buffer((3, 100, 56), "int8"), C: T.Buffer((3, 40, 56), "int32")):
+        for nb, i, j, k in T.grid(3, 40, 56, 100):
+            with T.block("C"):
+                vb, vi, vj, vk = T.axis.remap("SSSR", [nb, i, j, k])
+                with T.init():
+                    C[vb, vi, vj] = 0
+                C[vb, vi, vj] = C[vb, vi, vj] + T.cast(A[vb, vi, vk], "int32") * T.cast(B[vb, vk, vj], "int32")
+
+    sch = tdsl.auto_schedule(bmm, "cpu")
+    assert any(i.startswith("x86.amx.u8s8s32_") for i in _intrinsics(sch))
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 256, (3, 40, 100)).astype(np.uint8)
+    b = rng.integers(-128, 128, (3, 100, 56)).astype(np.int8)
+    c = np.zeros((3, 40, 56), np.int32)
+    tdsl.build(sch, target="cpu")(a, b, c)
+    np.testing.assert_array_equal(c, np.einsum("bik,bkj->bij", a.astype(np.int64), b.astype(np.int64)).astype(np.int32))
+
+
+@needs_int8
+def test_nhwc_int8_conv2d_56_wide_on_amx_is_bit_exact():
+    """The output row of 56 columns (m): 28-row micro tiles, 16 + 12 rows."""
+    b, c, h, w, f = 1, 64, 3, 56, 64
+    sch = tdsl.auto_schedule(quantized_conv2d("NHWC", b, c, h, w, f), "cpu")
+    assert any(i.startswith("x86.amx.u8s8s32_28x") for i in _intrinsics(sch)), _intrinsics(sch)
+    rng = np.random.default_rng(10)
+    x = rng.integers(0, 256, (b, h, w, c)).astype(np.uint8)
+    wt = rng.integers(-128, 128, (3, 3, c, f)).astype(np.int8)
+    scale = rng.uniform(1e-5, 3e-5, f).astype(np.float32)
+    y = np.zeros((b, h, w, f), np.uint8)
+    kernel = tdsl.build(sch, target="cpu")
+    assert any("partial tiles: rows 16 + 12" in n for n in kernel.notes), kernel.notes
+    kernel(x, wt, scale, y)
+    want = conv_reference(x, wt, scale, "NHWC")
+    assert 0 < want.mean() < 255
+    np.testing.assert_array_equal(y, want)
+
+
+@needs_bf16
+@pytest.mark.parametrize("m,n,k", [(56, 40, 100), (17, 100, 64)])
+def test_auto_bf16_gemm_edges_on_amx_are_within_fp32_rounding(m, n, k):
+    sch = tdsl.auto_schedule(_gemm(m, n, k, "bfloat16", "float32"), "cpu")
+    assert any(i.startswith("x86.amx.bf16f32_") for i in _intrinsics(sch))
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    out = np.zeros((m, n), np.float32)
+    tdsl.build(sch, target="cpu")(a, b, out)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert np.all(np.abs(out - a64 @ b64) <= k * np.finfo(np.float32).eps * (np.abs(a64) @ np.abs(b64)))
+
+
+@needs_int8
+def test_a_shape_amx_refuses_says_so_in_the_notes():
+    """m = 2: the VNNI kernel, whose note says the CPU has AMX but no tile takes the shape."""
+    if "avx512vnni" not in cpu_features("cpu"):
+        pytest.skip("the CPU target 'cpu' builds for lacks avx512vnni")
+    kernel = tdsl.build(tdsl.auto_schedule(_gemm(2, 64, 128), "cpu"), target="cpu")
+    assert any(n.startswith("info: int8 GEMM block 'C': the AVX512-VNNI vpdpbusd micro-kernel x86.avx512vnni.")
+               and "no AMX tile takes this 2 x 64 x 128 GEMM" in n for n in kernel.notes), kernel.notes

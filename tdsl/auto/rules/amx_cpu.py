@@ -132,9 +132,10 @@ def amx_tiles(m: int, n: int, k: int, kind: AmxGemm, l2: int) -> list[MicroTile]
             fitting = [d for d in kcs if d * per_k <= l2 // 4] or kcs[:1]
             out.append(MicroTile(mr, nr, max(fitting)))
     step = kind.k_step("amx")
-    # at an edge, the tiles that keep the most of AMX's work (filled accumulators, 64-byte steps) first
+    # at an edge, the tiles that keep the most of AMX's work (filled accumulators, 64-byte steps)
+    # first, then those spanning k (C written once), then the larger
     return sorted(out, key=lambda t: (-round(fill(t.mr, t.nr) * t.kc / (step * -(-t.kc // step)), 2),
-                                      -t.mr * t.nr))
+                                      t.kc != k, -t.mr * t.nr))
 
 
 def kc_candidates(k: int, unit: int, default: int, ok=lambda kc: True) -> tuple[list[int], int]:
