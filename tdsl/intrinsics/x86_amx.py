@@ -18,6 +18,18 @@ configuration (``ldtilecfg`` of a 64-byte palette-1 record: 8 tiles of 16 rows x
 the configuration is per thread and a parallel loop's body may run on any thread. The
 ``_init`` variant (name suffix) zeroes the accumulators (``tilezero``) instead of loading C.
 
+Edges: MR and NR may be any of 1..32; the last row (column) tile is then partial, and the
+configuration gives each tile its shape (MR = 28, NR = 20: C tiles of 16 and 12 rows by 64 and
+16 bytes, A tiles of 16 and 12 rows, B tiles of 64 and 16 bytes per row), so loads and stores
+touch only the tile's rows and bytes. KC may be any multiple of the k group (4 int8, 2 bf16):
+where it is not a multiple of 64 bytes, the last step is shorter (A tiles of fewer bytes per row,
+B tiles of fewer rows) and, after full steps, takes its own A and B tiles from those left over,
+so such kernels keep at most 2 accumulator tiles (`fits`). E.g. MR = 12, NR = 32, KC = 100::
+
+    C: tmm0-1 (12 rows x 64 bytes)
+    k 0..63:   A tmm4 (12 rows x 64 bytes), B tmm6-7 (16 rows x 64 bytes)  -> 2 tdpbusd
+    k 64..99:  A tmm2 (12 rows x 36 bytes), B tmm3, tmm5 (9 rows x 64 bytes) -> 2 tdpbusd
+
 Linux hands AMX's tile data to a process only on request (`tdsl.target.amx_permitted`, asked
 once per process before the host's features are read); a host that refuses does not offer the
 ``amx-*`` features, so these kernels are never chosen there.
@@ -82,23 +94,32 @@ def _numbers(rows: list[int], cols: list[int], steps: list[int]) -> tuple[list[i
     return a, b, a2, b2
 
 
-def _impl(kind: str, mr: int, nr: int, kc: int, init: bool) -> str:
-    a_t, b_t, c_t, size, group, mul = KINDS[kind]
+def _shapes(kind: str, mr: int, nr: int, kc: int) -> dict[int, tuple[int, int]]:
+    """(rows, bytes per row) of each tile number in the configuration; the tiles the kernel does
+    not use stay 16 x 64 (as every tile of the full-tile kernels)."""
+    size = KINDS[kind][3]
     rows, cols, steps, _ = _layout(kind, mr, nr, kc)
-    mt, nt = len(rows), len(cols)
     a_n, b_n, a2_n, b2_n = _numbers(rows, cols, steps)
-    full = kc // k_step(kind)
-    # (rows, bytes per row) of each tile number; those the kernel does not use stay 16 x 64
     shape = {t: (TILE_ROWS, TILE_BYTES) for t in range(8)}
-    for ti in range(mt):
-        for tj in range(nt):
-            shape[ti * nt + tj] = (rows[ti], 4 * cols[tj])
+    for ti, r in enumerate(rows):
+        for tj, c in enumerate(cols):
+            shape[ti * len(cols) + tj] = (r, 4 * c)
     for nums, width in ((a_n, steps[0]), (a2_n, steps[-1])):
         for ti, t in enumerate(nums):
             shape[t] = (rows[ti], width * size)
     for nums, width in ((b_n, steps[0]), (b2_n, steps[-1])):
         for tj, t in enumerate(nums):
             shape[t] = (width * size // 4, 4 * cols[tj])
+    return shape
+
+
+def _impl(kind: str, mr: int, nr: int, kc: int, init: bool) -> str:
+    a_t, b_t, c_t, size, group, mul = KINDS[kind]
+    rows, cols, steps, _ = _layout(kind, mr, nr, kc)
+    mt, nt = len(rows), len(cols)
+    a_n, b_n, a2_n, b2_n = _numbers(rows, cols, steps)
+    full = kc // k_step(kind)
+    shape = _shapes(kind, mr, nr, kc)
     text = f'''
 @T.prim_func
 def amx_impl(A: T.Buffer(({mr}, {kc}), "{a_t}", strides=("a_s", 1)),

@@ -3,8 +3,11 @@
 `MatmulAmxCPU` runs before `MatmulLowpCPU` and applies where the target's CPU features
 (`Hardware.features`, i.e. `tdsl.target.cpu_features`) include amx-int8 (int8) or amx-bf16
 (bf16): the blocks `MatmulLowpCPU` takes (GEMMs, a requantize epilogue's accumulator, NHWC int8
-conv2d) with m and n multiples of 16 and k of 64 bytes. Elsewhere it leaves the block to
-`MatmulLowpCPU` (VNNI, AVX512-BF16 or the AVX2 kernels).
+conv2d) with k a multiple of 4 bytes, m and n of any size whose micro tile fills `MIN_FILL` of its
+accumulators (`amx_tiles`: m, n off a multiple of 16 take partial tiles, k off 64 bytes a shorter
+last step; see `tdsl.intrinsics.x86_amx`). Elsewhere it leaves the block to `MatmulLowpCPU`
+(VNNI, AVX512-BF16 or the AVX2 kernels). The tile block gets an informational `kernel.notes` line
+naming the kernel and its partial tiles.
 
 The schedule, outer to inner:
 
@@ -23,8 +26,8 @@ The schedule, outer to inner:
   k x NR sliver of B take a quarter of L2 (splitting k, which reloads C's tiles, measured about
   2x slower); an elementwise epilogue of an intermediate accumulator per row block.
 
-The sampled choices (the tuner's space): the micro tile (32 x 32, 32 x 16, 16 x 32, 16 x 16; one
-sketch each), KC, NC / NR, MC / MR, the loop order and whether A is padded.
+The sampled choices (the tuner's space): the micro tile (32 x 32, 32 x 16, 16 x 32, 16 x 16, or
+the edge sizes of `tile_sizes`; one sketch each), KC, NC / NR, MC / MR, the loop order and whether A is padded.
 
 Where the target is this host and its CPU has AMX but the OS refused the tile data
 (`tdsl.target.amx_permitted`), the rule makes `MatmulLowpCPU`'s schedules and notes (in
@@ -43,7 +46,6 @@ from .base import Rule
 from .cpu_loops import _extent_of, attempt
 from .lowp_cpu import BF16, INT8, TASKS_PER_CORE, LowpGemm, MatmulLowpCPU, _epilogue_at, lowp_gemm, path_note
 from .matmul_cpu import MicroTile, _lambda
-
 
 
 @dataclass(frozen=True)
@@ -133,9 +135,10 @@ def amx_tiles(m: int, n: int, k: int, kind: AmxGemm, l2: int) -> list[MicroTile]
             out.append(MicroTile(mr, nr, max(fitting)))
     step = kind.k_step("amx")
     # at an edge, the tiles that keep the most of AMX's work (filled accumulators, 64-byte steps)
-    # first, then those spanning k (C written once), then the larger
+    # first, then those not made of short steps only (C reloaded per short KC), then the larger;
+    # full tiles keep their order (32 x 32, 32 x 16, 16 x 32, 16 x 16)
     return sorted(out, key=lambda t: (-round(fill(t.mr, t.nr) * t.kc / (step * -(-t.kc // step)), 2),
-                                      t.kc != k, -t.mr * t.nr))
+                                      t.kc < step and t.kc != k, -t.mr * t.nr))
 
 
 def kc_candidates(k: int, unit: int, default: int, ok=lambda kc: True) -> tuple[list[int], int]:

@@ -24,7 +24,9 @@ The schedule mirrors the fp32 one (`matmul_cpu`), GotoBLAS style:
 
 The ISA follows the target's CPU features (`Hardware.features`, i.e. `tdsl.target.cpu_features`):
 int8 on AVX512-VNNI, else AVX-VNNI, else the exact AVX2 vpmaddwd kernel, which leaves a note in
-`kernel.notes` saying that the CPU lacks the dot-product unit. float16, and bfloat16 without
+`kernel.notes` saying that the CPU lacks the dot-product unit; the VNNI and AVX512-BF16 kernels
+leave an informational one (`path_note`) naming the kernel (and, on a CPU with AMX, that no AMX
+tile takes the shape). float16, and bfloat16 without
 AVX512-BF16 or where vdpbf16ps is slow, convert to fp32 in packing and run the fp32 FMA kernel
 (`lowp_convert`: a plain GEMM is then tiled exactly as `matmul_cpu` tiles fp32; a conv2d's input is
 converted whole and its filters while packed); bfloat16 on AVX512-BF16 offers both paths, the
@@ -35,9 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...intrinsics import x86, x86_lowp
+from ...intrinsics import x86, x86_amx, x86_lowp
 from ...ir import Binary, Cast, Var, free_vars
-from ...intrinsics import x86_amx
 from ...ir.attrs import INFO_NOTE, LOWER_NOTE
 from ...schedule import Schedule
 from ..analysis import MatmulRoles, block_info, consumers, matmul_roles
@@ -55,7 +56,7 @@ FALLBACK_NOTE = ("int8 GEMM block {block!r}: the target CPU has no AVX512-VNNI o
 UNITS = {"avx512vnni": "AVX512-VNNI vpdpbusd", "avxvnni": "AVX-VNNI vpdpbusd", "avx512bf16": "AVX512-BF16 vdpbf16ps"}
 
 
-def path_note(kind: "LowpGemm", block: str, what: str) -> str:
+def path_note(kind: LowpGemm, block: str, what: str) -> str:
     """The informational `kernel.notes` line naming the low-precision path a GEMM block took."""
     dtype = "int8" if kind.c == "int32" else kind.a
     return f"{INFO_NOTE}{dtype} GEMM block {block!r}: {what}"
