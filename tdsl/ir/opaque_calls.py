@@ -75,8 +75,29 @@ WGMMA = "ptx_wgmma"
 WGMMA_FENCE = "ptx_wgmma_fence"
 WGMMA_COMMIT_GROUP = "ptx_wgmma_commit_group"
 WGMMA_WAIT_GROUP = "ptx_wgmma_wait_group"
+# T.ptx_setmaxnreg(inc, count): setmaxnreg.inc / .dec (sm_90a): the executing warpgroup's per-thread
+# register budget raised (inc) or lowered to `count` (a multiple of 8 in [24, 256]); nothing sequentially.
+SETMAXNREG = "ptx_setmaxnreg"
+SETMAXNREG_RANGE = (24, 256)
 MBARRIER_CALLS = (MBARRIER_INIT, MBARRIER_ARRIVE, MBARRIER_ARRIVE_EXPECT_TX, MBARRIER_WAIT)
-HOPPER_CALLS = (*MBARRIER_CALLS, FENCE_PROXY_ASYNC, TMA_LOAD, WGMMA, WGMMA_FENCE, WGMMA_COMMIT_GROUP, WGMMA_WAIT_GROUP)
+HOPPER_CALLS = (*MBARRIER_CALLS, FENCE_PROXY_ASYNC, TMA_LOAD, WGMMA, WGMMA_FENCE, WGMMA_COMMIT_GROUP, WGMMA_WAIT_GROUP,
+                SETMAXNREG)
+
+
+def launch_registers(threads: int) -> int:
+    """The registers per thread a kernel of `threads` threads that uses setmaxnreg starts with:
+    ptxas gives it the most its __launch_bounds__ allow, 65536 / threads rounded down to a
+    multiple of 8, at most 255 (168 for 384 threads); the CTA's pool is that x threads."""
+    return min(255, 65536 // threads) // 8 * 8
+
+
+def setmaxnreg_problem(count) -> str | None:
+    """Why `count` is not a register count setmaxnreg takes (PTX ISA: a multiple of 8 in
+    [24, 256]); None when it is one."""
+    lo, hi = SETMAXNREG_RANGE
+    if isinstance(count, bool) or not isinstance(count, int) or count % 8 or not lo <= count <= hi:
+        return f"setmaxnreg takes a register count that is a multiple of 8 in [{lo}, {hi}], got {count!r}"
+    return None
 
 
 def wgmma_layout(lane, i):

@@ -79,6 +79,8 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "ptx_wgmma_fence": ("expr", "T.ptx_wgmma_fence(): wgmma.fence before wgmmas touch the accumulators"),
     "ptx_wgmma_commit_group": ("expr", "T.ptx_wgmma_commit_group(): the wgmmas issued so far form a group"),
     "ptx_wgmma_wait_group": ("expr", "T.ptx_wgmma_wait_group(n): wait until at most n wgmma groups are pending"),
+    "ptx_setmaxnreg": ("expr", "T.ptx_setmaxnreg(inc, count): setmaxnreg.inc (True) / .dec (False): the executing "
+                               "warpgroup's registers per thread to count (a multiple of 8 in [24, 256]; sm_90a)"),
     "Ramp": ("expr", "a vector of base + k * stride"), "Broadcast": ("expr", "a vector of one value"),
     **{name: ("expr", "a math function") for name in MATH_NAMES},
     **{name: ("dtype", f"the {name} type: an annotation, a constant or a cast") for name in SCALAR_NAMES},

@@ -52,6 +52,7 @@ from ...ir.opaque_calls import (
     MBARRIER_ARRIVE_EXPECT_TX,
     MBARRIER_INIT,
     MBARRIER_WAIT,
+    SETMAXNREG,
     TMA_LOAD,
     WGMMA,
     WGMMA_COMMIT_GROUP,
@@ -729,6 +730,9 @@ class CudaCodegen:
             return f"tdsl_{e.op}()"
         if e.op == WGMMA_WAIT_GROUP:
             return f"tdsl_ptx_wgmma_wait_group<{self.expr(e.args[0])}>()"
+        if e.op == SETMAXNREG:   # (the arch check refuses it for all but sm_90a)
+            inc, count = e.args
+            return f"tdsl_ptx_setmaxnreg_{'inc' if inc.value else 'dec'}<{count.value}>()"
         if e.op == WGMMA:   # K-major tiles, rows a swizzle span: descriptor swizzle code, 8-row groups apart
             d, a, b, n, _, span = e.args
             dt = "bf16" if a.buffer.dtype == bfloat16 else "f16"

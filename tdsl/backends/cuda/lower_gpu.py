@@ -12,6 +12,9 @@
     dimension. ``shared`` allocations are hoisted to the kernel top, ``local`` ones stay where
     they are; function-level ``shared``/``local`` buffers move into the kernels that use them;
     function-level ``global`` buffers become device workspaces the runtime allocates.
+``split_roles`` (per kernel, after the barriers)
+    A warp-specialized kernel (a setmaxnreg branch on ``ty``) gets one code path per role
+    (tdsl.backends.cuda.roles), so that ptxas can honour the register budgets.
 ``insert_barriers`` (per kernel)
     A ``__syncthreads()`` goes before a statement whose shared-memory accesses conflict with
     accesses made since the last barrier by other threads (read after write, write after read,
@@ -60,6 +63,7 @@ from ...lower.gpu_compact import compact_gpu_buffers  # noqa: F401
 from ...lower.software_pipeline import CP_ASYNC, WAIT_GROUP
 from ...script.printer import message_text as _expr_text
 from .plan import HostPlan, KernelSpec  # noqa: F401 (public here too)
+from .roles import split_roles
 from .shared_memory import check_limit
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -743,4 +747,5 @@ def lower_for_cuda(func: PrimFunc, checked: bool = False) -> HostPlan:
     plan = split_kernels(lowered, warp_calls(func))
     for spec in plan.kernels:
         insert_barriers(spec, lowered)
+        split_roles(spec)   # (after the barriers: each thread runs the same statements as before)
     return plan

@@ -74,7 +74,8 @@ class HopperMethods(ScheduleBase):
         return self._apply("wgmma_pipeline", _hopper.wgmma_pipeline, [block],
                            {"tile_n": tile_n, "tile_k": tile_k, "stages": stages, "tile_m": tile_m})
 
-    def warp_specialize(self, loop: LoopRV) -> None:
+    def warp_specialize(self, loop: LoopRV, producer_regs: int | None = None,
+                        consumer_regs: int | None = None) -> None:
         """Give a pipelined K loop's producer and consumers their own warpgroups: the loop's
         thread loop (128 threads, or c x 128) becomes ``threadIdx.y`` (1 + c) x ``threadIdx.x``
         (128), its leading statements that issue TMA loads (under ``if tx == 0:``) run on
@@ -84,27 +85,42 @@ class HopperMethods(ScheduleBase):
         stages (the mbarriers order them); one statement after another nothing changes, since
         only thread 0 produced and it did so before the consumers used the stage.
 
+        Before the K loop the roles set their register budgets with setmaxnreg (sm_90a):
+        ``if ty == 0: T.ptx_setmaxnreg(False, producer_regs) else: T.ptx_setmaxnreg(True,
+        consumer_regs)``. By default 40 and 232 with two consumer warpgroups (a 384-thread kernel
+        starts with 65536 / 384 = 168 registers per thread, rounded down to a multiple of 8:
+        128 x 40 + 256 x 232 = 3 x 128 x 168), none with one; ``producer_regs=0,
+        consumer_regs=0`` leaves them out. Counts are multiples of 8 in [24, 256], the producer's
+        at most the starting count, the consumers' at least, and all must fit the CTA's pool;
+        others are refused.
+
         Before::
 
             for ko in range(4):
-                for tx in T.thread_binding(128, thread="threadIdx.x"):
+                for tx in T.thread_binding(256, thread="threadIdx.x"):
                     if tx == 0:
                         if ko >= 2:
                             T.evaluate(T.ptx_wait_barrier(bar_empty[ko % 2], (ko // 2 + 1) % 2))
-                        T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[ko % 2], 16384))
-                        T.evaluate(T.ptx_tma_load(A_shared[ko % 2, 0, 0], A[by * 64, ko * 64], A_tmap[0], bar_full[ko % 2]))
+                        T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[ko % 2], 24576))
+                        T.evaluate(T.ptx_tma_load(A_shared[ko % 2, 0, 0], A[by * 128, ko * 64], A_tmap[0], bar_full[ko % 2]))
                         ...
                     T.evaluate(T.ptx_wait_barrier(bar_full[ko % 2], ko // 2 % 2))
                     ...  # wgmma, release the stage
 
         Call::
 
-            sch.warp_specialize(ko)      # ko = sch.wgmma_pipeline(...)
+            sch.warp_specialize(ko)      # ko = sch.wgmma_pipeline(..., tile_m=128): two consumers
 
         After::
 
+            for ty in T.thread_binding(3, thread="threadIdx.y"):
+                for tx in T.thread_binding(128, thread="threadIdx.x"):
+                    if ty == 0:
+                        T.evaluate(T.ptx_setmaxnreg(False, 40))
+                    else:
+                        T.evaluate(T.ptx_setmaxnreg(True, 232))
             for ko in range(4):
-                for ty in T.thread_binding(2, thread="threadIdx.y"):
+                for ty in T.thread_binding(3, thread="threadIdx.y"):
                     for tx in T.thread_binding(128, thread="threadIdx.x"):
                         if ty == 0:
                             if tx == 0:
@@ -116,4 +132,5 @@ class HopperMethods(ScheduleBase):
                             ...  # wgmma, release the stage
         """
         self._expect("warp_specialize", loop, (LoopRV,), "a loop handle (the K loop of wgmma_pipeline)")
-        return self._apply("warp_specialize", _warp_specialize.warp_specialize, [loop])
+        regs = {k: v for k, v in (("producer_regs", producer_regs), ("consumer_regs", consumer_regs)) if v is not None}
+        return self._apply("warp_specialize", _warp_specialize.warp_specialize, [loop], regs)

@@ -7,7 +7,8 @@
 ``T.ptx_tma_load(A_sh[s, 0, 0], A[y, x], tensor_map[0], bars[s])``: the box of A at (y, x), as big
 as A_sh's last two axes, into A_sh[s] by TMA, completing on bars[s];
 ``T.ptx_wgmma(acc[tx, 0], A_sh[s, 0, 16 * j], B_sh[s, 0, 16 * j], 32, tx)`` with
-``T.ptx_wgmma_fence()``, ``T.ptx_wgmma_commit_group()``, ``T.ptx_wgmma_wait_group(0)``."""
+``T.ptx_wgmma_fence()``, ``T.ptx_wgmma_commit_group()``, ``T.ptx_wgmma_wait_group(0)``;
+``T.ptx_setmaxnreg(False, 40)`` / ``T.ptx_setmaxnreg(True, 232)``."""
 from __future__ import annotations
 
 import ast
@@ -21,11 +22,13 @@ from ...ir.opaque_calls import (
     MBARRIER_ARRIVE_EXPECT_TX,
     MBARRIER_INIT,
     MBARRIER_WAIT,
+    SETMAXNREG,
     TMA_LOAD,
     WGMMA,
     WGMMA_COMMIT_GROUP,
     WGMMA_FENCE,
     WGMMA_WAIT_GROUP,
+    setmaxnreg_problem,
 )
 from .expressions import ExpressionParser
 from .frames import _describe
@@ -156,3 +159,21 @@ class MbarrierCallParser(ExpressionParser):
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise self.error(n_node, f"T.ptx_wgmma_wait_group takes one constant count >= 0, got {_describe(n)}")
         return Call(_dt.int32, WGMMA_WAIT_GROUP, (IntImm(n, _dt.int32),), span=self.span(node))
+
+    def call_ptx_setmaxnreg(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_setmaxnreg(inc, count): setmaxnreg.inc (inc True) / .dec (False) to `count` registers per
+        thread of the executing warpgroup (sm_90a)."""
+        inc_node, count_node = self._args(node, SETMAXNREG, ("inc", "count"))
+        inc = self.eval_expr(inc_node)
+        inc = bool(inc.value) if isinstance(inc, IntImm) and inc.dtype.is_bool else inc
+        if not isinstance(inc, bool):
+            raise self.error(inc_node, f"the first argument of T.ptx_setmaxnreg is True (setmaxnreg.inc: raise the "
+                                       f"warpgroup's registers) or False (.dec: lower them), got {_describe(inc)}")
+        count = self.eval_expr(count_node)
+        count = count.value if isinstance(count, IntImm) and not count.dtype.is_bool else count
+        why = setmaxnreg_problem(count)
+        if why is not None:
+            raise self.error(count_node, f"T.ptx_setmaxnreg: {why}", "e.g. T.ptx_setmaxnreg(False, 40) for a producer "
+                                                                     "warpgroup, T.ptx_setmaxnreg(True, 232) for consumers")
+        return Call(_dt.int32, SETMAXNREG, (IntImm(int(inc), _dt.DataType.parse("bool")), IntImm(count, _dt.int32)),
+                    span=self.span(node))
