@@ -157,31 +157,42 @@ template <int R> __device__ __forceinline__ void tdsl_ptx_setmaxnreg_dec() {
 """
 
 
-def wgmma_function(n: int, dtype: str) -> str:
+B_MAJORS = {"k": ("", 0), "mn": ("_bmn", 1)}   # B's major-ness: name suffix, imm-trans-b
+
+
+def wgmma_name(n: int, dtype: str, b_major: str = "k") -> str:
+    """The device function's name: tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}[_bmn]."""
+    return f"tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}{B_MAJORS[b_major][0]}"
+
+
+def wgmma_function(n: int, dtype: str, b_major: str = "k") -> str:
     """The device function `tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}(float* d, desc_a, desc_b, scale_d)`:
     D (n / 2 floats per thread of the warpgroup) = A * B (+ D when scale_d != 0), A and B from shared
-    memory through matrix descriptors, both K-major."""
-    if dtype not in ("f16", "bf16") or n % 8 or not 8 <= n <= 256:
-        raise TargetError(f"wgmma m64nNk16 takes N a multiple of 8 in [8, 256] and f16 or bf16 inputs, got "
-                          f"N={n}, {dtype}")
+    memory through matrix descriptors, A K-major; B K-major, or with `b_major="mn"` N-major
+    (``..._bmn``: imm-trans-b = 1, the PTX ISA's "transposed" B, a [K, N] tile with N contiguous)."""
+    if dtype not in ("f16", "bf16") or n % 8 or not 8 <= n <= 256 or b_major not in B_MAJORS:
+        raise TargetError(f"wgmma m64nNk16 takes N a multiple of 8 in [8, 256], f16 or bf16 inputs and B major-ness "
+                          f"'k' or 'mn', got N={n}, {dtype}, {b_major!r}")
     regs = n // 2
+    name, trans_b = wgmma_name(n, dtype, b_major), B_MAJORS[b_major][1]
     outs = ", ".join(f"%{i}" for i in range(regs))
     binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    return (f"__device__ __forceinline__ void tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}(float* d, unsigned long long "
+    return (f"__device__ __forceinline__ void {name}(float* d, unsigned long long "
             f"desc_a, unsigned long long desc_b, int scale_d) {{\n"
             f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n'
             f" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{outs}}}, %{regs}, %{regs + 1}, p, "
-            f'1, 1, 0, 0;\\n}}"\n'
+            f'1, 1, 0, {trans_b};\\n}}"\n'
             f'    : {binds}\n    : "l"(desc_a), "l"(desc_b), "r"(scale_d) : "memory");\n}}\n'
-            f"__device__ __forceinline__ void tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}(float& d, unsigned long long "
+            f"__device__ __forceinline__ void {name}(float& d, unsigned long long "
             f"desc_a, unsigned long long desc_b, int scale_d) {{\n"
-            f"  tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}(&d, desc_a, desc_b, scale_d);\n}}\n")
+            f"  {name}(&d, desc_a, desc_b, scale_d);\n}}\n")
 
 
-def device_functions(wgmma: tuple[tuple[int, str], ...] = ()) -> str:
+def device_functions(wgmma: tuple[tuple, ...] = ()) -> str:
     """The Hopper device functions as CUDA C++ for NVRTC (skipped by the emulator, whose header
-    defines them); `wgmma` lists the (N, dtype) shapes of tdsl_ptx_wgmma_m64nNk16_f32_* wanted."""
-    specific = _ARCH_SPECIFIC_FUNCTIONS + "".join(wgmma_function(n, t) for n, t in wgmma)
+    defines them); `wgmma` lists the wgmma wanted as (N, dtype) or (N, dtype, b_major) (b_major
+    "k" or "mn"; see `wgmma_function`)."""
+    specific = _ARCH_SPECIFIC_FUNCTIONS + "".join(wgmma_function(*w) for w in wgmma)
     # (__CUDA_ARCH_FEAT_SM90_ALL: defined when compiling for sm_90a only)
     portable = _MBARRIER + _TMA_LOADS + _TMA_REFERENCE_FORMS
     return (f"{_BEGIN}\n#ifndef TDSL_CUDA_EMU_H\n{portable}#ifdef __CUDA_ARCH_FEAT_SM90_ALL\n{specific}#endif\n"

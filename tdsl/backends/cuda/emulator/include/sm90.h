@@ -59,7 +59,7 @@ struct Sm90State {
   unsigned bulk_committed[MAX_THREADS];
   // wgmma is .sync.aligned: the threads of a warpgroup issue the same ones, in the same order
   unsigned wgmma_issued[MAX_THREADS];
-  struct { unsigned seq; int n; unsigned long long a, b; int scale; } wgmma_ring[MAX_THREADS / 128][256];
+  struct { unsigned seq; int n, b_mn; unsigned long long a, b; int scale; } wgmma_ring[MAX_THREADS / 128][256];
 };
 
 inline Sm90State& sm90() {
@@ -477,8 +477,13 @@ template <int N> inline void tdsl_ptx_bulk_wait_group_read() {
 // width when swizzled), the swizzle applied to the offset from the start. Accumulators: CuTe's
 // CLayout_64xN: thread t, register i -> row 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2),
 // column 2 * (t % 4) + i % 2 + 8 * (i / 4).
+// MN-major operands (imm-trans-b = 1 for B; PTX ISA "Shared Memory Matrix Layout", CuTe's
+// make_gmma_desc<Major::MN>): element (mn, k) of a 16-bit matrix sits, swizzled, at
+// (mn / (W / 2)) * LBO + (k / 8) * SBO + (k % 8) * W + 2 * (mn % (W / 2)) -- a swizzle atom is 8
+// rows of K of W bytes along MN, atoms LBO apart along MN, 8-row groups of K SBO apart; not
+// swizzled, at (mn / 8) * SBO + (k / 8) * LBO + (k % 8) * 16 + 2 * (mn % 8).
 namespace tdsl_emu {
-struct Wgmma { float* d; unsigned long long a, b; int scale_d, n, bf16; unsigned group; unsigned long long fa, fb; };
+struct Wgmma { float* d; unsigned long long a, b; int scale_d, n, bf16, b_mn; unsigned group; unsigned long long fa, fb; };
 enum { MAX_WGMMA = 64 };
 struct WgmmaQueue { Wgmma ops[MAX_WGMMA]; int nops = 0; unsigned committed = 0; unsigned long long epoch = ~0ULL; };
 inline WgmmaQueue& wgmma_queue() {
@@ -496,7 +501,7 @@ inline DescTable& desc_table() {
   if (t.epoch != state().block_epoch) { t.epoch = state().block_epoch; t.n = 0; }
   return t;
 }
-inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16) {
+inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16, int mn_major = 0) {
   DescTable& table = desc_table();
   int index = (int)(desc & 0x3fff);
   if (index >= table.n) fail("wgmma: a matrix descriptor not made by tdsl_ptx_wgmma_desc in this block");
@@ -506,7 +511,8 @@ inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16) {
   int mode = (int)(desc >> 62), width = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
   const char* at;
   if (!width) {
-    at = start + (row / 8) * sbo + (2 * k / 16) * lbo + (row % 8) * 16 + (2 * k) % 16;
+    at = mn_major ? start + (row / 8) * sbo + (k / 8) * lbo + (k % 8) * 16 + 2 * (row % 8)
+                  : start + (row / 8) * sbo + (2 * k / 16) * lbo + (row % 8) * 16 + (2 * k) % 16;
   } else {
     // the swizzle acts on address bits: here on the offset from the start of the shared array (which a
     // GPU kernel aligns to the swizzle atom), so a start advanced within a row (the next k-slice) works
@@ -520,7 +526,9 @@ inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16) {
                "bytes, so the array must start at a multiple of it", s.regions[i].name, s.regions[i].window,
                width, 8 * width);
       }
-    at = base + tma_swizzle((start - base) + (row / 8) * sbo + (row % 8) * width + 2 * k, width);
+    long long off = mn_major ? (row / (width / 2)) * lbo + (k / 8) * sbo + (k % 8) * width + 2 * (row % (width / 2))
+                             : (row / 8) * sbo + (row % 8) * width + 2 * k;
+    at = base + tma_swizzle((start - base) + off, width);
   }
   unsigned short bits;
   check_addr(at, 2, "wgmma");
@@ -532,11 +540,11 @@ inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16) {
 }
 // the bits of an operand's rows x 16 elements (FNV-1a): shared memory an in-flight wgmma reads
 // must not change before its wait_group (the PTX ISA leaves that undefined)
-inline unsigned long long wgmma_fingerprint(unsigned long long desc, int rows, int bf16) {
+inline unsigned long long wgmma_fingerprint(unsigned long long desc, int rows, int bf16, int mn_major = 0) {
   unsigned long long h = 1469598103934665603ULL;
   for (int r = 0; r < rows; ++r)
     for (int k = 0; k < 16; ++k) {
-      float v = wgmma_operand(desc, r, k, bf16);
+      float v = wgmma_operand(desc, r, k, bf16, mn_major);
       unsigned u;
       memcpy(&u, &v, 4);
       h = (h ^ u) * 1099511628211ULL;
@@ -544,7 +552,7 @@ inline unsigned long long wgmma_fingerprint(unsigned long long desc, int rows, i
   return h;
 }
 inline void wgmma_run(const Wgmma& w) {
-  if (wgmma_fingerprint(w.a, 64, w.bf16) != w.fa || wgmma_fingerprint(w.b, w.n, w.bf16) != w.fb)
+  if (wgmma_fingerprint(w.a, 64, w.bf16) != w.fa || wgmma_fingerprint(w.b, w.n, w.bf16, w.b_mn) != w.fb)
     fail("wgmma m64n%dk16: shared memory of its operand %s was written after the wgmma was issued and before its "
          "wait_group (a race: the tensor core reads it asynchronously; wait, then release the stage)", w.n,
          wgmma_fingerprint(w.a, 64, w.bf16) != w.fa ? "A" : "B");
@@ -552,13 +560,14 @@ inline void wgmma_run(const Wgmma& w) {
   for (int i = 0; i < w.n / 2; ++i) {
     int row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2), col = 2 * (t % 4) + i % 2 + 8 * (i / 4);
     float acc = w.scale_d ? w.d[i] : 0.f;
-    for (int k = 0; k < 16; ++k) acc += wgmma_operand(w.a, row, k, w.bf16) * wgmma_operand(w.b, col, k, w.bf16);
+    for (int k = 0; k < 16; ++k)
+      acc += wgmma_operand(w.a, row, k, w.bf16) * wgmma_operand(w.b, col, k, w.bf16, w.b_mn);
     w.d[i] = acc;
   }
 }
 // The k-th wgmma of each thread of a warpgroup is the same instruction (shape, descriptors, scale-d);
 // the emulator's descriptors name the same shared address by the same table index.
-inline void wgmma_converged(int n, unsigned long long a, unsigned long long b, int scale) {
+inline void wgmma_converged(int n, unsigned long long a, unsigned long long b, int scale, int b_mn = 0) {
   Sm90State& st = sm90();
   int t = state().cur->linear, wg = t / 128;
   unsigned k = st.wgmma_issued[t]++;
@@ -566,12 +575,13 @@ inline void wgmma_converged(int n, unsigned long long a, unsigned long long b, i
   if (slot.seq == ~0u || (slot.seq < k)) {
     slot.seq = k;
     slot.n = n;
+    slot.b_mn = b_mn;
     slot.a = a;
     slot.b = b;
     slot.scale = scale != 0;
     return;
   }
-  if (slot.seq == k && (slot.n != n || slot.a != a || slot.b != b || slot.scale != (scale != 0)))
+  if (slot.seq == k && (slot.n != n || slot.b_mn != b_mn || slot.a != a || slot.b != b || slot.scale != (scale != 0)))
     fail("wgmma is .sync.aligned: the threads of warpgroup %d issue different instructions as their wgmma #%u "
          "(m64n%dk16 with descriptors 0x%llx, 0x%llx here, m64n%dk16 with 0x%llx, 0x%llx in another thread)", wg, k,
          n, a, b, slot.n, slot.a, slot.b);
@@ -617,17 +627,19 @@ template <int N> inline void tdsl_ptx_wgmma_wait_group() {
   }
   q.nops = keep;
 }
-#define TDSL_EMU_WGMMA(N, T, BF)                                                                              \
-  inline void tdsl_ptx_wgmma_m64n##N##k16_f32_##T(float* d, unsigned long long a, unsigned long long b, int s) { \
-    tdsl_emu::wgmma_converged(N, a, b, s);                                                                      \
+#define TDSL_EMU_WGMMA_FN(NAME, N, BF, BMN)                                                                   \
+  inline void NAME(float* d, unsigned long long a, unsigned long long b, int s) {                               \
+    tdsl_emu::wgmma_converged(N, a, b, s, BMN);                                                                 \
     tdsl_emu::WgmmaQueue& q = tdsl_emu::wgmma_queue();                                                          \
     if (q.nops == tdsl_emu::MAX_WGMMA) tdsl_emu::fail("more than %d wgmma in flight", (int)tdsl_emu::MAX_WGMMA);   \
-    q.ops[q.nops++] = tdsl_emu::Wgmma{d, a, b, s, N, BF, q.committed, tdsl_emu::wgmma_fingerprint(a, 64, BF),   \
-                                      tdsl_emu::wgmma_fingerprint(b, N, BF)};                                   \
+    q.ops[q.nops++] = tdsl_emu::Wgmma{d, a, b, s, N, BF, BMN, q.committed, tdsl_emu::wgmma_fingerprint(a, 64, BF), \
+                                      tdsl_emu::wgmma_fingerprint(b, N, BF, BMN)};                              \
   }                                                                                                             \
-  inline void tdsl_ptx_wgmma_m64n##N##k16_f32_##T(float& d, unsigned long long a, unsigned long long b, int s) { \
-    tdsl_ptx_wgmma_m64n##N##k16_f32_##T(&d, a, b, s);                                                          \
-  }
+  inline void NAME(float& d, unsigned long long a, unsigned long long b, int s) { NAME(&d, a, b, s); }
+// each shape with B K-major and with B MN-major (the _bmn form: imm-trans-b = 1)
+#define TDSL_EMU_WGMMA(N, T, BF)                                    \
+  TDSL_EMU_WGMMA_FN(tdsl_ptx_wgmma_m64n##N##k16_f32_##T, N, BF, 0) \
+  TDSL_EMU_WGMMA_FN(tdsl_ptx_wgmma_m64n##N##k16_f32_##T##_bmn, N, BF, 1)
 // every N of m64nNk16: 8 to 256 in steps of 8
 TDSL_EMU_WGMMA(8, f16, 0) TDSL_EMU_WGMMA(16, f16, 0) TDSL_EMU_WGMMA(24, f16, 0) TDSL_EMU_WGMMA(32, f16, 0) TDSL_EMU_WGMMA(40, f16, 0) TDSL_EMU_WGMMA(48, f16, 0) TDSL_EMU_WGMMA(56, f16, 0) TDSL_EMU_WGMMA(64, f16, 0)
 TDSL_EMU_WGMMA(72, f16, 0) TDSL_EMU_WGMMA(80, f16, 0) TDSL_EMU_WGMMA(88, f16, 0) TDSL_EMU_WGMMA(96, f16, 0) TDSL_EMU_WGMMA(104, f16, 0) TDSL_EMU_WGMMA(112, f16, 0) TDSL_EMU_WGMMA(120, f16, 0) TDSL_EMU_WGMMA(128, f16, 0)
