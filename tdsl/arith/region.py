@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Binary, Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
-from ..ir.opaque_calls import CP_ASYNC, MBARRIER_CALLS, TMA_LOAD, WGMMA, pointer_effect, touches_memory
+from ..ir.opaque_calls import CP_ASYNC, MBARRIER_CALLS, TMA_LOAD, TMA_STORE, WGMMA, pointer_effect, touches_memory
 from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, Evaluate, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
@@ -166,6 +166,9 @@ class _Detector(IRVisitor):
         if node.op in MBARRIER_CALLS or node.op == TMA_LOAD:
             self._hopper_call(node)
             return
+        if node.op == TMA_STORE:
+            self._tma_store(node)
+            return
         if node.op == WGMMA:   # (D, A, B, n, lane): reads the tiles from their corners, updates D from its own
             for arg in node.args:
                 for i in (arg.indices if isinstance(arg, BufferLoad) else ()):
@@ -184,6 +187,22 @@ class _Detector(IRVisitor):
                 self._address(arg, pointer_effect(node.op, k) if touches_memory(node.op) else "")
             else:
                 self.visit(arg)
+
+    def _tma_store(self, node: Call) -> None:
+        """A TMA store (dst, src, tmap, *coords) reads src's box (its last len(coords) axes from
+        src's other indices on) and the map, and writes the destination tensor."""
+        for arg in node.args:
+            for i in (arg.indices if isinstance(arg, BufferLoad) else ()):
+                self.visit(i)
+            if not isinstance(arg, BufferLoad):
+                self.visit(arg)
+        dst, src, tmap = node.args[:3]
+        assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad) and isinstance(tmap, BufferLoad)
+        keep = max(0, len(src.indices) - (len(node.args) - 3))
+        outer: list[DimBound] = [self._point(i) for i in src.indices[:keep]]
+        self._record(self.reads, src.buffer, outer + [None] * (len(src.buffer.shape) - keep))
+        self._record(self.reads, tmap.buffer, [None] * len(tmap.buffer.shape))
+        self._record(self.writes, dst.buffer, [None] * len(dst.buffer.shape))
 
     def _hopper_call(self, node: Call) -> None:
         """An mbarrier call reads and writes its barrier; a TMA load (dst, src, tensor_map, bar,

@@ -1,5 +1,6 @@
 """The sequential meaning of Hopper's asynchronous calls, as IR the interpreter runs in their
-place: a TMA load is a box copy (zero outside the tensor), a wgmma is the thread's own
+place: a TMA load is a box copy (zero outside the tensor), a TMA store one back (skipping the
+elements outside the tensor), a wgmma is the thread's own
 accumulators += A x B^T. Barrier waits and fences need nothing sequentially.
 
     T.ptx_tma_load(A_sh[0, 0], A[y, x], tmap[0], bar[0])
@@ -34,6 +35,29 @@ def tma_load_as_copy(call: Call) -> Stmt:
         body = IfThenElse(Binary("ge", a, IntImm(0, a.dtype)),
                           IfThenElse(inside, body, BufferStore(dst.buffer, zero, target)),
                           BufferStore(dst.buffer, zero, target))
+    for i, extent in reversed(list(zip(idx, box))):
+        body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
+    return body
+
+
+def tma_store_as_copy(call: Call) -> Stmt:
+    """T.ptx_tma_store(dst, src, tensor_map, *coords) as loops copying the box (src's last axes)
+    into dst at coords, skipping the elements outside dst (as TMA does)."""
+    dst, src, _, *coords = call.args
+    assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad)
+    rank = len(coords)
+    box = [e.value for e in src.buffer.shape[-rank:] if isinstance(e, IntImm)]
+    if len(box) != rank:
+        raise InterpretError(f"T.ptx_tma_store from {src.buffer.name}: its last {rank} axes are the box, which "
+                             f"needs constant sides, got {src.buffer.shape}")
+    idx = [Var(f"tma_i{d}", coords[d].dtype) for d in range(rank)]
+    outer, base = src.indices[:-rank], src.indices[-rank:]
+    source = tuple(outer) + tuple(b + i for b, i in zip(base, idx))
+    at = [c + i for c, i in zip(coords, idx)]
+    body: Stmt = BufferStore(dst.buffer, BufferLoad(src.buffer, source), tuple(at))
+    for a, extent in reversed(list(zip(at, dst.buffer.shape))):
+        inside = Binary("lt", a, extent) if isinstance(extent, PrimExpr) else Binary("lt", a, IntImm(extent, a.dtype))
+        body = IfThenElse(Binary("ge", a, IntImm(0, a.dtype)), IfThenElse(inside, body))
     for i, extent in reversed(list(zip(idx, box))):
         body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
     return body

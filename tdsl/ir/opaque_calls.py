@@ -66,6 +66,11 @@ MBARRIER_ARRIVE_EXPECT_TX = "ptx_arrive_barrier_expect_tx"
 MBARRIER_WAIT = "ptx_wait_barrier"
 FENCE_PROXY_ASYNC = "ptx_fence_proxy_async"
 TMA_LOAD = "ptx_tma_load"
+# T.ptx_tma_store(C[y, x], C_sh[0, 0], tensor_map[0]): the box of C at (y, x), as big as C_sh's last
+# axes, from shared memory by TMA (cp.async.bulk.tensor ... bulk_group), committed and waited for
+# (bulk wait_group 0) before the statement ends; elements outside C are not written. The writes
+# of C_sh must be made visible to TMA first (T.ptx_fence_proxy_async, then a barrier).
+TMA_STORE = "ptx_tma_store"
 # T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma.mma_async m64nNk16, f32 += f16/bf16,
 # A (64 x 16) and B (n x 16) both K-major from shared tiles whose rows are the swizzle span (32, 64 or
 # 128 bytes); thread `lane` of the warpgroup holds D's n / 2 elements from D[t, 0] on (the PTX ISA's
@@ -80,7 +85,7 @@ WGMMA_WAIT_GROUP = "ptx_wgmma_wait_group"
 SETMAXNREG = "ptx_setmaxnreg"
 SETMAXNREG_RANGE = (24, 256)
 MBARRIER_CALLS = (MBARRIER_INIT, MBARRIER_ARRIVE, MBARRIER_ARRIVE_EXPECT_TX, MBARRIER_WAIT)
-HOPPER_CALLS = (*MBARRIER_CALLS, FENCE_PROXY_ASYNC, TMA_LOAD, WGMMA, WGMMA_FENCE, WGMMA_COMMIT_GROUP, WGMMA_WAIT_GROUP,
+HOPPER_CALLS = (*MBARRIER_CALLS, FENCE_PROXY_ASYNC, TMA_LOAD, TMA_STORE, WGMMA, WGMMA_FENCE, WGMMA_COMMIT_GROUP, WGMMA_WAIT_GROUP,
                 SETMAXNREG)
 
 

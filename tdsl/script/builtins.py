@@ -74,6 +74,8 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "ptx_fence_proxy_async": ("expr", "T.ptx_fence_proxy_async(): order generic-proxy shared writes before TMA/wgmma"),
     "ptx_tma_load": ("expr", "T.ptx_tma_load(A_sh[s, 0, 0], A[y, x], tmap[0], bars[s]): a TMA box copy of A at "
                              "(y, x) into A_sh's last axes, completing on bars[s] (sm_90)"),
+    "ptx_tma_store": ("expr", "T.ptx_tma_store(C[y, x], C_sh[0, 0], tmap[0]): a TMA box copy of C_sh's last axes "
+                              "into C at (y, x) (outside C: not written), committed and waited for (sm_90)"),
     "ptx_wgmma": ("expr", "T.ptx_wgmma(acc[tx, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma m64nNk16, the "
                           "thread's n / 2 accumulators += A B^T (K-major tiles, rows a swizzle span; sm_90a)"),
     "ptx_wgmma_fence": ("expr", "T.ptx_wgmma_fence(): wgmma.fence before wgmmas touch the accumulators"),

@@ -252,7 +252,7 @@ def test_call_encodes_tensor_maps_with_cuTensorMapEncodeTiled(fake, dtype, enum)
             seen.update({n: p for n, p in zip(names, ptrs)})
             seen["maps"] = {n: np.frombuffer(ctypes.string_at(seen[n], 128), np.uint64).copy()
                             for n in ("A_tmap", "B_tmap")}
-        else:
+        else:   # (the transpose kernel's parameters)
             seen["B_t"] = ctypes.c_void_p.from_address(
                 (ctypes.c_void_p * len(transpose.params)).from_address(params)[
                     [p.name for p in transpose.params].index("B_t")]).value
@@ -261,22 +261,23 @@ def test_call_encodes_tensor_maps_with_cuTensorMapEncodeTiled(fake, dtype, enum)
     a, b, _ = operands(M, N, K, dtype)
     kernel(a, b)
     calls = fake.tensor_maps
-    assert len(calls) == 2
+    assert len(calls) == 3                                       # A, B (K-major copy), C (the TMA store)
     from cuda.bindings import driver as real
 
-    elem = 2
-    for call, (tensor, rows, cols, box) in zip(calls, [("A", M, K, (64, 64)), ("B_t", N, K, (64, 64))]):
-        assert call["dtype"] == getattr(real.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{enum}")
+    for call, (tensor, rows, cols, box, kind, elem, swizzle) in zip(calls, [
+            ("A", M, K, (64, 64), enum, 2, "128B"), ("B_t", N, K, (64, 64), enum, 2, "128B"),
+            ("C", M, N, (64, 64), "FLOAT32", 4, "NONE")]):
+        assert call["dtype"] == getattr(real.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{kind}")
         assert call["rank"] == 2
         assert call["dims"] == [cols, rows]                      # innermost first
         assert call["strides"] == [cols * elem]                  # bytes, dimensions 1 .. rank-1
         assert call["box"] == [box[1], box[0]]                   # innermost first
         assert call["element_strides"] == [1, 1]
         assert call["interleave"] == real.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
-        assert call["swizzle"] == real.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B
+        assert call["swizzle"] == getattr(real.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}")
         assert call["l2_promotion"] == real.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B
         assert call["oob_fill"] == real.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
-        assert call["address"] == (seen["A"] if tensor == "A" else seen["B_t"])
+        assert call["address"] == seen[tensor]
     # the kernel reads the driver's 128 bytes from its tensor-map buffers
     for k, name in enumerate(("A_tmap", "B_tmap"), 1):
         np.testing.assert_array_equal(seen["maps"][name], [(k << 32) + i for i in range(16)])

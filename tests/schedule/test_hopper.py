@@ -350,3 +350,67 @@ def test_warp_specialize_refuses_budgets_that_cannot_be_granted(regs, words):
     ko = sch.wgmma_pipeline(sch.get_block("C"), tile_m=128)
     kw = {k: v for k, v in zip(("producer_regs", "consumer_regs"), regs) if v is not None}
     expect_error(sch, lambda: sch.warp_specialize(ko, **kw), "warp_specialize", "ko", *words)
+
+
+# ------------------------------------------------------------------ the output by TMA store
+
+def _tma_stores(func) -> list[str]:
+    from tdsl.ir import Call, collect
+    return [c.args[0].buffer.name for c in collect(func.body, Call) if c.op == "ptx_tma_store"]
+
+
+@pytest.mark.parametrize("kw, tiles", [
+    (dict(), dict(tile_n=32, tile_k=32)),
+    (dict(init=False), dict(tile_n=32, tile_k=32)),                      # C read first, then stored by TMA
+    (dict(batch=2, trans_b=True, b_batched=False), dict(tile_n=32, tile_k=32)),
+    (dict(M=128, dtype="bfloat16"), dict(tile_m=128, tile_n=32, tile_k=32)),   # two consumer warpgroups
+], ids=["fp16", "accumulate", "batched-shared-B", "two-consumers-bf16"])
+def test_tma_store_keeps_the_meaning(kw, tiles):
+    M = kw.pop("M", 64)
+    f = gemm(M, 64, 128, **kw)
+    sch = pipelined(f, store="tma", **tiles)
+    assert _tma_stores(sch.func) == ["C"]
+    text = sch.func.script()
+    assert "T.ptx_fence_proxy_async()" in text and 'C_shared = T.alloc_buffer' in text
+    assert not re.search(r"\bC\[[^\]]*\] = ", text)                       # no thread stores C
+    maps = {m.map: (m.tensor, m.box, m.swizzle) for m in tensor_maps(sch.func)}
+    assert maps["C_tmap"] == ("C", (1,) * ("batch" in kw) + (tiles.get("tile_m", 64), 32), "none")
+    args = operands(f)
+    check(sch, f, args=args)
+    a, b, c = args
+    bt = np.swapaxes(b, -1, -2) if kw.get("trans_b") else b
+    want = a.astype(np.float32) @ bt.astype(np.float32) + (0 if kw.get("init", True) else c)
+    got = c.copy()
+    tdsl.interpret(sch.func, a, b, got)
+    np.testing.assert_array_equal(got, want)
+    assert tdsl.structural_diff(sch.trace.apply(f).func, sch.func) is None
+
+
+def test_tma_store_of_an_epilogue_keeps_the_meaning():
+    value = 'T.cast(T.max(C[vb, vi, vj] * s[vi] + bias[vb, vj], T.float32(-1)), "bfloat16")'
+    f = gemm_epilogue(64, 32, 128, value, out="bfloat16", batch=2,
+                      extra='bias: T.Buffer((2, {N}), "float32"), s: T.Buffer(({M},), "float32"), ')
+    sch = pipelined(f, store="tma", tile_n=32, tile_k=32)
+    assert _tma_stores(sch.func) == ["D"]
+    assert 'D_shared = T.alloc_buffer((1, 64, 32), "bfloat16", scope="shared")' in sch.func.script()
+    args = operands(f)
+    check(sch, f, args=args)
+    a, b, bias, s, d = args
+    c = a.astype(np.float32) @ b.astype(np.float32)
+    got = d.copy()
+    tdsl.interpret(sch.func, a, b, bias, s, got)
+    np.testing.assert_array_equal(got, np.maximum(c * s[:, None] + bias[:, None, :], -1).astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("f, tiles, words", [
+    (lambda: gemm_epilogue(64, 32, 128, 'T.cast(C[vi, vj], "int32")', out="int32"), dict(tile_n=32),
+     ['store = "tma"', "D is int32", 'store="direct"']),
+    (lambda: gemm(128, 256, 256), dict(tile_m=128, tile_n=256, tile_k=64, stages=3),
+     ["output tile of the TMA store", "shared memory", 'store="direct"']),
+    (lambda: gemm(64, 64, 128), dict(), ["store = 'dma'", "'direct' or 'tma'"]),
+], ids=["int32-output", "no-room-for-the-tile", "unknown"])
+def test_tma_store_refuses_what_does_not_fit(f, tiles, words):
+    sch = tdsl.Schedule(f())
+    c = sch.get_block("C")
+    store = "dma" if "store = 'dma'" in words else "tma"
+    expect_error(sch, lambda: sch.wgmma_pipeline(c, store=store, **tiles), "wgmma_pipeline", "C", *words)

@@ -54,6 +54,7 @@ from ...ir.opaque_calls import (
     MBARRIER_WAIT,
     SETMAXNREG,
     TMA_LOAD,
+    TMA_STORE,
     WGMMA,
     WGMMA_COMMIT_GROUP,
     WGMMA_FENCE,
@@ -745,6 +746,11 @@ class CudaCodegen:
             xs = ", ".join(_strip(self.expr(c)) for c in reversed(coords))   # innermost first
             return (f"tdsl_ptx_tma_load_{len(coords)}d(&{self.expr(dst)}, &{self.expr(tmap)}, {xs}, "
                     f"&{self.expr(bar)})")
+        if e.op == TMA_STORE:   # issued, committed and waited for (the box has left shared memory)
+            _, src, tmap, *coords = e.args
+            xs = ", ".join(_strip(self.expr(c)) for c in reversed(coords))   # innermost first
+            return (f"(tdsl_ptx_tma_store_{len(coords)}d(&{self.expr(tmap)}, {xs}, &{self.expr(src)}), "
+                    "tdsl_ptx_bulk_commit_group(), tdsl_ptx_bulk_wait_group<0>())")
         fn = {MBARRIER_INIT: "init", MBARRIER_ARRIVE: "arrive", MBARRIER_ARRIVE_EXPECT_TX: "arrive_expect_tx",
               MBARRIER_WAIT: "wait"}[e.op]
         rest = "".join(f", {_strip(self.expr(a))}" for a in e.args[1:])

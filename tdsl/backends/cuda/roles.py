@@ -8,7 +8,8 @@ consumers keep (the accumulators) is live in the producer's path too, so ptxas c
 producer 40 registers: it ignores setmaxnreg ("C7507 ... 'setmaxnreg' ignored to maintain
 minimum register requirements") and serializes wgmma in the divergent path (C7518).
 `split_roles` therefore rewrites the statements after that branch into one copy per role, each
-with the conditions on ``ty`` decided for that role (a thread runs exactly what it ran before)::
+with the conditions on ``ty`` decided for that role (a thread runs exactly what it ran before), up to the
+next ``__syncthreads()`` of the whole block (the statements after it stay common)::
 
     if ty == 0: dec<40> else: inc<232>          if ty == 0:
     for ko: if ty == 0: P else: C        ->         dec<40>; for ko: P
@@ -155,7 +156,10 @@ def split_roles(spec: KernelSpec) -> bool:
         while at + 1 < len(items) and _is_sync(items[at + 1]):   # (setmaxnreg touches no memory: the
             items[at], items[at + 1] = items[at + 1], items[at]   # block's barriers stay outside the roles)
             at += 1
-        rest = _seq(items[at + 1:]) if at + 1 < len(items) else None
+        # the roles' paths run to the next barrier of the whole block (the epilogue's before a TMA
+        # store of the output): the statements after it stay common, with their conditions
+        end = next((i for i in range(at + 1, len(items)) if _is_sync(items[i])), len(items))
+        rest = _seq(items[at + 1:end]) if at + 1 < end else None
         takes = [y for y in range(ny.value) if _decide(branch.condition, ty, y, y)]
         others = [y for y in range(ny.value) if y not in takes]
         _check_budget(spec, branch, len(takes) * nx.value, len(others) * nx.value, nx.value * ny.value)
@@ -166,7 +170,7 @@ def split_roles(spec: KernelSpec) -> bool:
                 body.append(_Specialize(ty, min(ys), max(ys)).visit(rest) if ys == list(range(min(ys), max(ys) + 1))
                             else rest)
             paths.append(_seq(body))
-        return _seq([*items[:at], replace(branch, then_case=paths[0], else_case=paths[1])])
+        return _seq([*items[:at], replace(branch, then_case=paths[0], else_case=paths[1]), *items[end:]])
 
     new = walk(spec.body)
     if new is None:

@@ -15,7 +15,7 @@ class HopperMethods(ScheduleBase):
     """wgmma_pipeline, warp_specialize."""
 
     def wgmma_pipeline(self, block: BlockRV, tile_n: int = 64, tile_k: int = 64, stages: int = 2,
-                       tile_m: int = 64) -> LoopRV:
+                       tile_m: int = 64, store: str = "direct") -> LoopRV:
         """Rewrite a function whose one block is a (batched) fp16/bf16 -> fp32 GEMM into an sm_90a
         kernel: per `tile_m` x `tile_n` tile of C one warpgroup per 64 rows (`tile_m` 64 or 128);
         thread 0 issues TMA loads of the A and B
@@ -29,7 +29,11 @@ class HopperMethods(ScheduleBase):
         written, other parameters' elements indexed by the iterators, any D dtype): the kernel
         stores f of the accumulators to D (``D[row, col] = T.max(C_acc[tx, i] + bias[col], 0)``)
         and C is never written; an epilogue reading C elsewhere, a reduction, C a parameter or
-        a second block after the GEMM are refused. The tensor maps are buffers the call path fills
+        a second block after the GEMM are refused. ``store="tma"``: the accumulators (after the
+        epilogue's expression) go to a shared tile of the output's dtype instead, each thread
+        makes its writes visible to TMA (``T.ptx_fence_proxy_async()``), and after a barrier one
+        thread stores the tile by TMA (``T.ptx_tma_store(C[by * 128, bx * 128], C_shared[0, 0],
+        C_tmap[0])``; float32, float16 or bfloat16 outputs). The tensor maps are buffers the call path fills
         (`A_tmap`, `B_tmap`, recorded as function attributes): the kernel is called with the
         arrays only. A B indexed [k, j] is first copied to a K-major `B_t[j, k]`. Returns the
         K loop (for `warp_specialize`). Needs m a multiple of 64, n of `tile_n`, k of `tile_k`,
@@ -71,8 +75,10 @@ class HopperMethods(ScheduleBase):
                         T.evaluate(T.ptx_arrive_barrier(bar_empty[(ko + 1) % 2]))
         """
         self._expect("wgmma_pipeline", block, (BlockRV,), "a block handle (from sch.get_block)")
-        return self._apply("wgmma_pipeline", _hopper.wgmma_pipeline, [block],
-                           {"tile_n": tile_n, "tile_k": tile_k, "stages": stages, "tile_m": tile_m})
+        attrs: dict[str, object] = {"tile_n": tile_n, "tile_k": tile_k, "stages": stages, "tile_m": tile_m}
+        if not (isinstance(store, str) and store == "direct"):
+            attrs["store"] = store
+        return self._apply("wgmma_pipeline", _hopper.wgmma_pipeline, [block], attrs)
 
     def warp_specialize(self, loop: LoopRV, producer_regs: int | None = None,
                         consumer_regs: int | None = None) -> None:

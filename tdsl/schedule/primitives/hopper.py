@@ -44,6 +44,8 @@ WARPGROUP = 128
 BLOCK_M = 64                       # wgmma's m
 MAX_SHARED = 227 * 1024            # shared memory an sm_90 block may have (opt-in; dynamic above 48 KiB)
 SWIZZLE_OF_ROW_BYTES = {32: "32B", 64: "64B", 128: "128B"}
+STORES = ("direct", "tma")           # how the accumulators reach C / D: thread stores, or a TMA store of the tile
+TMA_STORE_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -261,7 +263,24 @@ def _check_types(g: Gemm, refuse) -> None:
         raise refuse(f"A, B, C are {a}, {b}, {c}; wgmma takes float16 or bfloat16 A and B and float32 C")
 
 
-def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_m: int, tile_n: int, tile_k: int, stages: int) -> str:
+def store_problem(g: Gemm) -> str | None:
+    """Why the pipeline cannot store its output (C, or the epilogue's D) by TMA; None when it can."""
+    out = g.epilogue.out if g.epilogue is not None else g.c
+    dt = str(out.dtype)   # type: ignore[attr-defined]
+    if dt not in TMA_STORE_DTYPES:
+        return (f"{out.name} is {dt}; the TMA store writes {', '.join(TMA_STORE_DTYPES)} "   # type: ignore[attr-defined]
+                "(use store=\"direct\")")
+    return None
+
+
+def out_tile_bytes(g: Gemm, tile_m: int, tile_n: int) -> int:
+    """The shared tile a TMA store of the output goes through, in bytes (aligned to 1024)."""
+    out = g.epilogue.out if g.epilogue is not None else g.c
+    return -(-tile_m * tile_n * out.dtype.itemsize // 1024) * 1024   # type: ignore[attr-defined]
+
+
+def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_m: int, tile_n: int, tile_k: int, stages: int,
+                 store: str = "direct") -> str:
     """The swizzle of the tiles, or a ScheduleError naming the tile that does not fit."""
     def refuse(why: str, fix: str):
         return schedule_error(func, "wgmma_pipeline", f"{block_name(block)} ({g.m} x {g.n} x {g.k}): {why}",
@@ -280,11 +299,18 @@ def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_m: int, tile_n: int, 
                      "tile_k=64 (the 128-byte swizzle)")
     if stages < 1:
         raise refuse(f"stages = {stages}: at least one stage", "stages=2")
+    if store == "tma":
+        why = store_problem(g)
+        if why is not None:
+            raise refuse(f'store = "tma": {why}', 'store="direct"')
     smem = stages * (tile_m + tile_n) * tile_k * 2 + 16 * stages
-    if smem > MAX_SHARED:
-        raise refuse(f"{stages} stages of {tile_m} x {tile_k} and {tile_n} x {tile_k} tiles take {smem} bytes of "
-                     f"shared memory, more than the {MAX_SHARED} of shared memory an sm_90 block may have",
-                     "fewer stages or a smaller tile_n / tile_k")
+    out_tile = out_tile_bytes(g, tile_m, tile_n) if store == "tma" else 0
+    if smem + out_tile > MAX_SHARED:
+        tile = f" and the {tile_m} x {tile_n} output tile of the TMA store" if out_tile else ""
+        raise refuse(f"{stages} stages of {tile_m} x {tile_k} and {tile_n} x {tile_k} tiles{tile} take "
+                     f"{smem + out_tile} bytes of shared memory, more than the {MAX_SHARED} of shared memory an "
+                     "sm_90 block may have", "fewer stages or a smaller tile_n / tile_k" +
+                     (', or store="direct"' if out_tile else ""))
     return SWIZZLE_OF_ROW_BYTES[row_bytes]
 
 
@@ -325,9 +351,10 @@ def _transpose_source(g: Gemm, B: str, dt: str) -> list[str]:
 
 
 def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: int, stages: int,
-                    swizzle: str) -> str:
+                    swizzle: str, store: str = "direct") -> str:
     """The TensorIR script of the pipelined function (see the module docstring): tile_m / 64
-    warpgroups, warpgroup w computing rows 64 w .. 64 w + 63 of the tile."""
+    warpgroups, warpgroup w computing rows 64 w .. 64 w + 63 of the tile; `store` "tma": the
+    accumulators go to a shared tile that one thread stores by TMA."""
     A, B, C = g.a.name, g.b.name, g.c.name   # type: ignore[attr-defined]
     dt = str(g.a.dtype)  # type: ignore[attr-defined]
     BN, BK, S = tile_n, tile_k, stages
@@ -344,10 +371,16 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     if not g.trans_b:
         src_b = f"{B}_t"
     attrs.append(TensorMapSpec(f"{B}_tmap", src_b, ((1,) if g.b_batched else ()) + (BN, BK), swizzle))
+    out_name = g.epilogue.out.name if g.epilogue is not None else C   # type: ignore[attr-defined]
+    out_dtype = str(g.epilogue.out.dtype) if g.epilogue is not None else "float32"   # type: ignore[attr-defined]
+    if store == "tma":
+        attrs.append(TensorMapSpec(f"{out_name}_tmap", out_name, ((1,) if batched else ()) + (BM, BN), "none"))
     w = lines.append
     w("    T.func_attr({" + ", ".join(f'"{k}": "{v}"' for k, v in (s.attr for s in attrs)) + "})")
     w(f'    {A}_tmap = T.alloc_buffer((128,), "uint8")')
     w(f'    {B}_tmap = T.alloc_buffer((128,), "uint8")')
+    if store == "tma":
+        w(f'    {out_name}_tmap = T.alloc_buffer((128,), "uint8")')
     if not g.trans_b:
         lead = (g.batch,) if g.b_batched else ()
         w(f'    {B}_t = T.alloc_buffer(({", ".join(str(s) for s in (*lead, g.n, g.k))}), "{dt}")')
@@ -356,6 +389,8 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     w(f'    bar_full = T.alloc_buffer(({S},), "uint64", scope="shared")')
     w(f'    bar_empty = T.alloc_buffer(({S},), "uint64", scope="shared")')
     w(f'    {C}_acc = T.alloc_buffer(({THREADS}, {BN // 2}), "float32", scope="local")')
+    if store == "tma":
+        w(f'    {out_name}_shared = T.alloc_buffer(({one}{BM}, {BN}), "{out_dtype}", scope="shared")')
     if not g.trans_b:   # B[k, j] -> B_t[j, k] (K-major, as wgmma reads it here)
         lines.extend(_transpose_source(g, B, dt))
     ind = "    "
@@ -406,25 +441,38 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     if not (S == 1 or KT == 1):
         w(f"{ind}    T.evaluate(T.ptx_wgmma_wait_group(0))")
     w(f"{ind}    for i in T.unroll({BN // 2}):")
-    if g.epilogue is None:
-        w(f"{ind}        {C}[{b0}{row}, {col}] = {C}_acc[tx, i]")
-    else:   # (wgmma_pipeline puts the epilogue's expression in place of the accumulator)
-        D, d_dtype = g.epilogue.out.name, g.epilogue.out.dtype   # type: ignore[attr-defined]
-        w(f'{ind}        {D}[{b0}{row}, {col}] = T.cast({C}_acc[tx, i], "{d_dtype}")')
+    # (wgmma_pipeline puts the epilogue's expression in place of the accumulator)
+    value = f"{C}_acc[tx, i]" if g.epilogue is None else f'T.cast({C}_acc[tx, i], "{out_dtype}")'
+    if store == "direct":
+        w(f"{ind}        {out_name}[{b0}{row}, {col}] = {value}")
+        return "\n".join(lines) + "\n"
+    # the tile into shared memory (row, col within it), made visible to TMA, then one thread stores it
+    local_row = f"{BLOCK_M} * (tx // {WARPGROUP}) + " * (THREADS != WARPGROUP) + \
+        f"16 * ({lane} // 32) + {lane} % 32 // 4 + 8 * (i // 2 % 2)"
+    local_col = f"8 * (i // 4) + 2 * ({lane} % 4) + i % 2"
+    w(f"{ind}        {out_name}_shared[{z}{local_row}, {local_col}] = {value}")
+    w(f"{ind}    T.evaluate(T.ptx_fence_proxy_async())")
+    w(f'{ind}for tx in T.thread_binding({THREADS}, thread="threadIdx.x"):')
+    w(f"{ind}    if tx == 0:")
+    w(f"{ind}        T.evaluate(T.ptx_tma_store({out_name}[{b0}by * {BM}, bx * {BN}], {out_name}_shared[{z}0, 0], "
+      f"{out_name}_tmap[0]))")
     return "\n".join(lines) + "\n"
 
 
 def wgmma_pipeline(func: PrimFunc, block: str, tile_n: int = 64, tile_k: int = 64, stages: int = 2,
-                   tile_m: int = 64) -> tuple[PrimFunc, Var]:
+                   tile_m: int = 64, store: str = "direct") -> tuple[PrimFunc, Var]:
     """The GEMM `block` as a TMA + mbarrier + wgmma pipeline (module docstring); its K loop."""
     from ...script import parse
 
     for name, value in (("tile_m", tile_m), ("tile_n", tile_n), ("tile_k", tile_k), ("stages", stages)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise schedule_error(func, "wgmma_pipeline", f"{name} must be an int, got {value!r}", blocks=(block,))
+    if store not in STORES:
+        raise schedule_error(func, "wgmma_pipeline", f"{block_name(block)}: store = {store!r}: expected "
+                             f"{' or '.join(map(repr, STORES))}", blocks=(block,))
     g = match_gemm(func, block, "wgmma_pipeline")
-    swizzle = _check_tiles(func, block, g, tile_m, tile_n, tile_k, stages)
-    new = parse(pipeline_source(func, g, tile_m, tile_n, tile_k, stages, swizzle))
+    swizzle = _check_tiles(func, block, g, tile_m, tile_n, tile_k, stages, store)
+    new = parse(pipeline_source(func, g, tile_m, tile_n, tile_k, stages, swizzle, store))
     if g.epilogue is not None:
         new = _apply_epilogue(func, new, g)
     keep = tuple((k, v) for k, v in func.attrs if k not in dict(new.attrs))
@@ -463,13 +511,25 @@ class _ReplaceStore(IRMutator):
 
 
 def _apply_epilogue(func: PrimFunc, new: PrimFunc, g: Gemm) -> PrimFunc:
-    """`new` with its store of the accumulators to D computing the epilogue's expression."""
+    """`new` with its store of the accumulators to D (or to D's shared tile, for a TMA store)
+    computing the epilogue's expression at D's index."""
+    from ...ir import binary
+
     ep = g.epilogue
     assert ep is not None
     d = ep.out
-    (store,) = [s for s in collect(new.body, BufferStore) if s.buffer.name == d.name]  # type: ignore[attr-defined]
+    names = (d.name, f"{d.name}_shared")   # type: ignore[attr-defined]
+    (store,) = [s for s in collect(new.body, BufferStore) if s.buffer.name in names]
     acc = store.value.value if isinstance(store.value, Cast) else store.value   # C_acc[tx, i]
     bmap = {old: nw for old, nw in zip(func.params, new.params) if not isinstance(old, Var)}
-    vmap = dict(zip(ep.iters, store.indices))
+    index = list(store.indices)
+    if store.buffer.name != d.name:   # type: ignore[attr-defined]  # the shared tile: D's index = its origin + (row, col)
+        blocks = {f.thread_tag: f.loop_var for f in collect(new.body, For) if f.thread_tag}
+        tile_m, tile_n = (int(x.value) for x in store.buffer.shape[-2:])   # type: ignore[attr-defined]
+        index[-2] = binary("add", binary("mul", blocks["blockIdx.y"], tile_m), index[-2])
+        index[-1] = binary("add", binary("mul", blocks["blockIdx.x"], tile_n), index[-1])
+        if g.batch is not None:
+            index[0] = blocks["blockIdx.z"]
+    vmap = dict(zip(ep.iters, index))
     value = _EpilogueAt(vmap, bmap, g.c, acc).visit(ep.value)
     return replace_fields(new, body=_ReplaceStore(store, replace_fields(store, value=value)).visit(new.body))

@@ -8,7 +8,8 @@
 as A_sh's last two axes, into A_sh[s] by TMA, completing on bars[s];
 ``T.ptx_wgmma(acc[tx, 0], A_sh[s, 0, 16 * j], B_sh[s, 0, 16 * j], 32, tx)`` with
 ``T.ptx_wgmma_fence()``, ``T.ptx_wgmma_commit_group()``, ``T.ptx_wgmma_wait_group(0)``;
-``T.ptx_setmaxnreg(False, 40)`` / ``T.ptx_setmaxnreg(True, 232)``."""
+``T.ptx_setmaxnreg(False, 40)`` / ``T.ptx_setmaxnreg(True, 232)``;
+``T.ptx_tma_store(C[y, x], C_sh[0, 0], tensor_map[0])``: the box at C_sh into C at (y, x) by TMA."""
 from __future__ import annotations
 
 import ast
@@ -24,6 +25,7 @@ from ...ir.opaque_calls import (
     MBARRIER_WAIT,
     SETMAXNREG,
     TMA_LOAD,
+    TMA_STORE,
     WGMMA,
     WGMMA_COMMIT_GROUP,
     WGMMA_FENCE,
@@ -106,6 +108,32 @@ class MbarrierCallParser(ExpressionParser):
         if len(coords) != rank:
             raise self.error(node, f"T.ptx_tma_load takes {rank} coordinates of {src.buffer.name}, got {len(coords)}")
         return Call(_dt.int32, TMA_LOAD, (dst, src, tmap, bar, *coords), span=self.span(node))
+
+    def call_ptx_tma_store(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_tma_store(dst, src, tensor_map[, *coords]): TMA of src's box into dst at coords (dst's
+        indices), committed and waited for (bulk wait_group 0)."""
+        if node.keywords or len(node.args) < 3:
+            raise self.error(node, "T.ptx_tma_store takes (C[y, x], C_shared[0, 0], tensor_map[0])")
+        dst, src, tmap = (self.eval_expr(a) for a in node.args[:3])
+        for what, value, arg, scope in (("destination", dst, node.args[0], "global"),
+                                        ("source", src, node.args[1], "shared")):
+            if not isinstance(value, BufferLoad) or value.dtype.lanes != 1 or value.buffer.scope != scope:
+                raise self.error(arg, f"the {what} of T.ptx_tma_store is one element of a {scope} buffer, got "
+                                      f"{_describe(value)}", "e.g. T.ptx_tma_store(C[y, x], C_sh[0, 0], tmap[0])")
+        if not isinstance(tmap, BufferLoad) or tmap.buffer.dtype != _dt.DataType.parse("uint8"):
+            raise self.error(node.args[2], f"the tensor map of T.ptx_tma_store is element 0 of a uint8 buffer of 128 "
+                                           f"bytes, got {_describe(tmap)}")
+        rank = len(dst.buffer.shape)
+        if not 1 <= rank <= 3 or len(src.buffer.shape) < rank:
+            raise self.error(node, f"T.ptx_tma_store copies a box of 1 to 3 axes from the last axes of the source; "
+                                   f"{dst.buffer.name} has {rank}, {src.buffer.name} {len(src.buffer.shape)}")
+        if dst.buffer.dtype != src.buffer.dtype:
+            raise self.error(node, f"T.ptx_tma_store copies between buffers of one dtype; {dst.buffer.name} is "
+                                   f"{dst.buffer.dtype}, {src.buffer.name} is {src.buffer.dtype}")
+        coords = [self.to_index(self.eval_expr(a), a) for a in node.args[3:]] or list(dst.indices)
+        if len(coords) != rank:
+            raise self.error(node, f"T.ptx_tma_store takes {rank} coordinates of {dst.buffer.name}, got {len(coords)}")
+        return Call(_dt.int32, TMA_STORE, (dst, src, tmap, *coords), span=self.span(node))
 
     def call_ptx_wgmma(self, node: ast.Call) -> PrimExpr:
         """T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma m64nNk16 (tdsl.ir.opaque_calls)."""
