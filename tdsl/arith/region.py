@@ -6,7 +6,16 @@ from collections.abc import Iterable
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Binary, Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
-from ..ir.opaque_calls import CP_ASYNC, MBARRIER_CALLS, TMA_LOAD, TMA_STORE, WGMMA, pointer_effect, touches_memory
+from ..ir.opaque_calls import (
+    CP_ASYNC,
+    MBARRIER_CALLS,
+    TMA_LOAD,
+    TMA_STORE,
+    WGMMA,
+    pointer_effect,
+    touches_memory,
+    wgmma_box_axis,
+)
 from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, Evaluate, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
@@ -174,10 +183,15 @@ class _Detector(IRVisitor):
                 for i in (arg.indices if isinstance(arg, BufferLoad) else ()):
                     self.visit(i)
             self.visit(node.args[4])
+            b_tile = node.args[2]
+            mn_box = wgmma_box_axis(tuple(b_tile.buffer.shape)) \
+                if len(node.args) == 8 and isinstance(b_tile, BufferLoad) else None
             for pos, kinds in ((0, (self.reads, self.writes)), (1, (self.reads,)), (2, (self.reads,))):
                 load = node.args[pos]
                 assert isinstance(load, BufferLoad)
                 keep = len(load.indices) - (1 if pos == 0 else 2) if len(load.indices) == len(load.buffer.shape) else 0
+                if pos == 2 and mn_box is not None:   # (an N-major B: its column boxes too)
+                    keep = min(keep, mn_box)
                 bounds: list[DimBound] = [self._point(i) for i in load.indices[:max(0, keep)]]
                 for kind in kinds:
                     self._record(kind, load.buffer, bounds + [None] * (len(load.buffer.shape) - len(bounds)))

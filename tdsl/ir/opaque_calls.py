@@ -77,6 +77,12 @@ TMA_STORE = "ptx_tma_store"
 # accumulator layout). Run one after another, each thread adds its own elements of A B^T; the
 # fence, commit_group and wait_group calls do nothing.
 WGMMA = "ptx_wgmma"
+# With b_major="mn", T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k, 0], n, lane, b_major="mn") reads B
+# N-major (wgmma's imm-trans-b): B_sh's last axes are K rows of `span` columns each (span: 16, 32 or
+# 64 halves, the swizzle span), element (col, k) of the operand at B_sh[.., k0 + k, c0 + col % span],
+# col // span stepping along the nearest earlier axis longer than 1 (the TMA boxes of `span`
+# columns side by side); the call then carries B's row bytes and that axis's byte stride as its
+# 7th and 8th arguments (the parser computes them from the shapes, the printer leaves them out).
 WGMMA_FENCE = "ptx_wgmma_fence"
 WGMMA_COMMIT_GROUP = "ptx_wgmma_commit_group"
 WGMMA_WAIT_GROUP = "ptx_wgmma_wait_group"
@@ -102,6 +108,24 @@ def setmaxnreg_problem(count) -> str | None:
     lo, hi = SETMAXNREG_RANGE
     if isinstance(count, bool) or not isinstance(count, int) or count % 8 or not lo <= count <= hi:
         return f"setmaxnreg takes a register count that is a multiple of 8 in [{lo}, {hi}], got {count!r}"
+    return None
+
+
+def wgmma_b_mn(call) -> tuple[int, int] | None:
+    """(B's row bytes, the byte stride between its boxes of columns) of a T.ptx_wgmma reading B
+    N-major; None for a K-major B."""
+    if len(call.args) < 8:
+        return None
+    return int(call.args[6].value), int(call.args[7].value)
+
+
+def wgmma_box_axis(shape: tuple) -> int | None:
+    """The axis an N-major B operand's column boxes step along: the nearest one before its K axis
+    (the second-last) longer than 1; None when there is none."""
+    for ax in range(len(shape) - 3, -1, -1):
+        ext = shape[ax]
+        if getattr(ext, "value", ext) != 1:
+            return ax
     return None
 
 

@@ -165,6 +165,8 @@ class ScriptPrinter:
             args = ", ".join(self.expr(a) for a in _implied_args_dropped(e))
             if e.op == "address_of":
                 return f"T.address_of({args})", _ATOM
+            if e.op == WGMMA and len(e.args) == 8:
+                return f'T.{e.op}({args}, b_major="mn")', _ATOM
             if e.op == "if_then_else" or (e.op in MATH_CALLS and e.dtype == e.args[0].dtype) \
                     or e.op in WMMA_BUILTINS or e.op in ASYNC_CALLS or e.op in HOPPER_CALLS:
                 return f"T.{e.op}({args})", _ATOM
@@ -557,5 +559,7 @@ def _implied_args_dropped(e: Call) -> tuple:
     if e.op == WGMMA and isinstance(e.args[1], _Load):
         row = e.args[1].buffer.shape[-1]
         if len(e.args[1].buffer.shape) >= 2 and isinstance(row, IntImm) and row.value * 2 == e.args[5].value:
-            return e.args[:5]
+            return e.args[:5]   # (an N-major B's two arguments are implied by its tile too: b_major="mn")
+        if len(e.args) == 8:
+            return e.args[:6]
     return e.args

@@ -90,9 +90,12 @@ def test_two_consumer_warpgroups_keep_the_meaning():
 
 
 def test_pipeline_records_its_tensor_maps():
-    sch = pipelined(gemm(64, 128, 256, batch=2), tile_n=128, tile_k=32, stages=3)
+    sch = pipelined(gemm(64, 128, 256, batch=2, trans_b=True), tile_n=128, tile_k=32, stages=3)
     maps = {m.map: (m.tensor, m.box, m.swizzle) for m in tensor_maps(sch.func)}
-    assert maps == {"A_tmap": ("A", (1, 64, 32), "64B"), "B_tmap": ("B_t", (1, 128, 32), "64B")}
+    assert maps == {"A_tmap": ("A", (1, 64, 32), "64B"), "B_tmap": ("B", (1, 128, 32), "64B")}
+    sch = pipelined(gemm(64, 128, 256, batch=2), tile_n=128, tile_k=32, stages=3)   # B[b, k, j]: N-major boxes
+    maps = {m.map: (m.tensor, m.box, m.swizzle) for m in tensor_maps(sch.func)}
+    assert maps == {"A_tmap": ("A", (1, 64, 32), "64B"), "B_tmap": ("B", (1, 32, 64), "128B")}
     text = sch.func.script()
     assert "'tdsl.tensor_map:A_tmap': 'A (1, 64, 32) 64B'" in text
     assert 'for bz in T.thread_binding(2, thread="blockIdx.z"):' in text

@@ -60,6 +60,7 @@ from ...ir.opaque_calls import (
     WGMMA_FENCE,
     WGMMA_WAIT_GROUP,
     WMMA_BUILTINS,
+    wgmma_b_mn,
     wmma_refusal,
 )
 from ...lower.cross_thread import ALLREDUCE
@@ -185,7 +186,7 @@ class CudaCodegen:
     def __init__(self, plan: HostPlan):
         self.plan = plan
         self.helpers: set[str] = set()
-        self.wgmma_shapes: set[tuple[int, str]] = set()   # (N, "f16" | "bf16") of the T.ptx_wgmma calls
+        self.wgmma_shapes: set[tuple] = set()   # (N, "f16" | "bf16"[, "mn"]) of the T.ptx_wgmma calls
         self.fp16 = False
         self.bf16 = False
         self.k: _Kernel | None = None
@@ -735,12 +736,21 @@ class CudaCodegen:
             inc, count = e.args
             return f"tdsl_ptx_setmaxnreg_{'inc' if inc.value else 'dec'}<{count.value}>()"
         if e.op == WGMMA:   # K-major tiles, rows a swizzle span: descriptor swizzle code, 8-row groups apart
-            d, a, b, n, _, span = e.args
+            d, a, b, n, _, span = e.args[:6]
             dt = "bf16" if a.buffer.dtype == bfloat16 else "f16"
-            self.wgmma_shapes.add((n.value, dt))
-            code, sbo = {128: 1, 64: 2, 32: 3}[span.value], 8 * span.value
-            descs = ", ".join(f"tdsl_ptx_wgmma_desc(&{self.expr(x)}, 16, {sbo}, {code})" for x in (a, b))
-            return f"tdsl_ptx_wgmma_m64n{n.value}k16_f32_{dt}(&{self.expr(d)}, {descs}, 1)"
+            code = {128: 1, 64: 2, 32: 3}
+            desc_a = f"tdsl_ptx_wgmma_desc(&{self.expr(a)}, 16, {8 * span.value}, {code[span.value]})"
+            mn = wgmma_b_mn(e)
+            if mn is None:
+                self.wgmma_shapes.add((n.value, dt))
+                desc_b = f"tdsl_ptx_wgmma_desc(&{self.expr(b)}, 16, {8 * span.value}, {code[span.value]})"
+                return f"{sm90.wgmma_name(n.value, dt)}(&{self.expr(d)}, {desc_a}, {desc_b}, 1)"
+            # B N-major: LBO from one box of columns (a swizzle atom's width) to the next, SBO from one
+            # group of 8 K rows to the next (8 rows of the span)
+            row_bytes, box_stride = mn
+            self.wgmma_shapes.add((n.value, dt, "mn"))
+            desc_b = f"tdsl_ptx_wgmma_desc(&{self.expr(b)}, {box_stride}, {8 * row_bytes}, {code[row_bytes]})"
+            return f"{sm90.wgmma_name(n.value, dt, 'mn')}(&{self.expr(d)}, {desc_a}, {desc_b}, 1)"
         if e.op == TMA_LOAD:
             dst, _, tmap, bar, *coords = e.args
             xs = ", ".join(_strip(self.expr(c)) for c in reversed(coords))   # innermost first

@@ -314,6 +314,62 @@ def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_m: int, tile_n: int, 
     return SWIZZLE_OF_ROW_BYTES[row_bytes]
 
 
+class _BOperand:
+    """B in the pipeline: its tensor map, its shared tile per stage, its TMA loads and its wgmma
+    operand; K-major (B[j, k], or the copy B_t[j, k] of a B[k, j] no N-major box fits) or N-major
+    (B[k, j] in tile_n / span boxes of [tile_k rows, span columns], side by side)."""
+
+    def __init__(self, g: Gemm, tile_n: int, tile_k: int, swizzle: str):
+        self.g, self.bn, self.bk, self.swizzle = g, tile_n, tile_k, swizzle
+        self.name = g.b.name   # type: ignore[attr-defined]
+        self.span = b_mn_span(g, tile_n)
+        self.transpose = not g.trans_b and self.span is None
+        self.src = f"{self.name}_t" if self.transpose else self.name
+        self.one, self.zb, self.bb = ("1, ", "0, ", "bz, ") if g.b_batched else ("", "", "")
+        self.major = "" if self.span is None else ', b_major="mn"'
+
+    def tensor_map(self) -> TensorMapSpec:
+        lead = (1,) if self.g.b_batched else ()
+        if self.span is None:
+            return TensorMapSpec(f"{self.name}_tmap", self.src, lead + (self.bn, self.bk), self.swizzle)
+        return TensorMapSpec(f"{self.name}_tmap", self.name, lead + (self.bk, self.span),
+                             SWIZZLE_OF_ROW_BYTES[2 * self.span])
+
+    def tile_shape(self) -> str:
+        """A stage's tile, after the stage axis."""
+        if self.span is None:
+            return f"{self.one}{self.bn}, {self.bk}"
+        return f"{self.bn // self.span}, {self.one}{self.bk}, {self.span}"
+
+    def loads(self, st: str) -> list[str]:
+        B, bb, zb, BN, BK = self.name, self.bb, self.zb, self.bn, self.bk
+        tail = f"{B}_tmap[0], bar_full[{st}]))"
+        if self.span is None:
+            return [f"T.evaluate(T.ptx_tma_load({B}_shared[{st}, {zb}0, 0], {self.src}[{bb}bx * {BN}, ko * {BK}], "
+                    + tail]
+        if BN == self.span:
+            return [f"T.evaluate(T.ptx_tma_load({B}_shared[{st}, 0, {zb}0, 0], {B}[{bb}ko * {BK}, bx * {BN}], " + tail]
+        return [f"for nb in T.unroll({BN // self.span}):",
+                f"    T.evaluate(T.ptx_tma_load({B}_shared[{st}, nb, {zb}0, 0], {B}[{bb}ko * {BK}, bx * {BN} + nb * "
+                f"{self.span}], " + tail]
+
+    def operand(self, st: str) -> str:
+        if self.span is None:
+            return f"{self.name}_shared[{st}, {self.zb}0, 16 * kk]"
+        return f"{self.name}_shared[{st}, 0, {self.zb}16 * kk, 0]"
+
+
+def b_mn_span(g: Gemm, tile_n: int) -> int | None:
+    """The columns of each TMA box of a B indexed [b?, k, j] that wgmma reads N-major (64, or
+    tile_n when that is 16 or 32: rows of 128, 32 or 64 bytes, a swizzle span); None where B is
+    indexed [b?, j, k] (K-major already) or tile_n has no such boxes (then B is copied K-major)."""
+    if g.trans_b:
+        return None
+    if tile_n in (16, 32, 64):
+        return tile_n
+    return 64 if tile_n % 64 == 0 else None
+
+
 def _type(buf) -> str:
     return f'T.Buffer(({", ".join(str(s.value) for s in buf.shape)},), "{buf.dtype}")'
 
@@ -367,10 +423,9 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     params = ", ".join(f"{p.name}: {_type(p)}" for p in func.params)   # (all buffers, constant shapes)
     lines = [f"@T.prim_func\ndef {func.name}({params}):"]
     attrs = [TensorMapSpec(f"{A}_tmap", A, ((1,) if batched else ()) + (BM, BK), swizzle)]
-    src_b = B
-    if not g.trans_b:
-        src_b = f"{B}_t"
-    attrs.append(TensorMapSpec(f"{B}_tmap", src_b, ((1,) if g.b_batched else ()) + (BN, BK), swizzle))
+    bop = _BOperand(g, BN, BK, swizzle)
+    transpose = bop.transpose
+    attrs.append(bop.tensor_map())
     out_name = g.epilogue.out.name if g.epilogue is not None else C   # type: ignore[attr-defined]
     out_dtype = str(g.epilogue.out.dtype) if g.epilogue is not None else "float32"   # type: ignore[attr-defined]
     if store == "tma":
@@ -381,17 +436,17 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     w(f'    {B}_tmap = T.alloc_buffer((128,), "uint8")')
     if store == "tma":
         w(f'    {out_name}_tmap = T.alloc_buffer((128,), "uint8")')
-    if not g.trans_b:
+    if transpose:
         lead = (g.batch,) if g.b_batched else ()
         w(f'    {B}_t = T.alloc_buffer(({", ".join(str(s) for s in (*lead, g.n, g.k))}), "{dt}")')
     w(f'    {A}_shared = T.alloc_buffer(({S}, {one}{BM}, {BK}), "{dt}", scope="shared")')
-    w(f'    {B}_shared = T.alloc_buffer(({S}, {one if g.b_batched else ""}{BN}, {BK}), "{dt}", scope="shared")')
+    w(f'    {B}_shared = T.alloc_buffer(({S}, {bop.tile_shape()}), "{dt}", scope="shared")')
     w(f'    bar_full = T.alloc_buffer(({S},), "uint64", scope="shared")')
     w(f'    bar_empty = T.alloc_buffer(({S},), "uint64", scope="shared")')
     w(f'    {C}_acc = T.alloc_buffer(({THREADS}, {BN // 2}), "float32", scope="local")')
     if store == "tma":
         w(f'    {out_name}_shared = T.alloc_buffer(({one}{BM}, {BN}), "{out_dtype}", scope="shared")')
-    if not g.trans_b:   # B[k, j] -> B_t[j, k] (K-major, as wgmma reads it here)
+    if transpose:   # B[k, j] -> B_t[j, k] (K-major: no N-major form for this tile_n)
         lines.extend(_transpose_source(g, B, dt))
     ind = "    "
     if batched:
@@ -420,15 +475,13 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     w(f"{ind}            T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[{st}], {TX}))")
     w(f"{ind}            T.evaluate(T.ptx_tma_load({A}_shared[{st}, {z}0, 0], {A}[{b0}by * {BM}, ko * {BK}], "
       f"{A}_tmap[0], bar_full[{st}]))")
-    zb, bb = ("0, ", "bz, ") if g.b_batched else ("", "")
-    w(f"{ind}            T.evaluate(T.ptx_tma_load({B}_shared[{st}, {zb}0, 0], {src_b}[{bb}bx * {BN}, ko * {BK}], "
-      f"{B}_tmap[0], bar_full[{st}]))")
+    lines.extend(f"{ind}            {line}" for line in bop.loads(st))
     w(f"{ind}        T.evaluate(T.ptx_wait_barrier(bar_full[{st}], ko // {S} % 2))")
     w(f"{ind}        T.evaluate(T.ptx_wgmma_fence())")
     w(f"{ind}        for kk in T.unroll({BK // 16}):")
     a_row = "0" if THREADS == WARPGROUP else f"{BLOCK_M} * (tx // {WARPGROUP})"
     w(f"{ind}            T.evaluate(T.ptx_wgmma({C}_acc[tx, 0], {A}_shared[{st}, {z}{a_row}, 16 * kk], "
-      f"{B}_shared[{st}, {zb}0, 16 * kk], {BN}, {lane}))")
+      f"{bop.operand(st)}, {BN}, {lane}{bop.major}))")
     w(f"{ind}        T.evaluate(T.ptx_wgmma_commit_group())")
     if S == 1 or KT == 1:   # wait for this step's wgmma, release its stage
         w(f"{ind}        T.evaluate(T.ptx_wgmma_wait_group(0))")

@@ -31,6 +31,7 @@ from ...ir.opaque_calls import (
     WGMMA_FENCE,
     WGMMA_WAIT_GROUP,
     setmaxnreg_problem,
+    wgmma_box_axis,
 )
 from .expressions import ExpressionParser
 from .frames import _describe
@@ -136,9 +137,19 @@ class MbarrierCallParser(ExpressionParser):
         return Call(_dt.int32, TMA_STORE, (dst, src, tmap, *coords), span=self.span(node))
 
     def call_ptx_wgmma(self, node: ast.Call) -> PrimExpr:
-        """T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma m64nNk16 (tdsl.ir.opaque_calls)."""
-        if node.keywords or len(node.args) not in (5, 6):
-            raise self.error(node, "T.ptx_wgmma takes (acc[tx, 0], A_shared[s, 0, k], B_shared[s, 0, k], n, lane)")
+        """T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane[, b_major="mn"]): wgmma m64nNk16
+        (tdsl.ir.opaque_calls); with b_major="mn" B is read N-major from B_sh[s, 0, k, 0]."""
+        usage = ('T.ptx_wgmma takes (acc[tx, 0], A_shared[s, 0, k], B_shared[s, 0, k], n, lane) and optionally '
+                 'b_major="mn" (B N-major: B_shared[s, 0, k, 0], K rows of N columns)')
+        if any(kw.arg != "b_major" for kw in node.keywords) or len(node.args) not in (5, 6):
+            raise self.error(node, usage)
+        b_major = "k"
+        for kw in node.keywords:
+            value = kw.value.value if isinstance(kw.value, ast.Constant) else None
+            if value not in ("k", "mn"):
+                raise self.error(kw.value, f'b_major of T.ptx_wgmma is "k" (B K-major) or "mn" (B N-major), got '
+                                           f"{ast.unparse(kw.value)}")
+            b_major = value
         d, a, b = (self.eval_expr(x) for x in node.args[:3])
         n = self.eval_expr(node.args[3])
         n = n.value if isinstance(n, IntImm) else n
@@ -147,6 +158,7 @@ class MbarrierCallParser(ExpressionParser):
         if not (isinstance(d, BufferLoad) and d.buffer.scope == "local" and d.buffer.dtype == _dt.float32):
             raise self.error(node.args[0], f"the accumulator of T.ptx_wgmma is an element of a local float32 buffer "
                                            f"(the thread's {n // 2} elements from it on), got {_describe(d)}")
+        spans = []
         for what, op, arg, rows in (("A", a, node.args[1], 64), ("B", b, node.args[2], n)):
             if not (isinstance(op, BufferLoad) and op.buffer.scope == "shared" and len(op.buffer.shape) >= 2
                     and op.buffer.dtype in (_dt.float16, _dt.DataType.parse("bfloat16"))):
@@ -154,20 +166,47 @@ class MbarrierCallParser(ExpressionParser):
                                       f"{_describe(op)}")
             span = op.buffer.shape[-1]
             row_bytes = span.value * 2 if isinstance(span, IntImm) else None
+            mn = what == "B" and b_major == "mn"
             if row_bytes not in (32, 64, 128):
+                layout = ("B N-major: its rows are K rows of a swizzle span of N" if mn else
+                          "wgmma reads K-major tiles whose rows are a swizzle span")
                 raise self.error(arg, f"{what} of T.ptx_wgmma: the rows of {op.buffer.name} are {row_bytes} bytes; "
-                                      "wgmma reads K-major tiles whose rows are a swizzle span (32, 64 or 128 bytes: "
-                                      "16, 32 or 64 halves), loaded by TMA with that swizzle")
+                                      f"{layout} (32, 64 or 128 bytes: 16, 32 or 64 halves), loaded by TMA with "
+                                      "that swizzle")
+            spans.append(row_bytes)
             height = op.buffer.shape[-2]
-            if isinstance(height, IntImm) and height.value < rows:
+            if mn:
+                self._check_mn_b(node, arg, op, n, row_bytes // 2)
+            elif isinstance(height, IntImm) and height.value < rows:
                 raise self.error(arg, f"{what} of T.ptx_wgmma needs {rows} rows, {op.buffer.name} has {height.value}")
-        if a.buffer.dtype != b.buffer.dtype or a.buffer.shape[-1].value != b.buffer.shape[-1].value:
-            raise self.error(node, f"T.ptx_wgmma: A ({a.buffer.name}) and B ({b.buffer.name}) have one dtype and one "
-                                   "row length (swizzle)")
+        if a.buffer.dtype != b.buffer.dtype or (b_major == "k" and spans[0] != spans[1]):
+            raise self.error(node, f"T.ptx_wgmma: A ({a.buffer.name}) and B ({b.buffer.name}) have one dtype" +
+                             (" and one row length (swizzle)" if b_major == "k" else ""))
         lane = self.to_index(self.eval_expr(node.args[4]), node.args[4])
-        span = a.buffer.shape[-1].value * 2   # (the printed form repeats it as a sixth argument)
-        return Call(_dt.int32, WGMMA, (d, a, b, IntImm(n, _dt.int32), lane, IntImm(span, _dt.int32)),
-                    span=self.span(node))
+        args = [d, a, b, IntImm(n, _dt.int32), lane, IntImm(spans[0], _dt.int32)]   # (printed: implied by A's rows)
+        if b_major == "mn":   # B's row bytes and the byte stride between its boxes of columns (implied by B_sh)
+            b_shape = tuple(int(x.value) for x in b.buffer.shape)   # type: ignore[attr-defined]
+            box = wgmma_box_axis(b_shape)
+            stride = 1
+            for ext in (b_shape[box + 1:] if box is not None else b_shape[-2:]):
+                stride *= ext
+            args += [IntImm(spans[1], _dt.int32), IntImm(stride * 2, _dt.int32)]
+        return Call(_dt.int32, WGMMA, tuple(args), span=self.span(node))
+
+    def _check_mn_b(self, node: ast.Call, arg: ast.expr, op: BufferLoad, n: int, span: int) -> None:
+        """An N-major B: K rows (at least 16) of `span` columns, n // span boxes of them side by side."""
+        if len(op.buffer.shape) < 3 or not all(isinstance(x, IntImm) for x in op.buffer.shape):
+            raise self.error(arg, f"B of T.ptx_wgmma with b_major=\"mn\": {op.buffer.name} has constant axes (.., "
+                                  "boxes, K rows, span), each box K rows of a swizzle span of N columns")
+        shape = tuple(int(x.value) for x in op.buffer.shape)   # type: ignore[attr-defined]
+        if shape[-2] < 16:
+            raise self.error(arg, f"B of T.ptx_wgmma with b_major=\"mn\" needs 16 K rows, {op.buffer.name} has "
+                                  f"{shape[-2]}")
+        box = wgmma_box_axis(shape)
+        boxes = shape[box] if box is not None else 1
+        if n > span and (n % span or boxes * span < n):
+            raise self.error(arg, f"B of T.ptx_wgmma with b_major=\"mn\": N = {n} is {n // span} boxes of {span} "
+                                  f"columns, but {op.buffer.name} {shape} has {boxes}")
 
     def call_ptx_wgmma_fence(self, node: ast.Call) -> PrimExpr:
         """T.ptx_wgmma_fence(): wgmma.fence (before the first wgmma touching the accumulators)."""
