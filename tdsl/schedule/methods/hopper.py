@@ -35,7 +35,9 @@ class HopperMethods(ScheduleBase):
         thread stores the tile by TMA (``T.ptx_tma_store(C[by * 128, bx * 128], C_shared[0, 0],
         C_tmap[0])``; float32, float16 or bfloat16 outputs). The tensor maps are buffers the call path fills
         (`A_tmap`, `B_tmap`, recorded as function attributes): the kernel is called with the
-        arrays only. A B indexed [k, j] is first copied to a K-major `B_t[j, k]`. Returns the
+        arrays only. A B indexed [k, j] is loaded in TMA boxes of [tile_k, 64] (128B swizzle)
+        and read N-major (``T.ptx_wgmma(..., b_major="mn")``), with no copy (only a tile_n with no
+        such boxes, e.g. 8, copies it to a K-major `B_t[j, k]` first). Returns the
         K loop (for `warp_specialize`). Needs m a multiple of 64, n of `tile_n`, k of `tile_k`,
         at most 227 KiB of shared tiles (sm_90's limit; above 48 KiB they are dynamic shared memory).
 

@@ -10,8 +10,10 @@ step into a ring of `stages` shared tiles guarded by "full" / "empty" mbarriers;
 waits for the stage, issues its wgmma m64nNk16 (fence, commit), waits for the previous step's
 (`wgmma_wait_group(1)`) and releases that step's stage. The tensor maps are buffers of the
 function recorded in its attributes (`tdsl.ir.tensor_maps`), encoded by the call path. A B
-indexed ``B[k, j]`` is first copied K-major (``<B>_t[j, k]``, one small kernel), as wgmma reads
-K-major operands here. `warp_specialize` (primitives/warp_specialize.py) then gives the producer
+indexed ``B[k, j]`` is loaded in TMA boxes of [tile_k rows, 64 columns] and read N-major by
+wgmma (``b_major="mn"``), with no copy (a tile_n with no such boxes copies it K-major to
+``<B>_t[j, k]`` first, one small kernel). With ``store="tma"`` the accumulators go through a
+shared tile that one thread stores by TMA. `warp_specialize` (primitives/warp_specialize.py) then gives the producer
 and the consumers their own warpgroups.
 
 The result keeps the function's meaning: run one statement after another (`tdsl.interpret`),
