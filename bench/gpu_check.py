@@ -13,7 +13,8 @@ fp16, and the fp16 / bf16 GEMMs auto_schedule puts on ldmatrix + mma.sync at 409
 pipelines: "mma.sync" (auto_schedule for target cuda: ldmatrix + mma.sync) and "wgmma"
 (auto_schedule for arch sm_90a: TMA + wgmma; a row says why it is skipped when the sm_90a schedule
 has no wgmma step); and the attention forward (32 x 4096 x 128 fp16, causal) that auto_schedule
-makes one fused kernel, against torch's scaled_dot_product_attention. A row without torch (or
+makes one fused kernel (on an sm_90 GPU scheduled for sm_90a: the wgmma + TMA kernel), against torch's
+scaled_dot_product_attention. A row without torch (or
 without a GPU for torch) says so instead of its ratio. Without a GPU it says so, builds the
 pipeline kernels (NVRTC, with their SASS figures) and exits 0 once those checks pass. Exit status
 1 means a check failed.
@@ -532,20 +533,34 @@ def attention_func(bh: int, seq: int, dim: int, causal: bool = True):
 
 
 def attention_figures() -> str:
-    """The fused kernel in the emulator at 2 x 128 x 64 (causal) against numpy: its max error."""
+    """The fused kernels (mma.sync; the sm_90a wgmma one) in the emulator at 2 x 128 x 64 (causal)
+    against numpy: their max errors."""
     from attention_gpu import attention_lowp_ref
 
-    kernel = tdsl.build(tdsl.auto_schedule(attention_func(2, 128, 64), target="cuda"), target="cuda", emulate=True)
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((2, 128, 64)).astype(np.float16) for _ in range(3))
-    err = float(np.abs(kernel(q, k, v).astype(np.float64) - attention_lowp_ref(q, k, v, True)).max())
-    return f"emulator 2x128x64 causal max error {err:.1e}"
+    out = []
+    for arch in ("sm_80", "sm_90a"):
+        kernel = tdsl.build(tdsl.auto_schedule(attention_func(2, 128, 64), target="cuda", arch=arch), target="cuda",
+                            emulate=True)
+        err = float(np.abs(kernel(q, k, v).astype(np.float64) - attention_lowp_ref(q, k, v, True)).max())
+        out.append(f"{arch} kernel {err:.1e}")
+    return f"emulator 2x128x64 causal max error: {', '.join(out)}"
+
+
+def attention_arch(device_arch: str | None) -> str:
+    """The architecture the attention is scheduled for: sm_90a (the wgmma + TMA kernel) on an
+    sm_90 GPU, and without a GPU (built, not run); the device's own otherwise (mma.sync)."""
+    if device_arch is None or device_arch.removesuffix("a") == "sm_90":
+        return "sm_90a"
+    return device_arch
 
 
 def attention_row(on_gpu: bool) -> None:
     """Attention forward (fp16, causal) as tdsl's fused kernel against torch's
-    scaled_dot_product_attention; without a GPU only the kernel's build and figures."""
-    from tdsl.backends.cuda import runtime
+    scaled_dot_product_attention (on an H100/H200 the sm_90a wgmma kernel); without a GPU only
+    the kernels' builds and figures."""
+    from tdsl.backends.cuda import flash_attention_sm90, runtime
     from tdsl.backends.cuda.flash_attention import AttentionShape, kernel_source
     from tdsl.backends.cuda.nvrtc import compile_cuda
 
@@ -556,15 +571,22 @@ def attention_row(on_gpu: bool) -> None:
 
     def row():
         func = attention_func(bh, seq, dim)
-        sch = tdsl.auto_schedule(func, target="cuda")
-        if '"tdsl.fused_kernel"' not in str(sch.trace):
+        device_arch = runtime.device_info().arch if on_gpu else None
+        arch = attention_arch(device_arch)
+        sch = tdsl.auto_schedule(func, target="cuda", arch=arch)
+        trace = str(sch.trace)
+        if '"tdsl.fused_kernel"' not in trace:
             report(label, False, "auto_schedule did not fuse the attention")
             return
-        arch = runtime.device_info().arch if on_gpu else "sm_80"
+        hopper = "flash_attention_fwd_sm90a" in trace
+        if hopper != (arch == "sm_90a"):
+            report(label, False, f"auto_schedule for {arch} chose the {'wgmma' if hopper else 'mma.sync'} kernel")
+            return
         shape = AttentionShape(bh, seq, dim, "float16", "float16", True)
-        figures = "; ".join(f"{a}: {sass_figures(compile_cuda(kernel_source(shape), a, name='attention.cu').cubin)}"
-                            for a in sorted({arch, "sm_90a"}))
-        kernel = tdsl.build(sch, target="cuda", arch=arch)
+        source = flash_attention_sm90.kernel_source(shape) if hopper else kernel_source(shape)
+        which = "wgmma + TMA kernel" if hopper else "mma.sync kernel"
+        figures = f"{which}, {arch}: {sass_figures(compile_cuda(source, arch, name='attention.cu').cubin)}"
+        kernel = tdsl.build(sch, target="cuda", arch=device_arch or arch)
         if not on_gpu:
             report(label, True, f"built (no GPU: not run); {figures}")
             return
@@ -590,6 +612,10 @@ def attention_row(on_gpu: bool) -> None:
             ok = err < 2e-2
         else:
             line += f" | no SDPA reference ({why_torch})"
+        if hopper:   # the mma.sync kernel on the same GPU, for comparison (after the error check: it writes o)
+            mma = tdsl.build(tdsl.auto_schedule(func, target="cuda", arch="sm_80"), target="cuda", arch=device_arch)
+            msecs = mma.time(q, k, v, o, repeat=3)
+            line += f" | mma.sync kernel {flops / msecs / 1e12:6.1f} TFLOP/s ({msecs * 1e3:.2f} ms)"
         report(label, ok, f"{line}; {figures}")
 
     attempt(label, row)

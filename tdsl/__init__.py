@@ -44,17 +44,17 @@ def build(func_or_schedule, target="cpu", *, database=None, **options):
 
     if database is None:
         return _build(func_or_schedule, target, **options)
-    from .target import parse_target
-    from .tuner.apply import schedule_from_database
+    from .tuner.apply import lookup_target, schedule_from_database
 
     func = getattr(func_or_schedule, "func", func_or_schedule)
+    where = lookup_target(target, options)      # for CUDA: the architecture built for selects the records
     if isinstance(func, PrimFunc) and _symbolic(func):
         from .tuner.dispatch import dispatch_from_database
 
-        dispatch = dispatch_from_database(func, str(parse_target(target)), database, options)
+        dispatch = dispatch_from_database(func, where, database, options)
         if dispatch is not None:
             return dispatch
-    scheduled = schedule_from_database(func, str(parse_target(target)), database)
+    scheduled = schedule_from_database(func, where, database)
     with warnings.catch_warnings():
         # the tuner measured the schedule as it builds; a vectorize left scalar stays in kernel.notes
         warnings.simplefilter("ignore", PerformanceWarning)

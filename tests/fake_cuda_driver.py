@@ -142,6 +142,36 @@ class FakeDriver:
         n = len(self.tensor_maps)
         return self.OK + (self.CUtensorMap([(n << 32) + i for i in range(16)]),)
 
+    # CUDA events: handles numbered from 1; `live_events` holds the ones created and not destroyed
+    def cuEventCreate(self, flags):
+        self.events_created = getattr(self, "events_created", 0) + 1
+        self.live_events = getattr(self, "live_events", set()) | {self.events_created}
+        return self.OK + (self.events_created,)
+
+    def _event(self, event) -> bool:
+        return event in getattr(self, "live_events", set())
+
+    def cuEventRecord(self, event, stream):
+        if not self._event(event):
+            return (self.CUresult.CUDA_ERROR_INVALID_VALUE,)
+        self.recorded = getattr(self, "recorded", {}) | {event: len(self.launches)}
+        return self.OK
+
+    def cuEventSynchronize(self, event):
+        return self.OK if self._event(event) else (self.CUresult.CUDA_ERROR_INVALID_VALUE,)
+
+    def cuEventElapsedTime(self, start, end):
+        """One millisecond per launch between the two records."""
+        if not (self._event(start) and self._event(end)):
+            return (self.CUresult.CUDA_ERROR_INVALID_VALUE,)
+        return self.OK + (float(self.recorded[end] - self.recorded[start]),)
+
+    def cuEventDestroy(self, event):
+        if not self._event(event):
+            return (self.CUresult.CUDA_ERROR_INVALID_VALUE,)
+        self.live_events.discard(event)
+        return self.OK
+
     def cuStreamSynchronize(self, stream):
         return self.OK
 

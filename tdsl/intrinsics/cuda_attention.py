@@ -24,8 +24,8 @@ Anything else is not this pattern (`match_attention` says what differed), and th
 the other rules.
 
 `FUSED_KERNEL` is the block annotation that asks the CUDA lowering to replace a block wrapping
-exactly these blocks (`sch.blockize([...])`) by one call of the kernel (`CALL`); the lowering
-matches again and refuses anything else.
+exactly these blocks (`sch.blockize([...])`) by one call of the kernel (`KERNELS`: `CALL` for the
+mma.sync kernel, `CALL_SM90A` for the Hopper one); the lowering matches again and refuses anything else.
 """
 from __future__ import annotations
 
@@ -54,6 +54,10 @@ from ..ir import (
 FUSED_KERNEL = "tdsl.fused_kernel"
 KERNEL_NAME = "cuda.flash_attention_fwd"
 CALL = "tdsl_flash_attention_fwd"
+# the same computation by the Hopper kernel (wgmma + TMA, warp-specialized; needs sm_90a)
+KERNEL_NAME_SM90A = "cuda.flash_attention_fwd_sm90a"
+CALL_SM90A = "tdsl_flash_attention_fwd_sm90a"
+KERNELS = {KERNEL_NAME: CALL, KERNEL_NAME_SM90A: CALL_SM90A}   # annotation value -> the lowered call
 DTYPES = ("float16", "bfloat16")
 DIMS = (64, 128)
 SEQ_TILE = 64

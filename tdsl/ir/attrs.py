@@ -20,7 +20,8 @@ Block annotations:
 * `TENSOR_INTRIN` ("tdsl.tensor_intrin"): the intrinsic a tensorized block is computed by.
 * `LOWER_NOTE` ("tdsl.lower_note"), on a block (a tensorized one or any other): a note lowering
   adds to the function's `LOWER_NOTES` (kernel.notes), e.g. an auto rule saying which unit the
-  CPU lacks, or why a GEMM is not on the sm_90a wgmma pipeline.
+  CPU lacks, or why a GEMM is not on the sm_90a wgmma pipeline; a list of notes where several
+  rules said something of the block (`add_note`, read back by `note_texts`).
 * `NONTEMPORAL` ("tdsl.nontemporal"): truthy: write this block's outputs with streaming stores
   (a hint; results are the same).
 * `SWIZZLE` ("tdsl.swizzle"): truthy: lay the shared buffer this block writes out with its
@@ -72,3 +73,16 @@ def set_attr(func: PrimFunc, key: str, value: Any) -> PrimFunc:
     """`func` with attribute `key` set to `value` (replacing an earlier value)."""
     attrs = tuple((k, v) for k, v in func.attrs if k != key) + ((key, value),)
     return replace_fields(func, attrs=attrs)
+
+
+def note_texts(value) -> list[str]:
+    """The notes a `LOWER_NOTE` annotation holds (one string, or a list of them)."""
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+
+def with_note(annotations, text: str):
+    """The `LOWER_NOTE` value for a block whose annotations are `annotations` once `text` is
+    added: the text alone, or the notes already there followed by it (each once)."""
+    old = [n for k, v in annotations if k == LOWER_NOTE for n in note_texts(v)]
+    notes = list(dict.fromkeys([*old, text]))
+    return notes[0] if len(notes) == 1 else notes

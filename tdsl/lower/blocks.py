@@ -25,6 +25,7 @@ from ..ir.attrs import (
     SWIZZLE,
     SWIZZLED_BUFFERS,
     VECTORIZE_BLOCKS,
+    note_texts,
     set_attr,
 )
 from ..ir.functor import replace_fields as replace
@@ -101,7 +102,8 @@ def convert_blocks(func: PrimFunc) -> PrimFunc:
     alloc_buffers -> Allocate around the block's code."""
     streamed = _nontemporal_buffers(func.body)
     swizzled = _nontemporal_buffers(func.body, SWIZZLE)
-    notes = [str(v) for b in collect_stmts(func.body, Block) for k, v in b.annotations if k == LOWER_NOTE]
+    notes = [n for b in collect_stmts(func.body, Block) for k, v in b.annotations if k == LOWER_NOTE
+             for n in note_texts(v)]
     body = _BlockConverter().visit(func.body)
     func = add_notes(func.with_body(body), notes)   # a rule's note on a block (kernel.notes)
     func = set_attr(func, SWIZZLED_BUFFERS, swizzled) if swizzled else func

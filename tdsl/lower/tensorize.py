@@ -28,7 +28,7 @@ from ..intrinsics.cuda_mma import FRAGMENT_SCOPES as MMA_FRAGMENT_SCOPES  # per-
 from ..intrinsics.match import Mismatch, instantiate_impl, match
 from ..intrinsics.registry import TensorIntrin
 from ..ir import Block, BlockRealize, Buffer, PrimFunc, Stmt, collect, replace_buffers
-from ..ir.attrs import CUDA_PRELUDE, LOWER_NOTE, TENSOR_INTRIN
+from ..ir.attrs import CUDA_PRELUDE, LOWER_NOTE, TENSOR_INTRIN, note_texts
 from ..ir.tree import find_path, replace_at, walk
 from ..target import cpu_features, cpu_name, parse_target
 from ._util import add_notes
@@ -61,7 +61,7 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
     # the tensor cores)
     for realize in collect(func.body, BlockRealize):
         if intrin_of(realize.block) is None:
-            notes += [str(v) for k, v in realize.block.annotations if k == LOWER_NOTE]
+            notes += [n for k, v in realize.block.annotations if k == LOWER_NOTE for n in note_texts(v)]
     # found by identity, not by name (a name may repeat); a swap rebuilds only the ancestors
     for target in _tensorized(func.body):
         found = find_path(func.body, lambda s, r=target: s is r)
@@ -93,7 +93,8 @@ def apply_tensor_intrinsics(func: PrimFunc, target="cpu") -> PrimFunc:
             raise TargetError(f'block "{name}" no longer computes the description of {intrin.name!r} '
                               f"(a later schedule step changed it): {m.message}") from None
         # its own note and those of the blocks it replaces (a rule's note on the computation)
-        notes += [str(v) for b in (block, *walk_blocks(block.body)) for k, v in b.annotations if k == LOWER_NOTE]
+        notes += [n for b in (block, *walk_blocks(block.body)) for k, v in b.annotations if k == LOWER_NOTE
+                  for n in note_texts(v)]
         body, allocs = instantiate_impl(intrin, bindings)
         new_block = dataclasses.replace(block, body=body, alloc_buffers=block.alloc_buffers + allocs)
         func = replace_at(func, path, realize, dataclasses.replace(realize, block=new_block))

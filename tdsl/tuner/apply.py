@@ -14,9 +14,25 @@ class NoTuningRecord(UserWarning):
     """build(database=) found no usable record for the function and fell back."""
 
 
+def lookup_target(target, options: dict) -> str:
+    """The target string build(database=) looks records up under: for CUDA, the architecture
+    given to build (`arch=`, or the target string's -arch; they must agree) spelled into it, so
+    that only that architecture's records are found (a record tuned for sm_90a is never applied
+    to an sm_80 build, whatever GPU this machine has)."""
+    from ..backends import _cuda_options
+    from ..target import parse_target
+
+    tgt = parse_target(target)
+    if tgt.kind != "cuda":
+        return str(tgt)
+    arch = _cuda_options(tgt, options).get("arch")
+    return str(tgt) if arch is None or tgt.get("arch") is not None else f"{tgt} -arch={arch}"
+
+
 def _cuda_records(func, target: str, db):
-    """(a workload, records to try in order) for CUDA: measured on this GPU, then on another GPU
-    of the architecture, then verified but unmeasured (tuner/gpu.py)."""
+    """(a workload, records to try in order) for CUDA, all of the target's architecture (its
+    -arch, else this GPU's): measured on this GPU (when it is of that architecture), then on
+    another GPU of the architecture, then verified but unmeasured (tuner/gpu.py)."""
     from .gpu import places, ranked
 
     dbt, here, unmeasured = places(target)

@@ -58,14 +58,19 @@ def db_target(arch: str) -> str:
 
 def places(target: str) -> tuple[str | None, str | None, str | None]:
     """For `build(database=)`: (the database target, this GPU's machine or None, the machine of
-    the unmeasured records); (None, None, None) when no architecture is known (no -arch, no GPU)."""
+    the unmeasured records) of the target's architecture: its -arch (`apply.lookup_target` puts
+    build's `arch=` there), else this GPU's; (None, None, None) when none is known (no -arch, no
+    GPU). This GPU's machine only where the GPU is of that architecture (sm_90 for sm_90a):
+    records it measured for another architecture are never the target's."""
     from ..backends.cuda import runtime
     from ..target import parse_target
 
     arch, here = parse_target(target).get("arch"), None
     if runtime.has_gpu():
         info = runtime.device_info()
-        arch, here = arch or info.arch, gpu_machine(info.name, info.arch)
+        arch = arch or info.arch
+        if arch.rstrip("af") == info.arch:
+            here = gpu_machine(info.name, info.arch)
     if arch is None:
         return None, None, None
     return db_target(arch), here, unmeasured_machine(arch)
@@ -168,14 +173,15 @@ def measure_on_gpu(kernel, inputs, warmup: int = 3, repeats: int = 10) -> list[f
         args = [runtime.to_device(a) for a in inputs]
         flush_n = 2 * l2_bytes()
         flush = runtime.device_array((flush_n,), "uint8", zero=False)
-        timer = runtime.Timer()
         for _ in range(max(1, warmup)):
             kernel(*args)
         runtime.synchronize()
         times = []
-        for r in range(max(1, repeats)):
-            runtime.check(driver.cuMemsetD8(driver.CUdeviceptr(flush.ptr), r & 0xFF, flush_n), "cuMemsetD8 (L2 flush)")
-            times.append(timer.measure(lambda: kernel(*args), 1))
+        with runtime.Timer() as timer:
+            for r in range(max(1, repeats)):
+                runtime.check(driver.cuMemsetD8(driver.CUdeviceptr(flush.ptr), r & 0xFF, flush_n),
+                              "cuMemsetD8 (L2 flush)")
+                times.append(timer.measure(lambda: kernel(*args), 1))
         del flush
     return times
 

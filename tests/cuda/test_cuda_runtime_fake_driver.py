@@ -247,3 +247,31 @@ def test_a_device_with_less_opt_in_shared_memory_refuses_the_launch(fake, monkey
                                                r"\(98304 dynamic\); Fake H200 \(sm_90\) allows at most 65536"):
         kernel(np.zeros((128, 96), "float32"), np.zeros((96, 128), "float32"), np.zeros((128, 128), "float32"))
     assert fake.launches == [] and not hasattr(fake, "func_attributes")
+
+
+def test_timer_events_are_destroyed(fake):
+    """Every CUDA event the timing creates is destroyed: by kernel.time, by a `with` block (also
+    when the timed call raises), by close(); a closed Timer refuses to measure."""
+    func, ref = ck.elementwise(128)
+    kernel = tdsl.build(func, target="cuda", arch="sm_90")
+    fake.state["hook"] = lambda *a: None
+    a = np.ones((4, 128), np.float32)
+    seconds = kernel.time(a, number=3, repeat=2)
+    assert seconds == pytest.approx(1e-3)                # the fake's 1 ms per launch
+    assert fake.events_created == 2 and fake.live_events == set()
+
+    def boom():
+        raise RuntimeError("the timed call failed")
+
+    with pytest.raises(RuntimeError, match="the timed call failed"), runtime.Timer() as timer:
+        assert len(fake.live_events) == 2
+        timer.measure(boom, 1)
+    assert fake.events_created == 4 and fake.live_events == set()
+    timer = runtime.Timer()
+    timer.close()
+    timer.close()                                        # a second close destroys nothing twice
+    assert fake.events_created == 6 and fake.live_events == set()
+    with pytest.raises(tdsl.TargetError, match="Timer.measure after close"):
+        timer.measure(lambda: None, 1)
+    runtime.Timer()                                      # dropped unclosed: collected, destroyed
+    assert fake.events_created == 8 and fake.live_events == set()

@@ -131,7 +131,7 @@ def test_export_allows_and_passes_the_dynamic_bytes(tmp_path):
     with open(kernel.export(str(tmp_path), archs=["sm_80", "sm_90"])) as fh:
         text = fh.read()
     assert "cuFuncSetAttribute(mm_functions[0], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536)" in text
-    assert "(unsigned)b[2], 65536, stream, params, NULL)" in text
+    assert "(unsigned)tdsl_block[2], 65536, stream, tdsl_params, NULL)" in text
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is not None:   # the launcher is valid C against the driver API's cuda.h
         from test_export_cuda import _cuda_include

@@ -131,3 +131,34 @@ def test_launcher_compiles_and_launches_through_a_recording_driver(tmp_path):
 def test_export_refuses_what_it_cannot_write(tmp_path):
     with pytest.raises(tdsl.TargetError, match="not a C identifier"):
         _kernel().export(str(tmp_path), name="bad-name")
+
+
+@T.prim_func
+def clash(b: T.Buffer(("n",), "float32"), stream: T.Buffer(("n",), "float32"), rc: T.float32):
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            stream[vi] = b[vi] * rc + T.float32(1)
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+def test_parameters_named_like_the_launchers_own_names_still_launch(tmp_path):
+    """`b`, `stream` and `rc` are the launcher's names too: the parameters keep working (renamed in C
+    where they would clash: `stream_`), called by position as before."""
+    include = _cuda_include()
+    sch = tdsl.Schedule(clash)
+    i, = sch.get_loops(sch.get_block("B"))
+    bx, tx = sch.split(i, [None, 128])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    tdsl.build(sch, target="cuda", arch="sm_80").export(str(tmp_path), archs=["sm_80", "sm_90"])
+    text = (tmp_path / "clash.h").read_text()
+    assert "static inline int clash(CUstream stream, CUdeviceptr b, CUdeviceptr stream_, int64_t n, float rc)" in text
+    (tmp_path / "fake_driver.c").write_text(FAKE_DRIVER)
+    (tmp_path / "main.c").write_text(MAIN.replace("scale_add", "clash"))
+    exe = tmp_path / "main"
+    subprocess.run([CC, "-std=c99", "-Wall", "-Werror", "-Wno-unused-function", f"-I{include}", f"-I{tmp_path}",
+                    "-o", str(exe), str(tmp_path / "main.c"), str(tmp_path / "fake_driver.c")],
+                   check=True, capture_output=True, text=True)
+    lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert lines[0] == "rc=0 image=sm_80 kernel=clash_kernel grid=8,1,1 block=128,1,1 a=0x1000 b=0x2000 s=2.5 n=1000"

@@ -96,3 +96,48 @@ def test_gpu_check_help_and_pipeline_rows_without_a_gpu(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "[ok] attention fwd 2x128x64 fp16 causal (fused kernel): built (no GPU: not run)" in out
     assert gpu_check.FAILURES == []
+
+
+def test_the_runtime_launches_the_hopper_kernel_with_tensor_maps(fake):
+    """Scheduled for sm_90a on an sm_90 device: the wgmma kernel (sm_90a CUBIN), 384 threads, its
+    dynamic shared memory allowed, and Q, K, V's tensor maps encoded by the driver into device
+    memory the kernel's first three parameters point to."""
+    from tdsl.backends.cuda import flash_attention_sm90 as hopper
+    from tdsl.backends.cuda.flash_attention import AttentionShape
+
+    shape = (2, 192, 64)
+    sch = tdsl.auto_schedule(attention_lowp_func(*shape, causal=True), target="cuda", arch="sm_90a")
+    kernel = tdsl.build(sch, target="cuda")        # the device: sm_90
+    seen = []
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
+
+    def on_launch(name, grid, block, params):
+        maps = [_array(_value(params, i, ctypes.c_void_p), (16,), np.uint64) for i in range(3)]
+        seen.append((name, grid, block, [m.copy() for m in maps]))
+        o = _array(_value(params, 3, ctypes.c_void_p), shape, np.float32)
+        o[...] = attention_lowp_ref(q, k, v, True)   # the kernel's stand-in
+
+    fake.on_launch = on_launch
+    out = kernel(q, k, v)
+    assert [s[:3] for s in seen] == [("tdsl_flash_attention_fwd_sm90a_f16_d64_causal", (2, 2, 1), (384, 1, 1))]
+    dynamic = fake.launches[-1][4]
+    assert dynamic == hopper.dynamic_shared_bytes(AttentionShape(2, 192, 64, "float16", "float32", True)) > 49152
+    assert fake.allowed_dynamic["tdsl_flash_attention_fwd_sm90a_f16_d64_causal"] >= dynamic
+    encoded = fake.tensor_maps[-3:]
+    assert [m["dims"] for m in encoded] == [[64, 192, 2]] * 3 and [m["box"] for m in encoded] == [[64, 128, 1]] * 3
+    assert all(m["rank"] == 3 and m["strides"] == [128, 192 * 128] and "128B" in str(m["swizzle"]) for m in encoded)
+    n = len(fake.tensor_maps)
+    for i, words in enumerate(seen[0][3]):   # the kernel reads the driver's encodings
+        assert list(words) == [((n - 2 + i) << 32) + w for w in range(16)]
+    np.testing.assert_allclose(out, attention_lowp_ref(q, k, v, True), rtol=1e-6, atol=1e-6)
+    # device arrays called again: the maps are encoded once for them, not per call
+    dq, dk, dv = (runtime.to_device(x) for x in (q, k, v))
+    do = runtime.device_array(shape, "float32")
+    before = len(fake.tensor_maps)
+    kernel(dq, dk, dv, do)
+    kernel(dq, dk, dv, do)
+    assert len(fake.tensor_maps) == before + 3 and len(seen) == 3
+    assert [m["address"] for m in fake.tensor_maps[-3:]] == [dq.ptr, dk.ptr, dv.ptr]
+    with pytest.raises(tdsl.TargetError, match="scheduled for sm_90a"):
+        tdsl.build(sch, target="cuda", arch="sm_80")

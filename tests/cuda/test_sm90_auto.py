@@ -199,7 +199,8 @@ def test_a_gemm_the_pipeline_does_not_fit_falls_back_with_a_note():
     assert text.count("not on the sm_90a wgmma pipeline") == 1, text
 
 
-def test_a_tensor_map_naming_no_buffer_and_exporting_are_refused(tmp_path):
+def test_a_tensor_map_naming_no_buffer_is_refused():
+    """(Exporting such kernels: tests/cuda/test_export_tensor_maps.py.)"""
     pytest.importorskip("cuda.bindings")
     sch = tdsl.auto_schedule(gemm(64, 64, 128), target="cuda", arch="sm_90a")
     from tdsl.ir.attrs import set_attr
@@ -207,9 +208,6 @@ def test_a_tensor_map_naming_no_buffer_and_exporting_are_refused(tmp_path):
     func = set_attr(sch.func, "tdsl.tensor_map:A_tmap", "X (64, 64) 128B")
     with pytest.raises(tdsl.TargetError, match="tensor map 'A_tmap'.*no parameter or function-level global buffer 'X'"):
         tdsl.build(func, target="cuda", arch="sm_90a")
-    kernel = tdsl.build(sch, target="cuda", arch="sm_90a")
-    with pytest.raises(tdsl.TargetError, match="A_tmap, B_tmap.*cannot be exported"):
-        kernel.export(str(tmp_path / "gemm"))
 
 
 # ---------------------------------------------------------------------------- the driver's tensor maps

@@ -1,5 +1,6 @@
-"""TMA 2-D tensor loads in the emulator: boxes, out-of-bounds zero fill, the swizzle modes, and
-completion on an mbarrier's tx-count.
+"""TMA tensor loads and stores (boxes of 1 to 5 dimensions) in the emulator: out-of-bounds zero
+fill (loads) and skipping (stores), the swizzle modes, completion on an mbarrier's tx-count (loads)
+and bulk groups (stores); the same sources compiled by NVRTC.
 
 Checked facts:
 - PTX ISA, cp.async.bulk.tensor: the copy's completion performs complete_tx on the mbarrier with
@@ -257,6 +258,19 @@ def test_shared_memory_reused_before_the_store_read_it_is_a_race():
                                                  ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(1)], block=(32, 1, 1))
 
 
+def test_a_store_of_what_threads_wrote_without_a_proxy_fence_is_refused():
+    """The TMA store reads shared memory through the async proxy: without fence.proxy.async after
+    the threads' stores it may read stale bytes on a GPU, so the emulator stops."""
+    import ctypes
+
+    g = np.zeros((16, 8), np.float32)
+    src = h.source(STORE.replace("  tdsl_ptx_fence_proxy_async();\n", ""))
+    with pytest.raises(tdsl.TargetError, match=r"TMA store reads tile byte 0, which threads stored to after the last "
+                                               r"fence.proxy.async"):
+        h.emulate(src, "tma_store", [np.ones(128, np.float32), sm90.emulator_tensor_map(g, (16, 8)),
+                                     ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)], block=(32, 1, 1))
+
+
 def test_store_compiles_for_sm90a():
     pytest.importorskip("cuda.bindings")
     from tdsl.backends.cuda.nvrtc import compile_cuda
@@ -284,3 +298,86 @@ def test_a_tensor_map_not_made_by_tdsl_is_refused():
         h.emulate(h.source(LOAD.replace("BOX", "128")), "tma_tile",
                   [np.zeros(128, np.float16), np.zeros(128, np.uint8), ctypes.c_int(0), ctypes.c_int(0),
                    ctypes.c_int(256)], block=(32, 1, 1))
+
+
+# TMA stores of 1 to 5 dimensions: the same model for every rank (the box read from shared memory
+# through the swizzle, elements outside the tensor skipped), checked against numpy.
+STORE_ND = r'''
+extern "C" __global__ void tma_store_nd(const float* __restrict__ src, const unsigned char* __restrict__ tmap, int x, int y, int z, int w, int v) {
+  __shared__ __align__(128) float tile[BOX];
+  for (int i = threadIdx.x; i < BOX; i += blockDim.x) tile[i] = src[i];
+  tdsl_ptx_fence_proxy_async();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tdsl_ptx_tma_store_RANKd(tmap, COORDS, &tile[0]);
+    tdsl_ptx_bulk_commit_group();
+    tdsl_ptx_bulk_wait_group<0>();
+  }
+}
+'''
+
+
+def _store_nd_source(rank: int, box_elems: int, name: str = "tma_store_nd") -> str:
+    return (STORE_ND.replace("tma_store_nd", name).replace("BOX", str(box_elems)).replace("RANK", str(rank))
+            .replace("COORDS", ", ".join("xyzwv"[:rank])))
+
+
+def _stored_nd(g, tile, box, start, mode):
+    """`g` after storing the shared tile's bytes (`tile`, as they sit in shared memory) as the
+    box at `start` (axis order): box element e is at byte CuTe-swizzle(e * 4) of the tile, and
+    only elements inside the tensor are written."""
+    out = g.copy()
+    raw = tile.view(np.uint8)
+    for e, idx in enumerate(np.ndindex(*box)):          # C order: the innermost axis fastest, as in the box
+        dst = tuple(s + i for s, i in zip(start, idx))
+        if all(0 <= d < n for d, n in zip(dst, g.shape)):
+            off = cute_swizzle(e * 4, MODES[mode])
+            out[dst] = raw[off:off + 4].view(np.float32)[0]
+    return out
+
+
+@pytest.mark.parametrize("shape, box, start, mode", [
+    ((3, 4, 5, 8), (2, 2, 3, 8), (1, 3, -1, 0), "none"),             # past axis 1's end, before axis 2's start
+    ((2, 3, 4, 16), (2, 2, 2, 8), (1, 2, 3, 12), "32B"),             # past the ends of axes 1, 2 and 3
+    ((2, 3, 2, 4, 16), (2, 2, 2, 2, 8), (1, 2, 0, 3, 12), "32B"),
+    ((3, 2, 2, 3, 16), (2, 2, 1, 2, 16), (-1, 1, 1, 2, 0), "64B"),   # before axis 0's start
+    ((1, 2, 2, 9, 32), (1, 2, 1, 8, 32), (0, 0, 1, 4, 0), "128B"),
+])
+def test_stores_of_4_and_5_dimensions_write_the_box_inside_the_tensor(shape, box, start, mode):
+    import ctypes
+
+    rank = len(shape)
+    g = np.full(shape, 7.0, np.float32)
+    n = int(np.prod(box))
+    tile = np.arange(1, n + 1, dtype=np.float32)        # the shared tile's contents, as they are (swizzled)
+    want = _stored_nd(g, tile, box, start, mode)
+    assert (want != g).any() and (want == 7.0).any()    # some of the box lands, some falls outside
+    coords = list(start[::-1]) + [0] * (5 - rank)       # innermost first
+    h.emulate(h.source(_store_nd_source(rank, n)), "tma_store_nd",
+              [tile, sm90.emulator_tensor_map(g, box, mode), *map(ctypes.c_int, coords)], block=(32, 1, 1))
+    np.testing.assert_array_equal(g, want)
+
+
+def test_a_store_with_a_map_of_another_rank_is_refused():
+    import ctypes
+
+    g = np.zeros((2, 2, 2, 8), np.float32)
+    with pytest.raises(tdsl.TargetError, match="tma_store_5d with a tensor map of 4 dimensions"):
+        h.emulate(h.source(_store_nd_source(5, 64)), "tma_store_nd",
+                  [np.zeros(64, np.float32), sm90.emulator_tensor_map(g, (2, 2, 2, 8)), *map(ctypes.c_int, [0] * 5)],
+                  block=(32, 1, 1))
+
+
+def test_nd_stores_compile_for_sm90_to_tma_stores():
+    pytest.importorskip("cuda.bindings")
+    from tdsl.backends.cuda.nvrtc import compile_cuda
+    from tdsl.backends.cuda.stats import cuobjdump_path, opcodes
+
+    src = "".join(_store_nd_source(r, 256, f"tma_store_{r}d") for r in range(1, 6))
+    mod = compile_cuda(h.source(src), "sm_90", want_ptx=True)
+    for r in range(1, 6):
+        assert f"cp.async.bulk.tensor.{r}d.global.shared::cta.tile.bulk_group" in mod.ptx
+    if cuobjdump_path() is None:
+        pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
+    ops = opcodes(mod.cubin)
+    assert [ops[f"UTMASTG.{r}D"] for r in range(1, 6)] == [1] * 5, sorted(ops)   # one TMA store of each rank

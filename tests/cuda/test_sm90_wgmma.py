@@ -27,6 +27,7 @@ extern "C" __global__ void gemm(const ELEM* __restrict__ A, const ELEM* __restri
   __shared__ __align__(16) ELEM b_s[NN16];
   for (int i = threadIdx.x; i < A_ELEMS; i += 128) a_s[i] = A[i];
   for (int i = threadIdx.x; i < NN16; i += 128) b_s[i] = B[i];
+  tdsl_ptx_fence_proxy_async();   // the async proxy (wgmma) reads what the threads stored
   __syncthreads();
   __align__(16) float d[NHALF];
   for (int i = 0; i < NHALF; ++i) d[i] = 1.0f;
@@ -114,6 +115,7 @@ extern "C" __global__ void divergent(float* __restrict__ D, int how) {
   __shared__ __align__(16) half b_s[128];
   for (int i = threadIdx.x; i < 1024; i += 128) a_s[i] = __float2half(1.0f);
   for (int i = threadIdx.x; i < 128; i += 128) b_s[i] = __float2half(1.0f);
+  tdsl_ptx_fence_proxy_async();   // the async proxy (wgmma) reads what the threads stored
   __syncthreads();
   __align__(16) float d[4];
   for (int i = 0; i < 4; ++i) d[i] = 0.0f;
@@ -148,6 +150,7 @@ extern "C" __global__ void k64(const half* __restrict__ A, const half* __restric
   __shared__ __align__(1024) half b_s[2048];
   for (int i = threadIdx.x; i < 4096; i += 128) a_s[i] = A[i];
   for (int i = threadIdx.x; i < 2048; i += 128) b_s[i] = B[i];
+  tdsl_ptx_fence_proxy_async();   // the async proxy (wgmma) reads what the threads stored
   __syncthreads();
   __align__(16) float d[16];
   tdsl_ptx_wgmma_fence();
@@ -186,3 +189,18 @@ def test_k_slices_of_a_128B_swizzled_tile():
         for i in range(16):
             got[clayout(t, i)] = d[t * 16 + i]
     np.testing.assert_array_equal(got, a.astype(np.float32) @ b.astype(np.float32).T)
+
+
+def test_operands_stored_by_threads_without_a_proxy_fence_are_refused():
+    """wgmma reads shared memory through the async proxy: the threads' stores (generic proxy) need a
+    fence.proxy.async before it (PTX ISA, wgmma.mma_async and "Proxies"); without one a GPU may
+    feed the tensor cores stale bytes, so the emulator stops."""
+    import ctypes
+
+    fence = "  tdsl_ptx_fence_proxy_async();   // the async proxy (wgmma) reads what the threads stored\n"
+    assert fence in DIVERGENT
+    src = h.source(DIVERGENT.replace(fence, ""))
+    assert "fence_proxy_async" not in src.split("divergent")[1]
+    with pytest.raises(tdsl.TargetError, match=r"wgmma reads a_s byte 0, which threads stored to after the last "
+                                               r"fence.proxy.async: .*put tdsl_ptx_fence_proxy_async\(\)"):
+        h.emulate(src, "divergent", [np.zeros(512, np.float32), ctypes.c_int(2)], block=(128, 1, 1))

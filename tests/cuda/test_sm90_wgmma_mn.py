@@ -14,7 +14,6 @@ a mode's shape, offsets add by its strides) -- not from the emulator's formula:
 PTX ISA says the same in words: for MN-major the leading byte offset is, swizzled, the stride
 from one swizzle atom to the next along MN, not swizzled the stride between groups of 8 along K.
 """
-import ctypes
 import math
 import shutil
 
@@ -91,6 +90,7 @@ extern "C" __global__ void gemm(const ELEM* __restrict__ A, const ELEM* __restri
   __shared__ __align__(1024) ELEM b_s[BELEMS];
   for (int i = threadIdx.x; i < 1024; i += 128) a_s[i] = A[i];
   for (int i = threadIdx.x; i < BELEMS; i += 128) b_s[i] = B[i];
+  tdsl_ptx_fence_proxy_async();   // the async proxy (wgmma) reads what the threads stored
   __syncthreads();
   __align__(16) float d[NHALF];
   tdsl_ptx_wgmma_fence();
@@ -148,6 +148,7 @@ extern "C" __global__ void tma_mn(const half* __restrict__ A, const unsigned cha
   __shared__ __align__(16) unsigned long long bar[1];
   for (int i = threadIdx.x; i < 2048; i += 128) a_s[i] = A[i];
   if (threadIdx.x == 0) tdsl_ptx_mbarrier_init(&bar[0], 1);
+  tdsl_ptx_fence_proxy_async();   // the async proxy (wgmma) reads what the threads stored
   __syncthreads();
   if (threadIdx.x == 0) {
     tdsl_ptx_mbarrier_arrive_expect_tx(&bar[0], 32 * 128 * 2);

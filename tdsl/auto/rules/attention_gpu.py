@@ -8,7 +8,9 @@ On target "cuda", at the first block of a chain that is exactly the attention pa
   and ``sch.annotate(outer, "tdsl.fused_kernel", "cuda.flash_attention_fwd")``. The blocks stay
   inside (the interpreter still runs them); the CUDA lowering replaces the block by one call of
   tdsl's FlashAttention-2 kernel (`tdsl.backends.cuda.flash_attention`), which never stores the
-  score matrix;
+  score matrix. With the target's arch ``sm_90a`` the annotation is
+  ``"cuda.flash_attention_fwd_sm90a"``: the same computation by the Hopper kernel (wgmma + TMA,
+  warp-specialized: `tdsl.backends.cuda.flash_attention_sm90`);
 * **generated**: the blocks unchanged, for the other rules (the mma GEMM tiles, the row
   reductions): a search measures both.
 
@@ -33,17 +35,19 @@ class FusedAttentionGPU(Rule):
     name = "fused-attention-gpu"
 
     def alternatives(self, sch: Schedule, block: str) -> list:
-        from ...intrinsics.cuda_attention import FUSED_KERNEL, KERNEL_NAME, find_attention
+        from ...intrinsics.cuda_attention import FUSED_KERNEL, KERNEL_NAME, KERNEL_NAME_SM90A, find_attention
 
-        if not self.hw.is_gpu or not _has_mma_sync(getattr(self.hw, "arch", "")):
+        arch = getattr(self.hw, "arch", "") or ""
+        if not self.hw.is_gpu or not _has_mma_sync(arch):
             return []
+        kernel = KERNEL_NAME_SM90A if arch == "sm_90a" else KERNEL_NAME
         found = find_attention(sch.func, block)
         if found is None or found.blocks[0] != block:
             return []
 
         def fused(s: Schedule) -> None:
             outer = s.blockize([s.get_block(n) for n in found.blocks])
-            s.annotate(outer, FUSED_KERNEL, KERNEL_NAME)
+            s.annotate(outer, FUSED_KERNEL, kernel)
 
         def generated(s: Schedule) -> None:
             return None

@@ -23,7 +23,18 @@ flight while step k computes; for a target naming its arch, whose block may have
 of shared memory, the depth is sampled among 2, 3 and 4 stages, default 3: steps k + 1 and k + 2
 in flight) for the pass that lowers them. The block tile (128 x 128 with
 2 x 4 warps of 64 x 32, 64 x 64 with 2 x 2 warps of 32 x 32, or 64 x 32 with 2 x 2 warps of
-32 x 16) is sampled; the first that divides m and n is the default. Blocks it does not fit
+32 x 16; the first that divides m and n is the default) is sampled one parameter per step
+(`tile_choices`: warps along m, warp tile rows, warps along n, warp tile cols, each value passed
+as is to the splits and thread bindings), so a replay with other decisions builds that tile::
+
+    v1 = sch.sample_categorical(candidates=[64, 32], probs=[1.0, 1.0], decision=0)   # warp rows
+    v2 = sch.sample_categorical(candidates=[4, 2], probs=[1.0, 1.0], decision=0)     # warps along n
+    v3 = sch.sample_categorical(candidates=[32, 16], probs=[1.0, 1.0], decision=0)   # warp cols
+    l8, l9, l10 = sch.split(l5, factors=[None, 2, v1])
+    l11, l12, l13 = sch.split(l6, factors=[None, v2, v3])
+
+A search combines the values (128 x 64, 64 x 128, 128 x 32 ...); only values whose every
+combination fits the sizes are offered. Blocks it does not fit
 (other dtypes, int8 with B indexed [k, j], sizes not multiples of the tile) are left to
 `GPUWmmaTiling` / `GPUMatmulTiling`; a fp16 / bf16 / int8 GEMM among them gets a note in
 `kernel.notes` saying why. `tile_mma` is the tiling itself, shared with `GPUMmaConv` (conv2d as
@@ -32,6 +43,7 @@ an implicit GEMM, `gpu_mma_conv`), whose operands arrive already staged in share
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import product
 from typing import Any
 
 from ...ir import Binary, BufferLoad, Cast, Var, free_vars
@@ -111,17 +123,42 @@ def gemm_roles(info: BlockInfo, max_batch: int = 1) -> GemmRoles | None:
     return None
 
 
-def fitting_configs(m: int, n: int, dtype: str) -> list[tuple[int, int, int, int]]:
-    """The block tiles (`CONFIGS`) that divide m and n and whose shared tiles the block's threads
-    copy in whole 16-byte pieces."""
+def fits(m: int, n: int, dtype: str, config: tuple[int, int, int, int]) -> bool:
+    """Whether the block tile `config` (bm, bn, wm, wn) divides m and n, its warp tiles the block
+    tile (whole 16 x 16 mma tiles), and its block's threads (at most 1024) copy the shared tiles in
+    whole 16-byte pieces."""
+    bm, bn, wm, wn = config
     per_copy = _DTYPES[dtype][4]
     k_step = K_TILES * _DTYPES[dtype][3]
-    out = []
-    for bm, bn, wm, wn in CONFIGS:
-        threads = 32 * (bm // wm) * (bn // wn)
-        if m % bm == 0 and n % bn == 0 and all((rows * k_step // per_copy) % threads == 0 for rows in (bm, bn)):
-            out.append((bm, bn, wm, wn))
-    return out
+    if min(wm, wn) < 16 or wm % 16 or wn % 16 or bm % wm or bn % wn:
+        return False
+    threads = 32 * (bm // wm) * (bn // wn)
+    return (threads <= 1024 and m % bm == 0 and n % bn == 0
+            and all((rows * k_step // per_copy) % threads == 0 for rows in (bm, bn)))
+
+
+def fitting_configs(m: int, n: int, dtype: str) -> list[tuple[int, int, int, int]]:
+    """The block tiles (`CONFIGS`) that fit a GEMM of m x n (`fits`)."""
+    return [c for c in CONFIGS if fits(m, n, dtype, c)]
+
+
+def tile_choices(configs, m: int, n: int, dtype: str) -> list[list[int]]:
+    """The values each tile parameter (warps along m, warp tile rows, warps along n, warp tile
+    cols) may take, one sampling step each: those of `configs` (block tiles that fit, the default
+    first), its first config's values first. A search changes the steps independently, so a value
+    is offered only where every combination of the values offered is a tile that fits (`fits`):
+    no replay with other decisions makes a tile the GEMM cannot take. With `CONFIGS` every
+    combination fits, adding 128 x 64, 64 x 128, 128 x 32 ... tiles to the three listed."""
+    def params(c):
+        bm, bn, wm, wn = c
+        return (bm // wm, wm, bn // wn, wn)
+
+    axes: list[list[int]] = [[v] for v in params(configs[0])]
+    for c in configs[1:]:
+        grown = [a + [v] if v not in a else a for a, v in zip(axes, params(c))]
+        if all(fits(m, n, dtype, (pm * wm, pn * wn, wm, wn)) for pm, wm, pn, wn in product(*grown)):
+            axes = grown
+    return axes
 
 
 def stage_choices(k: int, dtype: str, max_shared: int) -> list[int]:
@@ -131,7 +168,11 @@ def stage_choices(k: int, dtype: str, max_shared: int) -> list[int]:
     memory) 3 and 4, at most k's steps. The same list for every block tile, so that a search can
     replay a depth with another tile."""
     k_step = K_TILES * _DTYPES[dtype][3]
-    tile_bytes = max(bm + bn for bm, bn, _, _ in CONFIGS) * k_step * (1 if dtype in ("int8", "uint8") else 2)
+    # the largest block tile a search may sample (`tile_choices` combines the configs' parameters)
+    values = [sorted({p[axis] for p in ((bm // wm, wm, bn // wn, wn) for bm, bn, wm, wn in CONFIGS)})[-1]
+              for axis in range(4)]
+    rows = values[0] * values[1] + values[2] * values[3]
+    tile_bytes = rows * k_step * (1 if dtype in ("int8", "uint8") else 2)
     if max_shared <= 48 * 1024:
         return [2]
     return [d for d in STAGES if d == 2 or (d <= k // k_step and d * tile_bytes <= max_shared)]
@@ -213,10 +254,13 @@ def misfit(roles: GemmRoles, dt: str) -> str | None:
 
 
 def note(s: Schedule, block: str, text: str) -> None:
-    """Leave `text` in `kernel.notes` (a block annotation lowering collects); the block is unchanged."""
-    from ...ir.attrs import LOWER_NOTE
+    """Leave `text` in `kernel.notes` (a block annotation lowering collects); the block is
+    unchanged. A note an earlier rule left there stays (the sm_90a rule's reason, then this
+    one): the user sees every rule's reason."""
+    from ...ir.attrs import LOWER_NOTE, with_note
 
-    s.annotate(s.get_block(block), LOWER_NOTE, text)
+    b = s.get_block(block)
+    s.annotate(b, LOWER_NOTE, with_note(s.get(b).annotations, text))
 
 
 def tile_mma(rule: Rule, s: Schedule, block: str, roles: GemmRoles, configs, dtype: str,
@@ -232,8 +276,10 @@ def tile_mma(rule: Rule, s: Schedule, block: str, roles: GemmRoles, configs, dty
     from ...intrinsics import cuda_mma as mma
 
     dt, _, acc_dt, k_mma, per_copy = _DTYPES[dtype]
-    bm, bn, wm, wn = configs[rule.choose(s, list(range(len(configs))), 0)]
-    warps_m, warps_n = bm // wm, bn // wn
+    # one sampling step per tile parameter, each value passed on as is (the splits and thread
+    # bindings below): a replay with other decisions builds that tile
+    choices = tile_choices(configs, roles.i.extent, roles.j.extent, dtype)   # type: ignore[arg-type]
+    warps_m, wm, warps_n, wn = (rule.choose(s, values, 0) if len(values) > 1 else values[0] for values in choices)
     c = s.get_block(block)
     info = block_info(s.func, block)
     by_loop = {id(it.var): it.loop for it in info.iters}
@@ -277,7 +323,6 @@ def tile_mma(rule: Rule, s: Schedule, block: str, roles: GemmRoles, configs, dty
             s.vectorize(vec)
     mma.swizzle(s, a_sh)     # ldmatrix without bank conflicts, no padding
     mma.swizzle(s, b_sh)
-    inner = _tile(s, c, (16, 16, k_mma))
     # TVM's software-pipeline annotations (lowered by inject_software_pipeline where the build
     # has it): the copies into shared memory of k steps s + 1 .. s + last_stage (cp.async) overlap
     # the ldmatrix and mma of k step s. The body of ko: A copy, A ldmatrix, B copy, B ldmatrix, mma.
@@ -287,7 +332,10 @@ def tile_mma(rule: Rule, s: Schedule, block: str, roles: GemmRoles, configs, dty
                                 "software_pipeline_async_stages": [0]}
     for key, value in pipeline.items():     # (annotate takes TVM's integer lists too)
         s.annotate(ko, key, value)
+    # the init before the 16 x 16 tiles: its loops are the warp tile's (never of extent 1, which
+    # decompose_reduction would leave out), so every tile a replay samples has the same steps
     init = s.decompose_reduction(c, ko)
+    inner = _tile(s, c, (16, 16, k_mma))
     b_operand = "b_trans" if roles.trans_b else "b"
     b_tile = (16, k_mma)
     s.tensorize(_tile(s, init, (16, 16)), mma.fill_name(acc_dt))

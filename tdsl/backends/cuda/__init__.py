@@ -82,11 +82,15 @@ def build_cuda(func_or_schedule, *, arch: str | None = None, ptx: bool = False, 
 
 
 def _check_shared(plan, arch: str | None) -> None:
-    """Each kernel's shared memory within what `arch` allows a block (any GPU's most without one)."""
+    """Each kernel's shared memory within what `arch` allows a block (any GPU's most without one), and
+    each host step's kernel made for `arch`."""
     from .shared_memory import check_limit
 
     for spec in plan.kernels:
         check_limit(spec.name, max(spec.shared_bytes, spec.dynamic_shared_bytes), arch, spec.shared)
+    for _, step in plan.steps:   # a fused kernel made for one architecture (the Hopper attention)
+        if hasattr(step, "check_arch"):
+            step.check_arch(arch)
 
 
 build = build_cuda

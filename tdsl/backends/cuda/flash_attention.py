@@ -14,7 +14,8 @@ the end. Causal: key tiles after the block's last row are skipped, the tile on t
     src = kernel_source(AttentionShape(bh=2, seq=128, dim=64, dtype="float16", out="float32", causal=True))
 
 Head dims 64 (BLOCK_N = 64, 40 KiB shared) and 128 (BLOCK_N = 32, 48 KiB: static shared memory's
-limit); the sequence a multiple of 64. On sm_90a the same mma.sync kernel runs (no wgmma yet).
+limit); the sequence a multiple of 64. For sm_90a, `flash_attention_sm90` is the wgmma + TMA kernel
+(a schedule made for arch sm_90a asks for it); the host step below runs either.
 
 The host step (`AttentionStep`) launches it between tdsl's generated kernels: on a GPU through
 the driver (its own NVRTC CUBIN for the device's architecture), emulated through
@@ -77,7 +78,8 @@ class AttentionShape:
                               f"multiple of {BLOCK_M}, not dim {self.dim}, sequence {self.seq}")
 
 
-_DEVICE = r"""
+# minus infinity; two floats rounded to a packed pair (both kernels)
+DEVICE_HELPERS = r"""
 __device__ __forceinline__ float tdsl_fa_neg_inf() { return __int_as_float((int)0xff800000u); }
 #ifdef TDSL_CUDA_EMU_H
 template <class T> inline unsigned tdsl_fa_pack(float lo, float hi) {
@@ -255,7 +257,7 @@ def kernel_source(shape: AttentionShape) -> str:
         T=CTYPES[shape.dtype], OUT=CTYPES[shape.out], threads=THREADS, grid_x=shape.seq // BLOCK_M,
         causal="true" if shape.causal else "false", causal_text="causal" if shape.causal else "not causal",
         q_elems=BLOCK_M * d, kv_elems=2 * bn * d, CH=d // 8, KD=d // 16, ND=d // 8, NN=bn // 8)
-    return "\n".join([PRELUDE, HELPERS["cp_async"], _DEVICE, body])
+    return "\n".join([PRELUDE, HELPERS["cp_async"], DEVICE_HELPERS, body])
 
 
 def scale_log2(scale: float) -> float:
@@ -267,7 +269,9 @@ def scale_log2(scale: float) -> float:
 
 @dataclass(frozen=True)
 class AttentionStep:
-    """The fused kernel as a host step: buffers Q, K, V (read) and O (written), flat."""
+    """The fused kernel as a host step: buffers Q, K, V (read) and O (written), flat; `sm90a`: the
+    Hopper kernel (`flash_attention_sm90`: wgmma + TMA, Q, K, V read through tensor maps the step
+    encodes before each launch) instead of the mma.sync one."""
 
     shape: AttentionShape
     scale: float
@@ -275,44 +279,118 @@ class AttentionStep:
     k: Buffer
     v: Buffer
     o: Buffer
+    sm90a: bool = False
+
+    @property
+    def name(self) -> str:
+        from . import flash_attention_sm90 as hopper
+
+        return hopper.kernel_name(self.shape) if self.sm90a else self.shape.name
 
     @property
     def source(self) -> str:
-        return kernel_source(self.shape)
+        from . import flash_attention_sm90 as hopper
+
+        return hopper.kernel_source(self.shape) if self.sm90a else kernel_source(self.shape)
+
+    @property
+    def launch(self) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        """(grid, block, dynamic shared bytes) of the kernel's launch."""
+        from . import flash_attention_sm90 as hopper
+
+        if self.sm90a:
+            return hopper.grid(self.shape), (hopper.THREADS, 1, 1), hopper.dynamic_shared_bytes(self.shape)
+        return self.shape.grid, (THREADS, 1, 1), 0
 
     def text(self) -> str:
-        return (f"{self.shape.name}<<<({self.shape.grid[0]}, {self.shape.grid[1]}), {THREADS}>>>"
+        grid, block, dynamic = self.launch
+        return (f"{self.name}<<<({grid[0]}, {grid[1]}), {block[0]}{f', {dynamic}' if dynamic else ''}>>>"
                 f"({self.q.name}, {self.k.name}, {self.v.name}, {self.o.name}, scale={self.scale:g})"
                 f"  # fused attention forward, {self.shape.bh} x {self.shape.seq} x {self.shape.dim}"
-                + (", causal" if self.shape.causal else ""))
+                + (", causal" if self.shape.causal else "") + (" (sm_90a: wgmma + TMA)" if self.sm90a else ""))
+
+    def check_arch(self, arch: str | None) -> None:
+        """TargetError when the build's architecture cannot run the kernel (the Hopper one: an sm_90 GPU,
+        whose sm_90a CUBIN the step compiles itself)."""
+        if self.sm90a and arch is not None and arch.removesuffix("a") != "sm_90":
+            raise TargetError(f"{self.name}: the attention was scheduled for sm_90a (wgmma, TMA), but the kernel is "
+                              f"built for {arch}; build with arch=\"sm_90a\", or auto_schedule for {arch}")
+
+    def _tensor(self, array: np.ndarray) -> np.ndarray:
+        return array.reshape(self.shape.bh, self.shape.seq, self.shape.dim)
 
     def run_emulated(self, arrays: dict, thread_orders: int = 3) -> None:
         """The kernel in the CPU emulator on host arrays (by buffer), O written in place; run
         under `thread_orders` (1-3: ascending, descending, shuffled) thread orders whose outputs
         must agree bit for bit."""
+        from . import flash_attention_sm90 as hopper
         from .emulator.raw import run_source
+        from .sm90 import emulator_tensor_map
 
-        args = [arrays[b] for b in (self.q, self.k, self.v, self.o)]
+        if self.sm90a:   # tdsl's own tensor-map encoding, over the emulator's arrays
+            inputs = [emulator_tensor_map(self._tensor(arrays[b]), hopper.tensor_box(), "128B")
+                      for b in (self.q, self.k, self.v)]
+        else:
+            inputs = [arrays[b] for b in (self.q, self.k, self.v)]
+        out = arrays[self.o]
+        grid, block, dynamic = self.launch
         first = None
         for order in range(thread_orders):
-            run_source(self.source, self.shape.name, [*args, ctypes.c_float(scale_log2(self.scale))],
-                       grid=self.shape.grid, block=(THREADS, 1, 1), order=order)
-            out = args[3].view(np.uint8)
+            run_source(self.source, self.name, [*inputs, out, ctypes.c_float(scale_log2(self.scale))],
+                       grid=grid, block=block, order=order, dynamic_shared=dynamic)
+            got = out.view(np.uint8)
             if first is None:
-                first = out.copy()
-            elif not np.array_equal(first, out):
-                raise TargetError(f"{self.shape.name} (emulated): the output {self.o.name!r} differs between "
+                first = got.copy()
+            elif not np.array_equal(first, got):
+                raise TargetError(f"{self.name} (emulated): the output {self.o.name!r} differs between "
                                   f"thread orders 0 and {order} (a race in the fused kernel)")
 
     def run_gpu(self, ptrs: dict, stream: int) -> None:
         """The kernel on the GPU: device pointers `ptrs` (by buffer), on `stream` (compiled by
-        NVRTC for the device's architecture on first use)."""
+        NVRTC for the device's architecture on first use; the Hopper kernel for sm_90a, and its
+        tensor maps encoded by the driver into a device buffer of the step's before the launch)."""
         from . import runtime
 
-        module = _gpu_module(self.source, self.shape.name, runtime.device_info().arch)
-        runtime.launch(module, self.shape.name, self.shape.grid, (THREADS, 1, 1),
-                       [ctypes.c_void_p(ptrs[b]) for b in (self.q, self.k, self.v, self.o)]
-                       + [ctypes.c_float(scale_log2(self.scale))], stream)
+        arch = runtime.device_info().arch
+        grid, block, dynamic = self.launch
+        if self.sm90a:
+            if arch.removesuffix("a") != "sm_90":
+                raise TargetError(f"{self.name}: the Hopper attention kernel (wgmma, TMA) runs on sm_90 GPUs "
+                                  f"(H100/H200), not on this {arch} device; schedule without arch=\"sm_90a\" "
+                                  "for the mma.sync kernel")
+            from . import flash_attention_sm90 as hopper
+            from .tensor_maps import encode_tiled
+
+            arch = "sm_90a"
+            maps, encoded = _map_buffer(self)
+            key = tuple(ptrs[b] for b in (self.q, self.k, self.v))
+            if encoded.get("ptrs") != key:   # (encoded again only when the tensors moved)
+                raw = b"".join(encode_tiled(runtime._driver(), ptr, (self.shape.bh, self.shape.seq, self.shape.dim),
+                                            self.shape.dtype, hopper.tensor_box(), "128B") for ptr in key)
+                runtime.copy_to_device(maps.ptr, np.frombuffer(raw, np.uint8), stream=stream)
+                encoded["ptrs"] = key
+            inputs = [ctypes.c_void_p(maps.ptr + 128 * i) for i in range(3)]
+        else:
+            inputs = [ctypes.c_void_p(ptrs[b]) for b in (self.q, self.k, self.v)]
+        module = _gpu_module(self.source, self.name, arch)
+        runtime.launch(module, self.name, grid, block,
+                       [*inputs, ctypes.c_void_p(ptrs[self.o]), ctypes.c_float(scale_log2(self.scale))], stream,
+                       dynamic_shared=dynamic)
+
+
+_MAPS: dict = {}
+
+
+def _map_buffer(step: AttentionStep):
+    """(the device buffer of the step's three tensor maps, what they were encoded for): one per
+    step, kept; maps encoded for other tensors are rewritten on the call's stream, after the
+    launches before it."""
+    from . import runtime
+
+    key = id(step)
+    if key not in _MAPS or _MAPS[key][0] is not step:
+        _MAPS[key] = (step, runtime.device_array((3 * 128,), "uint8", zero=False), {})
+    return _MAPS[key][1], _MAPS[key][2]
 
 
 @functools.cache
@@ -327,9 +405,9 @@ def _gpu_module(source: str, name: str, arch: str):
 
 def is_call(stmt: Stmt) -> bool:
     """A host statement that is the fused kernel's call (`tdsl.lower.fused_kernels`)."""
-    from ...intrinsics.cuda_attention import CALL
+    from ...intrinsics.cuda_attention import KERNELS
 
-    return isinstance(stmt, Evaluate) and isinstance(stmt.value, Call) and stmt.value.op == CALL
+    return isinstance(stmt, Evaluate) and isinstance(stmt.value, Call) and stmt.value.op in KERNELS.values()
 
 
 def read_step(stmt: Stmt, fname: str) -> AttentionStep:
@@ -357,4 +435,7 @@ def read_step(stmt: Stmt, fname: str) -> AttentionStep:
         if size != elems or str(b.dtype) != want:
             raise TargetError(f"function {fname!r}: {what} of the fused attention call is {b.name!r} "
                               f"({b.dtype}, {size} elements), not {elems} elements of {want}")
-    return AttentionStep(shape, float(args[8].value), *bufs)
+    from ...intrinsics.cuda_attention import CALL_SM90A
+
+    q, k, v, o = bufs
+    return AttentionStep(shape, float(args[8].value), q, k, v, o, sm90a=call.op == CALL_SM90A)

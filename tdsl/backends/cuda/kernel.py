@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...dtypes import DataType
-from ...errors import ArgumentError, TargetError
+from ...errors import ArgumentError
 from ...ir import Buffer, BufferStore, Call, IntImm, PrimExpr, PrimFunc, Var, collect
 from ...ir.opaque_calls import TMA_STORE
 from ...tracebacks import public_entry
@@ -148,7 +148,7 @@ class CudaKernel:
         raise ArgumentError(f"parameter {p.name!r}: expected an array (numpy, DeviceArray or a DLPack tensor), "
                             f"got {type(value).__name__}")
 
-    def _check_buffer(self, arg: _Arg, dims: dict, stream: int) -> None:
+    def _check_buffer(self, arg: _Arg, dims: dict, stream: int, later: list) -> None:
         from . import runtime
 
         p, nd = arg.param, self._nd[arg.param]
@@ -172,7 +172,10 @@ class CudaKernel:
             raise ArgumentError(f"parameter {p.name!r}: expected {len(nd.shape)} dimensions "
                                 f"{_shape_text(nd.shape)}, got shape {tuple(shape)}")
         for axis, (s, n) in enumerate(zip(nd.shape, shape)):
-            self._match_dim(p, axis, s, int(n), dims, tuple(shape))
+            if isinstance(s, (IntImm, Var)):
+                self._match_dim(p, axis, s, int(n), dims, tuple(shape))
+            else:   # an expression ("m + 1"): checked once every name is bound (_check_expressions)
+                later.append((p, axis, s, int(n), tuple(shape)))
         if strides is not None and not _compact(shape, strides):
             raise ArgumentError(f"parameter {p.name!r}: the tensor is not contiguous (strides {tuple(strides)} "
                                 f"for shape {tuple(shape)}); pass .contiguous() / a compact copy")
@@ -189,12 +192,28 @@ class CudaKernel:
                 raise ArgumentError(f"parameter {p.name!r}: dimension {axis} is {n} but symbolic dimension "
                                     f"{s.name!r} is already {first} from {where}")
             dims.setdefault(s, (n, f"parameter {p.name!r}"))
-            return
-        raise ArgumentError(f"parameter {p.name!r}: shape entry {s} is not supported by the CUDA backend")
+
+    def _check_expressions(self, later: list, values: dict) -> None:
+        """The array dimensions declared as expressions of the sizes ("m + 1"), now that the sizes
+        are bound by the other dimensions and the scalars."""
+        from ...script.printer import message_text
+
+        for p, axis, s, n, shape in later:
+            free = sorted({v.name for v in collect(s, Var) if v not in values})
+            if free:
+                raise ArgumentError(f"parameter {p.name!r}: dimension {axis} is declared {message_text(s)}, but "
+                                    f"no argument gives {', '.join(repr(f) for f in free)} by itself; pass an "
+                                    "array whose dimension is exactly it (or the scalar)")
+            want = evaluate(s, values)
+            if want != n:
+                used = ", ".join(f"{v.name} = {values[v]}" for v in sorted(set(collect(s, Var)), key=lambda v: v.name))
+                raise ArgumentError(f"parameter {p.name!r}: expected shape {_shape_text(self._nd[p].shape)}, got "
+                                    f"{shape} (dimension {axis} is {n}, not {message_text(s)} = {want} with {used})")
 
     def _bind_all(self, args, kwargs, stream: int):
         given, _ = self._bind(args, kwargs)
         dims: dict = {}
+        later: list = []     # dimensions declared as expressions, checked once the names are bound
         bufs: list[_Arg] = []
         scalars: dict[Var, object] = {}
         for p in self._params:   # scalars first: one that names a dimension must match the arrays
@@ -209,12 +228,13 @@ class CudaKernel:
                 bufs.append(_Arg(p, "new"))
                 continue
             arg = self._classify(p, given[p])
-            self._check_buffer(arg, dims, stream)
+            self._check_buffer(arg, dims, stream, later)
             if arg.mode == "host" and p in self._written and not arg.host.flags.writeable:
                 raise ArgumentError(f"parameter {p.name!r}: the kernel writes it but the array given is read-only")
             bufs.append(arg)
         values = {v: n for v, (n, _) in dims.items()}
         values.update({v: s for v, s in scalars.items() if v.dtype.is_integer})
+        self._check_expressions(later, values)
         for arg in bufs:
             if arg.mode == "new":
                 nd = self._nd[arg.param]
@@ -345,14 +365,10 @@ class CudaKernel:
     @public_entry
     def export(self, path: str, name: str | None = None, archs: list[str] | None = None) -> str:
         """Write CUBINs for `archs` (default: this kernel's arch) and `path/NAME.h`, a host
-        launcher through the CUDA driver API (no Python, no NVRTC); returns the header's path
-        (tdsl.backends.cuda.export)."""
+        launcher through the CUDA driver API (no Python, no NVRTC) that also encodes the TMA
+        tensor maps the call path would; returns the header's path (tdsl.backends.cuda.export)."""
         from .export import export_cuda
 
-        if self._tensor_maps:
-            raise TargetError(f"{self.name}: kernels whose TMA tensor maps the call path encodes "
-                              f"({', '.join(b.spec.map for b in self._tensor_maps)}) cannot be exported yet (the "
-                              "exported launcher does not call cuTensorMapEncodeTiled); call the kernel from Python")
         return export_cuda(self, path, name, archs)
 
     @public_entry
@@ -364,14 +380,14 @@ class CudaKernel:
         self(*args, stream=stream, **kwargs)
         runtime.synchronize()
         handle = runtime.stream_handle(stream)
-        timer = runtime.Timer(handle)
         if number is None:
             t0 = _time.perf_counter()
             self(*args, stream=stream, **kwargs)
             runtime.synchronize()
             once = max(_time.perf_counter() - t0, 1e-6)
             number = max(1, min(1000, int(0.05 / once)))
-        samples = [timer.measure(lambda: self(*args, stream=stream, **kwargs), number) for _ in range(repeat)]
+        with runtime.Timer(handle) as timer:
+            samples = [timer.measure(lambda: self(*args, stream=stream, **kwargs), number) for _ in range(repeat)]
         return statistics.median(samples)
 
 
@@ -428,6 +444,9 @@ def _compact(shape, strides) -> bool:
 
 
 def _shape_text(shape) -> str:
-    parts = [str(s.value) if isinstance(s, IntImm) else getattr(s, "name", str(s)) for s in shape]
+    from ...script.printer import message_text
+
+    parts = [str(s.value) if isinstance(s, IntImm) else s.name if isinstance(s, Var) else message_text(s)
+             for s in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 

@@ -9,6 +9,7 @@ array with `shape`, `dtype`, `.numpy()` (copy back), and the DLPack protocol
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 from dataclasses import dataclass
@@ -481,15 +482,27 @@ def check_launch(module: Module, name: str, grid, block, shared_bytes: int, dyna
 
 
 class Timer:
-    """CUDA events around a callable, in seconds."""
+    """CUDA events around a callable, in seconds. The two events live until `close()` (or the
+    end of a `with` block, or the Timer's collection):
+
+        with Timer(stream) as timer:
+            seconds = timer.measure(lambda: kernel(a, b), number=10)
+    """
 
     def __init__(self, stream: int = 0):
         driver = _driver()
         self.stream = stream
+        self.start = self.end = None
         self.start = check(driver.cuEventCreate(0), "cuEventCreate")
-        self.end = check(driver.cuEventCreate(0), "cuEventCreate")
+        try:
+            self.end = check(driver.cuEventCreate(0), "cuEventCreate")
+        except TargetError:
+            self.close()
+            raise
 
     def measure(self, fn, number: int) -> float:
+        if self.start is None or self.end is None:
+            raise TargetError("Timer.measure after close(): make a new Timer")
         driver = _driver()
         check(driver.cuEventRecord(self.start, driver.CUstream(self.stream)), "cuEventRecord")
         for _ in range(number):
@@ -498,3 +511,20 @@ class Timer:
         check(driver.cuEventSynchronize(self.end), "cuEventSynchronize (a kernel may have failed)")
         ms = check(driver.cuEventElapsedTime(self.start, self.end), "cuEventElapsedTime")
         return float(ms) / 1e3 / number
+
+    def close(self) -> None:
+        """Destroy the events (cuEventDestroy); a second call does nothing."""
+        events, self.start, self.end = (self.start, self.end), None, None
+        for event in events:
+            if event is not None:
+                check(_driver().cuEventDestroy(event), "cuEventDestroy")
+
+    def __enter__(self) -> Timer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        with contextlib.suppress(Exception):   # (at exit the driver may be gone)
+            self.close()

@@ -102,7 +102,7 @@ def _tma_load_function(rank: int) -> str:
 
 
 def _tma_store_function(rank: int) -> str:
-    """tdsl_ptx_tma_store_{rank}d(tensor_map, x[, y, z], src): the box at `src` in shared memory into the
+    """tdsl_ptx_tma_store_{rank}d(tensor_map, x[, y, z, w, v], src): the box at `src` in shared memory into the
     tensor at those coordinates (elements outside it are skipped), in the thread's current bulk group."""
     coords = _COORDS[:rank]
     params = ", ".join(f"int {c}" for c in coords)
@@ -127,7 +127,7 @@ template <int N> __device__ __forceinline__ void tdsl_ptx_bulk_wait_group_read()
 """
 
 _TMA_LOADS = ("".join(_tma_load_function(rank) for rank in range(1, 6))
-              + "".join(_tma_store_function(rank) for rank in range(1, 4)) + _BULK_GROUPS)
+              + "".join(_tma_store_function(rank) for rank in range(1, 6)) + _BULK_GROUPS)
 
 _ARCH_SPECIFIC_FUNCTIONS = r"""
 // a matrix descriptor (PTX ISA "Matrix Descriptor Format"); swizzle 0 none, 1 128B, 2 64B, 3 32B

@@ -8,6 +8,9 @@ before its launches, into the 128-byte buffers its kernels read them from.
   device buffer (a CUtensorMap may live in global memory: TMA takes its generic address).
 * in the emulator (`fill_emulated`): tdsl's own encoding, `sm90.emulator_tensor_map`, over the
   array the emulated kernels use.
+* exported (`kernel.export`, export.py): the C launcher calls ``cuTensorMapEncodeTiled`` itself
+  with the same arguments (`tiled_arguments`) and copies the map into its device buffer on the
+  launch's stream.
 """
 from __future__ import annotations
 
@@ -80,24 +83,50 @@ def fill_emulated(bindings: list[Binding], arrays: dict) -> None:
         arrays[b.map][:] = emulator_tensor_map(tensor, b.spec.box, b.spec.swizzle)
 
 
-def encode_tiled(driver, ptr: int, shape: tuple[int, ...], dtype: str, box: tuple[int, ...], swizzle: str) -> bytes:
-    """The driver's 128-byte tiled tensor map over the C-contiguous tensor of `shape` at device
-    address `ptr` (box in the tensor's axis order, outermost first)."""
-    from .runtime import check
+@dataclass(frozen=True)
+class TiledArguments:
+    """What `cuTensorMapEncodeTiled` takes for a C-contiguous tensor, besides its address: the
+    enum names (`CU_TENSOR_MAP_DATA_TYPE_<data_type>`, `CU_TENSOR_MAP_SWIZZLE_<swizzle>`), the
+    sizes and box innermost first and the byte strides of dimensions 1 .. rank-1. The call path
+    and the exported launcher (export.py) both encode from it."""
 
+    data_type: str
+    rank: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: str
+
+
+def tiled_arguments(shape: tuple[int, ...], dtype: str, box: tuple[int, ...], swizzle: str) -> TiledArguments:
+    """The encoding's arguments for `shape` and `box` given outermost first (the tensor's axis order).
+
+        tiled_arguments((256, 128), "float16", (128, 64), "128B")
+        # TiledArguments("FLOAT16", 2, dims=(128, 256), strides=(256,), box=(64, 128), swizzle="128B")
+    """
     itemsize = np.dtype("uint16" if dtype == "bfloat16" else dtype).itemsize
-    rank = len(shape)
-    dims = list(reversed(shape))                       # innermost first
+    dims = tuple(reversed(shape))                      # innermost first
     strides = []
     step = itemsize
     for d in dims[:-1]:                                # bytes, for dimensions 1 .. rank-1
         step *= d
         strides.append(step)
+    return TiledArguments(DATA_TYPES[dtype], len(shape), dims, tuple(strides), tuple(reversed(box)),
+                          SWIZZLES[swizzle])
+
+
+def encode_tiled(driver, ptr: int, shape: tuple[int, ...], dtype: str, box: tuple[int, ...], swizzle: str) -> bytes:
+    """The driver's 128-byte tiled tensor map over the C-contiguous tensor of `shape` at device
+    address `ptr` (box in the tensor's axis order, outermost first): element strides of 1, no
+    interleave, 128-byte L2 promotion, zero fill outside the tensor."""
+    from .runtime import check
+
+    a = tiled_arguments(shape, dtype, box, swizzle)
     tmap = check(driver.cuTensorMapEncodeTiled(
-        getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{DATA_TYPES[dtype]}"), rank, ptr,
-        dims, strides, list(reversed(box)), [1] * rank,
+        getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{a.data_type}"), a.rank, ptr,
+        list(a.dims), list(a.strides), list(a.box), [1] * a.rank,
         driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{SWIZZLES[swizzle]}"),
+        getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{a.swizzle}"),
         driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     words = np.array([int(w) for w in tmap.opaque], np.uint64)

@@ -167,6 +167,8 @@ inline void async_register(void* data, int* pend, size_t elem_bytes, long long n
 inline void async_thread_exit();
 inline void async_reset(int nthreads);
 inline void async_check(const void* p, size_t bytes);   // a race if those bytes are a cp.async in flight
+// what the async proxy (TMA, wgmma) sees of a shared array (defined in sm90.h)
+inline void proxy_register(const void* data, size_t bytes);
 
 // global accesses for the coalescing counters (global_counters.h); a no-op unless counting
 inline bool& count_global_on();
@@ -240,6 +242,7 @@ template <class T, long long N> struct shared_array {
       memset((void*)pend, 0, sizeof pend);
       add_region(data, sizeof data, nm, true, window < 0 ? 0 : window);
       async_register(data, pend, sizeof(T), N, nm);
+      proxy_register(data, sizeof data);
     }
     return *this;
   }

@@ -268,7 +268,54 @@ inline void tdsl_ptx_mbarrier_wait(unsigned long long* bar, int parity) {
   }
 }
 
-inline void tdsl_ptx_fence_proxy_async() {}      // copies land only when every thread waits: ordered here
+// ------------------------------------------------------------------------ proxies
+// Shared memory that threads store to (the generic proxy) is seen by TMA and wgmma (the async
+// proxy) only after a fence.proxy.async (PTX ISA, "Proxies"; wgmma.mma_async: "accessing the same
+// memory location across multiple proxies needs a cross-proxy fence"). The emulator keeps, per
+// shared array, the image the async proxy sees: taken when the array is fresh, when a thread
+// executes fence.proxy.async (the whole block's shared memory: a fence by another thread than the
+// writer passes here, a missing fence does not), and where a TMA load lands. A TMA store or wgmma
+// reading bytes that differ from that image reads stores the async proxy may not see: an error.
+namespace tdsl_emu {
+struct ProxyView { const char* begin; long long n; unsigned long long epoch; std::vector<unsigned char> image; };
+inline std::vector<ProxyView>& proxy_views() { static std::vector<ProxyView> v; return v; }
+inline void proxy_register(const void* data, size_t bytes) {
+  std::vector<ProxyView>& v = proxy_views();
+  unsigned long long epoch = state().block_epoch;
+  if (!v.empty() && v[0].epoch != epoch) v.clear();   // the arrays of an earlier block
+  const unsigned char* b = (const unsigned char*)data;
+  v.push_back(ProxyView{(const char*)data, (long long)bytes, epoch, std::vector<unsigned char>(b, b + bytes)});
+}
+inline ProxyView* proxy_find(const char* p) {
+  unsigned long long epoch = state().block_epoch;
+  for (ProxyView& v : proxy_views())
+    if (v.epoch == epoch && p >= v.begin && p < v.begin + v.n) return &v;
+  return nullptr;
+}
+inline void proxy_async_wrote(const char* p, size_t bytes) {   // a TMA load landed there
+  ProxyView* v = proxy_find(p);
+  if (v && p + bytes <= v->begin + v->n) memcpy(&v->image[p - v->begin], p, bytes);
+}
+inline void proxy_check(const char* p, size_t bytes, const char* what) {
+  ProxyView* v = proxy_find(p);
+  if (!v || p + bytes > v->begin + v->n || !memcmp(&v->image[p - v->begin], p, bytes)) return;
+  const char* name = "shared memory";
+  State& s = state();
+  for (int i = 0; i < s.nregions; ++i)
+    if (s.regions[i].begin == v->begin) name = s.regions[i].name;
+  long long at = (long long)(p - v->begin);
+  for (size_t i = 0; i < bytes; ++i)
+    if (v->image[at + i] != (unsigned char)p[i]) { at += (long long)i; break; }
+  fail("%s reads %s byte %lld, which threads stored to after the last fence.proxy.async: the async proxy (TMA, "
+       "wgmma) may not see stores of the generic proxy; put tdsl_ptx_fence_proxy_async() (T.ptx_fence_proxy_async()) "
+       "after the stores and before the barrier that orders them with the %s", what, name, at, what);
+}
+}  // namespace tdsl_emu
+
+inline void tdsl_ptx_fence_proxy_async() {
+  for (tdsl_emu::ProxyView& v : tdsl_emu::proxy_views())
+    if (v.epoch == tdsl_emu::state().block_epoch) memcpy(v.image.data(), v.begin, (size_t)v.n);
+}
 inline void tdsl_ptx_fence_mbarrier_init() {}
 template <int R> inline void tdsl_ptx_setmaxnreg_inc() {
   static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg takes 24 to 256 registers, a multiple of 8");
@@ -308,6 +355,7 @@ inline void complete_tma_loads() {
       char* dst = c.dst + tma_swizzle(e * c.elem, c.swizzle);
       if (inside) memcpy(dst, c.src_base + src, (size_t)c.elem);
       else memset(dst, 0, (size_t)c.elem);   // out of the tensor: zeros
+      proxy_async_wrote(dst, (size_t)c.elem);
     }
     c.bar->tx -= count * c.elem;              // complete_tx: the whole box, filled elements included
     mbarrier_check_tx(c.bar);
@@ -440,6 +488,9 @@ inline void tma_store(const long long* f, const int* coord, int rank, const void
   TmaCopy c = st.copies[saved];
   st.ncopies = saved;
   c.bar = nullptr;
+  long long bytes = c.elem;
+  for (int d = 0; d < c.rank; ++d) bytes *= c.box[d];
+  proxy_check(c.dst, (size_t)bytes, "TMA store");
   if (st.nstores == MAX_TMA) fail("more than %d TMA stores in flight", (int)MAX_TMA);
   int t = state().cur->linear;
   st.stores[st.nstores] = c;
@@ -460,6 +511,14 @@ template <class M> inline void tdsl_ptx_tma_store_2d(M map, int x, int y, const 
 template <class M> inline void tdsl_ptx_tma_store_3d(M map, int x, int y, int z, const void* src) {
   int c[3] = {x, y, z};
   tdsl_emu::tma_store((const long long*)&map[0], c, 3, src);
+}
+template <class M> inline void tdsl_ptx_tma_store_4d(M map, int x, int y, int z, int w, const void* src) {
+  int c[4] = {x, y, z, w};
+  tdsl_emu::tma_store((const long long*)&map[0], c, 4, src);
+}
+template <class M> inline void tdsl_ptx_tma_store_5d(M map, int x, int y, int z, int w, int v, const void* src) {
+  int c[5] = {x, y, z, w, v};
+  tdsl_emu::tma_store((const long long*)&map[0], c, 5, src);
 }
 inline void tdsl_ptx_bulk_commit_group() { tdsl_emu::sm90().bulk_committed[tdsl_emu::state().cur->linear]++; }
 template <int N> inline void tdsl_ptx_bulk_wait_group() {
@@ -501,7 +560,7 @@ inline DescTable& desc_table() {
   if (t.epoch != state().block_epoch) { t.epoch = state().block_epoch; t.n = 0; }
   return t;
 }
-inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16, int mn_major = 0) {
+inline const char* wgmma_operand_at(unsigned long long desc, int row, int k, int mn_major) {
   DescTable& table = desc_table();
   int index = (int)(desc & 0x3fff);
   if (index >= table.n) fail("wgmma: a matrix descriptor not made by tdsl_ptx_wgmma_desc in this block");
@@ -530,8 +589,12 @@ inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16, in
                              : (row / 8) * sbo + (row % 8) * width + 2 * k;
     at = base + tma_swizzle((start - base) + off, width);
   }
-  unsigned short bits;
   check_addr(at, 2, "wgmma");
+  return at;
+}
+inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16, int mn_major = 0) {
+  const char* at = wgmma_operand_at(desc, row, k, mn_major);
+  unsigned short bits;
   memcpy(&bits, at, 2);
   if (bf16) { unsigned u = (unsigned)bits << 16; float f; memcpy(&f, &u, 4); return f; }
   int e = (bits >> 10) & 31, m = bits & 1023;   // IEEE binary16 -> float, exactly
@@ -550,6 +613,11 @@ inline unsigned long long wgmma_fingerprint(unsigned long long desc, int rows, i
       h = (h ^ u) * 1099511628211ULL;
     }
   return h;
+}
+// at issue: the operands' shared memory as the async proxy sees it
+inline void wgmma_proxy_check(unsigned long long desc, int rows, int mn_major) {
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < 16; ++k) proxy_check(wgmma_operand_at(desc, r, k, mn_major), 2, "wgmma");
 }
 inline void wgmma_run(const Wgmma& w) {
   if (wgmma_fingerprint(w.a, 64, w.bf16) != w.fa || wgmma_fingerprint(w.b, w.n, w.bf16, w.b_mn) != w.fb)
@@ -630,6 +698,8 @@ template <int N> inline void tdsl_ptx_wgmma_wait_group() {
 #define TDSL_EMU_WGMMA_FN(NAME, N, BF, BMN)                                                                   \
   inline void NAME(float* d, unsigned long long a, unsigned long long b, int s) {                               \
     tdsl_emu::wgmma_converged(N, a, b, s, BMN);                                                                 \
+    tdsl_emu::wgmma_proxy_check(a, 64, 0);                                                                      \
+    tdsl_emu::wgmma_proxy_check(b, N, BMN);                                                                     \
     tdsl_emu::WgmmaQueue& q = tdsl_emu::wgmma_queue();                                                          \
     if (q.nops == tdsl_emu::MAX_WGMMA) tdsl_emu::fail("more than %d wgmma in flight", (int)tdsl_emu::MAX_WGMMA);   \
     q.ops[q.nops++] = tdsl_emu::Wgmma{d, a, b, s, N, BF, BMN, q.committed, tdsl_emu::wgmma_fingerprint(a, 64, BF), \
