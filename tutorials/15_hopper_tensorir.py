@@ -130,8 +130,10 @@ else:
 # `sch.wgmma_pipeline` (TMA into a ring of 128B-swizzled stages, mbarriers, wgmma m64nNk16) and
 # `sch.warp_specialize` (a producer and a consumer warpgroup). The tensor maps are buffers of the
 # scheduled function that the call encodes (the driver's `cuTensorMapEncodeTiled` on a GPU), so
-# the kernel takes the arrays alone. Here B is indexed `B[k, j]`: the pipeline first copies it
-# K-major, as wgmma reads it.
+# the kernel takes the arrays alone. Here B is indexed `B[k, j]`: the producer loads it by TMA in
+# boxes of [64 rows of K, 64 columns] and the wgmma read it N-major (`b_major="mn"`), no copy;
+# the consumer warpgroup writes its tile into shared memory and one thread stores it by TMA
+# (`store="tma"`, the fifth decision in the trace).
 # %%
 
 

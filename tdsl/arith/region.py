@@ -6,7 +6,16 @@ from collections.abc import Iterable
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.expr import Binary, Broadcast, BufferLoad, Call, IntImm, PrimExpr, Ramp, Range, Var
 from ..ir.functor import IRVisitor, substitute
-from ..ir.opaque_calls import CP_ASYNC, MBARRIER_CALLS, TMA_LOAD, WGMMA, pointer_effect, touches_memory
+from ..ir.opaque_calls import (
+    CP_ASYNC,
+    MBARRIER_CALLS,
+    TMA_LOAD,
+    TMA_STORE,
+    WGMMA,
+    pointer_effect,
+    touches_memory,
+    wgmma_box_axis,
+)
 from ..ir.stmt import Allocate, Block, BlockRealize, BufferStore, Evaluate, For, LetStmt
 from .analyzer import Analyzer
 from .relax import Relaxer
@@ -166,15 +175,23 @@ class _Detector(IRVisitor):
         if node.op in MBARRIER_CALLS or node.op == TMA_LOAD:
             self._hopper_call(node)
             return
+        if node.op == TMA_STORE:
+            self._tma_store(node)
+            return
         if node.op == WGMMA:   # (D, A, B, n, lane): reads the tiles from their corners, updates D from its own
             for arg in node.args:
                 for i in (arg.indices if isinstance(arg, BufferLoad) else ()):
                     self.visit(i)
             self.visit(node.args[4])
+            b_tile = node.args[2]
+            mn_box = wgmma_box_axis(tuple(b_tile.buffer.shape)) \
+                if len(node.args) == 8 and isinstance(b_tile, BufferLoad) else None
             for pos, kinds in ((0, (self.reads, self.writes)), (1, (self.reads,)), (2, (self.reads,))):
                 load = node.args[pos]
                 assert isinstance(load, BufferLoad)
                 keep = len(load.indices) - (1 if pos == 0 else 2) if len(load.indices) == len(load.buffer.shape) else 0
+                if pos == 2 and mn_box is not None:   # (an N-major B: its column boxes too)
+                    keep = min(keep, mn_box)
                 bounds: list[DimBound] = [self._point(i) for i in load.indices[:max(0, keep)]]
                 for kind in kinds:
                     self._record(kind, load.buffer, bounds + [None] * (len(load.buffer.shape) - len(bounds)))
@@ -184,6 +201,22 @@ class _Detector(IRVisitor):
                 self._address(arg, pointer_effect(node.op, k) if touches_memory(node.op) else "")
             else:
                 self.visit(arg)
+
+    def _tma_store(self, node: Call) -> None:
+        """A TMA store (dst, src, tmap, *coords) reads src's box (its last len(coords) axes from
+        src's other indices on) and the map, and writes the destination tensor."""
+        for arg in node.args:
+            for i in (arg.indices if isinstance(arg, BufferLoad) else ()):
+                self.visit(i)
+            if not isinstance(arg, BufferLoad):
+                self.visit(arg)
+        dst, src, tmap = node.args[:3]
+        assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad) and isinstance(tmap, BufferLoad)
+        keep = max(0, len(src.indices) - (len(node.args) - 3))
+        outer: list[DimBound] = [self._point(i) for i in src.indices[:keep]]
+        self._record(self.reads, src.buffer, outer + [None] * (len(src.buffer.shape) - keep))
+        self._record(self.reads, tmap.buffer, [None] * len(tmap.buffer.shape))
+        self._record(self.writes, dst.buffer, [None] * len(dst.buffer.shape))
 
     def _hopper_call(self, node: Call) -> None:
         """An mbarrier call reads and writes its barrier; a TMA load (dst, src, tensor_map, bar,

@@ -10,20 +10,24 @@ from ..arith.evaluate import EvalError, eval_int
 from ..errors import ArgumentError
 from ..ir.attrs import FLAT_PARAMS
 from ..ir.buffer import Buffer
-from ..ir.expr import Binary, IntImm, PrimExpr, Var
+from ..ir.expr import Binary, BufferLoad, Call, IntImm, PrimExpr, Var
 from ..ir.functor import post_order_visit
+from ..ir.opaque_calls import TMA_STORE
 from ..ir.outputs import read_before_written
 from ..ir.stmt import Block, BufferStore, PrimFunc
 from . import runtime
 
 
 def written_buffers(func: PrimFunc) -> set[Buffer]:
-    """Buffers the function writes: targets of stores and buffers in any block's writes."""
+    """Buffers the function writes: targets of stores (a TMA store's too) and buffers in any
+    block's writes."""
     out: set[Buffer] = set()
 
     def visit(node):
         if isinstance(node, BufferStore):
             out.add(node.buffer)
+        elif isinstance(node, Call) and node.op == TMA_STORE and isinstance(node.args[0], BufferLoad):
+            out.add(node.args[0].buffer)
         elif isinstance(node, Block):
             out.update(r.buffer for r in node.writes)
 

@@ -41,7 +41,7 @@ from ..ir.expr import (
     StringImm,
     Var,
 )
-from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC, HOPPER_CALLS, TMA_LOAD, WGMMA
+from ..ir.opaque_calls import ASYNC_CALLS, CP_ASYNC, HOPPER_CALLS, TMA_LOAD, TMA_STORE, WGMMA
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -56,7 +56,7 @@ from ..ir.stmt import (
     Stmt,
 )
 from . import runtime
-from .hopper import tma_load_as_copy, wgmma_as_loops
+from .hopper import tma_load_as_copy, tma_store_as_copy, wgmma_as_loops
 from .ranges import Rng, _corners, _dtype_range, _fits, _int_binary_range, _union
 from .runtime import InterpretError
 
@@ -294,6 +294,8 @@ class PythonCodegen:
         if isinstance(s.value, Call) and s.value.op in HOPPER_CALLS:
             if s.value.op == TMA_LOAD:
                 self.stmt(tma_load_as_copy(s.value))
+            if s.value.op == TMA_STORE:
+                self.stmt(tma_store_as_copy(s.value))
             if s.value.op == WGMMA:
                 self.stmt(wgmma_as_loops(s.value))
             return   # (mbarrier and wgmma waits, fences: nothing to wait for when threads run one after another)

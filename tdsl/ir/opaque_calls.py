@@ -66,17 +66,67 @@ MBARRIER_ARRIVE_EXPECT_TX = "ptx_arrive_barrier_expect_tx"
 MBARRIER_WAIT = "ptx_wait_barrier"
 FENCE_PROXY_ASYNC = "ptx_fence_proxy_async"
 TMA_LOAD = "ptx_tma_load"
+# T.ptx_tma_store(C[y, x], C_sh[0, 0], tensor_map[0]): the box of C at (y, x), as big as C_sh's last
+# axes, from shared memory by TMA (cp.async.bulk.tensor ... bulk_group), committed and waited for
+# (bulk wait_group 0) before the statement ends; elements outside C are not written. The writes
+# of C_sh must be made visible to TMA first (T.ptx_fence_proxy_async, then a barrier).
+TMA_STORE = "ptx_tma_store"
 # T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma.mma_async m64nNk16, f32 += f16/bf16,
 # A (64 x 16) and B (n x 16) both K-major from shared tiles whose rows are the swizzle span (32, 64 or
 # 128 bytes); thread `lane` of the warpgroup holds D's n / 2 elements from D[t, 0] on (the PTX ISA's
 # accumulator layout). Run one after another, each thread adds its own elements of A B^T; the
 # fence, commit_group and wait_group calls do nothing.
 WGMMA = "ptx_wgmma"
+# With b_major="mn", T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k, 0], n, lane, b_major="mn") reads B
+# N-major (wgmma's imm-trans-b): B_sh's last axes are K rows of `span` columns each (span: 16, 32 or
+# 64 halves, the swizzle span), element (col, k) of the operand at B_sh[.., k0 + k, c0 + col % span],
+# col // span stepping along the nearest earlier axis longer than 1 (the TMA boxes of `span`
+# columns side by side); the call then carries B's row bytes and that axis's byte stride as its
+# 7th and 8th arguments (the parser computes them from the shapes, the printer leaves them out).
 WGMMA_FENCE = "ptx_wgmma_fence"
 WGMMA_COMMIT_GROUP = "ptx_wgmma_commit_group"
 WGMMA_WAIT_GROUP = "ptx_wgmma_wait_group"
+# T.ptx_setmaxnreg(inc, count): setmaxnreg.inc / .dec (sm_90a): the executing warpgroup's per-thread
+# register budget raised (inc) or lowered to `count` (a multiple of 8 in [24, 256]); nothing sequentially.
+SETMAXNREG = "ptx_setmaxnreg"
+SETMAXNREG_RANGE = (24, 256)
 MBARRIER_CALLS = (MBARRIER_INIT, MBARRIER_ARRIVE, MBARRIER_ARRIVE_EXPECT_TX, MBARRIER_WAIT)
-HOPPER_CALLS = (*MBARRIER_CALLS, FENCE_PROXY_ASYNC, TMA_LOAD, WGMMA, WGMMA_FENCE, WGMMA_COMMIT_GROUP, WGMMA_WAIT_GROUP)
+HOPPER_CALLS = (*MBARRIER_CALLS, FENCE_PROXY_ASYNC, TMA_LOAD, TMA_STORE, WGMMA, WGMMA_FENCE, WGMMA_COMMIT_GROUP, WGMMA_WAIT_GROUP,
+                SETMAXNREG)
+
+
+def launch_registers(threads: int) -> int:
+    """The registers per thread a kernel of `threads` threads that uses setmaxnreg starts with:
+    ptxas gives it the most its __launch_bounds__ allow, 65536 / threads rounded down to a
+    multiple of 8, at most 255 (168 for 384 threads); the CTA's pool is that x threads."""
+    return min(255, 65536 // threads) // 8 * 8
+
+
+def setmaxnreg_problem(count) -> str | None:
+    """Why `count` is not a register count setmaxnreg takes (PTX ISA: a multiple of 8 in
+    [24, 256]); None when it is one."""
+    lo, hi = SETMAXNREG_RANGE
+    if isinstance(count, bool) or not isinstance(count, int) or count % 8 or not lo <= count <= hi:
+        return f"setmaxnreg takes a register count that is a multiple of 8 in [{lo}, {hi}], got {count!r}"
+    return None
+
+
+def wgmma_b_mn(call) -> tuple[int, int] | None:
+    """(B's row bytes, the byte stride between its boxes of columns) of a T.ptx_wgmma reading B
+    N-major; None for a K-major B."""
+    if len(call.args) < 8:
+        return None
+    return int(call.args[6].value), int(call.args[7].value)
+
+
+def wgmma_box_axis(shape: tuple) -> int | None:
+    """The axis an N-major B operand's column boxes step along: the nearest one before its K axis
+    (the second-last) longer than 1; None when there is none."""
+    for ax in range(len(shape) - 3, -1, -1):
+        ext = shape[ax]
+        if getattr(ext, "value", ext) != 1:
+            return ax
+    return None
 
 
 def wgmma_layout(lane, i):

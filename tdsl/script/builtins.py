@@ -74,11 +74,15 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "ptx_fence_proxy_async": ("expr", "T.ptx_fence_proxy_async(): order generic-proxy shared writes before TMA/wgmma"),
     "ptx_tma_load": ("expr", "T.ptx_tma_load(A_sh[s, 0, 0], A[y, x], tmap[0], bars[s]): a TMA box copy of A at "
                              "(y, x) into A_sh's last axes, completing on bars[s] (sm_90)"),
+    "ptx_tma_store": ("expr", "T.ptx_tma_store(C[y, x], C_sh[0, 0], tmap[0]): a TMA box copy of C_sh's last axes "
+                              "into C at (y, x) (outside C: not written), committed and waited for (sm_90)"),
     "ptx_wgmma": ("expr", "T.ptx_wgmma(acc[tx, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma m64nNk16, the "
                           "thread's n / 2 accumulators += A B^T (K-major tiles, rows a swizzle span; sm_90a)"),
     "ptx_wgmma_fence": ("expr", "T.ptx_wgmma_fence(): wgmma.fence before wgmmas touch the accumulators"),
     "ptx_wgmma_commit_group": ("expr", "T.ptx_wgmma_commit_group(): the wgmmas issued so far form a group"),
     "ptx_wgmma_wait_group": ("expr", "T.ptx_wgmma_wait_group(n): wait until at most n wgmma groups are pending"),
+    "ptx_setmaxnreg": ("expr", "T.ptx_setmaxnreg(inc, count): setmaxnreg.inc (True) / .dec (False): the executing "
+                               "warpgroup's registers per thread to count (a multiple of 8 in [24, 256]; sm_90a)"),
     "Ramp": ("expr", "a vector of base + k * stride"), "Broadcast": ("expr", "a vector of one value"),
     **{name: ("expr", "a math function") for name in MATH_NAMES},
     **{name: ("dtype", f"the {name} type: an annotation, a constant or a cast") for name in SCALAR_NAMES},

@@ -31,7 +31,7 @@ from ..ir.expr import (
     is_bitwise_not,
 )
 from ..ir.functor import free_vars
-from ..ir.opaque_calls import ASYNC_CALLS, HOPPER_CALLS, TMA_LOAD, WGMMA, WMMA_BUILTINS
+from ..ir.opaque_calls import ASYNC_CALLS, HOPPER_CALLS, TMA_LOAD, TMA_STORE, WGMMA, WMMA_BUILTINS
 from ..ir.stmt import (
     Allocate,
     Block,
@@ -165,6 +165,8 @@ class ScriptPrinter:
             args = ", ".join(self.expr(a) for a in _implied_args_dropped(e))
             if e.op == "address_of":
                 return f"T.address_of({args})", _ATOM
+            if e.op == WGMMA and len(e.args) == 8:
+                return f'T.{e.op}({args}, b_major="mn")', _ATOM
             if e.op == "if_then_else" or (e.op in MATH_CALLS and e.dtype == e.args[0].dtype) \
                     or e.op in WMMA_BUILTINS or e.op in ASYNC_CALLS or e.op in HOPPER_CALLS:
                 return f"T.{e.op}({args})", _ATOM
@@ -550,8 +552,14 @@ def _implied_args_dropped(e: Call) -> tuple:
         coords, src = e.args[4:], e.args[1]
         if len(coords) == len(src.indices) and all(same_expr(c, i) for c, i in zip(coords, src.indices)):
             return e.args[:4]
+    if e.op == TMA_STORE and isinstance(e.args[0], _Load):   # (dst, src, tmap, *coords: dst's indices)
+        coords, dst = e.args[3:], e.args[0]
+        if len(coords) == len(dst.indices) and all(same_expr(c, i) for c, i in zip(coords, dst.indices)):
+            return e.args[:3]
     if e.op == WGMMA and isinstance(e.args[1], _Load):
         row = e.args[1].buffer.shape[-1]
         if len(e.args[1].buffer.shape) >= 2 and isinstance(row, IntImm) and row.value * 2 == e.args[5].value:
-            return e.args[:5]
+            return e.args[:5]   # (an N-major B's two arguments are implied by its tile too: b_major="mn")
+        if len(e.args) == 8:
+            return e.args[:6]
     return e.args

@@ -47,7 +47,7 @@ def gemm(M, N, K, batch=0):
 def hopper_kernel(batch=0):
     sch = tdsl.auto_schedule(gemm(256, 256, 128, batch), target="cuda", arch="sm_90a")
     kernel = tdsl.build(sch, target="cuda", arch="sm_90a")
-    assert [b.spec.map for b in kernel._tensor_maps] == ["A_tmap", "B_tmap"]
+    assert [b.spec.map for b in kernel._tensor_maps] == ["A_tmap", "B_tmap", "C_tmap"]   # (C: the TMA store)
     return kernel
 
 
@@ -224,14 +224,14 @@ def _fields(line: str) -> dict:
 def test_the_exported_launcher_encodes_the_maps_as_the_call_path_does(fake, tmp_path, batch):
     kernel = hopper_kernel(batch)
     want = python_encodes(fake, kernel)
-    assert [w["address"] for w in want] == ["A", "B_t"] and all(w["rank"] == (3 if batch else 2) for w in want)
+    assert [w["address"] for w in want] == ["A", "B", "C"] and all(w["rank"] == (3 if batch else 2) for w in want)
     lines = exported_run(kernel, tmp_path)
     first = lines[:lines.index(next(x for x in lines if x.startswith("rc=")))]
     encodes = [_fields(x) for x in first if x.startswith("encode")]
     copies = [_fields(x) for x in first if x.startswith("copy")]
     launches = [(x.split()[1], _fields(x)) for x in first if x.startswith("launch")]
-    # encode, encode, copy, copy, then the launches in order: B's transpose, the GEMM
-    assert [x.split()[0] for x in first] == ["encode", "encode", "copy", "copy", "launch", "launch"], first
+    # encode x 3, copy x 3, then the GEMM's launch (B[k, j] read N-major: no transposing kernel)
+    assert [x.split()[0] for x in first] == ["encode"] * 3 + ["copy"] * 3 + ["launch"], first
     assert [n for n, _ in launches] == [s.name for s in kernel.kernels]
     main = kernel.kernels[-1]
     params = dict(zip([p.name for p in main.params], launches[-1][1]["params"]))
@@ -239,15 +239,15 @@ def test_the_exported_launcher_encodes_the_maps_as_the_call_path_does(fake, tmp_
     for got, py in zip(encodes, want, strict=True):
         assert got.pop("aligned64") == 1                      # the driver's alignment for the map
         address = got.pop("address")
-        assert address == params[py["address"]]               # the tensor the kernel reads (A, or B_t)
+        assert address == params[py["address"]]               # the tensor the kernel reads (A, B) or writes (C)
         assert got == {k: v for k, v in py.items() if k != "address"}
     # each map's 128 bytes go to its buffer on the call's stream, and the kernel is given that buffer
-    for k, (copy, name) in enumerate(zip(copies, ("A_tmap", "B_tmap")), 1):
+    for k, (copy, name) in enumerate(zip(copies, ("A_tmap", "B_tmap", "C_tmap")), 1):
         assert copy == {"dst": params[name], "bytes": 128, "stream": 0x77}
         assert launches[-1][1][f"map{[p.name for p in main.params].index(name)}"] == [(k << 32) + i for i in range(16)]
     rest = lines[len(first):]
     assert rest[0].startswith("rc=0 ") and _fields(rest[0])["allocs"] == _fields(rest[0])["frees"] == 3
-    assert rest[1] == "unaligned=-13 launches=2"              # A at an address TMA cannot use: nothing launched
+    assert rest[1] == "unaligned=-13 launches=1"              # A at an address TMA cannot use: nothing launched
     assert rest[-1] == "refused=-2001 launches=0 allocs=3 frees=3"   # -2000 - CUDA_ERROR_INVALID_VALUE
 
 

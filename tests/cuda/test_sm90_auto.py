@@ -233,48 +233,45 @@ def fake(monkeypatch):
     return drv
 
 
-@pytest.mark.parametrize("dtype, enum", [("float16", "FLOAT16"), ("bfloat16", "BFLOAT16")])
-def test_call_encodes_tensor_maps_with_cuTensorMapEncodeTiled(fake, dtype, enum):
+@pytest.mark.parametrize("dtype, enum, trans_b", [("float16", "FLOAT16", False), ("bfloat16", "BFLOAT16", True)])
+def test_call_encodes_tensor_maps_with_cuTensorMapEncodeTiled(fake, dtype, enum, trans_b):
     M, N, K = 128, 64, 256
-    sch = tdsl.auto_schedule(gemm(M, N, K, dtype), target="cuda", arch="sm_90a")
+    sch = tdsl.auto_schedule(gemm(M, N, K, dtype, trans_b), target="cuda", arch="sm_90a")
     kernel = tdsl.build(sch, target="cuda", arch="sm_90a")
-    transpose, main = kernel.kernels
+    (main,) = kernel.kernels          # (B[k, j] too: read N-major by TMA, no transposing kernel)
     names = [p.name for p in main.params]
     seen = {}
 
     def hook(name, grid, block, params):
-        ptrs = [ctypes.c_void_p.from_address(p).value for p in (ctypes.c_void_p * len(names)).from_address(params)] \
-            if name == main.name else None
-        if ptrs is not None:
-            assert grid == (N // 64, M // 64, 1) and block == (128, 2, 1)
-            seen.update({n: p for n, p in zip(names, ptrs)})
-            seen["maps"] = {n: np.frombuffer(ctypes.string_at(seen[n], 128), np.uint64).copy()
-                            for n in ("A_tmap", "B_tmap")}
-        else:
-            seen["B_t"] = ctypes.c_void_p.from_address(
-                (ctypes.c_void_p * len(transpose.params)).from_address(params)[
-                    [p.name for p in transpose.params].index("B_t")]).value
+        assert name == main.name
+        ptrs = [ctypes.c_void_p.from_address(p).value for p in (ctypes.c_void_p * len(names)).from_address(params)]
+        assert grid == (N // 64, M // 64, 1) and block == (128, 2, 1)
+        seen.update({n: p for n, p in zip(names, ptrs)})
+        seen["maps"] = {n: np.frombuffer(ctypes.string_at(seen[n], 128), np.uint64).copy()
+                        for n in ("A_tmap", "B_tmap")}
 
     fake.state["hook"] = hook
-    a, b, _ = operands(M, N, K, dtype)
+    a, b, _ = operands(M, N, K, dtype, trans_b)
     kernel(a, b)
     calls = fake.tensor_maps
-    assert len(calls) == 2
+    assert len(calls) == 3                                       # A, B, C (the TMA store)
     from cuda.bindings import driver as real
 
-    elem = 2
-    for call, (tensor, rows, cols, box) in zip(calls, [("A", M, K, (64, 64)), ("B_t", N, K, (64, 64))]):
-        assert call["dtype"] == getattr(real.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{enum}")
+    b_rows, b_cols = (N, K) if trans_b else (K, N)               # B[j, k] or B[k, j] (boxes of 64 columns)
+    for call, (tensor, rows, cols, box, kind, elem, swizzle) in zip(calls, [
+            ("A", M, K, (64, 64), enum, 2, "128B"), ("B", b_rows, b_cols, (64, 64), enum, 2, "128B"),
+            ("C", M, N, (64, 64), "FLOAT32", 4, "NONE")]):
+        assert call["dtype"] == getattr(real.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{kind}")
         assert call["rank"] == 2
         assert call["dims"] == [cols, rows]                      # innermost first
         assert call["strides"] == [cols * elem]                  # bytes, dimensions 1 .. rank-1
         assert call["box"] == [box[1], box[0]]                   # innermost first
         assert call["element_strides"] == [1, 1]
         assert call["interleave"] == real.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
-        assert call["swizzle"] == real.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B
+        assert call["swizzle"] == getattr(real.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}")
         assert call["l2_promotion"] == real.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B
         assert call["oob_fill"] == real.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
-        assert call["address"] == (seen["A"] if tensor == "A" else seen["B_t"])
+        assert call["address"] == seen[tensor]
     # the kernel reads the driver's 128 bytes from its tensor-map buffers
     for k, name in enumerate(("A_tmap", "B_tmap"), 1):
         np.testing.assert_array_equal(seen["maps"][name], [(k << 32) + i for i in range(16)])

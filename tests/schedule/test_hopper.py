@@ -90,9 +90,12 @@ def test_two_consumer_warpgroups_keep_the_meaning():
 
 
 def test_pipeline_records_its_tensor_maps():
-    sch = pipelined(gemm(64, 128, 256, batch=2), tile_n=128, tile_k=32, stages=3)
+    sch = pipelined(gemm(64, 128, 256, batch=2, trans_b=True), tile_n=128, tile_k=32, stages=3)
     maps = {m.map: (m.tensor, m.box, m.swizzle) for m in tensor_maps(sch.func)}
-    assert maps == {"A_tmap": ("A", (1, 64, 32), "64B"), "B_tmap": ("B_t", (1, 128, 32), "64B")}
+    assert maps == {"A_tmap": ("A", (1, 64, 32), "64B"), "B_tmap": ("B", (1, 128, 32), "64B")}
+    sch = pipelined(gemm(64, 128, 256, batch=2), tile_n=128, tile_k=32, stages=3)   # B[b, k, j]: N-major boxes
+    maps = {m.map: (m.tensor, m.box, m.swizzle) for m in tensor_maps(sch.func)}
+    assert maps == {"A_tmap": ("A", (1, 64, 32), "64B"), "B_tmap": ("B", (1, 32, 64), "128B")}
     text = sch.func.script()
     assert "'tdsl.tensor_map:A_tmap': 'A (1, 64, 32) 64B'" in text
     assert 'for bz in T.thread_binding(2, thread="blockIdx.z"):' in text
@@ -123,16 +126,16 @@ def test_wgmma_pipeline_docstring_example():
 
 def test_warp_specialize_docstring_example():
     doc = inspect.getdoc(tdsl.Schedule.warp_specialize)
-    f = gemm(64, 64, 256)
+    f = gemm(128, 64, 256)
     sch = tdsl.Schedule(f)
-    ko = sch.wgmma_pipeline(sch.get_block("C"))
+    ko = sch.wgmma_pipeline(sch.get_block("C"), tile_m=128)   # two consumer warpgroups
     before = [ln.strip() for ln in sch.func.script().splitlines()]
     for line in _lines(_section(doc, "Before")):
         assert re.sub(r"\btx\b", "tx_1", line) in before, line
     exec(_section(doc, "Call"), {"sch": sch, "ko": ko})  # noqa: S102 - the docstring example is the test
-    after = [ln.strip() for ln in sch.func.script().splitlines()]
-    for line in _lines(_section(doc, "After")):
-        assert re.sub(r"\b(t[xy])\b", r"\1_1", line) in after, line
+    after = [re.sub(r"\b(t[xy])_\d+\b", r"\1", ln.strip()) for ln in sch.func.script().splitlines()]
+    for line in _lines(_section(doc, "After")):   # (thread loops named tx, tx_1, tx_2 ... by the printer)
+        assert line in after, line
     check(sch, f, args=operands(f))
 
 
@@ -310,3 +313,107 @@ def gemm_half(A: T.Buffer((64, 128), "float16"), B: T.Buffer((128, 32), "float16
 '''))
     c = sch.get_block("C")
     expect_error(sch, lambda: sch.wgmma_pipeline(c), "epilogue", "predicate (T.where)")
+
+
+def _budgets(func) -> list[tuple[bool, int]]:
+    from tdsl.ir import Call, collect
+    return [(bool(c.args[0].value), c.args[1].value) for c in collect(func.body, Call) if c.op == "ptx_setmaxnreg"]
+
+
+def test_warp_specialize_sets_register_budgets_for_two_consumers():
+    f = gemm(128, 64, 256)
+    sch = pipelined(f, tile_m=128)                         # 1 producer + 2 consumer warpgroups: 384 threads
+    assert _budgets(sch.func) == [(False, 40), (True, 232)]   # 128 x 40 + 256 x 232 = 384 x 168
+    check(sch, f, args=operands(f))                       # (setmaxnreg: nothing, one statement after another)
+    one = pipelined(gemm(64, 64, 256))                    # one consumer: 256 threads start with 248 already
+    assert _budgets(one.func) == []
+
+
+@pytest.mark.parametrize("regs, budgets", [((24, 240), [(False, 24), (True, 240)]), ((0, 0), [])])
+def test_warp_specialize_takes_other_budgets(regs, budgets):
+    f = gemm(128, 64, 256)
+    sch = tdsl.Schedule(f)
+    ko = sch.wgmma_pipeline(sch.get_block("C"), tile_m=128)
+    sch.warp_specialize(ko, producer_regs=regs[0], consumer_regs=regs[1])
+    assert _budgets(sch.func) == budgets
+    check(sch, f, args=operands(f))
+    assert tdsl.structural_diff(sch.trace.apply(f).func, sch.func) is None   # (the counts are in the trace)
+
+
+@pytest.mark.parametrize("regs, words", [
+    ((36, 232), ["producer_regs", "multiple of 8 in [24, 256]"]),
+    ((40, 264), ["consumer_regs", "multiple of 8 in [24, 256]"]),
+    ((176, 232), ["producer_regs = 176", "at most 168"]),
+    ((40, 160), ["consumer_regs = 160", "at least 168"]),
+    ((56, 232), ["exceed the CTA's pool", "384 x 168 = 64512"]),
+    ((40, None), ["producer_regs and consumer_regs go together"]),
+])
+def test_warp_specialize_refuses_budgets_that_cannot_be_granted(regs, words):
+    sch = tdsl.Schedule(gemm(128, 64, 256))
+    ko = sch.wgmma_pipeline(sch.get_block("C"), tile_m=128)
+    kw = {k: v for k, v in zip(("producer_regs", "consumer_regs"), regs) if v is not None}
+    expect_error(sch, lambda: sch.warp_specialize(ko, **kw), "warp_specialize", "ko", *words)
+
+
+# ------------------------------------------------------------------ the output by TMA store
+
+def _tma_stores(func) -> list[str]:
+    from tdsl.ir import Call, collect
+    return [c.args[0].buffer.name for c in collect(func.body, Call) if c.op == "ptx_tma_store"]
+
+
+@pytest.mark.parametrize("kw, tiles", [
+    (dict(), dict(tile_n=32, tile_k=32)),
+    (dict(init=False), dict(tile_n=32, tile_k=32)),                      # C read first, then stored by TMA
+    (dict(batch=2, trans_b=True, b_batched=False), dict(tile_n=32, tile_k=32)),
+    (dict(M=128, dtype="bfloat16"), dict(tile_m=128, tile_n=32, tile_k=32)),   # two consumer warpgroups
+], ids=["fp16", "accumulate", "batched-shared-B", "two-consumers-bf16"])
+def test_tma_store_keeps_the_meaning(kw, tiles):
+    M = kw.pop("M", 64)
+    f = gemm(M, 64, 128, **kw)
+    sch = pipelined(f, store="tma", **tiles)
+    assert _tma_stores(sch.func) == ["C"]
+    text = sch.func.script()
+    assert "T.ptx_fence_proxy_async()" in text and 'C_shared = T.alloc_buffer' in text
+    assert not re.search(r"\bC\[[^\]]*\] = ", text)                       # no thread stores C
+    maps = {m.map: (m.tensor, m.box, m.swizzle) for m in tensor_maps(sch.func)}
+    assert maps["C_tmap"] == ("C", (1,) * ("batch" in kw) + (tiles.get("tile_m", 64), 32), "none")
+    args = operands(f)
+    check(sch, f, args=args)
+    a, b, c = args
+    bt = np.swapaxes(b, -1, -2) if kw.get("trans_b") else b
+    want = a.astype(np.float32) @ bt.astype(np.float32) + (0 if kw.get("init", True) else c)
+    got = c.copy()
+    tdsl.interpret(sch.func, a, b, got)
+    np.testing.assert_array_equal(got, want)
+    assert tdsl.structural_diff(sch.trace.apply(f).func, sch.func) is None
+
+
+def test_tma_store_of_an_epilogue_keeps_the_meaning():
+    value = 'T.cast(T.max(C[vb, vi, vj] * s[vi] + bias[vb, vj], T.float32(-1)), "bfloat16")'
+    f = gemm_epilogue(64, 32, 128, value, out="bfloat16", batch=2,
+                      extra='bias: T.Buffer((2, {N}), "float32"), s: T.Buffer(({M},), "float32"), ')
+    sch = pipelined(f, store="tma", tile_n=32, tile_k=32)
+    assert _tma_stores(sch.func) == ["D"]
+    assert 'D_shared = T.alloc_buffer((1, 64, 32), "bfloat16", scope="shared")' in sch.func.script()
+    args = operands(f)
+    check(sch, f, args=args)
+    a, b, bias, s, d = args
+    c = a.astype(np.float32) @ b.astype(np.float32)
+    got = d.copy()
+    tdsl.interpret(sch.func, a, b, bias, s, got)
+    np.testing.assert_array_equal(got, np.maximum(c * s[:, None] + bias[:, None, :], -1).astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("f, tiles, words", [
+    (lambda: gemm_epilogue(64, 32, 128, 'T.cast(C[vi, vj], "int32")', out="int32"), dict(tile_n=32),
+     ['store = "tma"', "D is int32", 'store="direct"']),
+    (lambda: gemm(128, 256, 256), dict(tile_m=128, tile_n=256, tile_k=64, stages=3),
+     ["output tile of the TMA store", "shared memory", 'store="direct"']),
+    (lambda: gemm(64, 64, 128), dict(), ["store = 'dma'", "'direct' or 'tma'"]),
+], ids=["int32-output", "no-room-for-the-tile", "unknown"])
+def test_tma_store_refuses_what_does_not_fit(f, tiles, words):
+    sch = tdsl.Schedule(f())
+    c = sch.get_block("C")
+    store = "dma" if "store = 'dma'" in words else "tma"
+    expect_error(sch, lambda: sch.wgmma_pipeline(c, store=store, **tiles), "wgmma_pipeline", "C", *words)

@@ -6,14 +6,17 @@ bf16 A and B, fp32 C, constant sizes, m a multiple of 64), or whose GEMM block i
 elementwise epilogue ``D[b?, i, j] = f(C[b?, i, j], ...)`` (C an intermediate; fused into the
 kernel's store), becomes::
 
-    sch.wgmma_pipeline(C, tile_n, tile_k, stages)   # TMA -> swizzled shared ring -> wgmma m64nNk16
-    sch.warp_specialize(ko)                         # producer warpgroup (TMA) + consumer warpgroup
+    sch.wgmma_pipeline(C, tile_n, tile_k, stages, tile_m, store)   # TMA -> swizzled ring -> wgmma m64nNk16
+    sch.warp_specialize(ko)              # producer warpgroup (TMA) + consumer warpgroups (setmaxnreg 40 / 232)
 
 (`tdsl.schedule.primitives.hopper`). tile_n, tile_k, stages and tile_m (64: one consumer
 warpgroup, 128: two) are sampled (one sampling step each) among the tiles that divide the sizes
 and fit the shared memory a block may have (227 KiB on sm_90: dynamic shared memory); the default
 is 128 x 128 (two consumer warpgroups) with 64-wide K steps (128-byte rows: the 128B swizzle), four
-stages deep (three, or 64 x 64 tiles, where the sizes allow no more). Other architectures, and blocks it does not fit, are
+stages deep (three, or 64 x 64 tiles, where the sizes allow no more). `store` (sampled too): "tma"
+(the output tile through shared memory, one TMA store) where the output is float32 / float16 /
+bfloat16 and its tile fits beside the ring, else "direct" (each thread stores its accumulators).
+Other architectures, and blocks it does not fit, are
 left to `GPUMmaTiling` (mma.sync) and the rules after it; on sm_90a a fp16/bf16 GEMM left to them
 carries a `kernel.notes` line saying why.
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 from ...errors import ScheduleError
 from ...ir.attrs import LOWER_NOTE
 from ...schedule import Schedule
-from ...schedule.primitives.hopper import BLOCK_M, MAX_SHARED, match_gemm
+from ...schedule.primitives.hopper import BLOCK_M, MAX_SHARED, match_gemm, out_tile_bytes, store_problem
 from ..analysis import block_info, top_level_blocks
 from .base import Rule
 from .gpu_mma import gemm_roles
@@ -77,9 +80,15 @@ class GPUWgmmaPipeline(Rule):
         if not fits:
             why = f"m = {g.m} must be a multiple of {BLOCK_M} and n, k multiples of a tile"
             return [lambda s: self._note(s, block, why)]
-        return [lambda s: self._pipeline(s, block, fits)]
+        # the output by TMA (a shared tile, one bulk store) first where it can go so and the default
+        # tiles leave room for its tile; else the threads' stores first
+        limit = min(self.hw.max_shared, MAX_SHARED)
+        tn, tk, st, tm = fits[0]
+        tma_fits = st * (tm + tn) * tk * 2 + 16 * st + out_tile_bytes(g, tm, tn) <= limit
+        stores = [] if store_problem(g) is not None else ["tma", "direct"] if tma_fits else ["direct", "tma"]
+        return [lambda s: self._pipeline(s, block, fits, stores)]
 
-    def _pipeline(self, s: Schedule, block: str, fits: list) -> None:
+    def _pipeline(self, s: Schedule, block: str, fits: list, stores: list) -> None:
         # one sampling step per parameter, passed on as is, so that a replay with other decisions
         # (a search) builds other tiles; a combination that does not fit is refused by the step
         values = []
@@ -87,7 +96,9 @@ class GPUWgmmaPipeline(Rule):
             candidates = list(dict.fromkeys(f[axis] for f in fits))
             values.append(self.choose(s, candidates, candidates.index(fits[0][axis])))
         tile_n, tile_k, stages, tile_m = values
-        ko = s.wgmma_pipeline(s.get_block(block), tile_n=tile_n, tile_k=tile_k, stages=stages, tile_m=tile_m)
+        store = self.choose(s, stores, 0) if stores else "direct"
+        ko = s.wgmma_pipeline(s.get_block(block), tile_n=tile_n, tile_k=tile_k, stages=stages, tile_m=tile_m,
+                              store=store)
         s.warp_specialize(ko)
 
     @staticmethod

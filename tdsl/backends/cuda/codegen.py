@@ -52,12 +52,15 @@ from ...ir.opaque_calls import (
     MBARRIER_ARRIVE_EXPECT_TX,
     MBARRIER_INIT,
     MBARRIER_WAIT,
+    SETMAXNREG,
     TMA_LOAD,
+    TMA_STORE,
     WGMMA,
     WGMMA_COMMIT_GROUP,
     WGMMA_FENCE,
     WGMMA_WAIT_GROUP,
     WMMA_BUILTINS,
+    wgmma_b_mn,
     wmma_refusal,
 )
 from ...lower.cross_thread import ALLREDUCE
@@ -183,7 +186,7 @@ class CudaCodegen:
     def __init__(self, plan: HostPlan):
         self.plan = plan
         self.helpers: set[str] = set()
-        self.wgmma_shapes: set[tuple[int, str]] = set()   # (N, "f16" | "bf16") of the T.ptx_wgmma calls
+        self.wgmma_shapes: set[tuple] = set()   # (N, "f16" | "bf16"[, "mn"]) of the T.ptx_wgmma calls
         self.fp16 = False
         self.bf16 = False
         self.k: _Kernel | None = None
@@ -729,18 +732,35 @@ class CudaCodegen:
             return f"tdsl_{e.op}()"
         if e.op == WGMMA_WAIT_GROUP:
             return f"tdsl_ptx_wgmma_wait_group<{self.expr(e.args[0])}>()"
+        if e.op == SETMAXNREG:   # (the arch check refuses it for all but sm_90a)
+            inc, count = e.args
+            return f"tdsl_ptx_setmaxnreg_{'inc' if inc.value else 'dec'}<{count.value}>()"
         if e.op == WGMMA:   # K-major tiles, rows a swizzle span: descriptor swizzle code, 8-row groups apart
-            d, a, b, n, _, span = e.args
+            d, a, b, n, _, span = e.args[:6]
             dt = "bf16" if a.buffer.dtype == bfloat16 else "f16"
-            self.wgmma_shapes.add((n.value, dt))
-            code, sbo = {128: 1, 64: 2, 32: 3}[span.value], 8 * span.value
-            descs = ", ".join(f"tdsl_ptx_wgmma_desc(&{self.expr(x)}, 16, {sbo}, {code})" for x in (a, b))
-            return f"tdsl_ptx_wgmma_m64n{n.value}k16_f32_{dt}(&{self.expr(d)}, {descs}, 1)"
+            code = {128: 1, 64: 2, 32: 3}
+            desc_a = f"tdsl_ptx_wgmma_desc(&{self.expr(a)}, 16, {8 * span.value}, {code[span.value]})"
+            mn = wgmma_b_mn(e)
+            if mn is None:
+                self.wgmma_shapes.add((n.value, dt))
+                desc_b = f"tdsl_ptx_wgmma_desc(&{self.expr(b)}, 16, {8 * span.value}, {code[span.value]})"
+                return f"{sm90.wgmma_name(n.value, dt)}(&{self.expr(d)}, {desc_a}, {desc_b}, 1)"
+            # B N-major: LBO from one box of columns (a swizzle atom's width) to the next, SBO from one
+            # group of 8 K rows to the next (8 rows of the span)
+            row_bytes, box_stride = mn
+            self.wgmma_shapes.add((n.value, dt, "mn"))
+            desc_b = f"tdsl_ptx_wgmma_desc(&{self.expr(b)}, {box_stride}, {8 * row_bytes}, {code[row_bytes]})"
+            return f"{sm90.wgmma_name(n.value, dt, 'mn')}(&{self.expr(d)}, {desc_a}, {desc_b}, 1)"
         if e.op == TMA_LOAD:
             dst, _, tmap, bar, *coords = e.args
             xs = ", ".join(_strip(self.expr(c)) for c in reversed(coords))   # innermost first
             return (f"tdsl_ptx_tma_load_{len(coords)}d(&{self.expr(dst)}, &{self.expr(tmap)}, {xs}, "
                     f"&{self.expr(bar)})")
+        if e.op == TMA_STORE:   # issued, committed and waited for (the box has left shared memory)
+            _, src, tmap, *coords = e.args
+            xs = ", ".join(_strip(self.expr(c)) for c in reversed(coords))   # innermost first
+            return (f"(tdsl_ptx_tma_store_{len(coords)}d(&{self.expr(tmap)}, {xs}, &{self.expr(src)}), "
+                    "tdsl_ptx_bulk_commit_group(), tdsl_ptx_bulk_wait_group<0>())")
         fn = {MBARRIER_INIT: "init", MBARRIER_ARRIVE: "arrive", MBARRIER_ARRIVE_EXPECT_TX: "arrive_expect_tx",
               MBARRIER_WAIT: "wait"}[e.op]
         rest = "".join(f", {_strip(self.expr(a))}" for a in e.args[1:])

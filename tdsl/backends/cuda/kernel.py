@@ -18,7 +18,8 @@ import numpy as np
 
 from ...dtypes import DataType
 from ...errors import ArgumentError
-from ...ir import Buffer, BufferStore, IntImm, PrimExpr, PrimFunc, Var, collect
+from ...ir import Buffer, BufferStore, Call, IntImm, PrimExpr, PrimFunc, Var, collect
+from ...ir.opaque_calls import TMA_STORE
 from ...tracebacks import public_entry
 from .plan import HostPlan, evaluate  # noqa: F401 (evaluate: public here too)
 
@@ -96,6 +97,7 @@ class CudaKernel:
         # what the function writes, read from the block IR: tensor intrinsics write through extern
         # calls in the lowered code, but their descriptions still store in the original
         stored = {n.buffer for n in collect(func.body, BufferStore)}
+        stored |= {c.args[0].buffer for c in collect(func.body, Call) if c.op == TMA_STORE}   # (a TMA store's C)
         self._written = {b for b, orig in zip(flat, func.buffer_params) if orig in stored}
         self._params = list(plan.func.params)
         from .tensor_maps import resolve

@@ -12,6 +12,9 @@
     dimension. ``shared`` allocations are hoisted to the kernel top, ``local`` ones stay where
     they are; function-level ``shared``/``local`` buffers move into the kernels that use them;
     function-level ``global`` buffers become device workspaces the runtime allocates.
+``split_roles`` (per kernel, after the barriers)
+    A warp-specialized kernel (a setmaxnreg branch on ``ty``) gets one code path per role
+    (tdsl.backends.cuda.roles), so that ptxas can honour the register budgets.
 ``insert_barriers`` (per kernel)
     A ``__syncthreads()`` goes before a statement whose shared-memory accesses conflict with
     accesses made since the last barrier by other threads (read after write, write after read,
@@ -48,7 +51,7 @@ from ...ir import (
     free_vars,
     substitute,
 )
-from ...ir.opaque_calls import HOPPER_CALLS, MBARRIER_CALLS, MBARRIER_INIT, MBARRIER_WAIT, TMA_LOAD, WGMMA
+from ...ir.opaque_calls import HOPPER_CALLS, MBARRIER_CALLS, MBARRIER_INIT, MBARRIER_WAIT, TMA_LOAD, TMA_STORE, WGMMA
 from ...lower.gpu_bindings import (  # noqa: F401 (UnboundBlockError, verify_thread_bindings: public here too)
     WARP_SIZE,
     UnboundBlockError,
@@ -60,6 +63,7 @@ from ...lower.gpu_compact import compact_gpu_buffers  # noqa: F401
 from ...lower.software_pipeline import CP_ASYNC, WAIT_GROUP
 from ...script.printer import message_text as _expr_text
 from .plan import HostPlan, KernelSpec  # noqa: F401 (public here too)
+from .roles import split_roles
 from .shared_memory import check_limit
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -370,6 +374,9 @@ def _split_thread_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[Prim
         if node.op in ("floordiv", "floormod") and isinstance(node.a, Var) and node.a in extents \
                 and isinstance(node.b, IntImm) and node.b.value > 0 and extents[node.a] % node.b.value == 0:
             divisors.setdefault(node.a, set()).add(node.b.value)
+        nested = _nested_digits(node, extents)   # (t % a) // b, (t // b) % c: digits b .. a, b .. b c
+        if nested is not None:
+            divisors.setdefault(nested[0], set()).update(nested[1:])
     digits: dict[Var, tuple[list[int], list[Var]]] = {}
     out = {v: e for v, e in extents.items()}
     for v, ds in divisors.items():
@@ -394,6 +401,11 @@ def _split_thread_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[Prim
 
     class Digits(IRMutator):
         def visit_Binary(self, op: Binary) -> PrimExpr:
+            nested = _nested_digits(op, extents)
+            if nested is not None and nested[0] in digits and {nested[1], nested[2]} <= set(digits[nested[0]][0]):
+                t, lo, hi = nested
+                bounds = digits[t][0]
+                return number(t, bounds.index(lo), bounds.index(hi))
             if op.op in ("floordiv", "floormod") and isinstance(op.a, Var) and op.a in digits \
                     and isinstance(op.b, IntImm) and op.b.value in digits[op.a][0]:
                 bounds, names = digits[op.a]
@@ -407,6 +419,35 @@ def _split_thread_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[Prim
     from ...arith import simplify
 
     return _xor_digits(simplify(Digits().visit(index)), out)
+
+
+class _Unchecked(IRMutator):
+    def visit_Call(self, op: Call) -> PrimExpr:
+        from ...lower.index_checks import INDEX_CHECK
+
+        return self.visit(op.args[0]) if op.op == INDEX_CHECK else self.generic_visit(op)
+
+
+def _unchecked(index: PrimExpr) -> PrimExpr:
+    """`index` without the emulator's run-time checks (`tdsl.index_check(i, ...)` is i)."""
+    return _Unchecked().visit(index) if collect(index, Call) else index
+
+
+def _nested_digits(node: Binary, extents: dict[Var, int]) -> tuple[Var, int, int] | None:
+    """(t, lo, hi) when `node` is (t % hi) // lo or (t // lo) % (hi / lo), a thread index's digits
+    lo .. hi (lo dividing hi, hi the extent's divisor); else None."""
+    inner = node.a
+    if not (isinstance(inner, Binary) and isinstance(inner.a, Var) and inner.a in extents
+            and isinstance(inner.b, IntImm) and isinstance(node.b, IntImm) and inner.b.value > 0 and node.b.value > 0):
+        return None
+    t, ext = inner.a, extents[inner.a]
+    if node.op == "floordiv" and inner.op == "floormod":
+        lo, hi = node.b.value, inner.b.value
+    elif node.op == "floormod" and inner.op == "floordiv":
+        lo, hi = inner.b.value, inner.b.value * node.b.value
+    else:
+        return None
+    return (t, lo, hi) if hi % lo == 0 and ext % hi == 0 else None
 
 
 def _xor_digits(index: PrimExpr, extents: dict[Var, int]) -> tuple[PrimExpr, dict[Var, int]]:
@@ -535,6 +576,9 @@ class _Planner:
             if call.op == TMA_LOAD:   # writes the box at dst, completing on its mbarrier
                 dst = call.args[0].buffer
                 out.append(_Access(dst, call.args[0].indices[0], True, True, "mbarrier" if dst in self.tma_dst else ""))
+            if call.op == TMA_STORE:   # reads the box at src (the threads' writes of it need a barrier first)
+                src = call.args[1]
+                out.append(_Access(src.buffer, src.indices[0], False, True, ""))
             if call.op == WGMMA:   # reads its A and B tiles (the accumulators are the thread's registers)
                 out += [_Access(t.buffer, t.indices[0], False, True, "mbarrier" if t.buffer in self.tma_dst else "")
                         for t in call.args[1:3] if t.buffer.scope == "shared"]
@@ -565,6 +609,7 @@ class _Planner:
 
         if a.opaque or b.opaque:
             return False
+        a, b = replace(a, index=_unchecked(a.index)), replace(b, index=_unchecked(b.index))
         lanes = [(1, 1)]
         if not same_expr(a.index, b.index):
             # X and X + c: a thread's two elements; no other thread's if t -> X + c * w
@@ -743,4 +788,5 @@ def lower_for_cuda(func: PrimFunc, checked: bool = False) -> HostPlan:
     plan = split_kernels(lowered, warp_calls(func))
     for spec in plan.kernels:
         insert_barriers(spec, lowered)
+        split_roles(spec)   # (after the barriers: each thread runs the same statements as before)
     return plan

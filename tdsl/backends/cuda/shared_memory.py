@@ -21,18 +21,20 @@ from typing import cast
 
 from ...errors import TargetError
 from ...ir import Buffer, BufferLoad, Call, IntImm, collect
-from ...ir.opaque_calls import TMA_LOAD, WGMMA
+from ...ir.opaque_calls import TMA_LOAD, TMA_STORE, WGMMA
 from ...target import OPTIN_LIMITS, STATIC_LIMIT, arch_family, optin_limit
 
 DYNAMIC_ARRAY = "tdsl_smem"   # the name of the dynamic shared array
 
 
 def alignments(body, shared: list[Buffer]) -> dict[Buffer, int]:
-    """Byte alignment of each shared buffer: 1024 for TMA destinations and wgmma operands."""
+    """Byte alignment of each shared buffer: 1024 for TMA destinations and sources and wgmma operands."""
     swizzled: set[Buffer] = set()
     for c in collect(body, Call):
         if c.op == TMA_LOAD and isinstance(c.args[0], BufferLoad):
             swizzled.add(c.args[0].buffer)
+        elif c.op == TMA_STORE and isinstance(c.args[1], BufferLoad):
+            swizzled.add(c.args[1].buffer)
         elif c.op == WGMMA:
             swizzled.update(a.buffer for a in c.args[1:3] if isinstance(a, BufferLoad))
     return {b: 1024 if b in swizzled else 16 for b in shared}

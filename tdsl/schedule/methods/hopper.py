@@ -15,7 +15,7 @@ class HopperMethods(ScheduleBase):
     """wgmma_pipeline, warp_specialize."""
 
     def wgmma_pipeline(self, block: BlockRV, tile_n: int = 64, tile_k: int = 64, stages: int = 2,
-                       tile_m: int = 64) -> LoopRV:
+                       tile_m: int = 64, store: str = "direct") -> LoopRV:
         """Rewrite a function whose one block is a (batched) fp16/bf16 -> fp32 GEMM into an sm_90a
         kernel: per `tile_m` x `tile_n` tile of C one warpgroup per 64 rows (`tile_m` 64 or 128);
         thread 0 issues TMA loads of the A and B
@@ -29,9 +29,15 @@ class HopperMethods(ScheduleBase):
         written, other parameters' elements indexed by the iterators, any D dtype): the kernel
         stores f of the accumulators to D (``D[row, col] = T.max(C_acc[tx, i] + bias[col], 0)``)
         and C is never written; an epilogue reading C elsewhere, a reduction, C a parameter or
-        a second block after the GEMM are refused. The tensor maps are buffers the call path fills
+        a second block after the GEMM are refused. ``store="tma"``: the accumulators (after the
+        epilogue's expression) go to a shared tile of the output's dtype instead, each thread
+        makes its writes visible to TMA (``T.ptx_fence_proxy_async()``), and after a barrier one
+        thread stores the tile by TMA (``T.ptx_tma_store(C[by * 128, bx * 128], C_shared[0, 0],
+        C_tmap[0])``; float32, float16 or bfloat16 outputs). The tensor maps are buffers the call path fills
         (`A_tmap`, `B_tmap`, recorded as function attributes): the kernel is called with the
-        arrays only. A B indexed [k, j] is first copied to a K-major `B_t[j, k]`. Returns the
+        arrays only. A B indexed [k, j] is loaded in TMA boxes of [tile_k, 64] (128B swizzle)
+        and read N-major (``T.ptx_wgmma(..., b_major="mn")``), with no copy (only a tile_n with no
+        such boxes, e.g. 8, copies it to a K-major `B_t[j, k]` first). Returns the
         K loop (for `warp_specialize`). Needs m a multiple of 64, n of `tile_n`, k of `tile_k`,
         at most 227 KiB of shared tiles (sm_90's limit; above 48 KiB they are dynamic shared memory).
 
@@ -71,10 +77,13 @@ class HopperMethods(ScheduleBase):
                         T.evaluate(T.ptx_arrive_barrier(bar_empty[(ko + 1) % 2]))
         """
         self._expect("wgmma_pipeline", block, (BlockRV,), "a block handle (from sch.get_block)")
-        return self._apply("wgmma_pipeline", _hopper.wgmma_pipeline, [block],
-                           {"tile_n": tile_n, "tile_k": tile_k, "stages": stages, "tile_m": tile_m})
+        attrs: dict[str, object] = {"tile_n": tile_n, "tile_k": tile_k, "stages": stages, "tile_m": tile_m}
+        if not (isinstance(store, str) and store == "direct"):
+            attrs["store"] = store
+        return self._apply("wgmma_pipeline", _hopper.wgmma_pipeline, [block], attrs)
 
-    def warp_specialize(self, loop: LoopRV) -> None:
+    def warp_specialize(self, loop: LoopRV, producer_regs: int | None = None,
+                        consumer_regs: int | None = None) -> None:
         """Give a pipelined K loop's producer and consumers their own warpgroups: the loop's
         thread loop (128 threads, or c x 128) becomes ``threadIdx.y`` (1 + c) x ``threadIdx.x``
         (128), its leading statements that issue TMA loads (under ``if tx == 0:``) run on
@@ -84,27 +93,42 @@ class HopperMethods(ScheduleBase):
         stages (the mbarriers order them); one statement after another nothing changes, since
         only thread 0 produced and it did so before the consumers used the stage.
 
+        Before the K loop the roles set their register budgets with setmaxnreg (sm_90a):
+        ``if ty == 0: T.ptx_setmaxnreg(False, producer_regs) else: T.ptx_setmaxnreg(True,
+        consumer_regs)``. By default 40 and 232 with two consumer warpgroups (a 384-thread kernel
+        starts with 65536 / 384 = 168 registers per thread, rounded down to a multiple of 8:
+        128 x 40 + 256 x 232 = 3 x 128 x 168), none with one; ``producer_regs=0,
+        consumer_regs=0`` leaves them out. Counts are multiples of 8 in [24, 256], the producer's
+        at most the starting count, the consumers' at least, and all must fit the CTA's pool;
+        others are refused.
+
         Before::
 
             for ko in range(4):
-                for tx in T.thread_binding(128, thread="threadIdx.x"):
+                for tx in T.thread_binding(256, thread="threadIdx.x"):
                     if tx == 0:
                         if ko >= 2:
                             T.evaluate(T.ptx_wait_barrier(bar_empty[ko % 2], (ko // 2 + 1) % 2))
-                        T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[ko % 2], 16384))
-                        T.evaluate(T.ptx_tma_load(A_shared[ko % 2, 0, 0], A[by * 64, ko * 64], A_tmap[0], bar_full[ko % 2]))
+                        T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[ko % 2], 24576))
+                        T.evaluate(T.ptx_tma_load(A_shared[ko % 2, 0, 0], A[by * 128, ko * 64], A_tmap[0], bar_full[ko % 2]))
                         ...
                     T.evaluate(T.ptx_wait_barrier(bar_full[ko % 2], ko // 2 % 2))
                     ...  # wgmma, release the stage
 
         Call::
 
-            sch.warp_specialize(ko)      # ko = sch.wgmma_pipeline(...)
+            sch.warp_specialize(ko)      # ko = sch.wgmma_pipeline(..., tile_m=128): two consumers
 
         After::
 
+            for ty in T.thread_binding(3, thread="threadIdx.y"):
+                for tx in T.thread_binding(128, thread="threadIdx.x"):
+                    if ty == 0:
+                        T.evaluate(T.ptx_setmaxnreg(False, 40))
+                    else:
+                        T.evaluate(T.ptx_setmaxnreg(True, 232))
             for ko in range(4):
-                for ty in T.thread_binding(2, thread="threadIdx.y"):
+                for ty in T.thread_binding(3, thread="threadIdx.y"):
                     for tx in T.thread_binding(128, thread="threadIdx.x"):
                         if ty == 0:
                             if tx == 0:
@@ -116,4 +140,5 @@ class HopperMethods(ScheduleBase):
                             ...  # wgmma, release the stage
         """
         self._expect("warp_specialize", loop, (LoopRV,), "a loop handle (the K loop of wgmma_pipeline)")
-        return self._apply("warp_specialize", _warp_specialize.warp_specialize, [loop])
+        regs = {k: v for k, v in (("producer_regs", producer_regs), ("consumer_regs", consumer_regs)) if v is not None}
+        return self._apply("warp_specialize", _warp_specialize.warp_specialize, [loop], regs)

@@ -10,8 +10,10 @@ step into a ring of `stages` shared tiles guarded by "full" / "empty" mbarriers;
 waits for the stage, issues its wgmma m64nNk16 (fence, commit), waits for the previous step's
 (`wgmma_wait_group(1)`) and releases that step's stage. The tensor maps are buffers of the
 function recorded in its attributes (`tdsl.ir.tensor_maps`), encoded by the call path. A B
-indexed ``B[k, j]`` is first copied K-major (``<B>_t[j, k]``, one small kernel), as wgmma reads
-K-major operands here. `warp_specialize` (primitives/warp_specialize.py) then gives the producer
+indexed ``B[k, j]`` is loaded in TMA boxes of [tile_k rows, 64 columns] and read N-major by
+wgmma (``b_major="mn"``), with no copy (a tile_n with no such boxes copies it K-major to
+``<B>_t[j, k]`` first, one small kernel). With ``store="tma"`` the accumulators go through a
+shared tile that one thread stores by TMA. `warp_specialize` (primitives/warp_specialize.py) then gives the producer
 and the consumers their own warpgroups.
 
 The result keeps the function's meaning: run one statement after another (`tdsl.interpret`),
@@ -44,6 +46,8 @@ WARPGROUP = 128
 BLOCK_M = 64                       # wgmma's m
 MAX_SHARED = 227 * 1024            # shared memory an sm_90 block may have (opt-in; dynamic above 48 KiB)
 SWIZZLE_OF_ROW_BYTES = {32: "32B", 64: "64B", 128: "128B"}
+STORES = ("direct", "tma")           # how the accumulators reach C / D: thread stores, or a TMA store of the tile
+TMA_STORE_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -261,7 +265,24 @@ def _check_types(g: Gemm, refuse) -> None:
         raise refuse(f"A, B, C are {a}, {b}, {c}; wgmma takes float16 or bfloat16 A and B and float32 C")
 
 
-def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_m: int, tile_n: int, tile_k: int, stages: int) -> str:
+def store_problem(g: Gemm) -> str | None:
+    """Why the pipeline cannot store its output (C, or the epilogue's D) by TMA; None when it can."""
+    out = g.epilogue.out if g.epilogue is not None else g.c
+    dt = str(out.dtype)   # type: ignore[attr-defined]
+    if dt not in TMA_STORE_DTYPES:
+        return (f"{out.name} is {dt}; the TMA store writes {', '.join(TMA_STORE_DTYPES)} "   # type: ignore[attr-defined]
+                "(use store=\"direct\")")
+    return None
+
+
+def out_tile_bytes(g: Gemm, tile_m: int, tile_n: int) -> int:
+    """The shared tile a TMA store of the output goes through, in bytes (aligned to 1024)."""
+    out = g.epilogue.out if g.epilogue is not None else g.c
+    return -(-tile_m * tile_n * out.dtype.itemsize // 1024) * 1024   # type: ignore[attr-defined]
+
+
+def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_m: int, tile_n: int, tile_k: int, stages: int,
+                 store: str = "direct") -> str:
     """The swizzle of the tiles, or a ScheduleError naming the tile that does not fit."""
     def refuse(why: str, fix: str):
         return schedule_error(func, "wgmma_pipeline", f"{block_name(block)} ({g.m} x {g.n} x {g.k}): {why}",
@@ -280,12 +301,75 @@ def _check_tiles(func: PrimFunc, block: str, g: Gemm, tile_m: int, tile_n: int, 
                      "tile_k=64 (the 128-byte swizzle)")
     if stages < 1:
         raise refuse(f"stages = {stages}: at least one stage", "stages=2")
+    if store == "tma":
+        why = store_problem(g)
+        if why is not None:
+            raise refuse(f'store = "tma": {why}', 'store="direct"')
     smem = stages * (tile_m + tile_n) * tile_k * 2 + 16 * stages
-    if smem > MAX_SHARED:
-        raise refuse(f"{stages} stages of {tile_m} x {tile_k} and {tile_n} x {tile_k} tiles take {smem} bytes of "
-                     f"shared memory, more than the {MAX_SHARED} of shared memory an sm_90 block may have",
-                     "fewer stages or a smaller tile_n / tile_k")
+    out_tile = out_tile_bytes(g, tile_m, tile_n) if store == "tma" else 0
+    if smem + out_tile > MAX_SHARED:
+        tile = f" and the {tile_m} x {tile_n} output tile of the TMA store" if out_tile else ""
+        raise refuse(f"{stages} stages of {tile_m} x {tile_k} and {tile_n} x {tile_k} tiles{tile} take "
+                     f"{smem + out_tile} bytes of shared memory, more than the {MAX_SHARED} of shared memory an "
+                     "sm_90 block may have", "fewer stages or a smaller tile_n / tile_k" +
+                     (', or store="direct"' if out_tile else ""))
     return SWIZZLE_OF_ROW_BYTES[row_bytes]
+
+
+class _BOperand:
+    """B in the pipeline: its tensor map, its shared tile per stage, its TMA loads and its wgmma
+    operand; K-major (B[j, k], or the copy B_t[j, k] of a B[k, j] no N-major box fits) or N-major
+    (B[k, j] in tile_n / span boxes of [tile_k rows, span columns], side by side)."""
+
+    def __init__(self, g: Gemm, tile_n: int, tile_k: int, swizzle: str):
+        self.g, self.bn, self.bk, self.swizzle = g, tile_n, tile_k, swizzle
+        self.name = g.b.name   # type: ignore[attr-defined]
+        self.span = b_mn_span(g, tile_n)
+        self.transpose = not g.trans_b and self.span is None
+        self.src = f"{self.name}_t" if self.transpose else self.name
+        self.one, self.zb, self.bb = ("1, ", "0, ", "bz, ") if g.b_batched else ("", "", "")
+        self.major = "" if self.span is None else ', b_major="mn"'
+
+    def tensor_map(self) -> TensorMapSpec:
+        lead = (1,) if self.g.b_batched else ()
+        if self.span is None:
+            return TensorMapSpec(f"{self.name}_tmap", self.src, lead + (self.bn, self.bk), self.swizzle)
+        return TensorMapSpec(f"{self.name}_tmap", self.name, lead + (self.bk, self.span),
+                             SWIZZLE_OF_ROW_BYTES[2 * self.span])
+
+    def tile_shape(self) -> str:
+        """A stage's tile, after the stage axis."""
+        if self.span is None:
+            return f"{self.one}{self.bn}, {self.bk}"
+        return f"{self.bn // self.span}, {self.one}{self.bk}, {self.span}"
+
+    def loads(self, st: str) -> list[str]:
+        B, bb, zb, BN, BK = self.name, self.bb, self.zb, self.bn, self.bk
+        tail = f"{B}_tmap[0], bar_full[{st}]))"
+        if self.span is None:
+            return [f"T.evaluate(T.ptx_tma_load({B}_shared[{st}, {zb}0, 0], {self.src}[{bb}bx * {BN}, ko * {BK}], "
+                    + tail]
+        if BN == self.span:
+            return [f"T.evaluate(T.ptx_tma_load({B}_shared[{st}, 0, {zb}0, 0], {B}[{bb}ko * {BK}, bx * {BN}], " + tail]
+        return [f"for nb in T.unroll({BN // self.span}):",
+                f"    T.evaluate(T.ptx_tma_load({B}_shared[{st}, nb, {zb}0, 0], {B}[{bb}ko * {BK}, bx * {BN} + nb * "
+                f"{self.span}], " + tail]
+
+    def operand(self, st: str) -> str:
+        if self.span is None:
+            return f"{self.name}_shared[{st}, {self.zb}0, 16 * kk]"
+        return f"{self.name}_shared[{st}, 0, {self.zb}16 * kk, 0]"
+
+
+def b_mn_span(g: Gemm, tile_n: int) -> int | None:
+    """The columns of each TMA box of a B indexed [b?, k, j] that wgmma reads N-major (64, or
+    tile_n when that is 16 or 32: rows of 128, 32 or 64 bytes, a swizzle span); None where B is
+    indexed [b?, j, k] (K-major already) or tile_n has no such boxes (then B is copied K-major)."""
+    if g.trans_b:
+        return None
+    if tile_n in (16, 32, 64):
+        return tile_n
+    return 64 if tile_n % 64 == 0 else None
 
 
 def _type(buf) -> str:
@@ -325,9 +409,10 @@ def _transpose_source(g: Gemm, B: str, dt: str) -> list[str]:
 
 
 def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: int, stages: int,
-                    swizzle: str) -> str:
+                    swizzle: str, store: str = "direct") -> str:
     """The TensorIR script of the pipelined function (see the module docstring): tile_m / 64
-    warpgroups, warpgroup w computing rows 64 w .. 64 w + 63 of the tile."""
+    warpgroups, warpgroup w computing rows 64 w .. 64 w + 63 of the tile; `store` "tma": the
+    accumulators go to a shared tile that one thread stores by TMA."""
     A, B, C = g.a.name, g.b.name, g.c.name   # type: ignore[attr-defined]
     dt = str(g.a.dtype)  # type: ignore[attr-defined]
     BN, BK, S = tile_n, tile_k, stages
@@ -340,23 +425,30 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     params = ", ".join(f"{p.name}: {_type(p)}" for p in func.params)   # (all buffers, constant shapes)
     lines = [f"@T.prim_func\ndef {func.name}({params}):"]
     attrs = [TensorMapSpec(f"{A}_tmap", A, ((1,) if batched else ()) + (BM, BK), swizzle)]
-    src_b = B
-    if not g.trans_b:
-        src_b = f"{B}_t"
-    attrs.append(TensorMapSpec(f"{B}_tmap", src_b, ((1,) if g.b_batched else ()) + (BN, BK), swizzle))
+    bop = _BOperand(g, BN, BK, swizzle)
+    transpose = bop.transpose
+    attrs.append(bop.tensor_map())
+    out_name = g.epilogue.out.name if g.epilogue is not None else C   # type: ignore[attr-defined]
+    out_dtype = str(g.epilogue.out.dtype) if g.epilogue is not None else "float32"   # type: ignore[attr-defined]
+    if store == "tma":
+        attrs.append(TensorMapSpec(f"{out_name}_tmap", out_name, ((1,) if batched else ()) + (BM, BN), "none"))
     w = lines.append
     w("    T.func_attr({" + ", ".join(f'"{k}": "{v}"' for k, v in (s.attr for s in attrs)) + "})")
     w(f'    {A}_tmap = T.alloc_buffer((128,), "uint8")')
     w(f'    {B}_tmap = T.alloc_buffer((128,), "uint8")')
-    if not g.trans_b:
+    if store == "tma":
+        w(f'    {out_name}_tmap = T.alloc_buffer((128,), "uint8")')
+    if transpose:
         lead = (g.batch,) if g.b_batched else ()
         w(f'    {B}_t = T.alloc_buffer(({", ".join(str(s) for s in (*lead, g.n, g.k))}), "{dt}")')
     w(f'    {A}_shared = T.alloc_buffer(({S}, {one}{BM}, {BK}), "{dt}", scope="shared")')
-    w(f'    {B}_shared = T.alloc_buffer(({S}, {one if g.b_batched else ""}{BN}, {BK}), "{dt}", scope="shared")')
+    w(f'    {B}_shared = T.alloc_buffer(({S}, {bop.tile_shape()}), "{dt}", scope="shared")')
     w(f'    bar_full = T.alloc_buffer(({S},), "uint64", scope="shared")')
     w(f'    bar_empty = T.alloc_buffer(({S},), "uint64", scope="shared")')
     w(f'    {C}_acc = T.alloc_buffer(({THREADS}, {BN // 2}), "float32", scope="local")')
-    if not g.trans_b:   # B[k, j] -> B_t[j, k] (K-major, as wgmma reads it here)
+    if store == "tma":
+        w(f'    {out_name}_shared = T.alloc_buffer(({one}{BM}, {BN}), "{out_dtype}", scope="shared")')
+    if transpose:   # B[k, j] -> B_t[j, k] (K-major: no N-major form for this tile_n)
         lines.extend(_transpose_source(g, B, dt))
     ind = "    "
     if batched:
@@ -385,15 +477,13 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     w(f"{ind}            T.evaluate(T.ptx_arrive_barrier_expect_tx(bar_full[{st}], {TX}))")
     w(f"{ind}            T.evaluate(T.ptx_tma_load({A}_shared[{st}, {z}0, 0], {A}[{b0}by * {BM}, ko * {BK}], "
       f"{A}_tmap[0], bar_full[{st}]))")
-    zb, bb = ("0, ", "bz, ") if g.b_batched else ("", "")
-    w(f"{ind}            T.evaluate(T.ptx_tma_load({B}_shared[{st}, {zb}0, 0], {src_b}[{bb}bx * {BN}, ko * {BK}], "
-      f"{B}_tmap[0], bar_full[{st}]))")
+    lines.extend(f"{ind}            {line}" for line in bop.loads(st))
     w(f"{ind}        T.evaluate(T.ptx_wait_barrier(bar_full[{st}], ko // {S} % 2))")
     w(f"{ind}        T.evaluate(T.ptx_wgmma_fence())")
     w(f"{ind}        for kk in T.unroll({BK // 16}):")
     a_row = "0" if THREADS == WARPGROUP else f"{BLOCK_M} * (tx // {WARPGROUP})"
     w(f"{ind}            T.evaluate(T.ptx_wgmma({C}_acc[tx, 0], {A}_shared[{st}, {z}{a_row}, 16 * kk], "
-      f"{B}_shared[{st}, {zb}0, 16 * kk], {BN}, {lane}))")
+      f"{bop.operand(st)}, {BN}, {lane}{bop.major}))")
     w(f"{ind}        T.evaluate(T.ptx_wgmma_commit_group())")
     if S == 1 or KT == 1:   # wait for this step's wgmma, release its stage
         w(f"{ind}        T.evaluate(T.ptx_wgmma_wait_group(0))")
@@ -406,25 +496,38 @@ def pipeline_source(func: PrimFunc, g: Gemm, tile_m: int, tile_n: int, tile_k: i
     if not (S == 1 or KT == 1):
         w(f"{ind}    T.evaluate(T.ptx_wgmma_wait_group(0))")
     w(f"{ind}    for i in T.unroll({BN // 2}):")
-    if g.epilogue is None:
-        w(f"{ind}        {C}[{b0}{row}, {col}] = {C}_acc[tx, i]")
-    else:   # (wgmma_pipeline puts the epilogue's expression in place of the accumulator)
-        D, d_dtype = g.epilogue.out.name, g.epilogue.out.dtype   # type: ignore[attr-defined]
-        w(f'{ind}        {D}[{b0}{row}, {col}] = T.cast({C}_acc[tx, i], "{d_dtype}")')
+    # (wgmma_pipeline puts the epilogue's expression in place of the accumulator)
+    value = f"{C}_acc[tx, i]" if g.epilogue is None else f'T.cast({C}_acc[tx, i], "{out_dtype}")'
+    if store == "direct":
+        w(f"{ind}        {out_name}[{b0}{row}, {col}] = {value}")
+        return "\n".join(lines) + "\n"
+    # the tile into shared memory (row, col within it), made visible to TMA, then one thread stores it
+    local_row = f"{BLOCK_M} * (tx // {WARPGROUP}) + " * (THREADS != WARPGROUP) + \
+        f"16 * ({lane} // 32) + {lane} % 32 // 4 + 8 * (i // 2 % 2)"
+    local_col = f"8 * (i // 4) + 2 * ({lane} % 4) + i % 2"
+    w(f"{ind}        {out_name}_shared[{z}{local_row}, {local_col}] = {value}")
+    w(f"{ind}    T.evaluate(T.ptx_fence_proxy_async())")
+    w(f'{ind}for tx in T.thread_binding({THREADS}, thread="threadIdx.x"):')
+    w(f"{ind}    if tx == 0:")
+    w(f"{ind}        T.evaluate(T.ptx_tma_store({out_name}[{b0}by * {BM}, bx * {BN}], {out_name}_shared[{z}0, 0], "
+      f"{out_name}_tmap[0]))")
     return "\n".join(lines) + "\n"
 
 
 def wgmma_pipeline(func: PrimFunc, block: str, tile_n: int = 64, tile_k: int = 64, stages: int = 2,
-                   tile_m: int = 64) -> tuple[PrimFunc, Var]:
+                   tile_m: int = 64, store: str = "direct") -> tuple[PrimFunc, Var]:
     """The GEMM `block` as a TMA + mbarrier + wgmma pipeline (module docstring); its K loop."""
     from ...script import parse
 
     for name, value in (("tile_m", tile_m), ("tile_n", tile_n), ("tile_k", tile_k), ("stages", stages)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise schedule_error(func, "wgmma_pipeline", f"{name} must be an int, got {value!r}", blocks=(block,))
+    if store not in STORES:
+        raise schedule_error(func, "wgmma_pipeline", f"{block_name(block)}: store = {store!r}: expected "
+                             f"{' or '.join(map(repr, STORES))}", blocks=(block,))
     g = match_gemm(func, block, "wgmma_pipeline")
-    swizzle = _check_tiles(func, block, g, tile_m, tile_n, tile_k, stages)
-    new = parse(pipeline_source(func, g, tile_m, tile_n, tile_k, stages, swizzle))
+    swizzle = _check_tiles(func, block, g, tile_m, tile_n, tile_k, stages, store)
+    new = parse(pipeline_source(func, g, tile_m, tile_n, tile_k, stages, swizzle, store))
     if g.epilogue is not None:
         new = _apply_epilogue(func, new, g)
     keep = tuple((k, v) for k, v in func.attrs if k not in dict(new.attrs))
@@ -463,13 +566,25 @@ class _ReplaceStore(IRMutator):
 
 
 def _apply_epilogue(func: PrimFunc, new: PrimFunc, g: Gemm) -> PrimFunc:
-    """`new` with its store of the accumulators to D computing the epilogue's expression."""
+    """`new` with its store of the accumulators to D (or to D's shared tile, for a TMA store)
+    computing the epilogue's expression at D's index."""
+    from ...ir import binary
+
     ep = g.epilogue
     assert ep is not None
     d = ep.out
-    (store,) = [s for s in collect(new.body, BufferStore) if s.buffer.name == d.name]  # type: ignore[attr-defined]
+    names = (d.name, f"{d.name}_shared")   # type: ignore[attr-defined]
+    (store,) = [s for s in collect(new.body, BufferStore) if s.buffer.name in names]
     acc = store.value.value if isinstance(store.value, Cast) else store.value   # C_acc[tx, i]
     bmap = {old: nw for old, nw in zip(func.params, new.params) if not isinstance(old, Var)}
-    vmap = dict(zip(ep.iters, store.indices))
+    index = list(store.indices)
+    if store.buffer.name != d.name:   # type: ignore[attr-defined]  # the shared tile: D's index = its origin + (row, col)
+        blocks = {f.thread_tag: f.loop_var for f in collect(new.body, For) if f.thread_tag}
+        tile_m, tile_n = (int(x.value) for x in store.buffer.shape[-2:])   # type: ignore[attr-defined]
+        index[-2] = binary("add", binary("mul", blocks["blockIdx.y"], tile_m), index[-2])
+        index[-1] = binary("add", binary("mul", blocks["blockIdx.x"], tile_n), index[-1])
+        if g.batch is not None:
+            index[0] = blocks["blockIdx.z"]
+    vmap = dict(zip(ep.iters, index))
     value = _EpilogueAt(vmap, bmap, g.c, acc).visit(ep.value)
     return replace_fields(new, body=_ReplaceStore(store, replace_fields(store, value=value)).visit(new.body))

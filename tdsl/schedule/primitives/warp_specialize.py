@@ -4,19 +4,54 @@
 `wgmma_pipeline` returns) into a producer warpgroup (``threadIdx.y == 0``: the leading statements
 that issue TMA loads, under ``if tx == 0:``) and consumer warpgroups (``threadIdx.y >= 1``: the
 rest, seeing the old thread index as ``(ty - 1) * 128 + tx``); the kernel's other thread loops run
-on the consumers. It keeps the function's meaning: one statement after another, the statements
-run in the same order as before (only thread 0 produced, before any consumer used the stage).
+on the consumers. Before the K loop the warpgroups set their register budgets,
+``if ty == 0: T.ptx_setmaxnreg(False, 40) else: T.ptx_setmaxnreg(True, 232)`` (two consumer
+warpgroups; none for one, which has the 248 registers a 256-thread kernel starts with already).
+It keeps the function's meaning: one statement after another, the statements run in the same
+order as before (only thread 0 produced, before any consumer used the stage) and setmaxnreg does
+nothing.
 """
 from __future__ import annotations
 
-from ...dtypes import int32
-from ...ir import Binary, Call, For, IfThenElse, IntImm, PrimFunc, SeqStmt, Stmt, Var, binary, collect
-from ...ir.opaque_calls import TMA_LOAD
+from ...dtypes import DataType, int32
+from ...ir import Binary, Call, Evaluate, For, IfThenElse, IntImm, PrimFunc, SeqStmt, Stmt, Var, binary, collect
+from ...ir.opaque_calls import SETMAXNREG, TMA_LOAD, launch_registers, setmaxnreg_problem
 from ...ir.tree import replace_at
 from ..errors import loop_name, schedule_error
 from ..tree import find_loop
 
 WARPGROUP = 128
+PRODUCER_REGISTERS = 40     # CUTLASS's producer (load) warpgroup budget on sm_90a
+def default_registers(groups: int) -> tuple[int, int] | None:
+    """(producer, consumer) setmaxnreg counts for 1 + `groups` warpgroups: the producer keeps 40,
+    the consumers share the rest (232 for two); None for one consumer (nothing to gain)."""
+    if groups < 2:
+        return None
+    threads = (1 + groups) * WARPGROUP
+    consumer = (launch_registers(threads) * (1 + groups) - PRODUCER_REGISTERS) // groups // 8 * 8
+    return PRODUCER_REGISTERS, min(256, consumer)
+
+
+def registers_problem(producer: int, consumer: int, groups: int) -> str | None:
+    """Why setmaxnreg counts (producer .dec, consumers .inc) cannot all be granted to a kernel of
+    1 + `groups` warpgroups; None when they fit."""
+    for what, count in (("producer_regs", producer), ("consumer_regs", consumer)):
+        why = setmaxnreg_problem(count)
+        if why is not None:
+            return f"{what}: {why}"
+    threads = (1 + groups) * WARPGROUP
+    r = launch_registers(threads)
+    if producer > r:
+        return (f"producer_regs = {producer}: setmaxnreg.dec lowers the {r} registers per thread a {threads}-thread "
+                f"kernel starts with (65536 / {threads}, a multiple of 8); it must be at most {r}")
+    if consumer < r:
+        return (f"consumer_regs = {consumer}: setmaxnreg.inc raises the {r} registers per thread a {threads}-thread "
+                f"kernel starts with (65536 / {threads}, a multiple of 8); it must be at least {r}")
+    total = WARPGROUP * (producer + groups * consumer)
+    if total > r * threads:
+        return (f"128 x {producer} + {groups} x 128 x {consumer} = {total} registers exceed the CTA's pool of "
+                f"{threads} x {r} = {r * threads}")
+    return None
 
 
 def _is_tx0(cond, tx: Var) -> bool:
@@ -48,9 +83,11 @@ def _roles(tx_loop: For, refuse) -> tuple[list[Stmt], list[Stmt]]:
     return producer, consumer
 
 
-def warp_specialize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, None]:
+def warp_specialize(func: PrimFunc, loop: Var, producer_regs: int | None = None,
+                    consumer_regs: int | None = None) -> tuple[PrimFunc, None]:
     """Split the thread loop of pipelined K loop `loop` into a producer warpgroup and consumers
-    (see the module docstring)."""
+    (see the module docstring); `producer_regs` / `consumer_regs` the setmaxnreg budgets (None:
+    the default, 0 and 0: no setmaxnreg)."""
     ko, path = find_loop(func, loop, "warp_specialize")
 
     def refuse(why: str, fix: str | None = None):
@@ -78,13 +115,34 @@ def warp_specialize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, None]:
     if any(f.thread_tag == "threadIdx.x" and not (isinstance(f.extent, IntImm) and f.extent.value == groups * WARPGROUP)
            for f in collect(kernel, For)):
         raise refuse(f"the kernel's threadIdx.x loops do not all have {groups * WARPGROUP} threads")
-    return replace_at(func, path[:path.index(kernel)], kernel, _specialized(kernel, tx_loop, producer, consumer,
-                                                                          groups)), None
+    regs = _registers(producer_regs, consumer_regs, groups, refuse)
+    return replace_at(func, path[:path.index(kernel)], kernel, _specialized(kernel, ko, tx_loop, producer, consumer,
+                                                                          groups, regs)), None
 
 
-def _specialized(kernel: For, tx_loop: For, producer: list[Stmt], consumer: list[Stmt], groups: int) -> For:
+def _registers(producer, consumer, groups: int, refuse) -> tuple[int, int] | None:
+    """The (producer, consumer) setmaxnreg counts asked for, checked; None for none."""
+    if producer is None and consumer is None:
+        return default_registers(groups)
+    if producer == 0 and consumer == 0:
+        return None
+    if producer is None or consumer is None:
+        raise refuse("producer_regs and consumer_regs go together (or neither: the default budget)",
+                      "e.g. producer_regs=40, consumer_regs=232")
+    why = registers_problem(producer, consumer, groups)
+    if why is not None:
+        r = launch_registers((1 + groups) * WARPGROUP)
+        raise refuse(why, f"e.g. producer_regs={PRODUCER_REGISTERS}, consumer_regs="
+                          f"{(default_registers(max(groups, 2)) or (0, 0))[1] if groups >= 2 else max(r + 8, 24)}, "
+                          "or producer_regs=0, consumer_regs=0 for no setmaxnreg")
+    return producer, consumer
+
+
+def _specialized(kernel: For, ko: For, tx_loop: For, producer: list[Stmt], consumer: list[Stmt], groups: int,
+                 regs: tuple[int, int] | None) -> For:
     """The kernel with the roles: threadIdx.y 0 the producer, 1 .. `groups` the consumers; a
-    consumer's thread index in the old loop is (ty - 1) * 128 + tx (tx for one warpgroup)."""
+    consumer's thread index in the old loop is (ty - 1) * 128 + tx (tx for one warpgroup); with
+    `regs`, a thread loop setting the roles' register budgets goes before K loop `ko`."""
     from ...ir.functor import IRMutator, substitute
 
     def thread_loops(body_of, old: For) -> For:
@@ -100,8 +158,21 @@ def _specialized(kernel: For, tx_loop: For, producer: list[Stmt], consumer: list
         produce = substitute(_seq(producer), {tx_loop.loop_var: tx})
         return IfThenElse(binary("eq", ty, 0), produce, as_consumer(_seq(consumer)))
 
+    def budgets(ty, as_consumer, tx):
+        assert regs is not None
+        return IfThenElse(binary("eq", ty, 0), _setmaxnreg(False, regs[0]), _setmaxnreg(True, regs[1]))
+
     class Roles(IRMutator):
+        def visit_SeqStmt(self, op: SeqStmt) -> Stmt:
+            out: list[Stmt] = []
+            for s in op.seq:
+                new = self.visit(s)
+                out.extend(new.seq if isinstance(new, SeqStmt) else (new,))
+            return SeqStmt(tuple(out))
+
         def visit_For(self, op: For) -> Stmt:
+            if op is ko and regs is not None:
+                return SeqStmt((thread_loops(budgets, tx_loop), self.generic_visit(op)))
             if op is tx_loop:
                 return thread_loops(pipeline, op)
             if op.thread_tag == "threadIdx.x":   # the kernel's other thread loops run on the consumers
@@ -109,6 +180,10 @@ def _specialized(kernel: For, tx_loop: For, producer: list[Stmt], consumer: list
             return self.generic_visit(op)
 
     return Roles().visit(kernel)
+
+
+def _setmaxnreg(inc: bool, count: int) -> Stmt:
+    return Evaluate(Call(int32, SETMAXNREG, (IntImm(int(inc), DataType.parse("bool")), IntImm(count, int32))))
 
 
 def _seq(stmts: list[Stmt]) -> Stmt:

@@ -7,7 +7,9 @@
 ``T.ptx_tma_load(A_sh[s, 0, 0], A[y, x], tensor_map[0], bars[s])``: the box of A at (y, x), as big
 as A_sh's last two axes, into A_sh[s] by TMA, completing on bars[s];
 ``T.ptx_wgmma(acc[tx, 0], A_sh[s, 0, 16 * j], B_sh[s, 0, 16 * j], 32, tx)`` with
-``T.ptx_wgmma_fence()``, ``T.ptx_wgmma_commit_group()``, ``T.ptx_wgmma_wait_group(0)``."""
+``T.ptx_wgmma_fence()``, ``T.ptx_wgmma_commit_group()``, ``T.ptx_wgmma_wait_group(0)``;
+``T.ptx_setmaxnreg(False, 40)`` / ``T.ptx_setmaxnreg(True, 232)``;
+``T.ptx_tma_store(C[y, x], C_sh[0, 0], tensor_map[0])``: the box at C_sh into C at (y, x) by TMA."""
 from __future__ import annotations
 
 import ast
@@ -21,11 +23,15 @@ from ...ir.opaque_calls import (
     MBARRIER_ARRIVE_EXPECT_TX,
     MBARRIER_INIT,
     MBARRIER_WAIT,
+    SETMAXNREG,
     TMA_LOAD,
+    TMA_STORE,
     WGMMA,
     WGMMA_COMMIT_GROUP,
     WGMMA_FENCE,
     WGMMA_WAIT_GROUP,
+    setmaxnreg_problem,
+    wgmma_box_axis,
 )
 from .expressions import ExpressionParser
 from .frames import _describe
@@ -104,10 +110,46 @@ class MbarrierCallParser(ExpressionParser):
             raise self.error(node, f"T.ptx_tma_load takes {rank} coordinates of {src.buffer.name}, got {len(coords)}")
         return Call(_dt.int32, TMA_LOAD, (dst, src, tmap, bar, *coords), span=self.span(node))
 
+    def call_ptx_tma_store(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_tma_store(dst, src, tensor_map[, *coords]): TMA of src's box into dst at coords (dst's
+        indices), committed and waited for (bulk wait_group 0)."""
+        if node.keywords or len(node.args) < 3:
+            raise self.error(node, "T.ptx_tma_store takes (C[y, x], C_shared[0, 0], tensor_map[0])")
+        dst, src, tmap = (self.eval_expr(a) for a in node.args[:3])
+        for what, value, arg, scope in (("destination", dst, node.args[0], "global"),
+                                        ("source", src, node.args[1], "shared")):
+            if not isinstance(value, BufferLoad) or value.dtype.lanes != 1 or value.buffer.scope != scope:
+                raise self.error(arg, f"the {what} of T.ptx_tma_store is one element of a {scope} buffer, got "
+                                      f"{_describe(value)}", "e.g. T.ptx_tma_store(C[y, x], C_sh[0, 0], tmap[0])")
+        if not isinstance(tmap, BufferLoad) or tmap.buffer.dtype != _dt.DataType.parse("uint8"):
+            raise self.error(node.args[2], f"the tensor map of T.ptx_tma_store is element 0 of a uint8 buffer of 128 "
+                                           f"bytes, got {_describe(tmap)}")
+        rank = len(dst.buffer.shape)
+        if not 1 <= rank <= 3 or len(src.buffer.shape) < rank:
+            raise self.error(node, f"T.ptx_tma_store copies a box of 1 to 3 axes from the last axes of the source; "
+                                   f"{dst.buffer.name} has {rank}, {src.buffer.name} {len(src.buffer.shape)}")
+        if dst.buffer.dtype != src.buffer.dtype:
+            raise self.error(node, f"T.ptx_tma_store copies between buffers of one dtype; {dst.buffer.name} is "
+                                   f"{dst.buffer.dtype}, {src.buffer.name} is {src.buffer.dtype}")
+        coords = [self.to_index(self.eval_expr(a), a) for a in node.args[3:]] or list(dst.indices)
+        if len(coords) != rank:
+            raise self.error(node, f"T.ptx_tma_store takes {rank} coordinates of {dst.buffer.name}, got {len(coords)}")
+        return Call(_dt.int32, TMA_STORE, (dst, src, tmap, *coords), span=self.span(node))
+
     def call_ptx_wgmma(self, node: ast.Call) -> PrimExpr:
-        """T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane): wgmma m64nNk16 (tdsl.ir.opaque_calls)."""
-        if node.keywords or len(node.args) not in (5, 6):
-            raise self.error(node, "T.ptx_wgmma takes (acc[tx, 0], A_shared[s, 0, k], B_shared[s, 0, k], n, lane)")
+        """T.ptx_wgmma(D[t, 0], A_sh[s, 0, k], B_sh[s, 0, k], n, lane[, b_major="mn"]): wgmma m64nNk16
+        (tdsl.ir.opaque_calls); with b_major="mn" B is read N-major from B_sh[s, 0, k, 0]."""
+        usage = ('T.ptx_wgmma takes (acc[tx, 0], A_shared[s, 0, k], B_shared[s, 0, k], n, lane) and optionally '
+                 'b_major="mn" (B N-major: B_shared[s, 0, k, 0], K rows of N columns)')
+        if any(kw.arg != "b_major" for kw in node.keywords) or len(node.args) not in (5, 6):
+            raise self.error(node, usage)
+        b_major = "k"
+        for kw in node.keywords:
+            value = kw.value.value if isinstance(kw.value, ast.Constant) else None
+            if value not in ("k", "mn"):
+                raise self.error(kw.value, f'b_major of T.ptx_wgmma is "k" (B K-major) or "mn" (B N-major), got '
+                                           f"{ast.unparse(kw.value)}")
+            b_major = value
         d, a, b = (self.eval_expr(x) for x in node.args[:3])
         n = self.eval_expr(node.args[3])
         n = n.value if isinstance(n, IntImm) else n
@@ -116,6 +158,7 @@ class MbarrierCallParser(ExpressionParser):
         if not (isinstance(d, BufferLoad) and d.buffer.scope == "local" and d.buffer.dtype == _dt.float32):
             raise self.error(node.args[0], f"the accumulator of T.ptx_wgmma is an element of a local float32 buffer "
                                            f"(the thread's {n // 2} elements from it on), got {_describe(d)}")
+        spans = []
         for what, op, arg, rows in (("A", a, node.args[1], 64), ("B", b, node.args[2], n)):
             if not (isinstance(op, BufferLoad) and op.buffer.scope == "shared" and len(op.buffer.shape) >= 2
                     and op.buffer.dtype in (_dt.float16, _dt.DataType.parse("bfloat16"))):
@@ -123,20 +166,47 @@ class MbarrierCallParser(ExpressionParser):
                                       f"{_describe(op)}")
             span = op.buffer.shape[-1]
             row_bytes = span.value * 2 if isinstance(span, IntImm) else None
+            mn = what == "B" and b_major == "mn"
             if row_bytes not in (32, 64, 128):
+                layout = ("B N-major: its rows are K rows of a swizzle span of N" if mn else
+                          "wgmma reads K-major tiles whose rows are a swizzle span")
                 raise self.error(arg, f"{what} of T.ptx_wgmma: the rows of {op.buffer.name} are {row_bytes} bytes; "
-                                      "wgmma reads K-major tiles whose rows are a swizzle span (32, 64 or 128 bytes: "
-                                      "16, 32 or 64 halves), loaded by TMA with that swizzle")
+                                      f"{layout} (32, 64 or 128 bytes: 16, 32 or 64 halves), loaded by TMA with "
+                                      "that swizzle")
+            spans.append(row_bytes)
             height = op.buffer.shape[-2]
-            if isinstance(height, IntImm) and height.value < rows:
+            if mn:
+                self._check_mn_b(node, arg, op, n, row_bytes // 2)
+            elif isinstance(height, IntImm) and height.value < rows:
                 raise self.error(arg, f"{what} of T.ptx_wgmma needs {rows} rows, {op.buffer.name} has {height.value}")
-        if a.buffer.dtype != b.buffer.dtype or a.buffer.shape[-1].value != b.buffer.shape[-1].value:
-            raise self.error(node, f"T.ptx_wgmma: A ({a.buffer.name}) and B ({b.buffer.name}) have one dtype and one "
-                                   "row length (swizzle)")
+        if a.buffer.dtype != b.buffer.dtype or (b_major == "k" and spans[0] != spans[1]):
+            raise self.error(node, f"T.ptx_wgmma: A ({a.buffer.name}) and B ({b.buffer.name}) have one dtype" +
+                             (" and one row length (swizzle)" if b_major == "k" else ""))
         lane = self.to_index(self.eval_expr(node.args[4]), node.args[4])
-        span = a.buffer.shape[-1].value * 2   # (the printed form repeats it as a sixth argument)
-        return Call(_dt.int32, WGMMA, (d, a, b, IntImm(n, _dt.int32), lane, IntImm(span, _dt.int32)),
-                    span=self.span(node))
+        args = [d, a, b, IntImm(n, _dt.int32), lane, IntImm(spans[0], _dt.int32)]   # (printed: implied by A's rows)
+        if b_major == "mn":   # B's row bytes and the byte stride between its boxes of columns (implied by B_sh)
+            b_shape = tuple(int(x.value) for x in b.buffer.shape)   # type: ignore[attr-defined]
+            box = wgmma_box_axis(b_shape)
+            stride = 1
+            for ext in (b_shape[box + 1:] if box is not None else b_shape[-2:]):
+                stride *= ext
+            args += [IntImm(spans[1], _dt.int32), IntImm(stride * 2, _dt.int32)]
+        return Call(_dt.int32, WGMMA, tuple(args), span=self.span(node))
+
+    def _check_mn_b(self, node: ast.Call, arg: ast.expr, op: BufferLoad, n: int, span: int) -> None:
+        """An N-major B: K rows (at least 16) of `span` columns, n // span boxes of them side by side."""
+        if len(op.buffer.shape) < 3 or not all(isinstance(x, IntImm) for x in op.buffer.shape):
+            raise self.error(arg, f"B of T.ptx_wgmma with b_major=\"mn\": {op.buffer.name} has constant axes (.., "
+                                  "boxes, K rows, span), each box K rows of a swizzle span of N columns")
+        shape = tuple(int(x.value) for x in op.buffer.shape)   # type: ignore[attr-defined]
+        if shape[-2] < 16:
+            raise self.error(arg, f"B of T.ptx_wgmma with b_major=\"mn\" needs 16 K rows, {op.buffer.name} has "
+                                  f"{shape[-2]}")
+        box = wgmma_box_axis(shape)
+        boxes = shape[box] if box is not None else 1
+        if n > span and (n % span or boxes * span < n):
+            raise self.error(arg, f"B of T.ptx_wgmma with b_major=\"mn\": N = {n} is {n // span} boxes of {span} "
+                                  f"columns, but {op.buffer.name} {shape} has {boxes}")
 
     def call_ptx_wgmma_fence(self, node: ast.Call) -> PrimExpr:
         """T.ptx_wgmma_fence(): wgmma.fence (before the first wgmma touching the accumulators)."""
@@ -156,3 +226,21 @@ class MbarrierCallParser(ExpressionParser):
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise self.error(n_node, f"T.ptx_wgmma_wait_group takes one constant count >= 0, got {_describe(n)}")
         return Call(_dt.int32, WGMMA_WAIT_GROUP, (IntImm(n, _dt.int32),), span=self.span(node))
+
+    def call_ptx_setmaxnreg(self, node: ast.Call) -> PrimExpr:
+        """T.ptx_setmaxnreg(inc, count): setmaxnreg.inc (inc True) / .dec (False) to `count` registers per
+        thread of the executing warpgroup (sm_90a)."""
+        inc_node, count_node = self._args(node, SETMAXNREG, ("inc", "count"))
+        inc = self.eval_expr(inc_node)
+        inc = bool(inc.value) if isinstance(inc, IntImm) and inc.dtype.is_bool else inc
+        if not isinstance(inc, bool):
+            raise self.error(inc_node, f"the first argument of T.ptx_setmaxnreg is True (setmaxnreg.inc: raise the "
+                                       f"warpgroup's registers) or False (.dec: lower them), got {_describe(inc)}")
+        count = self.eval_expr(count_node)
+        count = count.value if isinstance(count, IntImm) and not count.dtype.is_bool else count
+        why = setmaxnreg_problem(count)
+        if why is not None:
+            raise self.error(count_node, f"T.ptx_setmaxnreg: {why}", "e.g. T.ptx_setmaxnreg(False, 40) for a producer "
+                                                                     "warpgroup, T.ptx_setmaxnreg(True, 232) for consumers")
+        return Call(_dt.int32, SETMAXNREG, (IntImm(int(inc), _dt.DataType.parse("bool")), IntImm(count, _dt.int32)),
+                    span=self.span(node))
