@@ -40,7 +40,12 @@ struct TmaCopy {   // one queued TMA load; dimension 0 is the innermost
   MBarrier* bar;
 };
 
-enum { MAX_MBARRIERS = 64, MAX_TMA = 256, MBAR_TX_LIMIT = (1 << 20) - 1 };
+enum { MAX_MBARRIERS = 64, MAX_TMA = 256, MBAR_TX_LIMIT = (1 << 20) - 1, NAMED_BARRIERS = 16 };
+
+// A named barrier (bar.sync / bar.arrive id, count): the count of the phase in progress (set by its
+// first arrival), the arrivals so far, the phases completed; threads waiting on it wait (as
+// AT_MBARRIER) on its address.
+struct NamedBar { int count, arrived; unsigned phase; };
 
 struct Sm90State {
   unsigned long long epoch = ~0ULL;
@@ -60,6 +65,7 @@ struct Sm90State {
   // wgmma is .sync.aligned: the threads of a warpgroup issue the same ones, in the same order
   unsigned wgmma_issued[MAX_THREADS];
   struct { unsigned seq; int n, b_mn; unsigned long long a, b; int scale; } wgmma_ring[MAX_THREADS / 128][256];
+  NamedBar named[NAMED_BARRIERS];
 };
 
 inline Sm90State& sm90() {
@@ -73,8 +79,17 @@ inline Sm90State& sm90() {
     memset(st.bulk_committed, 0, sizeof st.bulk_committed);
     memset(st.wgmma_issued, 0, sizeof st.wgmma_issued);
     memset(st.wgmma_ring, 0xff, sizeof st.wgmma_ring);
+    memset(st.named, 0, sizeof st.named);
   }
   return st;
+}
+
+// the named barrier whose address `p` is (what its waiters wait on), else -1
+inline int named_barrier_id(const void* p) {
+  Sm90State& st = sm90();
+  for (int i = 0; i < NAMED_BARRIERS; ++i)
+    if (p == (const void*)&st.named[i]) return i;
+  return -1;
 }
 
 // "bars[1]" for an element of a shared array, else the address
@@ -83,6 +98,11 @@ inline const char* mbarrier_name(const void* p) {
   static int k = 0;
   char* out = buf[k ^= 1];
   State& s = state();
+  int id = named_barrier_id(p);
+  if (id >= 0) {
+    snprintf(out, 96, "named barrier %d (bar.sync)", id);
+    return out;
+  }
   for (int i = 0; i < s.nregions; ++i) {
     const Region& r = s.regions[i];
     if ((const char*)p >= r.begin && (const char*)p < r.end) {
@@ -189,6 +209,12 @@ inline int mbarrier_waiters(State& s, const void* addr, char* who, size_t size) 
     at_sync += s.threads[i].state == AT_BARRIER;
   }
   s.thread_idx = s.threads[first].idx;
+  int id = named_barrier_id(addr);
+  if (id >= 0)
+    fail("deadlock: %d thread(s) wait at named barrier %d (bar.sync) for %d arrivals, of which %d came in this phase "
+         "(phase %u), and no running thread is left to arrive (%d thread(s) finished, %d wait at __syncthreads()): "
+         "%s%s", count, id, st.named[id].count, st.named[id].arrived, st.named[id].phase, done, at_sync, who,
+         others);
   MBarrier* b = find_mbarrier(addr, nullptr);
   if (b && b->pending == 0 && b->tx != 0)
     fail("transaction count mismatch on mbarrier %s: every arrival of phase %u came but its tx-count is %lld "
@@ -311,6 +337,52 @@ inline void proxy_check(const char* p, size_t bytes, const char* what) {
        "after the stores and before the barrier that orders them with the %s", what, name, at, what);
 }
 }  // namespace tdsl_emu
+
+// ------------------------------------------------------------------------ named barriers
+// bar.sync / bar.arrive id, count (PTX ISA "bar, barrier"): barrier id (0..15) completes its phase
+// when `count` threads (a multiple of 32, at most the block's threads) have arrived; bar.sync
+// arrives and waits for that, bar.arrive arrives and goes on. Every arrival of one phase names
+// the same count. The GPU counts a warp's arrival as 32 threads; here each thread arrives for
+// itself (the same for a converged warp; a warp whose lanes reach the barrier separately is not
+// modelled). Barrier 0 is the one __syncthreads() uses on a GPU; the emulator keeps them apart.
+namespace tdsl_emu {
+inline void named_barrier_arrive(int id, int count, bool wait, const char* op) {
+  State& s = state();
+  if (id < 0 || id >= NAMED_BARRIERS)
+    fail("%s(%d, %d): the barrier id is 0 to %d (PTX ISA: 16 named barriers per block)", op, id, count,
+         NAMED_BARRIERS - 1);
+  if (count <= 0 || count % 32)
+    fail("%s(%d, %d): the thread count must be a positive multiple of 32 (the warp size): a warp arrives whole",
+         op, id, count);
+  if (count > s.nthreads)
+    fail("%s(%d, %d): the block has only %d threads, so the barrier could never complete", op, id, count, s.nthreads);
+  Sm90State& st = sm90();
+  NamedBar& b = st.named[id];
+  if (b.arrived == 0) b.count = count;
+  else if (b.count != count)
+    fail("%s(%d, %d): phase %u of named barrier %d started with count %d: every arrival of one phase gives the same "
+         "count", op, id, count, b.phase, id, b.count);
+  if (++b.arrived == b.count) {   // the phase completes: its waiters go on
+    b.arrived = 0;
+    b.phase++;
+    for (int i = 0; i < s.nthreads; ++i)
+      if (s.threads[i].state == AT_MBARRIER && st.wait_on[i] == (const void*)&b) s.threads[i].state = RUNNABLE;
+    return;
+  }
+  if (!wait) return;
+  unsigned phase = b.phase;
+  while (b.phase == phase) {
+    st.wait_on[s.cur->linear] = &b;
+    st.wait_parity[s.cur->linear] = (int)(phase & 1);
+    s.cur->state = AT_MBARRIER;
+    yield_to_scheduler();
+  }
+}
+}  // namespace tdsl_emu
+inline void tdsl_ptx_bar_sync(int id, int count) { tdsl_emu::named_barrier_arrive(id, count, true, "tdsl_ptx_bar_sync"); }
+inline void tdsl_ptx_bar_arrive(int id, int count) {
+  tdsl_emu::named_barrier_arrive(id, count, false, "tdsl_ptx_bar_arrive");
+}
 
 inline void tdsl_ptx_fence_proxy_async() {
   for (tdsl_emu::ProxyView& v : tdsl_emu::proxy_views())
