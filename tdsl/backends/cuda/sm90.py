@@ -1,4 +1,4 @@
-"""Hopper (sm_90a) device functions: mbarrier, fence.proxy.async, TMA loads, wgmma, setmaxnreg.
+"""Hopper (sm_90a) device functions: mbarrier, named barriers, fence.proxy.async, TMA, wgmma, setmaxnreg.
 
 `device_functions()` is CUDA C++ (inline PTX) that a kernel's source puts before its kernels;
 the emulator's header `include/sm90.h` defines the same functions as a model of what the PTX

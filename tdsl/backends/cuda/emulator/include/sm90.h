@@ -1,6 +1,7 @@
 // sm90.h: the emulator's model of Hopper's asynchronous machinery, as the PTX ISA defines it:
-// mbarrier objects (phases, arrival counts, transaction counts), fence.proxy.async, TMA tensor
-// loads (cp.async.bulk.tensor 2-D, tdsl's own tensor-map encoding) and setmaxnreg. The device
+// mbarrier objects (phases, arrival counts, transaction counts), named barriers (bar.sync /
+// bar.arrive), fence.proxy.async, TMA tensor loads and stores (tdsl's own tensor-map encoding),
+// wgmma (A from shared memory or registers) and setmaxnreg. The device
 // functions have the names tdsl/backends/cuda/sm90.py gives their inline-PTX versions.
 //
 // mbarrier (PTX ISA, "Parallel Synchronization and Communication Instructions: mbarrier"): an
