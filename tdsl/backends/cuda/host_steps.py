@@ -163,7 +163,7 @@ def plan_text(steps) -> str:
     """The call plan as source comments (empty without host steps)."""
     if not steps:
         return ""
-    lines = ["// host steps (cuBLAS calls between the kernel launches, on the launch's stream):"]
+    lines = ["// host steps (cuBLAS calls or tdsl's fused kernels, between the kernel launches, on the launch's stream):"]
     for before, step in steps:
         lines.append(f"//   before launch {before}: {step.text()}")
     return "\n".join(lines)
