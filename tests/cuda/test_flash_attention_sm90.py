@@ -1,10 +1,12 @@
 """The Hopper fused attention kernel (`flash_attention_sm90`: wgmma + TMA, a producer warpgroup and
-two consumer warpgroups): its numbers in the emulator against numpy (fp16/bf16, head dim 64/128,
-causal or not, a K/V ring that wraps, a sequence that is not a multiple of the 128-row tiles), its
-protocol (a wrong barrier count, parity or byte count, a missing warpgroup sync fail in the
-emulator), its sm_90a SASS, and `auto_schedule(..., arch="sm_90a")` choosing it."""
+two consumer warpgroups, P in registers for an RS wgmma, ping-pong on named barriers): its numbers in
+the emulator against numpy (fp16/bf16, head dim 64/128, causal or not, a K/V ring that wraps, a
+sequence that is not a multiple of the 128-row tiles), its protocol (a wrong mbarrier count, parity
+or byte count, a turn never given or given with another thread count fail in the emulator; a wrong P
+fragment gives wrong numbers), its sm_90a SASS, and `auto_schedule(..., arch="sm_90a")` choosing it."""
 import ctypes
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -49,7 +51,7 @@ def _run(shape: AttentionShape, q, k, v, source: str | None = None, order: int =
 
 @pytest.mark.parametrize("bh,seq,dim,dtype,causal", [
     (1, 128, 64, "float16", False),
-    (1, 384, 64, "float16", False),      # 3 key tiles: the 2-stage ring wraps
+    (1, 512, 64, "float16", False),      # 4 key tiles: the 3-stage ring wraps
     (1, 256, 128, "float16", True),      # the second block: a full tile, then the diagonal one
     (2, 192, 64, "bfloat16", True),      # 192 rows: the last tiles end past the sequence
     (1, 128, 128, "bfloat16", False),
@@ -67,7 +69,7 @@ def test_without_pingpong_the_same_numbers():
     _emulator()
     shape = AttentionShape(1, 256, 64, "float16", "float32", True)
     source = hopper.kernel_source(shape, pingpong=False)
-    assert "turn[" not in source.split("extern \"C\"")[-1].split("__syncthreads")[1]
+    assert "tdsl_ptx_bar_" not in source.split("extern \"C\"")[-1].split("__syncthreads")[1]
     q, k, v = _inputs((1, 256, 64), "float16", seed=6)
     np.testing.assert_allclose(_run(shape, q, k, v, source), attention_lowp_ref(q, k, v, True), rtol=2e-3, atol=2e-3)
 
@@ -83,25 +85,28 @@ def test_other_thread_orders_give_the_same_bits(order):
 @pytest.mark.parametrize("what,old,new,error", [
     ("empty barriers expecting 384 arrivals", "tdsl_ptx_mbarrier_init(&empty[s], 256)",
      "tdsl_ptx_mbarrier_init(&empty[s], 384)", r"deadlock: .* mbarrier empty\[0\]"),
-    ("a full barrier waited with the wrong parity", "tdsl_ptx_mbarrier_wait(&full[s], (j / 2) & 1)",
-     "tdsl_ptx_mbarrier_wait(&full[s], 0)", None),   # the third tile reads the stage before its copy lands
+    ("a full barrier waited with the wrong parity", "tdsl_ptx_mbarrier_wait(&full[s], (j / 3) & 1)",
+     # the fourth tile does not wait for its copy: the consumers release stage 0 twice before the producer
+     # waits for its first release, whose phase then never comes again
+     "tdsl_ptx_mbarrier_wait(&full[s], 0)", r"deadlock: 1 thread\(s\) wait on mbarrier empty\[0\]"),
     ("1 KiB more announced than the copies bring", "arrive_expect_tx(&full[s], ", "arrive_expect_tx(&full[s], 1024 + ",
      "deadlock"),
-    ("no warpgroup sync between writing P and the wgmma reading it",
-     "      tdsl_fa3_warpgroup_sync(&wgbar[w], phase);\n    }\n", "    }\n", None),   # reads a stale P
-    ("warpgroup 1 never gives warpgroup 0 its first turn", "    if (w == 1) tdsl_ptx_mbarrier_arrive(&turn[0]);",
-     "", r"deadlock: .* 128 more wait on turn\[0\]"),
-    ("P stored without fence.proxy.async before the wgmma reads it", "tdsl_ptx_fence_proxy_async();", "",
-     "fence.proxy.async"),
-    ("one P buffer: P written while the previous P V reads it", "TDSL_FA3_STORE_PAIR(half, Ps, at,",
-     "TDSL_FA3_STORE_PAIR(half, Ps, at % (128 * 128),", "operand A was written after the wgmma was issued"),
+    ("warpgroup 1 never gives warpgroup 0 its first turn",
+     "    if (w == 1) tdsl_ptx_bar_arrive(1, 256);", "",
+     r"deadlock: .*; 128 more wait on named barrier 1 \(bar.sync\): warp 4 \(threads 128-159\).*; 128 more wait on "
+     r"named barrier 2 \(bar.sync\): warp 8"),
+    ("the turn passed with another thread count than the one waiting", "tdsl_ptx_bar_arrive(1 + 1 - w, 256);",
+     "tdsl_ptx_bar_arrive(1 + 1 - w, 384);", r"every arrival of one phase gives the same count"),
+    ("P's fragment with the two 8-column halves of a k16 slice swapped",
+     "pr[kk][r] = tdsl_fa_pack<half>(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);",
+     "pr[kk][r] = tdsl_fa_pack<half>(sc[8 * kk + 2 * (r ^ 2)], sc[8 * kk + 2 * (r ^ 2) + 1]);", None),
 ])
 def test_a_broken_protocol_fails_in_the_emulator(what, old, new, error):
     _emulator()
-    shape = AttentionShape(1, 384, 64, "float16", "float32", False)
+    shape = AttentionShape(1, 512, 64, "float16", "float32", False)
     source = hopper.kernel_source(shape)
-    assert source.count(old) in (1, 2), what   # (the softmax: first tile, loop)
-    q, k, v = _inputs((1, 384, 64), "float16", seed=5)
+    assert source.count(old) in (1, 2, 3), what   # (the softmax, P: first tile, loop; the turns: 3 places)
+    q, k, v = _inputs((1, 512, 64), "float16", seed=5)
     if error is None:
         wrong = np.abs(_run(shape, q, k, v, source.replace(old, new)) - attention_lowp_ref(q, k, v, False)).max()
         assert wrong > 0.1, what
@@ -114,11 +119,13 @@ def test_the_shared_memory_fits_sm90():
     for dim in (64, 128):
         shape = AttentionShape(32, 4096, dim, "float16", "float16", True)
         assert hopper.dynamic_shared_bytes(shape) <= 232448   # sm_90's 227 KiB per block
-    assert hopper.dynamic_shared_bytes(AttentionShape(1, 128, 128, "float16", "float16", False)) > 200 * 1024
+    # P stays in registers: no P tile, so 3 K/V stages fit at head dim 128 (Q 32 KiB + 3 x 64 KiB)
+    assert hopper.STAGES == 3
+    assert 224 * 1024 <= hopper.dynamic_shared_bytes(AttentionShape(1, 128, 128, "float16", "float16", False)) < 225 * 1024
 
 
 @pytest.mark.parametrize("dim,dtype", [(64, "float16"), (128, "float16"), (128, "bfloat16")])
-def test_sass_has_hgmma_utmaldg_syncs_and_no_local_memory(dim, dtype):
+def test_sass_has_hgmma_utmaldg_syncs_named_barriers_and_no_local_memory(dim, dtype):
     pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC comes with the cuda extra")
     if cuobjdump_path() is None:
         pytest.skip("cuobjdump not installed (it comes with the test extra: pip install -e \".[test]\")")
@@ -135,9 +142,30 @@ def test_sass_has_hgmma_utmaldg_syncs_and_no_local_memory(dim, dtype):
     assert count("HGMMA") == 2 * (dim // 16 + hopper.BLOCK_N // 16)
     assert count("UTMALDG") > 0 and count("SYNCS") > 0 and count("USETMAXREG") == 2
     assert count("LDL") == 0 and count("STL") == 0 and count("HMMA") == 0
+    # the turns on named barriers 1 and 2 (256 threads: 0x100) beside __syncthreads' barrier 0
+    assert count("BAR.SYNC") >= 2 and count("BAR.ARV") >= 2
+    sass = _sass(compiled.cubin)
+    named = [line for line in sass if re.search(r"BAR\.(SYNC\S*|ARV) (R\d+|0x[12]), 0x100", line)]
+    assert len(named) >= 4 and any("BAR.ARV 0x1, 0x100" in line for line in named), named
+    # P V: HGMMA with A from registers (R.., not a descriptor), B transposed (V N-major)
+    rs = [line for line in sass if re.search(r"HGMMA\.64x\d+x16\.F32\S* R\d+, R\d+, gdesc\[UR\d+\]\.tnspB", line)]
+    assert len(rs) == 2 * hopper.BLOCK_N // 16, rs
     usage = resource_usage(compiled.cubin)[hopper.kernel_name(shape)]
     assert usage["local"] == 0 and usage["stack"] == 0
     assert "serialized" not in compiled.log   # ptxas keeps the wgmma asynchronous (no C7519 warning)
+
+
+def _sass(cubin: bytes) -> list[str]:
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        return subprocess.run([cuobjdump_path(), "-sass", path], capture_output=True, text=True,
+                              check=True).stdout.splitlines()
 
 
 def _nvrtc():

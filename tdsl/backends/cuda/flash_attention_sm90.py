@@ -11,28 +11,29 @@ threads owns 128 query rows of one (batch, head):
   reading the stage is complete);
 * warpgroups 1 and 2, the consumers (``setmaxnreg.inc``), own 64 query rows each. Per key tile j:
   S = Q K^T by wgmma m64n128k16 (both operands K-major, from the 128B-swizzled TMA tiles) is
-  issued, then O += P V of tile j - 1 (wgmma m64n{D}k16, V's tile [keys, D] as an MN-major B
-  operand, d contiguous as TMA wrote it); the thread waits for S only, so the online softmax of
-  tile j (base 2, the scale folded into the exponent, the row maximum across the 4 threads of a
-  quad by ``__shfl_xor_sync``, the causal mask on tiles crossing the diagonal, tiles after it
-  skipped) runs while the tensor cores do P V. P, rounded to the input type, goes into the
-  warpgroup's own tile (a K-major A operand, 128B swizzle) of one of two buffers (the other is
-  the one the P V in flight reads); then the thread waits for P V, releases the previous stage,
-  rescales O to the new row maximum, ``fence.proxy.async`` and the warpgroup's 128 threads meet
-  at an mbarrier (`wgbar`: the tile written before a wgmma reads it). The first tile is peeled
-  off the loop (no wgmma in a branch: ptxas would serialize them). At the end O is divided by
-  the row sum and stored from the accumulators.
+  issued, then O += P V of tile j - 1 (wgmma m64n{D}k16 in its RS form: P, the A operand, from
+  registers; V's tile [keys, D] as an MN-major B operand, d contiguous as TMA wrote it); the
+  thread waits for S only, so the online softmax of tile j (base 2, the scale folded into the
+  exponent, the row maximum across the 4 threads of a quad by ``__shfl_xor_sync``, the causal mask
+  on tiles crossing the diagonal, tiles after it skipped) runs while the tensor cores do P V. Then
+  the thread waits for P V, releases the previous stage, rescales O to the new row maximum and
+  rounds P to the input type into `pr`: for 16-bit inputs the accumulators of S's columns
+  16 kk .. 16 kk + 15 are, register for register, the A fragment of P's k16 slice kk, so P never
+  leaves the registers (no shared tile, no fence.proxy.async, no warpgroup sync; the registers
+  are not written again before the P V reading them is complete, as the PTX ISA requires). The
+  first tile is peeled off the loop (no wgmma in a branch: ptxas would serialize them). At the
+  end O is divided by the row sum and stored from the accumulators.
 * ping-pong (`PINGPONG`, FA3's inter-warpgroup overlap): the two consumers take turns issuing
-  their wgmma (mbarriers `turn[w]` of 128 arrivals: wait for one's turn, issue, arrive on the
-  other's), so that the tensor cores alternate between them and one's softmax runs under the
-  other's GEMMs.
+  their wgmma on named barriers `TURN_BARRIER + w` of 256 threads (warpgroup w's 128 wait with
+  ``bar.sync``, the other's 128 give the turn with ``bar.arrive``), so that the tensor cores
+  alternate between them and one's softmax runs under the other's GEMMs.
 
     src = kernel_source(AttentionShape(bh=2, seq=256, dim=128, dtype="float16", out="float32", causal=True))
 
 Q, K and V are read through 3-D tensor maps over (bh, seq, dim) with boxes of 128 rows x 64
 columns, so a tile past the sequence (seq a multiple of 64 but not of 128) is zero-filled and
-its keys masked, its rows not stored. Shared memory (dynamic): Q, two stages of K and V, two P
-buffers per consumer: 224 KiB at head dim 128, 144 KiB at 64 (sm_90 allows 227 KiB).
+its keys masked, its rows not stored. Shared memory (dynamic): Q and three stages of K and V:
+224 KiB at head dim 128, 112 KiB at 64 (sm_90 allows 227 KiB).
 """
 from __future__ import annotations
 
@@ -40,11 +41,12 @@ from .flash_attention import CTYPES, AttentionShape
 
 BLOCK_M = 128        # query rows per block: 2 consumer warpgroups of 64
 BLOCK_N = 128        # keys per K/V tile
-STAGES = 2
+STAGES = 3           # K/V stages (P stays in registers: 224 KiB of shared memory at head dim 128)
 THREADS = 384        # producer + 2 consumers
 BOX_COLS = 64        # a TMA box row: 64 halves = 128 bytes, the 128B swizzle's span
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 PINGPONG = True      # the consumers take turns issuing wgmma (one's softmax under the other's GEMMs)
+TURN_BARRIER = 1     # named barriers TURN_BARRIER + w: warpgroup w's turn (0 is __syncthreads')
 
 
 def kernel_name(shape: AttentionShape) -> str:
@@ -61,10 +63,9 @@ def _layout(shape: AttentionShape) -> dict[str, int]:
     d = shape.dim
     q = BLOCK_M * d * 2
     kv = STAGES * BLOCK_N * d * 2
-    p = 2 * 2 * 64 * BLOCK_N * 2   # two buffers x two consumer warpgroups
-    out = {"Qs": 0, "Ks": q, "Vs": q + kv, "Ps": q + 2 * kv}
-    out["bars"] = q + 2 * kv + p
-    out["total"] = out["bars"] + 8 * (2 * STAGES + 5)
+    out = {"Qs": 0, "Ks": q, "Vs": q + kv}
+    out["bars"] = q + 2 * kv
+    out["total"] = out["bars"] + 8 * (2 * STAGES + 1)
     return out
 
 
@@ -78,14 +79,6 @@ def tensor_box() -> tuple[int, int, int]:
 
 
 _DEVICE = r"""
-// the 128B swizzle (TMA's, wgmma's): byte offset x within a 1024-byte atom of 8 rows of 128 bytes
-__device__ __forceinline__ int tdsl_fa3_swizzle(int x) { return x ^ ((x & 0x380) >> 3); }
-// the 128 threads of one consumer warpgroup meet: an mbarrier of 128 arrivals, phase by phase
-__device__ __forceinline__ void tdsl_fa3_warpgroup_sync(unsigned long long* bar, int& phase) {
-  tdsl_ptx_mbarrier_arrive(bar);
-  tdsl_ptx_mbarrier_wait(bar, phase);
-  phase ^= 1;
-}
 // 2^x: ex2.approx.ftz on the GPU (MUFU.EX2 alone; exp2f adds a range check and two multiplies),
 // the library's exp2f in the emulator (the PTX ISA: within 2 ulp; results below 2^-126 flushed to 0)
 #ifdef TDSL_CUDA_EMU_H
@@ -97,12 +90,7 @@ __device__ __forceinline__ float tdsl_fa3_exp2(float x) {
   return y;
 }
 #endif
-// wait for this warpgroup's turn (the other warpgroup's 128 arrivals), phase by phase
-__device__ __forceinline__ void tdsl_fa3_turn(unsigned long long* bar, int& phase) {
-  tdsl_ptx_mbarrier_wait(bar, phase);
-  phase ^= 1;
-}
-// two probabilities, rounded, into adjacent elements of the P tile (one 32-bit store on the GPU)
+// two outputs, rounded, into adjacent elements (one 32-bit store on the GPU)
 #ifdef TDSL_CUDA_EMU_H
 #define TDSL_FA3_STORE_PAIR(T, arr, at, lo, hi) do { arr[at] = (T)(lo); arr[(at) + 1] = (T)(hi); } while (0)
 #else
@@ -110,8 +98,7 @@ __device__ __forceinline__ void tdsl_fa3_turn(unsigned long long* bar, int& phas
 #endif
 """
 
-# the online softmax of tile j on the S accumulators, and P into the warpgroup's tile (text put in
-# the first tile's code and in the loop's)
+# the online softmax of tile j on the S accumulators (text put in the first tile's code and in the loop's)
 _SOFTMAX = r"""      // online softmax in base 2 (scale_log2 = scale * log2(e), folded into one fma per score;
       // the row maximum kept scaled); masked: the tile crosses the diagonal (causal) or the end
       // of the sequence
@@ -146,36 +133,29 @@ _SOFTMAX = r"""      // online softmax in base 2 (scale_log2 = scale * log2(e), 
         }}
         row_sum[h] = row_sum[h] * alpha[h] + sum;
       }}
-      // P (rounded to {dtype}) into this warpgroup's tile of buffer j % 2 (the other one is the
-      // previous P, which the P V in flight reads): a K-major A operand with the 128B swizzle,
-      // one 64 x 64 atom per 64 keys
-#pragma unroll
-      for (int q = 0; q < {BN8}; ++q) {{
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {{
-          const int col = 8 * q + c0;
-          const int at = ((j & 1) * 2 + w) * 64 * {BN} + (col >> 6) * 64 * 64
-                         + (tdsl_fa3_swizzle((r0 + 8 * h) * 128 + (col & 63) * 2) >> 1);
-          TDSL_FA3_STORE_PAIR({T}, Ps, at, sc[4 * q + 2 * h], sc[4 * q + 2 * h + 1]);
-        }}
-      }}
+"""
+
+# P (rounded to the input type) into the A fragments of the P V wgmma: the accumulators of S's
+# columns 16 kk .. 16 kk + 15 (registers 8 kk .. 8 kk + 7: rows r0, r0 + 8, columns c0 + {{0, 1}} and
+# + 8) are the m64nNk16 A fragment of k-slice kk (a0: row r0, a1: row r0 + 8, a2 / a3: 8 columns on)
+_TO_P = r"""{ind}#pragma unroll
+{ind}for (int kk = 0; kk < {NK}; ++kk)
+{ind}#pragma unroll
+{ind}  for (int r = 0; r < 4; ++r) pr[kk][r] = tdsl_fa_pack<{T}>(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
 """
 
 _KERNEL = r"""
 // {name}: FlashAttention-3 style forward (wgmma + TMA, warp-specialized), {dtype} in, {out} out,
 // head dim {D}, {causal_text}; grid ({grid_x}, {bh}), {threads} threads: warpgroup 0 loads (TMA),
-// warpgroups 1-2 compute 64 query rows each; K/V tiles of {BN} keys in {ST} stages
+// warpgroups 1-2 compute 64 query rows each; K/V tiles of {BN} keys in {ST} stages; P in registers
 extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned char* __restrict__ tmap_q, const unsigned char* __restrict__ tmap_k, const unsigned char* __restrict__ tmap_v, {OUT}* __restrict__ O, float scale_log2) {{
   extern __shared__ __align__(1024) unsigned char tdsl_smem[];
   {T} (&Qs)[{q_elems}] = *reinterpret_cast<{T} (*)[{q_elems}]>(tdsl_smem + {off_q});
   {T} (&Ks)[{kv_elems}] = *reinterpret_cast<{T} (*)[{kv_elems}]>(tdsl_smem + {off_k});
   {T} (&Vs)[{kv_elems}] = *reinterpret_cast<{T} (*)[{kv_elems}]>(tdsl_smem + {off_v});
-  {T} (&Ps)[{p_elems}] = *reinterpret_cast<{T} (*)[{p_elems}]>(tdsl_smem + {off_p});
   unsigned long long (&full)[{ST}] = *reinterpret_cast<unsigned long long (*)[{ST}]>(tdsl_smem + {off_full});
   unsigned long long (&empty)[{ST}] = *reinterpret_cast<unsigned long long (*)[{ST}]>(tdsl_smem + {off_empty});
   unsigned long long (&qbar)[1] = *reinterpret_cast<unsigned long long (*)[1]>(tdsl_smem + {off_qbar});
-  unsigned long long (&wgbar)[2] = *reinterpret_cast<unsigned long long (*)[2]>(tdsl_smem + {off_wgbar});
-  unsigned long long (&turn)[2] = *reinterpret_cast<unsigned long long (*)[2]>(tdsl_smem + {off_turn});
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
   // (causal: the blocks with the most key tiles first, so that the short ones fill the tail)
@@ -189,10 +169,6 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
       tdsl_ptx_mbarrier_init(&empty[s], 256);
     }}
     tdsl_ptx_mbarrier_init(&qbar[0], 1);
-    tdsl_ptx_mbarrier_init(&wgbar[0], 128);
-    tdsl_ptx_mbarrier_init(&wgbar[1], 128);
-    tdsl_ptx_mbarrier_init(&turn[0], 128);
-    tdsl_ptx_mbarrier_init(&turn[1], 128);
     tdsl_ptx_fence_mbarrier_init();
   }}
   __syncthreads();
@@ -216,10 +192,10 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
     const int w = wg - 1, t = tid & 127;
     float o[{D2}];
     float sc[{BN2}];
+    unsigned pr[{NK}][4];   // P of the previous tile: the A fragments of its {NK} k16 slices
     float row_max[2] = {{tdsl_fa_neg_inf(), tdsl_fa_neg_inf()}};
     float row_sum[2] = {{0.0f, 0.0f}};
     float alpha[2];
-    int phase = 0, turn_phase = 0;
 #pragma unroll
     for (int i = 0; i < {D2}; ++i) o[i] = 0.0f;
     // this thread's rows (wgmma's accumulator layout): r0 and r0 + 8; its columns 8 q + c0 + e
@@ -239,13 +215,11 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
     {{
       const int j = 0;
 {softmax0}    }}
-    tdsl_ptx_fence_proxy_async();   // the threads' stores visible to the tensor cores (async proxy)
-    tdsl_fa3_warpgroup_sync(&wgbar[w], phase);
-    for (int j = 1; j < ntiles; ++j) {{
+{to_p0}    for (int j = 1; j < ntiles; ++j) {{
       const int s = j % {ST}, sp = (j + {ST} - 1) % {ST};
       tdsl_ptx_mbarrier_wait(&full[s], (j / {ST}) & 1);
-{turn_wait_loop}      // S = Q K^T, then O += P V of the previous tile: this tile's softmax runs while the tensor
-      // cores do the previous tile's P V
+{turn_wait_loop}      // S = Q K^T, then O += P V of the previous tile (P from registers): this tile's softmax runs
+      // while the tensor cores do the previous tile's P V
       tdsl_ptx_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < {KD}; ++kk)
@@ -255,12 +229,11 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
       tdsl_ptx_wgmma_commit_group();
 #pragma unroll
       for (int kk = 0; kk < {NK}; ++kk)
-        tdsl_ptx_wgmma_m64n{D}k16_f32_{wt}_bmn(&o[0],
-            tdsl_ptx_wgmma_desc(&Ps[(((j - 1) & 1) * 2 + w) * 64 * {BN} + (kk >> 2) * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
+        tdsl_ptx_wgmma_m64n{D}k16_f32_{wt}_rs_bmn(&o[0], &pr[kk][0],
             tdsl_ptx_wgmma_desc(&Vs[sp * {BN} * {D} + kk * 16 * 64], {v_lbo}, 1024, 1), 1);
       tdsl_ptx_wgmma_commit_group();
-{turn_pass_loop}      tdsl_ptx_wgmma_wait_group<1>();   // S is ready; P V may still run
-{softmax}      tdsl_ptx_wgmma_wait_group<0>();
+{turn_pass_loop}      tdsl_ptx_wgmma_wait_group<1>();   // S is ready; P V may still run (and read pr)
+{softmax}      tdsl_ptx_wgmma_wait_group<0>();   // P V done: o and pr free
       tdsl_ptx_mbarrier_arrive(&empty[sp]);   // this thread is done with the previous stage's K and V
 #pragma unroll
       for (int q = 0; q < {D8}; ++q) {{   // the output so far, to the new row maximum
@@ -269,17 +242,12 @@ extern "C" __global__ void __launch_bounds__({threads}) {name}(const unsigned ch
         o[4 * q + 2] *= alpha[1];
         o[4 * q + 3] *= alpha[1];
       }}
-      // the threads' stores visible to the tensor cores (async proxy), the whole tile written, and
-      // (for the next tile's P, into the other buffer) every thread's previous P V complete
-      tdsl_ptx_fence_proxy_async();
-      tdsl_fa3_warpgroup_sync(&wgbar[w], phase);
-    }}
+{to_p}    }}
     // the last tile's O += P V
 {turn_wait}    tdsl_ptx_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < {NK}; ++kk)
-      tdsl_ptx_wgmma_m64n{D}k16_f32_{wt}_bmn(&o[0],
-          tdsl_ptx_wgmma_desc(&Ps[(((ntiles - 1) & 1) * 2 + w) * 64 * {BN} + (kk >> 2) * 64 * 64 + (kk & 3) * 16], 16, 1024, 1),
+      tdsl_ptx_wgmma_m64n{D}k16_f32_{wt}_rs_bmn(&o[0], &pr[kk][0],
           tdsl_ptx_wgmma_desc(&Vs[((ntiles - 1) % {ST}) * {BN} * {D} + kk * 16 * 64], {v_lbo}, 1024, 1), 1);
     tdsl_ptx_wgmma_commit_group();
 {turn_pass}    tdsl_ptx_wgmma_wait_group<0>();
@@ -318,9 +286,8 @@ def kernel_source(shape: AttentionShape, pingpong: bool = PINGPONG) -> str:
         name=kernel_name(shape), dtype=shape.dtype, out=shape.out, D=d, BM=BLOCK_M, BN=bn, ST=STAGES, S=shape.seq,
         bh=shape.bh, T=CTYPES[shape.dtype], OUT=CTYPES[shape.out], threads=THREADS, grid_x=grid(shape)[0],
         causal="true" if shape.causal else "false", causal_text="causal" if shape.causal else "not causal",
-        q_elems=BLOCK_M * d, kv_elems=STAGES * bn * d, p_elems=4 * 64 * bn, off_q=lay["Qs"], off_k=lay["Ks"],
-        off_v=lay["Vs"], off_p=lay["Ps"], off_full=lay["bars"], off_empty=lay["bars"] + 8 * STAGES,
-        off_qbar=lay["bars"] + 16 * STAGES, off_wgbar=lay["bars"] + 16 * STAGES + 8, off_turn=lay["bars"] + 16 * STAGES + 24,
+        q_elems=BLOCK_M * d, kv_elems=STAGES * bn * d, off_q=lay["Qs"], off_k=lay["Ks"],
+        off_v=lay["Vs"], off_full=lay["bars"], off_empty=lay["bars"] + 8 * STAGES, off_qbar=lay["bars"] + 16 * STAGES,
         producer_regs=PRODUCER_REGS, consumer_regs=CONSUMER_REGS, q_bytes=BLOCK_M * d * 2,
         kv_bytes=2 * bn * d * 2, CB=d // BOX_COLS, D2=d // 2, BN2=bn // 2, BN8=bn // 8, D8=d // 8, KD=d // 16,
         NK=bn // 16, wt=wt, v_lbo=bn * BOX_COLS * 2)
@@ -332,13 +299,16 @@ def kernel_source(shape: AttentionShape, pingpong: bool = PINGPONG) -> str:
     else:   # two 16-bit outputs: one 32-bit store on the GPU
         store = f"          TDSL_FA3_STORE_PAIR({CTYPES[shape.out]}, O, at + 8 * q, {pair[0]}, {pair[1]});"
     turns = dict(turn_first="", turn_wait="", turn_pass="", turn_wait_loop="", turn_pass_loop="")
-    if pingpong:
+    if pingpong:   # named barrier TURN_BARRIER + w: warpgroup w's 128 threads wait (bar.sync), the other's arrive
+        mine, other = f"{TURN_BARRIER} + w", f"{TURN_BARRIER} + 1 - w"
         turns = dict(
-            turn_first="    if (w == 1) tdsl_ptx_mbarrier_arrive(&turn[0]);   // warpgroup 1 gives the first turn\n",
-            turn_wait="    tdsl_fa3_turn(&turn[w], turn_phase);\n",
-            turn_pass="    tdsl_ptx_mbarrier_arrive(&turn[1 - w]);\n",
-            turn_wait_loop="      tdsl_fa3_turn(&turn[w], turn_phase);   // this warpgroup's turn to issue wgmma\n",
-            turn_pass_loop="      tdsl_ptx_mbarrier_arrive(&turn[1 - w]);   // the other's turn\n")
-    body = _KERNEL.format(**params, **turns, store=store, softmax=softmax, softmax0=softmax.replace("\n      ", "\n        "))
-    prelude = device_functions(wgmma=((bn, wt), (d, wt, "mn")))
+            turn_first=f"    if (w == 1) tdsl_ptx_bar_arrive({TURN_BARRIER}, 256);   // warpgroup 1 gives the first turn\n",
+            turn_wait=f"    tdsl_ptx_bar_sync({mine}, 256);\n",
+            turn_pass=f"    tdsl_ptx_bar_arrive({other}, 256);\n",
+            turn_wait_loop=f"      tdsl_ptx_bar_sync({mine}, 256);   // this warpgroup's turn to issue wgmma\n",
+            turn_pass_loop=f"      tdsl_ptx_bar_arrive({other}, 256);   // the other's turn\n")
+    to_p = dict(to_p=_TO_P.format(ind="      ", **params), to_p0=_TO_P.format(ind="    ", **params))
+    body = _KERNEL.format(**params, **turns, **to_p, store=store, softmax=softmax,
+                          softmax0=softmax.replace("\n      ", "\n        "))
+    prelude = device_functions(wgmma=((bn, wt), (d, wt, "mn", "rs")))
     return "\n".join([prelude, DEVICE_HELPERS, _DEVICE, body])

@@ -1,4 +1,4 @@
-"""Hopper (sm_90a) device functions: mbarrier, fence.proxy.async, TMA loads, wgmma, setmaxnreg.
+"""Hopper (sm_90a) device functions: mbarrier, named barriers, fence.proxy.async, TMA, wgmma, setmaxnreg.
 
 `device_functions()` is CUDA C++ (inline PTX) that a kernel's source puts before its kernels;
 the emulator's header `include/sm90.h` defines the same functions as a model of what the PTX
@@ -72,6 +72,18 @@ __device__ __forceinline__ unsigned long long tdsl_ptx_mbarrier_arrive_expect_tx
 }
 __device__ __forceinline__ void tdsl_ptx_mbarrier_wait(unsigned long long& bar, int parity) {
   tdsl_ptx_mbarrier_wait(&bar, parity);
+}
+"""
+
+# named barriers (PTX ISA "bar, barrier"): barrier `id` (0..15; 0 is the one __syncthreads uses)
+# completes when `count` threads (a multiple of 32: a warp arrives whole) have arrived; bar.sync
+# arrives and waits, bar.arrive arrives only
+_NAMED_BARRIERS = r"""
+__device__ __forceinline__ void tdsl_ptx_bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void tdsl_ptx_bar_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(count) : "memory");
 }
 """
 
@@ -158,25 +170,48 @@ template <int R> __device__ __forceinline__ void tdsl_ptx_setmaxnreg_dec() {
 
 
 B_MAJORS = {"k": ("", 0), "mn": ("_bmn", 1)}   # B's major-ness: name suffix, imm-trans-b
+A_SOURCES = {"ss": "", "rs": "_rs"}              # A from shared memory (a descriptor) or from registers
 
 
-def wgmma_name(n: int, dtype: str, b_major: str = "k") -> str:
-    """The device function's name: tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}[_bmn]."""
-    return f"tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}{B_MAJORS[b_major][0]}"
+def wgmma_name(n: int, dtype: str, b_major: str = "k", a_source: str = "ss") -> str:
+    """The device function's name: tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}[_rs][_bmn]."""
+    return f"tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}{A_SOURCES[a_source]}{B_MAJORS[b_major][0]}"
 
 
-def wgmma_function(n: int, dtype: str, b_major: str = "k") -> str:
+def wgmma_function(n: int, dtype: str, b_major: str = "k", a_source: str = "ss") -> str:
     """The device function `tdsl_ptx_wgmma_m64n{n}k16_f32_{dtype}(float* d, desc_a, desc_b, scale_d)`:
     D (n / 2 floats per thread of the warpgroup) = A * B (+ D when scale_d != 0), A and B from shared
     memory through matrix descriptors, A K-major; B K-major, or with `b_major="mn"` N-major
-    (``..._bmn``: imm-trans-b = 1, the PTX ISA's "transposed" B, a [K, N] tile with N contiguous)."""
-    if dtype not in ("f16", "bf16") or n % 8 or not 8 <= n <= 256 or b_major not in B_MAJORS:
-        raise TargetError(f"wgmma m64nNk16 takes N a multiple of 8 in [8, 256], f16 or bf16 inputs and B major-ness "
-                          f"'k' or 'mn', got N={n}, {dtype}, {b_major!r}")
+    (``..._bmn``: imm-trans-b = 1, the PTX ISA's "transposed" B, a [K, N] tile with N contiguous).
+
+    With `a_source="rs"` A comes from registers (``..._rs[_bmn](float* d, const unsigned* a,
+    desc_b, scale_d)``, 4 x .b32 holding 8 halves per thread): the PTX ISA's register fragment of
+    A for m64nNk16, warp w holding rows 16w..16w+15, lane l the rows l/4 and l/4 + 8, columns
+    2 (l % 4) + {0, 1} and + 8 (a0 = row l/4, a1 = row l/4 + 8, a2 / a3 the same 8 columns on;
+    the lower half of a register the lower column). The register form has no imm-trans-a (A is
+    K-major) and the instruction reads the registers asynchronously: they must not change before
+    the wgmma's wait_group."""
+    if (dtype not in ("f16", "bf16") or n % 8 or not 8 <= n <= 256 or b_major not in B_MAJORS
+            or a_source not in A_SOURCES):
+        raise TargetError(f"wgmma m64nNk16 takes N a multiple of 8 in [8, 256], f16 or bf16 inputs, B major-ness "
+                          f"'k' or 'mn' and A from 'ss' (shared memory) or 'rs' (registers), got N={n}, {dtype}, "
+                          f"{b_major!r}, {a_source!r}")
     regs = n // 2
-    name, trans_b = wgmma_name(n, dtype, b_major), B_MAJORS[b_major][1]
+    name, trans_b = wgmma_name(n, dtype, b_major, a_source), B_MAJORS[b_major][1]
     outs = ", ".join(f"%{i}" for i in range(regs))
     binds = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    if a_source == "rs":
+        return (f"__device__ __forceinline__ void {name}(float* d, const unsigned* a, unsigned long long desc_b, "
+                f"int scale_d) {{\n"
+                f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 5}, 0;\\n'
+                f" wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{outs}}}, "
+                f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, "
+                f'1, 1, {trans_b};\\n}}"\n'
+                f'    : {binds}\n    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d) '
+                f': "memory");\n}}\n'
+                f"__device__ __forceinline__ void {name}(float& d, const unsigned& a, unsigned long long desc_b, "
+                f"int scale_d) {{\n"
+                f"  {name}(&d, &a, desc_b, scale_d);\n}}\n")
     return (f"__device__ __forceinline__ void {name}(float* d, unsigned long long "
             f"desc_a, unsigned long long desc_b, int scale_d) {{\n"
             f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n'
@@ -190,11 +225,11 @@ def wgmma_function(n: int, dtype: str, b_major: str = "k") -> str:
 
 def device_functions(wgmma: tuple[tuple, ...] = ()) -> str:
     """The Hopper device functions as CUDA C++ for NVRTC (skipped by the emulator, whose header
-    defines them); `wgmma` lists the wgmma wanted as (N, dtype) or (N, dtype, b_major) (b_major
-    "k" or "mn"; see `wgmma_function`)."""
+    defines them); `wgmma` lists the wgmma wanted as (N, dtype), (N, dtype, b_major) or
+    (N, dtype, b_major, a_source) (b_major "k" or "mn", a_source "ss" or "rs"; see `wgmma_function`)."""
     specific = _ARCH_SPECIFIC_FUNCTIONS + "".join(wgmma_function(*w) for w in wgmma)
     # (__CUDA_ARCH_FEAT_SM90_ALL: defined when compiling for sm_90a only)
-    portable = _MBARRIER + _TMA_LOADS + _TMA_REFERENCE_FORMS
+    portable = _MBARRIER + _NAMED_BARRIERS + _TMA_LOADS + _TMA_REFERENCE_FORMS
     return (f"{_BEGIN}\n#ifndef TDSL_CUDA_EMU_H\n{portable}#ifdef __CUDA_ARCH_FEAT_SM90_ALL\n{specific}#endif\n"
             f"#endif\n{_END}\n")
 

@@ -74,6 +74,8 @@ struct Thread {
 struct Region { const char* begin; const char* end; const char* name; bool shared; long long window; };
 
 enum { SLOT_BYTES = 160, MAX_THREADS = 1024, MAX_REGIONS = 64 };
+// the warp-collective operations (a warp's lanes must all be at the same one)
+enum { OP_SHFL = 1, OP_SYNCWARP = 2, OP_WMMA_LOAD = 3, OP_WMMA_MMA = 4, OP_WMMA_STORE = 5, OP_WGMMA_RS = 6 };
 
 struct State {
   uint3 thread_idx, block_idx, block_dim, grid_dim;
@@ -732,7 +734,6 @@ inline void __threadfence_block() {}
 
 // ------------------------------------------------------------------------ warp shuffles
 namespace tdsl_emu {
-enum { OP_SHFL = 1, OP_SYNCWARP = 2, OP_WMMA_LOAD = 3, OP_WMMA_MMA = 4, OP_WMMA_STORE = 5 };
 template <class T> inline T shuffle(unsigned mask, T v, int kind, int arg, int width) {
   static_assert(sizeof(T) <= 16, "shuffled values are at most 16 bytes here");
   int lane = lane_id();

@@ -1,6 +1,7 @@
 // sm90.h: the emulator's model of Hopper's asynchronous machinery, as the PTX ISA defines it:
-// mbarrier objects (phases, arrival counts, transaction counts), fence.proxy.async, TMA tensor
-// loads (cp.async.bulk.tensor 2-D, tdsl's own tensor-map encoding) and setmaxnreg. The device
+// mbarrier objects (phases, arrival counts, transaction counts), named barriers (bar.sync /
+// bar.arrive), fence.proxy.async, TMA tensor loads and stores (tdsl's own tensor-map encoding),
+// wgmma (A from shared memory or registers) and setmaxnreg. The device
 // functions have the names tdsl/backends/cuda/sm90.py gives their inline-PTX versions.
 //
 // mbarrier (PTX ISA, "Parallel Synchronization and Communication Instructions: mbarrier"): an
@@ -40,7 +41,12 @@ struct TmaCopy {   // one queued TMA load; dimension 0 is the innermost
   MBarrier* bar;
 };
 
-enum { MAX_MBARRIERS = 64, MAX_TMA = 256, MBAR_TX_LIMIT = (1 << 20) - 1 };
+enum { MAX_MBARRIERS = 64, MAX_TMA = 256, MBAR_TX_LIMIT = (1 << 20) - 1, NAMED_BARRIERS = 16 };
+
+// A named barrier (bar.sync / bar.arrive id, count): the count of the phase in progress (set by its
+// first arrival), the arrivals so far, the phases completed; threads waiting on it wait (as
+// AT_MBARRIER) on its address.
+struct NamedBar { int count, arrived; unsigned phase; };
 
 struct Sm90State {
   unsigned long long epoch = ~0ULL;
@@ -60,6 +66,7 @@ struct Sm90State {
   // wgmma is .sync.aligned: the threads of a warpgroup issue the same ones, in the same order
   unsigned wgmma_issued[MAX_THREADS];
   struct { unsigned seq; int n, b_mn; unsigned long long a, b; int scale; } wgmma_ring[MAX_THREADS / 128][256];
+  NamedBar named[NAMED_BARRIERS];
 };
 
 inline Sm90State& sm90() {
@@ -73,8 +80,17 @@ inline Sm90State& sm90() {
     memset(st.bulk_committed, 0, sizeof st.bulk_committed);
     memset(st.wgmma_issued, 0, sizeof st.wgmma_issued);
     memset(st.wgmma_ring, 0xff, sizeof st.wgmma_ring);
+    memset(st.named, 0, sizeof st.named);
   }
   return st;
+}
+
+// the named barrier whose address `p` is (what its waiters wait on), else -1
+inline int named_barrier_id(const void* p) {
+  Sm90State& st = sm90();
+  for (int i = 0; i < NAMED_BARRIERS; ++i)
+    if (p == (const void*)&st.named[i]) return i;
+  return -1;
 }
 
 // "bars[1]" for an element of a shared array, else the address
@@ -83,6 +99,11 @@ inline const char* mbarrier_name(const void* p) {
   static int k = 0;
   char* out = buf[k ^= 1];
   State& s = state();
+  int id = named_barrier_id(p);
+  if (id >= 0) {
+    snprintf(out, 96, "named barrier %d (bar.sync)", id);
+    return out;
+  }
   for (int i = 0; i < s.nregions; ++i) {
     const Region& r = s.regions[i];
     if ((const char*)p >= r.begin && (const char*)p < r.end) {
@@ -189,6 +210,12 @@ inline int mbarrier_waiters(State& s, const void* addr, char* who, size_t size) 
     at_sync += s.threads[i].state == AT_BARRIER;
   }
   s.thread_idx = s.threads[first].idx;
+  int id = named_barrier_id(addr);
+  if (id >= 0)
+    fail("deadlock: %d thread(s) wait at named barrier %d (bar.sync) for %d arrivals, of which %d came in this phase "
+         "(phase %u), and no running thread is left to arrive (%d thread(s) finished, %d wait at __syncthreads()): "
+         "%s%s", count, id, st.named[id].count, st.named[id].arrived, st.named[id].phase, done, at_sync, who,
+         others);
   MBarrier* b = find_mbarrier(addr, nullptr);
   if (b && b->pending == 0 && b->tx != 0)
     fail("transaction count mismatch on mbarrier %s: every arrival of phase %u came but its tx-count is %lld "
@@ -311,6 +338,52 @@ inline void proxy_check(const char* p, size_t bytes, const char* what) {
        "after the stores and before the barrier that orders them with the %s", what, name, at, what);
 }
 }  // namespace tdsl_emu
+
+// ------------------------------------------------------------------------ named barriers
+// bar.sync / bar.arrive id, count (PTX ISA "bar, barrier"): barrier id (0..15) completes its phase
+// when `count` threads (a multiple of 32, at most the block's threads) have arrived; bar.sync
+// arrives and waits for that, bar.arrive arrives and goes on. Every arrival of one phase names
+// the same count. The GPU counts a warp's arrival as 32 threads; here each thread arrives for
+// itself (the same for a converged warp; a warp whose lanes reach the barrier separately is not
+// modelled). Barrier 0 is the one __syncthreads() uses on a GPU; the emulator keeps them apart.
+namespace tdsl_emu {
+inline void named_barrier_arrive(int id, int count, bool wait, const char* op) {
+  State& s = state();
+  if (id < 0 || id >= NAMED_BARRIERS)
+    fail("%s(%d, %d): the barrier id is 0 to %d (PTX ISA: 16 named barriers per block)", op, id, count,
+         NAMED_BARRIERS - 1);
+  if (count <= 0 || count % 32)
+    fail("%s(%d, %d): the thread count must be a positive multiple of 32 (the warp size): a warp arrives whole",
+         op, id, count);
+  if (count > s.nthreads)
+    fail("%s(%d, %d): the block has only %d threads, so the barrier could never complete", op, id, count, s.nthreads);
+  Sm90State& st = sm90();
+  NamedBar& b = st.named[id];
+  if (b.arrived == 0) b.count = count;
+  else if (b.count != count)
+    fail("%s(%d, %d): phase %u of named barrier %d started with count %d: every arrival of one phase gives the same "
+         "count", op, id, count, b.phase, id, b.count);
+  if (++b.arrived == b.count) {   // the phase completes: its waiters go on
+    b.arrived = 0;
+    b.phase++;
+    for (int i = 0; i < s.nthreads; ++i)
+      if (s.threads[i].state == AT_MBARRIER && st.wait_on[i] == (const void*)&b) s.threads[i].state = RUNNABLE;
+    return;
+  }
+  if (!wait) return;
+  unsigned phase = b.phase;
+  while (b.phase == phase) {
+    st.wait_on[s.cur->linear] = &b;
+    st.wait_parity[s.cur->linear] = (int)(phase & 1);
+    s.cur->state = AT_MBARRIER;
+    yield_to_scheduler();
+  }
+}
+}  // namespace tdsl_emu
+inline void tdsl_ptx_bar_sync(int id, int count) { tdsl_emu::named_barrier_arrive(id, count, true, "tdsl_ptx_bar_sync"); }
+inline void tdsl_ptx_bar_arrive(int id, int count) {
+  tdsl_emu::named_barrier_arrive(id, count, false, "tdsl_ptx_bar_arrive");
+}
 
 inline void tdsl_ptx_fence_proxy_async() {
   for (tdsl_emu::ProxyView& v : tdsl_emu::proxy_views())
@@ -542,7 +615,12 @@ template <int N> inline void tdsl_ptx_bulk_wait_group_read() {
 // rows of K of W bytes along MN, atoms LBO apart along MN, 8-row groups of K SBO apart; not
 // swizzled, at (mn / 8) * SBO + (k / 8) * LBO + (k % 8) * 16 + 2 * (mn % 8).
 namespace tdsl_emu {
-struct Wgmma { float* d; unsigned long long a, b; int scale_d, n, bf16, b_mn; unsigned group; unsigned long long fa, fb; };
+// rs: A from registers; then ra holds the 16-bit bits of rows lane/4 and lane/4 + 8 of the warp's
+// 16 x 16 slice of A (the rows this thread's accumulators need), gathered at issue
+struct Wgmma {
+  float* d; unsigned long long a, b; int scale_d, n, bf16, b_mn; unsigned group; unsigned long long fa, fb;
+  int rs; unsigned short ra[2][16];
+};
 enum { MAX_WGMMA = 64 };
 struct WgmmaQueue { Wgmma ops[MAX_WGMMA]; int nops = 0; unsigned committed = 0; unsigned long long epoch = ~0ULL; };
 inline WgmmaQueue& wgmma_queue() {
@@ -592,14 +670,17 @@ inline const char* wgmma_operand_at(unsigned long long desc, int row, int k, int
   check_addr(at, 2, "wgmma");
   return at;
 }
-inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16, int mn_major = 0) {
-  const char* at = wgmma_operand_at(desc, row, k, mn_major);
-  unsigned short bits;
-  memcpy(&bits, at, 2);
+inline float wgmma_half(unsigned short bits, int bf16) {
   if (bf16) { unsigned u = (unsigned)bits << 16; float f; memcpy(&f, &u, 4); return f; }
   int e = (bits >> 10) & 31, m = bits & 1023;   // IEEE binary16 -> float, exactly
   float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
   return bits >> 15 ? -v : v;
+}
+inline float wgmma_operand(unsigned long long desc, int row, int k, int bf16, int mn_major = 0) {
+  const char* at = wgmma_operand_at(desc, row, k, mn_major);
+  unsigned short bits;
+  memcpy(&bits, at, 2);
+  return wgmma_half(bits, bf16);
 }
 // the bits of an operand's rows x 16 elements (FNV-1a): shared memory an in-flight wgmma reads
 // must not change before its wait_group (the PTX ISA leaves that undefined)
@@ -620,16 +701,18 @@ inline void wgmma_proxy_check(unsigned long long desc, int rows, int mn_major) {
     for (int k = 0; k < 16; ++k) proxy_check(wgmma_operand_at(desc, r, k, mn_major), 2, "wgmma");
 }
 inline void wgmma_run(const Wgmma& w) {
-  if (wgmma_fingerprint(w.a, 64, w.bf16) != w.fa || wgmma_fingerprint(w.b, w.n, w.bf16, w.b_mn) != w.fb)
+  bool a_changed = !w.rs && wgmma_fingerprint(w.a, 64, w.bf16) != w.fa;
+  if (a_changed || wgmma_fingerprint(w.b, w.n, w.bf16, w.b_mn) != w.fb)
     fail("wgmma m64n%dk16: shared memory of its operand %s was written after the wgmma was issued and before its "
          "wait_group (a race: the tensor core reads it asynchronously; wait, then release the stage)", w.n,
-         wgmma_fingerprint(w.a, 64, w.bf16) != w.fa ? "A" : "B");
+         a_changed ? "A" : "B");
   int t = state().cur->linear % 128;
   for (int i = 0; i < w.n / 2; ++i) {
     int row = 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2), col = 2 * (t % 4) + i % 2 + 8 * (i / 4);
     float acc = w.scale_d ? w.d[i] : 0.f;
     for (int k = 0; k < 16; ++k)
-      acc += wgmma_operand(w.a, row, k, w.bf16) * wgmma_operand(w.b, col, k, w.bf16, w.b_mn);
+      acc += (w.rs ? wgmma_half(w.ra[(i / 2) % 2][k], w.bf16) : wgmma_operand(w.a, row, k, w.bf16)) *
+             wgmma_operand(w.b, col, k, w.bf16, w.b_mn);
     w.d[i] = acc;
   }
 }
@@ -653,6 +736,26 @@ inline void wgmma_converged(int n, unsigned long long a, unsigned long long b, i
     fail("wgmma is .sync.aligned: the threads of warpgroup %d issue different instructions as their wgmma #%u "
          "(m64n%dk16 with descriptors 0x%llx, 0x%llx here, m64n%dk16 with 0x%llx, 0x%llx in another thread)", wg, k,
          n, a, b, slot.n, slot.a, slot.b);
+}
+
+// wgmma with A from registers (the PTX ISA's m64nNk16 register fragment of A): lane l of warp w
+// holds, in a[r] (low half first), A[16w + l/4 + 8 (r % 2)][2 (l % 4) + 8 (r / 2) + {0, 1}]. The
+// warp's 16 rows are all a thread's accumulators need: the 4 registers are exchanged within the
+// warp at issue (a warp collective) and the thread keeps its two rows with the queued op. Not
+// checked: that the registers stay unchanged until the wait_group (the ISA requires it; the copy
+// taken at issue is what is multiplied).
+inline void wgmma_rs_gather(Wgmma& op, const unsigned* a) {
+  unsigned mine[4];
+  memcpy(mine, a, sizeof mine);
+  unsigned char (*slots)[SLOT_BYTES] = warp_exchange(mine, sizeof mine, OP_WGMMA_RS);
+  int g = lane_id() / 4;
+  for (int lane = 0; lane < 32; ++lane) {
+    if (lane / 4 != g) continue;
+    unsigned regs[4];
+    memcpy(regs, slots[lane], sizeof regs);
+    for (int r = 0; r < 4; ++r)
+      for (int e = 0; e < 2; ++e) op.ra[r % 2][2 * (lane % 4) + 8 * (r / 2) + e] = (unsigned short)(regs[r] >> (16 * e));
+  }
 }
 
 inline void check_wgmma_counts(State& s) {
@@ -706,10 +809,25 @@ template <int N> inline void tdsl_ptx_wgmma_wait_group() {
                                       tdsl_emu::wgmma_fingerprint(b, N, BF, BMN)};                              \
   }                                                                                                             \
   inline void NAME(float& d, unsigned long long a, unsigned long long b, int s) { NAME(&d, a, b, s); }
-// each shape with B K-major and with B MN-major (the _bmn form: imm-trans-b = 1)
-#define TDSL_EMU_WGMMA(N, T, BF)                                    \
-  TDSL_EMU_WGMMA_FN(tdsl_ptx_wgmma_m64n##N##k16_f32_##T, N, BF, 0) \
-  TDSL_EMU_WGMMA_FN(tdsl_ptx_wgmma_m64n##N##k16_f32_##T##_bmn, N, BF, 1)
+// A from registers: the descriptor field of the .sync.aligned check holds a marker instead
+#define TDSL_EMU_WGMMA_RS_FN(NAME, N, BF, BMN)                                                                \
+  inline void NAME(float* d, const unsigned* a, unsigned long long b, int s) {                                  \
+    tdsl_emu::wgmma_converged(N, ~0ULL, b, s, BMN);                                                             \
+    tdsl_emu::wgmma_proxy_check(b, N, BMN);                                                                     \
+    tdsl_emu::WgmmaQueue& q = tdsl_emu::wgmma_queue();                                                          \
+    if (q.nops == tdsl_emu::MAX_WGMMA) tdsl_emu::fail("more than %d wgmma in flight", (int)tdsl_emu::MAX_WGMMA);   \
+    tdsl_emu::Wgmma op{d, ~0ULL, b, s, N, BF, BMN, q.committed, 0, tdsl_emu::wgmma_fingerprint(b, N, BF, BMN), 1, {}}; \
+    tdsl_emu::wgmma_rs_gather(op, a);                                                                           \
+    q.ops[q.nops++] = op;                                                                                       \
+  }                                                                                                             \
+  inline void NAME(float& d, const unsigned& a, unsigned long long b, int s) { NAME(&d, &a, b, s); }
+// each shape with B K-major and with B MN-major (the _bmn form: imm-trans-b = 1), A from shared
+// memory or (_rs) from registers
+#define TDSL_EMU_WGMMA(N, T, BF)                                              \
+  TDSL_EMU_WGMMA_FN(tdsl_ptx_wgmma_m64n##N##k16_f32_##T, N, BF, 0)           \
+  TDSL_EMU_WGMMA_FN(tdsl_ptx_wgmma_m64n##N##k16_f32_##T##_bmn, N, BF, 1)     \
+  TDSL_EMU_WGMMA_RS_FN(tdsl_ptx_wgmma_m64n##N##k16_f32_##T##_rs, N, BF, 0)   \
+  TDSL_EMU_WGMMA_RS_FN(tdsl_ptx_wgmma_m64n##N##k16_f32_##T##_rs_bmn, N, BF, 1)
 // every N of m64nNk16: 8 to 256 in steps of 8
 TDSL_EMU_WGMMA(8, f16, 0) TDSL_EMU_WGMMA(16, f16, 0) TDSL_EMU_WGMMA(24, f16, 0) TDSL_EMU_WGMMA(32, f16, 0) TDSL_EMU_WGMMA(40, f16, 0) TDSL_EMU_WGMMA(48, f16, 0) TDSL_EMU_WGMMA(56, f16, 0) TDSL_EMU_WGMMA(64, f16, 0)
 TDSL_EMU_WGMMA(72, f16, 0) TDSL_EMU_WGMMA(80, f16, 0) TDSL_EMU_WGMMA(88, f16, 0) TDSL_EMU_WGMMA(96, f16, 0) TDSL_EMU_WGMMA(104, f16, 0) TDSL_EMU_WGMMA(112, f16, 0) TDSL_EMU_WGMMA(120, f16, 0) TDSL_EMU_WGMMA(128, f16, 0)
