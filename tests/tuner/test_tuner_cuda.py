@@ -184,9 +184,6 @@ class FakeDriver(BaseFakeDriver):
         self.pending = 0.001 * threads
         return self.OK
 
-    def cuEventCreate(self, flags):
-        return self.OK + (object(),)
-
     def cuEventRecord(self, event, stream):
         self.log.append(("event",))
         return self.OK
