@@ -11,7 +11,7 @@ and what differed), replaces the block by
                batch, seq, dim, causal, scale))
 
 (``"tdsl_flash_attention_fwd_sm90a"`` for a block annotated with the Hopper kernel), drops the intermediates (the scores are never stored) and leaves a note (`kernel.notes`). The
-CUDA backend runs that call as a host step between its kernels (`backends.cuda.flash_attention`).
+CUDA backend runs that call as a host step between its kernels (`backends.cuda.attention_step`).
 """
 from __future__ import annotations
 

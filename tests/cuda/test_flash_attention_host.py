@@ -27,7 +27,7 @@ from attention_gpu import attention_lowp_func, attention_lowp_ref  # noqa: E402
 def fake(monkeypatch):
     import cuda.bindings
 
-    from tdsl.backends.cuda import flash_attention
+    from tdsl.backends.cuda import attention_step
     from tdsl.backends.cuda.nvrtc import nvrtc_version
 
     nvrtc_version()
@@ -37,9 +37,9 @@ def fake(monkeypatch):
     for attr in ("info", "context", "device", "error"):
         monkeypatch.setattr(runtime._State, attr, None)
     monkeypatch.setattr(runtime._State, "local", __import__("threading").local())
-    flash_attention._gpu_module.cache_clear()   # modules loaded through another driver
+    attention_step._gpu_module.cache_clear()   # modules loaded through another driver
     yield drv
-    flash_attention._gpu_module.cache_clear()
+    attention_step._gpu_module.cache_clear()
 
 
 def _value(params: int, i: int, ctype):

@@ -82,7 +82,7 @@ def _is_nop(stmt: Stmt) -> bool:
 def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> HostPlan:
     """Cut the lowered function into kernels (see the module docs); a kernel that calls one of
     `warp_fns` (see `warp_calls`) launches threadIdx.x = 32 lanes."""
-    from . import flash_attention, host_steps
+    from . import attention_step, host_steps
 
     roots: list[tuple[For, list[Buffer]]] = []
     workspaces: list[Buffer] = []
@@ -107,8 +107,8 @@ def split_kernels(func: PrimFunc, warp_fns: frozenset[str] = frozenset()) -> Hos
             pass
         elif host_steps.is_library_call(stmt):   # a cuBLAS call between the launches
             steps.append((len(roots), host_steps.read_step(stmt, func.name)))
-        elif flash_attention.is_call(stmt):      # tdsl's fused attention kernel, launched by the host
-            steps.append((len(roots), flash_attention.read_step(stmt, func.name)))
+        elif attention_step.is_call(stmt):      # tdsl's fused attention kernel, launched by the host
+            steps.append((len(roots), attention_step.read_step(stmt, func.name)))
         elif any(f.kind == "thread_binding" for f in collect(stmt, For)):
             raise TargetError(f"function {func.name!r}: {_describe(stmt)} is outside every kernel but contains "
                               "thread-bound loops; a kernel starts at an outermost bound loop, so put it inside "
