@@ -39,8 +39,8 @@ DYNAMIC_CONFIGS = ((128, 64, 4, 128), (128, 64, 3, 128), (64, 64, 4, 64))
 STATIC_CONFIGS = ((64, 64, 2, 64), (128, 32, 2, 128), (128, 32, 3, 64), (64, 32, 3, 128), (128, 32, 2, 64),
                   (32, 64, 2, 64), (64, 32, 2, 64), (16, 64, 2, 64))
 CONFIGS = DYNAMIC_CONFIGS + STATIC_CONFIGS
-FALLBACK_NOTE = ("block {block!r}: not on the sm_90a wgmma pipeline ({why}); scheduled for mma.sync "
-                 "(ldmatrix + mma m16n8k16) instead")
+FALLBACK_NOTE = ("block {block!r}: not on the sm_90a wgmma pipeline ({why}); left to the sm_80 rules "
+                 "(mma.sync: ldmatrix + mma m16n8k16, where they take it)")
 
 
 def configs(m: int, n: int, k: int, max_shared: int = MAX_SHARED) -> list[tuple[int, int, int, int]]:
