@@ -219,7 +219,9 @@ else:
 
 # %% [markdown]
 # `tdsl.auto_schedule(hgemm, target="cuda")` writes this schedule for you (rule
-# `GPUMmaTiling`, with a 128 x 128 block tile where the sizes allow).
+# `GPUMmaTiling`, with a 128 x 128 block tile where the sizes allow; the tile is written as
+# sampling steps, so `tdsl.tune` can try other tiles that fit the sizes). For `arch="sm_90a"` an fp16
+# GEMM goes to Hopper's TMA + wgmma pipeline instead (tutorial 15).
 
 # %%
 auto = tdsl.auto_schedule(hgemm, target="cuda")
