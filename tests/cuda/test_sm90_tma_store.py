@@ -64,6 +64,44 @@ def test_tma_store_runs_in_the_emulator():
         body.index("tdsl_ptx_tma_store_2d(&C_tmap[0], 0, by * 32, &C_sh[0])")
 
 
+RANK4 = '''
+@T.prim_func
+def k4(C: T.Buffer((2, 3, 40, 64), "float32")):
+    T.func_attr({"tdsl.tensor_map:C_tmap": "C (1, 1, 32, 64) none"})
+    C_tmap = T.alloc_buffer((128,), "uint8")
+    C_sh = T.alloc_buffer((1, 1, 32, 64), "float32", scope="shared")
+    for b in T.thread_binding(12, thread="blockIdx.x"):
+        for tx in T.thread_binding(128, thread="threadIdx.x"):
+            for r in range(16):
+                C_sh[0, 0, (tx * 16 + r) // 64, (tx * 16 + r) % 64] = T.float32(1) + T.Cast("float32", b)
+            T.evaluate(T.ptx_fence_proxy_async())
+        for tx in T.thread_binding(128, thread="threadIdx.x"):
+            if tx == 0:
+                T.evaluate(T.ptx_tma_store(C[b // 6, b // 2 % 3, b % 2 * 32, 0], C_sh[0, 0, 0, 0], C_tmap[0]))
+'''
+
+
+def test_a_four_dimensional_tma_store_in_the_interpreter_and_the_emulator():
+    """Boxes of 1 x 1 x 32 x 64 of a (2, 3, 40, 64) tensor: the second box of each (i, j) has 8 of its
+    32 rows inside; the rest is skipped."""
+    want = np.zeros((2, 3, 40, 64), np.float32)
+    for i in range(2):
+        for j in range(3):
+            want[i, j, :32] = 1 + 6 * i + 2 * j
+            want[i, j, 32:] = 2 + 6 * i + 2 * j
+    f = tdsl.parse(RANK4)
+    c = np.zeros((2, 3, 40, 64), np.float32)
+    tdsl.interpret(f, c)
+    np.testing.assert_array_equal(c, want)
+    if not (shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")):
+        pytest.skip("no host C++ compiler (the emulator needs one)")
+    kernel = tdsl.build(f, target="cuda", emulate=True)
+    c = np.zeros((2, 3, 40, 64), np.float32)
+    kernel(c)
+    np.testing.assert_array_equal(c, want)
+    assert "tdsl_ptx_tma_store_4d(&C_tmap[0], 0, " in kernel.source
+
+
 def test_the_rule_samples_the_tma_store_first():
     sch = tdsl.auto_schedule(gemm(128, 128, 128), target="cuda", arch="sm_90a")
     text = str(sch.trace)

@@ -125,8 +125,8 @@ class MbarrierCallParser(ExpressionParser):
             raise self.error(node.args[2], f"the tensor map of T.ptx_tma_store is element 0 of a uint8 buffer of 128 "
                                            f"bytes, got {_describe(tmap)}")
         rank = len(dst.buffer.shape)
-        if not 1 <= rank <= 3 or len(src.buffer.shape) < rank:
-            raise self.error(node, f"T.ptx_tma_store copies a box of 1 to 3 axes from the last axes of the source; "
+        if not 1 <= rank <= 5 or len(src.buffer.shape) < rank:
+            raise self.error(node, f"T.ptx_tma_store copies a box of 1 to 5 axes from the last axes of the source; "
                                    f"{dst.buffer.name} has {rank}, {src.buffer.name} {len(src.buffer.shape)}")
         if dst.buffer.dtype != src.buffer.dtype:
             raise self.error(node, f"T.ptx_tma_store copies between buffers of one dtype; {dst.buffer.name} is "
