@@ -84,30 +84,40 @@ class MbarrierCallParser(ExpressionParser):
         self._args(node, FENCE_PROXY_ASYNC, ())
         return Call(_dt.int32, FENCE_PROXY_ASYNC, (), span=self.span(node))
 
+    def _tma_operands(self, node: ast.Call, name: str, store: bool, example: str, first_coord: int):
+        """The destination, source, tensor map and box coordinates of T.ptx_tma_load / _store
+        (`store`: the tensor is the destination, the shared tile the source), checked alike."""
+        dst, src, tmap = (self.eval_expr(a) for a in node.args[:3])
+        scopes = ("global", "shared") if store else ("shared", "global")
+        for what, value, arg, scope in (("destination", dst, node.args[0], scopes[0]),
+                                        ("source", src, node.args[1], scopes[1])):
+            if not isinstance(value, BufferLoad) or value.dtype.lanes != 1 or value.buffer.scope != scope:
+                raise self.error(arg, f"the {what} of {name} is one element of a {scope} buffer, got "
+                                      f"{_describe(value)}", f"e.g. {example}")
+        if not isinstance(tmap, BufferLoad) or tmap.buffer.dtype != _dt.DataType.parse("uint8"):
+            raise self.error(node.args[2], f"the tensor map of {name} is element 0 of a uint8 buffer of 128 "
+                                           f"bytes, got {_describe(tmap)}")
+        tensor, tile = (dst, src) if store else (src, dst)
+        rank = len(tensor.buffer.shape)
+        if not 1 <= rank <= 5 or len(tile.buffer.shape) < rank:
+            where = "from the last axes of the source" if store else "into the last axes of the destination"
+            raise self.error(node, f"{name} copies a box of 1 to 5 axes {where}; "
+                                   f"{tensor.buffer.name} has {rank}, {tile.buffer.name} {len(tile.buffer.shape)}")
+        if dst.buffer.dtype != src.buffer.dtype:
+            raise self.error(node, f"{name} copies between buffers of one dtype; {dst.buffer.name} is "
+                                   f"{dst.buffer.dtype}, {src.buffer.name} is {src.buffer.dtype}")
+        coords = [self.to_index(self.eval_expr(a), a) for a in node.args[first_coord:]] or list(tensor.indices)
+        if len(coords) != rank:
+            raise self.error(node, f"{name} takes {rank} coordinates of {tensor.buffer.name}, got {len(coords)}")
+        return dst, src, tmap, coords
+
     def call_ptx_tma_load(self, node: ast.Call) -> PrimExpr:
         """T.ptx_tma_load(dst, src, tensor_map, bars[i][, *coords]): TMA of src's box (coords: src's indices)."""
         if node.keywords or len(node.args) < 4:
             raise self.error(node, "T.ptx_tma_load takes (A_shared[s, 0, 0], A[y, x], tensor_map[0], bars[s])")
-        dst, src, tmap = (self.eval_expr(a) for a in node.args[:3])
         bar = self._barrier(node, node.args[3], TMA_LOAD)
-        for what, value, arg, scope in (("destination", dst, node.args[0], "shared"),
-                                        ("source", src, node.args[1], "global")):
-            if not isinstance(value, BufferLoad) or value.dtype.lanes != 1 or value.buffer.scope != scope:
-                raise self.error(arg, f"the {what} of T.ptx_tma_load is one element of a {scope} buffer, got "
-                                      f"{_describe(value)}", "e.g. T.ptx_tma_load(A_sh[s, 0, 0], A[y, x], tmap[0], bars[s])")
-        if not isinstance(tmap, BufferLoad) or tmap.buffer.dtype != _dt.DataType.parse("uint8"):
-            raise self.error(node.args[2], f"the tensor map of T.ptx_tma_load is element 0 of a uint8 buffer of 128 "
-                                           f"bytes, got {_describe(tmap)}")
-        rank = len(src.buffer.shape)
-        if not 1 <= rank <= 5 or len(dst.buffer.shape) < rank:
-            raise self.error(node, f"T.ptx_tma_load copies a box of 1 to 5 axes into the last axes of the destination; "
-                                   f"{src.buffer.name} has {rank}, {dst.buffer.name} {len(dst.buffer.shape)}")
-        if dst.buffer.dtype != src.buffer.dtype:
-            raise self.error(node, f"T.ptx_tma_load copies between buffers of one dtype; {dst.buffer.name} is "
-                                   f"{dst.buffer.dtype}, {src.buffer.name} is {src.buffer.dtype}")
-        coords = [self.to_index(self.eval_expr(a), a) for a in node.args[4:]] or list(src.indices)
-        if len(coords) != rank:
-            raise self.error(node, f"T.ptx_tma_load takes {rank} coordinates of {src.buffer.name}, got {len(coords)}")
+        dst, src, tmap, coords = self._tma_operands(node, "T.ptx_tma_load", False,
+                                                    "T.ptx_tma_load(A_sh[s, 0, 0], A[y, x], tmap[0], bars[s])", 4)
         return Call(_dt.int32, TMA_LOAD, (dst, src, tmap, bar, *coords), span=self.span(node))
 
     def call_ptx_tma_store(self, node: ast.Call) -> PrimExpr:
@@ -115,25 +125,8 @@ class MbarrierCallParser(ExpressionParser):
         indices), committed and waited for (bulk wait_group 0)."""
         if node.keywords or len(node.args) < 3:
             raise self.error(node, "T.ptx_tma_store takes (C[y, x], C_shared[0, 0], tensor_map[0])")
-        dst, src, tmap = (self.eval_expr(a) for a in node.args[:3])
-        for what, value, arg, scope in (("destination", dst, node.args[0], "global"),
-                                        ("source", src, node.args[1], "shared")):
-            if not isinstance(value, BufferLoad) or value.dtype.lanes != 1 or value.buffer.scope != scope:
-                raise self.error(arg, f"the {what} of T.ptx_tma_store is one element of a {scope} buffer, got "
-                                      f"{_describe(value)}", "e.g. T.ptx_tma_store(C[y, x], C_sh[0, 0], tmap[0])")
-        if not isinstance(tmap, BufferLoad) or tmap.buffer.dtype != _dt.DataType.parse("uint8"):
-            raise self.error(node.args[2], f"the tensor map of T.ptx_tma_store is element 0 of a uint8 buffer of 128 "
-                                           f"bytes, got {_describe(tmap)}")
-        rank = len(dst.buffer.shape)
-        if not 1 <= rank <= 5 or len(src.buffer.shape) < rank:
-            raise self.error(node, f"T.ptx_tma_store copies a box of 1 to 5 axes from the last axes of the source; "
-                                   f"{dst.buffer.name} has {rank}, {src.buffer.name} {len(src.buffer.shape)}")
-        if dst.buffer.dtype != src.buffer.dtype:
-            raise self.error(node, f"T.ptx_tma_store copies between buffers of one dtype; {dst.buffer.name} is "
-                                   f"{dst.buffer.dtype}, {src.buffer.name} is {src.buffer.dtype}")
-        coords = [self.to_index(self.eval_expr(a), a) for a in node.args[3:]] or list(dst.indices)
-        if len(coords) != rank:
-            raise self.error(node, f"T.ptx_tma_store takes {rank} coordinates of {dst.buffer.name}, got {len(coords)}")
+        dst, src, tmap, coords = self._tma_operands(node, "T.ptx_tma_store", True,
+                                                    "T.ptx_tma_store(C[y, x], C_sh[0, 0], tmap[0])", 3)
         return Call(_dt.int32, TMA_STORE, (dst, src, tmap, *coords), span=self.span(node))
 
     def call_ptx_wgmma(self, node: ast.Call) -> PrimExpr:
