@@ -14,30 +14,40 @@ from ..ir.opaque_calls import wgmma_b_mn, wgmma_box_axis, wgmma_layout
 from .runtime import InterpretError
 
 
+def _box_copy(tile: BufferLoad, tensor: BufferLoad, coords: list, load: bool, what: str) -> Stmt:
+    """Loops over the box (the tile's last len(coords) axes) copying between the tile at its
+    indices and the tensor at `coords`; where the tensor's element is outside it, a load writes
+    zero and a store writes nothing (as TMA does)."""
+    rank = len(coords)
+    box = [e.value for e in tile.buffer.shape[-rank:] if isinstance(e, IntImm)]
+    if len(box) != rank:
+        raise InterpretError(f"{what}: its last {rank} axes are the box, which needs constant sides, got "
+                             f"{tile.buffer.shape}")
+    idx = [Var(f"tma_i{d}", coords[d].dtype) for d in range(rank)]
+    outer, base = tile.indices[:-rank], tile.indices[-rank:]
+    at_tile = tuple(outer) + tuple(b + i for b, i in zip(base, idx))
+    at = tuple(c + i for c, i in zip(coords, idx))
+    if load:
+        zero = FloatImm(0.0, tile.buffer.dtype) if tile.buffer.dtype.is_float else IntImm(0, tile.buffer.dtype)
+        outside: Stmt | None = BufferStore(tile.buffer, zero, at_tile)
+        body: Stmt = BufferStore(tile.buffer, BufferLoad(tensor.buffer, at), at_tile)
+    else:
+        outside = None
+        body = BufferStore(tensor.buffer, BufferLoad(tile.buffer, at_tile), at)
+    for a, extent in reversed(list(zip(at, tensor.buffer.shape))):
+        inside = Binary("lt", a, extent) if isinstance(extent, PrimExpr) else Binary("lt", a, IntImm(extent, a.dtype))
+        body = IfThenElse(Binary("ge", a, IntImm(0, a.dtype)), IfThenElse(inside, body, outside), outside)
+    for i, extent in reversed(list(zip(idx, box))):
+        body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
+    return body
+
+
 def tma_load_as_copy(call: Call) -> Stmt:
     """T.ptx_tma_load(dst, src, tensor_map, bar, *coords) as loops copying the box (zero where it
     leaves the source tensor, as TMA fills out-of-bounds elements)."""
     dst, src, _, _, *coords = call.args
     assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad)
-    rank = len(coords)
-    box = [e.value for e in dst.buffer.shape[-rank:] if isinstance(e, IntImm)]
-    if len(box) != rank:
-        raise InterpretError(f"T.ptx_tma_load into {dst.buffer.name}: its last {rank} axes are the box, which needs "
-                             f"constant sides, got {dst.buffer.shape}")
-    idx = [Var(f"tma_i{d}", coords[d].dtype) for d in range(rank)]
-    outer, base = dst.indices[:-rank], dst.indices[-rank:]
-    target = tuple(outer) + tuple(b + i for b, i in zip(base, idx))
-    at = [c + i for c, i in zip(coords, idx)]
-    zero = FloatImm(0.0, dst.buffer.dtype) if dst.buffer.dtype.is_float else IntImm(0, dst.buffer.dtype)
-    body: Stmt = BufferStore(dst.buffer, BufferLoad(src.buffer, tuple(at)), target)
-    for a, extent in reversed(list(zip(at, src.buffer.shape))):
-        inside = Binary("lt", a, extent) if isinstance(extent, PrimExpr) else Binary("lt", a, IntImm(extent, a.dtype))
-        body = IfThenElse(Binary("ge", a, IntImm(0, a.dtype)),
-                          IfThenElse(inside, body, BufferStore(dst.buffer, zero, target)),
-                          BufferStore(dst.buffer, zero, target))
-    for i, extent in reversed(list(zip(idx, box))):
-        body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
-    return body
+    return _box_copy(dst, src, coords, True, f"T.ptx_tma_load into {dst.buffer.name}")
 
 
 def tma_store_as_copy(call: Call) -> Stmt:
@@ -45,22 +55,7 @@ def tma_store_as_copy(call: Call) -> Stmt:
     into dst at coords, skipping the elements outside dst (as TMA does)."""
     dst, src, _, *coords = call.args
     assert isinstance(dst, BufferLoad) and isinstance(src, BufferLoad)
-    rank = len(coords)
-    box = [e.value for e in src.buffer.shape[-rank:] if isinstance(e, IntImm)]
-    if len(box) != rank:
-        raise InterpretError(f"T.ptx_tma_store from {src.buffer.name}: its last {rank} axes are the box, which "
-                             f"needs constant sides, got {src.buffer.shape}")
-    idx = [Var(f"tma_i{d}", coords[d].dtype) for d in range(rank)]
-    outer, base = src.indices[:-rank], src.indices[-rank:]
-    source = tuple(outer) + tuple(b + i for b, i in zip(base, idx))
-    at = [c + i for c, i in zip(coords, idx)]
-    body: Stmt = BufferStore(dst.buffer, BufferLoad(src.buffer, source), tuple(at))
-    for a, extent in reversed(list(zip(at, dst.buffer.shape))):
-        inside = Binary("lt", a, extent) if isinstance(extent, PrimExpr) else Binary("lt", a, IntImm(extent, a.dtype))
-        body = IfThenElse(Binary("ge", a, IntImm(0, a.dtype)), IfThenElse(inside, body))
-    for i, extent in reversed(list(zip(idx, box))):
-        body = For(i, IntImm(0, i.dtype), IntImm(extent, i.dtype), "serial", body)
-    return body
+    return _box_copy(src, dst, coords, False, f"T.ptx_tma_store from {src.buffer.name}")
 
 
 def wgmma_as_loops(call: Call) -> Stmt:
